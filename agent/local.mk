@@ -1,0 +1,1 @@
+# agent: see the module's files; filled in by its issue.

@@ -1,0 +1,41 @@
+/* jsonx.h: strict JSON input helpers on top of jansson. Untrusted input goes through
+ * jsonx_parse (size and depth bounds) and the typed getters, which name the offending
+ * field ("parallel.tp") in the yard_err on failure. */
+#ifndef YARD_JSONX_H
+#define YARD_JSONX_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+/* Parses buf[0..len) as one JSON value. Rejects more than max_bytes, nesting deeper than
+ * max_depth, and trailing garbage. Returns a new reference or NULL with err set. */
+json_t *jsonx_parse(const char *buf, size_t len, size_t max_bytes, int max_depth,
+                    struct yard_err *err);
+
+/* Nesting depth of a value (scalars are 0, [] and {} are 1). */
+int jsonx_depth(const json_t *v);
+
+/* Fails naming the first key of obj that is not in allowed (NULL-terminated list).
+ * prefix is the dotted path of obj, "" at the top. */
+int jsonx_only_keys(const json_t *obj, const char *prefix, const char *const *allowed,
+                    struct yard_err *err);
+
+/* Typed getters. `required` makes absence an error; otherwise *out keeps its default.
+ * Range-checked integers fail naming the field and the allowed range. */
+int jsonx_get_int(const json_t *obj, const char *prefix, const char *key, int required,
+                  int64_t min, int64_t max, int64_t *out, struct yard_err *err);
+int jsonx_get_double(const json_t *obj, const char *prefix, const char *key, int required,
+                     double min, double max, double *out, struct yard_err *err);
+int jsonx_get_bool(const json_t *obj, const char *prefix, const char *key, int required,
+                   int *out, struct yard_err *err);
+/* *out points into obj (borrowed). max_len bounds the string length in bytes. */
+int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int required,
+                     size_t max_len, const char **out, struct yard_err *err);
+
+/* Writes "prefix.key" (or "key" when prefix is empty) into out. */
+void jsonx_path(char *out, size_t out_len, const char *prefix, const char *key);
+
+#endif

@@ -1,0 +1,9 @@
+# common/: errors, logging, time, JSON and string helpers shared by every module.
+noinst_LIBRARIES += common/libcommon.a
+common_libcommon_a_SOURCES = \
+	common/common.h \
+	common/err.c common/err.h \
+	common/log.c common/log.h \
+	common/clock.c common/clock.h \
+	common/jsonx.c common/jsonx.h
+common_libcommon_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)

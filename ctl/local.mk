@@ -1,0 +1,1 @@
+# ctl: see the module's files; filled in by its issue.

@@ -1,0 +1,1 @@
+# jobs: see the module's files; filled in by its issue.

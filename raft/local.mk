@@ -1,0 +1,1 @@
+# raft: see the module's files; filled in by its issue.

@@ -1,0 +1,1 @@
+# scheduler: see the module's files; filled in by its issue.

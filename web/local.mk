@@ -1,0 +1,1 @@
+# web: see the module's files; filled in by its issue.
