@@ -1,0 +1,142 @@
+/* yd.h: the trainyard data plane, the public API user programs link (libyd.a).
+ *
+ * Communicators in the style of NCCL/MPI: every rank of a group creates one from the same
+ * peer list, then runs collectives and point-to-point operations on CPU (or, where compiled
+ * and present, CUDA) buffers. Transports are chosen per peer pair (shared memory on one host,
+ * TCP between hosts, RDMA verbs when a device exists); algorithms by a cost model unless forced.
+ *
+ * Errors: every function returns 0 or a negative code from common/err.h (YARD_E*). After a
+ * failure yd_comm_last_error() says what failed, naming the peer rank and host, the operation
+ * and its sequence number, e.g.
+ *   "allreduce #42: peer rank 3 (host 127.0.0.1:40113) closed the connection".
+ * Every blocking wait has a deadline (yd_config.timeout_ms, or per call): a dead or silent peer
+ * becomes YARD_EPEER or YARD_ETIMEDOUT on every survivor, never a hang. Once a communicator
+ * has failed, later operations fail at once with the same error (no silent recovery).
+ * Mismatched collectives across ranks (op, count, dtype, root) fail with YARD_EMISMATCH.
+ *
+ * Threads: one communicator is used by one application thread at a time. Nonblocking
+ * operations (yd_i*) progress on the communicator's own progress thread; yd_comm_abort() may
+ * be called from any thread or a signal-free context to fail everything pending promptly.
+ */
+#ifndef YD_H
+#define YD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct yd_comm yd_comm;
+typedef struct yd_request yd_request;
+
+enum yd_dtype { YD_F32, YD_F64, YD_F16, YD_BF16, YD_I32, YD_I64, YD_DTYPE_COUNT };
+enum yd_op { YD_SUM, YD_PROD, YD_MIN, YD_MAX, YD_AVG, YD_OP_COUNT };
+
+enum yd_algo {
+	YD_ALGO_AUTO,  /* cost model picks by size, world size and topology */
+	YD_ALGO_RING,  /* chunked, pipelined reduce-scatter + allgather */
+	YD_ALGO_RD,    /* recursive doubling */
+	YD_ALGO_HD,    /* halving-doubling (Rabenseifner), any world size */
+	YD_ALGO_TREE,  /* binary tree reduce + broadcast */
+	YD_ALGO_NAIVE, /* everyone sends everything to everyone */
+	YD_ALGO_PS,    /* parameter server, sharded across ranks */
+	YD_ALGO_HIER,  /* intra-host reduce-scatter, inter-host ring, intra-host allgather */
+	YD_ALGO_COUNT
+};
+
+enum yd_transport {
+	YD_TRANSPORT_AUTO, /* shm on the same host, RDMA if a device exists, else TCP */
+	YD_TRANSPORT_SHM,
+	YD_TRANSPORT_TCP,
+	YD_TRANSPORT_RDMA,
+	YD_TRANSPORT_COUNT
+};
+
+struct yd_config {
+	int rank;
+	int world_size;
+	/* endpoints[i] = "host:port" where rank i listens, for every rank. Copied. */
+	const char *const *endpoints;
+	/* host_labels[i] = which host rank i is on (ranks with equal labels are on one host; shm
+	 * is used between them). NULL: derived from the endpoint's host. Lets one machine emulate
+	 * several hosts. Copied. */
+	const char *const *host_labels;
+	int timeout_ms;            /* deadline of every blocking wait; 0 = 30000 */
+	enum yd_transport transport; /* forced transport, or AUTO */
+	enum yd_algo algo;         /* forced algorithm for every collective, or AUTO */
+	int tcp_sockets_per_peer;  /* 0 = default */
+};
+
+const char *yd_dtype_name(enum yd_dtype d);
+size_t yd_dtype_size(enum yd_dtype d);
+const char *yd_op_name(enum yd_op op);
+const char *yd_algo_name(enum yd_algo a);
+/* Parses "ring", "rd", "hd", "tree", "naive", "ps", "hier", "auto"; -1 if unknown. */
+int yd_algo_parse(const char *name);
+const char *yd_transport_name(enum yd_transport t);
+int yd_transport_parse(const char *name);
+
+/* Connects to every peer (each rank listens on its own endpoint). Fails with YARD_ETIMEDOUT
+ * naming the missing ranks if not all arrive within cfg->timeout_ms. errbuf gets the message. */
+int yd_comm_init(const struct yd_config *cfg, yd_comm **out, char *errbuf, size_t errbuf_len);
+
+/* Same, from the environment: YARD_RANK, YARD_WORLD_SIZE, and either YARD_PEERS
+ * (comma-separated host:port, one per rank) or YARD_RENDEZVOUS_FILE (a shared file each
+ * rank appends "rank host:port" to, choosing a free port itself). Optional: YARD_HOSTS
+ * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TRANSPORT, YARD_ALGO. */
+int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len);
+
+/* Collective over comm: ranks with the same color form a new communicator, ordered by
+ * (key, old rank). color < 0 means "not in any group" (*out = NULL). */
+int yd_comm_split(yd_comm *comm, int color, int key, yd_comm **out);
+
+/* Fails every pending and future operation with YARD_EABORTED; wakes peers' waits by closing
+ * connections. Safe from any thread. */
+void yd_comm_abort(yd_comm *comm);
+void yd_comm_destroy(yd_comm *comm);
+
+int yd_comm_rank(const yd_comm *comm);
+int yd_comm_size(const yd_comm *comm);
+const char *yd_comm_last_error(const yd_comm *comm);
+/* Transport used between this rank and peer (after init). */
+enum yd_transport yd_comm_transport(const yd_comm *comm, int peer);
+void yd_comm_set_timeout(yd_comm *comm, int timeout_ms);
+void yd_comm_set_algo(yd_comm *comm, enum yd_algo algo);
+
+/* Collectives. sendbuf == recvbuf is in-place. count is elements per rank buffer as in
+ * NCCL: allreduce count in and out; reduce_scatter recvcount per rank (send = count*size);
+ * allgather sendcount per rank (recv = count*size). Buffers may be CUDA device pointers when
+ * built with CUDA and a GPU is present. */
+int yd_allreduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, enum yd_dtype dt,
+                 enum yd_op op);
+int yd_reduce_scatter(yd_comm *c, const void *sendbuf, void *recvbuf, size_t recvcount,
+                      enum yd_dtype dt, enum yd_op op);
+int yd_allgather(yd_comm *c, const void *sendbuf, void *recvbuf, size_t sendcount,
+                 enum yd_dtype dt);
+int yd_broadcast(yd_comm *c, void *buf, size_t count, enum yd_dtype dt, int root);
+int yd_reduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, enum yd_dtype dt,
+              enum yd_op op, int root);
+int yd_barrier(yd_comm *c);
+int yd_send(yd_comm *c, const void *buf, size_t count, enum yd_dtype dt, int peer, int tag);
+int yd_recv(yd_comm *c, void *buf, size_t count, enum yd_dtype dt, int peer, int tag);
+
+/* Nonblocking allreduce (bucketed gradient exchange overlapped with backward): starts at
+ * once on the progress thread; yd_wait blocks until done (deadline applies) and frees req. */
+int yd_iallreduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                  enum yd_dtype dt, enum yd_op op, yd_request **req);
+int yd_isend(yd_comm *c, const void *buf, size_t count, enum yd_dtype dt, int peer, int tag,
+             yd_request **req);
+int yd_irecv(yd_comm *c, void *buf, size_t count, enum yd_dtype dt, int peer, int tag,
+             yd_request **req);
+int yd_wait(yd_request *req);
+/* 1 if done (then yd_wait returns at once), 0 if not. */
+int yd_test(yd_request *req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
