@@ -6,11 +6,13 @@
  *       sends R POSTs in all and prints one JSON line:
  *       {"clients":N,"requests":R,"ok":..,"errors":..,"seconds":..,"per_s":..,"p50_ms":..,"p99_ms":..}
  *   yard-loadgen until-write --endpoints URL[,URL..] --token T [--timeout-ms 10000]
- *       retries one small write (every 5 ms, over every endpoint) until one succeeds and
- *       prints the milliseconds it took: the "time until the next write succeeds" of a
- *       failover measurement.
+ *                            [--kill-pid PID]
+ *       sends SIGKILL to PID (when given), then retries one small write (every 5 ms, over
+ *       every endpoint) until one succeeds and prints the milliseconds from the kill: the
+ *       "time until the next write succeeds" of a failover measurement.
  */
 #include <curl/curl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,10 +158,14 @@ static int cmd_submit(const char *endpoint, const char *token, int clients, int 
 }
 
 static int cmd_until_write(char endpoints[][512], int n_endpoints, const char *token,
-                           double timeout_ms)
+                           double timeout_ms, int kill_pid)
 {
 	char auth[512];
 	double t0 = now_ms();
+	if (kill_pid > 0 && kill(kill_pid, SIGKILL) != 0) {
+		perror("yard-loadgen: kill");
+		return 1;
+	}
 	int attempt = 0;
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
 	while (now_ms() - t0 < timeout_ms) {
@@ -194,7 +200,7 @@ static void usage(void)
 	fprintf(stderr, "usage: yard-loadgen submit --endpoints URLS --token T --clients N "
 	                "--requests R [--body FILE] [--path P]\n"
 	                "       yard-loadgen until-write --endpoints URLS --token T "
-	                "[--timeout-ms MS]\n");
+	                "[--timeout-ms MS] [--kill-pid PID]\n");
 }
 
 int main(int argc, char **argv)
@@ -204,6 +210,7 @@ int main(int argc, char **argv)
 	const char *token = "", *body_file = NULL, *path = "/v1/jobs";
 	char *body = NULL;
 	double timeout_ms = 10000;
+	int kill_pid = 0;
 
 	if (argc < 2) {
 		usage();
@@ -228,6 +235,8 @@ int main(int argc, char **argv)
 			path = argv[i + 1];
 		else if (strcmp(argv[i], "--timeout-ms") == 0)
 			timeout_ms = atof(argv[i + 1]);
+		else if (strcmp(argv[i], "--kill-pid") == 0)
+			kill_pid = atoi(argv[i + 1]);
 		else {
 			usage();
 			return 2;
@@ -247,7 +256,7 @@ int main(int argc, char **argv)
 		rc = cmd_submit(endpoints[0], token, clients, requests,
 		                body != NULL ? body : "{\"name\":\"bench\"}", path);
 	} else if (strcmp(argv[1], "until-write") == 0) {
-		rc = cmd_until_write(endpoints, n_endpoints, token, timeout_ms);
+		rc = cmd_until_write(endpoints, n_endpoints, token, timeout_ms, kill_pid);
 	} else {
 		usage();
 		rc = 2;
