@@ -1,0 +1,23 @@
+# dataplane/trainer.mk: the built-in trainer (model, schedules, optimiser, data, checkpoints)
+# as libtrainer.a, its unit tests, and (once libyd and the job-spec parser exist) yard-worker
+# and yard-run. The data plane's own rules are in dataplane/local.mk.
+noinst_LIBRARIES += dataplane/libtrainer.a
+dataplane_libtrainer_a_SOURCES = \
+	dataplane/model.c dataplane/model.h dataplane/model_layers.c \
+	dataplane/data.c dataplane/data.h \
+	dataplane/schedule.c dataplane/schedule.h \
+	dataplane/optim.c dataplane/optim.h \
+	dataplane/ckpt.c dataplane/ckpt.h \
+	dataplane/trainer.c dataplane/trainer.h dataplane/trainer_ckpt.c \
+	dataplane/trainer_net.h dataplane/trainer_net_local.c dataplane/trainer_net_yd.c
+dataplane_libtrainer_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
+TRAINER_LIBS = dataplane/libtrainer.a common/libcommon.a $(BLAS_LIBS) $(JANSSON_LIBS) -lm
+
+TRAINER_TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
+TRAINER_TEST_LIBS = $(TRAINER_LIBS) $(CMOCKA_LIBS)
+
+check_PROGRAMS += tests/unit/test_model
+TESTS += tests/unit/test_model
+tests_unit_test_model_SOURCES = tests/unit/test_model.c
+tests_unit_test_model_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_model_LDADD = $(TRAINER_TEST_LIBS)

@@ -1,0 +1,235 @@
+/* trainer_ckpt.c: a rank's checkpoint shard (format in ckpt.h) and the directory around it:
+ *   DIR/step-NNNNNNNN/rank-NNNNN.shard   one per rank
+ *   DIR/step-NNNNNNNN/MANIFEST           written by rank 0 after every rank wrote its shard;
+ *                                        a step directory without it is ignored on restore
+ * Saving and restoring are collective over the world (they meet in an allreduce). */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataplane/ckpt.h"
+#include "dataplane/trainer.h"
+
+static void meta_fill(const struct trainer *t, struct ckpt_meta *meta)
+{
+	memset(meta, 0, sizeof *meta);
+	snprintf(meta->job, sizeof meta->job, "%s", t->job_id);
+	meta->step = t->step;
+	meta->rank = t->rank;
+	meta->world = t->world;
+	meta->dp = t->par.dp;
+	meta->tp = t->par.tp;
+	meta->pp = t->par.pp;
+	meta->v = t->par.virtual_stages;
+	meta->m = t->par.micro_batches;
+	meta->d_in = t->model.cfg.d_in;
+	meta->d_model = t->model.cfg.d_model;
+	meta->d_ff = t->model.cfg.d_ff;
+	meta->layers = t->model.cfg.layers;
+	meta->classes = t->model.cfg.classes;
+	meta->model_seed = t->model.cfg.seed;
+	meta->optimizer = t->optim.cfg.kind;
+	meta->optim_t = t->optim.t;
+	meta->data_seed = t->train.data_seed;
+	meta->data_position = (uint64_t)t->step * (uint64_t)t->train.batch_size;
+}
+
+/* Parameters, then optimiser slots, each named after its parameter. Caller frees. */
+static struct ckpt_tensor *tensors_of(struct trainer *t, int *count)
+{
+	int slots = optim_state_slots(&t->optim);
+	int n = t->model.nparams * (1 + slots);
+	struct ckpt_tensor *ts = calloc((size_t)n, sizeof *ts);
+	if (!ts)
+		return NULL;
+	int k = 0;
+	for (int s = 0; s <= slots; s++)
+		for (int i = 0; i < t->model.nparams; i++, k++) {
+			const struct model_param *p = &t->model.params[i];
+			struct ckpt_tensor *c = &ts[k];
+			snprintf(c->name, sizeof c->name, "%s", p->name);
+			c->kind = (uint32_t)s; /* CKPT_PARAM, CKPT_OPTIM_M, CKPT_OPTIM_V */
+			c->tensor_id = p->tensor_id;
+			c->rows = p->rows;
+			c->cols = p->cols;
+			c->row0 = p->row0;
+			c->col0 = p->col0;
+			c->full_rows = p->full_rows;
+			c->full_cols = p->full_cols;
+			c->data = s == 0 ? p->data : (s == 1 ? t->optim.m : t->optim.v) + p->offset;
+		}
+	*count = n;
+	return ts;
+}
+
+static int mkdir_p1(const char *path, struct yard_err *err)
+{
+	if (mkdir(path, 0755) != 0 && errno != EEXIST)
+		return yard_err_set(err, YARD_EIO, "%s: cannot create directory: %s", path,
+		                    strerror(errno));
+	return 0;
+}
+
+/* Complete steps in dir, ascending. Caller frees *steps. */
+static int complete_steps(const char *dir, int64_t **steps, int *count)
+{
+	*steps = NULL;
+	*count = 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	int cap = 0;
+	while ((e = readdir(d))) {
+		long long step;
+		char tail;
+		if (sscanf(e->d_name, "step-%lld%c", &step, &tail) != 1)
+			continue;
+		char manifest[4096];
+		snprintf(manifest, sizeof manifest, "%s/%s/MANIFEST", dir, e->d_name);
+		if (access(manifest, R_OK) != 0)
+			continue;
+		if (*count == cap) {
+			cap = cap ? 2 * cap : 16;
+			int64_t *grown = realloc(*steps, (size_t)cap * sizeof **steps);
+			if (!grown) {
+				closedir(d);
+				return YARD_ENOMEM;
+			}
+			*steps = grown;
+		}
+		(*steps)[(*count)++] = step;
+	}
+	closedir(d);
+	for (int i = 1; i < *count; i++) /* insertion sort: few entries */
+		for (int j = i; j > 0 && (*steps)[j - 1] > (*steps)[j]; j--) {
+			int64_t tmp = (*steps)[j];
+			(*steps)[j] = (*steps)[j - 1];
+			(*steps)[j - 1] = tmp;
+		}
+	return 0;
+}
+
+static void remove_step_dir(const char *dir, int64_t step)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/step-%08lld", dir, (long long)step);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char file[4352];
+		snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+		unlink(file);
+	}
+	closedir(d);
+	rmdir(path);
+}
+
+int trainer_save(struct trainer *t, const char *dir, int keep, struct yard_err *err)
+{
+	char stepdir[4096], shard[4200];
+	snprintf(stepdir, sizeof stepdir, "%s/step-%08lld", dir, (long long)t->step);
+	snprintf(shard, sizeof shard, "%s/rank-%05d.shard", stepdir, t->rank);
+	struct yard_err local = {0};
+	int rc = mkdir_p1(dir, &local);
+	if (!rc)
+		rc = mkdir_p1(stepdir, &local);
+	int count = 0;
+	struct ckpt_tensor *ts = NULL;
+	if (!rc) {
+		ts = tensors_of(t, &count);
+		if (!ts)
+			rc = yard_err_set(&local, YARD_ENOMEM, "%s: out of memory", shard);
+	}
+	if (!rc) {
+		struct ckpt_meta meta;
+		meta_fill(t, &meta);
+		rc = ckpt_write(shard, &meta, ts, count, &local);
+	}
+	free(ts);
+	/* every rank learns whether all shards are on disk */
+	double ok = rc == 0 ? 1.0 : 0.0;
+	int nrc = t->net->ops->allreduce(t->net, TRAINER_WORLD, &ok, 1, YD_F64);
+	if (rc)
+		return yard_err_set(err, rc, "rank %d: %s", t->rank, local.msg);
+	if (nrc)
+		return yard_err_set(err, nrc, "rank %d: checkpoint barrier: %s", t->rank,
+		                    t->net->ops->last_error(t->net));
+	if ((int)ok != t->world)
+		return yard_err_set(err, YARD_EIO,
+		                    "checkpoint of step %lld: %d of %d ranks failed to write their "
+		                    "shard",
+		                    (long long)t->step, t->world - (int)ok, t->world);
+	if (t->rank != 0)
+		return 0;
+	char manifest[4200], text[256];
+	snprintf(manifest, sizeof manifest, "%s/MANIFEST", stepdir);
+	int len = snprintf(text, sizeof text, "job %s\nstep %lld\nworld %d\nformat %u\n", t->job_id,
+	                   (long long)t->step, t->world, CKPT_VERSION);
+	if ((rc = ckpt_write_file_atomic(manifest, text, (size_t)len, err)))
+		return rc;
+	if (keep > 0) {
+		int64_t *steps;
+		int n;
+		if (complete_steps(dir, &steps, &n) == 0) {
+			for (int i = 0; i < n - keep; i++)
+				remove_step_dir(dir, steps[i]);
+			free(steps);
+		}
+	}
+	return 0;
+}
+
+int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err)
+{
+	int64_t *steps;
+	int n;
+	if (complete_steps(dir, &steps, &n) != 0)
+		return yard_err_set(err, YARD_ENOMEM, "out of memory");
+	int64_t step = n > 0 ? steps[n - 1] : -1;
+	free(steps);
+	double agree[2] = {(double)step, 1.0};
+	int rc = t->net->ops->allreduce(t->net, TRAINER_WORLD, agree, 2, YD_F64);
+	if (rc)
+		return yard_err_set(err, rc, "rank %d: restore barrier: %s", t->rank,
+		                    t->net->ops->last_error(t->net));
+	if (agree[0] != (double)step * t->world)
+		return yard_err_set(
+		    err, YARD_EMISMATCH,
+		    "rank %d: ranks disagree on the newest complete checkpoint in %s "
+		    "(this rank sees step %lld)",
+		    t->rank, dir, (long long)step);
+	if (step < 0)
+		return yard_err_set(err, YARD_ENOTFOUND, "%s: no complete checkpoint", dir);
+	char shard[4200];
+	snprintf(shard, sizeof shard, "%s/step-%08lld/rank-%05d.shard", dir, (long long)step,
+	         t->rank);
+	int count;
+	struct ckpt_tensor *ts = tensors_of(t, &count);
+	if (!ts)
+		return yard_err_set(err, YARD_ENOMEM, "out of memory");
+	struct ckpt_meta expect, got;
+	meta_fill(t, &expect);
+	rc = ckpt_read(shard, &expect, &got, ts, count, err);
+	free(ts);
+	if (rc)
+		return rc;
+	if (got.step != step || got.data_position != (uint64_t)step * t->train.batch_size)
+		return yard_err_set(
+		    err, YARD_ECORRUPT,
+		    "%s: records step %lld at data position %llu, expected step %lld", shard,
+		    (long long)got.step, (unsigned long long)got.data_position, (long long)step);
+	t->step = got.step;
+	t->optim.t = got.optim_t;
+	return 0;
+}
