@@ -18,3 +18,8 @@ tests_unit_test_consensus_LDADD = $(CONSENSUS_LIBS) $(FSM_LIBS) $(CMOCKA_LIBS)
 tests_unit_test_transport_SOURCES = tests/unit/test_transport.c
 tests_unit_test_transport_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS)
 tests_unit_test_transport_LDADD = $(CONSENSUS_LIBS) $(CMOCKA_LIBS)
+
+bin_PROGRAMS += yardd
+yardd_SOURCES = raft/yardd.c
+yardd_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS) $(H2O_CFLAGS)
+yardd_LDADD = web/libweb.a $(CONSENSUS_LIBS) $(FSM_LIBS) $(H2O_LIBS) $(UV_LIBS)
