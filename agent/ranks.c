@@ -141,7 +141,8 @@ static void rank_ended_unwatched(struct agent_rank *r)
 	r->exited = 1;
 	r->exit_code = -1;
 	r->term_signal = 0;
-	if (r->exit_path[0] != '\0' && shim_read_exit(r->exit_path, &r->exit_code, &r->term_signal) != 0) {
+	if (r->exit_path[0] != '\0' &&
+	    shim_read_exit(r->exit_path, &r->exit_code, &r->term_signal) != 0) {
 		r->exit_code = -1;
 		r->term_signal = 0;
 	}
@@ -194,7 +195,8 @@ int ranks_load_state(struct agent *a)
 		}
 		if (pid <= 0 || !pid_is_same_process(pid, ticks)) {
 			rank_ended_unwatched(r);
-			log_info("rank %d of %s (pid %d) ended while the agent was down: code %d signal %d",
+			log_info("rank %d of %s (pid %d) ended while the agent was down: code %d "
+			         "signal %d",
 			         r->rank, job, (int)pid, r->exit_code, r->term_signal);
 			continue;
 		}
