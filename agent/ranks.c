@@ -390,8 +390,10 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 			                    job, i);
 		}
 
-	envp = build_env(a, env != NULL ? env : json_object(), job,
-	                 spec_path[0] != '\0' ? spec_path : NULL);
+	json_t *no_env = json_object();
+	envp =
+	    build_env(a, env != NULL ? env : no_env, job, spec_path[0] != '\0' ? spec_path : NULL);
+	json_decref(no_env);
 	proc = calloc(1, sizeof *proc);
 	memset(&opts, 0, sizeof opts);
 	stdio[0].flags = UV_IGNORE;

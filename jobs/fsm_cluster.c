@@ -138,8 +138,10 @@ json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c)
 	sqlite3_finalize(st);
 
 	char *devices_text = json_dumps(devices, JSON_COMPACT | JSON_SORT_KEYS);
-	char *labels_text = json_dumps(json_is_object(labels) ? labels : json_object(),
-	                               JSON_COMPACT | JSON_SORT_KEYS);
+	json_t *no_labels = json_object();
+	char *labels_text =
+	    json_dumps(json_is_object(labels) ? labels : no_labels, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(no_labels);
 	int rc = fsm_run(f,
 	                 "INSERT INTO nodes(id, name, state, address, devices, version, updated_ms,"
 	                 " port_base, labels, token_hash, registered_ms, reason)"

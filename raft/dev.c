@@ -19,7 +19,8 @@ static struct {
 	uv_loop_t *loop;
 	struct consensus *cons;
 	struct fsm *fsm;
-	struct dev_options opt;
+	struct dev_options opt; /* its strings point to the copies below */
+	char data_dir[PATH_MAX], api_url[256], admin_token_path[PATH_MAX];
 	char join_path[PATH_MAX];
 	char join_secret[SHA256_HEX_LEN + 1];
 	char join_hash[SHA256_HEX_LEN + 1];
@@ -62,6 +63,12 @@ int dev_init(uv_loop_t *loop, struct consensus *c, struct fsm *f, const struct d
 	dev.cons = c;
 	dev.fsm = f;
 	dev.opt = *opt;
+	snprintf(dev.data_dir, sizeof dev.data_dir, "%s", opt->data_dir);
+	snprintf(dev.api_url, sizeof dev.api_url, "%s", opt->api_url);
+	snprintf(dev.admin_token_path, sizeof dev.admin_token_path, "%s", opt->admin_token_path);
+	dev.opt.data_dir = dev.data_dir;
+	dev.opt.api_url = dev.api_url;
+	dev.opt.admin_token_path = dev.admin_token_path;
 	snprintf(dev.join_path, sizeof dev.join_path, "%s/dev-join.token", opt->data_dir);
 	if (read_secret(dev.join_path, dev.join_secret, sizeof dev.join_secret) != 0) {
 		unsigned char raw[32];

@@ -14,6 +14,7 @@
 #include "jobs/fsm.h"
 #include "raft/consensus.h"
 
+/* Strings are copied by dev_init. */
 struct dev_options {
 	const char *data_dir;
 	const char *api_url;          /* http://a.b.c.d:port */

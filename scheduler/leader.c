@@ -19,8 +19,9 @@
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
-	uint64_t last_seen_ms; /* monotonic; 0: not heard since this member became leader */
-	json_t *ranks;         /* the latest validated rank reports (owned) */
+	uint64_t last_seen_ms;   /* monotonic; 0: not heard since this member became leader */
+	uint64_t known_since_ms; /* when this leader first saw the node's row (a registration) */
+	json_t *ranks;           /* the latest validated rank reports (owned) */
 	char version[32];
 	int64_t free_disk_mb;
 	int proposing; /* a node.set_state is in flight */
@@ -274,8 +275,12 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 		struct soft_node *n = node_get(s, id);
 		if (n == NULL || n->proposing)
 			continue;
+		if (n->known_since_ms == 0)
+			n->known_since_ms = now;
+		/* silence counts from the latest of: the last heartbeat, this leader's election
+		 * (the grace period), the node's registration */
 		uint64_t heard =
-		    n->last_seen_ms > s->leader_since_ms ? n->last_seen_ms : s->leader_since_ms;
+		    YARD_MAX(n->last_seen_ms, YARD_MAX(s->leader_since_ms, n->known_since_ms));
 		uint64_t silence_ms = now - heard;
 		const char *want = state;
 		char reason[160];
