@@ -59,12 +59,23 @@ struct sched {
 	uint64_t epoch; /* bumped on every leadership change: late proposals are ignored */
 	uint64_t leader_since_ms;
 	uint64_t last_applied, last_full_ms;
+	uint64_t wake_ms; /* a time-based condition (back-off, stop wait) comes due then */
 	int dirty;
 	struct soft_node *nodes;
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
 };
+
+static uint64_t mono_now(const struct sched *s)
+{
+	return s->io.mono_ms ? s->io.mono_ms(s->io.data) : yard_now_mono_ms();
+}
+
+static int64_t wall_now(const struct sched *s)
+{
+	return s->io.wall_ms ? s->io.wall_ms(s->io.data) : yard_now_wall_ms();
+}
 
 void sched_config_defaults(struct sched_config *cfg)
 {
@@ -192,23 +203,32 @@ struct proposal {
 	char op[24];
 };
 
+/* One proposal per node or job at a time: the flag is set before the proposal goes out
+ * (its completion may come at once) and cleared when it completes or is refused. */
+static void set_proposing(struct sched *s, int is_node, const char *id, int on)
+{
+	if (is_node) {
+		struct soft_node *n = node_find(s, id);
+		if (n != NULL)
+			n->proposing = on;
+		return;
+	}
+	struct soft_job *j = job_find(s, id);
+	if (j == NULL)
+		return;
+	j->proposing = on;
+	if (!on) {
+		json_decref(j->claim);
+		j->claim = NULL;
+	}
+}
+
 static void proposal_done(void *data, int status, const json_t *result)
 {
 	struct proposal *p = data;
 	struct sched *s = p->s;
 	if (p->epoch == s->epoch && s->leading) {
-		if (p->is_node) {
-			struct soft_node *n = node_find(s, p->id);
-			if (n != NULL)
-				n->proposing = 0;
-		} else {
-			struct soft_job *j = job_find(s, p->id);
-			if (j != NULL) {
-				j->proposing = 0;
-				json_decref(j->claim);
-				j->claim = NULL;
-			}
-		}
+		set_proposing(s, p->is_node, p->id, 0);
 		const char *error =
 		    result ? json_string_value(json_object_get(result, "error")) : NULL;
 		if (status != 0)
@@ -233,7 +253,9 @@ static int propose(struct sched *s, int is_node, const char *id, const char *op,
 	p->is_node = is_node;
 	snprintf(p->id, sizeof p->id, "%s", id);
 	snprintf(p->op, sizeof p->op, "%s", op);
+	set_proposing(s, is_node, id, 1);
 	if (s->io.propose(s->io.data, op, args, proposal_done, p) != 0) {
+		set_proposing(s, is_node, id, 0);
 		free(p);
 		return -1;
 	}
@@ -242,10 +264,7 @@ static int propose(struct sched *s, int is_node, const char *id, const char *op,
 
 static int propose_job(struct sched *s, struct soft_job *j, const char *op, json_t *args)
 {
-	if (propose(s, 0, j->id, op, args) != 0)
-		return -1;
-	j->proposing = 1;
-	return 0;
+	return propose(s, 0, j->id, op, args);
 }
 
 static void note(struct sched *s, struct soft_job *j, const char *type, const char *fmt, ...)
@@ -301,10 +320,8 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 		else
 			snprintf(reason, sizeof reason, "no heartbeat for %.1f s",
 			         (double)silence_ms / 1000);
-		if (propose(
-		        s, 1, id, "node.set_state",
-		        json_pack("{s:s,s:s,s:s}", "id", id, "state", want, "reason", reason)) == 0)
-			n->proposing = 1;
+		propose(s, 1, id, "node.set_state",
+		        json_pack("{s:s,s:s,s:s}", "id", id, "state", want, "reason", reason));
 	}
 }
 
@@ -474,13 +491,19 @@ static uint64_t backoff_ms(const struct sched *s, int64_t restarts)
 	return ms < s->cfg.restart_backoff_max_ms ? ms : s->cfg.restart_backoff_max_ms;
 }
 
+static void wake_at(struct sched *s, uint64_t mono_ms)
+{
+	if (mono_ms < s->wake_ms)
+		s->wake_ms = mono_ms;
+}
+
 /* A restarting job may be placed again once its old ranks are confirmed stopped (or the
  * wait ran out) and its back-off has passed. Returns 1 when it may. */
 static int check_restarting(struct sched *s, struct soft_job *j, const json_t *job,
                             const json_t *nodes_by_id, uint64_t now)
 {
 	if (!j->stopped) {
-		json_t *layout = json_object_get(job, "layout");
+		json_t *layout = fsm_job_layout(s->fsm, j->id);
 		size_t i;
 		json_t *slot;
 		int waiting = 0;
@@ -499,7 +522,9 @@ static int check_restarting(struct sched *s, struct soft_job *j, const json_t *j
 			                "running") == 0)
 				waiting++;
 		}
+		json_decref(layout);
 		if (waiting > 0 && now - j->phase_since_ms < s->cfg.stop_wait_ms) {
+			wake_at(s, j->phase_since_ms + s->cfg.stop_wait_ms);
 			snprintf(j->reason, sizeof j->reason,
 			         "restarting: waiting for %d rank(s) of generation %lld to stop",
 			         waiting, (long long)j->generation);
@@ -523,8 +548,9 @@ static int check_restarting(struct sched *s, struct soft_job *j, const json_t *j
 	int64_t restarts = json_integer_value(json_object_get(job, "restarts"));
 	int64_t since = json_integer_value(json_object_get(job, "updated_ms"));
 	int64_t ready = since + (int64_t)backoff_ms(s, restarts);
-	int64_t wall = yard_now_wall_ms();
+	int64_t wall = wall_now(s);
 	if (wall < ready) {
+		wake_at(s, now + (uint64_t)(ready - wall));
 		snprintf(j->reason, sizeof j->reason, "restart back-off: %.1f s left",
 		         (double)(ready - wall) / 1000);
 		return 0;
@@ -606,10 +632,12 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 		}
 	}
 	struct queue_policy policy = {.reserve_after_ms = (int64_t)s->cfg.reserve_after_ms};
-	queue_pass(q, n_q, pn, n_nodes, &policy, yard_now_wall_ms());
+	queue_pass(q, n_q, pn, n_nodes, &policy, wall_now(s));
+	int waiting = 0;
 	for (int k = 0; k < n_q; k++) {
 		struct soft_job *j = job_find(s, q[k].id);
-		j->position = q[k].position;
+		/* the position among the jobs still waiting, in queue order */
+		j->position = q[k].placed ? 0 : ++waiting;
 		if (!q[k].placed) {
 			snprintf(j->reason, sizeof j->reason, "%s", q[k].reason);
 			if (!j->noted_waiting && n_nodes > 0) {
@@ -637,13 +665,10 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 				         "no complete checkpoint: starting from step 0");
 		}
 		j->claim = json_deep_copy(ranks);
-		if (propose_job(s, j, "job.assign",
-		                json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
-		                          (json_int_t)j->generation + 1, "ranks", ranks, "note",
-		                          note_text)) != 0) {
-			json_decref(j->claim);
-			j->claim = NULL;
-		}
+		propose_job(s, j, "job.assign",
+		            json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
+		                      (json_int_t)j->generation + 1, "ranks", ranks, "note",
+		                      note_text));
 	}
 out:
 	for (int k = 0; k < n_q; k++)
@@ -712,11 +737,15 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 
 static void on_tick(uv_timer_t *t)
 {
-	struct sched *s = t->data;
+	sched_tick(t->data);
+}
+
+void sched_tick(struct sched *s)
+{
 	struct yard_err err = {0};
 	if (!s->leading || !s->io.is_ready(s->io.data))
 		return;
-	uint64_t now = yard_now_mono_ms();
+	uint64_t now = mono_now(s);
 	json_t *nodes = fsm_nodes_list(s->fsm, &err);
 	if (nodes == NULL) {
 		log_error("scheduler: %s", err.msg);
@@ -724,8 +753,10 @@ static void on_tick(uv_timer_t *t)
 	}
 	check_nodes(s, nodes, now);
 	uint64_t applied = s->io.applied_index(s->io.data);
-	if (s->dirty || applied != s->last_applied || now - s->last_full_ms >= 1000) {
+	if (s->dirty || applied != s->last_applied || now >= s->wake_ms ||
+	    now - s->last_full_ms >= 1000) {
 		s->dirty = 0;
+		s->wake_ms = UINT64_MAX;
 		s->last_applied = applied;
 		s->last_full_ms = now;
 		run_jobs(s, nodes, now);
@@ -747,7 +778,8 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	s->io = *io;
 	uv_timer_init(loop, &s->timer);
 	s->timer.data = s;
-	uv_timer_start(&s->timer, on_tick, cfg->tick_ms, cfg->tick_ms);
+	if (cfg->tick_ms > 0)
+		uv_timer_start(&s->timer, on_tick, cfg->tick_ms, cfg->tick_ms);
 	return s;
 }
 
@@ -772,7 +804,7 @@ void sched_leader_up(struct sched *s)
 	soft_clear(s);
 	s->epoch++;
 	s->leading = 1;
-	s->leader_since_ms = yard_now_mono_ms();
+	s->leader_since_ms = mono_now(s);
 	s->dirty = 1;
 	log_info("scheduler: leading; every node has %.1f s from now before it is suspect",
 	         (double)s->cfg.node_suspect_ms / 1000);
@@ -928,7 +960,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 			json_decref(n->ranks);
 			n->ranks = reports;
 			reports = NULL;
-			n->last_seen_ms = yard_now_mono_ms();
+			n->last_seen_ms = mono_now(s);
 			snprintf(n->version, sizeof n->version, "%s", version);
 			n->free_disk_mb = free_disk_mb;
 			s->dirty = 1;
@@ -987,7 +1019,7 @@ void sched_overlay_node(struct sched *s, json_t *node)
 	if (n == NULL || n->last_seen_ms == 0)
 		return;
 	json_object_set_new(node, "last_heartbeat_ms_ago",
-	                    json_integer((json_int_t)(yard_now_mono_ms() - n->last_seen_ms)));
+	                    json_integer((json_int_t)(mono_now(s) - n->last_seen_ms)));
 	json_object_set_new(node, "ranks", n->ranks ? json_deep_copy(n->ranks) : json_array());
 	if (n->free_disk_mb >= 0)
 		json_object_set_new(node, "free_disk_mb", json_integer(n->free_disk_mb));

@@ -58,6 +58,9 @@ struct sched_io {
 	int (*is_ready)(void *data);
 	/* Index of the last applied entry (a change means the replicated state changed). */
 	uint64_t (*applied_index)(void *data);
+	/* Clocks; NULL means the real ones (tests drive time themselves). */
+	uint64_t (*mono_ms)(void *data);
+	int64_t (*wall_ms)(void *data); /* the clock commands are stamped with */
 };
 
 struct sched;
@@ -70,6 +73,9 @@ void sched_destroy(struct sched *s);
 void sched_leader_up(struct sched *s);
 /* Leadership lost: soft state is dropped; in-flight proposals are ignored when they end. */
 void sched_leader_down(struct sched *s);
+
+/* One pass of the work described above (the timer's; tests call it directly). */
+void sched_tick(struct sched *s);
 
 /* A heartbeat from node (already authenticated as that node). Records the soft state and
  * returns the answer {"desired": [...], "commands": []} (new reference), or NULL with err

@@ -16,3 +16,9 @@ dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_fail
 	tests/integration/test_ha.sh tests/integration/test_dev.sh
 TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_ha.sh tests/integration/test_dev.sh
+
+check_PROGRAMS += tests/unit/test_leader
+TESTS += tests/unit/test_leader
+tests_unit_test_leader_SOURCES = tests/unit/test_leader.c
+tests_unit_test_leader_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
+tests_unit_test_leader_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIBS) $(UV_LIBS) $(CMOCKA_LIBS)

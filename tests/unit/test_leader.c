@@ -1,0 +1,420 @@
+/* test_leader.c: the leader's scheduler (scheduler/leader.h) driven tick by tick with fake
+ * clocks and a fake raft that applies every proposal to a real in-memory state machine at
+ * once: the grace period after an election, suspect/down thresholds, gang placement and the
+ * desired set with its environment, restarts on exits and hangs with back-off, success,
+ * and what a heartbeat may not do. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "jobs/fsm.h"
+#include "scheduler/leader.h"
+
+struct world {
+	struct fsm fsm;
+	uint64_t mono;
+	int64_t wall;
+	uint64_t applied;
+	uv_loop_t loop;
+	struct sched *sched;
+};
+
+static int fake_propose(void *data, const char *op, json_t *args, sched_done_cb done, void *cb_data)
+{
+	struct world *w = data;
+	size_t len = 0;
+	char *cmd = fsm_command_encode(op, args, NULL, w->wall, "scheduler", "admin", &len);
+	const json_t *r = fsm_apply(&w->fsm, cmd, len);
+	free(cmd);
+	w->applied++;
+	done(cb_data, 0, r);
+	return 0;
+}
+
+static int fake_ready(void *data)
+{
+	return 1;
+}
+
+static uint64_t fake_applied(void *data)
+{
+	return ((struct world *)data)->applied;
+}
+
+static uint64_t fake_mono(void *data)
+{
+	return ((struct world *)data)->mono;
+}
+
+static int64_t fake_wall(void *data)
+{
+	return ((struct world *)data)->wall;
+}
+
+static int apply(struct world *w, const char *op, const char *args)
+{
+	size_t len = 0;
+	char *cmd =
+	    fsm_command_encode(op, json_loads(args, 0, NULL), NULL, w->wall, "test", "admin", &len);
+	const json_t *r = fsm_apply(&w->fsm, cmd, len);
+	free(cmd);
+	w->applied++;
+	return (int)json_integer_value(json_object_get(r, "status"));
+}
+
+static void advance(struct world *w, uint64_t ms)
+{
+	w->mono += ms;
+	w->wall += (int64_t)ms;
+}
+
+/* Advances time by ms in 100 ms ticks. */
+static void run(struct world *w, uint64_t ms)
+{
+	for (uint64_t t = 0; t < ms; t += 100) {
+		advance(w, 100);
+		sched_tick(w->sched);
+	}
+}
+
+static struct world *world_new(void)
+{
+	struct world *w = calloc(1, sizeof *w);
+	struct yard_err err = {0};
+	struct sched_config cfg;
+	assert_int_equal(fsm_init(&w->fsm, &err), 0);
+	uv_loop_init(&w->loop);
+	w->mono = 1000000;
+	w->wall = 1763740000000LL;
+	sched_config_defaults(&cfg);
+	cfg.tick_ms = 0;
+	snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "/shared/ckpt");
+	struct sched_io io = {.data = w,
+	                      .propose = fake_propose,
+	                      .is_ready = fake_ready,
+	                      .applied_index = fake_applied,
+	                      .mono_ms = fake_mono,
+	                      .wall_ms = fake_wall};
+	w->sched = sched_create(&w->loop, &w->fsm, &cfg, &io);
+	char args[512];
+	for (int n = 0; n < 2; n++) {
+		snprintf(
+		    args, sizeof args,
+		    "{\"name\":\"node-%c\",\"host\":\"10.0.0.%d\",\"port_base\":%d,\"devices\":"
+		    "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
+		    "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],"
+		    "\"token_hash\":\"%064d\"}",
+		    'a' + n, n + 1, 29500 + 100 * n, n);
+		assert_int_equal(apply(w, "node.register", args), 200);
+	}
+	sched_leader_up(w->sched);
+	return w;
+}
+
+static void world_free(struct world *w)
+{
+	sched_destroy(w->sched);
+	uv_run(&w->loop, UV_RUN_NOWAIT);
+	uv_loop_close(&w->loop);
+	fsm_close(&w->fsm);
+	free(w);
+}
+
+static const char *node_state(struct world *w, const char *id)
+{
+	static char state[16];
+	struct yard_err err = {0};
+	json_t *n = fsm_node_get(&w->fsm, id, &err);
+	assert_non_null(n);
+	snprintf(state, sizeof state, "%s", json_string_value(json_object_get(n, "state")));
+	json_decref(n);
+	return state;
+}
+
+static json_t *job(struct world *w, const char *id)
+{
+	struct yard_err err = {0};
+	json_t *j = fsm_job_get(&w->fsm, id, &err);
+	assert_non_null(j);
+	return j;
+}
+
+static const char *job_state(struct world *w, const char *id)
+{
+	static char state[16];
+	json_t *j = job(w, id);
+	snprintf(state, sizeof state, "%s", json_string_value(json_object_get(j, "state")));
+	json_decref(j);
+	return state;
+}
+
+/* A heartbeat from node with the given ranks report (JSON array text); returns desired. */
+static json_t *heartbeat(struct world *w, const char *node, const char *ranks)
+{
+	char body[4096];
+	struct yard_err err = {0};
+	snprintf(body, sizeof body, "{\"node\":\"%s\",\"ranks\":%s}", node, ranks);
+	json_t *b = json_loads(body, 0, NULL);
+	json_t *answer = sched_heartbeat(w->sched, node, b, &err);
+	json_decref(b);
+	assert_non_null(answer);
+	json_t *desired = json_incref(json_object_get(answer, "desired"));
+	json_decref(answer);
+	return desired;
+}
+
+static const char *env_of(const json_t *desired, size_t i, const char *key)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(json_array_get(desired, i), "env"), key));
+}
+
+static void test_grace_period_then_suspect_then_down(void **state)
+{
+	struct world *w = world_new();
+	run(w, 1400); /* within the grace period after the election: nothing is judged */
+	assert_string_equal(node_state(w, "node-a"), "up");
+	json_decref(heartbeat(w, "node-a", "[]"));
+	run(w, 200); /* node-b was never heard: suspect once the grace period is over */
+	assert_string_equal(node_state(w, "node-a"), "up");
+	assert_string_equal(node_state(w, "node-b"), "suspect");
+	run(w, 1500); /* 3 s since the election: node-b down; node-a silent for 1.7 s: suspect */
+	assert_string_equal(node_state(w, "node-b"), "down");
+	assert_string_equal(node_state(w, "node-a"), "suspect");
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 100);
+	assert_string_equal(node_state(w, "node-a"), "up");
+	assert_string_equal(node_state(w, "node-b"), "up");
+	/* a new election starts a new grace period, whatever the old leader had heard */
+	sched_leader_down(w->sched);
+	run(w, 5000);
+	sched_leader_up(w->sched);
+	run(w, 1400);
+	assert_string_equal(node_state(w, "node-a"), "up");
+	world_free(w);
+}
+
+static void test_gang_placement_env_and_success(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\",\"command\":[\"x\"],"
+	                       "\"ranks\":6,\"env\":{\"A\":\"1\"}}}"),
+	                 201);
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"next\",\"spec\":{\"name\":\"next\",\"command\":[\"x\"],"
+	                       "\"ranks\":6}}"),
+	                 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_string_equal(job_state(w, "j-000002"), "pending");
+	json_t *j2 = job(w, "j-000002");
+	sched_overlay_job(w->sched, j2);
+	assert_string_equal(json_string_value(json_object_get(j2, "reason")),
+	                    "needs 6 devices, 2 free");
+	assert_int_equal(json_integer_value(json_object_get(j2, "position")), 1);
+	json_decref(j2);
+
+	/* node-a runs ranks 0-3, node-b ranks 4-5 (most free devices first, then by name) */
+	json_t *da = heartbeat(w, "node-a", "[]"), *db = heartbeat(w, "node-b", "[]");
+	assert_int_equal(json_array_size(da), 4);
+	assert_int_equal(json_array_size(db), 2);
+	assert_string_equal(env_of(db, 1, "RANK"), "5");
+	assert_string_equal(env_of(db, 1, "LOCAL_RANK"), "1");
+	assert_string_equal(env_of(db, 1, "LOCAL_WORLD_SIZE"), "2");
+	assert_string_equal(env_of(db, 1, "NODE_RANK"), "1");
+	assert_string_equal(env_of(db, 1, "WORLD_SIZE"), "6");
+	assert_string_equal(env_of(db, 1, "MASTER_ADDR"), "10.0.0.1");
+	assert_string_equal(env_of(db, 1, "MASTER_PORT"), "29500");
+	assert_string_equal(env_of(db, 1, "YARD_PEERS"),
+	                    "10.0.0.1:29500,10.0.0.1:29501,10.0.0.1:29502,10.0.0.1:29503,"
+	                    "10.0.0.2:29600,10.0.0.2:29601");
+	assert_string_equal(env_of(db, 1, "YARD_HOSTS"),
+	                    "node-a,node-a,node-a,node-a,node-b,node-b");
+	assert_string_equal(env_of(db, 1, "YARD_CKPT_DIR"), "/shared/ckpt/j-000001");
+	assert_string_equal(env_of(db, 1, "A"), "1");
+	assert_null(env_of(db, 1, "YARD_RESUME"));
+	json_decref(da);
+	json_decref(db);
+
+	/* every rank exits 0: succeeded; the waiting job then gets the devices */
+	json_decref(
+	    heartbeat(w, "node-a",
+	              "[{\"job\":\"j-000001\",\"rank\":0,\"generation\":1,\"state\":\"exited\"},"
+	              "{\"job\":\"j-000001\",\"rank\":1,\"generation\":1,\"state\":\"exited\"},"
+	              "{\"job\":\"j-000001\",\"rank\":2,\"generation\":1,\"state\":\"exited\"},"
+	              "{\"job\":\"j-000001\",\"rank\":3,\"generation\":1,\"state\":\"exited\","
+	              "\"step\":7}]"));
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running"); /* ranks 4, 5 not heard yet */
+	json_decref(
+	    heartbeat(w, "node-b",
+	              "[{\"job\":\"j-000001\",\"rank\":4,\"generation\":1,\"state\":\"exited\"},"
+	              "{\"job\":\"j-000001\",\"rank\":5,\"generation\":1,\"state\":\"exited\"}]"));
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "succeeded");
+	json_t *j1 = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j1, "step")), 7);
+	json_decref(j1);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000002"), "running");
+	world_free(w);
+}
+
+static void test_restarts_backoff_and_failure(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(
+	    apply(w, "job.submit",
+	          "{\"name\":\"c\",\"spec\":{\"name\":\"c\",\"command\":[\"x\"],"
+	          "\"ranks\":2,\"failure\":{\"max_restarts\":2,\"hang_timeout_s\":5}}}"),
+	    201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	/* rank 1 exits 1: restart 1 at once (no back-off), re-placed with YARD_RESUME=1 */
+	json_decref(
+	    heartbeat(w, "node-a",
+	              "[{\"job\":\"j-000001\",\"rank\":0,\"generation\":1,\"state\":\"running\"},"
+	              "{\"job\":\"j-000001\",\"rank\":1,\"generation\":1,\"state\":\"exited\","
+	              "\"exit_code\":1}]"));
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "restarting");
+	/* rank 0 of generation 1 still runs: the restart waits for it to stop */
+	run(w, 300);
+
+	assert_string_equal(job_state(w, "j-000001"), "restarting");
+	json_t *j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	assert_non_null(strstr(json_string_value(json_object_get(j, "reason")), "to stop"));
+	json_decref(j);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	run(w, 300);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	json_t *d = heartbeat(w, "node-a", "[]");
+	assert_int_equal(json_array_size(d), 2);
+	assert_string_equal(env_of(d, 0, "YARD_RESUME"), "1");
+	assert_string_equal(env_of(d, 0, "YARD_GENERATION"), "2");
+	json_decref(d);
+
+	/* a command job that reported step 3 and then none for hang_timeout_s (5 s): hung */
+	int hung_at = -1;
+	for (int t = 0; t <= 7000 && hung_at < 0; t += 500) {
+		char ranks[512];
+		snprintf(
+		    ranks, sizeof ranks,
+		    "[{\"job\":\"j-000001\",\"rank\":0,\"generation\":2,\"state\":\"running\","
+		    "\"step\":3,\"last_step_ms_ago\":%d},"
+		    "{\"job\":\"j-000001\",\"rank\":1,\"generation\":2,\"state\":\"running\"}]",
+		    t);
+		json_decref(heartbeat(w, "node-a", ranks));
+		for (int k = 0; k < 5 && hung_at < 0; k++) {
+			run(w, 100);
+			if (strcmp(job_state(w, "j-000001"), "restarting") == 0)
+				hung_at = t + (k + 1) * 100;
+		}
+	}
+	assert_in_range(hung_at, 5000, 5200);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	/* the second restart waits restart_backoff_ms (500) */
+	run(w, 300);
+	assert_string_equal(job_state(w, "j-000001"), "restarting");
+	run(w, 400);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	/* the third failure exceeds max_restarts 2 */
+	json_decref(
+	    heartbeat(w, "node-a",
+	              "[{\"job\":\"j-000001\",\"rank\":0,\"generation\":3,\"state\":\"exited\","
+	              "\"signal\":9}]"));
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "failed");
+	j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 2);
+	assert_non_null(strstr(json_string_value(json_object_get(j, "reason")), "signal 9"));
+	json_decref(j);
+	/* a failed job's ranks are no longer desired */
+	d = heartbeat(w, "node-a", "[]");
+	assert_int_equal(json_array_size(d), 0);
+	json_decref(d);
+	world_free(w);
+}
+
+static void test_node_death_moves_the_job(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"m\",\"spec\":{\"name\":\"m\",\"command\":[\"x\"],"
+	                       "\"ranks\":4}}"),
+	                 201);
+	run(w, 100);
+	json_t *j = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(j, "layout"), 0), "node")),
+	                    "node-a");
+	json_decref(j);
+	/* node-b keeps beating, node-a falls silent */
+	for (int i = 0; i < 40; i++) {
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	assert_string_equal(node_state(w, "node-a"), "down");
+	assert_string_equal(node_state(w, "node-b"), "up");
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(j, "layout"), 3), "node")),
+	                    "node-b");
+	json_decref(j);
+	/* the dead node, should it come back, is told to run nothing of the old generation */
+	json_t *d = heartbeat(w, "node-a", "[]");
+	assert_int_equal(json_array_size(d), 0);
+	json_decref(d);
+	world_free(w);
+}
+
+static void test_heartbeat_refuses_bad_input(void **state)
+{
+	struct world *w = world_new();
+	struct yard_err err = {0};
+	const char *bad[] = {
+	    "{\"node\":\"node-b\"}",              /* another node's name */
+	    "{\"node\":\"node-a\",\"x\":1}",      /* unknown field */
+	    "{\"node\":\"node-a\",\"ranks\":{}}", /* not an array */
+	    "{\"node\":\"node-a\",\"ranks\":[{\"job\":\"j\",\"rank\":0}]}", /* no generation */
+	    "{\"node\":\"node-a\",\"ranks\":[{\"job\":\"j\",\"rank\":0,\"generation\":1,"
+	    "\"state\":\"zombie\"}]}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		json_t *b = json_loads(bad[i], 0, NULL);
+		memset(&err, 0, sizeof err);
+		assert_null(sched_heartbeat(w->sched, "node-a", b, &err));
+		assert_true(err.code == YARD_EINVAL || err.code == YARD_EPERM);
+		json_decref(b);
+	}
+	world_free(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_grace_period_then_suspect_then_down),
+	    cmocka_unit_test(test_gang_placement_env_and_success),
+	    cmocka_unit_test(test_restarts_backoff_and_failure),
+	    cmocka_unit_test(test_node_death_moves_the_job),
+	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
