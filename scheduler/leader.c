@@ -396,8 +396,7 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 			else if (code < 0)
 				snprintf(failure, sizeof failure,
 				         "rank %lld on node %s ended while its agent was down "
-				         "(exit status "
-				         "unknown)",
+				         "(exit status unknown)",
 				         (long long)rank, node);
 			else
 				snprintf(failure, sizeof failure,
@@ -415,8 +414,7 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 			if (ago > (uint64_t)j->hang_timeout_s * 1000) {
 				snprintf(failure, sizeof failure,
 				         "rank %lld on node %s made no step progress for %.1f s "
-				         "(hang_timeout_s "
-				         "%d)",
+				         "(hang_timeout_s %d)",
 				         (long long)rank, node, (double)ago / 1000,
 				         j->hang_timeout_s);
 				break;
@@ -539,8 +537,7 @@ static int check_restarting(struct sched *s, struct soft_job *j, const json_t *j
 		else
 			note(s, j, "stopped",
 			     "%d rank(s) of generation %lld not confirmed stopped after %.1f s; "
-			     "placing "
-			     "again anyway",
+			     "placing again anyway",
 			     waiting, (long long)j->generation,
 			     (double)(now - j->phase_since_ms) / 1000);
 		return 0;
