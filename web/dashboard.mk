@@ -25,6 +25,6 @@ web/dashboard_assets.c: $(DASHBOARD_FILES) $(srcdir)/scripts/embed-assets.sh
 
 # The end-to-end browser test (chromium + playwright-core from npm at test time; SKIPs
 # without them) and the static checks of the embedded files.
-dist_check_SCRIPTS += tests/browser/test_dashboard.sh
-TESTS += tests/browser/test_dashboard.sh
+dist_check_SCRIPTS += tests/browser/test_dashboard.sh tests/browser/test_dashboard_static.sh
+TESTS += tests/browser/test_dashboard.sh tests/browser/test_dashboard_static.sh
 EXTRA_DIST += tests/browser/dashboard.test.cjs

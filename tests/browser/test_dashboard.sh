@@ -20,7 +20,7 @@ cache=${YARD_BROWSER_CACHE:-$top_srcdir/tests/browser}
 if [ ! -f "$cache/node_modules/playwright-core/package.json" ]; then
 	echo "# installing playwright-core into $cache/node_modules"
 	mkdir -p "$cache"
-	(cd "$cache" && npm install --no-save --no-audit --no-fund --loglevel=error playwright-core) >"$cache/npm-install.log" 2>&1 ||
+	(cd "$cache" && npm install --no-save --no-audit --no-fund --loglevel=error --fetch-timeout=60000 --fetch-retries=1 playwright-core) >"$cache/npm-install.log" 2>&1 ||
 		skip "cannot install playwright-core from npm (offline?): see $cache/npm-install.log"
 	[ -f "$cache/node_modules/playwright-core/package.json" ] || skip "npm did not install playwright-core"
 fi
