@@ -222,8 +222,20 @@ int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err)
 	meta_fill(t, &expect);
 	rc = ckpt_read(shard, &expect, &got, ts, count, err);
 	free(ts);
+	/* all ranks restore or none does: a rank whose shard is bad must not leave the others
+	 * training from their checkpoints alone */
+	double ok = rc == 0 ? 1.0 : 0.0;
+	int nrc = t->net->ops->allreduce(t->net, TRAINER_WORLD, &ok, 1, YD_F64);
 	if (rc)
 		return rc;
+	if (nrc)
+		return yard_err_set(err, nrc, "rank %d: restore barrier: %s", t->rank,
+		                    t->net->ops->last_error(t->net));
+	if ((int)ok != t->world)
+		return yard_err_set(err, YARD_EABORTED,
+		                    "rank %d: restore of step %lld failed on %d of %d ranks (see "
+		                    "their errors)",
+		                    t->rank, (long long)step, t->world - (int)ok, t->world);
 	if (got.step != step || got.data_position != (uint64_t)step * t->train.batch_size)
 		return yard_err_set(
 		    err, YARD_ECORRUPT,

@@ -1,0 +1,190 @@
+/* worker.c: yard-worker, one rank of the built-in trainer. Configuration comes from the
+ * environment (the agent or yard-run sets it):
+ *   YARD_RANK, YARD_WORLD_SIZE, YARD_PEERS or YARD_RENDEZVOUS_FILE  (yd_comm_init_env)
+ *   YARD_JOB_SPEC      path of the job JSON (required)
+ *   YARD_JOB_ID        job id written into checkpoints (default: the spec's name)
+ *   YARD_CKPT_DIR      checkpoint directory (default: the spec's "dir:" store, else none)
+ *   YARD_RESUME=1      restore the newest complete checkpoint before training
+ *   YARD_STEPS         overrides train.steps
+ *   YARD_AGENT_SOCK    unix datagram socket: every rank sends one JSON line per step
+ *   YARD_METRICS_FILE  append every rank's lines to this file too (rank 0 also prints stdout)
+ * It honours the spec's debug hooks (slow_rank stretches compute in trainer.c; hang_rank stops
+ * making progress at hang_at_step; crash_rank calls abort() at crash_at_step) and exits 1 with
+ * a message naming the rank and the failed operation on any error, 2 on bad configuration. */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "dataplane/trainer.h"
+#include "dataplane/trainer_net.h"
+#include "dataplane/yd.h"
+#include "jobs/spec.h"
+
+static int env_int(const char *name, int fallback)
+{
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : fallback;
+}
+
+/* The agent socket is best-effort: a missing or slow agent never stalls training. */
+static int agent_socket_open(const char *path)
+{
+	if (!path || !*path)
+		return -1;
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof addr.sun_path) {
+		log_warn("YARD_AGENT_SOCK %s: path too long; not reporting to the agent", path);
+		return -1;
+	}
+	strcpy(addr.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+		log_warn("YARD_AGENT_SOCK %s: %s; not reporting to the agent", path,
+		         strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	int rank = env_int("YARD_RANK", -1);
+	char component[64];
+	snprintf(component, sizeof component, "yard-worker[%d]", rank);
+	yard_log_init(component);
+	const char *spec_path = getenv("YARD_JOB_SPEC");
+	if (rank < 0 || !spec_path) {
+		fprintf(stderr, "yard-worker: YARD_RANK and YARD_JOB_SPEC must be set (one rank of "
+		                "a job; use yard-run to start a whole job)\n");
+		return 2;
+	}
+	struct jobspec spec;
+	struct yard_err err = {0};
+	if (jobspec_load_file(spec_path, &spec, &err) != 0) {
+		log_error("%s: %s", spec_path, err.msg);
+		return 2;
+	}
+	if (spec.is_command) {
+		log_error("%s: a command job; yard-worker runs only the built-in trainer",
+		          spec_path);
+		return 2;
+	}
+	int world = spec.parallel.dp * spec.parallel.tp * spec.parallel.pp;
+	int world_env = env_int("YARD_WORLD_SIZE", -1);
+	if (world_env != world) {
+		log_error("YARD_WORLD_SIZE %d, but the job's layout dp %d x tp %d x pp %d needs %d",
+		          world_env, spec.parallel.dp, spec.parallel.tp, spec.parallel.pp, world);
+		return 2;
+	}
+	const char *job_id = getenv("YARD_JOB_ID") ? getenv("YARD_JOB_ID") : spec.name;
+	const char *ckpt_dir = getenv("YARD_CKPT_DIR");
+	if ((!ckpt_dir || !*ckpt_dir) && strncmp(spec.checkpoint.store, "dir:", 4) == 0)
+		ckpt_dir = spec.checkpoint.store + 4;
+	int64_t steps = getenv("YARD_STEPS") ? atoll(getenv("YARD_STEPS")) : spec.train.steps;
+
+	char errbuf[512] = "";
+	yd_comm *comm = NULL;
+	int rc = yd_comm_init_env(&comm, errbuf, sizeof errbuf);
+	if (rc) {
+		log_error("rank %d: joining the job failed: %s", rank, errbuf);
+		return 1;
+	}
+	struct trainer_net *net = NULL;
+	struct trainer_net_layout lay = {
+	    .dp = spec.parallel.dp, .tp = spec.parallel.tp, .pp = spec.parallel.pp, .rank = rank};
+	struct trainer t;
+	memset(&t, 0, sizeof t);
+	int status = 1;
+	if ((rc = trainer_net_yd_new(comm, &lay, &net, &err)) != 0) {
+		log_error("rank %d: %s", rank, err.msg);
+		goto out;
+	}
+	if ((rc = trainer_init(&t, &spec, rank, job_id, net, &err)) != 0) {
+		log_error("rank %d: %s", rank, err.msg);
+		goto out;
+	}
+	if (getenv("YARD_RESUME") && strcmp(getenv("YARD_RESUME"), "1") == 0) {
+		if (!ckpt_dir) {
+			log_error("YARD_RESUME=1 but no checkpoint directory (YARD_CKPT_DIR or "
+			          "checkpoint.store \"dir:...\")");
+			goto out;
+		}
+		rc = trainer_restore(&t, ckpt_dir, &err);
+		if (rc == YARD_ENOTFOUND)
+			log_info("%s", err.msg);
+		else if (rc) {
+			log_error("%s", err.msg);
+			goto out;
+		} else if (rank == 0)
+			log_info("resumed from %s at step %lld", ckpt_dir, (long long)t.step);
+	}
+	int agent_fd = agent_socket_open(getenv("YARD_AGENT_SOCK"));
+	FILE *metrics_file = NULL;
+	if (getenv("YARD_METRICS_FILE"))
+		metrics_file = fopen(getenv("YARD_METRICS_FILE"), "a");
+	while (t.step < steps) {
+		int64_t next = t.step + 1;
+		if (spec.debug.crash_rank == rank && next == spec.debug.crash_at_step) {
+			log_error("debug hook: crash_rank %d at step %lld: aborting", rank,
+			          (long long)next);
+			abort();
+		}
+		if (spec.debug.hang_rank == rank && next == spec.debug.hang_at_step) {
+			log_warn("debug hook: hang_rank %d at step %lld: hanging", rank,
+			         (long long)next);
+			for (;;)
+				pause();
+		}
+		struct trainer_metrics m;
+		if ((rc = trainer_step(&t, &m, &err)) != 0) {
+			log_error("%s", err.msg);
+			yd_comm_abort(comm);
+			goto out_files;
+		}
+		char line[1024];
+		int len = trainer_metrics_json(&m, rank, line, sizeof line);
+		if (rank == 0) {
+			printf("%s\n", line);
+			fflush(stdout);
+		}
+		if (metrics_file) {
+			fprintf(metrics_file, "%s\n", line);
+			fflush(metrics_file);
+		}
+		if (agent_fd >= 0)
+			(void)send(agent_fd, line, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (ckpt_dir && spec.checkpoint.every_steps > 0 &&
+		    t.step % spec.checkpoint.every_steps == 0) {
+			if ((rc = trainer_save(&t, ckpt_dir, spec.checkpoint.keep, &err)) != 0) {
+				log_error("%s", err.msg);
+				yd_comm_abort(comm);
+				goto out_files;
+			}
+		}
+	}
+	status = 0;
+out_files:
+	if (agent_fd >= 0)
+		close(agent_fd);
+	if (metrics_file)
+		fclose(metrics_file);
+out:
+	trainer_free(&t);
+	if (net)
+		net->ops->destroy(net);
+	yd_comm_destroy(comm);
+	jobspec_free(&spec);
+	(void)argc;
+	(void)argv;
+	return status;
+}

@@ -1,0 +1,234 @@
+/* test_ckpt.c: CRC32C against the standard check values, and the shard format: round trip,
+ * a flipped byte anywhere is caught and the file named, a shard of another layout or job is
+ * refused naming the mismatch. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dataplane/ckpt.h"
+
+static void test_crc32c_check_values(void **state)
+{
+	assert_int_equal(ckpt_crc32c(0, "123456789", 9), 0xE3069283u);
+	unsigned char zeros[32] = {0};
+	assert_int_equal(ckpt_crc32c(0, zeros, sizeof zeros), 0x8A9136AAu); /* RFC 3720 B.4 */
+	unsigned char ones[32];
+	memset(ones, 0xff, sizeof ones);
+	assert_int_equal(ckpt_crc32c(0, ones, sizeof ones), 0x62A8AB43u);
+	/* incremental equals one shot */
+	uint32_t part = ckpt_crc32c(ckpt_crc32c(0, "1234", 4), "56789", 5);
+	assert_int_equal(part, 0xE3069283u);
+}
+
+static struct ckpt_meta meta_example(void)
+{
+	struct ckpt_meta m = {.step = 10,
+	                      .rank = 1,
+	                      .world = 2,
+	                      .dp = 2,
+	                      .tp = 1,
+	                      .pp = 1,
+	                      .v = 1,
+	                      .m = 2,
+	                      .d_in = 4,
+	                      .d_model = 8,
+	                      .d_ff = 16,
+	                      .layers = 2,
+	                      .classes = 3,
+	                      .model_seed = 5,
+	                      .optimizer = 1,
+	                      .optim_t = 10,
+	                      .data_seed = 9,
+	                      .data_position = 640};
+	snprintf(m.job, sizeof m.job, "job-a");
+	return m;
+}
+
+static char dir[64];
+static char path[128];
+
+static int setup(void **state)
+{
+	snprintf(dir, sizeof dir, "/tmp/test_ckptXXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, sizeof path, "%s/rank-00001.shard", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	unlink(path);
+	rmdir(dir);
+	return 0;
+}
+
+static void write_example(float *a, float *b)
+{
+	for (int k = 0; k < 6; k++)
+		a[k] = (float)k * 0.5f;
+	for (int k = 0; k < 4; k++)
+		b[k] = -(float)k;
+	struct ckpt_tensor t[2] = {
+	    {.name = "block0.w1",
+	     .kind = 0,
+	     .tensor_id = 102,
+	     .rows = 2,
+	     .cols = 3,
+	     .row0 = 2,
+	     .full_rows = 4,
+	     .full_cols = 3,
+	     .data = a},
+	    {.name = "block0.w1",
+	     .kind = 1,
+	     .tensor_id = 102,
+	     .rows = 2,
+	     .cols = 2,
+	     .row0 = 0,
+	     .full_rows = 2,
+	     .full_cols = 2,
+	     .data = b},
+	};
+	struct ckpt_meta meta = meta_example();
+	struct yard_err err = {0};
+	if (ckpt_write(path, &meta, t, 2, &err) != 0)
+		fail_msg("write: %s", err.msg);
+}
+
+static void test_round_trip(void **state)
+{
+	float a[6], b[4], ra[6] = {0}, rb[4] = {0};
+	write_example(a, b);
+	struct ckpt_tensor t[2] = {
+	    {.name = "block0.w1",
+	     .kind = 1,
+	     .rows = 2,
+	     .cols = 2,
+	     .full_rows = 2,
+	     .full_cols = 2,
+	     .data = rb},
+	    {.name = "block0.w1",
+	     .kind = 0,
+	     .rows = 2,
+	     .cols = 3,
+	     .row0 = 2,
+	     .full_rows = 4,
+	     .full_cols = 3,
+	     .data = ra},
+	};
+	struct ckpt_meta expect = meta_example(), got;
+	expect.step = 0; /* step, optim_t and data position come from the file */
+	struct yard_err err = {0};
+	assert_int_equal(ckpt_read(path, &expect, &got, t, 2, &err), 0);
+	assert_memory_equal(a, ra, sizeof a);
+	assert_memory_equal(b, rb, sizeof b);
+	assert_int_equal(got.step, 10);
+	assert_int_equal(got.data_position, 640);
+	/* no temp file is left behind */
+	char tmp[160];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	assert_int_equal(access(tmp, F_OK), -1);
+}
+
+static void test_every_flipped_byte_is_detected(void **state)
+{
+	float a[6], b[4], ra[6], rb[4];
+	write_example(a, b);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	struct ckpt_tensor t[2] = {
+	    {.name = "block0.w1",
+	     .kind = 0,
+	     .rows = 2,
+	     .cols = 3,
+	     .row0 = 2,
+	     .full_rows = 4,
+	     .full_cols = 3,
+	     .data = ra},
+	    {.name = "block0.w1",
+	     .kind = 1,
+	     .rows = 2,
+	     .cols = 2,
+	     .full_rows = 2,
+	     .full_cols = 2,
+	     .data = rb},
+	};
+	struct ckpt_meta expect = meta_example(), got;
+	for (off_t at = 0; at < st.st_size; at += 7) {
+		int fd = open(path, O_RDWR);
+		unsigned char byte;
+		assert_int_equal(pread(fd, &byte, 1, at), 1);
+		byte ^= 0x10;
+		assert_int_equal(pwrite(fd, &byte, 1, at), 1);
+		struct yard_err err = {0};
+		int rc = ckpt_read(path, &expect, &got, t, 2, &err);
+		if (rc == 0)
+			fail_msg("a flipped byte at offset %lld went unnoticed", (long long)at);
+		assert_non_null(strstr(err.msg, path));
+		byte ^= 0x10;
+		assert_int_equal(pwrite(fd, &byte, 1, at), 1);
+		close(fd);
+	}
+	struct yard_err err = {0};
+	assert_int_equal(ckpt_read(path, &expect, &got, t, 2, &err), 0);
+	/* and the message says what is wrong */
+	int fd = open(path, O_RDWR);
+	unsigned char byte = 0x55;
+	assert_int_equal(pwrite(fd, &byte, 1, 300), 1);
+	close(fd);
+	assert_int_equal(ckpt_read(path, &expect, &got, t, 2, &err), YARD_ECORRUPT);
+	assert_non_null(strstr(err.msg, "checksum mismatch"));
+}
+
+static void test_mismatched_shard_is_refused_naming_the_field(void **state)
+{
+	float a[6], b[4];
+	write_example(a, b);
+	struct ckpt_tensor t[1] = {{.name = "block0.w1",
+	                            .kind = 0,
+	                            .rows = 2,
+	                            .cols = 3,
+	                            .row0 = 2,
+	                            .full_rows = 4,
+	                            .full_cols = 3,
+	                            .data = a}};
+	struct ckpt_meta expect = meta_example(), got;
+	struct yard_err err = {0};
+	expect.tp = 2;
+	assert_int_equal(ckpt_read(path, &expect, &got, t, 1, &err), YARD_EMISMATCH);
+	assert_non_null(strstr(err.msg, "shard is for tp 1, this run has 2"));
+	assert_non_null(strstr(err.msg, path));
+	expect = meta_example();
+	snprintf(expect.job, sizeof expect.job, "job-b");
+	assert_int_equal(ckpt_read(path, &expect, &got, t, 1, &err), YARD_EMISMATCH);
+	assert_non_null(strstr(err.msg, "job 'job-a'"));
+	expect = meta_example();
+	t[0].row0 = 0;
+	assert_int_equal(ckpt_read(path, &expect, &got, t, 1, &err), YARD_EMISMATCH);
+	assert_non_null(strstr(err.msg, "tensor block0.w1"));
+	t[0].row0 = 2;
+	snprintf(t[0].name, sizeof t[0].name, "block9.w1");
+	assert_int_equal(ckpt_read(path, &expect, &got, t, 1, &err), YARD_EMISMATCH);
+	assert_non_null(strstr(err.msg, "has no tensor block9.w1"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_crc32c_check_values),
+	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_every_flipped_byte_is_detected, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mismatched_shard_is_refused_naming_the_field,
+	                                    setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,398 @@
+/* test_trainer.c: the parallel trainer end to end on the in-process backend (one thread per
+ * rank): every dp x tp x pp layout and schedule trains the same model as one process (losses
+ * of 20 steps within relative 1e-5, parameters after step 1 close), a restored checkpoint
+ * continues exactly like the uninterrupted run, and the synthetic task is learnt. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dataplane/trainer.h"
+
+#define STEPS 20
+
+static const char *schedule_name(enum jobspec_schedule s)
+{
+	return sched_kind_name(trainer_sched_kind(s));
+}
+
+static struct jobspec base_spec(void)
+{
+	struct jobspec s;
+	memset(&s, 0, sizeof s);
+	snprintf(s.name, sizeof s.name, "equivalence");
+	s.model = (struct jobspec_model){
+	    .d_in = 16, .d_model = 32, .d_ff = 64, .layers = 8, .classes = 4, .seed = 11};
+	s.train.steps = STEPS;
+	s.train.batch_size = 32;
+	s.train.lr = 0.05;
+	s.train.optimizer = JOBSPEC_SGD;
+	s.train.momentum = 0.9;
+	s.train.beta1 = 0.9;
+	s.train.beta2 = 0.999;
+	s.train.eps = 1e-8;
+	s.train.weight_decay = 0.01;
+	s.train.clip_norm = 1.0;
+	s.train.bucket_mb = 0.01; /* several buckets per rank */
+	snprintf(s.train.dataset, sizeof s.train.dataset, "synthetic");
+	s.train.data_seed = 3;
+	s.train.samples = 512;
+	s.parallel = (struct jobspec_parallel){.dp = 1,
+	                                       .tp = 1,
+	                                       .pp = 1,
+	                                       .schedule = JOBSPEC_1F1B,
+	                                       .virtual_stages = 1,
+	                                       .micro_batches = 4};
+	s.debug.slow_rank = s.debug.hang_rank = s.debug.crash_rank = -1;
+	return s;
+}
+
+/* The single-process run every layout is compared with. */
+struct reference {
+	double loss[STEPS], accuracy[STEPS];
+	struct model step1; /* parameters after step 1 (full tensors) */
+};
+
+struct run {
+	const struct jobspec *spec;
+	struct trainer_local_world *world;
+	const struct reference *ref;
+	const char *ckpt_dir;
+	int save_at, restore, steps;
+	double loss[STEPS], accuracy[STEPS];
+	pthread_mutex_t lock;
+	double worst_param_diff;
+	char failure[4096]; /* every rank's error, one per line */
+};
+
+struct rank_arg {
+	struct run *run;
+	int rank;
+};
+
+static void record_failure(struct run *run, const char *msg)
+{
+	pthread_mutex_lock(&run->lock);
+	size_t len = strlen(run->failure);
+	snprintf(run->failure + len, sizeof run->failure - len, "%s\n", msg);
+	pthread_mutex_unlock(&run->lock);
+}
+
+/* Largest difference of this rank's slices from the reference's full tensors, relative to the
+ * largest reference magnitude of the tensor. */
+static double param_diff(const struct trainer *t, const struct model *full)
+{
+	double worst = 0;
+	for (int i = 0; i < t->model.nparams; i++) {
+		const struct model_param *p = &t->model.params[i], *f = NULL;
+		for (int j = 0; j < full->nparams; j++)
+			if (full->params[j].tensor_id == p->tensor_id)
+				f = &full->params[j];
+		double scale = 1e-3;
+		for (size_t e = 0; e < f->numel; e++)
+			scale = fmax(scale, fabs(f->data[e]));
+		for (int r = 0; r < p->rows; r++)
+			for (int c = 0; c < p->cols; c++) {
+				double want =
+				    f->data[(size_t)(p->row0 + r) * f->cols + p->col0 + c];
+				double got = p->data[(size_t)r * p->cols + c];
+				worst = fmax(worst, fabs(got - want) / scale);
+			}
+	}
+	return worst;
+}
+
+static void *rank_main(void *arg)
+{
+	struct rank_arg *ra = arg;
+	struct run *run = ra->run;
+	struct trainer t;
+	struct yard_err err = {0};
+	struct trainer_net *net = trainer_local_net_new(run->world, ra->rank);
+	char msg[600];
+	if (trainer_init(&t, run->spec, ra->rank, NULL, net, &err) != 0) {
+		snprintf(msg, sizeof msg, "rank %d init: %s", ra->rank, err.msg);
+		record_failure(run, msg);
+		net->ops->destroy(net);
+		return NULL;
+	}
+	if (run->restore && trainer_restore(&t, run->ckpt_dir, &err) != 0) {
+		snprintf(msg, sizeof msg, "rank %d restore: %s", ra->rank, err.msg);
+		record_failure(run, msg);
+		goto out;
+	}
+	while (t.step < run->steps) {
+		struct trainer_metrics m;
+		if (trainer_step(&t, &m, &err) != 0) {
+			snprintf(msg, sizeof msg, "rank %d: %s", ra->rank, err.msg);
+			record_failure(run, msg);
+			goto out;
+		}
+		if (ra->rank == 0) {
+			run->loss[m.step - 1] = m.loss;
+			run->accuracy[m.step - 1] = m.accuracy;
+		}
+		if (m.step == 1 && run->ref) {
+			double d = param_diff(&t, &run->ref->step1);
+			pthread_mutex_lock(&run->lock);
+			run->worst_param_diff = fmax(run->worst_param_diff, d);
+			pthread_mutex_unlock(&run->lock);
+		}
+		if (run->ckpt_dir && m.step == run->save_at &&
+		    trainer_save(&t, run->ckpt_dir, 2, &err) != 0) {
+			snprintf(msg, sizeof msg, "rank %d save: %s", ra->rank, err.msg);
+			record_failure(run, msg);
+			goto out;
+		}
+	}
+out:
+	trainer_free(&t);
+	net->ops->destroy(net);
+	return NULL;
+}
+
+static void run_layout(struct run *run, const struct jobspec *spec)
+{
+	int world = spec->parallel.dp * spec->parallel.tp * spec->parallel.pp;
+	run->spec = spec;
+	run->world =
+	    trainer_local_world_new(spec->parallel.dp, spec->parallel.tp, spec->parallel.pp, 20000);
+	pthread_mutex_init(&run->lock, NULL);
+	if (!run->steps)
+		run->steps = STEPS;
+	pthread_t threads[16];
+	struct rank_arg args[16];
+	for (int r = 0; r < world; r++) {
+		args[r] = (struct rank_arg){.run = run, .rank = r};
+		pthread_create(&threads[r], NULL, rank_main, &args[r]);
+	}
+	for (int r = 0; r < world; r++)
+		pthread_join(threads[r], NULL);
+	trainer_local_world_free(run->world);
+	pthread_mutex_destroy(&run->lock);
+	if (run->failure[0])
+		fail_msg("dp %d tp %d pp %d %s: %s", spec->parallel.dp, spec->parallel.tp,
+		         spec->parallel.pp, schedule_name(spec->parallel.schedule), run->failure);
+}
+
+static struct reference ref_sgd, ref_adamw;
+
+static void reference_run(const struct jobspec *spec, struct reference *ref)
+{
+	struct run run = {0};
+	run_layout(&run, spec);
+	memcpy(ref->loss, run.loss, sizeof ref->loss);
+	memcpy(ref->accuracy, run.accuracy, sizeof ref->accuracy);
+	/* parameters after one step, from a separate one-step run */
+	struct trainer t;
+	struct yard_err err = {0};
+	struct trainer_local_world *w = trainer_local_world_new(1, 1, 1, 1000);
+	struct trainer_net *net = trainer_local_net_new(w, 0);
+	assert_int_equal(trainer_init(&t, spec, 0, NULL, net, &err), 0);
+	assert_int_equal(trainer_step(&t, NULL, &err), 0);
+	ref->step1 = t.model; /* take the model over */
+	memset(&t.model, 0, sizeof t.model);
+	trainer_free(&t);
+	net->ops->destroy(net);
+	trainer_local_world_free(w);
+}
+
+static int setup(void **state)
+{
+	struct jobspec spec = base_spec();
+	reference_run(&spec, &ref_sgd);
+	spec.train.optimizer = JOBSPEC_ADAMW;
+	spec.train.lr = 0.003;
+	reference_run(&spec, &ref_adamw);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	model_free(&ref_sgd.step1);
+	model_free(&ref_adamw.step1);
+	return 0;
+}
+
+struct layout {
+	int dp, tp, pp;
+	enum jobspec_schedule schedule;
+	int v, m;
+};
+
+static const struct layout layouts[] = {
+    {1, 1, 1, JOBSPEC_1F1B, 1, 4},        {2, 1, 1, JOBSPEC_1F1B, 1, 4},
+    {1, 2, 1, JOBSPEC_1F1B, 1, 4},        {1, 1, 2, JOBSPEC_1F1B, 1, 4},
+    {1, 1, 4, JOBSPEC_GPIPE, 1, 4},       {1, 1, 4, JOBSPEC_1F1B, 1, 4},
+    {1, 1, 4, JOBSPEC_INTERLEAVED, 2, 4}, {2, 2, 2, JOBSPEC_1F1B, 1, 4},
+    {1, 1, 1, JOBSPEC_1F1B, 1, 1},        {1, 1, 2, JOBSPEC_GPIPE, 1, 8},
+    {1, 4, 1, JOBSPEC_GPIPE, 1, 2},       {2, 1, 2, JOBSPEC_INTERLEAVED, 2, 2},
+};
+
+static void check_layouts(const struct reference *ref, enum jobspec_optimizer opt, double lr,
+                          double param_tolerance)
+{
+	for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+		const struct layout *l = &layouts[i];
+		struct jobspec spec = base_spec();
+		spec.train.optimizer = opt;
+		spec.train.lr = lr;
+		spec.parallel.dp = l->dp;
+		spec.parallel.tp = l->tp;
+		spec.parallel.pp = l->pp;
+		spec.parallel.schedule = l->schedule;
+		spec.parallel.virtual_stages = l->v;
+		spec.parallel.micro_batches = l->m;
+		struct run run = {.ref = ref};
+		run_layout(&run, &spec);
+		double worst = 0;
+		for (int s = 0; s < STEPS; s++) {
+			double rel = fabs(run.loss[s] - ref->loss[s]) / fabs(ref->loss[s]);
+			worst = fmax(worst, rel);
+			if (rel > 1e-5)
+				fail_msg(
+				    "%s dp %d tp %d pp %d %s v %d m %d: step %d loss %.9g, single "
+				    "process %.9g (relative %.2g)",
+				    opt == JOBSPEC_ADAMW ? "adamw" : "sgd", l->dp, l->tp, l->pp,
+				    schedule_name(l->schedule), l->v, l->m, s + 1, run.loss[s],
+				    ref->loss[s], rel);
+		}
+		if (run.worst_param_diff > param_tolerance)
+			fail_msg("dp %d tp %d pp %d %s: parameters after step 1 differ by %.2g "
+			         "(relative to the tensor's scale)",
+			         l->dp, l->tp, l->pp, schedule_name(l->schedule),
+			         run.worst_param_diff);
+		if (getenv("TEST_TRAINER_VERBOSE"))
+			fprintf(
+			    stderr, "%s %dx%dx%d %-11s v%d m%d: worst loss rel %.2g, params %.2g\n",
+			    opt == JOBSPEC_ADAMW ? "adamw" : "sgd  ", l->dp, l->tp, l->pp,
+			    schedule_name(l->schedule), l->v, l->m, worst, run.worst_param_diff);
+	}
+}
+
+static void test_layouts_train_like_one_process_sgd(void **state)
+{
+	check_layouts(&ref_sgd, JOBSPEC_SGD, 0.05, 1e-5);
+	/* the run actually trains: the loss goes down */
+	assert_true(ref_sgd.loss[STEPS - 1] < 0.9 * ref_sgd.loss[0]);
+}
+
+static void test_layouts_train_like_one_process_adamw(void **state)
+{
+	/* AdamW's first step divides each gradient element by its own magnitude, so rounding
+	 * noise in elements whose gradient is near zero moves them by up to ~lr; the parameters
+	 * are compared at 1e-3 of the tensor's scale, the losses as tightly as for SGD. */
+	check_layouts(&ref_adamw, JOBSPEC_ADAMW, 0.003, 1e-3);
+	assert_true(ref_adamw.loss[STEPS - 1] < 0.9 * ref_adamw.loss[0]);
+}
+
+static void test_checkpoint_restore_continues_exactly(void **state)
+{
+	struct jobspec spec = base_spec();
+	spec.train.optimizer = JOBSPEC_ADAMW;
+	spec.train.lr = 0.003;
+	spec.parallel.dp = 2;
+	spec.parallel.tp = 2;
+	spec.parallel.pp = 2;
+	char dir[] = "/tmp/test_trainer_ckptXXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct run whole = {0};
+	run_layout(&whole, &spec);
+	struct run first = {.ckpt_dir = dir, .save_at = 10, .steps = 10};
+	run_layout(&first, &spec); /* every rank stops after writing step 10: the "kill" */
+	struct run second = {.ckpt_dir = dir, .restore = 1};
+	run_layout(&second, &spec);
+	for (int s = 0; s < STEPS; s++) {
+		if (s < 10) {
+			assert_true(first.loss[s] == whole.loss[s]);
+			assert_true(second.loss[s] == 0.0); /* those steps were not rerun */
+		} else if (second.loss[s] != whole.loss[s]) {
+			fail_msg("step %d after restore: loss %.9g, uninterrupted %.9g", s + 1,
+			         second.loss[s], whole.loss[s]);
+		}
+	}
+	/* a flipped byte in one shard stops the restore, naming the shard */
+	char shard[256];
+	snprintf(shard, sizeof shard, "%s/step-00000010/rank-00005.shard", dir);
+	FILE *f = fopen(shard, "r+b");
+	assert_non_null(f);
+	fseek(f, 1000, SEEK_SET);
+	int byte = fgetc(f);
+	fseek(f, 1000, SEEK_SET);
+	fputc(byte ^ 0x01, f);
+	fclose(f);
+	struct run corrupt = {.ckpt_dir = dir, .restore = 1};
+	spec.parallel.dp = 2;
+	corrupt.spec = &spec;
+	corrupt.world = trainer_local_world_new(2, 2, 2, 2000);
+	pthread_mutex_init(&corrupt.lock, NULL);
+	corrupt.steps = STEPS;
+	pthread_t threads[8];
+	struct rank_arg args[8];
+	for (int r = 0; r < 8; r++) {
+		args[r] = (struct rank_arg){.run = &corrupt, .rank = r};
+		pthread_create(&threads[r], NULL, rank_main, &args[r]);
+	}
+	for (int r = 0; r < 8; r++)
+		pthread_join(threads[r], NULL);
+	trainer_local_world_free(corrupt.world);
+	assert_non_null(strstr(corrupt.failure, "rank-00005.shard: checksum mismatch"));
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* The example configuration (examples/train_synthetic.json) learns the synthetic task. */
+static void test_synthetic_task_is_learnt(void **state)
+{
+	struct jobspec spec = base_spec();
+	spec.model = (struct jobspec_model){
+	    .d_in = 16, .d_model = 64, .d_ff = 128, .layers = 4, .classes = 4, .seed = 1};
+	spec.train.optimizer = JOBSPEC_ADAMW;
+	spec.train.lr = 0.001;
+	spec.train.weight_decay = 0.0;
+	spec.train.batch_size = 256;
+	spec.train.samples = 4096;
+	spec.train.data_seed = 1;
+	spec.parallel.micro_batches = 1;
+	int steps = atoi(getenv("TEST_TRAINER_STEPS") ? getenv("TEST_TRAINER_STEPS") : "600");
+	struct trainer t;
+	struct yard_err err = {0};
+	struct trainer_local_world *w = trainer_local_world_new(1, 1, 1, 1000);
+	struct trainer_net *net = trainer_local_net_new(w, 0);
+	assert_int_equal(trainer_init(&t, &spec, 0, NULL, net, &err), 0);
+	double acc_window = 0;
+	for (int s = 1; s <= steps; s++) {
+		struct trainer_metrics m;
+		assert_int_equal(trainer_step(&t, &m, &err), 0);
+		if (s > steps - 20)
+			acc_window += m.accuracy / 20;
+		if (getenv("TEST_TRAINER_VERBOSE") && s % 50 == 0)
+			fprintf(stderr, "step %d loss %.4f accuracy %.3f\n", s, m.loss, m.accuracy);
+	}
+	if (acc_window < 0.95)
+		fail_msg("accuracy over the last 20 steps %.3f, want >= 0.95", acc_window);
+	trainer_free(&t);
+	net->ops->destroy(net);
+	trainer_local_world_free(w);
+}
+
+int main(void)
+{
+	alarm(240); /* the in-process backend has no deadline on collectives: never hang */
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_layouts_train_like_one_process_sgd),
+	    cmocka_unit_test(test_layouts_train_like_one_process_adamw),
+	    cmocka_unit_test(test_checkpoint_restore_continues_exactly),
+	    cmocka_unit_test(test_synthetic_task_is_learnt),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
