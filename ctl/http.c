@@ -323,9 +323,8 @@ int ctl_client_request(struct ctl_client *c, const char *method, const char *pat
 	for (;;) {
 		struct yard_err aerr = {0};
 		char location[CTL_URL_MAX + 2048], base[CTL_URL_MAX];
-		int from_leader = c->leader[0] != '\0';
 		snprintf(base, sizeof base, "%s",
-		         from_leader ? c->leader : c->endpoints[c->next_endpoint]);
+		         c->leader[0] ? c->leader : c->endpoints[c->next_endpoint]);
 		log_debug("%s %s%s", method, base, path);
 		int rc = perform(c, base, method, path, body, request_id, resp, location,
 		                 sizeof location, &aerr);
@@ -371,10 +370,11 @@ int ctl_client_request(struct ctl_client *c, const char *method, const char *pat
 		} else {
 			log_failure(&log, base, aerr.msg);
 		}
-		if (from_leader) {
-			c->leader[0] = '\0';
-			continue; /* the configured endpoints have not been tried yet this time */
-		}
+		/* Every failure counts, a remembered leader's too: while an election runs, a
+		 * follower may keep redirecting to the dead leader, and only the failure budget
+		 * (with back-off) bounds that. A pure redirect loop is bounded by redirects. */
+		c->leader[0] = '\0';
+		redirects = 0;
 		c->next_endpoint = (c->next_endpoint + 1) % c->endpoint_count;
 		if (++failures % c->endpoint_count != 0)
 			continue;

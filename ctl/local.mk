@@ -21,3 +21,5 @@ tests_unit_test_yardctl_LDADD = $(CTL_LIBS) $(CMOCKA_LIBS)
 
 dist_check_SCRIPTS += tests/integration/yardctl_offline.sh
 TESTS += tests/integration/yardctl_offline.sh
+dist_check_SCRIPTS += tests/integration/yardctl_cluster.sh
+TESTS += tests/integration/yardctl_cluster.sh
