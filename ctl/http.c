@@ -370,6 +370,7 @@ int ctl_client_request(struct ctl_client *c, const char *method, const char *pat
 		} else {
 			log_failure(&log, base, aerr.msg);
 		}
+		log_debug("%s: %s", base, rc == 0 ? "503" : aerr.msg);
 		/* Every failure counts, a remembered leader's too: while an election runs, a
 		 * follower may keep redirecting to the dead leader, and only the failure budget
 		 * (with back-off) bounds that. A pure redirect loop is bounded by redirects. */
