@@ -15,9 +15,13 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 export PATH="$top_builddir:$PATH"
 CLUSTER="$top_srcdir/scripts/cluster"
 T=$(mktemp -d "${TMPDIR:-/tmp}/yardctl-cluster.XXXXXX") || exit 99
-# Ports P+1..P+3 (raft) and P+101..P+103 (API), spread by pid so parallel runs rarely meet.
-BASE=$((30000 + ($$ % 250) * 110))
+# Ports P+1..P+4 (raft) and P+101..P+104 (API), spread by pid so parallel runs rarely meet,
+# in 10000..19999: below the kernel's ephemeral range (outgoing connections take ports there)
+# and apart from the ports tests/integration/lib.sh uses.
+BASE=$((10000 + ($$ % 90) * 110))
+pid4=""
 cleanup() {
+	[ -z "$pid4" ] || kill -9 "$pid4" 2>/dev/null
 	"$CLUSTER" down --dir "$T/c" >/dev/null 2>&1
 	rm -rf "$T"
 }
@@ -96,6 +100,24 @@ expect_in "$T/out" "it-user"
 yc 0 token revoke "$tid"
 yc 0 events --job "$job"
 expect_in "$T/out" "job.submitted"
+
+# --- membership: a fourth yardd joins as a spare, then leaves
+mkdir -p "$T/c4"
+setsid "$top_builddir/yardd" --id 4 --data-dir "$T/c4" --raft-address "127.0.0.1:$((BASE + 4))" \
+	--api-address "127.0.0.1:$((BASE + 104))" --join --admin-token-file "$T/c/admin.token" \
+	</dev/null >"$T/c4.log" 2>&1 &
+pid4=$!
+yc 0 cluster add 4 "127.0.0.1:$((BASE + 4))" "http://127.0.0.1:$((BASE + 104))" --spare
+expect_in "$T/out" "added member 4 as spare"
+grep -qE "^4 +127.0.0.1:$((BASE + 4)) .* spare" "$T/out" || fail "member 4 not listed as spare: $(cat "$T/out")"
+yc 1 cluster add 4 "127.0.0.1:$((BASE + 4))" "http://127.0.0.1:$((BASE + 104))"
+expect_in "$T/err" "409 from"
+expect_in "$T/err" "(field id)"
+yc 0 cluster remove 4
+yc 0 cluster members
+grep -q "^4 " "$T/out" && fail "member 4 still listed after remove: $(cat "$T/out")"
+kill "$pid4" 2>/dev/null
+wait "$pid4" 2>/dev/null
 
 # --- the leader dies; its URL stays first in the list and yardctl moves on
 "$CLUSTER" kill --dir "$T/c" leader 2>"$T/kill.err" || fail "cluster kill leader: $(cat "$T/kill.err")"
