@@ -315,7 +315,7 @@ int ctl_client_request(struct ctl_client *c, const char *method, const char *pat
                        const char *request_id, struct ctl_response *resp, struct yard_err *err)
 {
 	struct attempt_log log = {{0}};
-	struct ctl_response last_503 = {0};
+	int saw_503 = 0;
 	int redirects = 0, failures = 0, rounds = 0;
 	long backoff_ms = c->backoff_first_ms;
 
@@ -353,10 +353,8 @@ int ctl_client_request(struct ctl_client *c, const char *method, const char *pat
 			ctl_response_free(resp);
 			continue;
 		}
-		if (rc == 0 && resp->status != 503) {
-			ctl_response_free(&last_503);
+		if (rc == 0 && resp->status != 503)
 			return 0;
-		}
 		/* No answer, or 503 (no leader yet, shutting down): try elsewhere. */
 		if (rc == 0) {
 			json_t *e = json_object_get(resp->json, "error");
@@ -364,9 +362,8 @@ int ctl_client_request(struct ctl_client *c, const char *method, const char *pat
 			snprintf(what, sizeof what, "503: %s",
 			         json_is_string(e) ? json_string_value(e) : "unavailable");
 			log_failure(&log, base, what);
-			ctl_response_free(&last_503);
-			last_503 = *resp;
-			memset(resp, 0, sizeof *resp);
+			ctl_response_free(resp);
+			saw_503 = 1;
 		} else {
 			log_failure(&log, base, aerr.msg);
 		}
@@ -380,12 +377,9 @@ int ctl_client_request(struct ctl_client *c, const char *method, const char *pat
 		if (++failures % c->endpoint_count != 0)
 			continue;
 		if (rounds++ >= c->retry_rounds) {
-			if (last_503.body != NULL) {
-				*resp = last_503;
-				return 0;
-			}
-			return yard_err_set(err, YARD_EIO, "no controller answered %s %s; tried %s",
-			                    method, path, log.text);
+			return yard_err_set(err, YARD_EIO, "no controller %s %s %s; tried %s",
+			                    saw_503 ? "could serve" : "answered", method, path,
+			                    log.text);
 		}
 		log_debug("all endpoints failed; retrying in %ld ms", backoff_ms);
 		yard_sleep_ms((uint64_t)backoff_ms);

@@ -59,9 +59,9 @@ void ctl_client_close(struct ctl_client *c);
 
 /* Sends method (GET, POST, DELETE) path (with query) and body (may be NULL) until a
  * controller gives a final answer. request_id (NULL for reads) goes out as X-Request-Id on
- * every attempt. Returns 0 with *resp filled for any final HTTP status, including errors
- * and a 503 that outlived the retries; returns an error naming every endpoint tried when
- * none answered. */
+ * every attempt. Returns 0 with *resp filled for any final HTTP status but 503 (errors
+ * included); when every attempt failed to connect or got 503, returns an error naming each
+ * endpoint tried and what it said. */
 int ctl_client_request(struct ctl_client *c, const char *method, const char *path, const char *body,
                        const char *request_id, struct ctl_response *resp, struct yard_err *err);
 void ctl_response_free(struct ctl_response *r);

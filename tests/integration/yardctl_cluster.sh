@@ -130,6 +130,16 @@ expect_in "$T/out" "submitted"
 "$CLUSTER" status --dir "$T/c" >"$T/status"
 [ "$(grep -c ' - ' "$T/status")" = 0 ] || fail "a member is down after restart: $(cat "$T/status")"
 
+# --- quorum lost: the survivor answers 503, and yardctl says who was tried and what each said
+survivor=$((leader % 3 + 1))
+for i in 1 2 3; do
+	[ "$i" = "$survivor" ] || "$CLUSTER" kill --dir "$T/c" "controller:$i" 2>/dev/null || fail "kill controller:$i"
+done
+yc 1 job list
+expect_in "$T/err" "job list: no controller could serve GET /v1/jobs"
+expect_in "$T/err" "http://127.0.0.1:$((BASE + 100 + survivor)) (503: "
+expect_in "$T/err" "(Couldn't connect to server)"
+
 # --- down stops every member
 "$CLUSTER" down --dir "$T/c" 2>/dev/null || fail "cluster down failed"
 "$CLUSTER" status --dir "$T/c" >"$T/status"
