@@ -36,3 +36,10 @@ TESTS += tests/unit/test_trainer
 tests_unit_test_trainer_SOURCES = tests/unit/test_trainer.c
 tests_unit_test_trainer_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_trainer_LDADD = $(TRAINER_TEST_LIBS)
+
+# trainer-bench: pipeline bubble and activation memory measurement for scripts/bench/training
+# (built by `make check`, never run as a test: timings are not asserted).
+check_PROGRAMS += dataplane/trainer-bench
+dataplane_trainer_bench_SOURCES = dataplane/trainer_bench.c
+dataplane_trainer_bench_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
+dataplane_trainer_bench_LDADD = $(TRAINER_LIBS)
