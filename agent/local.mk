@@ -1,1 +1,6 @@
-# agent: see the module's files; filled in by its issue.
+# agent/: yard-agent, the node daemon (register, heartbeat, run and watch ranks).
+bin_PROGRAMS += yard-agent
+yard_agent_SOURCES = agent/agent.h agent/main.c agent/client.c agent/ranks.c \
+	agent/heartbeat.c agent/metrics.c
+yard_agent_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)
+yard_agent_LDADD = common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) $(CURL_LIBS)

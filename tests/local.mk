@@ -4,3 +4,9 @@ tests_unit_test_common_SOURCES = tests/unit/test_common.c
 tests_unit_test_common_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
 tests_unit_test_common_LDADD = common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
 TESTS += tests/unit/test_common
+
+# tests/tools: programs the benchmarks and integration tests drive (not installed).
+noinst_PROGRAMS = tests/tools/yard-loadgen
+tests_tools_yard_loadgen_SOURCES = tests/tools/loadgen.c
+tests_tools_yard_loadgen_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS)
+tests_tools_yard_loadgen_LDADD = $(CURL_LIBS)

@@ -1,0 +1,151 @@
+/* client.c: the agent's HTTP calls to the controllers. The last URL that answered is tried
+ * first; a 307 names the leader, which is followed once per hop (at most 3 hops); a refused
+ * or timed-out connection moves on to the next controller. Bodies are bounded. */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "common/common.h"
+
+#define CLIENT_MAX_RESPONSE (8u << 20)
+#define CLIENT_MAX_URLS 16
+
+struct response_buf {
+	char *data;
+	size_t len;
+	int overflow;
+};
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct response_buf *buf = userdata;
+	size_t n = size * nmemb;
+	char *grown;
+	if (buf->len + n > CLIENT_MAX_RESPONSE) {
+		buf->overflow = 1;
+		return 0;
+	}
+	grown = realloc(buf->data, buf->len + n + 1);
+	if (grown == NULL)
+		return 0;
+	buf->data = grown;
+	memcpy(buf->data + buf->len, ptr, n);
+	buf->len += n;
+	buf->data[buf->len] = '\0';
+	return n;
+}
+
+/* One request to base_url+path. Returns 0 when an HTTP answer came (any status). */
+static int post_once(const char *base_url, const char *token, const char *path, const char *body,
+                     long *status, char *location, size_t location_len, struct response_buf *out,
+                     char *why, size_t why_len)
+{
+	char url[1024], auth[300];
+	struct curl_slist *headers = NULL;
+	CURLcode rc;
+	CURL *curl = curl_easy_init();
+	if (curl == NULL) {
+		snprintf(why, why_len, "curl_easy_init failed");
+		return -1;
+	}
+	snprintf(url, sizeof url, "%s%s", base_url, path);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	headers = curl_slist_append(headers, auth);
+	headers = curl_slist_append(headers, "Content-Type: application/json");
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+	rc = curl_easy_perform(curl);
+	if (rc == CURLE_OK) {
+		char *loc = NULL;
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+		curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc);
+		location[0] = '\0';
+		if (loc != NULL)
+			snprintf(location, location_len, "%s", loc);
+	} else {
+		snprintf(why, why_len, "%s: %s", base_url, curl_easy_strerror(rc));
+	}
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(curl);
+	return rc == CURLE_OK ? 0 : -1;
+}
+
+/* "http://h:p/v1/x?y" → "http://h:p" */
+static void url_origin(const char *url, char *out, size_t out_len)
+{
+	const char *p = strstr(url, "://");
+	const char *slash = p != NULL ? strchr(p + 3, '/') : NULL;
+	size_t n = slash != NULL ? (size_t)(slash - url) : strlen(url);
+	if (n >= out_len)
+		n = out_len - 1;
+	memcpy(out, url, n);
+	out[n] = '\0';
+}
+
+int agent_http_post(const char *controllers, char *leader_url, size_t leader_url_len,
+                    const char *token, const char *path, const json_t *body, long *status,
+                    json_t **resp, struct yard_err *err)
+{
+	char urls[CLIENT_MAX_URLS][512];
+	char list[1024], why[600] = "no controller configured";
+	char *save = NULL, *tok;
+	int n_urls = 0;
+	char *body_text = json_dumps(body, JSON_COMPACT);
+
+	if (body_text == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "cannot encode request body");
+	if (leader_url[0] != '\0')
+		snprintf(urls[n_urls++], sizeof urls[0], "%s", leader_url);
+	snprintf(list, sizeof list, "%s", controllers);
+	for (tok = strtok_r(list, ",", &save); tok != NULL && n_urls < CLIENT_MAX_URLS;
+	     tok = strtok_r(NULL, ",", &save)) {
+		size_t len = strlen(tok);
+		while (len > 0 && tok[len - 1] == '/')
+			tok[--len] = '\0';
+		if (len > 0 && strcmp(tok, leader_url) != 0)
+			snprintf(urls[n_urls++], sizeof urls[0], "%s", tok);
+	}
+	for (int i = 0; i < n_urls; i++) {
+		char target[512], location[1024];
+		snprintf(target, sizeof target, "%s", urls[i]);
+		for (int hop = 0; hop < 3; hop++) {
+			struct response_buf out = {0};
+			if (post_once(target, token, path, body_text, status, location,
+			              sizeof location, &out, why, sizeof why) != 0) {
+				free(out.data);
+				break;
+			}
+			if ((*status == 307 || *status == 308) && location[0] != '\0') {
+				free(out.data);
+				url_origin(location, target, sizeof target);
+				continue;
+			}
+			if (*status == 503) { /* no leader here right now: try the next member */
+				snprintf(why, sizeof why, "%s: 503 %s", target,
+				         out.data != NULL ? out.data : "");
+				free(out.data);
+				break;
+			}
+			*resp = NULL;
+			if (out.len > 0)
+				*resp = json_loadb(out.data, out.len, 0, NULL);
+			free(out.data);
+			snprintf(leader_url, leader_url_len, "%s", target);
+			free(body_text);
+			return 0;
+		}
+	}
+	free(body_text);
+	leader_url[0] = '\0';
+	return yard_err_set(err, YARD_EPEER, "POST %s: no controller answered (last: %s)", path,
+	                    why);
+}

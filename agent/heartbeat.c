@@ -1,0 +1,194 @@
+/* heartbeat.c: registration and the heartbeat cycle. The loop builds the request from the
+ * rank table, a thread-pool worker does the HTTP round trip, and the answer (the complete
+ * set of ranks this node must run) is applied back on the loop. One call is in flight at a
+ * time; a slow controller delays heartbeats, it never piles them up. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "common/common.h"
+
+enum call_kind { CALL_REGISTER, CALL_HEARTBEAT };
+
+struct call {
+	uv_work_t work;
+	struct agent *agent;
+	enum call_kind kind;
+	char token[256];
+	json_t *body;
+	long status;
+	json_t *resp;
+	int rc;
+	struct yard_err err;
+};
+
+static void call_run(uv_work_t *w)
+{
+	struct call *c = (struct call *)w;
+	const char *path =
+	    c->kind == CALL_REGISTER ? "/v1/agents/register" : "/v1/agents/heartbeat";
+	c->rc = agent_http_post(c->agent->cfg.controllers, c->agent->leader_url,
+	                        sizeof c->agent->leader_url, c->token, path, c->body, &c->status,
+	                        &c->resp, &c->err);
+}
+
+static const char *resp_error(const json_t *resp)
+{
+	const char *e = json_string_value(json_object_get(resp, "error"));
+	return e != NULL ? e : "(no error message)";
+}
+
+static void save_node_token(struct agent *a)
+{
+	char path[PATH_MAX + 16];
+	int fd;
+	snprintf(path, sizeof path, "%s/node.token", a->cfg.data_dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, a->node_token, strlen(a->node_token)) < 0)
+		log_error("cannot save the node token to %s", path);
+	if (fd >= 0)
+		close(fd);
+}
+
+void heartbeat_reconcile(struct agent *a, const json_t *desired)
+{
+	size_t i;
+	json_t *d;
+
+	if (!json_is_array(desired)) {
+		log_warn("heartbeat answer without a desired array: ignored");
+		return;
+	}
+	ranks_forget_exited(a, desired);
+	/* stop what is running but no longer wanted (or wanted in a newer generation) */
+	for (int k = 0; k < AGENT_MAX_RANKS; k++) {
+		struct agent_rank *r = &a->ranks[k];
+		int wanted = 0;
+		if (!r->in_use || r->exited)
+			continue;
+		json_array_foreach(desired, i, d)
+		{
+			const char *job = json_string_value(json_object_get(d, "job"));
+			if (job != NULL && strcmp(job, r->job) == 0 &&
+			    json_integer_value(json_object_get(d, "rank")) == r->rank &&
+			    json_integer_value(json_object_get(d, "generation")) == r->generation)
+				wanted = 1;
+		}
+		if (!wanted)
+			ranks_stop(a, r, "no longer assigned to this node");
+	}
+	/* start what is missing; a rank of the same job and number that is still stopping
+	 * holds its port, so its successor starts on a later heartbeat */
+	json_array_foreach(desired, i, d)
+	{
+		const char *job = json_string_value(json_object_get(d, "job"));
+		int rank = (int)json_integer_value(json_object_get(d, "rank"));
+		struct agent_rank *r;
+		struct yard_err err = {0};
+		if (job == NULL)
+			continue;
+		r = ranks_find(a, job, rank);
+		if (r != NULL)
+			continue;
+		if (ranks_start(a, d, &err) != 0)
+			log_error("%s", err.msg);
+	}
+}
+
+static void after_call(uv_work_t *w, int status)
+{
+	struct call *c = (struct call *)w;
+	struct agent *a = c->agent;
+
+	a->heartbeat_in_flight = 0;
+	if (c->rc != 0) {
+		log_warn("%s", c->err.msg);
+	} else if (c->kind == CALL_REGISTER) {
+		const char *token = json_string_value(json_object_get(c->resp, "node_token"));
+		if (c->status == 200 && token != NULL) {
+			snprintf(a->node_token, sizeof a->node_token, "%s", token);
+			save_node_token(a);
+			a->registered = 1;
+			log_info("registered as %s with %s", a->cfg.name, a->leader_url);
+		} else {
+			log_error("registration refused by %s: HTTP %ld: %s", a->leader_url,
+			          c->status, resp_error(c->resp));
+		}
+	} else if (c->status == 200) {
+		a->last_ok_mono_ms = yard_now_mono_ms();
+		heartbeat_reconcile(a, json_object_get(c->resp, "desired"));
+	} else if (c->status == 401 || c->status == 404) {
+		log_warn("heartbeat refused (HTTP %ld: %s): registering again", c->status,
+		         resp_error(c->resp));
+		a->registered = 0;
+	} else {
+		log_warn("heartbeat to %s: HTTP %ld: %s", a->leader_url, c->status,
+		         resp_error(c->resp));
+	}
+	json_decref(c->body);
+	json_decref(c->resp);
+	free(c);
+}
+
+static json_t *register_body(const struct agent *a)
+{
+	json_t *devices = json_array();
+	for (int d = 0; d < a->cfg.n_devices; d++)
+		json_array_append_new(devices, json_pack("{s:i, s:s, s:I}", "index", d, "kind",
+		                                         a->cfg.cuda ? "cuda" : "cpu", "memory_mb",
+		                                         (json_int_t)a->cfg.device_memory_mb));
+	return json_pack("{s:s, s:s, s:i, s:s, s:o}", "name", a->cfg.name, "host", a->cfg.host,
+	                 "port_base", a->cfg.port_base, "version", a->cfg.version, "devices",
+	                 devices);
+}
+
+static json_t *heartbeat_body(const struct agent *a)
+{
+	struct statvfs vfs;
+	json_int_t free_mb = -1;
+	if (statvfs(a->cfg.data_dir, &vfs) == 0)
+		free_mb = (json_int_t)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20);
+	return json_pack("{s:s, s:s, s:I, s:b, s:o}", "node", a->cfg.name, "version",
+	                 a->cfg.version, "free_disk_mb", free_mb, "draining", a->draining, "ranks",
+	                 ranks_report(a));
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct agent *a = t->data;
+	struct call *c;
+
+	ranks_tick(a);
+	if (a->heartbeat_in_flight || a->stopping)
+		return;
+	c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return;
+	c->agent = a;
+	if (!a->registered) {
+		c->kind = CALL_REGISTER;
+		snprintf(c->token, sizeof c->token, "%s", a->cfg.join_token);
+		c->body = register_body(a);
+	} else {
+		c->kind = CALL_HEARTBEAT;
+		snprintf(c->token, sizeof c->token, "%s", a->node_token);
+		c->body = heartbeat_body(a);
+	}
+	a->heartbeat_in_flight = 1;
+	if (uv_queue_work(a->loop, &c->work, call_run, after_call) != 0) {
+		a->heartbeat_in_flight = 0;
+		json_decref(c->body);
+		free(c);
+	}
+}
+
+void heartbeat_start(struct agent *a)
+{
+	uv_timer_init(a->loop, &a->heartbeat_timer);
+	a->heartbeat_timer.data = a;
+	uv_timer_start(&a->heartbeat_timer, on_tick, 0, (uint64_t)a->cfg.heartbeat_ms);
+}

@@ -1,0 +1,323 @@
+/* main.c: yard-agent's command line, config file and start-up.
+ *
+ *   yard-agent --controllers URLS --join-token T --data-dir DIR --devices cpu:N|cuda:auto
+ *              --name NAME [--host ADDR] [--port-base P] [--heartbeat-ms MS] [--worker PATH]
+ *              [--config FILE]
+ *
+ * A config file holds the same settings as "key = value" lines (keys are the flag names
+ * without dashes, e.g. "heartbeat-ms = 500"); flags given on the command line win.
+ * SIGTERM/SIGINT stop the agent and leave its ranks running: a restarted agent re-adopts
+ * them from DATA_DIR/ranks.json (see ranks.c).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "common/common.h"
+#include "config.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: yard-agent --controllers URL[,URL...] --join-token TOKEN --data-dir DIR\n"
+	        "                  --devices cpu:N|cuda:auto --name NAME [--host ADDR]\n"
+	        "                  [--port-base PORT] [--heartbeat-ms MS] [--worker PATH]\n"
+	        "                  [--join-token-file FILE] [--config FILE]\n");
+}
+
+/* Counts CUDA devices through the runtime library, loaded only when asked for, so the
+ * agent runs on machines without the CUDA libraries. */
+static int cuda_device_count(struct yard_err *err)
+{
+	void *lib = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
+	int (*get_count)(int *);
+	int count = 0;
+	if (lib == NULL)
+		lib = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL)
+		return yard_err_set(err, YARD_EUNSUPPORTED,
+		                    "cuda:auto: the CUDA runtime is not installed");
+	get_count = (int (*)(int *))dlsym(lib, "cudaGetDeviceCount");
+	if (get_count == NULL || get_count(&count) != 0 || count == 0) {
+		dlclose(lib);
+		return yard_err_set(err, YARD_EUNSUPPORTED, "cuda:auto: no CUDA device found");
+	}
+	dlclose(lib);
+	return count;
+}
+
+static int set_option(struct agent_config *cfg, const char *key, const char *value,
+                      struct yard_err *err)
+{
+	char *end;
+	if (strcmp(key, "controllers") == 0)
+		snprintf(cfg->controllers, sizeof cfg->controllers, "%s", value);
+	else if (strcmp(key, "join-token") == 0)
+		snprintf(cfg->join_token, sizeof cfg->join_token, "%s", value);
+	else if (strcmp(key, "join-token-file") == 0) {
+		FILE *f = fopen(value, "r");
+		if (f == NULL || fgets(cfg->join_token, sizeof cfg->join_token, f) == NULL) {
+			if (f != NULL)
+				fclose(f);
+			return yard_err_set(err, YARD_EINVAL, "join-token-file %s: cannot read",
+			                    value);
+		}
+		fclose(f);
+		cfg->join_token[strcspn(cfg->join_token, "\r\n")] = '\0';
+	} else if (strcmp(key, "data-dir") == 0)
+		snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", value);
+	else if (strcmp(key, "name") == 0)
+		snprintf(cfg->name, sizeof cfg->name, "%s", value);
+	else if (strcmp(key, "host") == 0)
+		snprintf(cfg->host, sizeof cfg->host, "%s", value);
+	else if (strcmp(key, "worker") == 0)
+		snprintf(cfg->worker_path, sizeof cfg->worker_path, "%s", value);
+	else if (strcmp(key, "devices") == 0) {
+		if (strncmp(value, "cpu:", 4) == 0) {
+			long n = strtol(value + 4, &end, 10);
+			if (*end != '\0' || n < 1 || n > 64)
+				return yard_err_set(err, YARD_EINVAL,
+				                    "devices: '%s': want cpu:N with N in 1..64",
+				                    value);
+			cfg->n_devices = (int)n;
+			cfg->cuda = 0;
+		} else if (strcmp(value, "cuda:auto") == 0) {
+			int n = cuda_device_count(err);
+			if (n < 0)
+				return n;
+			cfg->n_devices = n;
+			cfg->cuda = 1;
+		} else {
+			return yard_err_set(err, YARD_EINVAL,
+			                    "devices: '%s': want cpu:N or cuda:auto", value);
+		}
+	} else if (strcmp(key, "port-base") == 0 || strcmp(key, "heartbeat-ms") == 0 ||
+	           strcmp(key, "stop-grace-ms") == 0) {
+		long n = strtol(value, &end, 10);
+		if (*end != '\0' || n < 1 || n > 65535 * 1000L)
+			return yard_err_set(err, YARD_EINVAL, "%s: '%s' is not a positive integer",
+			                    key, value);
+		if (strcmp(key, "port-base") == 0) {
+			if (n > 65535 - 64)
+				return yard_err_set(err, YARD_EINVAL,
+				                    "port-base: %ld leaves no room for 64 ports",
+				                    n);
+			cfg->port_base = (int)n;
+		} else if (strcmp(key, "heartbeat-ms") == 0)
+			cfg->heartbeat_ms = (int)n;
+		else
+			cfg->stop_grace_ms = (int)n;
+	} else
+		return yard_err_set(err, YARD_EINVAL, "unknown setting '%s'", key);
+	return 0;
+}
+
+static int load_config_file(struct agent_config *cfg, const char *path, struct yard_err *err)
+{
+	char line[2048];
+	int lineno = 0;
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return yard_err_set(err, YARD_EIO, "config %s: %s", path, strerror(errno));
+	while (fgets(line, sizeof line, f) != NULL) {
+		char *key = line, *eq, *value, *end;
+		lineno++;
+		while (*key == ' ' || *key == '\t')
+			key++;
+		if (*key == '#' || *key == '\n' || *key == '\0')
+			continue;
+		eq = strchr(key, '=');
+		if (eq == NULL) {
+			fclose(f);
+			return yard_err_set(err, YARD_EINVAL, "config %s:%d: expected key = value",
+			                    path, lineno);
+		}
+		value = eq + 1;
+		for (end = eq; end > key && (end[-1] == ' ' || end[-1] == '\t'); end--)
+			;
+		*end = '\0';
+		while (*value == ' ' || *value == '\t')
+			value++;
+		value[strcspn(value, "\r\n")] = '\0';
+		if (set_option(cfg, key, value, err) != 0) {
+			char msg[sizeof err->msg];
+			snprintf(msg, sizeof msg, "%s", err->msg);
+			fclose(f);
+			return yard_err_set(err, YARD_EINVAL, "config %s:%d: %s", path, lineno,
+			                    msg);
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static void default_worker_path(struct agent_config *cfg)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0) {
+		char *slash;
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash != NULL) {
+			*slash = '\0';
+			snprintf(cfg->worker_path, sizeof cfg->worker_path, "%s/yard-worker", self);
+			return;
+		}
+	}
+	snprintf(cfg->worker_path, sizeof cfg->worker_path, "yard-worker");
+}
+
+static int lock_data_dir(const char *dir, struct yard_err *err)
+{
+	char path[PATH_MAX + 16];
+	int fd;
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return yard_err_set(err, YARD_EIO, "data dir %s: %s", dir, strerror(errno));
+	snprintf(path, sizeof path, "%s/agent.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return yard_err_set(err, YARD_EIO, "%s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+		return yard_err_set(err, YARD_EBUSY,
+		                    "data dir %s is in use by another yard-agent (lock %s held)",
+		                    dir, path);
+	return 0; /* the descriptor stays open (and locked) for the life of the process */
+}
+
+static void load_node_token(struct agent *a)
+{
+	char path[PATH_MAX + 16];
+	FILE *f;
+	snprintf(path, sizeof path, "%s/node.token", a->cfg.data_dir);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return;
+	if (fgets(a->node_token, sizeof a->node_token, f) != NULL) {
+		a->node_token[strcspn(a->node_token, "\r\n")] = '\0';
+		a->registered = a->node_token[0] != '\0';
+	}
+	fclose(f);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	struct agent *a = s->data;
+	log_info("signal %d: stopping the agent; %d rank(s) keep running and are re-adopted on "
+	         "restart",
+	         signum, ranks_running(a));
+	a->stopping = 1;
+	ranks_save_state(a);
+	uv_stop(a->loop);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option long_opts[] = {{"controllers", required_argument, NULL, 0},
+	                                          {"join-token", required_argument, NULL, 0},
+	                                          {"join-token-file", required_argument, NULL, 0},
+	                                          {"data-dir", required_argument, NULL, 0},
+	                                          {"devices", required_argument, NULL, 0},
+	                                          {"name", required_argument, NULL, 0},
+	                                          {"host", required_argument, NULL, 0},
+	                                          {"port-base", required_argument, NULL, 0},
+	                                          {"heartbeat-ms", required_argument, NULL, 0},
+	                                          {"stop-grace-ms", required_argument, NULL, 0},
+	                                          {"worker", required_argument, NULL, 0},
+	                                          {"config", required_argument, NULL, 0},
+	                                          {"help", no_argument, NULL, 'h'},
+	                                          {NULL, 0, NULL, 0}};
+	static struct agent agent;
+	struct agent *a = &agent;
+	struct yard_err err = {0};
+	int idx, c;
+
+	a->metrics_fd = -1;
+	snprintf(a->cfg.host, sizeof a->cfg.host, "127.0.0.1");
+	snprintf(a->cfg.version, sizeof a->cfg.version, "%s", PACKAGE_VERSION);
+	a->cfg.port_base = 29500;
+	a->cfg.n_devices = 0;
+	a->cfg.heartbeat_ms = 500;
+	a->cfg.stop_grace_ms = 5000;
+	a->cfg.log_max_bytes = 16 << 20;
+	default_worker_path(&a->cfg);
+
+	/* the config file first, so that flags override it */
+	for (int i = 1; i + 1 < argc; i++)
+		if (strcmp(argv[i], "--config") == 0 &&
+		    load_config_file(&a->cfg, argv[i + 1], &err) != 0) {
+			fprintf(stderr, "yard-agent: %s\n", err.msg);
+			return 2;
+		}
+	while ((c = getopt_long(argc, argv, "h", long_opts, &idx)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (c != 0) {
+			usage(stderr);
+			return 2;
+		}
+		if (strcmp(long_opts[idx].name, "config") == 0)
+			continue;
+		if (set_option(&a->cfg, long_opts[idx].name, optarg, &err) != 0) {
+			fprintf(stderr, "yard-agent: --%s\n", err.msg);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "yard-agent: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (a->cfg.controllers[0] == '\0' || a->cfg.data_dir[0] == '\0' || a->cfg.name[0] == '\0' ||
+	    a->cfg.n_devices == 0) {
+		fprintf(
+		    stderr,
+		    "yard-agent: --controllers, --data-dir, --name and --devices are required\n");
+		usage(stderr);
+		return 2;
+	}
+	{
+		char component[96];
+		snprintf(component, sizeof component, "yard-agent[%s]", a->cfg.name);
+		yard_log_init(component);
+	}
+	if (lock_data_dir(a->cfg.data_dir, &err) != 0) {
+		log_error("%s", err.msg);
+		return 1;
+	}
+	load_node_token(a);
+	if (!a->registered && a->cfg.join_token[0] == '\0') {
+		log_error("not registered yet and no --join-token given");
+		return 2;
+	}
+
+	a->loop = uv_default_loop();
+	a->loop->data = a;
+	if (metrics_open(a) != 0)
+		return 1;
+	ranks_load_state(a);
+	ranks_save_state(a);
+	uv_signal_init(a->loop, &a->sigterm);
+	uv_signal_init(a->loop, &a->sigint);
+	a->sigterm.data = a->sigint.data = a;
+	uv_signal_start(&a->sigterm, on_signal, SIGTERM);
+	uv_signal_start(&a->sigint, on_signal, SIGINT);
+	log_info("node %s: %d %s device(s), ranks listen from port %d, controllers %s", a->cfg.name,
+	         a->cfg.n_devices, a->cfg.cuda ? "CUDA" : "CPU", a->cfg.port_base,
+	         a->cfg.controllers);
+	heartbeat_start(a);
+	uv_run(a->loop, UV_RUN_DEFAULT);
+	metrics_close(a);
+	return 0;
+}

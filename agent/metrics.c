@@ -1,0 +1,104 @@
+/* metrics.c: per-step metrics from the ranks. The agent binds a unix datagram socket at
+ * DATA_DIR/agent.sock and passes its path to every rank as YARD_AGENT_SOCK; a rank sends
+ * each per-step JSON line as one datagram. The kernel attaches the sender's pid
+ * (SO_PASSCRED), so a rank cannot report for another and needs no identity in the line. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "common/common.h"
+
+int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len)
+{
+	struct agent_rank *r = ranks_find_pid(a, sender);
+	json_t *j, *step;
+
+	if (r == NULL)
+		return YARD_ENOTFOUND;
+	j = json_loadb(line, len, 0, NULL);
+	if (j == NULL || !json_is_object(j)) {
+		json_decref(j);
+		return YARD_EINVAL;
+	}
+	step = json_object_get(j, "step");
+	if (json_is_integer(step)) {
+		r->step = json_integer_value(step);
+		r->loss = json_number_value(json_object_get(j, "loss"));
+		r->step_ms = json_number_value(json_object_get(j, "step_ms"));
+		r->compute_ms = json_number_value(json_object_get(j, "compute_ms"));
+		r->comm_wait_ms = json_number_value(json_object_get(j, "comm_wait_ms"));
+		r->last_step_mono_ms = yard_now_mono_ms();
+	}
+	json_decref(j);
+	return 0;
+}
+
+static void on_readable(uv_poll_t *poll, int status, int events)
+{
+	struct agent *a = poll->data;
+	for (int i = 0; i < 256; i++) {
+		char buf[4096];
+		char control[CMSG_SPACE(sizeof(struct ucred))];
+		struct iovec iov = {buf, sizeof buf};
+		struct msghdr msg = {0};
+		struct cmsghdr *cm;
+		pid_t sender = 0;
+		ssize_t n;
+
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = control;
+		msg.msg_controllen = sizeof control;
+		n = recvmsg(a->metrics_fd, &msg, MSG_DONTWAIT);
+		if (n < 0)
+			return;
+		for (cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS) {
+				struct ucred cred;
+				memcpy(&cred, CMSG_DATA(cm), sizeof cred);
+				sender = cred.pid;
+			}
+		if (sender > 0)
+			metrics_apply_line(a, sender, buf, (size_t)n);
+	}
+}
+
+int metrics_open(struct agent *a)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	int one = 1;
+
+	snprintf(a->metrics_path, sizeof a->metrics_path, "%s/agent.sock", a->cfg.data_dir);
+	if (strlen(a->metrics_path) >= sizeof addr.sun_path) {
+		log_error("metrics socket path %s is too long for a unix socket", a->metrics_path);
+		return YARD_EINVAL;
+	}
+	strcpy(addr.sun_path, a->metrics_path);
+	unlink(a->metrics_path);
+	a->metrics_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (a->metrics_fd < 0 ||
+	    setsockopt(a->metrics_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0 ||
+	    bind(a->metrics_fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+		log_error("cannot bind metrics socket %s: %s", a->metrics_path, strerror(errno));
+		return YARD_EIO;
+	}
+	uv_poll_init(a->loop, &a->metrics_poll, a->metrics_fd);
+	a->metrics_poll.data = a;
+	uv_poll_start(&a->metrics_poll, UV_READABLE, on_readable);
+	return 0;
+}
+
+void metrics_close(struct agent *a)
+{
+	if (a->metrics_fd >= 0) {
+		uv_poll_stop(&a->metrics_poll);
+		uv_close((uv_handle_t *)&a->metrics_poll, NULL);
+		close(a->metrics_fd);
+		a->metrics_fd = -1;
+	}
+}

@@ -1,0 +1,506 @@
+/* ranks.c: the rank processes of one node. Each rank runs in its own session (process
+ * group = pid) so a stop reaches everything it forked. Output goes straight to a per-rank log
+ * file, not through the agent, so ranks keep running while the agent restarts or re-execs;
+ * the table is persisted to DATA_DIR/ranks.json after every change and re-adopted at start,
+ * with the process start time guarding against pid reuse. Logs are rotated by copy-truncate
+ * (the rank's O_APPEND descriptor stays valid). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "common/common.h"
+
+extern char **environ;
+
+/* Field 22 of /proc/PID/stat: start time in clock ticks since boot. 0 if gone. */
+static uint64_t proc_start_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	FILE *f;
+	size_t n;
+	char *p;
+	unsigned long long ticks = 0;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may contain spaces */
+	if (p == NULL)
+		return 0;
+	/* after ") " come fields 3.. ; start time is field 22 */
+	if (sscanf(
+	        p + 2,
+	        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+	        &ticks) != 1)
+		return 0;
+	return ticks;
+}
+
+static int pid_is_same_process(pid_t pid, uint64_t start_ticks)
+{
+	uint64_t now = proc_start_ticks(pid);
+	return now != 0 && now == start_ticks;
+}
+
+static int valid_job_id(const char *job)
+{
+	size_t n = strlen(job);
+	if (n == 0 || n > AGENT_JOB_ID_MAX || strcmp(job, ".") == 0 || strcmp(job, "..") == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = job[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.'))
+			return 0;
+	}
+	return 1;
+}
+
+struct agent_rank *ranks_find(struct agent *a, const char *job, int rank)
+{
+	for (int i = 0; i < AGENT_MAX_RANKS; i++)
+		if (a->ranks[i].in_use && a->ranks[i].rank == rank &&
+		    strcmp(a->ranks[i].job, job) == 0)
+			return &a->ranks[i];
+	return NULL;
+}
+
+struct agent_rank *ranks_find_pid(struct agent *a, pid_t pid)
+{
+	for (int i = 0; i < AGENT_MAX_RANKS; i++)
+		if (a->ranks[i].in_use && !a->ranks[i].exited && a->ranks[i].pid == pid)
+			return &a->ranks[i];
+	return NULL;
+}
+
+int ranks_running(const struct agent *a)
+{
+	int n = 0;
+	for (int i = 0; i < AGENT_MAX_RANKS; i++)
+		if (a->ranks[i].in_use && !a->ranks[i].exited)
+			n++;
+	return n;
+}
+
+int ranks_save_state(const struct agent *a)
+{
+	char path[PATH_MAX + 16], tmp[PATH_MAX + 16];
+	json_t *arr = json_array();
+	int rc = 0;
+
+	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
+		const struct agent_rank *r = &a->ranks[i];
+		if (!r->in_use || r->exited)
+			continue;
+		json_array_append_new(
+		    arr, json_pack("{s:s, s:i, s:I, s:i, s:I, s:s}", "job", r->job, "rank", r->rank,
+		                   "generation", (json_int_t)r->generation, "pid", (int)r->pid,
+		                   "start_ticks", (json_int_t)r->start_ticks, "log", r->log_path));
+	}
+	snprintf(path, sizeof path, "%s/ranks.json", a->cfg.data_dir);
+	snprintf(tmp, sizeof tmp, "%s/ranks.json.tmp", a->cfg.data_dir);
+	if (json_dump_file(arr, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
+		log_error("cannot write %s: %s", path, strerror(errno));
+		rc = YARD_EIO;
+	}
+	json_decref(arr);
+	return rc;
+}
+
+static struct agent_rank *slot_alloc(struct agent *a)
+{
+	for (int i = 0; i < AGENT_MAX_RANKS; i++)
+		if (!a->ranks[i].in_use) {
+			memset(&a->ranks[i], 0, sizeof a->ranks[i]);
+			a->ranks[i].in_use = 1;
+			a->ranks[i].step = -1;
+			return &a->ranks[i];
+		}
+	return NULL;
+}
+
+int ranks_load_state(struct agent *a)
+{
+	char path[PATH_MAX + 16];
+	json_t *arr, *item;
+	size_t i;
+	int adopted = 0;
+
+	snprintf(path, sizeof path, "%s/ranks.json", a->cfg.data_dir);
+	arr = json_load_file(path, 0, NULL);
+	if (arr == NULL)
+		return 0;
+	json_array_foreach(arr, i, item)
+	{
+		const char *job = json_string_value(json_object_get(item, "job"));
+		pid_t pid = (pid_t)json_integer_value(json_object_get(item, "pid"));
+		uint64_t ticks = (uint64_t)json_integer_value(json_object_get(item, "start_ticks"));
+		const char *log = json_string_value(json_object_get(item, "log"));
+		struct agent_rank *r;
+
+		if (job == NULL || !valid_job_id(job) || pid <= 0)
+			continue;
+		if (!pid_is_same_process(pid, ticks)) {
+			log_info("rank %d of %s (pid %d) ended while the agent was down",
+			         (int)json_integer_value(json_object_get(item, "rank")), job,
+			         (int)pid);
+			continue;
+		}
+		r = slot_alloc(a);
+		if (r == NULL)
+			break;
+		snprintf(r->job, sizeof r->job, "%s", job);
+		r->rank = (int)json_integer_value(json_object_get(item, "rank"));
+		r->generation = json_integer_value(json_object_get(item, "generation"));
+		r->pid = pid;
+		r->start_ticks = ticks;
+		r->adopted = 1;
+		r->started_mono_ms = yard_now_mono_ms();
+		r->last_step_mono_ms = yard_now_mono_ms();
+		snprintf(r->log_path, sizeof r->log_path, "%s", log != NULL ? log : "");
+		log_info("re-adopted rank %d of %s (pid %d)", r->rank, r->job, (int)pid);
+		adopted++;
+	}
+	json_decref(arr);
+	return adopted;
+}
+
+static void on_rank_exit(uv_process_t *proc, int64_t exit_status, int term_signal)
+{
+	struct agent *a = proc->loop->data;
+	struct agent_rank *r = proc->data;
+	r->exited = 1;
+	r->exit_code = (int)exit_status;
+	r->term_signal = term_signal;
+	r->process = NULL;
+	log_info("rank %d of %s (pid %d) exited: code %d signal %d", r->rank, r->job, (int)r->pid,
+	         (int)exit_status, term_signal);
+	uv_close((uv_handle_t *)proc, (uv_close_cb)free);
+	ranks_save_state(a);
+}
+
+static int mkdir_p(const char *dir)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof tmp, "%s", dir);
+	for (char *p = tmp + 1; *p != '\0'; p++)
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+				return -1;
+			*p = '/';
+		}
+	return (mkdir(tmp, 0755) != 0 && errno != EEXIST) ? -1 : 0;
+}
+
+/* Builds the environment: ours, then the controller's, then the agent's own variables. The
+ * returned array and its strings are heap-allocated (free with free_strv). */
+static char **build_env(const struct agent *a, const json_t *env, const char *job,
+                        const char *spec_path)
+{
+	size_t n_base = 0, n = 0, cap;
+	char **out;
+	const char *k;
+	json_t *v;
+
+	while (environ[n_base] != NULL)
+		n_base++;
+	cap = n_base + json_object_size(env) + 8;
+	out = calloc(cap, sizeof *out);
+	if (out == NULL)
+		return NULL;
+	for (size_t i = 0; i < n_base; i++) {
+		/* controller values win over inherited ones */
+		const char *eq = strchr(environ[i], '=');
+		if (eq != NULL) {
+			char key[256];
+			size_t kl = (size_t)(eq - environ[i]);
+			if (kl < sizeof key) {
+				memcpy(key, environ[i], kl);
+				key[kl] = '\0';
+				if (json_object_get(env, key) != NULL)
+					continue;
+			}
+		}
+		out[n++] = strdup(environ[i]);
+	}
+	json_object_foreach((json_t *)env, k, v)
+	{
+		char *kv;
+		if (!json_is_string(v) || asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0)
+			continue;
+		out[n++] = kv;
+	}
+	if (asprintf(&out[n], "YARD_AGENT_SOCK=%s", a->metrics_path) >= 0)
+		n++;
+	if (asprintf(&out[n], "YARD_JOB_ID=%s", job) >= 0)
+		n++;
+	if (spec_path != NULL && asprintf(&out[n], "YARD_JOB_SPEC=%s", spec_path) >= 0)
+		n++;
+	out[n] = NULL;
+	return out;
+}
+
+static void free_strv(char **v)
+{
+	if (v == NULL)
+		return;
+	for (char **p = v; *p != NULL; p++)
+		free(*p);
+	free(v);
+}
+
+int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
+{
+	const char *job = json_string_value(json_object_get(desired, "job"));
+	const char *kind = json_string_value(json_object_get(desired, "kind"));
+	json_t *rank_j = json_object_get(desired, "rank");
+	json_t *env = json_object_get(desired, "env");
+	json_t *argv_j = json_object_get(desired, "argv");
+	json_t *spec = json_object_get(desired, "spec");
+	char dir[PATH_MAX], spec_path[PATH_MAX + 16], *args[66];
+	char **envp;
+	int n_args = 0, log_fd, rc;
+	struct agent_rank *r;
+	uv_process_options_t opts;
+	uv_stdio_container_t stdio[3];
+	uv_process_t *proc;
+
+	if (job == NULL || !valid_job_id(job) || !json_is_integer(rank_j))
+		return yard_err_set(err, YARD_EINVAL,
+		                    "desired rank without a valid job id and rank");
+	if (env != NULL && !json_is_object(env))
+		return yard_err_set(err, YARD_EINVAL, "job %s rank %d: env is not an object", job,
+		                    (int)json_integer_value(rank_j));
+	r = slot_alloc(a);
+	if (r == NULL)
+		return yard_err_set(err, YARD_ENOSPACE, "job %s: more than %d ranks on this node",
+		                    job, AGENT_MAX_RANKS);
+	snprintf(r->job, sizeof r->job, "%s", job);
+	r->rank = (int)json_integer_value(rank_j);
+	r->generation = json_integer_value(json_object_get(desired, "generation"));
+
+	snprintf(dir, sizeof dir, "%s/jobs/%s", a->cfg.data_dir, job);
+	if (mkdir_p(dir) != 0) {
+		r->in_use = 0;
+		return yard_err_set(err, YARD_EIO, "job %s: cannot create %s: %s", job, dir,
+		                    strerror(errno));
+	}
+	spec_path[0] = '\0';
+	if (spec != NULL) {
+		char tmp[PATH_MAX + 32];
+		snprintf(spec_path, sizeof spec_path, "%s/spec.json", dir);
+		snprintf(tmp, sizeof tmp, "%s/spec.json.%d.tmp", dir, r->rank);
+		if (json_dump_file(spec, tmp, JSON_INDENT(1)) != 0 || rename(tmp, spec_path) != 0) {
+			r->in_use = 0;
+			return yard_err_set(err, YARD_EIO, "job %s: cannot write %s", job,
+			                    spec_path);
+		}
+	}
+	snprintf(r->log_path, sizeof r->log_path, "%s/rank-%d.log", dir, r->rank);
+	log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (log_fd < 0) {
+		r->in_use = 0;
+		return yard_err_set(err, YARD_EIO, "job %s rank %d: cannot open log %s: %s", job,
+		                    r->rank, r->log_path, strerror(errno));
+	}
+
+	if (kind != NULL && strcmp(kind, "command") == 0) {
+		size_t i;
+		json_t *arg;
+		if (!json_is_array(argv_j) || json_array_size(argv_j) == 0 ||
+		    json_array_size(argv_j) > 64) {
+			close(log_fd);
+			r->in_use = 0;
+			return yard_err_set(err, YARD_EINVAL, "job %s: command job without argv",
+			                    job);
+		}
+		json_array_foreach(argv_j, i, arg) args[n_args++] = (char *)json_string_value(arg);
+	} else {
+		args[n_args++] = a->cfg.worker_path;
+	}
+	args[n_args] = NULL;
+	for (int i = 0; i < n_args; i++)
+		if (args[i] == NULL) {
+			close(log_fd);
+			r->in_use = 0;
+			return yard_err_set(err, YARD_EINVAL, "job %s: argv[%d] is not a string",
+			                    job, i);
+		}
+
+	envp = build_env(a, env != NULL ? env : json_object(), job,
+	                 spec_path[0] != '\0' ? spec_path : NULL);
+	proc = calloc(1, sizeof *proc);
+	memset(&opts, 0, sizeof opts);
+	stdio[0].flags = UV_IGNORE;
+	stdio[1].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = log_fd;
+	stdio[2].flags = UV_INHERIT_FD;
+	stdio[2].data.fd = log_fd;
+	opts.file = args[0];
+	opts.args = args;
+	opts.env = envp;
+	opts.cwd = dir;
+	opts.flags = UV_PROCESS_DETACHED; /* setsid: its own process group */
+	opts.stdio_count = 3;
+	opts.stdio = stdio;
+	opts.exit_cb = on_rank_exit;
+	proc->data = r;
+	rc = (envp == NULL || proc == NULL) ? UV_ENOMEM : uv_spawn(a->loop, proc, &opts);
+	free_strv(envp);
+	close(log_fd);
+	if (rc != 0) {
+		free(proc);
+		r->in_use = 0;
+		return yard_err_set(err, YARD_EIO, "job %s rank %d: cannot start %s: %s", job,
+		                    r->rank, args[0], uv_strerror(rc));
+	}
+	r->process = proc;
+	r->pid = proc->pid;
+	r->start_ticks = proc_start_ticks(proc->pid);
+	r->started_mono_ms = yard_now_mono_ms();
+	r->last_step_mono_ms = r->started_mono_ms;
+	log_info("started rank %d of %s (generation %lld) as pid %d", r->rank, job,
+	         (long long)r->generation, (int)r->pid);
+	ranks_save_state(a);
+	return 0;
+}
+
+void ranks_stop(struct agent *a, struct agent_rank *r, const char *why)
+{
+	if (r->exited || r->stopping)
+		return;
+	log_info("stopping rank %d of %s (pid %d): %s", r->rank, r->job, (int)r->pid, why);
+	r->stopping = 1;
+	r->stop_sent_ms = yard_now_mono_ms();
+	if (kill(-r->pid, SIGTERM) != 0)
+		kill(r->pid, SIGTERM);
+}
+
+static void rotate_log(const struct agent *a, struct agent_rank *r)
+{
+	struct stat st;
+	char rotated[PATH_MAX + 4], buf[65536];
+	int in, out;
+	ssize_t n;
+
+	if (r->log_path[0] == '\0' || stat(r->log_path, &st) != 0 ||
+	    st.st_size <= a->cfg.log_max_bytes)
+		return;
+	snprintf(rotated, sizeof rotated, "%s.1", r->log_path);
+	in = open(r->log_path, O_RDWR | O_CLOEXEC);
+	out = open(rotated, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (in >= 0 && out >= 0) {
+		while ((n = read(in, buf, sizeof buf)) > 0)
+			if (write(out, buf, (size_t)n) != n)
+				break;
+		if (ftruncate(in, 0) != 0)
+			log_warn("cannot truncate %s: %s", r->log_path, strerror(errno));
+	}
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+}
+
+void ranks_tick(struct agent *a)
+{
+	uint64_t now = yard_now_mono_ms();
+	int changed = 0;
+
+	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
+		struct agent_rank *r = &a->ranks[i];
+		if (!r->in_use || r->exited)
+			continue;
+		if (r->adopted) {
+			/* After a re-exec the rank is still our child and waitpid tells its status;
+			 * after a crash-restart it is not, and only liveness can be observed. */
+			int status;
+			pid_t w = waitpid(r->pid, &status, WNOHANG);
+			if (w == r->pid) {
+				r->exited = 1;
+				r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+				r->term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+				changed = 1;
+			} else if (w < 0 && !pid_is_same_process(r->pid, r->start_ticks)) {
+				r->exited = 1;
+				r->exit_code = -1;
+				changed = 1;
+			}
+			if (r->exited)
+				log_info("adopted rank %d of %s (pid %d) exited", r->rank, r->job,
+				         (int)r->pid);
+		}
+		if (!r->exited && r->stopping &&
+		    now - r->stop_sent_ms > (uint64_t)a->cfg.stop_grace_ms) {
+			log_warn("rank %d of %s (pid %d) ignored SIGTERM for %d ms: SIGKILL",
+			         r->rank, r->job, (int)r->pid, a->cfg.stop_grace_ms);
+			if (kill(-r->pid, SIGKILL) != 0)
+				kill(r->pid, SIGKILL);
+			r->stop_sent_ms = now;
+		}
+		rotate_log(a, r);
+	}
+	if (changed)
+		ranks_save_state(a);
+}
+
+json_t *ranks_report(const struct agent *a)
+{
+	json_t *arr = json_array();
+	uint64_t now = yard_now_mono_ms();
+	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
+		const struct agent_rank *r = &a->ranks[i];
+		json_t *o;
+		if (!r->in_use)
+			continue;
+		o = json_pack("{s:s, s:i, s:I, s:i, s:s, s:i, s:i, s:I, s:I}", "job", r->job,
+		              "rank", r->rank, "generation", (json_int_t)r->generation, "pid",
+		              (int)r->pid, "state", r->exited ? "exited" : "running", "exit_code",
+		              r->exit_code, "signal", r->term_signal, "step", (json_int_t)r->step,
+		              "last_step_ms_ago", (json_int_t)(now - r->last_step_mono_ms));
+		if (r->step >= 0) {
+			json_object_set_new(o, "loss", json_real(r->loss));
+			json_object_set_new(o, "step_ms", json_real(r->step_ms));
+			json_object_set_new(o, "compute_ms", json_real(r->compute_ms));
+			json_object_set_new(o, "comm_wait_ms", json_real(r->comm_wait_ms));
+		}
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+static int desired_lists(const json_t *desired, const struct agent_rank *r)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach(desired, i, d)
+	{
+		const char *job = json_string_value(json_object_get(d, "job"));
+		if (job != NULL && strcmp(job, r->job) == 0 &&
+		    json_integer_value(json_object_get(d, "rank")) == r->rank &&
+		    json_integer_value(json_object_get(d, "generation")) == r->generation)
+			return 1;
+	}
+	return 0;
+}
+
+void ranks_forget_exited(struct agent *a, const json_t *desired)
+{
+	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
+		struct agent_rank *r = &a->ranks[i];
+		if (r->in_use && r->exited && !desired_lists(desired, r))
+			r->in_use = 0;
+	}
+}

@@ -1,0 +1,846 @@
+/* fsm.c: schema, command apply and snapshot/restore of the replicated SQLite database.
+ * Reads live in fsm_query.c. See fsm.h for the rules apply follows (deterministic, never
+ * fails, request-id dedup). */
+#include "jobs/fsm.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "jobs/codec.h"
+#include "jobs/fsm_internal.h"
+
+/* Tables for what later issues add (checkpoints, builds, advisories, rollouts, nodes) are
+ * created now so a snapshot taken today restores into tomorrow's binary unchanged. */
+static const char SCHEMA[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE jobs(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL,"
+    " state TEXT NOT NULL, priority INTEGER NOT NULL, submitted_ms INTEGER NOT NULL,"
+    " updated_ms INTEGER NOT NULL, actor TEXT NOT NULL, spec TEXT NOT NULL, reason TEXT,"
+    " step INTEGER NOT NULL DEFAULT 0, loss REAL, restarts INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX jobs_state ON jobs(state, seq);"
+    "CREATE TABLE nodes(id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
+    " address TEXT, devices TEXT, version TEXT, updated_ms INTEGER NOT NULL);"
+    "CREATE TABLE events(seq INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL, type TEXT NOT NULL,"
+    " job TEXT, actor TEXT NOT NULL, message TEXT NOT NULL, prev_hash TEXT NOT NULL,"
+    " hash TEXT NOT NULL);"
+    "CREATE INDEX events_job ON events(job, seq);"
+    "CREATE TABLE tokens(id TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL,"
+    " hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL, revoked_ms INTEGER);"
+    "CREATE TABLE members(id INTEGER PRIMARY KEY, raft_address TEXT NOT NULL,"
+    " api_url TEXT NOT NULL, role TEXT NOT NULL);"
+    "CREATE TABLE request_ids(id TEXT PRIMARY KEY, ts_ms INTEGER NOT NULL, result TEXT NOT NULL);"
+    "CREATE INDEX request_ids_ts ON request_ids(ts_ms);"
+    "CREATE TABLE config(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE checkpoints(job TEXT NOT NULL, step INTEGER NOT NULL, manifest TEXT NOT NULL,"
+    " created_ms INTEGER NOT NULL, PRIMARY KEY(job, step));"
+    "CREATE TABLE builds(id TEXT PRIMARY KEY, version TEXT NOT NULL, sha256 TEXT NOT NULL,"
+    " notes TEXT, created_ms INTEGER NOT NULL);"
+    "CREATE TABLE advisories(id TEXT PRIMARY KEY, state TEXT NOT NULL, embargo_until_ms INTEGER,"
+    " visibility TEXT NOT NULL, text TEXT, created_ms INTEGER NOT NULL);"
+    "CREATE TABLE rollouts(id TEXT PRIMARY KEY, build TEXT NOT NULL, state TEXT NOT NULL,"
+    " wave INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);";
+
+static const char *const ROLES[] = {"admin", "operator", "user", "security", "agent", NULL};
+
+int fsm_role_valid(const char *role)
+{
+	for (int i = 0; ROLES[i] != NULL; i++)
+		if (strcmp(role, ROLES[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* ---- small SQLite helpers ---- */
+
+int fsm_exec(struct fsm *f, const char *sql)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(f->db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		log_error("fsm: %s: %s", sql, msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return YARD_EINTERNAL;
+	}
+	return 0;
+}
+
+sqlite3_stmt *fsm_prepare(struct fsm *f, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(f->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_error("fsm: prepare %s: %s", sql, sqlite3_errmsg(f->db));
+		return NULL;
+	}
+	return st;
+}
+
+/* Runs a statement with text/int parameters described by types ('s' text or NULL, 'i' int64)
+ * and expects no rows. Returns SQLite's result code. */
+int fsm_run(struct fsm *f, const char *sql, const char *types, ...)
+{
+	sqlite3_stmt *st = fsm_prepare(f, sql);
+	if (st == NULL)
+		return SQLITE_ERROR;
+	va_list ap;
+	va_start(ap, types);
+	for (int i = 0; types[i] != '\0'; i++) {
+		if (types[i] == 's') {
+			const char *s = va_arg(ap, const char *);
+			if (s == NULL)
+				sqlite3_bind_null(st, i + 1);
+			else
+				sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT);
+		} else if (types[i] == 'd') {
+			sqlite3_bind_double(st, i + 1, va_arg(ap, double));
+		} else {
+			sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+		}
+	}
+	va_end(ap);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
+static int64_t meta_next(struct fsm *f, const char *key)
+{
+	int64_t v = 0;
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "INSERT INTO meta(key, value) VALUES(?1, 1) ON CONFLICT(key)"
+	                   " DO UPDATE SET value = value + 1 RETURNING value");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	else
+		v = -1;
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* ---- lifecycle ---- */
+
+/* The database always lives in SQLite's memdb VFS (an empty sqlite3_deserialize at init),
+ * so a fresh controller and one restored from a snapshot run the same pager code and
+ * produce byte-identical images from identical commands. */
+static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_err *err)
+{
+	sqlite3 *db = NULL;
+	unsigned char *copy = NULL;
+	if (sqlite3_open(":memory:", &db) != SQLITE_OK) {
+		sqlite3_close(db);
+		return yard_err_set(err, YARD_ENOMEM, "cannot open an in-memory SQLite database");
+	}
+	if (len > 0) {
+		copy = sqlite3_malloc64(len);
+		if (copy == NULL) {
+			sqlite3_close(db);
+			return yard_err_set(err, YARD_ENOMEM, "no memory for a %zu-byte snapshot",
+			                    len);
+		}
+		memcpy(copy, image, len);
+	}
+	int rc =
+	    sqlite3_deserialize(db, "main", copy, (sqlite3_int64)len, (sqlite3_int64)len,
+	                        SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE);
+	if (rc != SQLITE_OK) {
+		sqlite3_close(db);
+		return yard_err_set(err, YARD_ECORRUPT, "cannot load database image: %s",
+		                    sqlite3_errstr(rc));
+	}
+	if (len > 0) {
+		/* Prove the image is a database with our schema before replacing the old one. */
+		sqlite3_stmt *st = NULL;
+		rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM meta", -1, &st, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_step(st) == SQLITE_ROW ? SQLITE_OK : SQLITE_CORRUPT;
+		sqlite3_finalize(st);
+		if (rc != SQLITE_OK) {
+			sqlite3_close(db);
+			return yard_err_set(err, YARD_ECORRUPT,
+			                    "snapshot of %zu bytes is not a trainyard database",
+			                    len);
+		}
+	}
+	if (f->db != NULL)
+		sqlite3_close(f->db);
+	f->db = db;
+	return 0;
+}
+
+int fsm_init(struct fsm *f, struct yard_err *err)
+{
+	memset(f, 0, sizeof *f);
+	int rc = open_memdb(f, NULL, 0, err);
+	if (rc != 0)
+		return rc;
+	if (fsm_exec(f, "PRAGMA journal_mode=MEMORY") != 0 || fsm_exec(f, SCHEMA) != 0) {
+		fsm_close(f);
+		return yard_err_set(err, YARD_EINTERNAL, "cannot create the schema");
+	}
+	return 0;
+}
+
+void fsm_close(struct fsm *f)
+{
+	json_decref(f->last_result);
+	f->last_result = NULL;
+	if (f->db != NULL)
+		sqlite3_close(f->db);
+	f->db = NULL;
+}
+
+int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_err *err)
+{
+	sqlite3_int64 size = 0;
+	unsigned char *p = sqlite3_serialize(f->db, "main", &size, 0);
+	if (p == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "cannot serialize the database");
+	*data = p;
+	*len = (size_t)size;
+	return 0;
+}
+
+int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *err)
+{
+	if (len == 0)
+		return yard_err_set(err, YARD_ECORRUPT, "empty snapshot");
+	int rc = open_memdb(f, data, len, err);
+	if (rc != 0)
+		return rc;
+	return fsm_exec(f, "PRAGMA journal_mode=MEMORY");
+}
+
+int fsm_digest(struct fsm *f, char hex[SHA256_HEX_LEN + 1], struct yard_err *err)
+{
+	unsigned char *data = NULL;
+	size_t len = 0;
+	int rc = fsm_serialize(f, &data, &len, err);
+	if (rc != 0)
+		return rc;
+	sha256_hex(data, len, hex);
+	sqlite3_free(data);
+	return 0;
+}
+
+/* ---- results ---- */
+
+static json_t *res_ok(int status, json_t *body)
+{
+	return json_pack("{s:i,s:o}", "status", status, "body", body ? body : json_object());
+}
+
+static json_t *res_err(int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static json_t *res_err(int status, const char *field, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	json_t *r = json_pack("{s:i,s:s}", "status", status, "error", msg);
+	if (field != NULL)
+		json_object_set_new(r, "field", json_string(field));
+	return r;
+}
+
+void fsm_err_field(const struct yard_err *e, char *field, size_t field_len)
+{
+	const char *colon = strchr(e->msg, ':');
+	const char *space = strchr(e->msg, ' ');
+	field[0] = '\0';
+	if (colon != NULL && (space == NULL || space > colon) &&
+	    (size_t)(colon - e->msg) < field_len)
+		snprintf(field, field_len, "%.*s", (int)(colon - e->msg), e->msg);
+}
+
+static json_t *res_from_err(const struct yard_err *e)
+{
+	char field[128];
+	fsm_err_field(e, field, sizeof field);
+	return res_err(400, field[0] ? field : NULL, "%s", e->msg);
+}
+
+static int is_error(const json_t *r)
+{
+	return json_object_get(r, "error") != NULL;
+}
+
+/* ---- events: append-only, hash-chained ---- */
+
+static const char ZERO_HASH[] = "0000000000000000000000000000000000000000000000000000000000000000";
+
+void fsm_event_hash(const char *prev_hash, int64_t seq, int64_t ts_ms, const char *type,
+                    const char *job, const char *actor, const char *message,
+                    char hash[SHA256_HEX_LEN + 1])
+{
+	json_t *canon = json_pack(
+	    "{s:I,s:I,s:s,s:o,s:s,s:s}", "seq", (json_int_t)seq, "ts_ms", (json_int_t)ts_ms, "type",
+	    type, "job", job ? json_string(job) : json_null(), "actor", actor, "message", message);
+	char *text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS);
+	struct sha256_ctx ctx;
+	uint8_t digest[SHA256_DIGEST_LEN];
+	sha256_init(&ctx);
+	sha256_update(&ctx, prev_hash, strlen(prev_hash));
+	sha256_update(&ctx, text, strlen(text));
+	sha256_final(&ctx, digest);
+	sha256_to_hex(digest, hash);
+	free(text);
+	json_decref(canon);
+}
+
+static int event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
+                        const char *actor, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
+                        const char *actor, const char *fmt, ...)
+{
+	char message[512], prev[SHA256_HEX_LEN + 1], hash[SHA256_HEX_LEN + 1];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof message, fmt, ap);
+	va_end(ap);
+
+	int64_t seq = meta_next(f, "event_seq");
+	if (seq < 0)
+		return YARD_EINTERNAL;
+	snprintf(prev, sizeof prev, "%s", ZERO_HASH);
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT hash FROM events WHERE seq = ?1");
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	sqlite3_bind_int64(st, 1, seq - 1);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(prev, sizeof prev, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	fsm_event_hash(prev, seq, ts, type, job, actor, message, hash);
+	int rc =
+	    fsm_run(f,
+	            "INSERT INTO events(seq, ts_ms, type, job, actor, message, prev_hash, hash)"
+	            " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	            "iissssss", seq, ts, type, job, actor, message, prev, hash);
+	return rc == SQLITE_DONE ? 0 : YARD_EINTERNAL;
+}
+
+/* ---- commands ---- */
+
+struct cmd {
+	const char *op;
+	json_t *args;
+	const char *request_id;
+	int64_t ts;
+	const char *actor;
+	const char *role;
+};
+
+static int valid_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > FSM_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			return 0;
+	return 1;
+}
+
+static const char *const JOB_STATES[] = {"pending", "running",   "restarting", "succeeded",
+                                         "failed",  "cancelled", NULL};
+
+static int job_state_valid(const char *s)
+{
+	for (int i = 0; JOB_STATES[i] != NULL; i++)
+		if (strcmp(s, JOB_STATES[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static int job_state_terminal(const char *s)
+{
+	return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
+	       strcmp(s, "cancelled") == 0;
+}
+
+/* Allowed job state changes; terminal states have none. */
+static int job_transition_allowed(const char *from, const char *to)
+{
+	static const char *const allowed[][2] = {
+	    {"pending", "running"},    {"pending", "failed"},    {"pending", "cancelled"},
+	    {"running", "restarting"}, {"running", "succeeded"}, {"running", "failed"},
+	    {"running", "cancelled"},  {"running", "pending"},   {"restarting", "running"},
+	    {"restarting", "pending"}, {"restarting", "failed"}, {"restarting", "cancelled"},
+	};
+	for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+		if (strcmp(allowed[i][0], from) == 0 && strcmp(allowed[i][1], to) == 0)
+			return 1;
+	return 0;
+}
+
+static json_t *op_job_submit(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"name", "priority", "spec", NULL};
+	struct yard_err e = {0};
+	const char *name = NULL;
+	int64_t priority = 0;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "priority", 0, -1000, 1000, &priority, &e) != 0)
+		return res_from_err(&e);
+	if (!valid_name(name))
+		return res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
+		               name);
+	json_t *spec = json_object_get(c->args, "spec");
+	if (!json_is_object(spec))
+		return res_err(400, "spec", "spec: must be an object");
+
+	int64_t seq = meta_next(f, "job_seq");
+	if (seq < 0)
+		return NULL;
+	char id[FSM_ID_MAX];
+	snprintf(id, sizeof id, "j-%06lld", (long long)seq);
+	char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+	int rc =
+	    fsm_run(f,
+	            "INSERT INTO jobs(id, seq, name, state, priority, submitted_ms, updated_ms,"
+	            " actor, spec) VALUES(?1, ?2, ?3, 'pending', ?4, ?5, ?5, ?6, ?7)",
+	            "sisiiss", id, seq, name, priority, c->ts, c->actor, spec_text);
+	free(spec_text);
+	if (rc != SQLITE_DONE)
+		return NULL;
+	if (event_append(f, c->ts, "job.submitted", id, c->actor, "job %s (%s) submitted by %s", id,
+	                 name, c->actor) != 0)
+		return NULL;
+	return res_ok(201, json_pack("{s:s,s:s}", "id", id, "state", "pending"));
+}
+
+/* Reads the job's state and owner; 0, or a result describing why not. */
+static json_t *job_lookup(struct fsm *f, const char *id, char state[16],
+                          char actor[FSM_NAME_MAX + 1])
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT state, actor FROM jobs WHERE id = ?1");
+	if (st == NULL)
+		return res_err(500, NULL, "internal error reading job %s", id);
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	json_t *r = NULL;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		snprintf(state, 16, "%s", (const char *)sqlite3_column_text(st, 0));
+		snprintf(actor, FSM_NAME_MAX + 1, "%s", (const char *)sqlite3_column_text(st, 1));
+	} else {
+		r = res_err(404, "id", "no job %s", id);
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+static json_t *job_result(struct fsm *f, const char *id, int status)
+{
+	struct yard_err e = {0};
+	json_t *job = fsm_job_get(f, id, &e);
+	if (job == NULL)
+		return NULL;
+	return res_ok(status, job);
+}
+
+static json_t *op_job_cancel(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"id", NULL};
+	struct yard_err e = {0};
+	const char *id = NULL;
+	char state[16], owner[FSM_NAME_MAX + 1];
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0)
+		return res_from_err(&e);
+	json_t *r = job_lookup(f, id, state, owner);
+	if (r != NULL)
+		return r;
+	if (strcmp(c->role, "user") == 0 && strcmp(owner, c->actor) != 0)
+		return res_err(403, NULL,
+		               "job %s belongs to %s; a user may cancel only their own jobs", id,
+		               owner);
+	if (job_state_terminal(state))
+		return res_err(409, NULL, "job %s is already %s", id, state);
+	char reason[128];
+	snprintf(reason, sizeof reason, "cancelled by %s", c->actor);
+	if (fsm_run(
+	        f,
+	        "UPDATE jobs SET state = 'cancelled', updated_ms = ?2, reason = ?3 WHERE id = ?1",
+	        "sis", id, c->ts, reason) != SQLITE_DONE)
+		return NULL;
+	if (event_append(f, c->ts, "job.cancelled", id, c->actor, "job %s cancelled by %s (was %s)",
+	                 id, c->actor, state) != 0)
+		return NULL;
+	return job_result(f, id, 200);
+}
+
+static json_t *op_job_set_state(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"id",   "state",    "reason", "step",
+	                                   "loss", "restarts", NULL};
+	struct yard_err e = {0};
+	const char *id = NULL, *to = NULL, *reason = NULL;
+	int64_t step = -1, restarts = -1;
+	double loss = -1;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "state", 1, 16, &to, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "reason", 0, 256, &reason, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "step", 0, 0, INT64_MAX, &step, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "restarts", 0, 0, 1000000, &restarts, &e) != 0 ||
+	    jsonx_get_double(c->args, "", "loss", 0, 0, 1e300, &loss, &e) != 0)
+		return res_from_err(&e);
+	if (!job_state_valid(to))
+		return res_err(400, "state", "state: '%s' is not a job state", to);
+	char from[16], owner[FSM_NAME_MAX + 1];
+	json_t *r = job_lookup(f, id, from, owner);
+	if (r != NULL)
+		return r;
+	if (!job_transition_allowed(from, to))
+		return res_err(409, "state", "job %s cannot go from %s to %s", id, from, to);
+	if (fsm_run(f,
+	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4,"
+	            " step = CASE WHEN ?5 >= 0 THEN ?5 ELSE step END,"
+	            " restarts = CASE WHEN ?6 >= 0 THEN ?6 ELSE restarts END,"
+	            " loss = CASE WHEN ?7 >= 0 THEN ?7 ELSE loss END WHERE id = ?1",
+	            "ssisiid", id, to, c->ts, reason, step, restarts, loss) != SQLITE_DONE)
+		return NULL;
+	if (event_append(f, c->ts, "job.state", id, c->actor, "job %s %s -> %s%s%s", id, from, to,
+	                 reason ? ": " : "", reason ? reason : "") != 0)
+		return NULL;
+	return job_result(f, id, 200);
+}
+
+static int valid_hash(const char *h)
+{
+	if (strlen(h) != SHA256_HEX_LEN)
+		return 0;
+	for (int i = 0; i < SHA256_HEX_LEN; i++)
+		if (!isxdigit((unsigned char)h[i]) || isupper((unsigned char)h[i]))
+			return 0;
+	return 1;
+}
+
+static json_t *token_insert(struct fsm *f, const struct cmd *c, const char *name, const char *role,
+                            const char *hash)
+{
+	int64_t seq = meta_next(f, "token_seq");
+	if (seq < 0)
+		return NULL;
+	char id[FSM_ID_MAX];
+	snprintf(id, sizeof id, "t-%06lld", (long long)seq);
+	int rc = fsm_run(
+	    f, "INSERT INTO tokens(id, name, role, hash, created_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
+	    "ssssi", id, name, role, hash, c->ts);
+	if (rc == SQLITE_CONSTRAINT)
+		return res_err(409, NULL, "a token with this secret already exists");
+	if (rc != SQLITE_DONE)
+		return NULL;
+	if (event_append(f, c->ts, "token.created", NULL, c->actor,
+	                 "token %s (%s, role %s) created by %s", id, name, role, c->actor) != 0)
+		return NULL;
+	json_t *r = res_ok(201, json_pack("{s:s,s:s,s:s,s:I}", "id", id, "name", name, "role", role,
+	                                  "created_ms", (json_int_t)c->ts));
+	json_object_set_new(r, "hash", json_string(hash));
+	return r;
+}
+
+static json_t *op_token_create(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"name", "role", "hash", NULL};
+	struct yard_err e = {0};
+	const char *name = NULL, *role = NULL, *hash = NULL;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "role", 1, 16, &role, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
+		return res_from_err(&e);
+	if (!valid_name(name))
+		return res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
+		               name);
+	if (!fsm_role_valid(role))
+		return res_err(400, "role",
+		               "role: '%s' is not one of admin, operator, user, security, agent",
+		               role);
+	if (!valid_hash(hash))
+		return res_err(400, "hash", "hash: must be 64 lower-case hex characters");
+	return token_insert(f, c, name, role, hash);
+}
+
+/* The first admin token: applies only while no token exists, so every leader may propose
+ * it and only the first one committed counts. */
+static json_t *op_token_bootstrap(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"name", "hash", NULL};
+	struct yard_err e = {0};
+	const char *name = NULL, *hash = NULL;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
+		return res_from_err(&e);
+	if (!valid_hash(hash))
+		return res_err(400, "hash", "hash: must be 64 lower-case hex characters");
+	if (fsm_tokens_count(f) != 0)
+		return res_err(409, NULL,
+		               "tokens already exist; the admin token is bootstrapped once");
+	return token_insert(f, c, name, "admin", hash);
+}
+
+static json_t *op_token_revoke(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"id", NULL};
+	struct yard_err e = {0};
+	const char *id = NULL;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0)
+		return res_from_err(&e);
+	if (fsm_run(f, "UPDATE tokens SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms IS NULL",
+	            "si", id, c->ts) != SQLITE_DONE)
+		return NULL;
+	if (sqlite3_changes(f->db) == 0)
+		return res_err(404, "id", "no active token %s", id);
+	if (event_append(f, c->ts, "token.revoked", NULL, c->actor, "token %s revoked by %s", id,
+	                 c->actor) != 0)
+		return NULL;
+	return res_ok(200, json_pack("{s:s,s:b}", "id", id, "revoked", 1));
+}
+
+static json_t *members_result(struct fsm *f)
+{
+	struct yard_err e = {0};
+	json_t *list = fsm_members_list(f, &e);
+	return list ? res_ok(200, json_pack("{s:o}", "members", list)) : NULL;
+}
+
+static json_t *op_member_set(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"id", "raft_address", "api_url", "role", NULL};
+	struct yard_err e = {0};
+	int64_t id = 0;
+	const char *addr = NULL, *url = NULL, *role = NULL;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "id", 1, 1, INT32_MAX, &id, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "raft_address", 1, 64, &addr, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "api_url", 1, 256, &url, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "role", 1, 16, &role, &e) != 0)
+		return res_from_err(&e);
+	if (strcmp(role, "voter") != 0 && strcmp(role, "spare") != 0)
+		return res_err(400, "role", "role: '%s' must be voter or spare", role);
+	if (fsm_run(f,
+	            "INSERT INTO members(id, raft_address, api_url, role) VALUES(?1, ?2, ?3, ?4)"
+	            " ON CONFLICT(id) DO UPDATE SET raft_address = ?2, api_url = ?3, role = ?4",
+	            "isss", id, addr, url, role) != SQLITE_DONE)
+		return NULL;
+	if (event_append(f, c->ts, "member.set", NULL, c->actor, "member %lld %s %s (%s) set by %s",
+	                 (long long)id, addr, url, role, c->actor) != 0)
+		return NULL;
+	return members_result(f);
+}
+
+static json_t *op_member_remove(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"id", NULL};
+	struct yard_err e = {0};
+	int64_t id = 0;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "id", 1, 1, INT32_MAX, &id, &e) != 0)
+		return res_from_err(&e);
+	if (fsm_run(f, "DELETE FROM members WHERE id = ?1", "i", id) != SQLITE_DONE)
+		return NULL;
+	if (sqlite3_changes(f->db) == 0)
+		return res_err(404, "id", "no member %lld", (long long)id);
+	if (event_append(f, c->ts, "member.removed", NULL, c->actor, "member %lld removed by %s",
+	                 (long long)id, c->actor) != 0)
+		return NULL;
+	return members_result(f);
+}
+
+/* Replicated thresholds the scheduler and failure detector read (fsm_config_get). */
+static const struct {
+	const char *key;
+	int64_t min, max;
+} CONFIG_KEYS[] = {
+    {"node_suspect_ms", 100, 3600000},    {"node_down_ms", 100, 3600000},
+    {"straggler_threshold_pct", 1, 1000}, {"straggler_windows", 1, 1000},
+    {"restart_backoff_ms", 0, 3600000},   {"heartbeat_interval_ms", 10, 60000},
+};
+
+static json_t *op_config_set(struct fsm *f, const struct cmd *c)
+{
+	static const char *const keys[] = {"key", "value", NULL};
+	struct yard_err e = {0};
+	const char *key = NULL;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "key", 1, 64, &key, &e) != 0)
+		return res_from_err(&e);
+	for (size_t i = 0; i < sizeof CONFIG_KEYS / sizeof CONFIG_KEYS[0]; i++) {
+		if (strcmp(CONFIG_KEYS[i].key, key) != 0)
+			continue;
+		int64_t v = 0;
+		if (jsonx_get_int(c->args, "", "value", 1, CONFIG_KEYS[i].min, CONFIG_KEYS[i].max,
+		                  &v, &e) != 0)
+			return res_from_err(&e);
+		if (fsm_run(f,
+		            "INSERT INTO config(key, value) VALUES(?1, ?2)"
+		            " ON CONFLICT(key) DO UPDATE SET value = ?2",
+		            "si", key, v) != SQLITE_DONE)
+			return NULL;
+		if (event_append(f, c->ts, "config.set", NULL, c->actor, "%s = %lld set by %s", key,
+		                 (long long)v, c->actor) != 0)
+			return NULL;
+		return res_ok(200, json_pack("{s:s,s:I}", "key", key, "value", (json_int_t)v));
+	}
+	return res_err(400, "key", "key: '%s' is not a known setting", key);
+}
+
+static const struct {
+	const char *name;
+	json_t *(*fn)(struct fsm *f, const struct cmd *c);
+} OPS[] = {
+    {"job.submit", op_job_submit},           {"job.cancel", op_job_cancel},
+    {"job.set_state", op_job_set_state},     {"token.create", op_token_create},
+    {"token.bootstrap", op_token_bootstrap}, {"token.revoke", op_token_revoke},
+    {"member.set", op_member_set},           {"member.remove", op_member_remove},
+    {"config.set", op_config_set},
+};
+
+static int valid_request_id(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > FSM_REQUEST_ID_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_')
+			return 0;
+	return 1;
+}
+
+static json_t *parse_cmd(const void *payload, size_t len, struct cmd *c)
+{
+	static const char *const keys[] = {"op", "args", "request_id", "ts", "actor", "role", NULL};
+	struct yard_err e = {0};
+	json_t *root = jsonx_parse(payload, len, CODEC_MAX_PAYLOAD, 64, &e);
+	if (root == NULL)
+		return NULL;
+	memset(c, 0, sizeof *c);
+	c->role = "admin";
+	if (!json_is_object(root) || jsonx_only_keys(root, "", keys, &e) != 0 ||
+	    jsonx_get_string(root, "", "op", 1, 64, &c->op, &e) != 0 ||
+	    jsonx_get_int(root, "", "ts", 1, 0, INT64_MAX, &c->ts, &e) != 0 ||
+	    jsonx_get_string(root, "", "actor", 1, FSM_NAME_MAX, &c->actor, &e) != 0 ||
+	    jsonx_get_string(root, "", "role", 0, 16, &c->role, &e) != 0) {
+		json_decref(root);
+		return NULL;
+	}
+	json_t *rid = json_object_get(root, "request_id");
+	if (json_is_string(rid))
+		c->request_id = json_string_value(rid);
+	else if (rid != NULL && !json_is_null(rid)) {
+		json_decref(root);
+		return NULL;
+	}
+	c->args = json_object_get(root, "args");
+	if (c->args == NULL) {
+		c->args = json_object();
+		json_object_set_new(root, "args", c->args);
+	}
+	if (!json_is_object(c->args)) {
+		json_decref(root);
+		return NULL;
+	}
+	return root;
+}
+
+/* Looks up a remembered result for request_id (new reference) or NULL. */
+static json_t *request_id_lookup(struct fsm *f, const char *rid)
+{
+	json_t *r = NULL;
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT result FROM request_ids WHERE id = ?1");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_text(st, 1, rid, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		r = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+	sqlite3_finalize(st);
+	return r;
+}
+
+static json_t *apply_cmd(struct fsm *f, const struct cmd *c)
+{
+	size_t i;
+	for (i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+		if (strcmp(OPS[i].name, c->op) == 0)
+			break;
+	if (i == sizeof OPS / sizeof OPS[0])
+		return res_err(400, "op", "op: unknown command '%s'", c->op);
+	if (c->request_id != NULL && !valid_request_id(c->request_id))
+		return res_err(400, "request_id",
+		               "request_id: must be 1-64 characters of [A-Za-z0-9_-]");
+
+	if (fsm_exec(f, "BEGIN") != 0)
+		return res_err(500, NULL, "internal error: cannot begin a transaction");
+	/* Forget request ids older than the TTL, measured in command time so every member
+	 * forgets the same ones at the same entry. */
+	fsm_run(f, "DELETE FROM request_ids WHERE ts_ms < ?1", "i", c->ts - FSM_REQUEST_ID_TTL_MS);
+	json_t *r = c->request_id ? request_id_lookup(f, c->request_id) : NULL;
+	if (r == NULL) {
+		fsm_exec(f, "SAVEPOINT op");
+		r = OPS[i].fn(f, c);
+		if (r == NULL)
+			r = res_err(500, NULL, "internal error applying %s: %s", c->op,
+			            sqlite3_errmsg(f->db));
+		if (is_error(r))
+			fsm_exec(f, "ROLLBACK TO op");
+		fsm_exec(f, "RELEASE op");
+		if (c->request_id != NULL) {
+			char *text = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+			fsm_run(f, "INSERT INTO request_ids(id, ts_ms, result) VALUES(?1, ?2, ?3)",
+			        "sis", c->request_id, c->ts, text);
+			free(text);
+		}
+	}
+	if (fsm_exec(f, "COMMIT") != 0) {
+		fsm_exec(f, "ROLLBACK");
+		json_decref(r);
+		r = res_err(500, NULL, "internal error: commit of %s failed", c->op);
+	}
+	return r;
+}
+
+const json_t *fsm_apply(struct fsm *f, const void *payload, size_t len)
+{
+	struct cmd c;
+	json_t *root = parse_cmd(payload, len, &c);
+	json_t *r;
+	if (root == NULL)
+		r = res_err(400, NULL,
+		            "malformed command (%zu bytes): not {op, args, request_id, ts, actor}",
+		            len);
+	else
+		r = apply_cmd(f, &c);
+	json_decref(root);
+	json_decref(f->last_result);
+	f->last_result = r;
+	f->applies++;
+	return r;
+}
+
+char *fsm_command_encode(const char *op, json_t *args, const char *request_id, int64_t ts_ms,
+                         const char *actor, const char *role, size_t *len)
+{
+	json_t *cmd =
+	    json_pack("{s:s,s:o,s:o,s:I,s:s,s:s}", "op", op, "args", args ? args : json_object(),
+	              "request_id", request_id ? json_string(request_id) : json_null(), "ts",
+	              (json_int_t)ts_ms, "actor", actor, "role", role);
+	if (cmd == NULL)
+		return NULL;
+	char *text = json_dumps(cmd, JSON_COMPACT);
+	json_decref(cmd);
+	if (text != NULL && len != NULL)
+		*len = strlen(text);
+	return text;
+}

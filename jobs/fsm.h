@@ -1,0 +1,88 @@
+/* fsm.h: the replicated state machine: an in-memory SQLite database changed only by
+ * commands, applied identically on every controller.
+ *
+ * A command is JSON {op, args, request_id, ts, actor, role}. The leader stamps ts (wall
+ * milliseconds) and the actor into it before replication, so apply reads no clock and no
+ * randomness: the same commands in the same order give byte-identical databases. Ids
+ * (j-000001, t-000001, event seq) are assigned inside apply from counters in the database.
+ *
+ * Apply never fails: a malformed command or a business error (unknown job, bad transition)
+ * becomes an error result and changes nothing. A command with a request_id already seen
+ * returns the result it got the first time.
+ *
+ * Results are JSON objects {"status": <HTTP status>, "body": {...}} on success and
+ * {"status": 4xx, "error": "...", "field"?: "..."} on failure, so the HTTP layer can answer
+ * with them directly.
+ *
+ * Reads (fsm_job_get, ...) query the same database; callers decide whether a barrier came
+ * first. Nothing here is thread-safe: one loop owns an fsm. */
+#ifndef YARD_JOBS_FSM_H
+#define YARD_JOBS_FSM_H
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "jobs/sha256.h"
+
+#define FSM_ID_MAX 32
+#define FSM_NAME_MAX 63
+#define FSM_REQUEST_ID_MAX 64
+/* How long request ids are remembered for deduplication (command time, not local time). */
+#define FSM_REQUEST_ID_TTL_MS (24LL * 3600 * 1000)
+
+struct fsm {
+	sqlite3 *db;
+	json_t *last_result; /* result of the latest apply; owned, replaced by the next one */
+	uint64_t applies;    /* commands applied by this process (not replicated) */
+};
+
+int fsm_init(struct fsm *f, struct yard_err *err);
+void fsm_close(struct fsm *f);
+
+/* Applies one command. Returns the result, borrowed: valid until the next apply/restore or
+ * fsm_close. Never NULL, never a failure of apply itself. */
+const json_t *fsm_apply(struct fsm *f, const void *payload, size_t len);
+
+/* Builds a command's JSON text (malloc'd, caller frees). Takes ownership of args. */
+char *fsm_command_encode(const char *op, json_t *args, const char *request_id, int64_t ts_ms,
+                         const char *actor, const char *role, size_t *len);
+
+/* Serialized copy of the database (sqlite3_malloc'd; release with sqlite3_free). */
+int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_err *err);
+/* Replaces the database with a serialized image (copied; the caller keeps data). */
+int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *err);
+/* sha256 of the serialized database. */
+int fsm_digest(struct fsm *f, char hex[SHA256_HEX_LEN + 1], struct yard_err *err);
+
+/* ---- reads (new references; NULL with err->code YARD_ENOTFOUND when absent) ---- */
+json_t *fsm_job_get(struct fsm *f, const char *id, struct yard_err *err);
+/* {"jobs": [...], "next": id|null}; state may be NULL, after may be NULL. */
+json_t *fsm_jobs_list(struct fsm *f, const char *state, const char *after, int limit,
+                      struct yard_err *err);
+/* {"events": [...], "next": seq|null}; job may be NULL. */
+json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
+                        struct yard_err *err);
+/* Recomputes the event hash chain; fails naming the first event that does not verify. */
+int fsm_events_verify(struct fsm *f, struct yard_err *err);
+json_t *fsm_tokens_list(struct fsm *f, struct yard_err *err);
+int fsm_tokens_count(struct fsm *f);
+/* Looks up an unrevoked token by the sha256 hex of its secret. */
+int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
+                     char name[FSM_NAME_MAX + 1], struct yard_err *err);
+/* [{"id","raft_address","api_url","role"}...] ordered by id. */
+json_t *fsm_members_list(struct fsm *f, struct yard_err *err);
+/* The API URL of member id into url; YARD_ENOTFOUND if unknown. */
+int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
+/* Integer setting from the replicated config table (default when unset). */
+int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt);
+
+/* The field a jsonx/jobspec error names ("parallel.tp: ..." → "parallel.tp"), or "". */
+void fsm_err_field(const struct yard_err *e, char *field, size_t field_len);
+
+/* Roles, as stored in tokens.role. */
+int fsm_role_valid(const char *role);
+
+#endif

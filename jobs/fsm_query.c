@@ -1,0 +1,269 @@
+/* fsm_query.c: reads of the replicated database for the API (jobs, events, tokens,
+ * members, config). Nothing here changes the database. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs/fsm.h"
+#include "jobs/fsm_internal.h"
+
+static json_t *col_text_or_null(sqlite3_stmt *st, int i)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		return json_null();
+	return json_string((const char *)sqlite3_column_text(st, i));
+}
+
+#define JOB_COLUMNS                                                                                \
+	"id, name, state, priority, submitted_ms, updated_ms, actor, spec, reason, step, loss,"    \
+	" restarts, seq"
+
+static json_t *job_from_row(sqlite3_stmt *st)
+{
+	json_t *spec = json_loads((const char *)sqlite3_column_text(st, 7), 0, NULL);
+	json_t *loss = sqlite3_column_type(st, 10) == SQLITE_NULL
+	                   ? json_null()
+	                   : json_real(sqlite3_column_double(st, 10));
+	return json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o,s:o,s:I,s:o,s:I}", "id",
+	                 sqlite3_column_text(st, 0), "name", sqlite3_column_text(st, 1), "state",
+	                 sqlite3_column_text(st, 2), "priority",
+	                 (json_int_t)sqlite3_column_int64(st, 3), "submitted_ms",
+	                 (json_int_t)sqlite3_column_int64(st, 4), "updated_ms",
+	                 (json_int_t)sqlite3_column_int64(st, 5), "actor",
+	                 sqlite3_column_text(st, 6), "spec", spec ? spec : json_object(), "reason",
+	                 col_text_or_null(st, 8), "step", (json_int_t)sqlite3_column_int64(st, 9),
+	                 "loss", loss, "restarts", (json_int_t)sqlite3_column_int64(st, 11));
+}
+
+json_t *fsm_job_get(struct fsm *f, const char *id, struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " JOB_COLUMNS " FROM jobs WHERE id = ?1");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot read job %s", id);
+		return NULL;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	json_t *job = NULL;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		job = job_from_row(st);
+	else
+		yard_err_set(err, YARD_ENOTFOUND, "no job %s", id);
+	sqlite3_finalize(st);
+	return job;
+}
+
+/* Job ids are "j-" followed by the sequence number; paging compares sequence numbers. */
+static int64_t job_seq_of(const char *id)
+{
+	if (id == NULL || strncmp(id, "j-", 2) != 0)
+		return -1;
+	char *end;
+	long long v = strtoll(id + 2, &end, 10);
+	return (*end == '\0' && end != id + 2 && v >= 0) ? v : -1;
+}
+
+json_t *fsm_jobs_list(struct fsm *f, const char *state, const char *after, int limit,
+                      struct yard_err *err)
+{
+	int64_t after_seq = 0;
+	if (after != NULL && (after_seq = job_seq_of(after)) < 0) {
+		yard_err_set(err, YARD_EINVAL, "after: '%s' is not a job id like j-000001", after);
+		return NULL;
+	}
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " JOB_COLUMNS " FROM jobs WHERE (?1 IS NULL OR"
+	                                  " state = ?1) AND seq > ?2 ORDER BY seq LIMIT ?3");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot list jobs");
+		return NULL;
+	}
+	if (state != NULL)
+		sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, after_seq);
+	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
+	json_t *jobs = json_array(), *next = json_null();
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (n++ == limit) {
+			json_decref(next);
+			next = json_string(json_string_value(json_object_get(
+			    json_array_get(jobs, json_array_size(jobs) - 1), "id")));
+			break;
+		}
+		json_array_append_new(jobs, job_from_row(st));
+	}
+	sqlite3_finalize(st);
+	return json_pack("{s:o,s:o}", "jobs", jobs, "next", next);
+}
+
+static json_t *event_from_row(sqlite3_stmt *st)
+{
+	return json_pack(
+	    "{s:I,s:I,s:s,s:o,s:s,s:s,s:s,s:s}", "seq", (json_int_t)sqlite3_column_int64(st, 0),
+	    "ts_ms", (json_int_t)sqlite3_column_int64(st, 1), "type", sqlite3_column_text(st, 2),
+	    "job", col_text_or_null(st, 3), "actor", sqlite3_column_text(st, 4), "message",
+	    sqlite3_column_text(st, 5), "prev_hash", sqlite3_column_text(st, 6), "hash",
+	    sqlite3_column_text(st, 7));
+}
+
+json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
+                        struct yard_err *err)
+{
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT seq, ts_ms, type, job, actor, message, prev_hash, hash"
+	                   " FROM events WHERE seq > ?1 AND (?2 IS NULL OR job = ?2)"
+	                   " ORDER BY seq LIMIT ?3");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot list events");
+		return NULL;
+	}
+	sqlite3_bind_int64(st, 1, after);
+	if (job != NULL)
+		sqlite3_bind_text(st, 2, job, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
+	json_t *events = json_array(), *next = json_null();
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (n++ == limit) {
+			json_decref(next);
+			next = json_integer(json_integer_value(json_object_get(
+			    json_array_get(events, json_array_size(events) - 1), "seq")));
+			break;
+		}
+		json_array_append_new(events, event_from_row(st));
+	}
+	sqlite3_finalize(st);
+	return json_pack("{s:o,s:o}", "events", events, "next", next);
+}
+
+int fsm_events_verify(struct fsm *f, struct yard_err *err)
+{
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT seq, ts_ms, type, job, actor, message, prev_hash, hash"
+	                   " FROM events ORDER BY seq");
+	if (st == NULL)
+		return yard_err_set(err, YARD_EINTERNAL, "cannot read events");
+	char prev[SHA256_HEX_LEN + 1], hash[SHA256_HEX_LEN + 1];
+	memset(prev, '0', SHA256_HEX_LEN);
+	prev[SHA256_HEX_LEN] = '\0';
+	int64_t expect_seq = 1;
+	int rc = 0;
+	while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+		int64_t seq = sqlite3_column_int64(st, 0);
+		const char *stored_prev = (const char *)sqlite3_column_text(st, 6);
+		const char *stored_hash = (const char *)sqlite3_column_text(st, 7);
+		fsm_event_hash(prev, seq, sqlite3_column_int64(st, 1),
+		               (const char *)sqlite3_column_text(st, 2),
+		               (const char *)sqlite3_column_text(st, 3),
+		               (const char *)sqlite3_column_text(st, 4),
+		               (const char *)sqlite3_column_text(st, 5), hash);
+		if (seq != expect_seq)
+			rc = yard_err_set(err, YARD_ECORRUPT, "event %lld: expected seq %lld (gap)",
+			                  (long long)seq, (long long)expect_seq);
+		else if (strcmp(stored_prev, prev) != 0)
+			rc = yard_err_set(err, YARD_ECORRUPT,
+			                  "event %lld: prev_hash does not match event %lld",
+			                  (long long)seq, (long long)seq - 1);
+		else if (strcmp(stored_hash, hash) != 0)
+			rc = yard_err_set(err, YARD_ECORRUPT,
+			                  "event %lld: hash does not match its content",
+			                  (long long)seq);
+		snprintf(prev, sizeof prev, "%s", stored_hash);
+		expect_seq = seq + 1;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+json_t *fsm_tokens_list(struct fsm *f, struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT id, name, role, created_ms FROM tokens"
+	                                  " WHERE revoked_ms IS NULL ORDER BY id");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot list tokens");
+		return NULL;
+	}
+	json_t *list = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(
+		    list, json_pack("{s:s,s:s,s:s,s:I}", "id", sqlite3_column_text(st, 0), "name",
+		                    sqlite3_column_text(st, 1), "role", sqlite3_column_text(st, 2),
+		                    "created_ms", (json_int_t)sqlite3_column_int64(st, 3)));
+	sqlite3_finalize(st);
+	return json_pack("{s:o}", "tokens", list);
+}
+
+int fsm_tokens_count(struct fsm *f)
+{
+	int n = -1;
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT count(*) FROM tokens");
+	if (st != NULL && sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
+                     char name[FSM_NAME_MAX + 1], struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT role, name FROM tokens WHERE hash = ?1"
+	                                  " AND revoked_ms IS NULL");
+	if (st == NULL)
+		return yard_err_set(err, YARD_EINTERNAL, "cannot read tokens");
+	sqlite3_bind_text(st, 1, hash_hex, -1, SQLITE_STATIC);
+	int rc = 0;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		snprintf(role, 16, "%s", (const char *)sqlite3_column_text(st, 0));
+		snprintf(name, FSM_NAME_MAX + 1, "%s", (const char *)sqlite3_column_text(st, 1));
+	} else {
+		rc = yard_err_set(err, YARD_ENOTFOUND, "unknown or revoked token");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+json_t *fsm_members_list(struct fsm *f, struct yard_err *err)
+{
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT id, raft_address, api_url, role FROM members ORDER BY id");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot list members");
+		return NULL;
+	}
+	json_t *list = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(list, json_pack("{s:I,s:s,s:s,s:s}", "id",
+		                                      (json_int_t)sqlite3_column_int64(st, 0),
+		                                      "raft_address", sqlite3_column_text(st, 1),
+		                                      "api_url", sqlite3_column_text(st, 2), "role",
+		                                      sqlite3_column_text(st, 3)));
+	sqlite3_finalize(st);
+	return list;
+}
+
+int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT api_url FROM members WHERE id = ?1");
+	int rc = YARD_ENOTFOUND;
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	sqlite3_bind_int64(st, 1, (int64_t)id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		snprintf(url, url_len, "%s", (const char *)sqlite3_column_text(st, 0));
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt)
+{
+	int64_t v = dflt;
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT value FROM config WHERE key = ?1");
+	if (st == NULL)
+		return dflt;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}

@@ -1,0 +1,821 @@
+/* consensus.c: canonical raft 0.15 behind one small API, with the library's pitfalls
+ * handled (the list is in consensus.h; each has a test in tests/unit/test_consensus.c or
+ * tests/integration/). This file does not know what the commands mean. */
+#include "raft/consensus.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "jobs/codec.h"
+#include "raft/datadir.h"
+
+enum op_kind { OP_APPLY, OP_BARRIER, OP_ADD, OP_ASSIGN, OP_REMOVE, OP_TRANSFER };
+
+struct consensus_op {
+	struct consensus_op *next;
+	struct consensus *c;
+	enum op_kind kind;
+	struct raft_buffer buf; /* OP_APPLY: the frame, ours until raft_apply accepts it */
+	uint64_t id;            /* member for ADD/ASSIGN/REMOVE/TRANSFER */
+	char addr[CONSENSUS_ADDR_MAX];
+	int voter;
+	consensus_apply_cb apply_cb;
+	consensus_done_cb done_cb;
+	void *data;
+	union {
+		struct raft_apply apply;
+		struct raft_barrier barrier;
+		struct raft_change change;
+		struct raft_transfer transfer;
+	} req;
+};
+
+#define CONSENSUS_OF(ptr, member)                                                                  \
+	((struct consensus *)((char *)(ptr)-offsetof(struct consensus, member)))
+
+void consensus_config_defaults(struct consensus_config *cfg)
+{
+	cfg->election_timeout_ms = CONSENSUS_DEFAULT_ELECTION_TIMEOUT_MS;
+	cfg->heartbeat_ms = CONSENSUS_DEFAULT_HEARTBEAT_MS;
+	cfg->connect_retry_ms = CONSENSUS_DEFAULT_CONNECT_RETRY_MS;
+	cfg->snapshot_threshold = CONSENSUS_DEFAULT_SNAPSHOT_THRESHOLD;
+	cfg->snapshot_trailing = CONSENSUS_DEFAULT_SNAPSHOT_TRAILING;
+	cfg->min_free_mb = CONSENSUS_DEFAULT_MIN_FREE_MB;
+}
+
+/* raft 0.15's raft_strerror says "unknown error" for several codes; name them ourselves. */
+static int map_status(int rv, const char **msg)
+{
+	switch (rv) {
+	case 0:
+		*msg = "ok";
+		return 0;
+	case RAFT_NOTLEADER:
+		*msg = "not the leader";
+		return YARD_ENOTLEADER;
+	case RAFT_LEADERSHIPLOST:
+		*msg = "leadership lost before the entry committed: outcome unknown, retry with "
+		       "the same request id";
+		return YARD_EUNKNOWN;
+	case RAFT_NOSPACE:
+		*msg = "no space left on the raft log device";
+		return YARD_ENOSPACE;
+	case RAFT_SHUTDOWN:
+	case RAFT_CANCELED:
+		*msg = "controller shutting down";
+		return YARD_EABORTED;
+	case RAFT_CANTCHANGE:
+	case RAFT_BUSY:
+		*msg = "a membership change or transfer is already in progress";
+		return YARD_EBUSY;
+	case RAFT_BADID:
+	case RAFT_DUPLICATEID:
+	case RAFT_DUPLICATEADDRESS:
+	case RAFT_BADROLE:
+		*msg = raft_strerror(rv);
+		return YARD_EINVAL;
+	case RAFT_NOMEM:
+		*msg = "out of memory";
+		return YARD_ENOMEM;
+	default:
+		*msg = raft_strerror(rv);
+		return YARD_EIO;
+	}
+}
+
+/* ---- FSM glue: apply never fails ---- */
+
+static int fsm_apply_cb(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+	struct consensus *c = fsm->data;
+	const void *payload;
+	size_t len;
+	struct yard_err err = {0};
+	c->stats.applies++;
+	if (codec_decode(buf->base, buf->len, &payload, &len, &err) != 0) {
+		/* Returning non-zero would freeze a follower in RAFT_UNAVAILABLE forever
+		 * (raft-probe.md §3); apply it as a no-op and say so. */
+		c->stats.corrupt_entries++;
+		log_error("consensus: entry %llu skipped: %s",
+		          (unsigned long long)raft_last_applied(&c->raft) + 1, err.msg);
+		*result = NULL;
+		return 0;
+	}
+	*result = (void *)c->ops.apply(c->ops.data, payload, len);
+	return 0;
+}
+
+static int fsm_snapshot_cb(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
+{
+	struct consensus *c = fsm->data;
+	void *data;
+	size_t len;
+	int rc = c->ops.snapshot(c->ops.data, &data, &len);
+	if (rc != 0)
+		return RAFT_NOMEM;
+	*bufs = raft_malloc(sizeof **bufs);
+	if (*bufs == NULL) {
+		c->ops.snapshot_free(c->ops.data, data);
+		return RAFT_NOMEM;
+	}
+	(*bufs)[0].base = data;
+	(*bufs)[0].len = len;
+	*n_bufs = 1;
+	c->stats.snapshots++;
+	log_info("consensus: snapshot of %zu bytes at index %llu", len,
+	         (unsigned long long)raft_last_applied(&c->raft));
+	return 0;
+}
+
+/* FSM v2: the snapshot memory is SQLite's, so it goes back through the FSM, not raft_free. */
+static int fsm_snapshot_finalize_cb(struct raft_fsm *fsm, struct raft_buffer *bufs[],
+                                    unsigned *n_bufs)
+{
+	struct consensus *c = fsm->data;
+	if (*bufs != NULL) {
+		for (unsigned i = 0; i < *n_bufs; i++)
+			c->ops.snapshot_free(c->ops.data, (*bufs)[i].base);
+		raft_free(*bufs);
+	}
+	*bufs = NULL;
+	*n_bufs = 0;
+	return 0;
+}
+
+static int fsm_restore_cb(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+	struct consensus *c = fsm->data;
+	int rc = c->ops.restore(c->ops.data, buf->base, buf->len);
+	if (rc != 0) {
+		log_error("consensus: snapshot restore of %zu bytes failed", buf->len);
+		return RAFT_CORRUPT;
+	}
+	/* On success the FSM owns buf->base (raft-probe.md §3); we copied it. */
+	raft_free(buf->base);
+	if (c->started) {
+		c->stats.restores++;
+		log_info("consensus: installed a snapshot of %zu bytes from the leader", buf->len);
+	}
+	return 0;
+}
+
+/* ---- the request queue: nothing is issued from inside a raft callback ---- */
+
+static void op_free(struct consensus_op *op)
+{
+	if (op->buf.base != NULL)
+		raft_free(op->buf.base);
+	free(op);
+}
+
+static void op_finish(struct consensus_op *op, int status, const char *msg, const void *result)
+{
+	if (op->kind == OP_ADD || op->kind == OP_ASSIGN || op->kind == OP_REMOVE)
+		op->c->change_pending = 0;
+	if (op->kind == OP_APPLY)
+		op->apply_cb(op->data, status, result);
+	else if (op->done_cb != NULL)
+		op->done_cb(op->data, status, msg);
+	op_free(op);
+}
+
+static void idle_cb(uv_idle_t *h);
+
+static void enqueue(struct consensus *c, struct consensus_op *op)
+{
+	op->next = NULL;
+	if (c->queue_tail != NULL)
+		c->queue_tail->next = op;
+	else
+		c->queue_head = op;
+	c->queue_tail = op;
+	uv_idle_start(&c->idle, idle_cb);
+}
+
+static struct consensus_op *op_new(struct consensus *c, enum op_kind kind)
+{
+	struct consensus_op *op = calloc(1, sizeof *op);
+	if (op != NULL) {
+		op->c = c;
+		op->kind = kind;
+	}
+	return op;
+}
+
+static void apply_cb(struct raft_apply *req, int status, void *result)
+{
+	struct consensus_op *op = req->data;
+	const char *msg;
+	int st = map_status(status, &msg);
+	if (st == 0 && result == NULL)
+		st = YARD_ECORRUPT;
+	op_finish(op, st, msg, st == 0 ? result : NULL);
+}
+
+static void barrier_cb(struct raft_barrier *req, int status)
+{
+	struct consensus_op *op = req->data;
+	const char *msg;
+	int st = map_status(status, &msg);
+	op_finish(op, st, msg, NULL);
+}
+
+static void change_cb(struct raft_change *req, int status)
+{
+	struct consensus_op *op = req->data;
+	struct consensus *c = op->c;
+	const char *msg;
+	int st = map_status(status, &msg);
+	if (st == 0 && op->kind == OP_ADD && op->voter && !c->closing) {
+		/* Promote from the next loop iteration, never from inside this callback. */
+		log_info("consensus: member %llu added as spare; catching it up before it votes",
+		         (unsigned long long)op->id);
+		op->kind = OP_ASSIGN;
+		enqueue(c, op);
+		return;
+	}
+	if (st == 0)
+		log_info("consensus: membership change for member %llu done",
+		         (unsigned long long)op->id);
+	op_finish(op, st, msg, NULL);
+}
+
+static void transfer_cb(struct raft_transfer *req)
+{
+	struct consensus_op *op = req->data;
+	raft_id leader = 0;
+	const char *addr = NULL;
+	char msg[128];
+	raft_leader(&op->c->raft, &leader, &addr);
+	if (leader == op->id) {
+		log_info("consensus: leadership transferred to %llu", (unsigned long long)op->id);
+		op_finish(op, 0, "transferred", NULL);
+		return;
+	}
+	snprintf(msg, sizeof msg, "leadership did not move to member %llu (leader is now %llu)",
+	         (unsigned long long)op->id, (unsigned long long)leader);
+	op_finish(op, YARD_ETIMEDOUT, msg, NULL);
+}
+
+static void issue(struct consensus *c, struct consensus_op *op)
+{
+	const char *msg;
+	int rv;
+	if (c->closing) {
+		op_finish(op, YARD_EABORTED, "controller shutting down", NULL);
+		return;
+	}
+	/* Re-check: leadership may have changed since the request was queued. */
+	if (c->state_fn(&c->raft) != RAFT_LEADER || (op->kind != OP_TRANSFER && !c->ready)) {
+		op_finish(op, YARD_ENOTLEADER, "not the leader", NULL);
+		return;
+	}
+	switch (op->kind) {
+	case OP_APPLY:
+		op->req.apply.data = op;
+		rv = raft_apply(&c->raft, &op->req.apply, &op->buf, 1, apply_cb);
+		if (rv == 0)
+			op->buf.base = NULL; /* raft owns it now */
+		break;
+	case OP_BARRIER:
+		op->req.barrier.data = op;
+		rv = raft_barrier(&c->raft, &op->req.barrier, barrier_cb);
+		break;
+	case OP_ADD:
+		op->req.change.data = op;
+		rv = raft_add(&c->raft, &op->req.change, op->id, op->addr, change_cb);
+		break;
+	case OP_ASSIGN:
+		op->req.change.data = op;
+		rv = raft_assign(&c->raft, &op->req.change, op->id, RAFT_VOTER, change_cb);
+		break;
+	case OP_REMOVE:
+		op->req.change.data = op;
+		rv = raft_remove(&c->raft, &op->req.change, op->id, change_cb);
+		break;
+	case OP_TRANSFER:
+		op->req.transfer.data = op;
+		rv = raft_transfer(&c->raft, &op->req.transfer, op->id, transfer_cb);
+		break;
+	default:
+		rv = RAFT_INVALID;
+	}
+	if (rv != 0) {
+		int st = map_status(rv, &msg);
+		op_finish(op, st, msg, NULL);
+	}
+}
+
+static void idle_cb(uv_idle_t *h)
+{
+	struct consensus *c = CONSENSUS_OF(h, idle);
+	struct consensus_op *op = c->queue_head;
+	uv_idle_stop(h);
+	c->queue_head = c->queue_tail = NULL;
+	/* Only what was queued before this pass: callbacks may queue more for the next one. */
+	while (op != NULL) {
+		struct consensus_op *next = op->next;
+		issue(c, op);
+		op = next;
+	}
+}
+
+/* ---- state polling, watchdog, the leader's first barrier ---- */
+
+static void ready_barrier_cb(struct raft_barrier *req, int status)
+{
+	struct consensus *c = CONSENSUS_OF(req, ready_barrier);
+	c->barrier_pending = 0;
+	if (c->closing)
+		return;
+	if (status == 0 && c->state_fn(&c->raft) == RAFT_LEADER &&
+	    c->raft.current_term == c->leader_term) {
+		c->ready = 1;
+		/* req->index: in 0.15 raft_last_applied() still lags by one inside callbacks */
+		c->stats.leader_ready_index = req->index;
+		log_info("consensus: leader for term %llu, ready at index %llu",
+		         (unsigned long long)c->leader_term,
+		         (unsigned long long)c->stats.leader_ready_index);
+		if (c->cfg.on_leader_up != NULL)
+			c->cfg.on_leader_up(c, c->cfg.cb_data);
+	} else if (c->state_fn(&c->raft) == RAFT_LEADER) {
+		c->barrier_wanted = 1; /* from the next poll, not from here */
+	}
+}
+
+static void default_fatal(struct consensus *c, const char *why)
+{
+	log_error("consensus: %s; exiting so a supervisor restarts this member", why);
+	exit(1);
+}
+
+static void check_cb(uv_check_t *h)
+{
+	struct consensus *c = CONSENSUS_OF(h, check);
+	if (c->closing || !c->started)
+		return;
+	int state = c->state_fn(&c->raft);
+	if (state == RAFT_UNAVAILABLE) {
+		char why[384];
+		snprintf(why, sizeof why, "raft member %llu became unavailable (%s)",
+		         (unsigned long long)c->cfg.id, raft_errmsg(&c->raft));
+		c->on_fatal(c, why);
+		return;
+	}
+	raft_id leader = 0;
+	const char *addr = NULL;
+	raft_leader(&c->raft, &leader, &addr);
+	if (leader != c->known_leader) {
+		if (leader != 0) {
+			c->stats.leader_changes++;
+			log_info("consensus: leader is now %llu (%s)", (unsigned long long)leader,
+			         addr);
+		}
+		c->known_leader = leader;
+	}
+	if (state == RAFT_LEADER) {
+		if (!c->leader_seen || c->leader_term != c->raft.current_term) {
+			c->leader_seen = 1;
+			c->leader_term = c->raft.current_term;
+			c->ready = 0;
+			c->stats.elected_index = raft_last_index(&c->raft);
+			memset(c->contact, 0, sizeof c->contact);
+			c->barrier_wanted = 1;
+		}
+		if (c->barrier_wanted && !c->barrier_pending) {
+			int rv = raft_barrier(&c->raft, &c->ready_barrier, ready_barrier_cb);
+			if (rv == 0) {
+				c->barrier_pending = 1;
+				c->barrier_wanted = 0;
+			}
+		}
+	} else if (c->leader_seen) {
+		c->leader_seen = 0;
+		if (c->ready) {
+			c->ready = 0;
+			log_info("consensus: no longer leader (term %llu)",
+			         (unsigned long long)c->raft.current_term);
+			if (c->cfg.on_leader_down != NULL)
+				c->cfg.on_leader_down(c, c->cfg.cb_data);
+		}
+	}
+}
+
+static void contact_note(struct consensus *c, uint64_t id, uint64_t now_ms)
+{
+	int free_slot = -1;
+	for (int i = 0; i < CONSENSUS_MAX_MEMBERS; i++) {
+		if (c->contact[i].id == id) {
+			c->contact[i].last_contact_ms = now_ms;
+			return;
+		}
+		if (c->contact[i].id == 0 && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot >= 0) {
+		c->contact[free_slot].id = id;
+		c->contact[free_slot].last_contact_ms = now_ms;
+	}
+}
+
+/* raft resets recent_recv once per election timeout; sampling it every heartbeat tells
+ * which followers answered lately. */
+static void health_cb(uv_timer_t *h)
+{
+	struct consensus *c = CONSENSUS_OF(h, health);
+	if (c->closing || c->state_fn(&c->raft) != RAFT_LEADER ||
+	    c->raft.leader_state.progress == NULL)
+		return;
+	uint64_t now = yard_now_mono_ms();
+	for (unsigned i = 0; i < c->raft.configuration.n; i++) {
+		uint64_t id = c->raft.configuration.servers[i].id;
+		if (id != c->cfg.id && c->raft.leader_state.progress[i].recent_recv)
+			contact_note(c, id, now);
+	}
+}
+
+int consensus_member_healthy(struct consensus *c, uint64_t id)
+{
+	if (id == c->cfg.id)
+		return 1;
+	uint64_t now = yard_now_mono_ms();
+	for (int i = 0; i < CONSENSUS_MAX_MEMBERS; i++)
+		if (c->contact[i].id == id && c->contact[i].last_contact_ms != 0)
+			return now - c->contact[i].last_contact_ms <=
+			       2ull * c->cfg.election_timeout_ms;
+	return 0;
+}
+
+uint64_t consensus_pick_transfer_target(const struct consensus_candidate *cands, int n,
+                                        uint64_t self)
+{
+	const struct consensus_candidate *best = NULL;
+	for (int i = 0; i < n; i++) {
+		const struct consensus_candidate *x = &cands[i];
+		if (x->id == self || !x->voter || !x->healthy)
+			continue;
+		if (best == NULL || x->match_index > best->match_index ||
+		    (x->match_index == best->match_index && x->id < best->id))
+			best = x;
+	}
+	return best ? best->id : 0;
+}
+
+static uint64_t pick_target(struct consensus *c)
+{
+	struct consensus_candidate cands[CONSENSUS_MAX_MEMBERS];
+	int n = 0;
+	if (c->raft.leader_state.progress == NULL)
+		return 0;
+	for (unsigned i = 0; i < c->raft.configuration.n && n < CONSENSUS_MAX_MEMBERS; i++) {
+		const struct raft_server *s = &c->raft.configuration.servers[i];
+		cands[n].id = s->id;
+		cands[n].voter = s->role == RAFT_VOTER;
+		cands[n].healthy = consensus_member_healthy(c, s->id);
+		cands[n].match_index = c->raft.leader_state.progress[i].match_index;
+		n++;
+	}
+	return consensus_pick_transfer_target(cands, n, c->cfg.id);
+}
+
+/* ---- lifecycle ---- */
+
+int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_config *cfg,
+                   const struct consensus_fsm_ops *ops, struct yard_err *err)
+{
+	int rv;
+	memset(c, 0, sizeof *c);
+	c->loop = loop;
+	c->cfg = *cfg;
+	c->ops = *ops;
+	c->state_fn = raft_state;
+	c->on_fatal = default_fatal;
+	snprintf(c->data_dir, sizeof c->data_dir, "%s", cfg->data_dir);
+	snprintf(c->raft_address, sizeof c->raft_address, "%s", cfg->raft_address);
+	c->cfg.data_dir = c->data_dir;
+	c->cfg.raft_address = c->raft_address;
+	c->cfg.members = NULL;
+
+	if ((rv = nodelay_transport_init(&c->transport, loop)) != 0)
+		return yard_err_set(err, YARD_EIO, "raft transport: %s", raft_strerror(rv));
+	if ((rv = raft_uv_init(&c->io, loop, c->data_dir, &c->transport.super)) != 0)
+		return yard_err_set(err, YARD_EIO, "raft storage in %s: %s", c->data_dir,
+		                    c->io.errmsg);
+	raft_uv_set_connect_retry_delay(&c->io, cfg->connect_retry_ms);
+
+	c->fsm.version = 2;
+	c->fsm.data = c;
+	c->fsm.apply = fsm_apply_cb;
+	c->fsm.snapshot = fsm_snapshot_cb;
+	c->fsm.snapshot_finalize = fsm_snapshot_finalize_cb;
+	c->fsm.restore = fsm_restore_cb;
+	if ((rv = raft_init(&c->raft, &c->io, &c->fsm, cfg->id, c->raft_address)) != 0)
+		return yard_err_set(err, YARD_EIO, "raft init: %s", raft_errmsg(&c->raft));
+
+	if (!cfg->join) {
+		struct raft_configuration conf;
+		raft_configuration_init(&conf);
+		for (int i = 0; i < cfg->n_members; i++) {
+			rv = raft_configuration_add(&conf, cfg->members[i].id,
+			                            cfg->members[i].raft_address, RAFT_VOTER);
+			if (rv != 0) {
+				raft_configuration_close(&conf);
+				return yard_err_set(err, YARD_EINVAL, "member %llu (%s): %s",
+				                    (unsigned long long)cfg->members[i].id,
+				                    cfg->members[i].raft_address,
+				                    raft_strerror(rv));
+			}
+		}
+		rv = raft_bootstrap(&c->raft, &conf);
+		raft_configuration_close(&conf);
+		if (rv != 0 && rv != RAFT_CANTBOOTSTRAP)
+			return yard_err_set(err, YARD_EIO, "raft bootstrap in %s: %s", c->data_dir,
+			                    raft_errmsg(&c->raft));
+	}
+	raft_set_election_timeout(&c->raft, cfg->election_timeout_ms);
+	raft_set_heartbeat_timeout(&c->raft, cfg->heartbeat_ms);
+	raft_set_pre_vote(&c->raft, true);
+	raft_set_snapshot_threshold(&c->raft, cfg->snapshot_threshold);
+	raft_set_snapshot_trailing(&c->raft, cfg->snapshot_trailing);
+
+	uv_check_init(loop, &c->check);
+	uv_idle_init(loop, &c->idle);
+	uv_timer_init(loop, &c->health);
+	c->handles_open = 3;
+	if ((rv = raft_start(&c->raft)) != 0)
+		return yard_err_set(err, YARD_EIO, "raft start in %s: %s", c->data_dir,
+		                    raft_errmsg(&c->raft));
+	c->started = 1;
+	uv_check_start(&c->check, check_cb);
+	uv_timer_start(&c->health, health_cb, cfg->heartbeat_ms, cfg->heartbeat_ms);
+	log_info(
+	    "consensus: member %llu at %s started (election %u ms, heartbeat %u ms, pre-vote on)",
+	    (unsigned long long)cfg->id, c->raft_address, cfg->election_timeout_ms,
+	    cfg->heartbeat_ms);
+	return 0;
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct consensus *c = h->data;
+	if (--c->handles_open == 0 && c->close_cb != NULL)
+		c->close_cb(c);
+}
+
+static void raft_closed(struct raft *r)
+{
+	struct consensus *c = CONSENSUS_OF(r, raft);
+	raft_uv_close(&c->io);
+	nodelay_transport_close(&c->transport);
+	c->check.data = c->idle.data = c->health.data = c;
+	uv_close((uv_handle_t *)&c->check, handle_closed);
+	uv_close((uv_handle_t *)&c->idle, handle_closed);
+	uv_close((uv_handle_t *)&c->health, handle_closed);
+}
+
+void consensus_close(struct consensus *c, void (*cb)(struct consensus *c))
+{
+	if (c->closing)
+		return;
+	c->closing = 1;
+	c->close_cb = cb;
+	struct consensus_op *op = c->queue_head;
+	c->queue_head = c->queue_tail = NULL;
+	while (op != NULL) {
+		struct consensus_op *next = op->next;
+		op_finish(op, YARD_EABORTED, "controller shutting down", NULL);
+		op = next;
+	}
+	uv_idle_stop(&c->idle);
+	uv_check_stop(&c->check);
+	uv_timer_stop(&c->health);
+	raft_close(&c->raft, raft_closed);
+}
+
+struct shutdown_ctx {
+	struct consensus *c;
+	void (*cb)(struct consensus *c);
+};
+
+static void shutdown_transferred(void *data, int status, const char *msg)
+{
+	struct shutdown_ctx *s = data;
+	struct consensus *c = s->c;
+	void (*cb)(struct consensus * c) = s->cb;
+	free(s);
+	if (status != 0)
+		log_warn("consensus: handing over leadership before shutdown failed: %s", msg);
+	consensus_close(c, cb);
+}
+
+void consensus_shutdown(struct consensus *c, void (*cb)(struct consensus *c))
+{
+	struct yard_err err = {0};
+	struct shutdown_ctx *s = calloc(1, sizeof *s);
+	if (s != NULL && c->state_fn(&c->raft) == RAFT_LEADER && pick_target(c) != 0) {
+		s->c = c;
+		s->cb = cb;
+		if (consensus_transfer(c, 0, shutdown_transferred, s, &err) == 0) {
+			log_info("consensus: shutting down: handing leadership over first");
+			return;
+		}
+		log_warn("consensus: no leadership handover before shutdown: %s", err.msg);
+	}
+	free(s);
+	consensus_close(c, cb);
+}
+
+/* ---- requests ---- */
+
+static int refuse_unless_leader(struct consensus *c, struct yard_err *err)
+{
+	if (c->closing)
+		return yard_err_set(err, YARD_EABORTED, "controller shutting down");
+	if (c->state_fn(&c->raft) != RAFT_LEADER)
+		return yard_err_set(err, YARD_ENOTLEADER, "not the leader");
+	if (!c->ready)
+		return yard_err_set(err, YARD_ENOTLEADER,
+		                    "leader elected but not ready yet (barrier pending)");
+	return 0;
+}
+
+int consensus_submit(struct consensus *c, const void *payload, size_t len, consensus_apply_cb cb,
+                     void *data, struct yard_err *err)
+{
+	int rc = refuse_unless_leader(c, err);
+	if (rc != 0)
+		return rc;
+	if ((rc = datadir_check_space(c->data_dir, c->cfg.min_free_mb, err)) != 0)
+		return rc;
+	if (len > CODEC_MAX_PAYLOAD)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "command of %zu bytes is over the %u-byte limit", len,
+		                    CODEC_MAX_PAYLOAD);
+	struct consensus_op *op = op_new(c, OP_APPLY);
+	if (op == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "out of memory");
+	op->buf.len = codec_frame_len(len);
+	op->buf.base = raft_malloc(op->buf.len);
+	if (op->buf.base == NULL) {
+		free(op);
+		return yard_err_set(err, YARD_ENOMEM, "out of memory for a %zu-byte entry", len);
+	}
+	codec_encode(op->buf.base, payload, len);
+	op->apply_cb = cb;
+	op->data = data;
+	enqueue(c, op);
+	return 0;
+}
+
+int consensus_barrier(struct consensus *c, consensus_done_cb cb, void *data, struct yard_err *err)
+{
+	int rc = refuse_unless_leader(c, err);
+	if (rc != 0)
+		return rc;
+	struct consensus_op *op = op_new(c, OP_BARRIER);
+	if (op == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "out of memory");
+	op->done_cb = cb;
+	op->data = data;
+	enqueue(c, op);
+	return 0;
+}
+
+static int queue_change(struct consensus *c, enum op_kind kind, uint64_t id, const char *addr,
+                        int voter, consensus_done_cb cb, void *data, struct yard_err *err)
+{
+	int rc = refuse_unless_leader(c, err);
+	if (rc != 0)
+		return rc;
+	if ((rc = datadir_check_space(c->data_dir, c->cfg.min_free_mb, err)) != 0)
+		return rc;
+	if (c->change_pending || c->raft.leader_state.change != NULL)
+		return yard_err_set(err, YARD_EBUSY, "a membership change is already in progress");
+	struct consensus_op *op = op_new(c, kind);
+	if (op == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "out of memory");
+	op->id = id;
+	if (addr != NULL)
+		snprintf(op->addr, sizeof op->addr, "%s", addr);
+	op->voter = voter;
+	op->done_cb = cb;
+	op->data = data;
+	c->change_pending = 1;
+	enqueue(c, op);
+	return 0;
+}
+
+int consensus_add(struct consensus *c, uint64_t id, const char *raft_address, int voter,
+                  consensus_done_cb cb, void *data, struct yard_err *err)
+{
+	if (id == 0 || raft_address == NULL || strlen(raft_address) >= CONSENSUS_ADDR_MAX)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "member %llu: id must be > 0 and an address a.b.c.d:port",
+		                    (unsigned long long)id);
+	for (unsigned i = 0; i < c->raft.configuration.n; i++) {
+		if (c->raft.configuration.servers[i].id == id)
+			return yard_err_set(err, YARD_EEXIST,
+			                    "member %llu is already in the configuration",
+			                    (unsigned long long)id);
+		if (strcmp(c->raft.configuration.servers[i].address, raft_address) == 0)
+			return yard_err_set(
+			    err, YARD_EEXIST, "address %s is already used by member %llu",
+			    raft_address, (unsigned long long)c->raft.configuration.servers[i].id);
+	}
+	return queue_change(c, OP_ADD, id, raft_address, voter, cb, data, err);
+}
+
+int consensus_remove(struct consensus *c, uint64_t id, consensus_done_cb cb, void *data,
+                     struct yard_err *err)
+{
+	int found = 0;
+	for (unsigned i = 0; i < c->raft.configuration.n; i++)
+		found |= c->raft.configuration.servers[i].id == id;
+	if (!found)
+		return yard_err_set(err, YARD_ENOTFOUND, "member %llu is not in the configuration",
+		                    (unsigned long long)id);
+	if (id == c->cfg.id)
+		return yard_err_set(
+		    err, YARD_EBUSY,
+		    "member %llu is the leader: transfer leadership first, then remove it",
+		    (unsigned long long)id);
+	return queue_change(c, OP_REMOVE, id, NULL, 0, cb, data, err);
+}
+
+int consensus_transfer(struct consensus *c, uint64_t id, consensus_done_cb cb, void *data,
+                       struct yard_err *err)
+{
+	int rc = refuse_unless_leader(c, err);
+	if (rc != 0)
+		return rc;
+	if (c->raft.transfer != NULL)
+		return yard_err_set(err, YARD_EBUSY,
+		                    "a leadership transfer is already in progress");
+	if (id == 0) {
+		id = pick_target(c);
+		if (id == 0)
+			return yard_err_set(err, YARD_EBUSY,
+			                    "no healthy voter to transfer leadership to");
+	} else {
+		int voter = -1;
+		for (unsigned i = 0; i < c->raft.configuration.n; i++)
+			if (c->raft.configuration.servers[i].id == id)
+				voter = c->raft.configuration.servers[i].role == RAFT_VOTER;
+		if (voter != 1)
+			return yard_err_set(err, YARD_EINVAL, "member %llu is not a voter",
+			                    (unsigned long long)id);
+		if (id == c->cfg.id)
+			return yard_err_set(err, YARD_EINVAL, "member %llu already leads",
+			                    (unsigned long long)id);
+		if (!consensus_member_healthy(c, id))
+			return yard_err_set(err, YARD_EBUSY,
+			                    "member %llu has not answered within %u ms",
+			                    (unsigned long long)id, 2 * c->cfg.election_timeout_ms);
+	}
+	struct consensus_op *op = op_new(c, OP_TRANSFER);
+	if (op == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "out of memory");
+	op->id = id;
+	op->done_cb = cb;
+	op->data = data;
+	enqueue(c, op);
+	return 0;
+}
+
+/* ---- state ---- */
+
+int consensus_state(struct consensus *c)
+{
+	return c->state_fn(&c->raft);
+}
+
+int consensus_is_ready(struct consensus *c)
+{
+	return !c->closing && c->ready && c->state_fn(&c->raft) == RAFT_LEADER;
+}
+
+void consensus_leader(struct consensus *c, uint64_t *id, const char **raft_address)
+{
+	raft_id leader = 0;
+	const char *addr = NULL;
+	raft_leader(&c->raft, &leader, &addr);
+	*id = leader;
+	if (raft_address != NULL)
+		*raft_address = addr;
+}
+
+int consensus_configuration(struct consensus *c, uint64_t *ids, const char **addrs, int *roles,
+                            int max)
+{
+	int n = 0;
+	for (unsigned i = 0; i < c->raft.configuration.n && n < max; i++, n++) {
+		ids[n] = c->raft.configuration.servers[i].id;
+		addrs[n] = c->raft.configuration.servers[i].address;
+		roles[n] = c->raft.configuration.servers[i].role;
+	}
+	return n;
+}

@@ -1,0 +1,178 @@
+/* consensus.h: the one owner of canonical raft 0.15 (raft_uv over TCP) in trainyard.
+ *
+ * It wraps the library's sharp edges (shared/research/raft-probe.md §4) so callers never
+ * meet them:
+ *  - payloads go out in 8-byte-padded frames with a length/version header (jobs/codec.h);
+ *  - every stream gets TCP_NODELAY (raft/transport.h);
+ *  - raft_apply/raft_barrier/membership calls are never made from inside a raft callback:
+ *    every request is queued and issued from a uv_idle handle after re-checking
+ *    raft_state(), so a retry from a failed (LEADERSHIPLOST) callback cannot crash;
+ *  - pre-vote is on;
+ *  - leadership transfer always names a target this module chose: a voter heard from
+ *    within two election timeouts with the highest match index;
+ *  - the FSM apply given to raft never returns an error (errors travel in the result);
+ *  - a node that turns RAFT_UNAVAILABLE outside shutdown logs and exits(1) (watchdog);
+ *  - writes are refused while the data dir has less than min_free_mb free;
+ *  - a new leader runs a raft_barrier before it reports leader-up and admits requests.
+ * State is polled from a uv_check handle, which emits leader-up / leader-down.
+ *
+ * Everything runs on the loop passed to consensus_init; nothing is thread-safe. */
+#ifndef YARD_RAFT_CONSENSUS_H
+#define YARD_RAFT_CONSENSUS_H
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "raft/transport.h"
+
+#define CONSENSUS_MAX_MEMBERS 16
+#define CONSENSUS_ADDR_MAX 64
+
+/* LAN defaults, from the probe's loopback measurements (raft-probe.md §5): election
+ * timeout 150 ms + pre-vote failed over in 185-381 ms (median ~280). 200 ms keeps the
+ * expected failover near 350 ms while leaving room for fsync stalls and busy 2-core CI
+ * machines, which at 150 ms caused spurious elections. Heartbeat (= raft's tick) is 1/5 of
+ * it. Reconnects retry after 150 ms instead of the library's 1 s (§4.8). */
+#define CONSENSUS_DEFAULT_ELECTION_TIMEOUT_MS 200
+#define CONSENSUS_DEFAULT_HEARTBEAT_MS 40
+#define CONSENSUS_DEFAULT_CONNECT_RETRY_MS 150
+#define CONSENSUS_DEFAULT_SNAPSHOT_THRESHOLD 4096
+#define CONSENSUS_DEFAULT_SNAPSHOT_TRAILING 4096
+#define CONSENSUS_DEFAULT_MIN_FREE_MB 64
+
+struct consensus;
+
+struct consensus_member {
+	uint64_t id;
+	char raft_address[CONSENSUS_ADDR_MAX];
+};
+
+/* The state machine raft drives. apply must not fail; its result is borrowed until the
+ * next apply. snapshot returns a copy released with snapshot_free; restore copies. */
+struct consensus_fsm_ops {
+	void *data;
+	const void *(*apply)(void *data, const void *payload, size_t len);
+	int (*snapshot)(void *data, void **buf, size_t *len);
+	void (*snapshot_free)(void *data, void *buf);
+	int (*restore)(void *data, const void *buf, size_t len);
+};
+
+struct consensus_config {
+	uint64_t id;
+	const char *raft_address; /* numeric a.b.c.d:port (0.15 cannot resolve names) */
+	const char *data_dir;     /* must exist; the caller holds its lock */
+	const struct consensus_member *members; /* bootstrap configuration (all voters) */
+	int n_members;
+	int join; /* start with an empty configuration, to be added by the leader */
+	unsigned election_timeout_ms, heartbeat_ms, connect_retry_ms;
+	unsigned snapshot_threshold, snapshot_trailing;
+	uint64_t min_free_mb;
+	void (*on_leader_up)(struct consensus *c, void *data);
+	void (*on_leader_down)(struct consensus *c, void *data);
+	void *cb_data;
+};
+
+/* Fills in the defaults above. */
+void consensus_config_defaults(struct consensus_config *cfg);
+
+struct consensus_stats {
+	uint64_t applies;            /* entries applied to the FSM */
+	uint64_t corrupt_entries;    /* entries whose frame failed to decode (applied as errors) */
+	uint64_t snapshots;          /* snapshots taken */
+	uint64_t restores;           /* snapshots installed from the leader while running */
+	uint64_t leader_changes;     /* times the known leader id changed */
+	uint64_t leader_ready_index; /* last index when this node last became ready */
+	uint64_t elected_index;      /* last index when this node last became raft leader */
+};
+
+typedef void (*consensus_apply_cb)(void *data, int status, const void *result);
+typedef void (*consensus_done_cb)(void *data, int status, const char *msg);
+
+struct consensus_op;
+
+struct consensus {
+	uv_loop_t *loop;
+	struct raft raft;
+	struct raft_io io;
+	struct raft_fsm fsm;
+	struct nodelay_transport transport;
+	struct consensus_fsm_ops ops;
+	struct consensus_config cfg;
+	char data_dir[4096];
+	char raft_address[CONSENSUS_ADDR_MAX];
+	uv_check_t check;  /* state polling, watchdog */
+	uv_idle_t idle;    /* issues queued requests outside raft callbacks */
+	uv_timer_t health; /* samples follower contact while leader */
+	struct consensus_op *queue_head, *queue_tail;
+	struct raft_barrier ready_barrier;
+	int leader_seen;       /* raft says LEADER (as of the last poll) */
+	int ready;             /* leader and its first barrier has applied */
+	int barrier_pending;   /* the ready barrier is in flight */
+	int barrier_wanted;    /* (re)issue the ready barrier from the next poll */
+	raft_term leader_term; /* term in which leader_seen was set */
+	uint64_t known_leader;
+	int change_pending; /* one membership change at a time */
+	int started, closing, handles_open;
+	struct {
+		uint64_t id;
+		uint64_t last_contact_ms;
+	} contact[CONSENSUS_MAX_MEMBERS];
+	struct consensus_stats stats;
+	void (*close_cb)(struct consensus *c);
+	/* Seams for tests; default raft_state and log+exit(1). */
+	int (*state_fn)(struct raft *r);
+	void (*on_fatal)(struct consensus *c, const char *why);
+};
+
+/* Creates data structures, bootstraps (RAFT_CANTBOOTSTRAP on restart is normal), applies
+ * settings and starts raft (restoring any local snapshot synchronously). */
+int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_config *cfg,
+                   const struct consensus_fsm_ops *ops, struct yard_err *err);
+/* Fails queued requests, closes raft and every handle, then calls cb. */
+void consensus_close(struct consensus *c, void (*cb)(struct consensus *c));
+/* Graceful stop: a leader first hands leadership to a healthy voter (bounded by one
+ * election timeout), then closes. */
+void consensus_shutdown(struct consensus *c, void (*cb)(struct consensus *c));
+
+/* Replicates a command payload. 0: queued, cb will be called exactly once with 0 and the
+ * FSM result, or YARD_ENOTLEADER / YARD_EUNKNOWN (leadership lost: outcome unknown) /
+ * YARD_ENOSPACE / YARD_EABORTED. Non-zero: refused now (cb not called), err says why. */
+int consensus_submit(struct consensus *c, const void *payload, size_t len, consensus_apply_cb cb,
+                     void *data, struct yard_err *err);
+/* Linearizable read point: cb(…, 0) when every entry committed before now is applied. */
+int consensus_barrier(struct consensus *c, consensus_done_cb cb, void *data, struct yard_err *err);
+/* Adds a member as spare; with voter, then catches it up and makes it a voter. */
+int consensus_add(struct consensus *c, uint64_t id, const char *raft_address, int voter,
+                  consensus_done_cb cb, void *data, struct yard_err *err);
+int consensus_remove(struct consensus *c, uint64_t id, consensus_done_cb cb, void *data,
+                     struct yard_err *err);
+/* Moves leadership to id, or with id 0 to the best healthy voter. cb status 0 once the
+ * target leads. */
+int consensus_transfer(struct consensus *c, uint64_t id, consensus_done_cb cb, void *data,
+                       struct yard_err *err);
+
+int consensus_state(struct consensus *c);    /* RAFT_FOLLOWER, ... */
+int consensus_is_ready(struct consensus *c); /* leader and barrier done */
+void consensus_leader(struct consensus *c, uint64_t *id, const char **raft_address);
+/* Whether the leader heard from member id within two election timeouts. */
+int consensus_member_healthy(struct consensus *c, uint64_t id);
+/* Writes the current configuration (id, address, role) into out; returns the count. */
+int consensus_configuration(struct consensus *c, uint64_t *ids, const char **addrs, int *roles,
+                            int max);
+
+/* Transfer target choice, separated so tests can feed it cases: the healthy voter (not
+ * self) with the highest match index; ties go to the lowest id; 0 if none. */
+struct consensus_candidate {
+	uint64_t id;
+	int voter;
+	int healthy;
+	uint64_t match_index;
+};
+uint64_t consensus_pick_transfer_target(const struct consensus_candidate *cands, int n,
+                                        uint64_t self);
+
+#endif

@@ -1,0 +1,71 @@
+/* datadir.c: data directory lock and free-space check (see datadir.h). */
+#include "raft/datadir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+int datadir_lock(const char *dir, int *fd, struct yard_err *err)
+{
+	char path[4096], holder[32] = "";
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return yard_err_set(err, YARD_EIO, "cannot create data dir %s: %s", dir,
+		                    strerror(errno));
+	snprintf(path, sizeof path, "%s/%s", dir, DATADIR_LOCK_FILE);
+	int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (f < 0)
+		return yard_err_set(err, YARD_EIO, "cannot open lock file %s: %s", path,
+		                    strerror(errno));
+	if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+		int e = errno;
+		ssize_t n = pread(f, holder, sizeof holder - 1, 0);
+		holder[n > 0 ? n : 0] = '\0';
+		holder[strcspn(holder, "\n")] = '\0';
+		close(f);
+		if (e == EWOULDBLOCK)
+			return yard_err_set(
+			    err, YARD_EBUSY,
+			    "data dir %s is in use by another yardd (pid %s, lock file %s)", dir,
+			    holder[0] ? holder : "unknown", path);
+		return yard_err_set(err, YARD_EIO, "cannot lock %s: %s", path, strerror(e));
+	}
+	char pid[32];
+	int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+	if (ftruncate(f, 0) != 0 || pwrite(f, pid, (size_t)n, 0) != n) {
+		close(f);
+		return yard_err_set(err, YARD_EIO, "cannot write lock file %s: %s", path,
+		                    strerror(errno));
+	}
+	*fd = f;
+	return 0;
+}
+
+int datadir_free_mb(const char *dir, uint64_t *free_mb, struct yard_err *err)
+{
+	struct statvfs st;
+	if (statvfs(dir, &st) != 0)
+		return yard_err_set(err, YARD_EIO, "statvfs %s: %s", dir, strerror(errno));
+	*free_mb = (uint64_t)st.f_bavail * st.f_frsize / (1024 * 1024);
+	return 0;
+}
+
+int datadir_check_space(const char *dir, uint64_t min_free_mb, struct yard_err *err)
+{
+	uint64_t free_mb = 0;
+	if (min_free_mb == 0)
+		return 0;
+	int rc = datadir_free_mb(dir, &free_mb, err);
+	if (rc != 0)
+		return rc;
+	if (free_mb < min_free_mb)
+		return yard_err_set(
+		    err, YARD_ENOSPACE,
+		    "data dir %s has %llu MiB free, below the %llu MiB threshold: writes refused",
+		    dir, (unsigned long long)free_mb, (unsigned long long)min_free_mb);
+	return 0;
+}

@@ -1,0 +1,22 @@
+/* datadir.h: guards for a controller's data directory: one process per directory (an
+ * flock'd lock file; raft-probe.md §4.10) and a free-space floor below which writes are
+ * refused, because raft 0.15 crashes when the disk fills (raft-probe.md §4.4). */
+#ifndef YARD_RAFT_DATADIR_H
+#define YARD_RAFT_DATADIR_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define DATADIR_LOCK_FILE "yardd.lock"
+
+/* Creates dir if missing and takes an exclusive lock on dir/yardd.lock, writing our pid
+ * into it. YARD_EBUSY naming the holder's pid if another process has it. The lock lives
+ * as long as *fd stays open. */
+int datadir_lock(const char *dir, int *fd, struct yard_err *err);
+/* Free space (for unprivileged users) of the filesystem holding dir, in MiB. */
+int datadir_free_mb(const char *dir, uint64_t *free_mb, struct yard_err *err);
+/* 0, or YARD_ENOSPACE with the API's message when free space is below min_free_mb. */
+int datadir_check_space(const char *dir, uint64_t min_free_mb, struct yard_err *err);
+
+#endif

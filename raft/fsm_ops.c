@@ -1,0 +1,37 @@
+/* fsm_ops.c: adapter from consensus_fsm_ops to jobs/fsm: apply, sqlite3_serialize
+ * snapshots (released with sqlite3_free) and sqlite3_deserialize restores. */
+#include "raft/fsm_ops.h"
+
+static const void *ops_apply(void *data, const void *payload, size_t len)
+{
+	return fsm_apply(data, payload, len);
+}
+
+static int ops_snapshot(void *data, void **buf, size_t *len)
+{
+	struct yard_err err = {0};
+	unsigned char *p = NULL;
+	int rc = fsm_serialize(data, &p, len, &err);
+	*buf = p;
+	return rc;
+}
+
+static void ops_snapshot_free(void *data, void *buf)
+{
+	sqlite3_free(buf);
+}
+
+static int ops_restore(void *data, const void *buf, size_t len)
+{
+	struct yard_err err = {0};
+	return fsm_restore(data, buf, len, &err);
+}
+
+void fsm_ops_init(struct consensus_fsm_ops *ops, struct fsm *f)
+{
+	ops->data = f;
+	ops->apply = ops_apply;
+	ops->snapshot = ops_snapshot;
+	ops->snapshot_free = ops_snapshot_free;
+	ops->restore = ops_restore;
+}

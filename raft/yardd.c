@@ -1,0 +1,350 @@
+/* yardd.c: the controller's main: options, data-dir lock, the replicated state machine,
+ * consensus and the HTTP API on one libuv loop; leader-time bootstrap of the admin token
+ * and the member table; graceful shutdown on SIGTERM/SIGINT (leadership handed over
+ * first). `yardd --dev` (one member with an in-process agent) is a later issue. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "jobs/fsm.h"
+#include "raft/consensus.h"
+#include "raft/datadir.h"
+#include "raft/fsm_ops.h"
+#include "web/http.h"
+
+struct initial_member {
+	uint64_t id;
+	char raft_address[CONSENSUS_ADDR_MAX];
+	char api_url[256];
+};
+
+static struct {
+	uv_loop_t loop;
+	struct fsm fsm;
+	struct consensus cons;
+	struct http_server *http;
+	uv_signal_t sigterm, sigint;
+	struct initial_member members[CONSENSUS_MAX_MEMBERS];
+	int n_members;
+	char data_dir[4096];
+	char admin_hash[SHA256_HEX_LEN + 1];   /* from --admin-token-file */
+	char admin_secret[SHA256_HEX_LEN + 1]; /* generated when no file was given */
+	int bootstrap_in_flight;
+	int exit_code;
+} yd;
+
+static void usage(FILE *out)
+{
+	fprintf(
+	    out,
+	    "usage: yardd --id N --data-dir DIR --raft-address A.B.C.D:PORT --api-address "
+	    "A.B.C.D:PORT\n"
+	    "             --members 'ID=RAFT_ADDR@API_URL,...' [--join] [--admin-token-file FILE]\n"
+	    "             [--election-timeout-ms N] [--heartbeat-ms N] [--snapshot-threshold N]\n"
+	    "             [--snapshot-trailing N] [--min-free-mb N]\n"
+	    "All initial members bootstrap with the same --members; a member started with --join\n"
+	    "starts empty and is added through POST /v1/cluster/members.\n");
+}
+
+/* "1=127.0.0.1:7001@http://127.0.0.1:7101,2=..." */
+static int parse_members(const char *spec, struct yard_err *err)
+{
+	char *copy = strdup(spec), *save = NULL;
+	int rc = 0;
+	for (char *item = strtok_r(copy, ",", &save); item != NULL;
+	     item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '='), *at = eq ? strchr(eq, '@') : NULL;
+		if (eq == NULL || at == NULL || yd.n_members == CONSENSUS_MAX_MEMBERS) {
+			rc = yard_err_set(err, YARD_EINVAL,
+			                  "--members: '%s' is not ID=RAFT_ADDR@API_URL", item);
+			break;
+		}
+		*eq = *at = '\0';
+		struct initial_member *m = &yd.members[yd.n_members++];
+		char *end;
+		m->id = strtoull(item, &end, 10);
+		if (*end != '\0' || m->id == 0 || strlen(eq + 1) >= sizeof m->raft_address ||
+		    strlen(at + 1) >= sizeof m->api_url || strncmp(at + 1, "http://", 7) != 0) {
+			rc = yard_err_set(err, YARD_EINVAL, "--members: bad member '%s=%s@%s'",
+			                  item, eq + 1, at + 1);
+			break;
+		}
+		snprintf(m->raft_address, sizeof m->raft_address, "%s", eq + 1);
+		snprintf(m->api_url, sizeof m->api_url, "%s", at + 1);
+	}
+	free(copy);
+	return rc;
+}
+
+static int read_token_file(const char *path, struct yard_err *err)
+{
+	char buf[512];
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return yard_err_set(err, YARD_EIO, "--admin-token-file %s: %s", path,
+		                    strerror(errno));
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	if (n < 16 || n > 256)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "--admin-token-file %s: token must be 16-256 characters", path);
+	sha256_hex(buf, n, yd.admin_hash);
+	return 0;
+}
+
+/* ---- leader-time bootstrap ---- */
+
+static void write_admin_token_file(void)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/admin.token", yd.data_dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, yd.admin_secret, strlen(yd.admin_secret)) < 0 ||
+	    write(fd, "\n", 1) < 0) {
+		log_error("yardd: cannot write %s: %s", path, strerror(errno));
+	} else {
+		fchmod(fd, 0600);
+		log_info("yardd: generated the admin token; it is in %s (mode 0600)", path);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static void bootstrap_done(void *data, int status, const void *result)
+{
+	const char *what = data;
+	yd.bootstrap_in_flight--;
+	if (status != 0) {
+		log_warn("yardd: bootstrap %s not committed (%s); the next leader retries", what,
+		         yard_strerror(status));
+		return;
+	}
+	int code = (int)json_integer_value(json_object_get(result, "status"));
+	if (strcmp(what, "admin token") == 0 && code == 201 && yd.admin_secret[0] != '\0')
+		write_admin_token_file();
+}
+
+static void submit_bootstrap(const char *op, json_t *args, const char *request_id, const char *what)
+{
+	struct yard_err err = {0};
+	size_t len;
+	char *cmd =
+	    fsm_command_encode(op, args, request_id, yard_now_wall_ms(), "yardd", "admin", &len);
+	if (consensus_submit(&yd.cons, cmd, len, bootstrap_done, (void *)what, &err) == 0)
+		yd.bootstrap_in_flight++;
+	else
+		log_warn("yardd: bootstrap %s: %s", what, err.msg);
+	free(cmd);
+}
+
+static void on_leader_up(struct consensus *c, void *data)
+{
+	if (fsm_tokens_count(&yd.fsm) == 0) {
+		if (yd.admin_hash[0] == '\0') {
+			unsigned char raw[32];
+			if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+				log_error("yardd: no randomness for the admin token");
+				return;
+			}
+			sha256_to_hex(raw, yd.admin_secret);
+			sha256_hex(yd.admin_secret, strlen(yd.admin_secret), yd.admin_hash);
+		}
+		submit_bootstrap("token.bootstrap",
+		                 json_pack("{s:s,s:s}", "name", "admin", "hash", yd.admin_hash),
+		                 NULL, "admin token");
+	}
+	for (int i = 0; i < yd.n_members; i++) {
+		char url[256], rid[40];
+		if (fsm_member_api_url(&yd.fsm, yd.members[i].id, url, sizeof url) == 0)
+			continue;
+		snprintf(rid, sizeof rid, "init-member-%llu", (unsigned long long)yd.members[i].id);
+		submit_bootstrap("member.set",
+		                 json_pack("{s:I,s:s,s:s,s:s}", "id", (json_int_t)yd.members[i].id,
+		                           "raft_address", yd.members[i].raft_address, "api_url",
+		                           yd.members[i].api_url, "role", "voter"),
+		                 rid, "member table");
+	}
+}
+
+/* ---- shutdown ---- */
+
+static void consensus_closed(struct consensus *c)
+{
+	log_info("yardd: stopped");
+	uv_stop(&yd.loop);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	static int stopping;
+	if (stopping++) {
+		log_warn("yardd: second signal, exiting now");
+		exit(1);
+	}
+	log_info("yardd: signal %d: shutting down", signum);
+	http_server_stop(yd.http);
+	uv_signal_stop(&yd.sigterm);
+	uv_signal_stop(&yd.sigint);
+	consensus_shutdown(&yd.cons, consensus_closed);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"id", required_argument, NULL, 'i'},
+	    {"data-dir", required_argument, NULL, 'd'},
+	    {"raft-address", required_argument, NULL, 'r'},
+	    {"api-address", required_argument, NULL, 'a'},
+	    {"members", required_argument, NULL, 'm'},
+	    {"admin-token-file", required_argument, NULL, 't'},
+	    {"join", no_argument, NULL, 'j'},
+	    {"election-timeout-ms", required_argument, NULL, 'E'},
+	    {"heartbeat-ms", required_argument, NULL, 'H'},
+	    {"snapshot-threshold", required_argument, NULL, 'S'},
+	    {"snapshot-trailing", required_argument, NULL, 'T'},
+	    {"min-free-mb", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct consensus_config cfg = {0};
+	struct yard_err err = {0};
+	const char *members = NULL, *token_file = NULL, *api_address = NULL;
+	char component[32];
+	int opt;
+
+	consensus_config_defaults(&cfg);
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		char *end = NULL;
+		unsigned long long v = optarg ? strtoull(optarg, &end, 10) : 0;
+		int numeric_ok = optarg && *optarg && end && *end == '\0';
+		switch (opt) {
+		case 'i':
+			cfg.id = v;
+			break;
+		case 'd':
+			snprintf(yd.data_dir, sizeof yd.data_dir, "%s", optarg);
+			break;
+		case 'r':
+			cfg.raft_address = optarg;
+			break;
+		case 'a':
+			api_address = optarg;
+			break;
+		case 'm':
+			members = optarg;
+			break;
+		case 't':
+			token_file = optarg;
+			break;
+		case 'j':
+			cfg.join = 1;
+			break;
+		case 'E':
+		case 'H':
+		case 'S':
+		case 'T':
+		case 'F':
+			if (!numeric_ok || (opt != 'F' && (v == 0 || v > 1000000))) {
+				fprintf(stderr, "yardd: --%s: '%s' is not a valid number\n",
+				        opt == 'E'   ? "election-timeout-ms"
+				        : opt == 'H' ? "heartbeat-ms"
+				        : opt == 'S' ? "snapshot-threshold"
+				        : opt == 'T' ? "snapshot-trailing"
+				                     : "min-free-mb",
+				        optarg);
+				return 2;
+			}
+			if (opt == 'E')
+				cfg.election_timeout_ms = (unsigned)v;
+			else if (opt == 'H')
+				cfg.heartbeat_ms = (unsigned)v;
+			else if (opt == 'S')
+				cfg.snapshot_threshold = (unsigned)v;
+			else if (opt == 'T')
+				cfg.snapshot_trailing = (unsigned)v;
+			else
+				cfg.min_free_mb = v;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (cfg.id == 0 || yd.data_dir[0] == '\0' || cfg.raft_address == NULL ||
+	    api_address == NULL || (members == NULL && !cfg.join)) {
+		fprintf(stderr, "yardd: --id, --data-dir, --raft-address, --api-address and "
+		                "--members (or --join) are required\n");
+		usage(stderr);
+		return 2;
+	}
+	if (cfg.heartbeat_ms >= cfg.election_timeout_ms) {
+		fprintf(stderr,
+		        "yardd: --heartbeat-ms (%u) must be below --election-timeout-ms (%u)\n",
+		        cfg.heartbeat_ms, cfg.election_timeout_ms);
+		return 2;
+	}
+	snprintf(component, sizeof component, "yardd[%llu]", (unsigned long long)cfg.id);
+	yard_log_init(component);
+	signal(SIGPIPE, SIG_IGN);
+
+	if ((members && parse_members(members, &err) != 0) ||
+	    (token_file && read_token_file(token_file, &err) != 0)) {
+		log_error("%s", err.msg);
+		return 2;
+	}
+	struct consensus_member raft_members[CONSENSUS_MAX_MEMBERS];
+	for (int i = 0; i < yd.n_members; i++) {
+		raft_members[i].id = yd.members[i].id;
+		snprintf(raft_members[i].raft_address, sizeof raft_members[i].raft_address, "%s",
+		         yd.members[i].raft_address);
+	}
+	cfg.members = raft_members;
+	cfg.n_members = cfg.join ? 0 : yd.n_members;
+	cfg.data_dir = yd.data_dir;
+	cfg.on_leader_up = on_leader_up;
+
+	int lock_fd = -1;
+	if (datadir_lock(yd.data_dir, &lock_fd, &err) != 0) {
+		log_error("%s", err.msg);
+		return 1;
+	}
+	uv_loop_init(&yd.loop);
+	if (fsm_init(&yd.fsm, &err) != 0) {
+		log_error("%s", err.msg);
+		return 1;
+	}
+	struct consensus_fsm_ops ops;
+	fsm_ops_init(&ops, &yd.fsm);
+	if (consensus_init(&yd.cons, &yd.loop, &cfg, &ops, &err) != 0) {
+		log_error("%s", err.msg);
+		return 1;
+	}
+	yd.http = http_server_start(&yd.loop, &yd.cons, &yd.fsm, api_address, &err);
+	if (yd.http == NULL) {
+		log_error("%s", err.msg);
+		return 1;
+	}
+	uv_signal_init(&yd.loop, &yd.sigterm);
+	uv_signal_init(&yd.loop, &yd.sigint);
+	uv_signal_start(&yd.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&yd.sigint, on_signal, SIGINT);
+	uv_run(&yd.loop, UV_RUN_DEFAULT);
+	/* The loop still holds h2o's handles; the process ends here, which releases them. */
+	close(lock_fd);
+	return yd.exit_code;
+}

@@ -1,0 +1,58 @@
+/* place.h: gang placement of one job onto the free devices of the cluster's nodes.
+ *
+ * Pure functions over plain arrays (no raft, no SQLite), so the leader's scheduling pass and
+ * the tests run the same code. A job is placed whole or not at all (gang): every rank gets a
+ * device, or nothing changes and the reason says what is missing.
+ *
+ * Layout (DESIGN.md §5): rank = (dp_i * pp + pp_i) * tp + tp_i. A tensor-parallel group (tp
+ * consecutive ranks) is the unit of placement and never spans nodes. Units are placed in rank
+ * order, filling a node before moving on, so pipeline neighbours and data-parallel replicas
+ * land together when they fit.
+ */
+#ifndef YARD_SCHED_PLACE_H
+#define YARD_SCHED_PLACE_H
+
+#include <stdint.h>
+
+#define PLACE_MAX_DEVICES_PER_NODE 64
+#define PLACE_NODE_ID_MAX 63
+
+enum place_device_kind { PLACE_DEVICE_CPU, PLACE_DEVICE_CUDA };
+
+struct place_node {
+	char id[PLACE_NODE_ID_MAX + 1];
+	int schedulable; /* up and not cordoned/draining */
+	enum place_device_kind kind;
+	int n_devices;            /* ≤ PLACE_MAX_DEVICES_PER_NODE */
+	uint64_t busy_mask;       /* bit d set: device d is assigned to some rank */
+	int64_t device_memory_mb; /* per device, 0 = unknown (no memory check) */
+};
+
+struct place_request {
+	int dp, tp, pp;
+	int require_cuda;  /* 1: only CUDA nodes; 0: any */
+	int require_cpu;   /* 1: only CPU nodes */
+	int64_t memory_mb; /* per device, 0 = no requirement */
+};
+
+struct place_slot {
+	int node;   /* index into the nodes array */
+	int device; /* device index on that node */
+};
+
+/* Places ranks = dp*tp*pp ranks. On success returns 0, fills slots[rank] and marks the
+ * devices busy in nodes[].busy_mask. Otherwise returns YARD_ENOSPACE (or YARD_EINVAL for an
+ * impossible request), leaves nodes unchanged and writes a reason such as
+ * "needs 8 devices, 6 free" or "needs 2 groups of 4 devices on one node (tensor parallel),
+ * nodes have room for 1". Deterministic: the same input gives the same placement. */
+int place_gang(struct place_node *nodes, int n_nodes, const struct place_request *req,
+               struct place_slot *slots, char *reason, int reason_len);
+
+/* Free devices of a node that meet the request's device kind and memory. */
+int place_node_free(const struct place_node *node, const struct place_request *req);
+
+/* Releases the devices of a placement (marks them free). */
+void place_release(struct place_node *nodes, int n_nodes, const struct place_slot *slots,
+                   int n_slots);
+
+#endif

@@ -1,0 +1,41 @@
+/* queue.h: one scheduling pass over the pending queue (leader only; pure function).
+ *
+ * Order: priority (higher first), then submission sequence. Each job is gang-placed whole
+ * or not at all (place.h), so two gangs never hold parts of the cluster waiting for each
+ * other: there is no partial allocation to deadlock on. A job that does not fit is skipped
+ * and smaller jobs behind it may start (backfill), except that once a job has waited longer
+ * than reserve_after_ms no job behind it starts: the free devices are kept for it, so a big
+ * gang cannot be starved by a stream of small ones.
+ */
+#ifndef YARD_SCHED_QUEUE_H
+#define YARD_SCHED_QUEUE_H
+
+#include <stdint.h>
+
+#include "scheduler/place.h"
+
+#define QUEUE_REASON_MAX 160
+
+struct queue_job {
+	const char *id;
+	int priority;
+	int64_t seq;              /* submission order */
+	int64_t pending_since_ms; /* when it became pending */
+	struct place_request req;
+	/* outputs of queue_pass */
+	int placed;                    /* 1: slots are filled */
+	struct place_slot *slots;      /* caller-allocated, dp*tp*pp entries */
+	int position;                  /* 1-based queue position after sorting */
+	char reason[QUEUE_REASON_MAX]; /* why it is still pending */
+};
+
+struct queue_policy {
+	int64_t reserve_after_ms; /* 0 = never reserve (pure backfill) */
+};
+
+/* Runs one pass at time now_ms. Marks devices of placed jobs busy in nodes. Returns the
+ * number of jobs placed. jobs is reordered into queue order. */
+int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int n_nodes,
+               const struct queue_policy *policy, int64_t now_ms);
+
+#endif

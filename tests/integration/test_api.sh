@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# test_api.sh: one yardd member: every route refuses a missing or wrong token (401) and
+# wrong roles (403); bad input gets a JSON 4xx naming the field and changes nothing;
+# bodies over 1 MiB get 413; HTTP/2 prior knowledge is refused (HTTP/1.1 only); a second
+# yardd on the same data dir refuses to start; writes are refused below --min-free-mb;
+# SIGTERM stops cleanly; request-id dedup through HTTP.
+. "$(dirname "$0")/lib.sh"
+
+M=$(members_arg 1)
+start_member 1 "$M"
+wait_leader 10 1 || fail "no leader"
+
+# tokens for each role
+declare -A TOK
+for role in operator user security agent; do
+	call POST 1 /v1/tokens "{\"name\":\"$role-1\",\"role\":\"$role\"}"
+body=$BODY
+	[ "$CODE" = 201 ] || fail "token create $role: $CODE $body"
+	TOK[$role]=$(echo "$body" | sed -n 's/.*"token":"\([0-9a-f]*\)".*/\1/p')
+	[ -n "${TOK[$role]}" ] || fail "no secret in $body"
+done
+TOK[admin]=$TOKEN
+call POST 1 /v1/jobs '{"name":"seed"}'
+[ "$CODE" = 201 ] || fail "seed job: $CODE"
+
+# route table: method path body allowed-roles
+ROUTES=(
+	"GET /metrics - admin,operator,user,security"
+	"GET /v1/cluster - admin,operator,user,security"
+	"POST /v1/cluster/members {} admin"
+	"DELETE /v1/cluster/members/9 - admin"
+	"POST /v1/cluster/transfer {} admin"
+	"POST /v1/jobs {} admin,operator,user"
+	"GET /v1/jobs - admin,operator,user"
+	"GET /v1/jobs/j-000001 - admin,operator,user"
+	"POST /v1/jobs/j-000099/cancel - admin,operator,user"
+	"GET /v1/events - admin,operator,security"
+	"POST /v1/tokens {} admin"
+	"GET /v1/tokens - admin"
+	"DELETE /v1/tokens/t-999999 - admin"
+	"GET /v1/debug/digest - admin"
+)
+checked=0
+for r in "${ROUTES[@]}"; do
+	read -r method path body allowed <<<"$r"
+	[ "$body" = - ] && body=""
+	code=$(curl -s -o /dev/null -w '%{http_code}' -X "$method" ${body:+--data "$body"} "$(api 1)$path")
+	[ "$code" = 401 ] || fail "$method $path without a token: $code, want 401"
+	code=$(curl -s -o /dev/null -w '%{http_code}' -X "$method" -H "Authorization: Bearer wrong-token" ${body:+--data "$body"} "$(api 1)$path")
+	[ "$code" = 401 ] || fail "$method $path with a wrong token: $code, want 401"
+	for role in admin operator user security agent; do
+		code=$(curl -s -o "$T/out" -w '%{http_code}' -X "$method" -H "Authorization: Bearer ${TOK[$role]}" ${body:+--data "$body"} "$(api 1)$path")
+		case ",$allowed," in
+		*",$role,"*) [ "$code" != 401 ] && [ "$code" != 403 ] || fail "$method $path as $role: $code, want allowed ($(cat "$T/out"))" ;;
+		*) [ "$code" = 403 ] || fail "$method $path as $role: $code, want 403" ;;
+		esac
+		checked=$((checked + 1))
+	done
+done
+echo; note "auth matrix: ${#ROUTES[@]} routes x (none, wrong, 5 roles) checked ($checked role checks)"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$(api 1)/healthz")
+[ "$code" = 200 ] || fail "healthz without a token: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" "$(api 1)/v1/nope")
+[ "$code" = 404 ] || fail "unknown route: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "$AUTH" "$(api 1)/v1/jobs")
+[ "$code" = 405 ] || fail "wrong method: $code"
+
+# bad input: 4xx with a field, nothing changes
+before=$(digest_of 1 | cut -d" " -f1)
+expect_400() { # BODY FIELD
+	local out
+	call POST 1 /v1/jobs "$1"
+out=$BODY
+	[ "$CODE" = 400 ] || fail "POST /v1/jobs $1: $CODE $out, want 400"
+	echo "$out" | grep -q '"error"' || fail "no error in $out"
+	[ -z "$2" ] || echo "$out" | grep -q "\"field\":\"$2\"" || fail "POST /v1/jobs $1: $out does not name $2"
+}
+expect_400 '{"name": "x",' ""
+expect_400 '[1,2]' ""
+expect_400 '{"name":"x","bogus":1}' bogus
+expect_400 '{"name":7}' name
+expect_400 '{"name":"x","priority":"high"}' priority
+expect_400 '{"name":"x","priority":5000}' priority
+expect_400 '{"name":"bad name!"}' name
+expect_400 '{"priority":1}' name
+deep=$(printf '{"name":"x","model":%s1%s}' "$(printf '[%.0s' $(seq 40))" "$(printf ']%.0s' $(seq 40))")
+expect_400 "$deep" ""
+head -c 1100000 /dev/zero | tr '\0' ' ' >"$T/big"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "$AUTH" --data-binary @"$T/big" "$(api 1)/v1/jobs")
+[ "$code" = 413 ] || fail "1.1 MB body: $code, want 413"
+call POST 1 /v1/tokens '{"name":"x","role":"king"}'
+out=$BODY
+[ "$CODE" = 400 ] && echo "$out" | grep -q '"field":"role"' || fail "bad role: $CODE $out"
+get 1 "/v1/jobs?limit=0"
+out=$BODY
+[ "$CODE" = 400 ] && echo "$out" | grep -q '"field":"limit"' || fail "limit=0: $CODE $out"
+get 1 "/v1/jobs?state=bogus"
+out=$BODY
+[ "$CODE" = 400 ] || fail "state=bogus: $CODE"
+call POST 1 /v1/jobs '{"name":"x"}' -H 'X-Request-Id: has spaces'
+out=$BODY
+[ "$CODE" = 400 ] || fail "bad X-Request-Id: $CODE"
+after=$(digest_of 1 | cut -d" " -f1)
+[ "$before" = "$after" ] || fail "bad input changed the database: $before -> $after"
+note "bad input: 400/413 with the field named, database unchanged"
+
+# idempotency over HTTP: the same X-Request-Id returns the same job
+call POST 1 /v1/jobs '{"name":"once"}' -H 'X-Request-Id: req-once-1'
+a=$BODY
+call POST 1 /v1/jobs '{"name":"once"}' -H 'X-Request-Id: req-once-1'
+b=$BODY
+[ "$a" = "$b" ] && [ "$CODE" = 201 ] || fail "retry with the same request id: '$a' vs '$b'"
+# a user may cancel only their own jobs
+uj=$(curl -s -X POST -H "Authorization: Bearer ${TOK[user]}" --data '{"name":"mine"}' "$(api 1)/v1/jobs" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/j-000001/cancel")
+[ "$code" = 403 ] || fail "user cancelling admin's job: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/$uj/cancel")
+[ "$code" = 200 ] || fail "user cancelling own job $uj: $code"
+# revoked tokens stop working; the audit log names the actor
+call GET 1 /v1/tokens
+tid=$(echo "$BODY" | grep -o '"id":"t-[0-9]*","name":"security-1"' | sed 's/"id":"\([^"]*\)".*/\1/')
+call DELETE 1 "/v1/tokens/$tid"
+[ "$CODE" = 200 ] || fail "revoke $tid: $CODE"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer ${TOK[security]}" "$(api 1)/v1/events")
+[ "$code" = 401 ] || fail "revoked token still works: $code"
+call GET 1 "/v1/events?limit=1000"
+echo "$BODY" | grep -q "token $tid revoked by admin" || fail "revocation not in the audit log"
+echo "$BODY" | grep -q "cancelled by user-1" || fail "cancel not in the audit log"
+
+# HTTP/2 (cleartext, prior knowledge) does not succeed; HTTP/1.1 does
+code=$(curl -s -o /dev/null -w '%{http_code}' --http2-prior-knowledge "$(api 1)/healthz")
+[ "$code" != 200 ] || fail "HTTP/2 prior knowledge answered 200"
+ver=$(curl -s -o /dev/null -w '%{http_version}' --http2 "$(api 1)/healthz")
+[ "$ver" = 1.1 ] || fail "h2c upgrade negotiated HTTP/$ver"
+note "HTTP/2 prior knowledge refused (curl code $code), h2c upgrade stays on HTTP/1.1"
+
+# one process per data dir
+if "$YARDD" --id 1 --data-dir "$T/d1" --raft-address "127.0.0.1:$(raft_port 9)" --api-address "127.0.0.1:$(api_port 9)" --members "$M" >"$T/second.log" 2>&1; then
+	fail "a second yardd on the same data dir started"
+fi
+grep -q "is in use by another yardd" "$T/second.log" || fail "second yardd gave no clear error: $(cat "$T/second.log")"
+note "second yardd on $T/d1: $(grep -o 'data dir.*' "$T/second.log")"
+
+# SIGTERM stops cleanly; a restart replays the log
+kill -TERM "${PID[1]}"
+wait "${PID[1]}"
+rc=$?
+[ $rc = 0 ] || fail "yardd exited $rc after SIGTERM"
+unset "PID[1]"
+
+# below the free-space floor writes are refused, reads still work
+start_member 1 "$M" --min-free-mb 100000000
+wait_leader 10 1 || fail "no leader after restart"
+get 1 /v1/jobs/j-000001
+out=$BODY
+[ "$CODE" = 200 ] || fail "job lost across restart: $CODE $out"
+call POST 1 /v1/jobs '{"name":"nospace"}'
+out=$BODY
+[ "$CODE" = 503 ] && echo "$out" | grep -q 'MiB threshold: writes refused' || fail "write below the free-space floor: $CODE $out"
+note "below --min-free-mb: $out"
+echo "PASS test_api"

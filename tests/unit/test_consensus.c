@@ -1,0 +1,515 @@
+/* test_consensus.c: raft 0.15's pitfalls, each handled by raft/consensus.c, driven with
+ * real raft_uv members on 127.0.0.1 inside one process and one loop:
+ *  - the leader's first barrier runs before leader-up (ready index > elected index);
+ *  - requests issued from raft callbacks are deferred to the next loop iteration, and a
+ *    re-submit from a LEADERSHIPLOST callback fails cleanly instead of crashing;
+ *  - pre-vote is on;
+ *  - transfer targets are chosen explicitly: a dead follower is never picked;
+ *  - the watchdog fires on RAFT_UNAVAILABLE;
+ *  - writes are refused below the free-space floor;
+ *  - a member restarted behind a compacted log catches up through InstallSnapshot and ends
+ *    byte-identical (also exercises the FSM v2 snapshot/finalize/restore glue). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "jobs/fsm.h"
+#include "raft/consensus.h"
+#include "raft/fsm_ops.h"
+
+#define MAX_NODES 3
+
+struct tnode {
+	struct fsm fsm;
+	struct consensus c;
+	char dir[256];
+	char addr[64];
+	int running;
+	int ups, downs;
+};
+
+static uv_loop_t loop;
+static char root[] = "/tmp/yard-test-consensus-XXXXXX";
+static struct tnode nodes[MAX_NODES];
+static struct consensus_member members[MAX_NODES];
+
+static int free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof a;
+	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+static void on_up(struct consensus *c, void *data)
+{
+	struct tnode *n = data;
+	/* The ready barrier ran first: something was appended and applied after election. */
+	assert_true(c->stats.leader_ready_index > c->stats.elected_index);
+	assert_true(raft_last_applied(&c->raft) + 1 >= c->stats.leader_ready_index);
+	n->ups++;
+}
+
+static void on_down(struct consensus *c, void *data)
+{
+	((struct tnode *)data)->downs++;
+}
+
+static void tick_cb(uv_timer_t *t) {}
+
+/* Runs the loop until pred() or timeout_ms; returns pred(). */
+static int run_until(int (*pred)(void *), void *arg, uint64_t timeout_ms)
+{
+	uv_timer_t tick;
+	uv_timer_init(&loop, &tick);
+	uv_timer_start(&tick, tick_cb, 5, 5);
+	uint64_t deadline = yard_now_mono_ms() + timeout_ms;
+	int ok;
+	while (!(ok = pred(arg)) && yard_now_mono_ms() < deadline)
+		uv_run(&loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&tick, NULL);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	return ok;
+}
+
+static void setup_members(int n)
+{
+	for (int i = 0; i < n; i++) {
+		members[i].id = (uint64_t)i + 1;
+		snprintf(nodes[i].addr, sizeof nodes[i].addr, "127.0.0.1:%d", free_port());
+		snprintf(members[i].raft_address, sizeof members[i].raft_address, "%s",
+		         nodes[i].addr);
+		snprintf(nodes[i].dir, sizeof nodes[i].dir, "%s/n%d", root, i + 1);
+	}
+}
+
+static void start_node(int i, int n_members, unsigned threshold, unsigned trailing)
+{
+	struct tnode *n = &nodes[i];
+	struct consensus_config cfg = {0};
+	struct consensus_fsm_ops ops;
+	struct yard_err err = {0};
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "mkdir -p %s", n->dir);
+	assert_int_equal(system(cmd), 0);
+	consensus_config_defaults(&cfg);
+	cfg.id = (uint64_t)i + 1;
+	cfg.raft_address = n->addr;
+	cfg.data_dir = n->dir;
+	cfg.members = members;
+	cfg.n_members = n_members;
+	cfg.min_free_mb = 1;
+	if (threshold) {
+		cfg.snapshot_threshold = threshold;
+		cfg.snapshot_trailing = trailing;
+	}
+	cfg.on_leader_up = on_up;
+	cfg.on_leader_down = on_down;
+	cfg.cb_data = n;
+	assert_int_equal(fsm_init(&n->fsm, &err), 0);
+	fsm_ops_init(&ops, &n->fsm);
+	int rc = consensus_init(&n->c, &loop, &cfg, &ops, &err);
+	if (rc != 0)
+		fail_msg("consensus_init member %d: %s", i + 1, err.msg);
+	n->running = 1;
+}
+
+static int closed_count;
+static void closed_cb(struct consensus *c)
+{
+	closed_count++;
+}
+
+static int is_closed(void *arg)
+{
+	return closed_count >= *(int *)arg;
+}
+
+static void stop_nodes(int *which, int count)
+{
+	int want = closed_count + count;
+	for (int k = 0; k < count; k++) {
+		consensus_close(&nodes[which[k]].c, closed_cb);
+		nodes[which[k]].running = 0;
+	}
+	assert_true(run_until(is_closed, &want, 5000));
+	for (int k = 0; k < count; k++)
+		fsm_close(&nodes[which[k]].fsm);
+}
+
+static void stop_all(int n)
+{
+	int which[MAX_NODES], count = 0;
+	for (int i = 0; i < n; i++)
+		if (nodes[i].running)
+			which[count++] = i;
+	stop_nodes(which, count);
+}
+
+static int leader_ready(void *arg)
+{
+	int n = *(int *)arg;
+	for (int i = 0; i < n; i++)
+		if (nodes[i].running && consensus_is_ready(&nodes[i].c))
+			return 1;
+	return 0;
+}
+
+static int find_leader(int n)
+{
+	assert_true(run_until(leader_ready, &n, 10000));
+	for (int i = 0; i < n; i++)
+		if (nodes[i].running && consensus_is_ready(&nodes[i].c))
+			return i;
+	return -1;
+}
+
+static char *job_cmd(int i, size_t *len)
+{
+	char args[128];
+	snprintf(args, sizeof args, "{\"name\":\"j%d\",\"spec\":{\"pad\":\"%0*d\"}}", i, i % 13 + 1,
+	         i);
+	return fsm_command_encode("job.submit", json_loads(args, 0, NULL), NULL, 1000 + i, "test",
+	                          "admin", len);
+}
+
+/* ---- tests ---- */
+
+struct counter {
+	int done, ok, unknown, notleader, other;
+	struct consensus *c;
+	int resubmit;
+	int resubmit_queued;
+	raft_index last_index_after_resubmit;
+	raft_index last_index_before_resubmit;
+};
+
+static void count_cb(void *data, int status, const void *result)
+{
+	struct counter *k = data;
+	k->done++;
+	if (status == 0)
+		k->ok++;
+	else if (status == YARD_EUNKNOWN)
+		k->unknown++;
+	else if (status == YARD_ENOTLEADER)
+		k->notleader++;
+	else
+		k->other++;
+}
+
+static void resubmit_cb(void *data, int status, const void *result)
+{
+	struct counter *k = data;
+	count_cb(data, status, result);
+	if (k->resubmit > 0) {
+		k->resubmit--;
+		size_t len;
+		char *cmd = job_cmd(999, &len);
+		struct yard_err err = {0};
+		k->last_index_before_resubmit = raft_last_index(&k->c->raft);
+		/* From inside a raft callback: must be queued, not issued. */
+		if (consensus_submit(k->c, cmd, len, count_cb, k, &err) == 0)
+			k->resubmit_queued++;
+		else
+			k->done++; /* refused up front: counts as finished */
+		k->last_index_after_resubmit = raft_last_index(&k->c->raft);
+		free(cmd);
+	}
+}
+
+static int counter_done(void *arg)
+{
+	struct counter *k = arg;
+	return k->done >= k->ok + k->unknown + k->notleader + k->other && k->resubmit == 0 &&
+	       k->done >= 2;
+}
+
+static void test_single_member_barrier_first_and_deferred_resubmit(void **state)
+{
+	setup_members(1);
+	start_node(0, 1, 0, 0);
+	int leader = find_leader(1);
+	assert_int_equal(leader, 0);
+	assert_int_equal(nodes[0].ups, 1);
+	assert_true(nodes[0].c.raft.pre_vote); /* pre-vote on */
+
+	struct counter k = {.c = &nodes[0].c, .resubmit = 1};
+	size_t len;
+	char *cmd = job_cmd(1, &len);
+	struct yard_err err = {0};
+	assert_int_equal(consensus_submit(&nodes[0].c, cmd, len, resubmit_cb, &k, &err), 0);
+	free(cmd);
+	assert_true(run_until(counter_done, &k, 5000));
+	assert_int_equal(k.ok, 2);
+	assert_int_equal(k.resubmit_queued, 1);
+	/* the submit made inside the apply callback did not touch raft synchronously */
+	assert_int_equal(k.last_index_after_resubmit, k.last_index_before_resubmit);
+
+	/* the result is the FSM's: job j-000002 exists */
+	json_t *job = fsm_job_get(&nodes[0].fsm, "j-000002", &err);
+	assert_non_null(job);
+	json_decref(job);
+	stop_all(1);
+}
+
+static int fatal_called;
+static char fatal_why[512];
+static void fake_fatal(struct consensus *c, const char *why)
+{
+	fatal_called++;
+	snprintf(fatal_why, sizeof fatal_why, "%s", why);
+}
+static int fake_unavailable(struct raft *r)
+{
+	return RAFT_UNAVAILABLE;
+}
+static int fatal_seen(void *arg)
+{
+	return fatal_called > 0;
+}
+
+static void test_watchdog_and_disk_guard(void **state)
+{
+	setup_members(1);
+	start_node(0, 1, 0, 0);
+	find_leader(1);
+	struct consensus *c = &nodes[0].c;
+
+	/* free-space floor: an absurd threshold refuses writes with the API's message */
+	struct yard_err err = {0};
+	size_t len;
+	char *cmd = job_cmd(1, &len);
+	c->cfg.min_free_mb = UINT64_C(1) << 40;
+	assert_int_equal(consensus_submit(c, cmd, len, count_cb, NULL, &err), YARD_ENOSPACE);
+	assert_non_null(strstr(err.msg, "MiB threshold: writes refused"));
+	c->cfg.min_free_mb = 1;
+	free(cmd);
+
+	/* watchdog: RAFT_UNAVAILABLE outside shutdown is fatal */
+	c->on_fatal = fake_fatal;
+	c->state_fn = fake_unavailable;
+	fatal_called = 0;
+	assert_true(run_until(fatal_seen, NULL, 2000));
+	assert_non_null(strstr(fatal_why, "unavailable"));
+	c->state_fn = raft_state;
+	/* ... but shutting down (raft reports UNAVAILABLE while closing) is not */
+	fatal_called = 0;
+	stop_all(1);
+	assert_int_equal(fatal_called, 0);
+}
+
+static void test_resubmit_from_leadership_lost_callback_does_not_crash(void **state)
+{
+	setup_members(3);
+	for (int i = 0; i < 3; i++)
+		start_node(i, 3, 0, 0);
+	int leader = find_leader(3);
+	struct counter k = {.c = &nodes[leader].c, .resubmit = 10};
+	struct yard_err err = {0};
+	for (int i = 0; i < 10; i++) {
+		size_t len;
+		char *cmd = job_cmd(i, &len);
+		assert_int_equal(
+		    consensus_submit(&nodes[leader].c, cmd, len, resubmit_cb, &k, &err), 0);
+		free(cmd);
+	}
+	/* cut the leader off from its quorum before anything can commit */
+	int followers[2], nf = 0;
+	for (int i = 0; i < 3; i++)
+		if (i != leader)
+			followers[nf++] = i;
+	stop_nodes(followers, 2);
+	/* the leader steps down within an election timeout; its pending entries fail with
+	 * "outcome unknown" and each callback re-submits from inside raft's step-down path */
+	assert_true(run_until(counter_done, &k, 5000));
+	assert_int_equal(k.ok + k.unknown, 10);
+	assert_true(k.unknown > 0);
+	assert_int_equal(k.resubmit_queued + (10 - k.resubmit_queued), 10);
+	assert_int_equal(k.ok + k.unknown + k.notleader + k.other, 10 + k.resubmit_queued);
+	assert_int_equal(k.notleader, k.resubmit_queued); /* re-checked state, failed cleanly */
+	assert_int_equal(nodes[leader].downs, 1);
+	stop_all(3);
+}
+
+static void test_transfer_target_choice(void **state)
+{
+	/* self, a dead follower with the best match index, a spare, a healthy voter */
+	struct consensus_candidate c[] = {
+	    {1, 1, 1, 100}, {2, 1, 0, 100}, {3, 0, 1, 100}, {4, 1, 1, 90}, {5, 1, 1, 90},
+	};
+	assert_int_equal(consensus_pick_transfer_target(c, 5, 1), 4);
+	c[1].healthy = 1;
+	assert_int_equal(consensus_pick_transfer_target(c, 5, 1), 2);
+	c[1].healthy = 0, c[3].healthy = 0, c[4].healthy = 0;
+	assert_int_equal(consensus_pick_transfer_target(c, 5, 1), 0);
+}
+
+static int transfer_status = 99;
+static void transfer_done(void *data, int status, const char *msg)
+{
+	transfer_status = status;
+}
+static int transfer_finished(void *arg)
+{
+	return transfer_status != 99;
+}
+static int leader_healthy_of(void *arg)
+{
+	int *v = arg; /* v[0] leader, v[1] member id */
+	return consensus_member_healthy(&nodes[v[0]].c, (uint64_t)v[1]);
+}
+static int dead_stale(void *arg)
+{
+	int *v = arg;
+	return !consensus_member_healthy(&nodes[v[0]].c, (uint64_t)v[1]);
+}
+
+static void test_transfer_skips_a_dead_follower(void **state)
+{
+	setup_members(3);
+	for (int i = 0; i < 3; i++)
+		start_node(i, 3, 0, 0);
+	int leader = find_leader(3);
+	int dead = (leader + 1) % 3, live = (leader + 2) % 3;
+	int v_live[2] = {leader, live + 1}, v_dead[2] = {leader, dead + 1};
+	assert_true(run_until(leader_healthy_of, v_live, 3000));
+	stop_nodes(&dead, 1);
+	assert_true(run_until(dead_stale, v_dead, 3000));
+	/* an explicit transfer to the dead member is refused up front */
+	struct yard_err err = {0};
+	assert_int_equal(
+	    consensus_transfer(&nodes[leader].c, (uint64_t)dead + 1, transfer_done, NULL, &err),
+	    YARD_EBUSY);
+	/* automatic choice goes to the live one and succeeds */
+	transfer_status = 99;
+	assert_int_equal(consensus_transfer(&nodes[leader].c, 0, transfer_done, NULL, &err), 0);
+	assert_true(run_until(transfer_finished, NULL, 3000));
+	assert_int_equal(transfer_status, 0);
+	uint64_t id;
+	consensus_leader(&nodes[leader].c, &id, NULL);
+	assert_int_equal(id, (uint64_t)live + 1);
+	stop_all(3);
+}
+
+static int applied_at_least(void *arg)
+{
+	raft_index *v = arg; /* v[0]: node, v[1]: index */
+	/* 0.15 moves last_applied when InstallSnapshot arrives, before the FSM restore runs
+	 * (after the snapshot is on disk); wait for both */
+	return raft_last_applied(&nodes[v[0]].c.raft) >= v[1] && nodes[v[0]].c.stats.restores > 0;
+}
+
+static int never(void *arg)
+{
+	return 0;
+}
+
+static int all_done_100(void *arg)
+{
+	return ((struct counter *)arg)->done >= 100;
+}
+
+static int log_compacted(void *arg)
+{
+	return nodes[*(int *)arg].c.raft.log.offset > 10;
+}
+
+static void test_restarted_member_catches_up_by_snapshot(void **state)
+{
+	setup_members(3);
+	for (int i = 0; i < 3; i++)
+		start_node(i, 3, 16, 4);
+	int leader = find_leader(3);
+	int lagging = (leader + 1) % 3;
+	stop_nodes(&lagging, 1);
+	struct counter k = {0};
+	struct yard_err err = {0};
+	for (int i = 0; i < 100; i++) {
+		size_t len;
+		char *cmd = job_cmd(i, &len);
+		assert_int_equal(consensus_submit(&nodes[leader].c, cmd, len, count_cb, &k, &err),
+		                 0);
+		free(cmd);
+	}
+	assert_true(run_until(all_done_100, &k, 5000));
+	assert_int_equal(k.ok, 100);
+	/* snapshots are written from the thread pool; wait until the log was compacted past
+	 * what the stopped member has, so only InstallSnapshot can catch it up */
+	int li = leader;
+	assert_true(run_until(log_compacted, &li, 5000));
+	/* raft_uv keeps a few messages queued for an unreachable peer (entries included) and
+	 * would replay them on reconnect; let heartbeats push those out first */
+	run_until(never, NULL, 15 * CONSENSUS_DEFAULT_HEARTBEAT_MS);
+
+	start_node(lagging, 3, 16, 4);
+	raft_index target[2] = {(raft_index)lagging, raft_last_applied(&nodes[leader].c.raft)};
+	assert_true(run_until(applied_at_least, target, 10000));
+	assert_true(nodes[lagging].c.stats.restores >= 1);
+	char a[SHA256_HEX_LEN + 1], b[SHA256_HEX_LEN + 1];
+	assert_int_equal(fsm_digest(&nodes[leader].fsm, a, &err), 0);
+	assert_int_equal(fsm_digest(&nodes[lagging].fsm, b, &err), 0);
+	assert_string_equal(a, b);
+	stop_all(3);
+}
+
+static int group_setup(void **state)
+{
+	signal(SIGPIPE, SIG_IGN); /* peers closing mid-write, as yardd does */
+	yard_log_init("test_consensus");
+	yard_log_set_level(YARD_LOG_WARN);
+	assert_non_null(mkdtemp(root));
+	uv_loop_init(&loop);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	char cmd[300];
+	uv_loop_close(&loop);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+	return system(cmd);
+}
+
+static int per_test_setup(void **state)
+{
+	static int round;
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s/n*", root);
+	memset(nodes, 0, sizeof nodes);
+	round++;
+	return system(cmd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup(test_single_member_barrier_first_and_deferred_resubmit,
+	                           per_test_setup),
+	    cmocka_unit_test_setup(test_watchdog_and_disk_guard, per_test_setup),
+	    cmocka_unit_test_setup(test_resubmit_from_leadership_lost_callback_does_not_crash,
+	                           per_test_setup),
+	    cmocka_unit_test(test_transfer_target_choice),
+	    cmocka_unit_test_setup(test_transfer_skips_a_dead_follower, per_test_setup),
+	    cmocka_unit_test_setup(test_restarted_member_catches_up_by_snapshot, per_test_setup),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

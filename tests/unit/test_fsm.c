@@ -1,0 +1,409 @@
+/* test_fsm.c: the replicated state machine: determinism (byte-identical databases),
+ * snapshot/restore, request-id dedup, errors as results, the event hash chain, tokens,
+ * members and config. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "jobs/fsm.h"
+
+static const int64_t T0 = 1763740000000LL;
+
+/* Applies a command built from a JSON args literal; returns the result's status. */
+static int apply(struct fsm *f, const char *op, const char *args, const char *rid, int64_t ts,
+                 const char *actor, const char *role, const json_t **result)
+{
+	size_t len;
+	char *cmd = fsm_command_encode(op, json_loads(args, 0, NULL), rid, ts, actor, role, &len);
+	assert_non_null(cmd);
+	const json_t *r = fsm_apply(f, cmd, len);
+	free(cmd);
+	assert_non_null(r);
+	if (result)
+		*result = r;
+	return (int)json_integer_value(json_object_get(r, "status"));
+}
+
+static void digest(struct fsm *f, char hex[SHA256_HEX_LEN + 1])
+{
+	struct yard_err err = {0};
+	assert_int_equal(fsm_digest(f, hex, &err), 0);
+}
+
+/* A mixed workload: submissions, cancels, state changes, tokens, members, config, and
+ * some failing commands in between. */
+static void workload(struct fsm *f, int from, int to)
+{
+	char args[256], rid[32];
+	for (int i = from; i < to; i++) {
+		snprintf(args, sizeof args,
+		         "{\"name\":\"job%d\",\"priority\":%d,\"spec\":{\"ranks\":%d}}", i, i % 7,
+		         i % 4 + 1);
+		snprintf(rid, sizeof rid, "r%d", i);
+		apply(f, "job.submit", args, rid, T0 + i, "alice", "user", NULL);
+		if (i % 3 == 0) {
+			snprintf(args, sizeof args, "{\"id\":\"j-%06d\"}", i / 2 + 1);
+			apply(f, "job.cancel", args, NULL, T0 + i, "admin", "admin", NULL);
+		}
+		if (i % 5 == 0) {
+			snprintf(args, sizeof args,
+			         "{\"id\":\"j-%06d\",\"state\":\"running\",\"step\":%d}", i + 1, i);
+			apply(f, "job.set_state", args, NULL, T0 + i, "scheduler", "admin", NULL);
+		}
+		if (i % 11 == 0) {
+			snprintf(args, sizeof args,
+			         "{\"id\":%d,\"raft_address\":\"127.0.0.1:%d\",\"api_url\":"
+			         "\"http://127.0.0.1:%d\",\"role\":\"voter\"}",
+			         i % 5 + 1, 7000 + i, 8000 + i);
+			apply(f, "member.set", args, NULL, T0 + i, "admin", "admin", NULL);
+			apply(f, "config.set", "{\"key\":\"node_down_ms\",\"value\":5000}", NULL,
+			      T0 + i, "admin", "admin", NULL);
+		}
+		if (i % 13 == 0)
+			apply(f, "no.such.op", "{}", NULL, T0 + i, "admin", "admin", NULL);
+	}
+}
+
+static void test_same_commands_give_byte_identical_databases(void **state)
+{
+	struct fsm a, b;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	workload(&a, 0, 120);
+	workload(&b, 0, 120);
+	unsigned char *da, *db;
+	size_t la, lb;
+	assert_int_equal(fsm_serialize(&a, &da, &la, &err), 0);
+	assert_int_equal(fsm_serialize(&b, &db, &lb, &err), 0);
+	assert_int_equal(la, lb);
+	assert_memory_equal(da, db, la);
+	sqlite3_free(da);
+	sqlite3_free(db);
+	fsm_close(&a);
+	fsm_close(&b);
+}
+
+static void test_restored_follower_converges_byte_for_byte(void **state)
+{
+	/* a applies everything; c restores a's snapshot taken midway, then applies the rest —
+	 * as a follower does after InstallSnapshot. Their databases must be identical. */
+	struct fsm a, c;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&c, &err), 0);
+	workload(&a, 0, 60);
+	unsigned char *snap;
+	size_t snap_len;
+	assert_int_equal(fsm_serialize(&a, &snap, &snap_len, &err), 0);
+	assert_int_equal(fsm_restore(&c, snap, snap_len, &err), 0);
+	sqlite3_free(snap);
+	workload(&a, 60, 120);
+	workload(&c, 60, 120);
+	char ha[SHA256_HEX_LEN + 1], hc[SHA256_HEX_LEN + 1];
+	digest(&a, ha);
+	digest(&c, hc);
+	assert_string_equal(ha, hc);
+	fsm_close(&a);
+	fsm_close(&c);
+}
+
+static void test_snapshot_restore_round_trip(void **state)
+{
+	struct fsm a, b;
+	struct yard_err err = {0};
+	const json_t *r;
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	assert_int_equal(apply(&a, "job.submit", "{\"name\":\"x\",\"spec\":{\"a\":[1,2]}}", "r1",
+	                       T0, "bob", "user", &r),
+	                 201);
+	unsigned char *snap;
+	size_t len;
+	assert_int_equal(fsm_serialize(&a, &snap, &len, &err), 0);
+	assert_int_equal(fsm_restore(&b, snap, len, &err), 0);
+	json_t *job = fsm_job_get(&b, "j-000001", &err);
+	assert_non_null(job);
+	assert_string_equal(json_string_value(json_object_get(job, "actor")), "bob");
+	assert_int_equal(json_integer_value(
+	                     json_array_get(json_object_get(json_object_get(job, "spec"), "a"), 1)),
+	                 2);
+	json_decref(job);
+	/* restored state keeps counting: the next job is j-000002, and the dedup table came along
+	 */
+	assert_int_equal(apply(&b, "job.submit", "{\"name\":\"y\",\"spec\":{}}", "r2", T0 + 1,
+	                       "bob", "user", &r),
+	                 201);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "id")),
+	                    "j-000002");
+	assert_int_equal(apply(&b, "job.submit", "{\"name\":\"x\",\"spec\":{}}", "r1", T0 + 2,
+	                       "bob", "user", &r),
+	                 201);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "id")),
+	                    "j-000001");
+
+	/* a garbage image is refused and the old database stays */
+	char garbage[4096];
+	memset(garbage, 'z', sizeof garbage);
+	assert_int_not_equal(fsm_restore(&b, garbage, sizeof garbage, &err), 0);
+	job = fsm_job_get(&b, "j-000002", &err);
+	assert_non_null(job);
+	json_decref(job);
+	sqlite3_free(snap);
+	fsm_close(&a);
+	fsm_close(&b);
+}
+
+static void test_request_id_dedup_returns_original_result(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	const json_t *r;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(
+	    apply(&f, "job.submit", "{\"name\":\"a\",\"spec\":{}}", "req-1", T0, "u", "user", &r),
+	    201);
+	char *first = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+	/* the retry (leader changed, different ts) gets the same result and no new job */
+	assert_int_equal(apply(&f, "job.submit", "{\"name\":\"a\",\"spec\":{}}", "req-1", T0 + 500,
+	                       "u", "user", &r),
+	                 201);
+	char *second = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(first, second);
+	json_t *list = fsm_jobs_list(&f, NULL, NULL, 100, &err);
+	assert_int_equal(json_array_size(json_object_get(list, "jobs")), 1);
+	json_decref(list);
+	/* a different request id is a different submission */
+	assert_int_equal(
+	    apply(&f, "job.submit", "{\"name\":\"a\",\"spec\":{}}", "req-2", T0, "u", "user", &r),
+	    201);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "id")),
+	                    "j-000002");
+	/* errors are remembered too: a retried failing cancel fails the same way */
+	assert_int_equal(
+	    apply(&f, "job.cancel", "{\"id\":\"j-000009\"}", "req-3", T0, "u", "user", &r), 404);
+	assert_int_equal(
+	    apply(&f, "job.cancel", "{\"id\":\"j-000009\"}", "req-3", T0, "u", "user", &r), 404);
+	/* request ids older than the TTL (in command time) are forgotten */
+	assert_int_equal(apply(&f, "job.submit", "{\"name\":\"a\",\"spec\":{}}", "req-1",
+	                       T0 + FSM_REQUEST_ID_TTL_MS + 1000, "u", "user", &r),
+	                 201);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "id")),
+	                    "j-000003");
+	free(first);
+	free(second);
+	fsm_close(&f);
+}
+
+static void test_garbage_and_business_errors_are_results_that_change_nothing(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	const json_t *r;
+	char before[SHA256_HEX_LEN + 1], after[SHA256_HEX_LEN + 1];
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(
+	    apply(&f, "job.submit", "{\"name\":\"a\",\"spec\":{}}", NULL, T0, "u", "user", &r),
+	    201);
+	digest(&f, before);
+
+	const char *garbage[] = {"",
+	                         "not json",
+	                         "[1,2]",
+	                         "{\"op\":1}",
+	                         "{\"op\":\"job.submit\"}",
+	                         "{\"op\":\"job.submit\",\"ts\":1,\"actor\":\"a\",\"args\":[]}",
+	                         "{\"op\":\"job.submit\",\"ts\":1,\"actor\":\"a\",\"extra\":1}"};
+	for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
+		r = fsm_apply(&f, garbage[i], strlen(garbage[i]));
+		assert_int_equal(json_integer_value(json_object_get(r, "status")), 400);
+		assert_non_null(json_object_get(r, "error"));
+	}
+	unsigned char bytes[300];
+	for (size_t i = 0; i < sizeof bytes; i++)
+		bytes[i] = (unsigned char)(i * 37 + 11);
+	r = fsm_apply(&f, bytes, sizeof bytes);
+	assert_int_equal(json_integer_value(json_object_get(r, "status")), 400);
+
+	assert_int_equal(apply(&f, "no.such", "{}", NULL, T0, "u", "admin", &r), 400);
+	assert_int_equal(apply(&f, "job.submit", "{\"name\":\"a\"}", NULL, T0, "u", "user", &r),
+	                 400);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "spec");
+	assert_int_equal(apply(&f, "job.submit", "{\"name\":\"a\",\"spec\":{},\"priority\":5000}",
+	                       NULL, T0, "u", "user", &r),
+	                 400);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "priority");
+	assert_int_equal(
+	    apply(&f, "job.submit", "{\"name\":\"a b\",\"spec\":{}}", NULL, T0, "u", "user", &r),
+	    400);
+	assert_int_equal(
+	    apply(&f, "job.cancel", "{\"id\":\"j-000042\"}", NULL, T0, "u", "user", &r), 404);
+	assert_int_equal(
+	    apply(&f, "job.cancel", "{\"id\":\"j-000001\"}", NULL, T0, "mallory", "user", &r), 403);
+	assert_int_equal(apply(&f, "job.set_state", "{\"id\":\"j-000001\",\"state\":\"succeeded\"}",
+	                       NULL, T0, "s", "admin", &r),
+	                 409);
+	assert_int_equal(apply(&f, "job.set_state", "{\"id\":\"j-000001\",\"state\":\"bogus\"}",
+	                       NULL, T0, "s", "admin", &r),
+	                 400);
+	assert_int_equal(apply(&f, "token.create",
+	                       "{\"name\":\"x\",\"role\":\"king\",\"hash\":\"00\"}", NULL, T0, "s",
+	                       "admin", &r),
+	                 400);
+	assert_int_equal(apply(&f, "config.set", "{\"key\":\"node_down_ms\",\"value\":1}", NULL, T0,
+	                       "s", "admin", &r),
+	                 400);
+	assert_int_equal(
+	    apply(&f, "config.set", "{\"key\":\"nope\",\"value\":1}", NULL, T0, "s", "admin", &r),
+	    400);
+	assert_int_equal(apply(&f, "member.remove", "{\"id\":9}", NULL, T0, "s", "admin", &r), 404);
+	digest(&f, after);
+	assert_string_equal(before, after);
+
+	/* and the owner may cancel, once */
+	assert_int_equal(
+	    apply(&f, "job.cancel", "{\"id\":\"j-000001\"}", NULL, T0, "u", "user", &r), 200);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "state")),
+	                    "cancelled");
+	assert_int_equal(
+	    apply(&f, "job.cancel", "{\"id\":\"j-000001\"}", NULL, T0, "u", "user", &r), 409);
+	fsm_close(&f);
+}
+
+static void test_event_hash_chain_links_and_detects_tampering(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&f, &err), 0);
+	workload(&f, 0, 20);
+	assert_int_equal(fsm_events_verify(&f, &err), 0);
+	json_t *page = fsm_events_list(&f, 0, 1000, NULL, &err);
+	json_t *events = json_object_get(page, "events");
+	assert_true(json_array_size(events) > 20);
+	const char *prev = "0000000000000000000000000000000000000000000000000000000000000000";
+	for (size_t i = 0; i < json_array_size(events); i++) {
+		json_t *e = json_array_get(events, i);
+		assert_int_equal(json_integer_value(json_object_get(e, "seq")), (json_int_t)i + 1);
+		assert_string_equal(json_string_value(json_object_get(e, "prev_hash")), prev);
+		prev = json_string_value(json_object_get(e, "hash"));
+	}
+	/* paging: 5 at a time, next points at the last seq returned */
+	json_t *p5 = fsm_events_list(&f, 0, 5, NULL, &err);
+	assert_int_equal(json_array_size(json_object_get(p5, "events")), 5);
+	assert_int_equal(json_integer_value(json_object_get(p5, "next")), 5);
+	json_decref(p5);
+	json_decref(page);
+
+	/* rewrite history: the chain no longer verifies and names the event */
+	sqlite3_exec(f.db, "UPDATE events SET message = 'nothing happened' WHERE seq = 3", NULL,
+	             NULL, NULL);
+	assert_int_equal(fsm_events_verify(&f, &err), YARD_ECORRUPT);
+	assert_non_null(strstr(err.msg, "event 3"));
+	fsm_close(&f);
+}
+
+static void test_tokens_members_config(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	const json_t *r;
+	char role[16], name[FSM_NAME_MAX + 1], hash[SHA256_HEX_LEN + 1], args[256];
+	assert_int_equal(fsm_init(&f, &err), 0);
+
+	sha256_hex("s3cret", 6, hash);
+	snprintf(args, sizeof args, "{\"name\":\"admin\",\"hash\":\"%s\"}", hash);
+	assert_int_equal(apply(&f, "token.bootstrap", args, "boot", T0, "yardd", "admin", &r), 201);
+	assert_int_equal(fsm_token_lookup(&f, hash, role, name, &err), 0);
+	assert_string_equal(role, "admin");
+	/* a second bootstrap (another leader, another token) does nothing */
+	sha256_hex("other", 5, hash);
+	snprintf(args, sizeof args, "{\"name\":\"admin\",\"hash\":\"%s\"}", hash);
+	assert_int_equal(apply(&f, "token.bootstrap", args, "boot2", T0, "yardd", "admin", &r),
+	                 409);
+	assert_int_equal(fsm_token_lookup(&f, hash, role, name, &err), YARD_ENOTFOUND);
+
+	sha256_hex("alice-secret", 12, hash);
+	snprintf(args, sizeof args, "{\"name\":\"alice\",\"role\":\"user\",\"hash\":\"%s\"}", hash);
+	assert_int_equal(apply(&f, "token.create", args, NULL, T0, "admin", "admin", &r), 201);
+	const char *id = json_string_value(json_object_get(json_object_get(r, "body"), "id"));
+	assert_string_equal(id, "t-000002");
+	assert_int_equal(fsm_token_lookup(&f, hash, role, name, &err), 0);
+	assert_string_equal(name, "alice");
+	json_t *list = fsm_tokens_list(&f, &err);
+	char *text = json_dumps(list, 0);
+	assert_null(strstr(text, hash)); /* never the hash */
+	free(text);
+	json_decref(list);
+	assert_int_equal(
+	    apply(&f, "token.revoke", "{\"id\":\"t-000002\"}", NULL, T0, "admin", "admin", &r),
+	    200);
+	assert_int_equal(fsm_token_lookup(&f, hash, role, name, &err), YARD_ENOTFOUND);
+	assert_int_equal(
+	    apply(&f, "token.revoke", "{\"id\":\"t-000002\"}", NULL, T0, "admin", "admin", &r),
+	    404);
+
+	char url[128];
+	assert_int_equal(apply(&f, "member.set",
+	                       "{\"id\":2,\"raft_address\":\"127.0.0.1:7002\","
+	                       "\"api_url\":\"http://127.0.0.1:7102\",\"role\":\"voter\"}",
+	                       NULL, T0, "admin", "admin", &r),
+	                 200);
+	assert_int_equal(fsm_member_api_url(&f, 2, url, sizeof url), 0);
+	assert_string_equal(url, "http://127.0.0.1:7102");
+	assert_int_equal(apply(&f, "member.remove", "{\"id\":2}", NULL, T0, "admin", "admin", &r),
+	                 200);
+	assert_int_equal(fsm_member_api_url(&f, 2, url, sizeof url), YARD_ENOTFOUND);
+
+	assert_int_equal(fsm_config_get(&f, "node_down_ms", 1234), 1234);
+	assert_int_equal(apply(&f, "config.set", "{\"key\":\"node_down_ms\",\"value\":9000}", NULL,
+	                       T0, "admin", "admin", &r),
+	                 200);
+	assert_int_equal(fsm_config_get(&f, "node_down_ms", 1234), 9000);
+	fsm_close(&f);
+}
+
+static void test_jobs_list_filters_and_pages(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&f, &err), 0);
+	for (int i = 0; i < 7; i++)
+		apply(&f, "job.submit", "{\"name\":\"j\",\"spec\":{}}", NULL, T0 + i, "u", "user",
+		      NULL);
+	apply(&f, "job.cancel", "{\"id\":\"j-000003\"}", NULL, T0, "u", "user", NULL);
+	json_t *page = fsm_jobs_list(&f, "pending", NULL, 4, &err);
+	assert_int_equal(json_array_size(json_object_get(page, "jobs")), 4);
+	assert_string_equal(json_string_value(json_object_get(page, "next")), "j-000005");
+	json_decref(page);
+	page = fsm_jobs_list(&f, "pending", "j-000005", 4, &err);
+	assert_int_equal(json_array_size(json_object_get(page, "jobs")), 2);
+	assert_true(json_is_null(json_object_get(page, "next")));
+	json_decref(page);
+	page = fsm_jobs_list(&f, "cancelled", NULL, 10, &err);
+	assert_int_equal(json_array_size(json_object_get(page, "jobs")), 1);
+	json_decref(page);
+	assert_null(fsm_jobs_list(&f, NULL, "bogus", 10, &err));
+	assert_int_equal(err.code, YARD_EINVAL);
+	fsm_close(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_same_commands_give_byte_identical_databases),
+	    cmocka_unit_test(test_restored_follower_converges_byte_for_byte),
+	    cmocka_unit_test(test_snapshot_restore_round_trip),
+	    cmocka_unit_test(test_request_id_dedup_returns_original_result),
+	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
+	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),
+	    cmocka_unit_test(test_tokens_members_config),
+	    cmocka_unit_test(test_jobs_list_filters_and_pages),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,477 @@
+/* api.c: the routes of docs/api.md: one table (method, path, roles, kind, handler) that the
+ * gate in http.c consults, and the handlers. Handlers validate input fully before anything
+ * is replicated, so bad input changes nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "web/internal.h"
+
+/* ---- helpers ---- */
+
+static int query_int(struct call *call, const char *key, int64_t min, int64_t max, int64_t *out)
+{
+	char buf[32], *end;
+	if (call_query(call, key, buf, sizeof buf) != 0)
+		return 0;
+	long long v = strtoll(buf, &end, 10);
+	if (buf[0] == '\0' || *end != '\0' || v < min || v > max) {
+		call_error(call, 400, key, "%s: '%s' must be an integer in [%lld, %lld]", key, buf,
+		           (long long)min, (long long)max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static const char *raft_state_name(int state)
+{
+	switch (state) {
+	case RAFT_LEADER:
+		return "leader";
+	case RAFT_CANDIDATE:
+		return "candidate";
+	case RAFT_FOLLOWER:
+		return "follower";
+	default:
+		return "unavailable";
+	}
+}
+
+/* The raft configuration, with API URLs from the replicated members table. */
+static json_t *members_json(struct http_server *s)
+{
+	uint64_t ids[CONSENSUS_MAX_MEMBERS];
+	const char *addrs[CONSENSUS_MAX_MEMBERS];
+	int roles[CONSENSUS_MAX_MEMBERS];
+	int n = consensus_configuration(s->cons, ids, addrs, roles, CONSENSUS_MAX_MEMBERS);
+	json_t *list = json_array();
+	for (int i = 0; i < n; i++) {
+		char url[256] = "";
+		fsm_member_api_url(s->fsm, ids[i], url, sizeof url);
+		json_array_append_new(list,
+		                      json_pack("{s:I,s:s,s:s,s:s}", "id", (json_int_t)ids[i],
+		                                "raft_address", addrs[i], "api_url", url, "role",
+		                                roles[i] == RAFT_VOTER   ? "voter"
+		                                : roles[i] == RAFT_SPARE ? "spare"
+		                                                         : "standby"));
+	}
+	return list;
+}
+
+/* ---- /healthz, /metrics, /v1/cluster ---- */
+
+static void h_healthz(struct call *call)
+{
+	struct consensus *c = call->s->cons;
+	int state = consensus_state(c);
+	call_json(call, state == RAFT_UNAVAILABLE || c->closing ? 503 : 200,
+	          json_pack("{s:b,s:I,s:s}", "ok", state != RAFT_UNAVAILABLE && !c->closing, "id",
+	                    (json_int_t)c->cfg.id, "state", raft_state_name(state)));
+}
+
+static void h_metrics(struct call *call)
+{
+	size_t len;
+	char *text = metrics_render(call->s, &len);
+	call_text(call, 200, "text/plain; version=0.0.4", text, len);
+}
+
+static void h_cluster(struct call *call)
+{
+	struct http_server *s = call->s;
+	struct consensus *c = s->cons;
+	uint64_t leader = 0;
+	const char *leader_addr = NULL;
+	consensus_leader(c, &leader, &leader_addr);
+	json_t *leader_json = json_null();
+	if (leader != 0) {
+		char url[256] = "";
+		fsm_member_api_url(s->fsm, leader, url, sizeof url);
+		leader_json = json_pack("{s:I,s:s,s:s}", "id", (json_int_t)leader, "api_url", url,
+		                        "raft_address", leader_addr ? leader_addr : "");
+	}
+	call_json(call, 200,
+	          json_pack("{s:I,s:s,s:I,s:I,s:I,s:o,s:o}", "id", (json_int_t)c->cfg.id, "state",
+	                    raft_state_name(consensus_state(c)), "term",
+	                    (json_int_t)c->raft.current_term, "commit_index",
+	                    (json_int_t)c->raft.commit_index, "applied_index",
+	                    (json_int_t)raft_last_applied(&c->raft), "leader", leader_json,
+	                    "members", members_json(s)));
+}
+
+/* ---- membership ---- */
+
+static void member_change_done(void *data, int status, const char *msg)
+{
+	struct call *call = data;
+	if (status != 0) {
+		call_error(call, http_status_of(status), NULL, "member %llu: %s",
+		           (unsigned long long)call->member_id, msg);
+		return;
+	}
+	call_json(call, 200, json_pack("{s:o}", "members", members_json(call->s)));
+}
+
+static void member_recorded(struct call *call, const json_t *result)
+{
+	struct yard_err err = {0};
+	if (json_object_get(result, "error") != NULL) {
+		call_answer_result(call, result);
+		return;
+	}
+	if (consensus_add(call->s->cons, call->member_id, call->member_addr, call->member_voter,
+	                  member_change_done, call, &err) != 0)
+		call_yard_error(call, &err);
+}
+
+static void h_members_add(struct call *call)
+{
+	static const char *const keys[] = {"id", "raft_address", "api_url", "role", NULL};
+	struct yard_err err = {0};
+	json_t *body = call_body_object(call);
+	if (body == NULL)
+		return;
+	int64_t id = 0;
+	const char *addr = NULL, *url = NULL, *role = "voter";
+	if (jsonx_only_keys(body, "", keys, &err) != 0 ||
+	    jsonx_get_int(body, "", "id", 1, 1, INT32_MAX, &id, &err) != 0 ||
+	    jsonx_get_string(body, "", "raft_address", 1, CONSENSUS_ADDR_MAX - 1, &addr, &err) !=
+	        0 ||
+	    jsonx_get_string(body, "", "api_url", 1, 255, &url, &err) != 0 ||
+	    jsonx_get_string(body, "", "role", 0, 16, &role, &err) != 0) {
+		json_decref(body);
+		call_yard_error(call, &err);
+		return;
+	}
+	char host[64];
+	struct sockaddr_in sa;
+	const char *colon = strrchr(addr, ':');
+	int port = colon ? atoi(colon + 1) : 0;
+	snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - addr) : 0, addr);
+	if (colon == NULL || port <= 0 || port > 65535 || uv_ip4_addr(host, port, &sa) != 0) {
+		call_error(call, 400, "raft_address", "raft_address: '%s' must be a.b.c.d:port",
+		           addr);
+	} else if (strncmp(url, "http://", 7) != 0) {
+		call_error(call, 400, "api_url", "api_url: '%s' must start with http://", url);
+	} else if (strcmp(role, "voter") != 0 && strcmp(role, "spare") != 0) {
+		call_error(call, 400, "role", "role: '%s' must be voter or spare", role);
+	} else {
+		call->member_id = (uint64_t)id;
+		snprintf(call->member_addr, sizeof call->member_addr, "%s", addr);
+		snprintf(call->member_url, sizeof call->member_url, "%s", url);
+		call->member_voter = strcmp(role, "voter") == 0;
+		/* refuse duplicates before recording anything */
+		uint64_t ids[CONSENSUS_MAX_MEMBERS];
+		const char *addrs[CONSENSUS_MAX_MEMBERS];
+		int roles[CONSENSUS_MAX_MEMBERS];
+		int n = consensus_configuration(call->s->cons, ids, addrs, roles,
+		                                CONSENSUS_MAX_MEMBERS);
+		for (int i = 0; i < n; i++)
+			if (ids[i] == (uint64_t)id || strcmp(addrs[i], addr) == 0) {
+				json_decref(body);
+				call_error(call, 409,
+				           ids[i] == (uint64_t)id ? "id" : "raft_address",
+				           "member %llu (%s) is already in the configuration",
+				           (unsigned long long)ids[i], addrs[i]);
+				return;
+			}
+		if (n >= CONSENSUS_MAX_MEMBERS) {
+			json_decref(body);
+			call_error(call, 409, NULL, "the cluster already has %d members", n);
+			return;
+		}
+		call_submit(call, "member.set",
+		            json_pack("{s:I,s:s,s:s,s:s}", "id", (json_int_t)id, "raft_address",
+		                      addr, "api_url", url, "role", role),
+		            member_recorded);
+	}
+	json_decref(body);
+}
+
+static void member_forgotten(struct call *call, const json_t *result)
+{
+	/* 404 from the table only means it never had an API URL; the raft removal stands */
+	call_json(call, 200, json_pack("{s:o}", "members", members_json(call->s)));
+}
+
+static void member_removed(void *data, int status, const char *msg)
+{
+	struct call *call = data;
+	if (status != 0) {
+		call_error(call, http_status_of(status), NULL, "member %llu: %s",
+		           (unsigned long long)call->member_id, msg);
+		return;
+	}
+	call->request_id[0] = '\0';
+	call_submit(call, "member.remove", json_pack("{s:I}", "id", (json_int_t)call->member_id),
+	            member_forgotten);
+}
+
+static void h_members_remove(struct call *call)
+{
+	struct yard_err err = {0};
+	char *end;
+	unsigned long long id = strtoull(call->params[0], &end, 10);
+	if (*end != '\0' || id == 0 || id > INT32_MAX) {
+		call_error(call, 400, "id", "id: '%s' is not a member id", call->params[0]);
+		return;
+	}
+	call->member_id = id;
+	if (consensus_remove(call->s->cons, id, member_removed, call, &err) != 0)
+		call_yard_error(call, &err);
+}
+
+static void transfer_done(void *data, int status, const char *msg)
+{
+	struct call *call = data;
+	if (status != 0) {
+		call_error(call, http_status_of(status), NULL, "%s", msg);
+		return;
+	}
+	uint64_t leader = 0;
+	consensus_leader(call->s->cons, &leader, NULL);
+	call_json(call, 200, json_pack("{s:I}", "leader_id", (json_int_t)leader));
+}
+
+static void h_transfer(struct call *call)
+{
+	static const char *const keys[] = {"to", NULL};
+	struct yard_err err = {0};
+	int64_t to = 0;
+	json_t *body = NULL;
+	if (call->req->entity.len > 0) {
+		if ((body = call_body_object(call)) == NULL)
+			return;
+		if (jsonx_only_keys(body, "", keys, &err) != 0 ||
+		    jsonx_get_int(body, "", "to", 0, 1, INT32_MAX, &to, &err) != 0) {
+			json_decref(body);
+			call_yard_error(call, &err);
+			return;
+		}
+		json_decref(body);
+	}
+	if (consensus_transfer(call->s->cons, (uint64_t)to, transfer_done, call, &err) != 0)
+		call_yard_error(call, &err);
+}
+
+/* ---- jobs ---- */
+
+/* Top-level fields of a job spec (jobs/spec.h). Until jobspec_parse lands this checks
+ * the envelope only: known fields, a valid name and priority; nested fields are stored as
+ * given. */
+static int check_spec(struct call *call, json_t *spec, const char **name, int64_t *priority)
+{
+	static const char *const keys[] = {
+	    "name",     "priority", "command",   "env",        "ranks",   "model", "train",
+	    "parallel", "device",   "memory_mb", "checkpoint", "failure", "debug", NULL};
+	struct yard_err err = {0};
+	if (jsonx_only_keys(spec, "", keys, &err) != 0 ||
+	    jsonx_get_string(spec, "", "name", 1, FSM_NAME_MAX, name, &err) != 0 ||
+	    jsonx_get_int(spec, "", "priority", 0, -1000, 1000, priority, &err) != 0) {
+		call_yard_error(call, &err);
+		return -1;
+	}
+	for (const char *p = *name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.')) {
+			call_error(call, 400, "name",
+			           "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]", *name);
+			return -1;
+		}
+	return 0;
+}
+
+static void h_jobs_submit(struct call *call)
+{
+	json_t *spec = call_body_object(call);
+	if (spec == NULL)
+		return;
+	const char *name = NULL;
+	int64_t priority = 0;
+	if (check_spec(call, spec, &name, &priority) != 0) {
+		json_decref(spec);
+		return;
+	}
+	json_t *args = json_pack("{s:s,s:I,s:O}", "name", name, "priority", (json_int_t)priority,
+	                         "spec", spec);
+	json_decref(spec);
+	call_submit(call, "job.submit", args, call_answer_result);
+}
+
+static const char *const JOB_STATES[] = {"pending", "running",   "restarting", "succeeded",
+                                         "failed",  "cancelled", NULL};
+
+static void h_jobs_list(struct call *call)
+{
+	char state[32], after[40];
+	int64_t limit = 50;
+	int has_state = call_query(call, "state", state, sizeof state) == 0;
+	int has_after = call_query(call, "after", after, sizeof after) == 0;
+	if (query_int(call, "limit", 1, 1000, &limit) != 0)
+		return;
+	if (has_state) {
+		int ok = 0;
+		for (int i = 0; JOB_STATES[i]; i++)
+			ok |= strcmp(JOB_STATES[i], state) == 0;
+		if (!ok) {
+			call_error(call, 400, "state", "state: '%s' is not a job state", state);
+			return;
+		}
+	}
+	struct yard_err err = {0};
+	json_t *page = fsm_jobs_list(call->s->fsm, has_state ? state : NULL,
+	                             has_after ? after : NULL, (int)limit, &err);
+	if (page == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, page);
+}
+
+static void h_jobs_get(struct call *call)
+{
+	struct yard_err err = {0};
+	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
+	if (job == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, job);
+}
+
+static void h_jobs_cancel(struct call *call)
+{
+	call_submit(call, "job.cancel", json_pack("{s:s}", "id", call->params[0]),
+	            call_answer_result);
+}
+
+/* ---- events ---- */
+
+static void h_events(struct call *call)
+{
+	int64_t after = 0, limit = 100;
+	char job[40];
+	int has_job = call_query(call, "job", job, sizeof job) == 0;
+	if (query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
+	    query_int(call, "limit", 1, 1000, &limit) != 0)
+		return;
+	struct yard_err err = {0};
+	json_t *page = fsm_events_list(call->s->fsm, after, (int)limit, has_job ? job : NULL, &err);
+	if (page == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, page);
+}
+
+/* ---- tokens ---- */
+
+static void token_created(struct call *call, const json_t *result)
+{
+	if (json_object_get(result, "error") != NULL) {
+		call_answer_result(call, result);
+		return;
+	}
+	/* A retried request id returns the first attempt's token, whose secret we no longer
+	 * have: say so rather than hand out a secret that does not work. */
+	const char *hash = json_string_value(json_object_get(result, "hash"));
+	if (hash == NULL || strcmp(hash, call->hash) != 0) {
+		call_error(
+		    call, 409, NULL,
+		    "this X-Request-Id already created token %s; its secret was shown once",
+		    json_string_value(json_object_get(json_object_get(result, "body"), "id")));
+		return;
+	}
+	json_t *body = json_deep_copy(json_object_get(result, "body"));
+	json_object_set_new(body, "token", json_string(call->secret));
+	call_json(call, 201, body);
+}
+
+static void h_tokens_create(struct call *call)
+{
+	static const char *const keys[] = {"name", "role", NULL};
+	struct yard_err err = {0};
+	json_t *body = call_body_object(call);
+	if (body == NULL)
+		return;
+	const char *name = NULL, *role = NULL;
+	if (jsonx_only_keys(body, "", keys, &err) != 0 ||
+	    jsonx_get_string(body, "", "name", 1, FSM_NAME_MAX, &name, &err) != 0 ||
+	    jsonx_get_string(body, "", "role", 1, 16, &role, &err) != 0) {
+		json_decref(body);
+		call_yard_error(call, &err);
+		return;
+	}
+	if (!fsm_role_valid(role)) {
+		call_error(call, 400, "role",
+		           "role: '%s' is not one of admin, operator, user, security, agent", role);
+		json_decref(body);
+		return;
+	}
+	unsigned char raw[32];
+	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+		json_decref(body);
+		call_error(call, 500, NULL, "no randomness for a token secret");
+		return;
+	}
+	sha256_to_hex(raw, call->secret); /* 64 hex characters of fresh randomness */
+	sha256_hex(call->secret, strlen(call->secret), call->hash);
+	call_submit(call, "token.create",
+	            json_pack("{s:s,s:s,s:s}", "name", name, "role", role, "hash", call->hash),
+	            token_created);
+	json_decref(body);
+}
+
+static void h_tokens_list(struct call *call)
+{
+	struct yard_err err = {0};
+	json_t *list = fsm_tokens_list(call->s->fsm, &err);
+	if (list == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, list);
+}
+
+static void h_tokens_revoke(struct call *call)
+{
+	call_submit(call, "token.revoke", json_pack("{s:s}", "id", call->params[0]),
+	            call_answer_result);
+}
+
+/* ---- debug ---- */
+
+static void h_digest(struct call *call)
+{
+	struct yard_err err = {0};
+	char hex[SHA256_HEX_LEN + 1];
+	if (fsm_digest(call->s->fsm, hex, &err) != 0) {
+		call_yard_error(call, &err);
+		return;
+	}
+	struct consensus *c = call->s->cons;
+	call_json(call, 200,
+	          json_pack("{s:I,s:s,s:I,s:I}", "id", (json_int_t)c->cfg.id, "digest", hex,
+	                    "applied_index", (json_int_t)raft_last_applied(&c->raft),
+	                    "commit_index", (json_int_t)c->raft.commit_index));
+}
+
+/* The authorisation table: every route, its roles, and how it is routed. */
+const struct route api_routes[] = {
+    {"GET", "/healthz", 0, ROUTE_LOCAL, h_healthz},
+    {"GET", "/metrics", ROLES_ANY, ROUTE_LOCAL, h_metrics},
+    {"GET", "/v1/cluster", ROLES_ANY, ROUTE_LOCAL, h_cluster},
+    {"POST", "/v1/cluster/members", ROLE_ADMIN, ROUTE_WRITE, h_members_add},
+    {"DELETE", "/v1/cluster/members/*", ROLE_ADMIN, ROUTE_WRITE, h_members_remove},
+    {"POST", "/v1/cluster/transfer", ROLE_ADMIN, ROUTE_WRITE, h_transfer},
+    {"POST", "/v1/jobs", ROLES_JOBS, ROUTE_WRITE, h_jobs_submit},
+    {"GET", "/v1/jobs", ROLES_JOBS, ROUTE_READ, h_jobs_list},
+    {"GET", "/v1/jobs/*", ROLES_JOBS, ROUTE_READ, h_jobs_get},
+    {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel},
+    {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events},
+    {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create},
+    {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list},
+    {"DELETE", "/v1/tokens/*", ROLE_ADMIN, ROUTE_WRITE, h_tokens_revoke},
+    {"GET", "/v1/debug/digest", ROLE_ADMIN, ROUTE_LOCAL, h_digest},
+};
+const int api_routes_count = (int)(sizeof api_routes / sizeof api_routes[0]);

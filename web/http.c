@@ -1,0 +1,616 @@
+/* http.c: the HTTP server: h2o on the controller's loop, the per-request gate (route,
+ * authentication, authorisation, leader routing: see http.h), JSON responses with a guard
+ * against late callbacks, and Prometheus metrics. The routes themselves are in api.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "jobs/sha256.h"
+#include "web/internal.h"
+
+const double latency_bounds_ms[LATENCY_BUCKETS] = {0.5, 1,   2,   5,   10,   25,
+                                                   50,  100, 250, 500, 1000, 5000};
+
+/* ---- responses ---- */
+
+static void call_free(struct call *call)
+{
+	if (call->guard != NULL)
+		call->guard->call = NULL;
+	free(call);
+}
+
+static void metrics_note(struct http_server *s, int route_index, int status, uint64_t start_ns)
+{
+	struct route_metrics *m = &s->metrics[route_index < 0 ? api_routes_count : route_index];
+	double ms = (double)(yard_now_mono_ns() - start_ns) / 1e6;
+	if (status >= 100 && status < 600) {
+		m->by_code[status / 100]++;
+		m->codes[status]++;
+	}
+	int b = 0;
+	while (b < LATENCY_BUCKETS && ms > latency_bounds_ms[b])
+		b++;
+	m->latency[b]++;
+	m->latency_sum_ms += ms;
+}
+
+static void send_body(struct call *call, int status, const char *content_type, const char *body,
+                      size_t len)
+{
+	h2o_req_t *req = call->req;
+	metrics_note(call->s, call->route_index, status, call->start_ns);
+	if (req == NULL) { /* the client went away; nothing to answer */
+		call_free(call);
+		return;
+	}
+	req->res.status = status;
+	req->res.reason = status < 300 ? "OK" : status < 400 ? "Redirect" : "Error";
+	req->res.content_length = len;
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
+	               strlen(content_type));
+	h2o_send_inline(req, body, len);
+	call_free(call);
+}
+
+void call_text(struct call *call, int status, const char *content_type, char *text, size_t len)
+{
+	send_body(call, status, content_type, text, len);
+	free(text);
+}
+
+void call_json(struct call *call, int status, json_t *body)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (text == NULL) {
+		send_body(call, 500, "application/json",
+		          "{\"error\":\"cannot encode the response\"}", 39);
+		return;
+	}
+	call_text(call, status, "application/json", text, strlen(text));
+}
+
+void call_error(struct call *call, int status, const char *field, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	json_t *body = json_pack("{s:s}", "error", msg);
+	if (field != NULL && field[0] != '\0')
+		json_object_set_new(body, "field", json_string(field));
+	call_json(call, status, body);
+}
+
+int http_status_of(int code)
+{
+	switch (code) {
+	case YARD_EINVAL:
+		return 400;
+	case YARD_EPERM:
+		return 403;
+	case YARD_ENOTFOUND:
+		return 404;
+	case YARD_EEXIST:
+	case YARD_EBUSY:
+		return 409;
+	case YARD_ETIMEDOUT:
+		return 504;
+	case YARD_ENOTLEADER:
+	case YARD_EUNKNOWN:
+	case YARD_ENOSPACE:
+	case YARD_EABORTED:
+		return 503;
+	default:
+		return 500;
+	}
+}
+
+void call_yard_error(struct call *call, const struct yard_err *err)
+{
+	char field[128];
+	fsm_err_field(err, field, sizeof field);
+	call_error(call, http_status_of(err->code), field, "%s", err->msg);
+}
+
+/* ---- request parsing ---- */
+
+json_t *call_body_object(struct call *call)
+{
+	struct yard_err err = {0};
+	h2o_iovec_t e = call->req->entity;
+	json_t *v = jsonx_parse(e.base ? e.base : "", e.len, HTTP_MAX_BODY, HTTP_MAX_DEPTH, &err);
+	if (v == NULL) {
+		call_error(call, e.len > HTTP_MAX_BODY ? 413 : 400, NULL, "%s", err.msg);
+		return NULL;
+	}
+	if (!json_is_object(v)) {
+		json_decref(v);
+		call_error(call, 400, NULL, "body must be a JSON object");
+		return NULL;
+	}
+	return v;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int call_query(struct call *call, const char *key, char *out, size_t out_len)
+{
+	h2o_req_t *req = call->req;
+	if (req->query_at == SIZE_MAX)
+		return -1;
+	const char *p = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
+	size_t klen = strlen(key);
+	while (p < end) {
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+		const char *stop = amp ? amp : end;
+		const char *eq = memchr(p, '=', (size_t)(stop - p));
+		const char *kend = eq ? eq : stop;
+		if ((size_t)(kend - p) == klen && memcmp(p, key, klen) == 0) {
+			size_t n = 0;
+			for (const char *v = eq ? eq + 1 : stop; v < stop && n + 1 < out_len; v++) {
+				if (*v == '%' && v + 2 < stop && hexval(v[1]) >= 0 &&
+				    hexval(v[2]) >= 0) {
+					out[n++] = (char)(hexval(v[1]) * 16 + hexval(v[2]));
+					v += 2;
+				} else {
+					out[n++] = *v == '+' ? ' ' : *v;
+				}
+			}
+			out[n] = '\0';
+			return 0;
+		}
+		p = stop + 1;
+	}
+	return -1;
+}
+
+/* ---- replication plumbing ---- */
+
+struct submit_ctx {
+	struct call *call;
+	void (*on_result)(struct call *call, const json_t *result);
+};
+
+void call_answer_result(struct call *call, const json_t *result)
+{
+	int status = (int)json_integer_value(json_object_get(result, "status"));
+	const char *error = json_string_value(json_object_get(result, "error"));
+	if (error != NULL) {
+		call_error(call, status ? status : 500,
+		           json_string_value(json_object_get(result, "field")), "%s", error);
+		return;
+	}
+	json_t *body = json_object_get(result, "body");
+	call_json(call, status ? status : 200, json_incref(body ? body : json_object()));
+}
+
+static void submit_done(void *data, int status, const void *result)
+{
+	struct submit_ctx *ctx = data;
+	struct call *call = ctx->call;
+	void (*on_result)(struct call *, const json_t *) = ctx->on_result;
+	free(ctx);
+	if (status != 0) {
+		struct yard_err err = {0};
+		yard_err_set(&err, status, "%s",
+		             status == YARD_EUNKNOWN     ? "leadership changed before the write "
+		                                           "committed: outcome unknown, retry with "
+		                                           "the same X-Request-Id"
+		             : status == YARD_ENOTLEADER ? "not the leader (leadership changed)"
+		                                         : yard_strerror(status));
+		call_yard_error(call, &err);
+		return;
+	}
+	on_result(call, result);
+}
+
+void call_submit(struct call *call, const char *op, json_t *args,
+                 void (*on_result)(struct call *call, const json_t *result))
+{
+	struct yard_err err = {0};
+	size_t len = 0;
+	char *cmd = fsm_command_encode(op, args, call->request_id[0] ? call->request_id : NULL,
+	                               yard_now_wall_ms(), call->actor, call->role, &len);
+	if (cmd == NULL) {
+		call_error(call, 500, NULL, "cannot encode command %s", op);
+		return;
+	}
+	struct submit_ctx *ctx = malloc(sizeof *ctx);
+	ctx->call = call;
+	ctx->on_result = on_result;
+	int rc = consensus_submit(call->s->cons, cmd, len, submit_done, ctx, &err);
+	free(cmd);
+	if (rc != 0) {
+		free(ctx);
+		call_yard_error(call, &err);
+	}
+}
+
+static void barrier_done(void *data, int status, const char *msg)
+{
+	struct call *call = data;
+	if (status != 0) {
+		call_error(call, 503, NULL, "linearizable read failed: %s; retry or use ?stale=1",
+		           msg);
+		return;
+	}
+	if (call->req == NULL) {
+		metrics_note(call->s, call->route_index, 499, call->start_ns);
+		call_free(call);
+		return;
+	}
+	call->route->fn(call);
+}
+
+/* ---- the gate ---- */
+
+static int segment_match(const char *pattern, const char *path, size_t path_len, char params[2][72])
+{
+	size_t pi = 0, si = 0;
+	int np = 0;
+	size_t plen = strlen(pattern);
+	while (pi < plen && si < path_len) {
+		if (pattern[pi] == '*') {
+			size_t start = si;
+			while (si < path_len && path[si] != '/')
+				si++;
+			if (si == start || si - start >= 72 || np >= 2)
+				return 0;
+			memcpy(params[np], path + start, si - start);
+			params[np][si - start] = '\0';
+			np++;
+			pi++;
+			continue;
+		}
+		if (pattern[pi] != path[si])
+			return 0;
+		pi++, si++;
+	}
+	return pi == plen && si == path_len;
+}
+
+static void guard_dispose(void *p)
+{
+	struct call_guard *g = p;
+	if (g->call != NULL)
+		g->call->req = NULL;
+}
+
+static int authenticate(struct call *call)
+{
+	h2o_req_t *req = call->req;
+	ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+	if (i < 0) {
+		call_error(call, 401, NULL, "missing Authorization: Bearer <token>");
+		return -1;
+	}
+	h2o_iovec_t v = req->headers.entries[i].value;
+	if (v.len < 8 || strncasecmp(v.base, "Bearer ", 7) != 0 || v.len - 7 > 256) {
+		call_error(call, 401, NULL, "Authorization must be 'Bearer <token>'");
+		return -1;
+	}
+	char hash[SHA256_HEX_LEN + 1];
+	sha256_hex(v.base + 7, v.len - 7, hash);
+	struct yard_err err = {0};
+	if (fsm_token_lookup(call->s->fsm, hash, call->role, call->actor, &err) != 0) {
+		call_error(call, 401, NULL, "unknown or revoked token");
+		return -1;
+	}
+	return 0;
+}
+
+static unsigned role_bit(const char *role)
+{
+	static const char *const names[] = {"admin", "operator", "user", "security", "agent"};
+	for (unsigned i = 0; i < 5; i++)
+		if (strcmp(role, names[i]) == 0)
+			return 1u << i;
+	return 0;
+}
+
+/* Writes and strong reads need the ready leader; elsewhere answer 307 or 503. */
+static int route_to_leader(struct call *call)
+{
+	struct consensus *c = call->s->cons;
+	if (consensus_is_ready(c))
+		return 0;
+	uint64_t leader = 0;
+	char url[256];
+	consensus_leader(c, &leader, NULL);
+	if (leader != 0 && leader != c->cfg.id &&
+	    fsm_member_api_url(call->s->fsm, leader, url, sizeof url) == 0) {
+		h2o_req_t *req = call->req;
+		char *location = h2o_mem_alloc_pool(&req->pool, strlen(url) + req->path.len + 1);
+		memcpy(location, url, strlen(url));
+		memcpy(location + strlen(url), req->path.base, req->path.len);
+		location[strlen(url) + req->path.len] = '\0';
+		h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, location,
+		               strlen(location));
+		call_json(call, 307,
+		          json_pack("{s:s,s:I,s:s}", "error", "not the leader", "leader_id",
+		                    (json_int_t)leader, "leader_url", url));
+		return -1;
+	}
+	call_error(call, 503, NULL, "%s",
+	           leader == c->cfg.id ? "leader elected but not ready yet; retry"
+	                               : "no leader known; retry shortly");
+	return -1;
+}
+
+static int valid_request_id(const char *s, size_t n)
+{
+	if (n == 0 || n > FSM_REQUEST_ID_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
+			return 0;
+	return 1;
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+	struct http_server *s = *(struct http_server **)(self + 1);
+	struct call *call = calloc(1, sizeof *call);
+	if (call == NULL)
+		return -1;
+	call->s = s;
+	call->req = req;
+	call->route_index = -1;
+	call->start_ns = yard_now_mono_ns();
+	call->guard = h2o_mem_alloc_shared(&req->pool, sizeof *call->guard, guard_dispose);
+	call->guard->call = call;
+
+	/* 1. route */
+	h2o_iovec_t path = req->path_normalized;
+	int path_found = 0;
+	for (int i = 0; i < api_routes_count; i++) {
+		char params[2][72];
+		if (!segment_match(api_routes[i].pattern, path.base, path.len, params))
+			continue;
+		path_found = 1;
+		if (h2o_memis(req->method.base, req->method.len, api_routes[i].method,
+		              strlen(api_routes[i].method))) {
+			call->route_index = i;
+			call->route = &api_routes[i];
+			memcpy(call->params, params, sizeof params);
+			break;
+		}
+	}
+	if (call->route == NULL) {
+		if (path_found)
+			call_error(call, 405, NULL, "method %.*s not allowed on %.*s",
+			           (int)req->method.len, req->method.base, (int)path.len,
+			           path.base);
+		else
+			call_error(call, 404, NULL, "no route %.*s", (int)path.len, path.base);
+		return 0;
+	}
+	/* 2. authentication and 3. authorisation: the one place both are decided */
+	if (call->route->roles != 0) {
+		if (authenticate(call) != 0)
+			return 0;
+		if ((role_bit(call->role) & call->route->roles) == 0) {
+			call_error(call, 403, NULL, "role %s may not %.*s %.*s", call->role,
+			           (int)req->method.len, req->method.base, (int)path.len,
+			           path.base);
+			return 0;
+		}
+	}
+	ssize_t rid = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
+	if (rid >= 0) {
+		h2o_iovec_t v = req->headers.entries[rid].value;
+		if (!valid_request_id(v.base, v.len)) {
+			call_error(call, 400, "X-Request-Id",
+			           "X-Request-Id: must be 1-64 characters of [A-Za-z0-9_-]");
+			return 0;
+		}
+		memcpy(call->request_id, v.base, v.len);
+	}
+	char stale[8];
+	call->stale =
+	    call_query(call, "stale", stale, sizeof stale) == 0 && strcmp(stale, "0") != 0;
+	/* 4. leader routing */
+	if (call->route->kind == ROUTE_WRITE || (call->route->kind == ROUTE_READ && !call->stale)) {
+		if (route_to_leader(call) != 0)
+			return 0;
+	}
+	if (call->route->kind == ROUTE_READ && !call->stale) {
+		struct yard_err err = {0};
+		if (consensus_barrier(s->cons, barrier_done, call, &err) != 0)
+			call_yard_error(call, &err);
+		return 0;
+	}
+	call->route->fn(call);
+	return 0;
+}
+
+/* ---- metrics ---- */
+
+static const char *route_label(int i)
+{
+	static char buf[96];
+	if (i == api_routes_count)
+		return "unrouted";
+	snprintf(buf, sizeof buf, "%s %s", api_routes[i].method, api_routes[i].pattern);
+	return buf;
+}
+
+char *metrics_render(struct http_server *s, size_t *len)
+{
+	char *out = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&out, &size);
+	struct consensus *c = s->cons;
+	uint64_t leader = 0;
+	consensus_leader(c, &leader, NULL);
+	fprintf(f, "# HELP yard_raft_term Current raft term.\n# TYPE yard_raft_term gauge\n");
+	fprintf(f, "yard_raft_term %llu\n", (unsigned long long)c->raft.current_term);
+	fprintf(f, "# TYPE yard_raft_commit_index gauge\nyard_raft_commit_index %llu\n",
+	        (unsigned long long)c->raft.commit_index);
+	fprintf(f, "# TYPE yard_raft_applied_index gauge\nyard_raft_applied_index %llu\n",
+	        (unsigned long long)raft_last_applied(&c->raft));
+	fprintf(f, "# TYPE yard_raft_last_index gauge\nyard_raft_last_index %llu\n",
+	        (unsigned long long)raft_last_index(&c->raft));
+	fprintf(f, "# TYPE yard_raft_state gauge\nyard_raft_state %d\n", consensus_state(c));
+	fprintf(f, "# TYPE yard_raft_is_leader gauge\nyard_raft_is_leader %d\n",
+	        consensus_is_ready(c));
+	fprintf(f, "# TYPE yard_raft_leader_id gauge\nyard_raft_leader_id %llu\n",
+	        (unsigned long long)leader);
+	fprintf(f, "# HELP yard_raft_leader_changes_total Times the known leader changed.\n");
+	fprintf(
+	    f,
+	    "# TYPE yard_raft_leader_changes_total counter\nyard_raft_leader_changes_total %llu\n",
+	    (unsigned long long)c->stats.leader_changes);
+	fprintf(f, "# TYPE yard_raft_applies_total counter\nyard_raft_applies_total %llu\n",
+	        (unsigned long long)c->stats.applies);
+	fprintf(f, "# TYPE yard_raft_snapshots_total counter\nyard_raft_snapshots_total %llu\n",
+	        (unsigned long long)c->stats.snapshots);
+	fprintf(f,
+	        "# HELP yard_raft_snapshot_installs_total Snapshots installed from the leader.\n");
+	fprintf(f,
+	        "# TYPE yard_raft_snapshot_installs_total "
+	        "counter\nyard_raft_snapshot_installs_total %llu\n",
+	        (unsigned long long)c->stats.restores);
+	fprintf(f,
+	        "# TYPE yard_raft_corrupt_entries_total counter\nyard_raft_corrupt_entries_total "
+	        "%llu\n",
+	        (unsigned long long)c->stats.corrupt_entries);
+	fprintf(f,
+	        "# TYPE yard_raft_tcp_nodelay_streams_total "
+	        "counter\nyard_raft_tcp_nodelay_streams_total %lu\n",
+	        c->transport.streams_tuned);
+	fprintf(f, "# TYPE yard_http_requests_total counter\n");
+	for (int i = 0; i <= api_routes_count; i++)
+		for (int code = 100; code < 600; code++)
+			if (s->metrics[i].codes[code])
+				fprintf(f,
+				        "yard_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+				        route_label(i), code,
+				        (unsigned long long)s->metrics[i].codes[code]);
+	fprintf(f, "# TYPE yard_http_request_duration_ms histogram\n");
+	for (int i = 0; i <= api_routes_count; i++) {
+		struct route_metrics *m = &s->metrics[i];
+		uint64_t total = 0;
+		for (int b = 0; b <= LATENCY_BUCKETS; b++)
+			total += m->latency[b];
+		if (total == 0)
+			continue;
+		uint64_t cum = 0;
+		char label[96];
+		snprintf(label, sizeof label, "%s", route_label(i));
+		for (int b = 0; b < LATENCY_BUCKETS; b++) {
+			cum += m->latency[b];
+			fprintf(
+			    f,
+			    "yard_http_request_duration_ms_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+			    label, latency_bounds_ms[b], (unsigned long long)cum);
+		}
+		fprintf(f, "yard_http_request_duration_ms_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+		        label, (unsigned long long)total);
+		fprintf(f, "yard_http_request_duration_ms_sum{route=\"%s\"} %.3f\n", label,
+		        m->latency_sum_ms);
+		fprintf(f, "yard_http_request_duration_ms_count{route=\"%s\"} %llu\n", label,
+		        (unsigned long long)total);
+	}
+	fclose(f);
+	*len = size;
+	return out;
+}
+
+/* ---- server ---- */
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+	struct http_server *s = listener->data;
+	if (status != 0)
+		return;
+	uv_tcp_t *conn = malloc(sizeof *conn);
+	if (conn == NULL)
+		return;
+	uv_tcp_init(listener->loop, conn);
+	if (uv_accept(listener, (uv_stream_t *)conn) != 0) {
+		uv_close((uv_handle_t *)conn, (uv_close_cb)free);
+		return;
+	}
+	uv_tcp_nodelay(conn, 1);
+	h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)conn, (uv_close_cb)free);
+	h2o_accept(&s->accept_ctx, sock);
+}
+
+struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, struct fsm *f,
+                                      const char *api_address, struct yard_err *err)
+{
+	char host[64];
+	int port;
+	struct sockaddr_in addr;
+	const char *colon = strrchr(api_address, ':');
+	if (colon == NULL || (size_t)(colon - api_address) >= sizeof host ||
+	    (port = atoi(colon + 1)) <= 0 || port > 65535) {
+		yard_err_set(err, YARD_EINVAL, "--api-address %s: want a.b.c.d:port", api_address);
+		return NULL;
+	}
+	snprintf(host, sizeof host, "%.*s", (int)(colon - api_address), api_address);
+	if (uv_ip4_addr(host, port, &addr) != 0) {
+		yard_err_set(err, YARD_EINVAL, "--api-address %s: not a numeric IPv4 address",
+		             api_address);
+		return NULL;
+	}
+	struct http_server *s = calloc(1, sizeof *s);
+	s->metrics = calloc((size_t)api_routes_count + 1, sizeof *s->metrics);
+	s->loop = loop;
+	s->cons = c;
+	s->fsm = f;
+	h2o_config_init(&s->config);
+	s->config.max_request_entity_size = HTTP_MAX_BODY;
+	s->config.http1.upgrade_to_http2 = 0; /* HTTP/1.1 only: see http.h */
+	s->config.server_name = h2o_iovec_init(H2O_STRLIT("yardd"));
+	h2o_hostconf_t *host_conf =
+	    h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+	h2o_pathconf_t *path_conf = h2o_config_register_path(host_conf, "/", 0);
+	h2o_handler_t *handler = h2o_create_handler(path_conf, sizeof *handler + sizeof s);
+	*(struct http_server **)(handler + 1) = s;
+	handler->on_req = on_req;
+	h2o_context_init(&s->ctx, loop, &s->config);
+	s->accept_ctx.ctx = &s->ctx;
+	s->accept_ctx.hosts = s->config.hosts;
+
+	uv_tcp_init(loop, &s->listener);
+	s->listener.data = s;
+	int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&s->listener, 256, on_connection);
+	if (rc != 0) {
+		yard_err_set(err, YARD_EIO, "cannot listen on %s: %s", api_address,
+		             uv_strerror(rc));
+		uv_close((uv_handle_t *)&s->listener, NULL);
+		return NULL;
+	}
+	s->listening = 1;
+	log_info("http: listening on http://%s (HTTP/1.1 only)", api_address);
+	return s;
+}
+
+void http_server_stop(struct http_server *s)
+{
+	if (s != NULL && s->listening) {
+		s->listening = 0;
+		uv_close((uv_handle_t *)&s->listener, NULL);
+	}
+}

@@ -1,0 +1,36 @@
+/* http.h: yardd's HTTP/1.1 JSON API (docs/api.md) served by libh2o on the controller's
+ * libuv loop, next to raft.
+ *
+ * Every request passes the same gate in this order: route lookup (404/405), bearer-token
+ * authentication against the replicated token hashes (401), the route's role set (403),
+ * then leader routing: writes and linearizable reads on a follower get 307 to the leader's
+ * API URL, or 503 without a leader. Writes become replicated commands stamped with the
+ * token's name as actor; strong reads run after a raft_barrier.
+ *
+ * HTTP/2 is deliberately off: h2o 2.2.5 would accept cleartext HTTP/2 with prior knowledge
+ * (raft-probe.md §7) and its 2018 HTTP/2 code has known bugs (rapid reset). With
+ * http1.upgrade_to_http2 = 0 a "PRI * HTTP/2.0" preface is not a valid HTTP/1 request and
+ * the connection is closed; "Upgrade: h2c" is ignored. */
+#ifndef YARD_WEB_HTTP_H
+#define YARD_WEB_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "jobs/fsm.h"
+#include "raft/consensus.h"
+
+#define HTTP_MAX_BODY (1u << 20) /* larger bodies get 413 from h2o */
+#define HTTP_MAX_DEPTH 32
+
+struct http_server;
+
+/* Starts listening on api_address (a.b.c.d:port). self_api_url is this member's own URL. */
+struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, struct fsm *f,
+                                      const char *api_address, struct yard_err *err);
+/* Stops accepting connections (graceful shutdown starts here). */
+void http_server_stop(struct http_server *s);
+
+#endif

@@ -1,0 +1,102 @@
+/* internal.h: what web/http.c (server, gate, responses, metrics) and web/api.c (route
+ * handlers) share. Private to web/. */
+#ifndef YARD_WEB_INTERNAL_H
+#define YARD_WEB_INTERNAL_H
+
+#include <h2o.h>
+#include <jansson.h>
+
+#include "web/http.h"
+
+enum { ROLE_ADMIN = 1, ROLE_OPERATOR = 2, ROLE_USER = 4, ROLE_SECURITY = 8, ROLE_AGENT = 16 };
+#define ROLES_ANY (ROLE_ADMIN | ROLE_OPERATOR | ROLE_USER | ROLE_SECURITY)
+#define ROLES_JOBS (ROLE_ADMIN | ROLE_OPERATOR | ROLE_USER)
+
+/* LOCAL: served by whichever member receives it; READ: linearizable unless ?stale=1
+ * (barrier on the leader, 307 on a follower); WRITE: leader only. */
+enum route_kind { ROUTE_LOCAL, ROUTE_READ, ROUTE_WRITE };
+
+struct call;
+typedef void (*handler_fn)(struct call *call);
+
+struct route {
+	const char *method;
+	const char *pattern; /* '*' matches one path segment */
+	unsigned roles;      /* 0: no token needed */
+	enum route_kind kind;
+	handler_fn fn;
+};
+
+#define LATENCY_BUCKETS 12
+extern const double latency_bounds_ms[LATENCY_BUCKETS];
+
+struct route_metrics {
+	uint64_t by_code[6]; /* index: code / 100 (1xx..5xx), [0] unused */
+	uint64_t codes[600]; /* exact status codes */
+	uint64_t latency[LATENCY_BUCKETS + 1];
+	double latency_sum_ms;
+};
+
+struct http_server {
+	uv_loop_t *loop;
+	struct consensus *cons;
+	struct fsm *fsm;
+	h2o_globalconf_t config;
+	h2o_context_t ctx;
+	h2o_accept_ctx_t accept_ctx;
+	uv_tcp_t listener;
+	int listening;
+	struct route_metrics *metrics; /* one per route, plus one for unrouted requests */
+};
+
+struct call_guard {
+	struct call *call;
+};
+
+struct call {
+	struct http_server *s;
+	h2o_req_t *req; /* NULL once h2o disposed the request */
+	struct call_guard *guard;
+	int route_index;
+	const struct route *route;
+	char actor[FSM_NAME_MAX + 1];
+	char role[16];
+	char params[2][72]; /* path wildcards, in order */
+	int stale;
+	uint64_t start_ns;
+	char request_id[FSM_REQUEST_ID_MAX + 1];
+	/* per-route scratch */
+	char secret[SHA256_HEX_LEN + 1];
+	char hash[SHA256_HEX_LEN + 1];
+	uint64_t member_id;
+	char member_addr[CONSENSUS_ADDR_MAX];
+	char member_url[256];
+	int member_voter;
+};
+
+extern const struct route api_routes[];
+extern const int api_routes_count;
+
+/* Responses (each finishes the call; the call is freed). body is stolen. */
+void call_json(struct call *call, int status, json_t *body);
+void call_error(struct call *call, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void call_yard_error(struct call *call, const struct yard_err *err);
+void call_text(struct call *call, int status, const char *content_type, char *text, size_t len);
+/* Maps a YARD_E* code to an HTTP status. */
+int http_status_of(int code);
+
+/* Parses the request body as a JSON object; on failure answers 400 and returns NULL. */
+json_t *call_body_object(struct call *call);
+/* Query parameter (URL-decoded) into out; 0 if present. */
+int call_query(struct call *call, const char *key, char *out, size_t out_len);
+
+/* Replicates a command (op, args stolen) and answers with the FSM's result. */
+void call_submit(struct call *call, const char *op, json_t *args,
+                 void (*on_result)(struct call *call, const json_t *result));
+/* Default on_result: {"status", "body"|"error"} → the HTTP response. */
+void call_answer_result(struct call *call, const json_t *result);
+
+char *metrics_render(struct http_server *s, size_t *len);
+
+#endif
