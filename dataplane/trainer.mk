@@ -35,7 +35,7 @@ check_PROGRAMS += tests/unit/test_trainer
 TESTS += tests/unit/test_trainer
 tests_unit_test_trainer_SOURCES = tests/unit/test_trainer.c
 tests_unit_test_trainer_CFLAGS = $(TRAINER_TEST_CFLAGS)
-tests_unit_test_trainer_LDADD = $(TRAINER_TEST_LIBS)
+tests_unit_test_trainer_LDADD = jobs/libjobspec.a $(TRAINER_TEST_LIBS)
 
 # trainer-bench: pipeline bubble and activation memory measurement for scripts/bench/training
 # (built by `make check`, never run as a test: timings are not asserted).

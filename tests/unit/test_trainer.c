@@ -350,25 +350,27 @@ static void test_checkpoint_restore_continues_exactly(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
-/* The example configuration (examples/train_synthetic.json) learns the synthetic task. */
-static void test_synthetic_task_is_learnt(void **state)
+/* The example job (examples/train_synthetic.json) learns the synthetic task. It runs in one
+ * process: the layout tests above show every layout computes the same. */
+static void test_example_job_learns_the_synthetic_task(void **state)
 {
-	struct jobspec spec = base_spec();
-	spec.model = (struct jobspec_model){
-	    .d_in = 16, .d_model = 64, .d_ff = 128, .layers = 4, .classes = 4, .seed = 1};
-	spec.train.optimizer = JOBSPEC_ADAMW;
-	spec.train.lr = 0.001;
-	spec.train.weight_decay = 0.0;
-	spec.train.batch_size = 256;
-	spec.train.samples = 4096;
-	spec.train.data_seed = 1;
-	spec.parallel.micro_batches = 1;
-	int steps = atoi(getenv("TEST_TRAINER_STEPS") ? getenv("TEST_TRAINER_STEPS") : "600");
-	struct trainer t;
+	char path[4096];
+	const char *srcdir = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
+	snprintf(path, sizeof path, "%s/examples/train_synthetic.json", srcdir);
+	struct jobspec spec;
 	struct yard_err err = {0};
+	if (jobspec_load_file(path, &spec, &err) != 0)
+		fail_msg("%s: %s", path, err.msg);
+	spec.parallel.dp = spec.parallel.tp = spec.parallel.pp = 1;
+	char steps_default[32];
+	snprintf(steps_default, sizeof steps_default, "%lld", (long long)spec.train.steps);
+	int steps =
+	    atoi(getenv("TEST_TRAINER_STEPS") ? getenv("TEST_TRAINER_STEPS") : steps_default);
+	struct trainer t;
 	struct trainer_local_world *w = trainer_local_world_new(1, 1, 1, 1000);
 	struct trainer_net *net = trainer_local_net_new(w, 0);
-	assert_int_equal(trainer_init(&t, &spec, 0, NULL, net, &err), 0);
+	if (trainer_init(&t, &spec, 0, NULL, net, &err) != 0)
+		fail_msg("%s", err.msg);
 	double acc_window = 0;
 	for (int s = 1; s <= steps; s++) {
 		struct trainer_metrics m;
@@ -383,6 +385,7 @@ static void test_synthetic_task_is_learnt(void **state)
 	trainer_free(&t);
 	net->ops->destroy(net);
 	trainer_local_world_free(w);
+	jobspec_free(&spec);
 }
 
 int main(void)
@@ -392,7 +395,7 @@ int main(void)
 	    cmocka_unit_test(test_layouts_train_like_one_process_sgd),
 	    cmocka_unit_test(test_layouts_train_like_one_process_adamw),
 	    cmocka_unit_test(test_checkpoint_restore_continues_exactly),
-	    cmocka_unit_test(test_synthetic_task_is_learnt),
+	    cmocka_unit_test(test_example_job_learns_the_synthetic_task),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
