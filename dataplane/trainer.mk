@@ -43,3 +43,22 @@ check_PROGRAMS += dataplane/trainer-bench
 dataplane_trainer_bench_SOURCES = dataplane/trainer_bench.c
 dataplane_trainer_bench_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
 dataplane_trainer_bench_LDADD = $(TRAINER_LIBS)
+
+# CUDA layers: compiled whenever the toolkit exists; tested against the CPU layers where a GPU
+# exists (the test skips otherwise).
+EXTRA_DIST += dataplane/model_cuda.cu
+if HAVE_CUDA
+noinst_LIBRARIES += dataplane/libtrainer_cuda.a
+dataplane_libtrainer_cuda_a_SOURCES = dataplane/model_cuda.h
+dataplane_libtrainer_cuda_a_LIBADD = dataplane/model_cuda.$(OBJEXT)
+CLEANFILES += dataplane/model_cuda.$(OBJEXT)
+dataplane/model_cuda.$(OBJEXT): dataplane/model_cuda.cu dataplane/model_cuda.h
+	$(AM_V_GEN)$(NVCC) -O2 -std=c++17 -Xcompiler -fPIC,-Wall -I$(top_srcdir) -I$(top_builddir) \
+		$(CUDA_CFLAGS) -c $(srcdir)/dataplane/model_cuda.cu -o $@
+check_PROGRAMS += tests/unit/test_model_cuda
+TESTS += tests/unit/test_model_cuda
+tests_unit_test_model_cuda_SOURCES = tests/unit/test_model_cuda.c
+tests_unit_test_model_cuda_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(CUDA_CFLAGS)
+tests_unit_test_model_cuda_LDADD = dataplane/libtrainer_cuda.a $(TRAINER_LIBS) $(CUDA_LIBS) \
+	-lstdc++
+endif
