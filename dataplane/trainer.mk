@@ -62,3 +62,8 @@ tests_unit_test_model_cuda_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(CUDA_CFLAGS)
 tests_unit_test_model_cuda_LDADD = dataplane/libtrainer_cuda.a $(TRAINER_LIBS) $(CUDA_LIBS) \
 	-lstdc++
 endif
+
+# Real-process tests through yard-run (they skip while yard-run is not built).
+dist_check_SCRIPTS += tests/integration/train_layouts.sh tests/integration/train_ckpt.sh
+EXTRA_DIST += tests/integration/train_lib.sh
+TESTS += tests/integration/train_layouts.sh tests/integration/train_ckpt.sh
