@@ -67,3 +67,11 @@ endif
 dist_check_SCRIPTS += tests/integration/train_layouts.sh tests/integration/train_ckpt.sh
 EXTRA_DIST += tests/integration/train_lib.sh
 TESTS += tests/integration/train_layouts.sh tests/integration/train_ckpt.sh
+
+# yard-run (needs only the job-spec parser; yard-worker follows with libyd).
+bin_PROGRAMS += yard-run
+yard_run_SOURCES = dataplane/yard_run.c
+yard_run_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+yard_run_LDADD = jobs/libjobspec.a common/libcommon.a $(JANSSON_LIBS)
+dist_check_SCRIPTS += tests/integration/train_yardrun.sh
+TESTS += tests/integration/train_yardrun.sh
