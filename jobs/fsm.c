@@ -21,10 +21,17 @@ static const char SCHEMA[] =
     "CREATE TABLE jobs(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL,"
     " state TEXT NOT NULL, priority INTEGER NOT NULL, submitted_ms INTEGER NOT NULL,"
     " updated_ms INTEGER NOT NULL, actor TEXT NOT NULL, spec TEXT NOT NULL, reason TEXT,"
-    " step INTEGER NOT NULL DEFAULT 0, loss REAL, restarts INTEGER NOT NULL DEFAULT 0);"
+    " step INTEGER NOT NULL DEFAULT 0, loss REAL, restarts INTEGER NOT NULL DEFAULT 0,"
+    " generation INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX jobs_state ON jobs(state, seq);"
     "CREATE TABLE nodes(id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
-    " address TEXT, devices TEXT, version TEXT, updated_ms INTEGER NOT NULL);"
+    " address TEXT, devices TEXT, version TEXT, updated_ms INTEGER NOT NULL,"
+    " port_base INTEGER NOT NULL DEFAULT 0, labels TEXT, token_hash TEXT UNIQUE,"
+    " cordoned INTEGER NOT NULL DEFAULT 0, registered_ms INTEGER NOT NULL DEFAULT 0,"
+    " reason TEXT);"
+    "CREATE TABLE assignments(job TEXT NOT NULL, rank INTEGER NOT NULL, node TEXT NOT NULL,"
+    " device INTEGER NOT NULL, generation INTEGER NOT NULL, PRIMARY KEY(job, rank));"
+    "CREATE INDEX assignments_node ON assignments(node, device);"
     "CREATE TABLE events(seq INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL, type TEXT NOT NULL,"
     " job TEXT, actor TEXT NOT NULL, message TEXT NOT NULL, prev_hash TEXT NOT NULL,"
     " hash TEXT NOT NULL);"
@@ -231,14 +238,12 @@ int fsm_digest(struct fsm *f, char hex[SHA256_HEX_LEN + 1], struct yard_err *err
 
 /* ---- results ---- */
 
-static json_t *res_ok(int status, json_t *body)
+json_t *fsm_res_ok(int status, json_t *body)
 {
 	return json_pack("{s:i,s:o}", "status", status, "body", body ? body : json_object());
 }
 
-static json_t *res_err(int status, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static json_t *res_err(int status, const char *field, const char *fmt, ...)
+json_t *fsm_res_err(int status, const char *field, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -261,11 +266,11 @@ void fsm_err_field(const struct yard_err *e, char *field, size_t field_len)
 		snprintf(field, field_len, "%.*s", (int)(colon - e->msg), e->msg);
 }
 
-static json_t *res_from_err(const struct yard_err *e)
+json_t *fsm_res_from_err(const struct yard_err *e)
 {
 	char field[128];
 	fsm_err_field(e, field, sizeof field);
-	return res_err(400, field[0] ? field : NULL, "%s", e->msg);
+	return fsm_res_err(400, field[0] ? field : NULL, "%s", e->msg);
 }
 
 static int is_error(const json_t *r)
@@ -296,10 +301,7 @@ void fsm_event_hash(const char *prev_hash, int64_t seq, int64_t ts_ms, const cha
 	json_decref(canon);
 }
 
-static int event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
-                        const char *actor, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static int event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
+int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
                         const char *actor, const char *fmt, ...)
 {
 	char message[512], prev[SHA256_HEX_LEN + 1], hash[SHA256_HEX_LEN + 1];
@@ -330,16 +332,7 @@ static int event_append(struct fsm *f, int64_t ts, const char *type, const char 
 
 /* ---- commands ---- */
 
-struct cmd {
-	const char *op;
-	json_t *args;
-	const char *request_id;
-	int64_t ts;
-	const char *actor;
-	const char *role;
-};
-
-static int valid_name(const char *s)
+int fsm_valid_name(const char *s)
 {
 	size_t n = strlen(s);
 	if (n == 0 || n > FSM_NAME_MAX)
@@ -361,7 +354,7 @@ static int job_state_valid(const char *s)
 	return 0;
 }
 
-static int job_state_terminal(const char *s)
+int fsm_job_state_terminal(const char *s)
 {
 	return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
 	       strcmp(s, "cancelled") == 0;
@@ -382,7 +375,7 @@ static int job_transition_allowed(const char *from, const char *to)
 	return 0;
 }
 
-static json_t *op_job_submit(struct fsm *f, const struct cmd *c)
+static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"name", "priority", "spec", NULL};
 	struct yard_err e = {0};
@@ -391,13 +384,13 @@ static json_t *op_job_submit(struct fsm *f, const struct cmd *c)
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "priority", 0, -1000, 1000, &priority, &e) != 0)
-		return res_from_err(&e);
-	if (!valid_name(name))
-		return res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
+		return fsm_res_from_err(&e);
+	if (!fsm_valid_name(name))
+		return fsm_res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
 		               name);
 	json_t *spec = json_object_get(c->args, "spec");
 	if (!json_is_object(spec))
-		return res_err(400, "spec", "spec: must be an object");
+		return fsm_res_err(400, "spec", "spec: must be an object");
 
 	int64_t seq = meta_next(f, "job_seq");
 	if (seq < 0)
@@ -413,41 +406,41 @@ static json_t *op_job_submit(struct fsm *f, const struct cmd *c)
 	free(spec_text);
 	if (rc != SQLITE_DONE)
 		return NULL;
-	if (event_append(f, c->ts, "job.submitted", id, c->actor, "job %s (%s) submitted by %s", id,
+	if (fsm_event_append(f, c->ts, "job.submitted", id, c->actor, "job %s (%s) submitted by %s", id,
 	                 name, c->actor) != 0)
 		return NULL;
-	return res_ok(201, json_pack("{s:s,s:s}", "id", id, "state", "pending"));
+	return fsm_res_ok(201, json_pack("{s:s,s:s}", "id", id, "state", "pending"));
 }
 
 /* Reads the job's state and owner; 0, or a result describing why not. */
-static json_t *job_lookup(struct fsm *f, const char *id, char state[16],
+json_t *fsm_job_lookup(struct fsm *f, const char *id, char state[16],
                           char actor[FSM_NAME_MAX + 1])
 {
 	sqlite3_stmt *st = fsm_prepare(f, "SELECT state, actor FROM jobs WHERE id = ?1");
 	if (st == NULL)
-		return res_err(500, NULL, "internal error reading job %s", id);
+		return fsm_res_err(500, NULL, "internal error reading job %s", id);
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	json_t *r = NULL;
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		snprintf(state, 16, "%s", (const char *)sqlite3_column_text(st, 0));
 		snprintf(actor, FSM_NAME_MAX + 1, "%s", (const char *)sqlite3_column_text(st, 1));
 	} else {
-		r = res_err(404, "id", "no job %s", id);
+		r = fsm_res_err(404, "id", "no job %s", id);
 	}
 	sqlite3_finalize(st);
 	return r;
 }
 
-static json_t *job_result(struct fsm *f, const char *id, int status)
+json_t *fsm_job_result(struct fsm *f, const char *id, int status)
 {
 	struct yard_err e = {0};
 	json_t *job = fsm_job_get(f, id, &e);
 	if (job == NULL)
 		return NULL;
-	return res_ok(status, job);
+	return fsm_res_ok(status, job);
 }
 
-static json_t *op_job_cancel(struct fsm *f, const struct cmd *c)
+static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id", NULL};
 	struct yard_err e = {0};
@@ -455,16 +448,16 @@ static json_t *op_job_cancel(struct fsm *f, const struct cmd *c)
 	char state[16], owner[FSM_NAME_MAX + 1];
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0)
-		return res_from_err(&e);
-	json_t *r = job_lookup(f, id, state, owner);
+		return fsm_res_from_err(&e);
+	json_t *r = fsm_job_lookup(f, id, state, owner);
 	if (r != NULL)
 		return r;
 	if (strcmp(c->role, "user") == 0 && strcmp(owner, c->actor) != 0)
-		return res_err(403, NULL,
+		return fsm_res_err(403, NULL,
 		               "job %s belongs to %s; a user may cancel only their own jobs", id,
 		               owner);
-	if (job_state_terminal(state))
-		return res_err(409, NULL, "job %s is already %s", id, state);
+	if (fsm_job_state_terminal(state))
+		return fsm_res_err(409, NULL, "job %s is already %s", id, state);
 	char reason[128];
 	snprintf(reason, sizeof reason, "cancelled by %s", c->actor);
 	if (fsm_run(
@@ -472,13 +465,13 @@ static json_t *op_job_cancel(struct fsm *f, const struct cmd *c)
 	        "UPDATE jobs SET state = 'cancelled', updated_ms = ?2, reason = ?3 WHERE id = ?1",
 	        "sis", id, c->ts, reason) != SQLITE_DONE)
 		return NULL;
-	if (event_append(f, c->ts, "job.cancelled", id, c->actor, "job %s cancelled by %s (was %s)",
+	if (fsm_event_append(f, c->ts, "job.cancelled", id, c->actor, "job %s cancelled by %s (was %s)",
 	                 id, c->actor, state) != 0)
 		return NULL;
-	return job_result(f, id, 200);
+	return fsm_job_result(f, id, 200);
 }
 
-static json_t *op_job_set_state(struct fsm *f, const struct cmd *c)
+static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id",   "state",    "reason", "step",
 	                                   "loss", "restarts", NULL};
@@ -493,15 +486,15 @@ static json_t *op_job_set_state(struct fsm *f, const struct cmd *c)
 	    jsonx_get_int(c->args, "", "step", 0, 0, INT64_MAX, &step, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "restarts", 0, 0, 1000000, &restarts, &e) != 0 ||
 	    jsonx_get_double(c->args, "", "loss", 0, 0, 1e300, &loss, &e) != 0)
-		return res_from_err(&e);
+		return fsm_res_from_err(&e);
 	if (!job_state_valid(to))
-		return res_err(400, "state", "state: '%s' is not a job state", to);
+		return fsm_res_err(400, "state", "state: '%s' is not a job state", to);
 	char from[16], owner[FSM_NAME_MAX + 1];
-	json_t *r = job_lookup(f, id, from, owner);
+	json_t *r = fsm_job_lookup(f, id, from, owner);
 	if (r != NULL)
 		return r;
 	if (!job_transition_allowed(from, to))
-		return res_err(409, "state", "job %s cannot go from %s to %s", id, from, to);
+		return fsm_res_err(409, "state", "job %s cannot go from %s to %s", id, from, to);
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4,"
 	            " step = CASE WHEN ?5 >= 0 THEN ?5 ELSE step END,"
@@ -509,10 +502,10 @@ static json_t *op_job_set_state(struct fsm *f, const struct cmd *c)
 	            " loss = CASE WHEN ?7 >= 0 THEN ?7 ELSE loss END WHERE id = ?1",
 	            "ssisiid", id, to, c->ts, reason, step, restarts, loss) != SQLITE_DONE)
 		return NULL;
-	if (event_append(f, c->ts, "job.state", id, c->actor, "job %s %s -> %s%s%s", id, from, to,
+	if (fsm_event_append(f, c->ts, "job.state", id, c->actor, "job %s %s -> %s%s%s", id, from, to,
 	                 reason ? ": " : "", reason ? reason : "") != 0)
 		return NULL;
-	return job_result(f, id, 200);
+	return fsm_job_result(f, id, 200);
 }
 
 static int valid_hash(const char *h)
@@ -525,7 +518,7 @@ static int valid_hash(const char *h)
 	return 1;
 }
 
-static json_t *token_insert(struct fsm *f, const struct cmd *c, const char *name, const char *role,
+static json_t *token_insert(struct fsm *f, const struct fsm_cmd *c, const char *name, const char *role,
                             const char *hash)
 {
 	int64_t seq = meta_next(f, "token_seq");
@@ -537,19 +530,19 @@ static json_t *token_insert(struct fsm *f, const struct cmd *c, const char *name
 	    f, "INSERT INTO tokens(id, name, role, hash, created_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
 	    "ssssi", id, name, role, hash, c->ts);
 	if (rc == SQLITE_CONSTRAINT)
-		return res_err(409, NULL, "a token with this secret already exists");
+		return fsm_res_err(409, NULL, "a token with this secret already exists");
 	if (rc != SQLITE_DONE)
 		return NULL;
-	if (event_append(f, c->ts, "token.created", NULL, c->actor,
+	if (fsm_event_append(f, c->ts, "token.created", NULL, c->actor,
 	                 "token %s (%s, role %s) created by %s", id, name, role, c->actor) != 0)
 		return NULL;
-	json_t *r = res_ok(201, json_pack("{s:s,s:s,s:s,s:I}", "id", id, "name", name, "role", role,
+	json_t *r = fsm_res_ok(201, json_pack("{s:s,s:s,s:s,s:I}", "id", id, "name", name, "role", role,
 	                                  "created_ms", (json_int_t)c->ts));
 	json_object_set_new(r, "hash", json_string(hash));
 	return r;
 }
 
-static json_t *op_token_create(struct fsm *f, const struct cmd *c)
+static json_t *op_token_create(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"name", "role", "hash", NULL};
 	struct yard_err e = {0};
@@ -558,22 +551,22 @@ static json_t *op_token_create(struct fsm *f, const struct cmd *c)
 	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "role", 1, 16, &role, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
-		return res_from_err(&e);
-	if (!valid_name(name))
-		return res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
+		return fsm_res_from_err(&e);
+	if (!fsm_valid_name(name))
+		return fsm_res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
 		               name);
 	if (!fsm_role_valid(role))
-		return res_err(400, "role",
+		return fsm_res_err(400, "role",
 		               "role: '%s' is not one of admin, operator, user, security, agent",
 		               role);
 	if (!valid_hash(hash))
-		return res_err(400, "hash", "hash: must be 64 lower-case hex characters");
+		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	return token_insert(f, c, name, role, hash);
 }
 
 /* The first admin token: applies only while no token exists, so every leader may propose
  * it and only the first one committed counts. */
-static json_t *op_token_bootstrap(struct fsm *f, const struct cmd *c)
+static json_t *op_token_bootstrap(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"name", "hash", NULL};
 	struct yard_err e = {0};
@@ -581,42 +574,42 @@ static json_t *op_token_bootstrap(struct fsm *f, const struct cmd *c)
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
-		return res_from_err(&e);
+		return fsm_res_from_err(&e);
 	if (!valid_hash(hash))
-		return res_err(400, "hash", "hash: must be 64 lower-case hex characters");
+		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	if (fsm_tokens_count(f) != 0)
-		return res_err(409, NULL,
+		return fsm_res_err(409, NULL,
 		               "tokens already exist; the admin token is bootstrapped once");
 	return token_insert(f, c, name, "admin", hash);
 }
 
-static json_t *op_token_revoke(struct fsm *f, const struct cmd *c)
+static json_t *op_token_revoke(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id", NULL};
 	struct yard_err e = {0};
 	const char *id = NULL;
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0)
-		return res_from_err(&e);
+		return fsm_res_from_err(&e);
 	if (fsm_run(f, "UPDATE tokens SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms IS NULL",
 	            "si", id, c->ts) != SQLITE_DONE)
 		return NULL;
 	if (sqlite3_changes(f->db) == 0)
-		return res_err(404, "id", "no active token %s", id);
-	if (event_append(f, c->ts, "token.revoked", NULL, c->actor, "token %s revoked by %s", id,
+		return fsm_res_err(404, "id", "no active token %s", id);
+	if (fsm_event_append(f, c->ts, "token.revoked", NULL, c->actor, "token %s revoked by %s", id,
 	                 c->actor) != 0)
 		return NULL;
-	return res_ok(200, json_pack("{s:s,s:b}", "id", id, "revoked", 1));
+	return fsm_res_ok(200, json_pack("{s:s,s:b}", "id", id, "revoked", 1));
 }
 
 static json_t *members_result(struct fsm *f)
 {
 	struct yard_err e = {0};
 	json_t *list = fsm_members_list(f, &e);
-	return list ? res_ok(200, json_pack("{s:o}", "members", list)) : NULL;
+	return list ? fsm_res_ok(200, json_pack("{s:o}", "members", list)) : NULL;
 }
 
-static json_t *op_member_set(struct fsm *f, const struct cmd *c)
+static json_t *op_member_set(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id", "raft_address", "api_url", "role", NULL};
 	struct yard_err e = {0};
@@ -627,33 +620,33 @@ static json_t *op_member_set(struct fsm *f, const struct cmd *c)
 	    jsonx_get_string(c->args, "", "raft_address", 1, 64, &addr, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "api_url", 1, 256, &url, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "role", 1, 16, &role, &e) != 0)
-		return res_from_err(&e);
+		return fsm_res_from_err(&e);
 	if (strcmp(role, "voter") != 0 && strcmp(role, "spare") != 0)
-		return res_err(400, "role", "role: '%s' must be voter or spare", role);
+		return fsm_res_err(400, "role", "role: '%s' must be voter or spare", role);
 	if (fsm_run(f,
 	            "INSERT INTO members(id, raft_address, api_url, role) VALUES(?1, ?2, ?3, ?4)"
 	            " ON CONFLICT(id) DO UPDATE SET raft_address = ?2, api_url = ?3, role = ?4",
 	            "isss", id, addr, url, role) != SQLITE_DONE)
 		return NULL;
-	if (event_append(f, c->ts, "member.set", NULL, c->actor, "member %lld %s %s (%s) set by %s",
+	if (fsm_event_append(f, c->ts, "member.set", NULL, c->actor, "member %lld %s %s (%s) set by %s",
 	                 (long long)id, addr, url, role, c->actor) != 0)
 		return NULL;
 	return members_result(f);
 }
 
-static json_t *op_member_remove(struct fsm *f, const struct cmd *c)
+static json_t *op_member_remove(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id", NULL};
 	struct yard_err e = {0};
 	int64_t id = 0;
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "id", 1, 1, INT32_MAX, &id, &e) != 0)
-		return res_from_err(&e);
+		return fsm_res_from_err(&e);
 	if (fsm_run(f, "DELETE FROM members WHERE id = ?1", "i", id) != SQLITE_DONE)
 		return NULL;
 	if (sqlite3_changes(f->db) == 0)
-		return res_err(404, "id", "no member %lld", (long long)id);
-	if (event_append(f, c->ts, "member.removed", NULL, c->actor, "member %lld removed by %s",
+		return fsm_res_err(404, "id", "no member %lld", (long long)id);
+	if (fsm_event_append(f, c->ts, "member.removed", NULL, c->actor, "member %lld removed by %s",
 	                 (long long)id, c->actor) != 0)
 		return NULL;
 	return members_result(f);
@@ -669,43 +662,46 @@ static const struct {
     {"restart_backoff_ms", 0, 3600000},   {"heartbeat_interval_ms", 10, 60000},
 };
 
-static json_t *op_config_set(struct fsm *f, const struct cmd *c)
+static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"key", "value", NULL};
 	struct yard_err e = {0};
 	const char *key = NULL;
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "key", 1, 64, &key, &e) != 0)
-		return res_from_err(&e);
+		return fsm_res_from_err(&e);
 	for (size_t i = 0; i < sizeof CONFIG_KEYS / sizeof CONFIG_KEYS[0]; i++) {
 		if (strcmp(CONFIG_KEYS[i].key, key) != 0)
 			continue;
 		int64_t v = 0;
 		if (jsonx_get_int(c->args, "", "value", 1, CONFIG_KEYS[i].min, CONFIG_KEYS[i].max,
 		                  &v, &e) != 0)
-			return res_from_err(&e);
+			return fsm_res_from_err(&e);
 		if (fsm_run(f,
 		            "INSERT INTO config(key, value) VALUES(?1, ?2)"
 		            " ON CONFLICT(key) DO UPDATE SET value = ?2",
 		            "si", key, v) != SQLITE_DONE)
 			return NULL;
-		if (event_append(f, c->ts, "config.set", NULL, c->actor, "%s = %lld set by %s", key,
+		if (fsm_event_append(f, c->ts, "config.set", NULL, c->actor, "%s = %lld set by %s", key,
 		                 (long long)v, c->actor) != 0)
 			return NULL;
-		return res_ok(200, json_pack("{s:s,s:I}", "key", key, "value", (json_int_t)v));
+		return fsm_res_ok(200, json_pack("{s:s,s:I}", "key", key, "value", (json_int_t)v));
 	}
-	return res_err(400, "key", "key: '%s' is not a known setting", key);
+	return fsm_res_err(400, "key", "key: '%s' is not a known setting", key);
 }
 
 static const struct {
 	const char *name;
-	json_t *(*fn)(struct fsm *f, const struct cmd *c);
+	json_t *(*fn)(struct fsm *f, const struct fsm_cmd *c);
 } OPS[] = {
     {"job.submit", op_job_submit},           {"job.cancel", op_job_cancel},
     {"job.set_state", op_job_set_state},     {"token.create", op_token_create},
     {"token.bootstrap", op_token_bootstrap}, {"token.revoke", op_token_revoke},
     {"member.set", op_member_set},           {"member.remove", op_member_remove},
-    {"config.set", op_config_set},
+    {"config.set", op_config_set},           {"node.register", fsm_op_node_register},
+    {"node.set_state", fsm_op_node_set_state}, {"node.cordon", fsm_op_node_cordon},
+    {"job.assign", fsm_op_job_assign},       {"job.restart", fsm_op_job_restart},
+    {"job.finish", fsm_op_job_finish},       {"job.note", fsm_op_job_note},
 };
 
 static int valid_request_id(const char *s)
@@ -719,7 +715,7 @@ static int valid_request_id(const char *s)
 	return 1;
 }
 
-static json_t *parse_cmd(const void *payload, size_t len, struct cmd *c)
+static json_t *parse_cmd(const void *payload, size_t len, struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"op", "args", "request_id", "ts", "actor", "role", NULL};
 	struct yard_err e = {0};
@@ -769,20 +765,20 @@ static json_t *request_id_lookup(struct fsm *f, const char *rid)
 	return r;
 }
 
-static json_t *apply_cmd(struct fsm *f, const struct cmd *c)
+static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 {
 	size_t i;
 	for (i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
 		if (strcmp(OPS[i].name, c->op) == 0)
 			break;
 	if (i == sizeof OPS / sizeof OPS[0])
-		return res_err(400, "op", "op: unknown command '%s'", c->op);
+		return fsm_res_err(400, "op", "op: unknown command '%s'", c->op);
 	if (c->request_id != NULL && !valid_request_id(c->request_id))
-		return res_err(400, "request_id",
+		return fsm_res_err(400, "request_id",
 		               "request_id: must be 1-64 characters of [A-Za-z0-9_-]");
 
 	if (fsm_exec(f, "BEGIN") != 0)
-		return res_err(500, NULL, "internal error: cannot begin a transaction");
+		return fsm_res_err(500, NULL, "internal error: cannot begin a transaction");
 	/* Forget request ids older than the TTL, measured in command time so every member
 	 * forgets the same ones at the same entry. */
 	fsm_run(f, "DELETE FROM request_ids WHERE ts_ms < ?1", "i", c->ts - FSM_REQUEST_ID_TTL_MS);
@@ -791,7 +787,7 @@ static json_t *apply_cmd(struct fsm *f, const struct cmd *c)
 		fsm_exec(f, "SAVEPOINT op");
 		r = OPS[i].fn(f, c);
 		if (r == NULL)
-			r = res_err(500, NULL, "internal error applying %s: %s", c->op,
+			r = fsm_res_err(500, NULL, "internal error applying %s: %s", c->op,
 			            sqlite3_errmsg(f->db));
 		if (is_error(r))
 			fsm_exec(f, "ROLLBACK TO op");
@@ -806,18 +802,18 @@ static json_t *apply_cmd(struct fsm *f, const struct cmd *c)
 	if (fsm_exec(f, "COMMIT") != 0) {
 		fsm_exec(f, "ROLLBACK");
 		json_decref(r);
-		r = res_err(500, NULL, "internal error: commit of %s failed", c->op);
+		r = fsm_res_err(500, NULL, "internal error: commit of %s failed", c->op);
 	}
 	return r;
 }
 
 const json_t *fsm_apply(struct fsm *f, const void *payload, size_t len)
 {
-	struct cmd c;
+	struct fsm_cmd c;
 	json_t *root = parse_cmd(payload, len, &c);
 	json_t *r;
 	if (root == NULL)
-		r = res_err(400, NULL,
+		r = fsm_res_err(400, NULL,
 		            "malformed command (%zu bytes): not {op, args, request_id, ts, actor}",
 		            len);
 	else

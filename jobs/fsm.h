@@ -67,6 +67,19 @@ json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job
                         struct yard_err *err);
 /* Recomputes the event hash chain; fails naming the first event that does not verify. */
 int fsm_events_verify(struct fsm *f, struct yard_err *err);
+/* [{"rank","node","device","generation"}...] of a job's latest placement, by rank. */
+json_t *fsm_job_layout(struct fsm *f, const char *id);
+/* Jobs that are pending, running or restarting, in submission order, each with its "seq". */
+json_t *fsm_jobs_active(struct fsm *f);
+/* [{"job","rank","node","device","generation"}...]: every slot of every running job. */
+json_t *fsm_running_slots(struct fsm *f);
+/* Nodes without their token hashes: [{"id","state","host","port_base","devices","labels",
+ * "version","cordoned","registered_ms","updated_ms","reason"}...] by id. */
+json_t *fsm_nodes_list(struct fsm *f, struct yard_err *err);
+json_t *fsm_node_get(struct fsm *f, const char *id, struct yard_err *err);
+/* The node whose current node token hashes to hash_hex. */
+int fsm_node_token_lookup(struct fsm *f, const char *hash_hex, char name[FSM_NAME_MAX + 1],
+                          struct yard_err *err);
 json_t *fsm_tokens_list(struct fsm *f, struct yard_err *err);
 int fsm_tokens_count(struct fsm *f);
 /* Looks up an unrevoked token by the sha256 hex of its secret. */

@@ -13,4 +13,40 @@ void fsm_event_hash(const char *prev_hash, int64_t seq, int64_t ts_ms, const cha
                     const char *job, const char *actor, const char *message,
                     char hash[SHA256_HEX_LEN + 1]);
 
+/* A decoded command (fsm.h); every pointer borrows from the parsed payload. */
+struct fsm_cmd {
+	const char *op;
+	json_t *args;
+	const char *request_id;
+	int64_t ts;
+	const char *actor;
+	const char *role;
+};
+
+/* Results (fsm.h): {"status", "body"} or {"status", "error", "field"?}. */
+json_t *fsm_res_ok(int status, json_t *body);
+json_t *fsm_res_err(int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+json_t *fsm_res_from_err(const struct yard_err *e);
+/* Appends a hash-chained event; 0 or YARD_EINTERNAL. */
+int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
+                     const char *actor, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* 1-63 characters of [A-Za-z0-9._-]. */
+int fsm_valid_name(const char *s);
+int fsm_job_state_terminal(const char *s);
+/* Reads a job's state and owner: NULL, or an error result (404) saying why not. */
+json_t *fsm_job_lookup(struct fsm *f, const char *id, char state[16], char actor[FSM_NAME_MAX + 1]);
+/* {"status": status, "body": the job} */
+json_t *fsm_job_result(struct fsm *f, const char *id, int status);
+
+/* fsm_cluster.c: nodes and placements (node.register, node.set_state, node.cordon,
+ * job.assign, job.restart, job.finish, job.note). */
+json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_node_cordon(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c);
+
 #endif

@@ -16,7 +16,7 @@ static json_t *col_text_or_null(sqlite3_stmt *st, int i)
 
 #define JOB_COLUMNS                                                                                \
 	"id, name, state, priority, submitted_ms, updated_ms, actor, spec, reason, step, loss,"    \
-	" restarts, seq"
+	" restarts, seq, generation"
 
 static json_t *job_from_row(sqlite3_stmt *st)
 {
@@ -24,7 +24,7 @@ static json_t *job_from_row(sqlite3_stmt *st)
 	json_t *loss = sqlite3_column_type(st, 10) == SQLITE_NULL
 	                   ? json_null()
 	                   : json_real(sqlite3_column_double(st, 10));
-	return json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o,s:o,s:I,s:o,s:I}", "id",
+	return json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o,s:o,s:I,s:o,s:I,s:I}", "id",
 	                 sqlite3_column_text(st, 0), "name", sqlite3_column_text(st, 1), "state",
 	                 sqlite3_column_text(st, 2), "priority",
 	                 (json_int_t)sqlite3_column_int64(st, 3), "submitted_ms",
@@ -32,7 +32,8 @@ static json_t *job_from_row(sqlite3_stmt *st)
 	                 (json_int_t)sqlite3_column_int64(st, 5), "actor",
 	                 sqlite3_column_text(st, 6), "spec", spec ? spec : json_object(), "reason",
 	                 col_text_or_null(st, 8), "step", (json_int_t)sqlite3_column_int64(st, 9),
-	                 "loss", loss, "restarts", (json_int_t)sqlite3_column_int64(st, 11));
+	                 "loss", loss, "restarts", (json_int_t)sqlite3_column_int64(st, 11),
+	                 "generation", (json_int_t)sqlite3_column_int64(st, 13));
 }
 
 json_t *fsm_job_get(struct fsm *f, const char *id, struct yard_err *err)
@@ -49,7 +50,131 @@ json_t *fsm_job_get(struct fsm *f, const char *id, struct yard_err *err)
 	else
 		yard_err_set(err, YARD_ENOTFOUND, "no job %s", id);
 	sqlite3_finalize(st);
+	if (job != NULL)
+		json_object_set_new(job, "layout", fsm_job_layout(f, id));
 	return job;
+}
+
+json_t *fsm_job_layout(struct fsm *f, const char *id)
+{
+	json_t *list = json_array();
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT rank, node, device, generation FROM assignments"
+	                                  " WHERE job = ?1 ORDER BY rank");
+	if (st == NULL)
+		return list;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(
+		    list, json_pack("{s:I,s:s,s:I,s:I}", "rank", (json_int_t)sqlite3_column_int64(st, 0),
+		                    "node", sqlite3_column_text(st, 1), "device",
+		                    (json_int_t)sqlite3_column_int64(st, 2), "generation",
+		                    (json_int_t)sqlite3_column_int64(st, 3)));
+	sqlite3_finalize(st);
+	return list;
+}
+
+json_t *fsm_jobs_active(struct fsm *f)
+{
+	json_t *list = json_array();
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " JOB_COLUMNS " FROM jobs WHERE state IN"
+	                                  " ('pending', 'running', 'restarting') ORDER BY seq");
+	if (st == NULL)
+		return list;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		json_t *job = job_from_row(st);
+		json_object_set_new(job, "seq", json_integer(sqlite3_column_int64(st, 12)));
+		json_array_append_new(list, job);
+	}
+	sqlite3_finalize(st);
+	return list;
+}
+
+json_t *fsm_running_slots(struct fsm *f)
+{
+	json_t *list = json_array();
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT a.job, a.rank, a.node, a.device, a.generation FROM assignments a"
+	                   " JOIN jobs j ON j.id = a.job WHERE j.state = 'running'"
+	                   " ORDER BY a.node, a.job, a.rank");
+	if (st == NULL)
+		return list;
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(
+		    list,
+		    json_pack("{s:s,s:I,s:s,s:I,s:I}", "job", sqlite3_column_text(st, 0), "rank",
+		              (json_int_t)sqlite3_column_int64(st, 1), "node",
+		              sqlite3_column_text(st, 2), "device",
+		              (json_int_t)sqlite3_column_int64(st, 3), "generation",
+		              (json_int_t)sqlite3_column_int64(st, 4)));
+	sqlite3_finalize(st);
+	return list;
+}
+
+#define NODE_COLUMNS                                                                               \
+	"id, state, address, port_base, devices, labels, version, cordoned, registered_ms,"        \
+	" updated_ms, reason"
+
+static json_t *node_from_row(sqlite3_stmt *st)
+{
+	json_t *devices = json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL);
+	json_t *labels = sqlite3_column_type(st, 5) == SQLITE_NULL
+	                     ? NULL
+	                     : json_loads((const char *)sqlite3_column_text(st, 5), 0, NULL);
+	return json_pack("{s:s,s:s,s:o,s:I,s:o,s:o,s:o,s:b,s:I,s:I,s:o}", "id",
+	                 sqlite3_column_text(st, 0), "state", sqlite3_column_text(st, 1), "host",
+	                 col_text_or_null(st, 2), "port_base",
+	                 (json_int_t)sqlite3_column_int64(st, 3), "devices",
+	                 devices ? devices : json_array(), "labels", labels ? labels : json_object(),
+	                 "version", col_text_or_null(st, 6), "cordoned", sqlite3_column_int(st, 7),
+	                 "registered_ms", (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
+	                 (json_int_t)sqlite3_column_int64(st, 9), "reason", col_text_or_null(st, 10));
+}
+
+json_t *fsm_nodes_list(struct fsm *f, struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " NODE_COLUMNS " FROM nodes ORDER BY id");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot list nodes");
+		return NULL;
+	}
+	json_t *list = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(list, node_from_row(st));
+	sqlite3_finalize(st);
+	return list;
+}
+
+json_t *fsm_node_get(struct fsm *f, const char *id, struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " NODE_COLUMNS " FROM nodes WHERE id = ?1");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot read node %s", id);
+		return NULL;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	json_t *node = NULL;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		node = node_from_row(st);
+	else
+		yard_err_set(err, YARD_ENOTFOUND, "no node %s", id);
+	sqlite3_finalize(st);
+	return node;
+}
+
+int fsm_node_token_lookup(struct fsm *f, const char *hash_hex, char name[FSM_NAME_MAX + 1],
+                          struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT id FROM nodes WHERE token_hash = ?1");
+	if (st == NULL)
+		return yard_err_set(err, YARD_EINTERNAL, "cannot read nodes");
+	sqlite3_bind_text(st, 1, hash_hex, -1, SQLITE_STATIC);
+	int rc = 0;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(name, FSM_NAME_MAX + 1, "%s", (const char *)sqlite3_column_text(st, 0));
+	else
+		rc = yard_err_set(err, YARD_ENOTFOUND, "unknown node token");
+	sqlite3_finalize(st);
+	return rc;
 }
 
 /* Job ids are "j-" followed by the sequence number; paging compares sequence numbers. */

@@ -8,6 +8,7 @@
 
 #include "common/jsonx.h"
 #include "common/log.h"
+#include "jobs/spec.h"
 #include "web/dashboard.h"
 #include "web/internal.h"
 
@@ -261,45 +262,24 @@ static void h_transfer(struct call *call)
 
 /* ---- jobs ---- */
 
-/* Top-level fields of a job spec (jobs/spec.h). Until jobspec_parse lands this checks
- * the envelope only: known fields, a valid name and priority; nested fields are stored as
- * given. */
-static int check_spec(struct call *call, json_t *spec, const char **name, int64_t *priority)
-{
-	static const char *const keys[] = {
-	    "name",     "priority", "command",   "env",        "ranks",   "model", "train",
-	    "parallel", "device",   "memory_mb", "checkpoint", "failure", "debug", NULL};
-	struct yard_err err = {0};
-	if (jsonx_only_keys(spec, "", keys, &err) != 0 ||
-	    jsonx_get_string(spec, "", "name", 1, FSM_NAME_MAX, name, &err) != 0 ||
-	    jsonx_get_int(spec, "", "priority", 0, -1000, 1000, priority, &err) != 0) {
-		call_yard_error(call, &err);
-		return -1;
-	}
-	for (const char *p = *name; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.')) {
-			call_error(call, 400, "name",
-			           "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]", *name);
-			return -1;
-		}
-	return 0;
-}
-
+/* Validates the spec with the one job-spec parser (jobs/spec.h): a bad field is a 400 naming
+ * it, and what is stored is the normalized spec with every default filled in. */
 static void h_jobs_submit(struct call *call)
 {
-	json_t *spec = call_body_object(call);
-	if (spec == NULL)
+	json_t *body = call_body_object(call);
+	if (body == NULL)
 		return;
-	const char *name = NULL;
-	int64_t priority = 0;
-	if (check_spec(call, spec, &name, &priority) != 0) {
-		json_decref(spec);
+	struct jobspec spec;
+	struct yard_err err = {0};
+	if (jobspec_parse(body, &spec, &err) != 0) {
+		json_decref(body);
+		call_yard_error(call, &err);
 		return;
 	}
-	json_t *args = json_pack("{s:s,s:I,s:O}", "name", name, "priority", (json_int_t)priority,
-	                         "spec", spec);
-	json_decref(spec);
+	json_decref(body);
+	json_t *args = json_pack("{s:s,s:i,s:o}", "name", spec.name, "priority", spec.priority,
+	                         "spec", jobspec_to_json(&spec));
+	jobspec_free(&spec);
 	call_submit(call, "job.submit", args, call_answer_result);
 }
 

@@ -5,8 +5,9 @@ set -u
 
 YARDD=${YARDD:-yardd}
 T=$(mktemp -d "${TMPDIR:-/tmp}/yard-it.XXXXXX")
-# 50 ports per test, spread over 20000-59999 by pid so parallel tests rarely collide.
-PORT_BASE=$((20000 + ($$ % 800) * 50))
+# 50 ports per test, spread over 10000-31999 by pid so parallel tests rarely collide, and
+# below the kernel's ephemeral range (32768-60999) so outgoing connections never hold them.
+PORT_BASE=$((10000 + ($$ % 440) * 50))
 TOKEN=admin-token-for-tests-$$
 echo "$TOKEN" > "$T/admin.token"
 AUTH="Authorization: Bearer $TOKEN"

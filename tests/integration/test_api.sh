@@ -83,6 +83,12 @@ expect_400 '{"name":"x","priority":"high"}' priority
 expect_400 '{"name":"x","priority":5000}' priority
 expect_400 '{"name":"bad name!"}' name
 expect_400 '{"priority":1}' name
+# nested fields are checked by the job-spec parser and named by their dotted path
+expect_400 '{"name":"x","parallel":{"tp":0}}' parallel.tp
+expect_400 '{"name":"x","parallel":{"tp":3}}' parallel.tp
+expect_400 '{"name":"x","command":["sh"]}' ranks
+expect_400 '{"name":"x","command":["sh"],"ranks":2,"env":{"RANK":"1"}}' env.RANK
+expect_400 '{"name":"x","failure":{"max_restarts":-1}}' failure.max_restarts
 deep=$(printf '{"name":"x","model":%s1%s}' "$(printf '[%.0s' $(seq 40))" "$(printf ']%.0s' $(seq 40))")
 expect_400 "$deep" ""
 head -c 1100000 /dev/zero | tr '\0' ' ' >"$T/big"

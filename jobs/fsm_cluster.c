@@ -1,0 +1,537 @@
+/* fsm_cluster.c: the replicated half of running jobs on nodes: node registration and
+ * health states, cordons, and a job's placements (job.assign), restarts and finish.
+ *
+ * The leader's scheduler (scheduler/leader.h) decides; these commands record the decision
+ * and re-check what must never be wrong whatever the leader believed: a device is held by at
+ * most one running job, only up and uncordoned nodes receive ranks, and a decision made for
+ * an older generation of a job does not apply to a newer one. Heartbeats are not here: they
+ * are soft state in the leader's memory. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jsonx.h"
+#include "jobs/fsm_internal.h"
+
+#define NODE_MAX_DEVICES 64
+#define NODE_MAX_LABELS 16
+
+static const char *const NODE_STATES[] = {"up", "suspect", "down", NULL};
+
+static int in_list(const char *s, const char *const *list)
+{
+	for (int i = 0; list[i] != NULL; i++)
+		if (strcmp(s, list[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* ---- nodes ---- */
+
+/* Validates the devices array of a registration; returns an error result or NULL. */
+static json_t *check_devices(const json_t *devices)
+{
+	size_t i;
+	json_t *d;
+	if (!json_is_array(devices) || json_array_size(devices) < 1 ||
+	    json_array_size(devices) > NODE_MAX_DEVICES)
+		return fsm_res_err(400, "devices", "devices: must be an array of 1..%d devices",
+		                   NODE_MAX_DEVICES);
+	json_array_foreach(devices, i, d)
+	{
+		static const char *const keys[] = {"index", "kind", "memory_mb", NULL};
+		struct yard_err e = {0};
+		char prefix[32];
+		int64_t index = -1, memory_mb = 0;
+		const char *kind = NULL;
+		snprintf(prefix, sizeof prefix, "devices[%zu]", i);
+		if (!json_is_object(d))
+			return fsm_res_err(400, prefix, "%s: must be an object", prefix);
+		if (jsonx_only_keys(d, prefix, keys, &e) != 0 ||
+		    jsonx_get_int(d, prefix, "index", 1, 0, NODE_MAX_DEVICES - 1, &index, &e) != 0 ||
+		    jsonx_get_string(d, prefix, "kind", 1, 8, &kind, &e) != 0 ||
+		    jsonx_get_int(d, prefix, "memory_mb", 0, 0, 1LL << 40, &memory_mb, &e) != 0)
+			return fsm_res_from_err(&e);
+		if (index != (int64_t)i)
+			return fsm_res_err(400, prefix, "%s.index: %lld, want %zu (devices in order)",
+			                   prefix, (long long)index, i);
+		if (strcmp(kind, "cpu") != 0 && strcmp(kind, "cuda") != 0)
+			return fsm_res_err(400, prefix, "%s.kind: '%s' is not cpu or cuda", prefix,
+			                   kind);
+		if (strcmp(kind, json_string_value(json_object_get(json_array_get(devices, 0),
+		                                                   "kind"))) != 0)
+			return fsm_res_err(400, prefix, "%s.kind: a node's devices are all one kind",
+			                   prefix);
+	}
+	return NULL;
+}
+
+static json_t *check_labels(const json_t *labels)
+{
+	const char *k;
+	json_t *v;
+	if (labels == NULL || json_is_null(labels))
+		return NULL;
+	if (!json_is_object(labels) || json_object_size(labels) > NODE_MAX_LABELS)
+		return fsm_res_err(400, "labels", "labels: must be an object of at most %d strings",
+		                   NODE_MAX_LABELS);
+	json_object_foreach((json_t *)labels, k, v)
+	{
+		if (!fsm_valid_name(k) || !json_is_string(v) || strlen(json_string_value(v)) > 63)
+			return fsm_res_err(400, "labels",
+			                   "labels.%.63s: names are [A-Za-z0-9._-], values strings of "
+			                   "at most 63 bytes",
+			                   k);
+	}
+	return NULL;
+}
+
+static int valid_host(const char *s)
+{
+	if (s[0] == '\0')
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == ':'))
+			return 0;
+	return 1;
+}
+
+json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"name",    "host",   "port_base",  "version",
+	                                   "devices", "labels", "token_hash", NULL};
+	struct yard_err e = {0};
+	const char *name = NULL, *host = NULL, *version = "", *hash = NULL;
+	int64_t port_base = 0;
+	json_t *r;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "host", 1, 63, &host, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "port_base", 1, 1, 65535 - NODE_MAX_DEVICES, &port_base,
+	                  &e) != 0 ||
+	    jsonx_get_string(c->args, "", "version", 0, 31, &version, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "token_hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
+		return fsm_res_from_err(&e);
+	if (!fsm_valid_name(name))
+		return fsm_res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
+		                   name);
+	if (!valid_host(host))
+		return fsm_res_err(400, "host", "host: '%s' is not a host name or address", host);
+	if (strlen(hash) != SHA256_HEX_LEN)
+		return fsm_res_err(400, "token_hash", "token_hash: must be 64 hex characters");
+	json_t *devices = json_object_get(c->args, "devices");
+	json_t *labels = json_object_get(c->args, "labels");
+	if ((r = check_devices(devices)) != NULL || (r = check_labels(labels)) != NULL)
+		return r;
+
+	char state[16] = "";
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT state FROM nodes WHERE id = ?1");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(state, sizeof state, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+
+	char *devices_text = json_dumps(devices, JSON_COMPACT | JSON_SORT_KEYS);
+	char *labels_text = json_dumps(json_is_object(labels) ? labels : json_object(),
+	                               JSON_COMPACT | JSON_SORT_KEYS);
+	int rc = fsm_run(f,
+	                 "INSERT INTO nodes(id, name, state, address, devices, version, updated_ms,"
+	                 " port_base, labels, token_hash, registered_ms, reason)"
+	                 " VALUES(?1, ?1, 'up', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?5, 'registered')"
+	                 " ON CONFLICT(id) DO UPDATE SET state = 'up', address = ?2, devices = ?3,"
+	                 " version = ?4, updated_ms = ?5, port_base = ?6, labels = ?7,"
+	                 " token_hash = ?8, registered_ms = ?5, reason = 'registered again'",
+	                 "ssssiiss", name, host, devices_text, version, c->ts, port_base,
+	                 labels_text, hash);
+	free(devices_text);
+	free(labels_text);
+	if (rc == SQLITE_CONSTRAINT)
+		return fsm_res_err(409, "token_hash", "token_hash: already used by another node");
+	if (rc != SQLITE_DONE)
+		return NULL;
+	if (fsm_event_append(f, c->ts, "node.registered", NULL, c->actor,
+	                     "node %s registered%s: %zu %s device(s) at %s, ports from %lld%s%s",
+	                     name, state[0] ? " again" : "", json_array_size(devices),
+	                     json_string_value(
+	                         json_object_get(json_array_get(devices, 0), "kind")),
+	                     host, (long long)port_base, state[0] ? ", was " : "", state) != 0)
+		return NULL;
+	return fsm_res_ok(200, json_pack("{s:s,s:s}", "node_id", name, "state", "up"));
+}
+
+json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"id", "state", "reason", NULL};
+	struct yard_err e = {0};
+	const char *id = NULL, *to = NULL, *reason = "";
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_NAME_MAX, &id, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "state", 1, 16, &to, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "reason", 0, 256, &reason, &e) != 0)
+		return fsm_res_from_err(&e);
+	if (!in_list(to, NODE_STATES))
+		return fsm_res_err(400, "state", "state: '%s' is not up, suspect or down", to);
+	char from[16] = "";
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT state FROM nodes WHERE id = ?1");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(from, sizeof from, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	if (from[0] == '\0')
+		return fsm_res_err(404, "id", "no node %s", id);
+	if (strcmp(from, to) == 0)
+		return fsm_res_ok(200, json_pack("{s:s,s:s,s:b}", "id", id, "state", to, "changed", 0));
+	if (fsm_run(f, "UPDATE nodes SET state = ?2, updated_ms = ?3, reason = ?4 WHERE id = ?1",
+	            "ssis", id, to, c->ts, reason) != SQLITE_DONE)
+		return NULL;
+	char type[32];
+	snprintf(type, sizeof type, "node.%s", to);
+	if (fsm_event_append(f, c->ts, type, NULL, c->actor, "node %s %s -> %s%s%s", id, from, to,
+	                     reason[0] ? ": " : "", reason) != 0)
+		return NULL;
+	return fsm_res_ok(200, json_pack("{s:s,s:s,s:b}", "id", id, "state", to, "changed", 1));
+}
+
+json_t *fsm_op_node_cordon(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"id", "cordoned", NULL};
+	struct yard_err e = {0};
+	const char *id = NULL;
+	int cordoned = 1;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_NAME_MAX, &id, &e) != 0 ||
+	    jsonx_get_bool(c->args, "", "cordoned", 1, &cordoned, &e) != 0)
+		return fsm_res_from_err(&e);
+	if (fsm_run(f, "UPDATE nodes SET cordoned = ?2, updated_ms = ?3 WHERE id = ?1", "sii", id,
+	            (int64_t)cordoned, c->ts) != SQLITE_DONE)
+		return NULL;
+	if (sqlite3_changes(f->db) == 0)
+		return fsm_res_err(404, "id", "no node %s", id);
+	if (fsm_event_append(f, c->ts, cordoned ? "node.cordoned" : "node.uncordoned", NULL,
+	                     c->actor, "node %s %s by %s", id,
+	                     cordoned ? "cordoned (no new ranks)" : "uncordoned", c->actor) != 0)
+		return NULL;
+	struct yard_err qe = {0};
+	json_t *node = fsm_node_get(f, id, &qe);
+	return node ? fsm_res_ok(200, node) : NULL;
+}
+
+/* ---- placements ---- */
+
+struct job_row {
+	char state[16];
+	int64_t generation, restarts, world;
+};
+
+static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
+{
+	sqlite3_stmt *st = fsm_prepare(
+	    f, "SELECT state, generation, restarts, json_extract(spec, '$.ranks') FROM jobs"
+	       " WHERE id = ?1");
+	if (st == NULL)
+		return fsm_res_err(500, NULL, "internal error reading job %s", id);
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	json_t *r = NULL;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		snprintf(row->state, sizeof row->state, "%s", (const char *)sqlite3_column_text(st, 0));
+		row->generation = sqlite3_column_int64(st, 1);
+		row->restarts = sqlite3_column_int64(st, 2);
+		row->world = sqlite3_column_type(st, 3) == SQLITE_INTEGER ? sqlite3_column_int64(st, 3)
+		                                                          : -1;
+	} else {
+		r = fsm_res_err(404, "id", "no job %s", id);
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* The node's device count if it may receive ranks (up, not cordoned); else an error. */
+static json_t *node_usable(struct fsm *f, const char *node, int64_t *n_devices)
+{
+	sqlite3_stmt *st = fsm_prepare(
+	    f, "SELECT state, cordoned, json_array_length(devices) FROM nodes WHERE id = ?1");
+	if (st == NULL)
+		return fsm_res_err(500, NULL, "internal error reading node %s", node);
+	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
+	json_t *r = NULL;
+	if (sqlite3_step(st) != SQLITE_ROW)
+		r = fsm_res_err(409, "ranks", "ranks: no node %s", node);
+	else if (strcmp((const char *)sqlite3_column_text(st, 0), "up") != 0)
+		r = fsm_res_err(409, "ranks", "ranks: node %s is %s", node,
+		                (const char *)sqlite3_column_text(st, 0));
+	else if (sqlite3_column_int(st, 1) != 0)
+		r = fsm_res_err(409, "ranks", "ranks: node %s is cordoned", node);
+	else
+		*n_devices = sqlite3_column_int64(st, 2);
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* The running job other than self holding node:device, written into holder; 0 if free. */
+static int device_holder(struct fsm *f, const char *self, const char *node, int64_t device,
+                         char holder[FSM_ID_MAX])
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT a.job FROM assignments a JOIN jobs j ON j.id = a.job"
+	                                  " WHERE a.node = ?1 AND a.device = ?2 AND"
+	                                  " j.state = 'running' AND a.job != ?3 LIMIT 1");
+	int held = 0;
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, device);
+	sqlite3_bind_text(st, 3, self, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		snprintf(holder, FSM_ID_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
+		held = 1;
+	}
+	sqlite3_finalize(st);
+	return held;
+}
+
+/* "node-a (4), node-b (2)": the nodes of a placement in rank order with rank counts. */
+static void placement_summary(const json_t *ranks, char *out, size_t out_len)
+{
+	size_t i, n = 0;
+	json_t *slot;
+	out[0] = '\0';
+	json_array_foreach(ranks, i, slot)
+	{
+		const char *node = json_string_value(json_object_get(slot, "node"));
+		int seen = 0, count = 0;
+		for (size_t k = 0; k < json_array_size(ranks); k++) {
+			const char *other =
+			    json_string_value(json_object_get(json_array_get(ranks, k), "node"));
+			if (strcmp(other, node) == 0) {
+				if (k < i)
+					seen = 1;
+				count++;
+			}
+		}
+		if (!seen && n < out_len)
+			n += (size_t)snprintf(out + n, out_len - n, "%s%s (%d)", n ? ", " : "", node,
+			                      count);
+	}
+}
+
+json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"id", "generation", "ranks", "note", NULL};
+	static const char *const slot_keys[] = {"node", "device", NULL};
+	struct yard_err e = {0};
+	const char *id = NULL, *note = "";
+	int64_t generation = 0;
+	struct job_row row;
+	json_t *r, *ranks, *slot;
+	size_t i;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "generation", 1, 1, INT32_MAX, &generation, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "note", 0, 200, &note, &e) != 0)
+		return fsm_res_from_err(&e);
+	ranks = json_object_get(c->args, "ranks");
+	if (!json_is_array(ranks) || json_array_size(ranks) == 0 ||
+	    json_array_size(ranks) > 65536)
+		return fsm_res_err(400, "ranks", "ranks: must be an array of 1..65536 slots");
+	if ((r = job_row_read(f, id, &row)) != NULL)
+		return r;
+	if (strcmp(row.state, "pending") != 0 && strcmp(row.state, "restarting") != 0)
+		return fsm_res_err(409, "id", "job %s is %s: only pending or restarting jobs are placed",
+		                   id, row.state);
+	if (generation != row.generation + 1)
+		return fsm_res_err(409, "generation",
+		                   "generation: job %s is at generation %lld; a placement must be %lld",
+		                   id, (long long)row.generation, (long long)row.generation + 1);
+	if (row.world >= 0 && (int64_t)json_array_size(ranks) != row.world)
+		return fsm_res_err(400, "ranks", "ranks: job %s has %lld ranks, placement has %zu",
+		                   id, (long long)row.world, json_array_size(ranks));
+	json_array_foreach(ranks, i, slot)
+	{
+		char prefix[32], holder[FSM_ID_MAX];
+		const char *node = NULL;
+		int64_t device = -1, n_devices = 0;
+		snprintf(prefix, sizeof prefix, "ranks[%zu]", i);
+		if (!json_is_object(slot))
+			return fsm_res_err(400, "ranks", "%s: must be {node, device}", prefix);
+		if (jsonx_only_keys(slot, prefix, slot_keys, &e) != 0 ||
+		    jsonx_get_string(slot, prefix, "node", 1, FSM_NAME_MAX, &node, &e) != 0 ||
+		    jsonx_get_int(slot, prefix, "device", 1, 0, NODE_MAX_DEVICES - 1, &device, &e) != 0)
+			return fsm_res_from_err(&e);
+		if ((r = node_usable(f, node, &n_devices)) != NULL)
+			return r;
+		if (device >= n_devices)
+			return fsm_res_err(409, "ranks", "%s: node %s has %lld devices, no device %lld",
+			                   prefix, node, (long long)n_devices, (long long)device);
+		for (size_t k = 0; k < i; k++) {
+			json_t *other = json_array_get(ranks, k);
+			if (strcmp(json_string_value(json_object_get(other, "node")), node) == 0 &&
+			    json_integer_value(json_object_get(other, "device")) == device)
+				return fsm_res_err(409, "ranks", "%s: %s:%lld is given to rank %zu too",
+				                   prefix, node, (long long)device, k);
+		}
+		int held = device_holder(f, id, node, device, holder);
+		if (held < 0)
+			return NULL;
+		if (held)
+			return fsm_res_err(409, "ranks", "%s: %s:%lld is held by running job %s", prefix,
+			                   node, (long long)device, holder);
+	}
+	if (fsm_run(f, "DELETE FROM assignments WHERE job = ?1", "s", id) != SQLITE_DONE)
+		return NULL;
+	json_array_foreach(ranks, i, slot)
+	{
+		if (fsm_run(f,
+		            "INSERT INTO assignments(job, rank, node, device, generation)"
+		            " VALUES(?1, ?2, ?3, ?4, ?5)",
+		            "sisii", id, (int64_t)i, json_string_value(json_object_get(slot, "node")),
+		            json_integer_value(json_object_get(slot, "device")),
+		            generation) != SQLITE_DONE)
+			return NULL;
+	}
+	if (fsm_run(f,
+	            "UPDATE jobs SET state = 'running', generation = ?2, updated_ms = ?3,"
+	            " reason = NULL WHERE id = ?1",
+	            "sii", id, generation, c->ts) != SQLITE_DONE)
+		return NULL;
+	char where[300];
+	placement_summary(ranks, where, sizeof where);
+	if (fsm_event_append(f, c->ts, "job.placed", id, c->actor,
+	                     "job %s %splaced (generation %lld): %zu rank(s) on %s%s%s", id,
+	                     strcmp(row.state, "restarting") == 0 ? "re-" : "",
+	                     (long long)generation, json_array_size(ranks), where,
+	                     note[0] ? "; " : "", note) != 0)
+		return NULL;
+	return fsm_job_result(f, id, 200);
+}
+
+/* Reads the optional step/loss progress fields common to restart and finish. */
+static json_t *progress_args(const json_t *args, int64_t *step, double *loss)
+{
+	struct yard_err e = {0};
+	if (jsonx_get_int(args, "", "step", 0, 0, INT64_MAX, step, &e) != 0 ||
+	    jsonx_get_double(args, "", "loss", 0, -1e300, 1e300, loss, &e) != 0)
+		return fsm_res_from_err(&e);
+	return NULL;
+}
+
+json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"id", "generation", "reason", "max_restarts",
+	                                   "step", "loss",       NULL};
+	struct yard_err e = {0};
+	const char *id = NULL, *reason = NULL;
+	int64_t generation = 0, max_restarts = 0, step = -1;
+	double loss = -1e301;
+	struct job_row row;
+	json_t *r;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "generation", 1, 1, INT32_MAX, &generation, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "reason", 1, 256, &reason, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "max_restarts", 1, 0, 1000, &max_restarts, &e) != 0)
+		return fsm_res_from_err(&e);
+	if ((r = progress_args(c->args, &step, &loss)) != NULL)
+		return r;
+	if ((r = job_row_read(f, id, &row)) != NULL)
+		return r;
+	if (strcmp(row.state, "running") != 0 || row.generation != generation)
+		return fsm_res_err(409, "generation",
+		                   "job %s is %s at generation %lld, not running at generation %lld",
+		                   id, row.state, (long long)row.generation, (long long)generation);
+	int give_up = row.restarts >= max_restarts;
+	if (fsm_run(f,
+	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4,"
+	            " restarts = restarts + ?5,"
+	            " step = CASE WHEN ?6 >= 0 THEN ?6 ELSE step END,"
+	            " loss = CASE WHEN ?7 > -1e300 THEN ?7 ELSE loss END WHERE id = ?1",
+	            "ssisiid", id, give_up ? "failed" : "restarting", c->ts, reason,
+	            (int64_t)(give_up ? 0 : 1), step, loss) != SQLITE_DONE)
+		return NULL;
+	int rc = give_up ? fsm_event_append(f, c->ts, "job.failed", id, c->actor,
+	                                    "job %s failed: %s; %lld restart(s) used of %lld", id,
+	                                    reason, (long long)row.restarts,
+	                                    (long long)max_restarts)
+	                 : fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
+	                                    "job %s restarting (restart %lld of %lld): %s", id,
+	                                    (long long)row.restarts + 1, (long long)max_restarts,
+	                                    reason);
+	if (rc != 0)
+		return NULL;
+	return fsm_job_result(f, id, 200);
+}
+
+json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"id", "generation", "state", "reason", "step", "loss",
+	                                   NULL};
+	struct yard_err e = {0};
+	const char *id = NULL, *to = NULL, *reason = NULL;
+	int64_t generation = 0, step = -1;
+	double loss = -1e301;
+	struct job_row row;
+	json_t *r;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "generation", 1, 0, INT32_MAX, &generation, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "state", 1, 16, &to, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "reason", 1, 256, &reason, &e) != 0)
+		return fsm_res_from_err(&e);
+	if (strcmp(to, "succeeded") != 0 && strcmp(to, "failed") != 0)
+		return fsm_res_err(400, "state", "state: '%s' must be succeeded or failed", to);
+	if ((r = progress_args(c->args, &step, &loss)) != NULL)
+		return r;
+	if ((r = job_row_read(f, id, &row)) != NULL)
+		return r;
+	if (fsm_job_state_terminal(row.state) || row.generation != generation ||
+	    (strcmp(to, "succeeded") == 0 && strcmp(row.state, "running") != 0))
+		return fsm_res_err(409, "generation", "job %s is %s at generation %lld: cannot become %s",
+		                   id, row.state, (long long)row.generation, to);
+	if (fsm_run(f,
+	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4,"
+	            " step = CASE WHEN ?5 >= 0 THEN ?5 ELSE step END,"
+	            " loss = CASE WHEN ?6 > -1e300 THEN ?6 ELSE loss END WHERE id = ?1",
+	            "ssisid", id, to, c->ts, reason, step, loss) != SQLITE_DONE)
+		return NULL;
+	char type[32];
+	snprintf(type, sizeof type, "job.%s", to);
+	if (fsm_event_append(f, c->ts, type, id, c->actor, "job %s %s: %s", id, to, reason) != 0)
+		return NULL;
+	return fsm_job_result(f, id, 200);
+}
+
+json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"id", "generation", "type", "message", NULL};
+	static const char *const types[] = {"stopped", "running", "progress", "waiting", NULL};
+	struct yard_err e = {0};
+	const char *id = NULL, *type = NULL, *message = NULL;
+	int64_t generation = 0;
+	struct job_row row;
+	json_t *r;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "generation", 1, 0, INT32_MAX, &generation, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "type", 1, 16, &type, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "message", 1, 400, &message, &e) != 0)
+		return fsm_res_from_err(&e);
+	if (!in_list(type, types))
+		return fsm_res_err(400, "type", "type: '%s' is not stopped, running, progress or waiting",
+		                   type);
+	if ((r = job_row_read(f, id, &row)) != NULL)
+		return r;
+	if (fsm_job_state_terminal(row.state) || row.generation != generation)
+		return fsm_res_err(409, "generation", "job %s is %s at generation %lld: note dropped",
+		                   id, row.state, (long long)row.generation);
+	if (strcmp(type, "waiting") == 0 &&
+	    fsm_run(f, "UPDATE jobs SET reason = ?2 WHERE id = ?1", "ss", id, message) != SQLITE_DONE)
+		return NULL;
+	char event_type[32];
+	snprintf(event_type, sizeof event_type, "job.%s", type);
+	if (fsm_event_append(f, c->ts, event_type, id, c->actor, "job %s: %s", id, message) != 0)
+		return NULL;
+	return fsm_res_ok(200, json_pack("{s:s,s:s}", "id", id, "type", type));
+}
