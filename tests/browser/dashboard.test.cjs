@@ -19,6 +19,7 @@ const env = (k) => {
 	return process.env[k];
 };
 const URL0 = env('YARD_URL');
+const FOLLOWER_URL = env('FOLLOWER_URL');
 const ADMIN = env('ADMIN_TOKEN'), USER = env('USER_TOKEN'), SECURITY = env('SECURITY_TOKEN');
 const JOB_SINGLE = env('JOB_SINGLE'), JOB_HYBRID = env('JOB_HYBRID'), JOB_USER = env('JOB_USER');
 const ARTIFACTS = env('ARTIFACTS');
@@ -253,6 +254,14 @@ async function main() {
 	const secJobs = await apiGet('/v1/jobs', SECURITY);
 	const secText = await page.textContent('#view');
 	if (secJobs.status === 403) check(secText.includes('not visible to your role'), 'security: jobs are shown as not visible (API 403)');
+	if (secJobs.status === 403) {
+		await page.click('#nav a[data-nav=jobs]');
+		await waitH1(page, 'Jobs');
+		await page.waitForSelector('#view .nodata');
+		check((await page.textContent('#view')).includes('not visible to your role'), 'security: the jobs page says jobs are not visible (API 403)');
+		await page.click('#nav a[data-nav=overview]');
+		await page.waitForSelector('.card');
+	}
 	if ((await apiGet('/v1/events', SECURITY)).status === 200) {
 		await page.waitForSelector('ol.events li');
 		check((await page.textContent('ol.events')).includes('job.submitted'), 'security: sees the events the API gives it');
@@ -331,6 +340,27 @@ async function main() {
 		check(red.includes('maintenance') && !red.includes('CVE'), 'fixtures: a redacted advisory shows as "maintenance" only');
 		await shot(page, '13-rollouts-fixtures');
 	}
+
+	/* ---- on a follower: reads from its own state (?stale=1), a banner names the leader ---- */
+	const fctx = await browser.newContext({viewport: {width: 1366, height: 800}});
+	const fpage = await fctx.newPage();
+	const fOrigin = new URL(FOLLOWER_URL).origin;
+	const fForeign = [];
+	fpage.on('request', (r) => { if (!r.url().startsWith(fOrigin + '/')) fForeign.push(r.url()); });
+	fpage.on('pageerror', (e) => pageErrors.push('follower: ' + e.message));
+	await fpage.goto(FOLLOWER_URL + '/');
+	await fpage.waitForSelector('#signin-view:not([hidden])');
+	await fpage.fill('#token', ADMIN);
+	await fpage.click('#signin button[type=submit]');
+	await fpage.waitForSelector('.banner');
+	const bannerText = await fpage.textContent('.banner');
+	check(/follower/.test(bannerText) && bannerText.includes(URL0), `follower: a banner says so and links the leader: "${bannerText}"`);
+	await fpage.click('#nav a[data-nav=jobs]');
+	await fpage.waitForSelector(`tr[data-job="${JOB_HYBRID}"]`, {timeout: 8000}).catch(() => null);
+	check(await fpage.isVisible(`tr[data-job="${JOB_HYBRID}"]`), 'follower: the jobs page lists jobs from the follower\'s state');
+	check(fForeign.length === 0, `follower: the page fetched nothing from the leader's origin (${fForeign.slice(0, 2).join(', ') || 'none'})`);
+	await shot(fpage, '14-jobs-follower');
+	await fctx.close();
 
 	check(foreign.length === 0, `no request left the controller's origin (${foreign.slice(0, 3).join(', ') || 'none'})`);
 	check(tokenInUrl.length === 0, 'no request URL carried a token');

@@ -422,7 +422,13 @@
 	}
 
 	async function jobsView() {
-		const jobs = await allJobs();
+		let jobs;
+		try {
+			jobs = await allJobs();
+		} catch (e) {
+			if (e.status !== 403) throw e;
+			return h('div', {}, h('h1', {}, 'Jobs'), note(`not visible to your role (${e.message})`));
+		}
 		const pos = queuePositions(jobs);
 		const counts = {all: jobs.length};
 		for (const j of jobs) counts[j.state] = (counts[j.state] || 0) + 1;
