@@ -305,7 +305,7 @@ async function main() {
 		check(pts === steps.length, `fixtures: the loss chart draws one point per step (${pts} of ${steps.length})`);
 		const coords = await page.$$eval('svg.chart-loss circle.pt', (c) => c.map((e) => [Number(e.getAttribute('cx')), Number(e.getAttribute('cy'))]));
 		const xsInc = coords.every((c, i) => i === 0 || c[0] > coords[i - 1][0]);
-		check(xsInc && coords[0][1] < coords[coords.length - 1][1], 'fixtures: points go left to right and the falling loss goes down the chart');
+		check(coords.length > 1 && xsInc && coords[0][1] < coords[coords.length - 1][1], 'fixtures: points go left to right and the falling loss goes down the chart');
 		const thr = await page.$$eval('svg.chart-throughput circle.pt', (c) => c.length);
 		check(thr === steps.length, `fixtures: the throughput chart draws ${thr} points`);
 		const bbox = await page.$eval('svg.chart-loss polyline.series', (e) => { const b = e.getBBox(); return [b.width, b.height]; });
