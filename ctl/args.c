@@ -37,6 +37,7 @@ static const struct command_def commands[] = {
     {CTL_JOB_SHOW, "job", "show", 1, 1, 0, 0},
     {CTL_JOB_CANCEL, "job", "cancel", 1, 1, 0, 0},
     {CTL_JOB_WAIT, "job", "wait", 1, 1, OPT_TIMEOUT, 0},
+    {CTL_JOB_WATCH, "job", "watch", 1, 1, OPT_TIMEOUT, 0},
     {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT, 0},
     {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
@@ -84,6 +85,8 @@ const char *ctl_usage(void)
 	       "  job wait ID [--timeout S]              wait until the job ends: exit 0 if it\n"
 	       "                                         succeeded, 1 if it failed, was cancelled\n"
 	       "                                         or S seconds passed\n"
+	       "  job watch ID [--timeout S]             like wait, with a live progress bar\n"
+	       "                                         (step, loss, ETA)\n"
 	       "  events [--job ID] [--after SEQ] [--limit N]\n"
 	       "                                         the event log\n"
 	       "  token create NAME --role ROLE          create a token (ROLE: admin, operator,\n"
@@ -254,6 +257,7 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 	case CTL_JOB_SHOW:
 	case CTL_JOB_CANCEL:
 	case CTL_JOB_WAIT:
+	case CTL_JOB_WATCH:
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a job id", a->name,
 			                    op[0]);

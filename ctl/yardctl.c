@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "ctl/args.h"
@@ -424,9 +425,38 @@ static int is_terminal(const char *state)
 	                 strcmp(state, "cancelled") == 0);
 }
 
+/* One progress line for `job watch`: a bar of train.steps, step, loss and an ETA from the
+ * step rate seen since watching began. */
+static void print_progress(const json_t *job, uint64_t start_ms, int64_t first_step, int tty)
+{
+	const json_t *train = json_object_get(json_object_get(job, "spec"), "train");
+	json_int_t total = json_integer_value(json_object_get(train, "steps"));
+	json_int_t step = json_integer_value(json_object_get(job, "step"));
+	const char *state = str(job, "state");
+	double elapsed_s = (double)(yard_now_mono_ms() - start_ms) / 1000.0;
+	char bar[41], loss[32], eta[32] = "-";
+	int filled = total > 0 ? (int)(40 * YARD_MIN(step, total) / total) : 0;
+
+	for (int i = 0; i < 40; i++)
+		bar[i] = i < filled ? '#' : '.';
+	bar[40] = '\0';
+	cell(job, "loss", loss, sizeof loss);
+	if (total > 0 && step > first_step && elapsed_s > 0) {
+		double rate = (double)(step - first_step) / elapsed_s;
+		snprintf(eta, sizeof eta, "%.0fs", (double)(total - step) / rate);
+	}
+	printf("%s[%s] step %lld/%lld  loss %s  ETA %s  %s%s", tty ? "\r" : "", bar,
+	       (long long)step, (long long)total, loss, eta, state ? state : "?",
+	       tty ? "\033[K" : "\n");
+	fflush(stdout);
+}
+
 static int cmd_job_wait(struct ctl *x)
 {
 	const struct ctl_args *a = &x->args;
+	int watch = a->command == CTL_JOB_WATCH, tty = isatty(STDOUT_FILENO);
+	int64_t first_step = -1;
+	json_int_t last_printed_step = -1;
 	uint64_t start = yard_now_mono_ms();
 	uint64_t deadline = a->timeout_s > 0 ? start + (uint64_t)(a->timeout_s * 1000) : 0;
 	char path[128], last_state[32] = "", last_error[600] = "";
@@ -448,9 +478,20 @@ static int cmd_job_wait(struct ctl *x)
 			return fail(x, "%s", what);
 		} else {
 			const char *state = str(r.json, "state");
+			json_int_t cur_step = json_integer_value(json_object_get(r.json, "step"));
 			transport_failures = 0;
 			last_error[0] = '\0';
-			if (state && strcmp(state, last_state) != 0) {
+			if (watch) {
+				if (first_step < 0)
+					first_step = cur_step;
+				if (tty || cur_step != last_printed_step || is_terminal(state))
+					print_progress(r.json, start, first_step, tty);
+				last_printed_step = cur_step;
+				if (tty && is_terminal(state))
+					fputc('\n', stdout);
+				if (state)
+					snprintf(last_state, sizeof last_state, "%s", state);
+			} else if (state && strcmp(state, last_state) != 0) {
 				char step[32];
 				fprintf(stderr, "job %s: %s (step %s)\n", a->operand[0], state,
 				        cell(r.json, "step", step, sizeof step));
@@ -689,6 +730,7 @@ int main(int argc, char **argv)
 		rc = cmd_job_cancel(&x);
 		break;
 	case CTL_JOB_WAIT:
+	case CTL_JOB_WATCH:
 		rc = cmd_job_wait(&x);
 		break;
 	case CTL_EVENTS:

@@ -82,6 +82,9 @@ static void test_commands_and_operands(void **state)
 	expect_ok("job wait j-000001 --timeout 2.5", &a);
 	assert_int_equal(a.command, CTL_JOB_WAIT);
 	assert_true(a.timeout_s == 2.5);
+	expect_ok("job watch j-000001", &a);
+	assert_int_equal(a.command, CTL_JOB_WATCH);
+	assert_true(a.timeout_s == 0);
 
 	expect_ok("events --job j-000002 --after 17 --limit 10", &a);
 	assert_int_equal(a.command, CTL_EVENTS);
