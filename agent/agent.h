@@ -3,8 +3,9 @@
  * thread pool so the loop never waits on the network.
  *
  * Files: main.c (flags, config file, start-up), client.c (HTTP to the leader), ranks.c (rank
- * processes: start, stop, reap, adopt, logs), heartbeat.c (register, heartbeat, reconcile),
- * metrics.c (per-step lines from the trainer over YARD_AGENT_SOCK).
+ * processes: start, stop, reap, adopt, logs), shim.c (the parent of each rank that records
+ * its exit status), heartbeat.c (register, heartbeat, reconcile), metrics.c (per-step lines
+ * from the trainer over YARD_AGENT_SOCK).
  */
 #ifndef YARD_AGENT_H
 #define YARD_AGENT_H
@@ -35,6 +36,7 @@ struct agent_config {
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
 	int64_t log_max_bytes;      /* per rank log before rotation */
 	char worker_path[PATH_MAX]; /* yard-worker */
+	char self_path[PATH_MAX];   /* this binary, which runs as every rank's shim */
 	char version[32];
 };
 
@@ -54,6 +56,7 @@ struct agent_rank {
 	uint64_t stop_sent_ms;
 	uv_process_t *process; /* our child: libuv reports its exit */
 	char log_path[PATH_MAX];
+	char exit_path[PATH_MAX]; /* where the rank's shim records how it ended */
 	/* latest metrics line from the rank */
 	int64_t step;
 	double loss, step_ms, compute_ms, comm_wait_ms;
@@ -98,6 +101,11 @@ struct agent_rank *ranks_find_pid(struct agent *a, pid_t pid);
 json_t *ranks_report(const struct agent *a); /* the "ranks" array of a heartbeat */
 void ranks_forget_exited(struct agent *a, const json_t *desired);
 int ranks_running(const struct agent *a);
+
+/* shim.c: `yard-agent --rank-shim EXIT_FILE -- ARGV` (every rank's parent), and reading
+ * what it recorded. */
+int shim_main(int argc, char **argv);
+int shim_read_exit(const char *exit_file, int *code, int *sig);
 
 /* heartbeat.c */
 void heartbeat_start(struct agent *a);

@@ -167,6 +167,7 @@ static void default_worker_path(struct agent_config *cfg)
 	if (n > 0) {
 		char *slash;
 		self[n] = '\0';
+		snprintf(cfg->self_path, sizeof cfg->self_path, "%s", self);
 		slash = strrchr(self, '/');
 		if (slash != NULL) {
 			*slash = '\0';
@@ -240,6 +241,9 @@ int main(int argc, char **argv)
 	struct agent *a = &agent;
 	struct yard_err err = {0};
 	int idx, c;
+
+	if (argc >= 2 && strcmp(argv[1], "--rank-shim") == 0)
+		return shim_main(argc, argv);
 
 	a->metrics_fd = -1;
 	snprintf(a->cfg.host, sizeof a->cfg.host, "127.0.0.1");

@@ -1,7 +1,9 @@
 /* metrics.c: per-step metrics from the ranks. The agent binds a unix datagram socket at
  * DATA_DIR/agent.sock and passes its path to every rank as YARD_AGENT_SOCK; a rank sends
  * each per-step JSON line as one datagram. The kernel attaches the sender's pid
- * (SO_PASSCRED), so a rank cannot report for another and needs no identity in the line. */
+ * (SO_PASSCRED), so a rank cannot report for another and needs no identity in the line; a
+ * line from another process of the rank's session (a command job's yard-report) counts as the
+ * rank's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,13 @@ int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t l
 	struct agent_rank *r = ranks_find_pid(a, sender);
 	json_t *j, *step;
 
+	/* A command job reports through a helper it runs (yard-report): any process in the
+	 * rank's session (ranks are session leaders, so the session id is the rank's pid). */
+	if (r == NULL) {
+		pid_t sid = getsid(sender);
+		if (sid > 0)
+			r = ranks_find_pid(a, sid);
+	}
 	if (r == NULL)
 		return YARD_ENOTFOUND;
 	j = json_loadb(line, len, 0, NULL);

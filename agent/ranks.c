@@ -101,12 +101,16 @@ int ranks_save_state(const struct agent *a)
 
 	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
 		const struct agent_rank *r = &a->ranks[i];
-		if (!r->in_use || r->exited)
+		if (!r->in_use)
 			continue;
 		json_array_append_new(
-		    arr, json_pack("{s:s, s:i, s:I, s:i, s:I, s:s}", "job", r->job, "rank", r->rank,
-		                   "generation", (json_int_t)r->generation, "pid", (int)r->pid,
-		                   "start_ticks", (json_int_t)r->start_ticks, "log", r->log_path));
+		    arr, json_pack("{s:s, s:i, s:I, s:i, s:I, s:s, s:b, s:i, s:i}", "job", r->job,
+		                   "rank", r->rank, "generation", (json_int_t)r->generation, "pid",
+		                   (int)r->pid, "start_ticks", (json_int_t)r->start_ticks, "log",
+		                   r->log_path, "exited", r->exited, "exit_code", r->exit_code,
+		                   "signal", r->term_signal));
+		json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "exit_file",
+		                    json_string(r->exit_path));
 	}
 	snprintf(path, sizeof path, "%s/ranks.json", a->cfg.data_dir);
 	snprintf(tmp, sizeof tmp, "%s/ranks.json.tmp", a->cfg.data_dir);
@@ -130,6 +134,19 @@ static struct agent_rank *slot_alloc(struct agent *a)
 	return NULL;
 }
 
+/* A rank that ended while we were not its parent: its shim recorded how (exit code -1 when
+ * even that is missing, e.g. the whole process group was SIGKILLed). */
+static void rank_ended_unwatched(struct agent_rank *r)
+{
+	r->exited = 1;
+	r->exit_code = -1;
+	r->term_signal = 0;
+	if (r->exit_path[0] != '\0' && shim_read_exit(r->exit_path, &r->exit_code, &r->term_signal) != 0) {
+		r->exit_code = -1;
+		r->term_signal = 0;
+	}
+}
+
 int ranks_load_state(struct agent *a)
 {
 	char path[PATH_MAX + 16];
@@ -149,14 +166,9 @@ int ranks_load_state(struct agent *a)
 		const char *log = json_string_value(json_object_get(item, "log"));
 		struct agent_rank *r;
 
-		if (job == NULL || !valid_job_id(job) || pid <= 0)
+		int exited = json_is_true(json_object_get(item, "exited"));
+		if (job == NULL || !valid_job_id(job))
 			continue;
-		if (!pid_is_same_process(pid, ticks)) {
-			log_info("rank %d of %s (pid %d) ended while the agent was down",
-			         (int)json_integer_value(json_object_get(item, "rank")), job,
-			         (int)pid);
-			continue;
-		}
 		r = slot_alloc(a);
 		if (r == NULL)
 			break;
@@ -165,10 +177,28 @@ int ranks_load_state(struct agent *a)
 		r->generation = json_integer_value(json_object_get(item, "generation"));
 		r->pid = pid;
 		r->start_ticks = ticks;
-		r->adopted = 1;
 		r->started_mono_ms = yard_now_mono_ms();
 		r->last_step_mono_ms = yard_now_mono_ms();
 		snprintf(r->log_path, sizeof r->log_path, "%s", log != NULL ? log : "");
+		snprintf(r->exit_path, sizeof r->exit_path, "%s",
+		         json_string_value(json_object_get(item, "exit_file"))
+		             ? json_string_value(json_object_get(item, "exit_file"))
+		             : "");
+		/* Exited ranks are remembered until the controller stops listing them, so a
+		 * restarted agent neither runs them again nor forgets how they ended. */
+		if (exited) {
+			r->exited = 1;
+			r->exit_code = (int)json_integer_value(json_object_get(item, "exit_code"));
+			r->term_signal = (int)json_integer_value(json_object_get(item, "signal"));
+			continue;
+		}
+		if (pid <= 0 || !pid_is_same_process(pid, ticks)) {
+			rank_ended_unwatched(r);
+			log_info("rank %d of %s (pid %d) ended while the agent was down: code %d signal %d",
+			         r->rank, job, (int)pid, r->exit_code, r->term_signal);
+			continue;
+		}
+		r->adopted = 1;
 		log_info("re-adopted rank %d of %s (pid %d)", r->rank, r->job, (int)pid);
 		adopted++;
 	}
@@ -261,6 +291,17 @@ static void free_strv(char **v)
 	free(v);
 }
 
+/* A rank that could not be started is reported as exited with code 127 (like a shell's
+ * "command not found"), so the controller sees the failure and restarts or fails the job
+ * instead of waiting for a rank that will never run. */
+static void rank_start_failed(struct agent *a, struct agent_rank *r)
+{
+	r->exited = 1;
+	r->exit_code = 127;
+	r->pid = 0;
+	ranks_save_state(a);
+}
+
 int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 {
 	const char *job = json_string_value(json_object_get(desired, "job"));
@@ -269,7 +310,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	json_t *env = json_object_get(desired, "env");
 	json_t *argv_j = json_object_get(desired, "argv");
 	json_t *spec = json_object_get(desired, "spec");
-	char dir[PATH_MAX], spec_path[PATH_MAX + 16], *args[66];
+	char dir[PATH_MAX], spec_path[PATH_MAX + 16], *args[70];
 	char **envp;
 	int n_args = 0, log_fd, rc;
 	struct agent_rank *r;
@@ -293,7 +334,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 
 	snprintf(dir, sizeof dir, "%s/jobs/%s", a->cfg.data_dir, job);
 	if (mkdir_p(dir) != 0) {
-		r->in_use = 0;
+		rank_start_failed(a, r);
 		return yard_err_set(err, YARD_EIO, "job %s: cannot create %s: %s", job, dir,
 		                    strerror(errno));
 	}
@@ -303,7 +344,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 		snprintf(spec_path, sizeof spec_path, "%s/spec.json", dir);
 		snprintf(tmp, sizeof tmp, "%s/spec.json.%d.tmp", dir, r->rank);
 		if (json_dump_file(spec, tmp, JSON_INDENT(1)) != 0 || rename(tmp, spec_path) != 0) {
-			r->in_use = 0;
+			rank_start_failed(a, r);
 			return yard_err_set(err, YARD_EIO, "job %s: cannot write %s", job,
 			                    spec_path);
 		}
@@ -311,18 +352,26 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	snprintf(r->log_path, sizeof r->log_path, "%s/rank-%d.log", dir, r->rank);
 	log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (log_fd < 0) {
-		r->in_use = 0;
+		rank_start_failed(a, r);
 		return yard_err_set(err, YARD_EIO, "job %s rank %d: cannot open log %s: %s", job,
 		                    r->rank, r->log_path, strerror(errno));
 	}
 
+	/* every rank runs under its shim (shim.c): argv = self --rank-shim EXIT_FILE -- CMD... */
+	snprintf(r->exit_path, sizeof r->exit_path, "%s/rank-%d.gen-%lld.exit", dir, r->rank,
+	         (long long)r->generation);
+	unlink(r->exit_path);
+	args[n_args++] = a->cfg.self_path;
+	args[n_args++] = "--rank-shim";
+	args[n_args++] = r->exit_path;
+	args[n_args++] = "--";
 	if (kind != NULL && strcmp(kind, "command") == 0) {
 		size_t i;
 		json_t *arg;
 		if (!json_is_array(argv_j) || json_array_size(argv_j) == 0 ||
 		    json_array_size(argv_j) > 64) {
 			close(log_fd);
-			r->in_use = 0;
+			rank_start_failed(a, r);
 			return yard_err_set(err, YARD_EINVAL, "job %s: command job without argv",
 			                    job);
 		}
@@ -334,7 +383,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	for (int i = 0; i < n_args; i++)
 		if (args[i] == NULL) {
 			close(log_fd);
-			r->in_use = 0;
+			rank_start_failed(a, r);
 			return yard_err_set(err, YARD_EINVAL, "job %s: argv[%d] is not a string",
 			                    job, i);
 		}
@@ -362,7 +411,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	close(log_fd);
 	if (rc != 0) {
 		free(proc);
-		r->in_use = 0;
+		rank_start_failed(a, r);
 		return yard_err_set(err, YARD_EIO, "job %s rank %d: cannot start %s: %s", job,
 		                    r->rank, args[0], uv_strerror(rc));
 	}
@@ -434,8 +483,7 @@ void ranks_tick(struct agent *a)
 				r->term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 				changed = 1;
 			} else if (w < 0 && !pid_is_same_process(r->pid, r->start_ticks)) {
-				r->exited = 1;
-				r->exit_code = -1;
+				rank_ended_unwatched(r);
 				changed = 1;
 			}
 			if (r->exited)

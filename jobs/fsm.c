@@ -22,7 +22,7 @@ static const char SCHEMA[] =
     " state TEXT NOT NULL, priority INTEGER NOT NULL, submitted_ms INTEGER NOT NULL,"
     " updated_ms INTEGER NOT NULL, actor TEXT NOT NULL, spec TEXT NOT NULL, reason TEXT,"
     " step INTEGER NOT NULL DEFAULT 0, loss REAL, restarts INTEGER NOT NULL DEFAULT 0,"
-    " generation INTEGER NOT NULL DEFAULT 0);"
+    " generation INTEGER NOT NULL DEFAULT 0, noted TEXT NOT NULL DEFAULT ',');"
     "CREATE INDEX jobs_state ON jobs(state, seq);"
     "CREATE TABLE nodes(id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
     " address TEXT, devices TEXT, version TEXT, updated_ms INTEGER NOT NULL,"

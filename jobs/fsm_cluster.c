@@ -159,7 +159,9 @@ json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c)
 	                         json_object_get(json_array_get(devices, 0), "kind")),
 	                     host, (long long)port_base, state[0] ? ", was " : "", state) != 0)
 		return NULL;
-	return fsm_res_ok(200, json_pack("{s:s,s:s}", "node_id", name, "state", "up"));
+	json_t *res = fsm_res_ok(200, json_pack("{s:s,s:s}", "node_id", name, "state", "up"));
+	json_object_set_new(res, "hash", json_string(hash)); /* lets the API spot a replayed id */
+	return res;
 }
 
 json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c)
@@ -394,7 +396,7 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	}
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = 'running', generation = ?2, updated_ms = ?3,"
-	            " reason = NULL WHERE id = ?1",
+	            " reason = NULL, noted = ',' WHERE id = ?1",
 	            "sii", id, generation, c->ts) != SQLITE_DONE)
 		return NULL;
 	char where[300];
@@ -444,7 +446,7 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 		                   id, row.state, (long long)row.generation, (long long)generation);
 	int give_up = row.restarts >= max_restarts;
 	if (fsm_run(f,
-	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4,"
+	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4, noted = ',',"
 	            " restarts = restarts + ?5,"
 	            " step = CASE WHEN ?6 >= 0 THEN ?6 ELSE step END,"
 	            " loss = CASE WHEN ?7 > -1e300 THEN ?7 ELSE loss END WHERE id = ?1",
@@ -526,6 +528,24 @@ json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 	if (fsm_job_state_terminal(row.state) || row.generation != generation)
 		return fsm_res_err(409, "generation", "job %s is %s at generation %lld: note dropped",
 		                   id, row.state, (long long)row.generation);
+	/* once per type and phase (placement or restart): a new leader, which starts without
+	 * the old one's memory, may propose a note again without telling the story twice */
+	char tag[24];
+	snprintf(tag, sizeof tag, ",%s,", type);
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT instr(noted, ?2) FROM jobs WHERE id = ?1");
+	int seen = 0;
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, tag, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		seen = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	if (seen)
+		return fsm_res_ok(200, json_pack("{s:s,s:s,s:b}", "id", id, "type", type, "duplicate", 1));
+	if (fsm_run(f, "UPDATE jobs SET noted = noted || ?2 || ',' WHERE id = ?1", "ss", id, type) !=
+	    SQLITE_DONE)
+		return NULL;
 	if (strcmp(type, "waiting") == 0 &&
 	    fsm_run(f, "UPDATE jobs SET reason = ?2 WHERE id = ?1", "ss", id, message) != SQLITE_DONE)
 		return NULL;

@@ -22,7 +22,7 @@ tests_unit_test_transport_LDADD = $(CONSENSUS_LIBS) $(CMOCKA_LIBS)
 bin_PROGRAMS += yardd
 yardd_SOURCES = raft/yardd.c
 yardd_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS) $(H2O_CFLAGS)
-yardd_LDADD = web/libweb.a jobs/libjobspec.a $(CONSENSUS_LIBS) $(FSM_LIBS) $(H2O_LIBS) $(UV_LIBS)
+yardd_LDADD = web/libweb.a scheduler/libsched.a jobs/libjobspec.a $(CONSENSUS_LIBS) $(FSM_LIBS) $(H2O_LIBS) $(UV_LIBS)
 
 # Controller integration tests: real yardd processes on 127.0.0.1 (tests/integration/lib.sh).
 dist_check_SCRIPTS += tests/integration/test_api.sh tests/integration/test_cluster.sh

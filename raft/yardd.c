@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "raft/consensus.h"
 #include "raft/datadir.h"
 #include "raft/fsm_ops.h"
+#include "scheduler/leader.h"
 #include "web/http.h"
 
 struct initial_member {
@@ -32,6 +34,8 @@ static struct {
 	struct fsm fsm;
 	struct consensus cons;
 	struct http_server *http;
+	struct sched *sched;
+	struct sched_config sched_cfg;
 	uv_signal_t sigterm, sigint;
 	struct initial_member members[CONSENSUS_MAX_MEMBERS];
 	int n_members;
@@ -51,6 +55,8 @@ static void usage(FILE *out)
 	    "             --members 'ID=RAFT_ADDR@API_URL,...' [--join] [--admin-token-file FILE]\n"
 	    "             [--election-timeout-ms N] [--heartbeat-ms N] [--snapshot-threshold N]\n"
 	    "             [--snapshot-trailing N] [--min-free-mb N]\n"
+	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms 500]\n"
+	    "             [--checkpoint-dir DIR (default DATA_DIR/../checkpoints)]\n"
 	    "All initial members bootstrap with the same --members; a member started with --join\n"
 	    "starts empty and is added through POST /v1/cluster/members.\n");
 }
@@ -104,6 +110,51 @@ static int read_token_file(const char *path, struct yard_err *err)
 	return 0;
 }
 
+/* ---- the scheduler's path to raft ---- */
+
+struct sched_call {
+	sched_done_cb done;
+	void *cb_data;
+};
+
+static void sched_call_done(void *data, int status, const void *result)
+{
+	struct sched_call *sc = data;
+	sc->done(sc->cb_data, status, result);
+	free(sc);
+}
+
+static int sched_propose(void *data, const char *op, json_t *args, sched_done_cb done,
+                         void *cb_data)
+{
+	struct yard_err err = {0};
+	size_t len = 0;
+	char *cmd = fsm_command_encode(op, args, NULL, yard_now_wall_ms(), "scheduler", "admin", &len);
+	struct sched_call *sc = malloc(sizeof *sc);
+	int rc = YARD_ENOMEM;
+	if (cmd != NULL && sc != NULL) {
+		sc->done = done;
+		sc->cb_data = cb_data;
+		rc = consensus_submit(&yd.cons, cmd, len, sched_call_done, sc, &err);
+		if (rc != 0)
+			log_warn("scheduler: %s not submitted: %s", op, err.msg);
+	}
+	if (rc != 0)
+		free(sc);
+	free(cmd);
+	return rc;
+}
+
+static int sched_is_ready(void *data)
+{
+	return consensus_is_ready(&yd.cons);
+}
+
+static uint64_t sched_applied_index(void *data)
+{
+	return raft_last_applied(&yd.cons.raft);
+}
+
 /* ---- leader-time bootstrap ---- */
 
 static void write_admin_token_file(void)
@@ -149,8 +200,14 @@ static void submit_bootstrap(const char *op, json_t *args, const char *request_i
 	free(cmd);
 }
 
+static void on_leader_down(struct consensus *c, void *data)
+{
+	sched_leader_down(yd.sched);
+}
+
 static void on_leader_up(struct consensus *c, void *data)
 {
+	sched_leader_up(yd.sched);
 	if (fsm_tokens_count(&yd.fsm) == 0) {
 		if (yd.admin_hash[0] == '\0') {
 			unsigned char raw[32];
@@ -176,6 +233,23 @@ static void on_leader_up(struct consensus *c, void *data)
 		                           yd.members[i].api_url, "role", "voter"),
 		                 rid, "member table");
 	}
+}
+
+/* The "controller" checkpoint store until upload through raft exists: DATA_DIR/../checkpoints,
+ * absolute, so that every agent on this machine (or a shared filesystem) sees the same path. */
+static int default_checkpoint_dir(struct yard_err *err)
+{
+	char real[PATH_MAX];
+	if (realpath(yd.data_dir, real) == NULL)
+		return yard_err_set(err, YARD_EIO, "data dir %s: %s", yd.data_dir, strerror(errno));
+	char *slash = strrchr(real, '/');
+	if (slash != NULL && slash != real)
+		*slash = '\0';
+	else
+		snprintf(real, sizeof real, "/");
+	snprintf(yd.sched_cfg.checkpoint_dir, sizeof yd.sched_cfg.checkpoint_dir, "%s/checkpoints",
+	         strcmp(real, "/") == 0 ? "" : real);
+	return 0;
 }
 
 /* ---- shutdown ---- */
@@ -215,6 +289,10 @@ int main(int argc, char **argv)
 	    {"snapshot-threshold", required_argument, NULL, 'S'},
 	    {"snapshot-trailing", required_argument, NULL, 'T'},
 	    {"min-free-mb", required_argument, NULL, 'F'},
+	    {"node-suspect-ms", required_argument, NULL, 'U'},
+	    {"node-down-ms", required_argument, NULL, 'D'},
+	    {"restart-backoff-ms", required_argument, NULL, 'B'},
+	    {"checkpoint-dir", required_argument, NULL, 'C'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -225,6 +303,8 @@ int main(int argc, char **argv)
 	int opt;
 
 	consensus_config_defaults(&cfg);
+	sched_config_defaults(&yd.sched_cfg);
+	yd.sched_cfg.checkpoint_dir[0] = '\0';
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		char *end = NULL;
 		unsigned long long v = optarg ? strtoull(optarg, &end, 10) : 0;
@@ -277,6 +357,33 @@ int main(int argc, char **argv)
 			else
 				cfg.min_free_mb = v;
 			break;
+		case 'U':
+		case 'D':
+		case 'B':
+			if (!numeric_ok || v > 3600000 || (opt != 'B' && v < 100)) {
+				fprintf(stderr, "yardd: --%s: '%s' is not a valid number of ms\n",
+				        opt == 'U' ? "node-suspect-ms" : opt == 'D' ? "node-down-ms"
+				                                                    : "restart-backoff-ms",
+				        optarg);
+				return 2;
+			}
+			if (opt == 'U')
+				yd.sched_cfg.node_suspect_ms = v;
+			else if (opt == 'D')
+				yd.sched_cfg.node_down_ms = v;
+			else
+				yd.sched_cfg.restart_backoff_ms = v;
+			break;
+		case 'C':
+			if (optarg[0] != '/' ||
+			    strlen(optarg) >= sizeof yd.sched_cfg.checkpoint_dir - 64) {
+				fprintf(stderr, "yardd: --checkpoint-dir: '%s' must be an absolute path\n",
+				        optarg);
+				return 2;
+			}
+			snprintf(yd.sched_cfg.checkpoint_dir, sizeof yd.sched_cfg.checkpoint_dir, "%s",
+			         optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -290,6 +397,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "yardd: --id, --data-dir, --raft-address, --api-address and "
 		                "--members (or --join) are required\n");
 		usage(stderr);
+		return 2;
+	}
+	if (yd.sched_cfg.node_down_ms <= yd.sched_cfg.node_suspect_ms) {
+		fprintf(stderr, "yardd: --node-down-ms (%llu) must be above --node-suspect-ms (%llu)\n",
+		        (unsigned long long)yd.sched_cfg.node_down_ms,
+		        (unsigned long long)yd.sched_cfg.node_suspect_ms);
 		return 2;
 	}
 	if (cfg.heartbeat_ms >= cfg.election_timeout_ms) {
@@ -317,6 +430,7 @@ int main(int argc, char **argv)
 	cfg.n_members = cfg.join ? 0 : yd.n_members;
 	cfg.data_dir = yd.data_dir;
 	cfg.on_leader_up = on_leader_up;
+	cfg.on_leader_down = on_leader_down;
 
 	int lock_fd = -1;
 	if (datadir_lock(yd.data_dir, &lock_fd, &err) != 0) {
@@ -328,6 +442,15 @@ int main(int argc, char **argv)
 		log_error("%s", err.msg);
 		return 1;
 	}
+	if (yd.sched_cfg.checkpoint_dir[0] == '\0' && default_checkpoint_dir(&err) != 0) {
+		log_error("%s", err.msg);
+		return 1;
+	}
+	struct sched_io sched_io = {.data = NULL,
+	                            .propose = sched_propose,
+	                            .is_ready = sched_is_ready,
+	                            .applied_index = sched_applied_index};
+	yd.sched = sched_create(&yd.loop, &yd.fsm, &yd.sched_cfg, &sched_io);
 	struct consensus_fsm_ops ops;
 	fsm_ops_init(&ops, &yd.fsm);
 	if (consensus_init(&yd.cons, &yd.loop, &cfg, &ops, &err) != 0) {
@@ -339,6 +462,7 @@ int main(int argc, char **argv)
 		log_error("%s", err.msg);
 		return 1;
 	}
+	http_server_set_sched(yd.http, yd.sched);
 	uv_signal_init(&yd.loop, &yd.sigterm);
 	uv_signal_init(&yd.loop, &yd.sigint);
 	uv_signal_start(&yd.sigterm, on_signal, SIGTERM);

@@ -2,7 +2,10 @@
 noinst_LIBRARIES += scheduler/libsched.a
 scheduler_libsched_a_SOURCES = \
 	scheduler/place.c scheduler/place.h \
-	scheduler/queue.c scheduler/queue.h
+	scheduler/queue.c scheduler/queue.h \
+	scheduler/desired.c scheduler/desired.h \
+	scheduler/leader.c scheduler/leader.h
+scheduler_libsched_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
 check_PROGRAMS += tests/unit/test_place
 tests_unit_test_place_SOURCES = tests/unit/test_place.c

@@ -10,3 +10,7 @@ noinst_PROGRAMS = tests/tools/yard-loadgen
 tests_tools_yard_loadgen_SOURCES = tests/tools/loadgen.c
 tests_tools_yard_loadgen_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS)
 tests_tools_yard_loadgen_LDADD = $(CURL_LIBS)
+
+# Scheduling and failover integration tests: yardd, yard-agent and command jobs on 127.0.0.1.
+dist_check_SCRIPTS += tests/integration/test_jobs.sh
+TESTS += tests/integration/test_jobs.sh

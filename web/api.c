@@ -283,6 +283,14 @@ static void h_jobs_submit(struct call *call)
 	call_submit(call, "job.submit", args, call_answer_result);
 }
 
+/* Soft state (queue position, pending reason, step, loss, rank pids) is known only to the
+ * leader's scheduler; a ?stale=1 read elsewhere shows the committed fields alone. */
+static void overlay_job(struct call *call, json_t *job)
+{
+	if (call->s->sched != NULL)
+		sched_overlay_job(call->s->sched, job);
+}
+
 static const char *const JOB_STATES[] = {"pending", "running",   "restarting", "succeeded",
                                          "failed",  "cancelled", NULL};
 
@@ -306,20 +314,26 @@ static void h_jobs_list(struct call *call)
 	struct yard_err err = {0};
 	json_t *page = fsm_jobs_list(call->s->fsm, has_state ? state : NULL,
 	                             has_after ? after : NULL, (int)limit, &err);
-	if (page == NULL)
+	if (page == NULL) {
 		call_yard_error(call, &err);
-	else
-		call_json(call, 200, page);
+		return;
+	}
+	size_t i;
+	json_t *job;
+	json_array_foreach(json_object_get(page, "jobs"), i, job) overlay_job(call, job);
+	call_json(call, 200, page);
 }
 
 static void h_jobs_get(struct call *call)
 {
 	struct yard_err err = {0};
 	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
-	if (job == NULL)
+	if (job == NULL) {
 		call_yard_error(call, &err);
-	else
-		call_json(call, 200, job);
+		return;
+	}
+	overlay_job(call, job);
+	call_json(call, 200, job);
 }
 
 static void h_jobs_cancel(struct call *call)
@@ -420,6 +434,126 @@ static void h_tokens_revoke(struct call *call)
 	            call_answer_result);
 }
 
+/* ---- agents and nodes ---- */
+
+static void node_registered(struct call *call, const json_t *result)
+{
+	if (json_object_get(result, "error") != NULL) {
+		call_answer_result(call, result);
+		return;
+	}
+	const char *hash = json_string_value(json_object_get(result, "hash"));
+	if (hash == NULL || strcmp(hash, call->hash) != 0) {
+		call_error(call, 409, NULL,
+		           "this X-Request-Id already registered the node; its token was shown once");
+		return;
+	}
+	json_t *body = json_deep_copy(json_object_get(result, "body"));
+	json_object_set_new(body, "node_token", json_string(call->secret));
+	call_json(call, 200, body);
+}
+
+/* POST /v1/agents/register with a join token: the node's record (replicated) and a fresh
+ * node token, stored only as its hash. Registering the same name again keeps the node and
+ * replaces its token. The state machine re-validates every field (fsm_cluster.c). */
+static void h_agents_register(struct call *call)
+{
+	static const char *const keys[] = {"name", "host", "port_base", "version", "devices",
+	                                   "labels", NULL};
+	struct yard_err err = {0};
+	json_t *body = call_body_object(call);
+	if (body == NULL)
+		return;
+	const char *name = NULL, *host = NULL, *version = "";
+	int64_t port_base = 0;
+	if (jsonx_only_keys(body, "", keys, &err) != 0 ||
+	    jsonx_get_string(body, "", "name", 1, FSM_NAME_MAX, &name, &err) != 0 ||
+	    jsonx_get_string(body, "", "host", 1, 63, &host, &err) != 0 ||
+	    jsonx_get_int(body, "", "port_base", 1, 1, 65535 - 64, &port_base, &err) != 0 ||
+	    jsonx_get_string(body, "", "version", 0, 31, &version, &err) != 0) {
+		json_decref(body);
+		call_yard_error(call, &err);
+		return;
+	}
+	unsigned char raw[32];
+	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+		json_decref(body);
+		call_error(call, 500, NULL, "no randomness for a node token");
+		return;
+	}
+	sha256_to_hex(raw, call->secret);
+	sha256_hex(call->secret, strlen(call->secret), call->hash);
+	json_t *args = json_pack("{s:s,s:s,s:I,s:s,s:O,s:s}", "name", name, "host", host,
+	                         "port_base", (json_int_t)port_base, "version", version, "devices",
+	                         json_object_get(body, "devices") ? json_object_get(body, "devices")
+	                                                          : json_null(),
+	                         "token_hash", call->hash);
+	if (json_object_get(body, "labels") != NULL)
+		json_object_set(args, "labels", json_object_get(body, "labels"));
+	json_decref(body);
+	call_submit(call, "node.register", args, node_registered);
+}
+
+/* POST /v1/agents/heartbeat with a node token: soft state only, nothing replicated; the
+ * answer is the node's complete desired set, computed from committed placements. */
+static void h_agents_heartbeat(struct call *call)
+{
+	struct yard_err err = {0};
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "this controller runs no scheduler");
+		return;
+	}
+	json_t *body = call_body_object(call);
+	if (body == NULL)
+		return;
+	json_t *answer = sched_heartbeat(call->s->sched, call->actor, body, &err);
+	json_decref(body);
+	if (answer == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, answer);
+}
+
+static void h_nodes_list(struct call *call)
+{
+	struct yard_err err = {0};
+	json_t *nodes = fsm_nodes_list(call->s->fsm, &err);
+	if (nodes == NULL) {
+		call_yard_error(call, &err);
+		return;
+	}
+	size_t i;
+	json_t *node;
+	json_array_foreach(nodes, i, node) if (call->s->sched != NULL)
+	    sched_overlay_node(call->s->sched, node);
+	call_json(call, 200, json_pack("{s:o}", "nodes", nodes));
+}
+
+static void h_nodes_get(struct call *call)
+{
+	struct yard_err err = {0};
+	json_t *node = fsm_node_get(call->s->fsm, call->params[0], &err);
+	if (node == NULL) {
+		call_yard_error(call, &err);
+		return;
+	}
+	if (call->s->sched != NULL)
+		sched_overlay_node(call->s->sched, node);
+	call_json(call, 200, node);
+}
+
+static void h_nodes_cordon(struct call *call)
+{
+	call_submit(call, "node.cordon", json_pack("{s:s,s:b}", "id", call->params[0], "cordoned", 1),
+	            call_answer_result);
+}
+
+static void h_nodes_uncordon(struct call *call)
+{
+	call_submit(call, "node.cordon", json_pack("{s:s,s:b}", "id", call->params[0], "cordoned", 0),
+	            call_answer_result);
+}
+
 /* ---- debug ---- */
 
 static void h_digest(struct call *call)
@@ -456,5 +590,11 @@ const struct route api_routes[] = {
     {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list},
     {"DELETE", "/v1/tokens/*", ROLE_ADMIN, ROUTE_WRITE, h_tokens_revoke},
     {"GET", "/v1/debug/digest", ROLE_ADMIN, ROUTE_LOCAL, h_digest},
+    {"POST", "/v1/agents/register", ROLE_AGENT, ROUTE_WRITE, h_agents_register},
+    {"POST", "/v1/agents/heartbeat", ROLE_NODE, ROUTE_WRITE, h_agents_heartbeat},
+    {"GET", "/v1/nodes", ROLES_ANY, ROUTE_READ, h_nodes_list},
+    {"GET", "/v1/nodes/*", ROLES_ANY, ROUTE_READ, h_nodes_get},
+    {"POST", "/v1/nodes/*/cordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_cordon},
+    {"POST", "/v1/nodes/*/uncordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_uncordon},
 };
 const int api_routes_count = (int)(sizeof api_routes / sizeof api_routes[0]);

@@ -308,17 +308,20 @@ static int authenticate(struct call *call)
 	char hash[SHA256_HEX_LEN + 1];
 	sha256_hex(v.base + 7, v.len - 7, hash);
 	struct yard_err err = {0};
-	if (fsm_token_lookup(call->s->fsm, hash, call->role, call->actor, &err) != 0) {
-		call_error(call, 401, NULL, "unknown or revoked token");
-		return -1;
+	if (fsm_token_lookup(call->s->fsm, hash, call->role, call->actor, &err) == 0)
+		return 0;
+	if (fsm_node_token_lookup(call->s->fsm, hash, call->actor, &err) == 0) {
+		snprintf(call->role, sizeof call->role, "node");
+		return 0;
 	}
-	return 0;
+	call_error(call, 401, NULL, "unknown or revoked token");
+	return -1;
 }
 
 static unsigned role_bit(const char *role)
 {
-	static const char *const names[] = {"admin", "operator", "user", "security", "agent"};
-	for (unsigned i = 0; i < 5; i++)
+	static const char *const names[] = {"admin", "operator", "user", "security", "agent", "node"};
+	for (unsigned i = 0; i < 6; i++)
 		if (strcmp(role, names[i]) == 0)
 			return 1u << i;
 	return 0;
@@ -605,6 +608,11 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 	s->listening = 1;
 	log_info("http: listening on http://%s (HTTP/1.1 only)", api_address);
 	return s;
+}
+
+void http_server_set_sched(struct http_server *s, struct sched *sched)
+{
+	s->sched = sched;
 }
 
 void http_server_stop(struct http_server *s)

@@ -30,6 +30,9 @@ struct http_server;
 /* Starts listening on api_address (a.b.c.d:port). self_api_url is this member's own URL. */
 struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, struct fsm *f,
                                       const char *api_address, struct yard_err *err);
+struct sched;
+/* Gives the server the scheduler that answers heartbeats and adds soft state to reads. */
+void http_server_set_sched(struct http_server *s, struct sched *sched);
 /* Stops accepting connections (graceful shutdown starts here). */
 void http_server_stop(struct http_server *s);
 

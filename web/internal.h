@@ -6,9 +6,19 @@
 #include <h2o.h>
 #include <jansson.h>
 
+#include "scheduler/leader.h"
 #include "web/http.h"
 
-enum { ROLE_ADMIN = 1, ROLE_OPERATOR = 2, ROLE_USER = 4, ROLE_SECURITY = 8, ROLE_AGENT = 16 };
+/* ROLE_AGENT: a join token (role "agent" in the tokens table), which may only register a node;
+ * ROLE_NODE: a node token (bound to one node by node.register), which may only heartbeat. */
+enum {
+	ROLE_ADMIN = 1,
+	ROLE_OPERATOR = 2,
+	ROLE_USER = 4,
+	ROLE_SECURITY = 8,
+	ROLE_AGENT = 16,
+	ROLE_NODE = 32
+};
 #define ROLES_ANY (ROLE_ADMIN | ROLE_OPERATOR | ROLE_USER | ROLE_SECURITY)
 #define ROLES_JOBS (ROLE_ADMIN | ROLE_OPERATOR | ROLE_USER)
 
@@ -47,6 +57,7 @@ struct http_server {
 	uv_tcp_t listener;
 	int listening;
 	struct route_metrics *metrics; /* one per route, plus one for unrouted requests */
+	struct sched *sched;           /* the leader's scheduler: heartbeats and soft state */
 };
 
 struct call_guard {

@@ -102,3 +102,103 @@ same_digest() {
 	done
 }
 metric() { curl -s -H "$AUTH" "$(api "$1")/metrics" | awk -v k="$2" '$1 == k { print $2 }'; }
+
+# ---- agents and jobs (tests of scheduling and failover) ----
+
+YARD_AGENT=${YARD_AGENT:-yard-agent}
+declare -A APID
+
+# jq-less JSON access: jget JSON PYTHON_EXPR (the document is `d`), e.g. jget "$BODY" 'd["state"]'
+jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if isinstance(v,(dict,list)) else v)' "$1" "$2"; }
+
+# make_join_token ID: an agent-role token in $JOIN
+make_join_token() {
+	call POST "$1" /v1/tokens '{"name":"nodes","role":"agent"}'
+	[ "$CODE" = 201 ] || fail "join token: $CODE $BODY"
+	JOIN=$(jget "$BODY" 'd["token"]')
+}
+
+# start_agent NAME DEVICES CONTROLLER_URLS [extra yard-agent args...]
+start_agent() {
+	local name=$1 devices=$2 urls=$3
+	shift 3
+	"$YARD_AGENT" --controllers "$urls" --join-token "$JOIN" --data-dir "$T/agent-$name" \
+		--name "$name" --devices "cpu:$devices" --port-base $((PORT_BASE + 100)) \
+		--heartbeat-ms 200 --stop-grace-ms 1000 "$@" >>"$T/log.agent-$name" 2>&1 &
+	APID[$name]=$!
+}
+# kill_agent NAME: SIGKILL the agent alone (its ranks keep running)
+kill_agent() { kill -9 "${APID[$1]}" 2>/dev/null; wait "${APID[$1]}" 2>/dev/null; unset "APID[$1]"; }
+
+# submit ID SPEC_JSON: job id in $JOB
+submit() {
+	call POST "$1" /v1/jobs "$2"
+	[ "$CODE" = 201 ] || fail "submit $2: $CODE $BODY"
+	JOB=$(jget "$BODY" 'd["id"]')
+}
+job_field() { get "$1" "/v1/jobs/$2"; jget "$BODY" "d$3"; } # job_field ID JOB '["state"]'
+job_state_is() { [ "$(job_field "$1" "$2" '["state"]')" = "$3" ]; }
+node_state_is() { get "$1" "/v1/nodes/$2"; [ "$(jget "$BODY" 'd["state"]')" = "$3" ]; }
+# events_of ID JOB: "type: message" lines; has_event ID JOB REGEX: one of them matches
+events_of() { get "$1" "/v1/events?job=$2&limit=1000"; jget "$BODY" '"\n".join(e["type"] + ": " + e["message"] for e in d["events"])'; }
+has_event() { local ev; ev=$(events_of "$1" "$2"); grep -q -- "$3" <<<"$ev"; }
+# alive PID: the process exists and is not a zombie
+alive() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+
+cleanup_agents() {
+	local name f
+	for name in "${!APID[@]}"; do kill -9 "${APID[$name]}" 2>/dev/null; done
+	# ranks run in their own sessions: end every rank this test started (pid files)
+	for f in "$T"/pids/*; do [ -f "$f" ] && kill -9 -- "-$(cat "$f")" 2>/dev/null; done
+	return 0
+}
+trap 'cleanup_agents; cleanup' EXIT
+
+# write_rank_script: $T/rank.sh, the command of the test jobs (run as ["sh", "$T/rank.sh",
+# MODE, ARGS...] with OUT=$T in the job's env). Every rank records its process group (the pid
+# of its shim: kill -- -PGID ends the rank) and environment
+# under $OUT, per job, rank and generation, then acts out MODE:
+#   sleep S            sleep S seconds, exit 0
+#   crash R            rank R exits 1 in generation 1; the others (and later generations) sleep 1 s
+#   fail R             rank R always exits 1
+#   train N DT [H]     N steps of DT seconds, each reported with yard-report; rank 0 writes a
+#                      checkpoint (step-NNNNNNNN/MANIFEST) every 5 steps; with YARD_RESUME=1 every
+#                      rank resumes from the newest one; rank H hangs after step 3 in generation 1
+write_rank_script() {
+	mkdir -p "$T/pids" "$T/env"
+	cat >"$T/rank.sh" <<'SCRIPT'
+out=$OUT
+tag="$YARD_JOB_ID.$RANK.$YARD_GENERATION"
+ps -o pgid= -p $$ | tr -d " " >"$out/pids/$tag"
+echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT YARD_RANK=$YARD_RANK YARD_WORLD_SIZE=$YARD_WORLD_SIZE YARD_HOSTS=$YARD_HOSTS YARD_PEERS=$YARD_PEERS YARD_CKPT_DIR=$YARD_CKPT_DIR YARD_RESUME=${YARD_RESUME:-0}" >"$out/env/$tag"
+case $1 in
+sleep) sleep "$2" ;;
+crash) if [ "$YARD_GENERATION" = 1 ] && [ "$RANK" = "$2" ]; then sleep 0.3; exit 1; fi; sleep 1 ;;
+fail) if [ "$RANK" = "$2" ]; then exit 1; fi; sleep 5 ;;
+train)
+	steps=$2 dt=$3 hang=${4:--1} s=0
+	if [ "${YARD_RESUME:-0}" = 1 ]; then
+		newest=$(ls -d "$YARD_CKPT_DIR"/step-* 2>/dev/null | sort | tail -n 1)
+		[ -n "$newest" ] && [ -f "$newest/MANIFEST" ] && s=$(cat "$newest/MANIFEST")
+	fi
+	echo "$s" >"$out/start.$tag"
+	while [ "$s" -lt "$steps" ]; do
+		if [ "$YARD_GENERATION" = 1 ] && [ "$RANK" = "$hang" ] && [ "$s" -ge 3 ]; then sleep 1000; fi
+		sleep "$dt"
+		s=$((s + 1))
+		yard-report "$s" 0.5 || exit 3
+		if [ "$RANK" = 0 ] && [ $((s % 5)) = 0 ]; then
+			d=$(printf '%s/step-%08d' "$YARD_CKPT_DIR" "$s")
+			mkdir -p "$d" && echo "$s" >"$d/MANIFEST"
+		fi
+	done ;;
+*) exit 2 ;;
+esac
+SCRIPT
+}
+# cmd MODE ARGS...: the "command" and "env" fields of a test job running rank.sh
+cmd() {
+	local args="\"sh\",\"$T/rank.sh\"" a
+	for a in "$@"; do args="$args,\"$a\""; done
+	echo "\"command\":[$args],\"env\":{\"OUT\":\"$T\"}"
+}

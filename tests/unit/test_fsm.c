@@ -518,6 +518,12 @@ static void test_nodes_and_placements(void **state)
 	                       "{\"id\":\"j-000001\",\"generation\":2,\"type\":\"running\",\"message\":\"all ranks up\"}",
 	                       NULL, T0 + 3, "yardd", "admin", NULL),
 	                 200);
+	/* a new leader proposing the same note again does not add a second event */
+	assert_int_equal(apply(&f, "job.note",
+	                       "{\"id\":\"j-000001\",\"generation\":2,\"type\":\"running\",\"message\":\"again\"}",
+	                       NULL, T0 + 3, "yardd", "admin", &r),
+	                 200);
+	assert_true(json_is_true(json_object_get(json_object_get(r, "body"), "duplicate")));
 	/* the second failure exceeds max_restarts 1: failed, not restarting */
 	assert_int_equal(apply(&f, "job.restart",
 	                       "{\"id\":\"j-000001\",\"generation\":2,\"reason\":\"rank 1 exited with code 1\","

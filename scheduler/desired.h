@@ -1,0 +1,28 @@
+/* desired.h: what one rank of a placed job is told to run: the "desired" entry of a
+ * heartbeat answer (docs/api.md, agent protocol), built from committed state only.
+ *
+ * Pure functions over the replicated rows (a job, its slots, the nodes), so every member
+ * computes the same answer for the same state and tests can check the environment without
+ * a cluster. The environment is torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ * GROUP_RANK/NODE_RANK, MASTER_ADDR, MASTER_PORT) plus trainyard's YARD_* variables; rank r
+ * on node N listens on N.host:(N.port_base + device). */
+#ifndef YARD_SCHED_DESIRED_H
+#define YARD_SCHED_DESIRED_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* The checkpoint directory of a job: store "dir:/p" → /p/JOB; "controller" →
+ * controller_dir/JOB (a directory every node shares; see README's known limitations). */
+void desired_ckpt_dir(const char *store, const char *controller_dir, const char *job, char *out,
+                      size_t out_len);
+
+/* One desired entry for `rank` of `job` (a job object as fsm_job_get returns it, with its
+ * "spec" and "generation"). slots: the job's slots, slots[r] = {"node","device"} for every
+ * rank r in order. nodes: {"node-id": {"host","port_base","devices"}...} for at least the
+ * nodes in slots. Returns a new object {"job","rank","generation","world_size","device",
+ * "kind","env","argv","spec"} or NULL when the rows are inconsistent. */
+json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes, int rank,
+                     const char *controller_ckpt_dir);
+
+#endif

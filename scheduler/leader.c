@@ -1,0 +1,959 @@
+/* leader.c: the leader's scheduler and failure detector (see leader.h for what a tick
+ * does). Soft state is two small tables, nodes and jobs, keyed by id; proposals refer to
+ * their entry by id, so the tables may grow while a proposal is in flight. */
+#include "scheduler/leader.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/common.h"
+#include "jobs/spec.h"
+#include "scheduler/desired.h"
+#include "scheduler/queue.h"
+
+#define REPORTS_MAX 256 /* rank reports in one heartbeat */
+
+struct soft_node {
+	char id[FSM_NAME_MAX + 1];
+	uint64_t last_seen_ms; /* monotonic; 0: not heard since this member became leader */
+	json_t *ranks;         /* the latest validated rank reports (owned) */
+	char version[32];
+	int64_t free_disk_mb;
+	int proposing; /* a node.set_state is in flight */
+};
+
+struct soft_job {
+	char id[FSM_ID_MAX];
+	int parsed; /* 1: req is valid; -1: the job cannot be placed (place_error says why) */
+	struct place_request req;
+	int world, is_command, max_restarts, hang_timeout_s;
+	char store[JOBSPEC_PATH_MAX + 1];
+	char place_error[QUEUE_REASON_MAX];
+	/* the phase (state, generation) the flags below refer to */
+	char state[16];
+	int64_t generation;
+	uint64_t phase_since_ms;
+	int noted_waiting, noted_running, noted_progress, stopped;
+	int proposing;
+	json_t *claim; /* devices of an in-flight job.assign: [{"node","device"}] */
+	int64_t step;  /* latest step reported by any rank of the generation, -1: none */
+	double loss;
+	int has_loss;
+	int position;
+	char reason[QUEUE_REASON_MAX];
+	int present; /* mark for dropping finished jobs */
+};
+
+struct sched {
+	uv_loop_t *loop;
+	struct fsm *fsm;
+	struct sched_config cfg;
+	struct sched_io io;
+	uv_timer_t timer;
+	int leading;
+	uint64_t epoch; /* bumped on every leadership change: late proposals are ignored */
+	uint64_t leader_since_ms;
+	uint64_t last_applied, last_full_ms;
+	int dirty;
+	struct soft_node *nodes;
+	int n_nodes, cap_nodes;
+	struct soft_job *jobs;
+	int n_jobs, cap_jobs;
+};
+
+void sched_config_defaults(struct sched_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->tick_ms = 100;
+	cfg->node_suspect_ms = 1500;
+	cfg->node_down_ms = 3000;
+	cfg->restart_backoff_ms = 500;
+	cfg->restart_backoff_max_ms = 30000;
+	cfg->stop_wait_ms = 10000;
+	cfg->reserve_after_ms = 60000;
+	snprintf(cfg->checkpoint_dir, sizeof cfg->checkpoint_dir, "checkpoints");
+}
+
+/* ---- soft tables ---- */
+
+static struct soft_node *node_find(struct sched *s, const char *id)
+{
+	for (int i = 0; i < s->n_nodes; i++)
+		if (strcmp(s->nodes[i].id, id) == 0)
+			return &s->nodes[i];
+	return NULL;
+}
+
+static struct soft_node *node_get(struct sched *s, const char *id)
+{
+	struct soft_node *n = node_find(s, id);
+	if (n != NULL)
+		return n;
+	if (s->n_nodes == s->cap_nodes) {
+		int cap = s->cap_nodes ? s->cap_nodes * 2 : 16;
+		struct soft_node *grown = realloc(s->nodes, (size_t)cap * sizeof *grown);
+		if (grown == NULL)
+			return NULL;
+		s->nodes = grown;
+		s->cap_nodes = cap;
+	}
+	n = &s->nodes[s->n_nodes++];
+	memset(n, 0, sizeof *n);
+	snprintf(n->id, sizeof n->id, "%s", id);
+	return n;
+}
+
+static struct soft_job *job_find(struct sched *s, const char *id)
+{
+	for (int i = 0; i < s->n_jobs; i++)
+		if (strcmp(s->jobs[i].id, id) == 0)
+			return &s->jobs[i];
+	return NULL;
+}
+
+/* Parses the placement request of a job from its normalized spec, once. */
+static void job_parse(struct soft_job *j, const json_t *spec)
+{
+	struct jobspec js;
+	struct yard_err err = {0};
+	if (jobspec_parse(spec, &js, &err) != 0) {
+		j->parsed = -1;
+		snprintf(j->place_error, sizeof j->place_error, "stored spec does not parse: %s",
+		         err.msg);
+		return;
+	}
+	j->is_command = js.is_command;
+	j->max_restarts = js.failure.max_restarts;
+	j->hang_timeout_s = js.failure.hang_timeout_s;
+	snprintf(j->store, sizeof j->store, "%s", js.checkpoint.store);
+	memset(&j->req, 0, sizeof j->req);
+	j->req.require_cuda = js.device == JOBSPEC_DEVICE_CUDA;
+	j->req.require_cpu = js.device == JOBSPEC_DEVICE_CPU;
+	j->req.memory_mb = js.memory_mb;
+	if (js.is_command) {
+		j->req.dp = js.ranks, j->req.tp = 1, j->req.pp = 1;
+	} else if (js.parallel.is_auto) {
+		j->parsed = -1;
+		snprintf(j->place_error, sizeof j->place_error,
+		         "parallel \"auto\" needs the planner, which is not available yet");
+		jobspec_free(&js);
+		return;
+	} else {
+		j->req.dp = js.parallel.dp, j->req.tp = js.parallel.tp, j->req.pp = js.parallel.pp;
+	}
+	j->world = j->req.dp * j->req.tp * j->req.pp;
+	j->parsed = 1;
+	jobspec_free(&js);
+}
+
+static struct soft_job *job_get(struct sched *s, const json_t *job)
+{
+	const char *id = json_string_value(json_object_get(job, "id"));
+	struct soft_job *j = job_find(s, id);
+	if (j != NULL)
+		return j;
+	if (s->n_jobs == s->cap_jobs) {
+		int cap = s->cap_jobs ? s->cap_jobs * 2 : 16;
+		struct soft_job *grown = realloc(s->jobs, (size_t)cap * sizeof *grown);
+		if (grown == NULL)
+			return NULL;
+		s->jobs = grown;
+		s->cap_jobs = cap;
+	}
+	j = &s->jobs[s->n_jobs++];
+	memset(j, 0, sizeof *j);
+	snprintf(j->id, sizeof j->id, "%s", id);
+	j->step = -1;
+	job_parse(j, json_object_get(job, "spec"));
+	return j;
+}
+
+static void soft_clear(struct sched *s)
+{
+	for (int i = 0; i < s->n_nodes; i++)
+		json_decref(s->nodes[i].ranks);
+	for (int i = 0; i < s->n_jobs; i++)
+		json_decref(s->jobs[i].claim);
+	s->n_nodes = s->n_jobs = 0;
+}
+
+/* ---- proposals ---- */
+
+struct proposal {
+	struct sched *s;
+	uint64_t epoch;
+	int is_node;
+	char id[FSM_NAME_MAX + 1];
+	char op[24];
+};
+
+static void proposal_done(void *data, int status, const json_t *result)
+{
+	struct proposal *p = data;
+	struct sched *s = p->s;
+	if (p->epoch == s->epoch && s->leading) {
+		if (p->is_node) {
+			struct soft_node *n = node_find(s, p->id);
+			if (n != NULL)
+				n->proposing = 0;
+		} else {
+			struct soft_job *j = job_find(s, p->id);
+			if (j != NULL) {
+				j->proposing = 0;
+				json_decref(j->claim);
+				j->claim = NULL;
+			}
+		}
+		const char *error = result ? json_string_value(json_object_get(result, "error")) : NULL;
+		if (status != 0)
+			log_warn("scheduler: %s %s not committed: %s", p->op, p->id,
+			         yard_strerror(status));
+		else if (error != NULL)
+			log_info("scheduler: %s %s refused: %s", p->op, p->id, error);
+		s->dirty = 1;
+	}
+	free(p);
+}
+
+static int propose(struct sched *s, int is_node, const char *id, const char *op, json_t *args)
+{
+	struct proposal *p = calloc(1, sizeof *p);
+	if (p == NULL) {
+		json_decref(args);
+		return -1;
+	}
+	p->s = s;
+	p->epoch = s->epoch;
+	p->is_node = is_node;
+	snprintf(p->id, sizeof p->id, "%s", id);
+	snprintf(p->op, sizeof p->op, "%s", op);
+	if (s->io.propose(s->io.data, op, args, proposal_done, p) != 0) {
+		free(p);
+		return -1;
+	}
+	return 0;
+}
+
+static int propose_job(struct sched *s, struct soft_job *j, const char *op, json_t *args)
+{
+	if (propose(s, 0, j->id, op, args) != 0)
+		return -1;
+	j->proposing = 1;
+	return 0;
+}
+
+static void note(struct sched *s, struct soft_job *j, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void note(struct sched *s, struct soft_job *j, const char *type, const char *fmt, ...)
+{
+	char message[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof message, fmt, ap);
+	va_end(ap);
+	propose_job(s, j, "job.note",
+	            json_pack("{s:s,s:I,s:s,s:s}", "id", j->id, "generation",
+	                      (json_int_t)j->generation, "type", type, "message", message));
+}
+
+/* ---- node health ---- */
+
+static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
+{
+	size_t i;
+	json_t *node;
+	json_array_foreach(nodes, i, node)
+	{
+		const char *id = json_string_value(json_object_get(node, "id"));
+		const char *state = json_string_value(json_object_get(node, "state"));
+		struct soft_node *n = node_get(s, id);
+		if (n == NULL || n->proposing)
+			continue;
+		uint64_t heard = n->last_seen_ms > s->leader_since_ms ? n->last_seen_ms
+		                                                      : s->leader_since_ms;
+		uint64_t silence_ms = now - heard;
+		const char *want = state;
+		char reason[160];
+		if (n->last_seen_ms != 0 && silence_ms < s->cfg.node_suspect_ms)
+			want = "up";
+		else if (silence_ms >= s->cfg.node_down_ms)
+			want = "down";
+		else if (silence_ms >= s->cfg.node_suspect_ms && strcmp(state, "up") == 0)
+			want = "suspect";
+		if (strcmp(want, state) == 0)
+			continue;
+		if (strcmp(want, "up") == 0)
+			snprintf(reason, sizeof reason, "heartbeats again");
+		else if (n->last_seen_ms == 0)
+			snprintf(reason, sizeof reason,
+			         "no heartbeat in %.1f s since this controller became leader",
+			         (double)silence_ms / 1000);
+		else
+			snprintf(reason, sizeof reason, "no heartbeat for %.1f s",
+			         (double)silence_ms / 1000);
+		if (propose(s, 1, id, "node.set_state",
+		            json_pack("{s:s,s:s,s:s}", "id", id, "state", want, "reason", reason)) ==
+		    0)
+			n->proposing = 1;
+	}
+}
+
+/* ---- running jobs ---- */
+
+static const json_t *report_find(const struct soft_node *n, const char *job, int64_t rank,
+                                 int64_t generation)
+{
+	size_t i;
+	json_t *r;
+	if (n == NULL)
+		return NULL;
+	json_array_foreach(n->ranks, i, r)
+	{
+		if (json_integer_value(json_object_get(r, "rank")) == rank &&
+		    json_integer_value(json_object_get(r, "generation")) == generation &&
+		    strcmp(json_string_value(json_object_get(r, "job")), job) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+static const char *node_state_of(const json_t *nodes_by_id, const char *node)
+{
+	const char *st = json_string_value(json_object_get(json_object_get(nodes_by_id, node), "state"));
+	return st ? st : "unknown";
+}
+
+/* Looks at every rank of a running job's generation; proposes at most one decision. */
+static void check_running(struct sched *s, struct soft_job *j, const json_t *layout,
+                          const json_t *nodes_by_id, uint64_t now)
+{
+	size_t i;
+	json_t *slot;
+	int world = (int)json_array_size(layout), exited_ok = 0, running = 0;
+	char failure[256] = "";
+	int64_t max_step = -1;
+	json_array_foreach(layout, i, slot)
+	{
+		int64_t rank = json_integer_value(json_object_get(slot, "rank"));
+		const char *node = json_string_value(json_object_get(slot, "node"));
+		if (strcmp(node_state_of(nodes_by_id, node), "down") == 0) {
+			snprintf(failure, sizeof failure, "rank %lld on node %s: node down",
+			         (long long)rank, node);
+			break;
+		}
+		const struct soft_node *n = node_find(s, node);
+		const json_t *rep = report_find(n, j->id, rank, j->generation);
+		if (rep == NULL)
+			continue;
+		int64_t step = json_integer_value(json_object_get(rep, "step"));
+		if (step > max_step) {
+			max_step = step;
+			json_t *loss = json_object_get(rep, "loss");
+			if (json_is_number(loss)) {
+				j->loss = json_number_value(loss);
+				j->has_loss = 1;
+			}
+		}
+		if (strcmp(json_string_value(json_object_get(rep, "state")), "exited") == 0) {
+			json_int_t code = json_integer_value(json_object_get(rep, "exit_code"));
+			json_int_t sig = json_integer_value(json_object_get(rep, "signal"));
+			if (code == 0 && sig == 0) {
+				exited_ok++;
+				continue;
+			}
+			if (sig != 0)
+				snprintf(failure, sizeof failure, "rank %lld on node %s killed by signal %lld",
+				         (long long)rank, node, (long long)sig);
+			else if (code < 0)
+				snprintf(failure, sizeof failure,
+				         "rank %lld on node %s ended while its agent was down (exit status "
+				         "unknown)",
+				         (long long)rank, node);
+			else
+				snprintf(failure, sizeof failure, "rank %lld on node %s exited with code %lld",
+				         (long long)rank, node, (long long)code);
+			break;
+		}
+		running++;
+		/* Hang: trainer ranks always report steps; a command job is judged only once it
+		 * has reported one (docs/api.md). */
+		if (step >= 0 || !j->is_command) {
+			uint64_t ago = (uint64_t)json_integer_value(json_object_get(rep, "last_step_ms_ago")) +
+			               (now - n->last_seen_ms);
+			if (ago > (uint64_t)j->hang_timeout_s * 1000) {
+				snprintf(failure, sizeof failure,
+				         "rank %lld on node %s made no step progress for %.1f s (hang_timeout_s "
+				         "%d)",
+				         (long long)rank, node, (double)ago / 1000, j->hang_timeout_s);
+				break;
+			}
+		}
+	}
+	if (max_step > j->step)
+		j->step = max_step;
+	if (j->proposing)
+		return;
+	if (failure[0] != '\0') {
+		json_t *args = json_pack("{s:s,s:I,s:s,s:i}", "id", j->id, "generation",
+		                         (json_int_t)j->generation, "reason", failure, "max_restarts",
+		                         j->max_restarts);
+		if (j->step >= 0)
+			json_object_set_new(args, "step", json_integer(j->step));
+		if (j->has_loss)
+			json_object_set_new(args, "loss", json_real(j->loss));
+		propose_job(s, j, "job.restart", args);
+	} else if (world > 0 && exited_ok == world) {
+		json_t *args =
+		    json_pack("{s:s,s:I,s:s,s:s}", "id", j->id, "generation", (json_int_t)j->generation,
+		              "state", "succeeded", "reason", "every rank exited with code 0");
+		if (j->step >= 0)
+			json_object_set_new(args, "step", json_integer(j->step));
+		if (j->has_loss)
+			json_object_set_new(args, "loss", json_real(j->loss));
+		propose_job(s, j, "job.finish", args);
+	} else if (!j->noted_running && running + exited_ok == world) {
+		j->noted_running = 1;
+		note(s, j, "running", "all %d rank(s) of generation %lld started", world,
+		     (long long)j->generation);
+	} else if (!j->noted_progress && j->step >= 0) {
+		j->noted_progress = 1;
+		note(s, j, "progress", "first step reported: %lld (generation %lld%s)",
+		     (long long)j->step, (long long)j->generation,
+		     j->generation > 1 ? ", after restart" : "");
+	}
+}
+
+/* Newest step directory with a MANIFEST (trainer_ckpt.c's layout), -1 if none. */
+static int64_t newest_checkpoint(const char *dir)
+{
+	int64_t best = -1;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		long long step;
+		char tail, manifest[2048];
+		struct stat st;
+		if (sscanf(e->d_name, "step-%lld%c", &step, &tail) != 1)
+			continue;
+		snprintf(manifest, sizeof manifest, "%s/%s/MANIFEST", dir, e->d_name);
+		if (stat(manifest, &st) == 0 && step > best)
+			best = step;
+	}
+	closedir(d);
+	return best;
+}
+
+static uint64_t backoff_ms(const struct sched *s, int64_t restarts)
+{
+	uint64_t ms = s->cfg.restart_backoff_ms;
+	for (int64_t i = 1; i < restarts && ms < s->cfg.restart_backoff_max_ms; i++)
+		ms *= 2;
+	return ms < s->cfg.restart_backoff_max_ms ? ms : s->cfg.restart_backoff_max_ms;
+}
+
+/* A restarting job may be placed again once its old ranks are confirmed stopped (or the
+ * wait ran out) and its back-off has passed. Returns 1 when it may. */
+static int check_restarting(struct sched *s, struct soft_job *j, const json_t *job,
+                            const json_t *nodes_by_id, uint64_t now)
+{
+	if (!j->stopped) {
+		json_t *layout = json_object_get(job, "layout");
+		size_t i;
+		json_t *slot;
+		int waiting = 0;
+		json_array_foreach(layout, i, slot)
+		{
+			int64_t rank = json_integer_value(json_object_get(slot, "rank"));
+			const char *node = json_string_value(json_object_get(slot, "node"));
+			const struct soft_node *n = node_find(s, node);
+			const json_t *rep;
+			if (strcmp(node_state_of(nodes_by_id, node), "down") == 0)
+				continue;
+			if (n == NULL || n->last_seen_ms == 0)
+				waiting++;
+			else if ((rep = report_find(n, j->id, rank, j->generation)) != NULL &&
+			         strcmp(json_string_value(json_object_get(rep, "state")), "running") == 0)
+				waiting++;
+		}
+		if (waiting > 0 && now - j->phase_since_ms < s->cfg.stop_wait_ms) {
+			snprintf(j->reason, sizeof j->reason,
+			         "restarting: waiting for %d rank(s) of generation %lld to stop", waiting,
+			         (long long)j->generation);
+			return 0;
+		}
+		if (j->proposing)
+			return 0;
+		j->stopped = 1;
+		if (waiting == 0)
+			note(s, j, "stopped", "every rank of generation %lld is stopped",
+			     (long long)j->generation);
+		else
+			note(s, j, "stopped",
+			     "%d rank(s) of generation %lld not confirmed stopped after %.1f s; placing "
+			     "again anyway",
+			     waiting, (long long)j->generation, (double)(now - j->phase_since_ms) / 1000);
+		return 0;
+	}
+	int64_t restarts = json_integer_value(json_object_get(job, "restarts"));
+	int64_t since = json_integer_value(json_object_get(job, "updated_ms"));
+	int64_t ready = since + (int64_t)backoff_ms(s, restarts);
+	int64_t wall = yard_now_wall_ms();
+	if (wall < ready) {
+		snprintf(j->reason, sizeof j->reason, "restart back-off: %.1f s left",
+		         (double)(ready - wall) / 1000);
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- placement ---- */
+
+static int node_index(const struct place_node *nodes, int n, const char *id)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(nodes[i].id, id) == 0)
+			return i;
+	return -1;
+}
+
+static void mark_busy(struct place_node *pn, int n, const char *node, int64_t device)
+{
+	int k = node_index(pn, n, node);
+	if (k >= 0 && device >= 0 && device < PLACE_MAX_DEVICES_PER_NODE)
+		pn[k].busy_mask |= 1ull << device;
+}
+
+static void place(struct sched *s, json_t *const *candidates, int n_cand, const json_t *nodes,
+                  const json_t *slots)
+{
+	int n_nodes = (int)json_array_size(nodes);
+	struct place_node *pn = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *pn);
+	struct queue_job *q = calloc((size_t)(n_cand ? n_cand : 1), sizeof *q);
+	int n_q = 0;
+	size_t i;
+	json_t *v;
+	if (pn == NULL || q == NULL)
+		goto out;
+	json_array_foreach(nodes, i, v)
+	{
+		const json_t *devices = json_object_get(v, "devices");
+		const char *kind = json_string_value(json_object_get(json_array_get(devices, 0), "kind"));
+		snprintf(pn[i].id, sizeof pn[i].id, "%s", json_string_value(json_object_get(v, "id")));
+		pn[i].schedulable = strcmp(json_string_value(json_object_get(v, "state")), "up") == 0 &&
+		                    !json_is_true(json_object_get(v, "cordoned"));
+		pn[i].kind = kind && strcmp(kind, "cuda") == 0 ? PLACE_DEVICE_CUDA : PLACE_DEVICE_CPU;
+		pn[i].n_devices = (int)json_array_size(devices);
+		pn[i].device_memory_mb =
+		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
+	}
+	json_array_foreach(slots, i, v)
+	    mark_busy(pn, n_nodes, json_string_value(json_object_get(v, "node")),
+	              json_integer_value(json_object_get(v, "device")));
+	for (int k = 0; k < s->n_jobs; k++) {
+		json_array_foreach(s->jobs[k].claim, i, v)
+		    mark_busy(pn, n_nodes, json_string_value(json_object_get(v, "node")),
+		              json_integer_value(json_object_get(v, "device")));
+	}
+	for (int c = 0; c < n_cand; c++) {
+		const json_t *job = candidates[c];
+		struct soft_job *j = job_find(s, json_string_value(json_object_get(job, "id")));
+		if (j == NULL || j->proposing)
+			continue;
+		if (j->parsed != 1) {
+			snprintf(j->reason, sizeof j->reason, "%s", j->place_error);
+			continue;
+		}
+		struct queue_job *qj = &q[n_q++];
+		qj->id = j->id;
+		qj->priority = (int)json_integer_value(json_object_get(job, "priority"));
+		qj->seq = json_integer_value(json_object_get(job, "seq"));
+		qj->pending_since_ms = json_integer_value(json_object_get(job, "updated_ms"));
+		qj->req = j->req;
+		qj->slots = calloc((size_t)j->world, sizeof *qj->slots);
+		if (qj->slots == NULL) {
+			n_q--;
+			continue;
+		}
+	}
+	struct queue_policy policy = {.reserve_after_ms = (int64_t)s->cfg.reserve_after_ms};
+	queue_pass(q, n_q, pn, n_nodes, &policy, yard_now_wall_ms());
+	for (int k = 0; k < n_q; k++) {
+		struct soft_job *j = job_find(s, q[k].id);
+		j->position = q[k].position;
+		if (!q[k].placed) {
+			snprintf(j->reason, sizeof j->reason, "%s", q[k].reason);
+			if (!j->noted_waiting && n_nodes > 0) {
+				j->noted_waiting = 1;
+				note(s, j, "waiting", "%s", q[k].reason);
+			}
+			continue;
+		}
+		j->reason[0] = '\0';
+		json_t *ranks = json_array();
+		for (int r = 0; r < j->world; r++)
+			json_array_append_new(ranks, json_pack("{s:s,s:i}", "node",
+			                                       pn[q[k].slots[r].node].id, "device",
+			                                       q[k].slots[r].device));
+		char note_text[200] = "";
+		if (strcmp(j->state, "restarting") == 0) {
+			char dir[1100];
+			desired_ckpt_dir(j->store, s->cfg.checkpoint_dir, j->id, dir, sizeof dir);
+			int64_t step = newest_checkpoint(dir);
+			if (step >= 0)
+				snprintf(note_text, sizeof note_text, "restoring from checkpoint step %lld",
+				         (long long)step);
+			else
+				snprintf(note_text, sizeof note_text,
+				         "no complete checkpoint: starting from step 0");
+		}
+		j->claim = json_deep_copy(ranks);
+		if (propose_job(s, j, "job.assign",
+		                json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
+		                          (json_int_t)j->generation + 1, "ranks", ranks, "note",
+		                          note_text)) != 0) {
+			json_decref(j->claim);
+			j->claim = NULL;
+		}
+	}
+out:
+	for (int k = 0; k < n_q; k++)
+		free(q[k].slots);
+	free(q);
+	free(pn);
+}
+
+/* ---- the tick ---- */
+
+static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
+{
+	json_t *jobs = fsm_jobs_active(s->fsm);
+	json_t *slots = fsm_running_slots(s->fsm);
+	json_t *nodes_by_id = json_object();
+	json_t **candidates = calloc(json_array_size(jobs) + 1, sizeof *candidates);
+	int n_cand = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach(nodes, i, v)
+	    json_object_set(nodes_by_id, json_string_value(json_object_get(v, "id")), v);
+	for (int k = 0; k < s->n_jobs; k++)
+		s->jobs[k].present = 0;
+	json_array_foreach(jobs, i, v)
+	{
+		struct soft_job *j = job_get(s, v);
+		const char *state = json_string_value(json_object_get(v, "state"));
+		int64_t generation = json_integer_value(json_object_get(v, "generation"));
+		if (j == NULL || candidates == NULL)
+			continue;
+		j->present = 1;
+		if (strcmp(j->state, state) != 0 || j->generation != generation) {
+			snprintf(j->state, sizeof j->state, "%s", state);
+			j->generation = generation;
+			j->phase_since_ms = now;
+			j->noted_waiting = j->noted_running = j->noted_progress = j->stopped = 0;
+			j->position = 0;
+			j->reason[0] = '\0';
+			if (strcmp(state, "running") == 0)
+				j->step = -1, j->has_loss = 0;
+		}
+		if (strcmp(state, "running") == 0) {
+			json_t *layout = fsm_job_layout(s->fsm, j->id);
+			check_running(s, j, layout, nodes_by_id, now);
+			json_decref(layout);
+		} else if (strcmp(state, "pending") == 0 ||
+		           check_restarting(s, j, v, nodes_by_id, now)) {
+			candidates[n_cand++] = v;
+		}
+	}
+	for (int k = 0; k < s->n_jobs;) {
+		if (!s->jobs[k].present && !s->jobs[k].proposing) {
+			json_decref(s->jobs[k].claim);
+			s->jobs[k] = s->jobs[--s->n_jobs];
+		} else {
+			k++;
+		}
+	}
+	if (candidates != NULL)
+		place(s, candidates, n_cand, nodes, slots);
+	free(candidates);
+	json_decref(nodes_by_id);
+	json_decref(slots);
+	json_decref(jobs);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct sched *s = t->data;
+	struct yard_err err = {0};
+	if (!s->leading || !s->io.is_ready(s->io.data))
+		return;
+	uint64_t now = yard_now_mono_ms();
+	json_t *nodes = fsm_nodes_list(s->fsm, &err);
+	if (nodes == NULL) {
+		log_error("scheduler: %s", err.msg);
+		return;
+	}
+	check_nodes(s, nodes, now);
+	uint64_t applied = s->io.applied_index(s->io.data);
+	if (s->dirty || applied != s->last_applied || now - s->last_full_ms >= 1000) {
+		s->dirty = 0;
+		s->last_applied = applied;
+		s->last_full_ms = now;
+		run_jobs(s, nodes, now);
+	}
+	json_decref(nodes);
+}
+
+/* ---- lifecycle ---- */
+
+struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_config *cfg,
+                           const struct sched_io *io)
+{
+	struct sched *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return NULL;
+	s->loop = loop;
+	s->fsm = fsm;
+	s->cfg = *cfg;
+	s->io = *io;
+	uv_timer_init(loop, &s->timer);
+	s->timer.data = s;
+	uv_timer_start(&s->timer, on_tick, cfg->tick_ms, cfg->tick_ms);
+	return s;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+	free(h->data); /* the sched the timer lives in */
+}
+
+void sched_destroy(struct sched *s)
+{
+	if (s == NULL)
+		return;
+	soft_clear(s);
+	free(s->nodes);
+	free(s->jobs);
+	uv_timer_stop(&s->timer);
+	uv_close((uv_handle_t *)&s->timer, timer_closed);
+}
+
+void sched_leader_up(struct sched *s)
+{
+	soft_clear(s);
+	s->epoch++;
+	s->leading = 1;
+	s->leader_since_ms = yard_now_mono_ms();
+	s->dirty = 1;
+	log_info("scheduler: leading; every node has %.1f s from now before it is suspect",
+	         (double)s->cfg.node_suspect_ms / 1000);
+}
+
+void sched_leader_down(struct sched *s)
+{
+	if (!s->leading)
+		return;
+	soft_clear(s);
+	s->epoch++;
+	s->leading = 0;
+	log_info("scheduler: no longer leading; soft state dropped");
+}
+
+/* ---- heartbeats ---- */
+
+static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
+{
+	static const char *const keys[] = {"job",  "rank",    "generation", "pid",
+	                                   "state", "exit_code", "signal",   "step",
+	                                   "loss", "step_ms", "compute_ms", "comm_wait_ms",
+	                                   "last_step_ms_ago", NULL};
+	json_t *out = json_array(), *r;
+	size_t i;
+	if (ranks == NULL || json_is_null(ranks))
+		return out;
+	if (!json_is_array(ranks) || json_array_size(ranks) > REPORTS_MAX) {
+		json_decref(out);
+		yard_err_set(err, YARD_EINVAL, "ranks: must be an array of at most %d reports",
+		             REPORTS_MAX);
+		return NULL;
+	}
+	json_array_foreach(ranks, i, r)
+	{
+		char prefix[32];
+		const char *job = NULL, *state = NULL;
+		int64_t rank = 0, generation = 0, pid = 0, code = 0, sig = 0, step = -1, ago = 0;
+		double loss = 0;
+		snprintf(prefix, sizeof prefix, "ranks[%zu]", i);
+		if (!json_is_object(r) || jsonx_only_keys(r, prefix, keys, err) != 0 ||
+		    jsonx_get_string(r, prefix, "job", 1, FSM_ID_MAX - 1, &job, err) != 0 ||
+		    jsonx_get_int(r, prefix, "rank", 1, 0, 65535, &rank, err) != 0 ||
+		    jsonx_get_int(r, prefix, "generation", 1, 0, INT32_MAX, &generation, err) != 0 ||
+		    jsonx_get_int(r, prefix, "pid", 0, 0, INT32_MAX, &pid, err) != 0 ||
+		    jsonx_get_string(r, prefix, "state", 1, 16, &state, err) != 0 ||
+		    jsonx_get_int(r, prefix, "exit_code", 0, -1, 255, &code, err) != 0 ||
+		    jsonx_get_int(r, prefix, "signal", 0, 0, 128, &sig, err) != 0 ||
+		    jsonx_get_int(r, prefix, "step", 0, -1, INT64_MAX, &step, err) != 0 ||
+		    jsonx_get_double(r, prefix, "loss", 0, -1e300, 1e300, &loss, err) != 0 ||
+		    jsonx_get_int(r, prefix, "last_step_ms_ago", 0, 0, INT64_MAX / 2, &ago, err) != 0) {
+			if (err->code == 0)
+				yard_err_set(err, YARD_EINVAL, "%s: must be an object", prefix);
+			json_decref(out);
+			return NULL;
+		}
+		if (strcmp(state, "running") != 0 && strcmp(state, "exited") != 0) {
+			yard_err_set(err, YARD_EINVAL, "%s.state: '%s' is not running or exited", prefix,
+			             state);
+			json_decref(out);
+			return NULL;
+		}
+		json_t *clean = json_pack("{s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I}", "job", job, "rank",
+		                          (json_int_t)rank, "generation", (json_int_t)generation, "pid",
+		                          (json_int_t)pid, "state", state, "exit_code", (json_int_t)code,
+		                          "signal", (json_int_t)sig, "step", (json_int_t)step,
+		                          "last_step_ms_ago", (json_int_t)ago);
+		if (json_is_number(json_object_get(r, "loss")))
+			json_object_set_new(clean, "loss", json_real(loss));
+		json_array_append_new(out, clean);
+	}
+	return out;
+}
+
+static json_t *desired_for(struct sched *s, const char *node)
+{
+	struct yard_err err = {0};
+	json_t *desired = json_array();
+	json_t *me = fsm_node_get(s->fsm, node, &err);
+	if (me == NULL)
+		return desired;
+	if (strcmp(json_string_value(json_object_get(me, "state")), "down") == 0) {
+		json_decref(me); /* its ranks are being moved; anything it runs must stop */
+		return desired;
+	}
+	json_decref(me);
+	json_t *slots = fsm_running_slots(s->fsm);
+	json_t *nodes = fsm_nodes_list(s->fsm, &err);
+	json_t *nodes_by_id = json_object(), *jobs = json_object();
+	size_t i;
+	json_t *v;
+	json_array_foreach(nodes, i, v)
+	    json_object_set(nodes_by_id, json_string_value(json_object_get(v, "id")), v);
+	json_array_foreach(slots, i, v)
+	{
+		const char *job_id = json_string_value(json_object_get(v, "job"));
+		if (strcmp(json_string_value(json_object_get(v, "node")), node) != 0)
+			continue;
+		json_t *job = json_object_get(jobs, job_id);
+		if (job == NULL) {
+			job = fsm_job_get(s->fsm, job_id, &err);
+			if (job == NULL)
+				continue;
+			json_object_set_new(jobs, job_id, job);
+		}
+		json_t *entry = desired_rank(job, json_object_get(job, "layout"), nodes_by_id,
+		                             (int)json_integer_value(json_object_get(v, "rank")),
+		                             s->cfg.checkpoint_dir);
+		if (entry != NULL)
+			json_array_append_new(desired, entry);
+	}
+	json_decref(jobs);
+	json_decref(nodes_by_id);
+	json_decref(nodes);
+	json_decref(slots);
+	return desired;
+}
+
+json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
+                        struct yard_err *err)
+{
+	static const char *const keys[] = {"node",      "version",  "free_disk_mb",
+	                                   "link_gbps", "draining", "ranks", NULL};
+	const char *name = NULL, *version = "";
+	int64_t free_disk_mb = -1;
+	if (jsonx_only_keys(body, "", keys, err) != 0 ||
+	    jsonx_get_string(body, "", "node", 1, FSM_NAME_MAX, &name, err) != 0 ||
+	    jsonx_get_string(body, "", "version", 0, 31, &version, err) != 0 ||
+	    jsonx_get_int(body, "", "free_disk_mb", 0, -1, INT64_MAX / 2, &free_disk_mb, err) != 0)
+		return NULL;
+	if (strcmp(name, node) != 0) {
+		yard_err_set(err, YARD_EPERM, "node: this token belongs to node %s, not %s", node,
+		             name);
+		return NULL;
+	}
+	json_t *reports = clean_reports(json_object_get(body, "ranks"), err);
+	if (reports == NULL)
+		return NULL;
+	if (s->leading) {
+		struct soft_node *n = node_get(s, node);
+		if (n != NULL) {
+			json_decref(n->ranks);
+			n->ranks = reports;
+			reports = NULL;
+			n->last_seen_ms = yard_now_mono_ms();
+			snprintf(n->version, sizeof n->version, "%s", version);
+			n->free_disk_mb = free_disk_mb;
+			s->dirty = 1;
+		}
+	}
+	json_decref(reports);
+	return json_pack("{s:o,s:[]}", "desired", desired_for(s, node), "commands");
+}
+
+/* ---- overlays ---- */
+
+void sched_overlay_job(struct sched *s, json_t *job)
+{
+	if (!s->leading)
+		return;
+	const char *id = json_string_value(json_object_get(job, "id"));
+	const char *state = json_string_value(json_object_get(job, "state"));
+	struct soft_job *j = id ? job_find(s, id) : NULL;
+	if (j == NULL || state == NULL)
+		return;
+	if (strcmp(state, "pending") == 0 || strcmp(state, "restarting") == 0) {
+		if (j->reason[0] != '\0')
+			json_object_set_new(job, "reason", json_string(j->reason));
+		if (j->position > 0)
+			json_object_set_new(job, "position", json_integer(j->position));
+	}
+	if (strcmp(state, "running") != 0)
+		return;
+	if (j->step >= 0)
+		json_object_set_new(job, "step", json_integer(j->step));
+	if (j->has_loss)
+		json_object_set_new(job, "loss", json_real(j->loss));
+	json_t *ranks = json_array();
+	for (int k = 0; k < s->n_nodes; k++) {
+		size_t i;
+		json_t *r;
+		json_array_foreach(s->nodes[k].ranks, i, r)
+		{
+			if (strcmp(json_string_value(json_object_get(r, "job")), id) != 0 ||
+			    json_integer_value(json_object_get(r, "generation")) != j->generation)
+				continue;
+			json_t *copy = json_deep_copy(r);
+			json_object_del(copy, "job");
+			json_object_set_new(copy, "node", json_string(s->nodes[k].id));
+			json_array_append_new(ranks, copy);
+		}
+	}
+	json_object_set_new(job, "ranks", ranks);
+}
+
+void sched_overlay_node(struct sched *s, json_t *node)
+{
+	if (!s->leading)
+		return;
+	struct soft_node *n = node_find(s, json_string_value(json_object_get(node, "id")));
+	if (n == NULL || n->last_seen_ms == 0)
+		return;
+	json_object_set_new(node, "last_heartbeat_ms_ago",
+	                    json_integer((json_int_t)(yard_now_mono_ms() - n->last_seen_ms)));
+	json_object_set_new(node, "ranks", n->ranks ? json_deep_copy(n->ranks) : json_array());
+	if (n->free_disk_mb >= 0)
+		json_object_set_new(node, "free_disk_mb", json_integer(n->free_disk_mb));
+}

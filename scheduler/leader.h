@@ -1,0 +1,86 @@
+/* leader.h: the scheduler and failure detector that run on the raft leader only.
+ *
+ * Soft state lives here, in the leader's memory, and is never replicated: when each node
+ * was last heard, the ranks it reports (pid, state, exit code, step, loss), queue positions
+ * and pending reasons. Only decisions are committed, through sched_io.propose: node state
+ * changes (up → suspect → down), placements (job.assign: rank → node/device, generation),
+ * restarts, finishes and the notes that make a job's events tell its story. Agents learn
+ * their ranks from heartbeat answers computed from committed placements, so nothing an
+ * agent runs was not committed first.
+ *
+ * A tick (every tick_ms) does three things:
+ *  1. node health: silence ≥ suspect_ms → suspect, ≥ down_ms → down (committed); a new
+ *     leader counts silence from the moment it became leader, so every node gets one full
+ *     grace period after a failover;
+ *  2. running jobs: a rank on a down node, a rank that exited non-zero (or whose exit the
+ *     agent could not observe), a rank without step progress for failure.hang_timeout_s
+ *     (trainer jobs always; command jobs once they report steps) → job.restart, which
+ *     fails the job once failure.max_restarts is used up; every rank of the generation
+ *     exited 0 → job.finish succeeded;
+ *  3. placement: pending jobs, and restarting jobs whose old ranks are confirmed stopped
+ *     and whose back-off has passed, go through queue_pass (scheduler/queue.h) over the
+ *     free devices of up, uncordoned nodes; each placed gang is proposed as job.assign.
+ * One proposal per job or node is in flight at a time; the state machine re-checks every
+ * decision (a device is never given twice, a stale generation is refused). */
+#ifndef YARD_SCHED_LEADER_H
+#define YARD_SCHED_LEADER_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "jobs/fsm.h"
+
+struct sched_config {
+	uint64_t tick_ms;            /* default 100 */
+	uint64_t node_suspect_ms;    /* default 1500 */
+	uint64_t node_down_ms;       /* default 3000 */
+	uint64_t restart_backoff_ms; /* first restart waits this long, doubling, default 500 */
+	uint64_t restart_backoff_max_ms; /* default 30000 */
+	uint64_t stop_wait_ms;       /* how long a restart waits for old ranks to stop, 10000 */
+	uint64_t reserve_after_ms;   /* queue anti-starvation (queue.h), default 60000 */
+	char checkpoint_dir[1024];   /* the "controller" store's shared directory */
+};
+
+void sched_config_defaults(struct sched_config *cfg);
+
+typedef void (*sched_done_cb)(void *cb_data, int status, const json_t *result);
+
+/* How the scheduler reaches raft, injected so it can be driven by tests. */
+struct sched_io {
+	void *data;
+	/* Replicates a command (args stolen). 0: done will be called once with status 0 and
+	 * the FSM result, or a YARD_E* error; non-zero: refused now, done not called. */
+	int (*propose)(void *data, const char *op, json_t *args, sched_done_cb done, void *cb_data);
+	/* Whether this member is the ready leader. */
+	int (*is_ready)(void *data);
+	/* Index of the last applied entry (a change means the replicated state changed). */
+	uint64_t (*applied_index)(void *data);
+};
+
+struct sched;
+
+struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_config *cfg,
+                           const struct sched_io *io);
+void sched_destroy(struct sched *s);
+/* This member became the ready leader: soft state starts empty and the grace period of
+ * every node starts now. */
+void sched_leader_up(struct sched *s);
+/* Leadership lost: soft state is dropped; in-flight proposals are ignored when they end. */
+void sched_leader_down(struct sched *s);
+
+/* A heartbeat from node (already authenticated as that node). Records the soft state and
+ * returns the answer {"desired": [...], "commands": []} (new reference), or NULL with err
+ * (YARD_EINVAL naming the field of a malformed body, YARD_EPERM for another node's name). */
+json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
+                        struct yard_err *err);
+
+/* Adds soft state to API objects on the leader: a job gets "position" and the current
+ * pending "reason" while it waits, "step"/"loss" from the latest heartbeats and "ranks"
+ * (per-rank pid, state, step); a node gets "last_heartbeat_ms_ago", "ranks" and
+ * "free_devices". Without soft state (a follower, or nothing heard) objects are unchanged. */
+void sched_overlay_job(struct sched *s, json_t *job);
+void sched_overlay_node(struct sched *s, json_t *node);
+
+#endif

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# test_jobs.sh: command jobs on one controller and two agents (4 CPU devices each), real
+# processes on 127.0.0.1: the torchrun environment of every rank, gang scheduling with a
+# visible pending reason, restart after a crash and after a hang, max_restarts, cancel
+# (every rank's process gone), an agent restart re-adopting its ranks, and the agent
+# protocol's authorisation and bad input.
+. "$(dirname "$0")/lib.sh"
+
+start_member 1 "$(members_arg 1)" --restart-backoff-ms 200
+wait_leader 10 1 || fail "no leader"
+make_join_token 1
+start_agent node-a 4 "$(api 1)"
+start_agent node-b 4 "$(api 1)"
+write_rank_script
+wait_until 10 node_state_is 1 node-a up || fail "node-a did not register"
+wait_until 10 node_state_is 1 node-b up || fail "node-b did not register"
+
+# ---- 1. environment: 6 ranks over two nodes, each sees a consistent torchrun env ----
+submit 1 "{\"name\":\"env\",\"ranks\":6,$(cmd sleep 1),\"failure\":{\"max_restarts\":0}}"
+ENVJOB=$JOB
+wait_until 20 job_state_is 1 "$ENVJOB" succeeded || fail "env job: $(job_field 1 "$ENVJOB" '')"
+get 1 "/v1/jobs/$ENVJOB"
+layout=$(jget "$BODY" '" ".join("%d:%s:%d" % (s["rank"], s["node"], s["device"]) for s in d["layout"])')
+note "layout: $layout"
+[ "$(jget "$BODY" 'd["spec"]["failure"]["hang_timeout_s"]')" = 60 ] || fail "spec not normalized: $BODY"
+python3 - "$T/env" "$ENVJOB" "$layout" "$PORT_BASE" "$T/checkpoints/$ENVJOB" <<'PY' || fail "rank environments are inconsistent"
+import os, sys
+envdir, job, layout, port_base, ckpt = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) + 100, sys.argv[5]
+slots = [tuple(x.split(":")) for x in layout.split()]
+assert len(slots) == 6, slots
+nodes = []
+for _, node, _ in slots:
+    if node not in nodes:
+        nodes.append(node)
+peers = ",".join("127.0.0.1:%d" % (port_base + int(dev)) for _, _, dev in slots)
+hosts = ",".join(node for _, node, _ in slots)
+for r, node, dev in slots:
+    line = open(os.path.join(envdir, "%s.%s.1" % (job, r))).read().split()
+    env = dict(kv.split("=", 1) for kv in line)
+    same = [s for s in slots if s[1] == node]
+    want = {"RANK": r, "WORLD_SIZE": "6", "LOCAL_RANK": str([s[0] for s in same].index(r)),
+            "LOCAL_WORLD_SIZE": str(len(same)), "NODE_RANK": str(nodes.index(node)),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port_base + int(slots[0][2])),
+            "YARD_RANK": r, "YARD_WORLD_SIZE": "6", "YARD_PEERS": peers, "YARD_HOSTS": hosts,
+            "YARD_CKPT_DIR": ckpt, "YARD_RESUME": "0"}
+    for k, v in want.items():
+        if env.get(k) != v:
+            sys.exit("rank %s: %s=%s, want %s" % (r, k, env.get(k), v))
+assert len(set(s[1] for s in slots)) == 2, "6 ranks on 4+4 devices must span both nodes"
+PY
+note "6 ranks: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR/PORT, YARD_PEERS/HOSTS consistent"
+
+# ---- 2. gang: two jobs of 6 ranks on 8 devices: one runs, the other waits visibly ----
+submit 1 "{\"name\":\"gang-a\",\"ranks\":6,$(cmd sleep 3)}"
+GA=$JOB
+submit 1 "{\"name\":\"gang-b\",\"ranks\":6,$(cmd sleep 1)}"
+GB=$JOB
+wait_until 10 job_state_is 1 "$GA" running || fail "gang-a did not start"
+get 1 "/v1/jobs/$GB"
+[ "$(jget "$BODY" 'd["state"]')" = pending ] || fail "gang-b should wait: $BODY"
+reason=$(jget "$BODY" 'd["reason"]')
+[ "$reason" = "needs 6 devices, 2 free" ] || fail "gang-b reason: '$reason'"
+[ "$(jget "$BODY" 'd["position"]')" = 1 ] || fail "gang-b position: $BODY"
+note "gang-b waits: $reason (position 1)"
+[ -z "$(ls "$T/pids" | grep "^$GB\.")" ] || fail "gang-b started a partial gang"
+wait_until 20 job_state_is 1 "$GB" running || fail "gang-b never ran"
+wait_until 20 job_state_is 1 "$GB" succeeded || fail "gang-b did not succeed"
+job_state_is 1 "$GA" succeeded || fail "gang-a: $(job_field 1 "$GA" '["state"]')"
+has_event 1 "$GB" "job.waiting: job $GB: needs 6 devices, 2 free" || fail "no waiting event for $GB"
+
+# ---- 3. a crashing rank: restart, then success ----
+submit 1 "{\"name\":\"crash\",\"ranks\":3,$(cmd crash 1),\"failure\":{\"max_restarts\":2}}"
+CJ=$JOB
+wait_until 20 job_state_is 1 "$CJ" succeeded || fail "crash job: $(events_of 1 "$CJ")"
+[ "$(job_field 1 "$CJ" '["restarts"]')" = 1 ] || fail "crash job restarts: $(job_field 1 "$CJ" '["restarts"]')"
+[ "$(job_field 1 "$CJ" '["generation"]')" = 2 ] || fail "crash job generation"
+has_event 1 "$CJ" "job.restarting: .*rank 1 on node node-.* exited with code 1" || fail "no restart event: $(events_of 1 "$CJ")"
+grep -q YARD_RESUME=1 "$T/env/$CJ.0.2" || fail "generation 2 did not get YARD_RESUME=1"
+
+# ---- 4. max_restarts exceeded: failed ----
+submit 1 "{\"name\":\"always-fails\",\"ranks\":2,$(cmd fail 0),\"failure\":{\"max_restarts\":1}}"
+FJ=$JOB
+wait_until 20 job_state_is 1 "$FJ" failed || fail "always-fails: $(events_of 1 "$FJ")"
+[ "$(job_field 1 "$FJ" '["restarts"]')" = 1 ] || fail "always-fails restarts"
+has_event 1 "$FJ" "job.failed: .*1 restart(s) used of 1" || fail "no failed event: $(events_of 1 "$FJ")"
+wait_until 10 sh -c "! ls '$T/pids' | grep -q '^$FJ\.1\.2$' || ! kill -0 \$(cat '$T/pids/$FJ.1.2')" ||
+	fail "the surviving rank of the failed job was not stopped"
+
+# ---- 5. a hung rank (reports steps, then stops): detected and restarted ----
+submit 1 "{\"name\":\"hang\",\"ranks\":2,$(cmd train 12 0.1 1),\"failure\":{\"hang_timeout_s\":2,\"max_restarts\":2}}"
+HJ=$JOB
+wait_until 40 job_state_is 1 "$HJ" succeeded || fail "hang job: $(events_of 1 "$HJ")"
+has_event 1 "$HJ" "job.restarting: .*rank 1 on node node-.* made no step progress for" || fail "hang not detected: $(events_of 1 "$HJ")"
+[ "$(job_field 1 "$HJ" '["step"]')" = 12 ] || fail "hang job final step: $(job_field 1 "$HJ" '["step"]')"
+restored=$(events_of 1 "$HJ" | sed -n 's/.*restoring from checkpoint step \([0-9]*\).*/\1/p')
+[ -n "$restored" ] && [ "$(cat "$T/start.$HJ.0.2")" = "$restored" ] && [ "$(cat "$T/start.$HJ.1.2")" = "$restored" ] ||
+	fail "hang job: controller said step '$restored', ranks resumed from $(cat "$T/start.$HJ.0.2"), $(cat "$T/start.$HJ.1.2")"
+note "hang detected and restarted; resumed from checkpoint step $restored"
+
+# ---- 6. cancel while running: every rank's process is gone ----
+submit 1 "{\"name\":\"cancel-me\",\"ranks\":5,$(cmd sleep 60)}"
+KJ=$JOB
+wait_until 10 sh -c "[ \$(ls '$T/pids' | grep -c '^$KJ\.') = 5 ]" || fail "cancel-me did not start 5 ranks"
+pids=$(cat "$T/pids/$KJ".*)
+call POST 1 "/v1/jobs/$KJ/cancel"
+[ "$CODE" = 200 ] || fail "cancel: $CODE $BODY"
+gone() { for p in $pids; do ! alive "$p" || return 1; done; }
+wait_until 10 gone || fail "ranks still running after cancel: $pids"
+note "cancel stopped pids $(echo $pids)"
+
+# ---- 7. agent restart with running ranks: re-adopted, no duplicates ----
+submit 1 "{\"name\":\"adopt\",\"ranks\":8,$(cmd sleep 4)}"
+AJ=$JOB
+wait_until 10 sh -c "[ \$(ls '$T/pids' | grep -c '^$AJ\.') = 8 ]" || fail "adopt did not start 8 ranks"
+before=$(cat "$T/pids/$AJ".* | sort | tr '\n' ' ')
+kill_agent node-a
+start_agent node-a 4 "$(api 1)"
+wait_until 20 job_state_is 1 "$AJ" succeeded || fail "adopt: $(events_of 1 "$AJ")"
+after=$(cat "$T/pids/$AJ".* | sort | tr '\n' ' ')
+[ "$before" = "$after" ] || fail "ranks were started again: $before -> $after"
+[ "$(ls "$T/pids" | grep -c "^$AJ\.")" = 8 ] || fail "duplicate ranks: $(ls "$T/pids" | grep "^$AJ\.")"
+[ "$(job_field 1 "$AJ" '["restarts"]')" = 0 ] || fail "adopt job restarted"
+grep -q "re-adopted rank" "$T/log.agent-node-a" || fail "agent log does not show re-adoption"
+
+# ---- 8. agent protocol: who may call what, and bad input ----
+NT=$(cat "$T/agent-node-a/node.token")
+hb() { CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $1" --data "$2" "$(api 1)/v1/agents/heartbeat"); BODY=$(cat "$T/body"); }
+hb "$NT" '{"node":"node-b","ranks":[]}'
+[ "$CODE" = 403 ] || fail "node-a's token heartbeating as node-b: $CODE $BODY"
+hb "$NT" '{"node":"node-a","ranks":[{"job":"j-1","rank":"x"}]}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"ranks\[0\]' || fail "bad rank report: $CODE $BODY"
+hb "$NT" '{"node":"node-a","bogus":1}'
+[ "$CODE" = 400 ] || fail "unknown heartbeat field: $CODE"
+hb "$TOKEN" '{"node":"node-a"}'
+[ "$CODE" = 403 ] || fail "admin token on the heartbeat route: $CODE"
+hb "$JOIN" '{"node":"node-a"}'
+[ "$CODE" = 403 ] || fail "join token on the heartbeat route: $CODE"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $NT" "$(api 1)/v1/jobs")
+[ "$code" = 403 ] || fail "node token reading jobs: $code"
+reg() { CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $JOIN" --data "$1" "$(api 1)/v1/agents/register"); BODY=$(cat "$T/body"); }
+reg '{"name":"x","host":"127.0.0.1","port_base":100,"devices":[]}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"devices"' || fail "register without devices: $CODE $BODY"
+reg '{"name":"bad name","host":"127.0.0.1","port_base":100,"devices":[{"index":0,"kind":"cpu"}]}'
+[ "$CODE" = 400 ] || fail "register with a bad name: $CODE $BODY"
+reg '{"name":"x","host":"127.0.0.1","port_base":100,"devices":[{"index":0,"kind":"tpu"}]}'
+[ "$CODE" = 400 ] || fail "register with a bad device kind: $CODE $BODY"
+get 1 /v1/nodes
+[ "$(jget "$BODY" 'len(d["nodes"])')" = 2 ] || fail "bad registrations changed the node list: $BODY"
+call POST 1 /v1/nodes/node-b/cordon
+[ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["cordoned"]')" = True ] || fail "cordon: $CODE $BODY"
+submit 1 "{\"name\":\"cordoned\",\"ranks\":5,$(cmd sleep 1)}"
+wait_until 5 sh -c "curl -s -H '$AUTH' '$(api 1)/v1/jobs/$JOB' | grep -q 'needs 5 devices, 4 free'" || fail "cordoned node still offered: $(job_field 1 "$JOB" '')"
+call POST 1 /v1/nodes/node-b/uncordon
+wait_until 20 job_state_is 1 "$JOB" succeeded || fail "job after uncordon"
+note "ok"
