@@ -363,19 +363,50 @@ static int cmd_job_list(struct ctl *x)
 	return rc;
 }
 
+/* The rank → node/device table, with each rank's (dp, pp, tp) coordinates (tp innermost,
+ * DESIGN.md §5) for trainer jobs. */
+static void print_layout(const json_t *j)
+{
+	const json_t *layout = json_object_get(j, "layout");
+	const json_t *par = json_object_get(json_object_get(j, "spec"), "parallel");
+	json_int_t tp = json_integer_value(json_object_get(par, "tp"));
+	json_int_t pp = json_integer_value(json_object_get(par, "pp"));
+	size_t i;
+	json_t *r;
+
+	if (!json_is_array(layout) || json_array_size(layout) == 0)
+		return;
+	printf("layout:\n  %-6s %-16s %-7s %s\n", "RANK", "NODE", "DEVICE",
+	       tp > 0 && pp > 0 ? "DP PP TP" : "");
+	json_array_foreach(layout, i, r)
+	{
+		json_int_t rank = json_integer_value(json_object_get(r, "rank"));
+		const char *node = str(r, "node");
+		printf("  %-6lld %-16s %-7lld", (long long)rank, node ? node : "-",
+		       (long long)json_integer_value(json_object_get(r, "device")));
+		if (tp > 0 && pp > 0)
+			printf(" %-2lld %-2lld %lld", (long long)(rank / (tp * pp)),
+			       (long long)((rank / tp) % pp), (long long)(rank % tp));
+		putchar('\n');
+	}
+}
+
 static void print_job(const json_t *j)
 {
-	static const char *const keys[] = {"id",   "name",     "state",  "priority", "step",
-	                                   "loss", "restarts", "reason", "actor",    NULL};
+	static const char *const keys[] = {"id",         "name",   "state", "queue_position",
+	                                   "priority",   "step",   "loss",  "restarts",
+	                                   "generation", "reason", "actor", NULL};
 	char b[512];
 	for (int i = 0; keys[i]; i++)
-		printf("%-12s %s\n", keys[i], cell(j, keys[i], b, sizeof b));
+		if (json_object_get(j, keys[i]) != NULL)
+			printf("%-14s %s\n", keys[i], cell(j, keys[i], b, sizeof b));
+	print_layout(j);
 	for (int i = 0; i < 2; i++) {
 		const char *k = i ? "updated_ms" : "submitted_ms";
 		json_t *v = json_object_get(j, k);
 		if (json_is_integer(v)) {
 			ctl_format_time(json_integer_value(v), b, sizeof b);
-			printf("%-12s %s\n", i ? "updated" : "submitted", b);
+			printf("%-14s %s\n", i ? "updated" : "submitted", b);
 		}
 	}
 	json_t *spec = json_object_get(j, "spec");
