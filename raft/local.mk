@@ -20,7 +20,7 @@ tests_unit_test_transport_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(RAFT_CFLAGS) 
 tests_unit_test_transport_LDADD = $(CONSENSUS_LIBS) $(CMOCKA_LIBS)
 
 bin_PROGRAMS += yardd
-yardd_SOURCES = raft/yardd.c
+yardd_SOURCES = raft/yardd.c raft/dev.c raft/dev.h
 yardd_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS) $(H2O_CFLAGS)
 yardd_LDADD = web/libweb.a scheduler/libsched.a jobs/libjobspec.a $(CONSENSUS_LIBS) $(FSM_LIBS) $(H2O_LIBS) $(UV_LIBS)
 

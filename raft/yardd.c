@@ -1,7 +1,7 @@
 /* yardd.c: the controller's main: options, data-dir lock, the replicated state machine,
  * consensus and the HTTP API on one libuv loop; leader-time bootstrap of the admin token
  * and the member table; graceful shutdown on SIGTERM/SIGINT (leadership handed over
- * first). `yardd --dev` (one member with an in-process agent) is a later issue. */
+ * first). `yardd --dev`: one member plus a supervised yard-agent child (raft/dev.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -19,6 +19,7 @@
 #include "jobs/fsm.h"
 #include "raft/consensus.h"
 #include "raft/datadir.h"
+#include "raft/dev.h"
 #include "raft/fsm_ops.h"
 #include "scheduler/leader.h"
 #include "web/http.h"
@@ -57,6 +58,8 @@ static void usage(FILE *out)
 	    "             [--snapshot-trailing N] [--min-free-mb N]\n"
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms 500]\n"
 	    "             [--checkpoint-dir DIR (default DATA_DIR/../checkpoints)]\n"
+	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address 127.0.0.1:7100]\n"
+	    "             [--raft-address 127.0.0.1:7000]: one member plus a supervised yard-agent\n"
 	    "All initial members bootstrap with the same --members; a member started with --join\n"
 	    "starts empty and is added through POST /v1/cluster/members.\n");
 }
@@ -185,6 +188,8 @@ static void bootstrap_done(void *data, int status, const void *result)
 	int code = (int)json_integer_value(json_object_get(result, "status"));
 	if (strcmp(what, "admin token") == 0 && code == 201 && yd.admin_secret[0] != '\0')
 		write_admin_token_file();
+	if (strcmp(what, "admin token") == 0)
+		dev_leader_up();
 }
 
 static void submit_bootstrap(const char *op, json_t *args, const char *request_id, const char *what)
@@ -208,6 +213,7 @@ static void on_leader_down(struct consensus *c, void *data)
 static void on_leader_up(struct consensus *c, void *data)
 {
 	sched_leader_up(yd.sched);
+	dev_leader_up();
 	if (fsm_tokens_count(&yd.fsm) == 0) {
 		if (yd.admin_hash[0] == '\0') {
 			unsigned char raw[32];
@@ -269,6 +275,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	}
 	log_info("yardd: signal %d: shutting down", signum);
 	http_server_stop(yd.http);
+	dev_stop();
 	uv_signal_stop(&yd.sigterm);
 	uv_signal_stop(&yd.sigint);
 	consensus_shutdown(&yd.cons, consensus_closed);
@@ -293,13 +300,16 @@ int main(int argc, char **argv)
 	    {"node-down-ms", required_argument, NULL, 'D'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"checkpoint-dir", required_argument, NULL, 'C'},
+	    {"dev", no_argument, NULL, 'V'},
+	    {"devices", required_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct consensus_config cfg = {0};
 	struct yard_err err = {0};
 	const char *members = NULL, *token_file = NULL, *api_address = NULL;
-	char component[32];
+	char component[32], dev_members[600], dev_api_url[128];
+	int dev_mode = 0, dev_devices = 8;
 	int opt;
 
 	consensus_config_defaults(&cfg);
@@ -384,6 +394,16 @@ int main(int argc, char **argv)
 			snprintf(yd.sched_cfg.checkpoint_dir, sizeof yd.sched_cfg.checkpoint_dir, "%s",
 			         optarg);
 			break;
+		case 'V':
+			dev_mode = 1;
+			break;
+		case 'N':
+			if (!numeric_ok || v < 1 || v > 64) {
+				fprintf(stderr, "yardd: --devices: '%s' is not 1..64\n", optarg);
+				return 2;
+			}
+			dev_devices = (int)v;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -391,6 +411,26 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (dev_mode) {
+		/* one member on loopback; every default can be overridden by the usual flags */
+		if (cfg.id == 0)
+			cfg.id = 1;
+		if (yd.data_dir[0] == '\0')
+			snprintf(yd.data_dir, sizeof yd.data_dir, "yard-dev");
+		if (cfg.raft_address == NULL)
+			cfg.raft_address = "127.0.0.1:7000";
+		if (api_address == NULL)
+			api_address = "127.0.0.1:7100";
+		snprintf(dev_api_url, sizeof dev_api_url, "http://%s", api_address);
+		if (members == NULL) {
+			snprintf(dev_members, sizeof dev_members, "%llu=%s@%s",
+			         (unsigned long long)cfg.id, cfg.raft_address, dev_api_url);
+			members = dev_members;
+		}
+	} else if (dev_devices != 8) {
+		fprintf(stderr, "yardd: --devices goes with --dev\n");
+		return 2;
 	}
 	if (cfg.id == 0 || yd.data_dir[0] == '\0' || cfg.raft_address == NULL ||
 	    api_address == NULL || (members == NULL && !cfg.join)) {
@@ -463,6 +503,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	http_server_set_sched(yd.http, yd.sched);
+	if (dev_mode) {
+		char admin_path[4200];
+		snprintf(admin_path, sizeof admin_path, "%s/admin.token", yd.data_dir);
+		struct dev_options dev_opt = {.data_dir = yd.data_dir,
+		                              .api_url = dev_api_url,
+		                              .devices = dev_devices,
+		                              .port_base = 29500,
+		                              .admin_token_path = token_file ? token_file : admin_path};
+		if (dev_init(&yd.loop, &yd.cons, &yd.fsm, &dev_opt, &err) != 0) {
+			log_error("%s", err.msg);
+			return 1;
+		}
+	}
 	uv_signal_init(&yd.loop, &yd.sigterm);
 	uv_signal_init(&yd.loop, &yd.sigint);
 	uv_signal_start(&yd.sigterm, on_signal, SIGTERM);

@@ -449,10 +449,14 @@ static int64_t newest_checkpoint(const char *dir)
 	return best;
 }
 
+/* The first restart goes at once (a node death should cost detection time only); each
+ * further one waits restart_backoff_ms, doubling, up to restart_backoff_max_ms. */
 static uint64_t backoff_ms(const struct sched *s, int64_t restarts)
 {
+	if (restarts <= 1)
+		return 0;
 	uint64_t ms = s->cfg.restart_backoff_ms;
-	for (int64_t i = 1; i < restarts && ms < s->cfg.restart_backoff_max_ms; i++)
+	for (int64_t i = 2; i < restarts && ms < s->cfg.restart_backoff_max_ms; i++)
 		ms *= 2;
 	return ms < s->cfg.restart_backoff_max_ms ? ms : s->cfg.restart_backoff_max_ms;
 }

@@ -36,7 +36,8 @@ struct sched_config {
 	uint64_t tick_ms;            /* default 100 */
 	uint64_t node_suspect_ms;    /* default 1500 */
 	uint64_t node_down_ms;       /* default 3000 */
-	uint64_t restart_backoff_ms; /* first restart waits this long, doubling, default 500 */
+	uint64_t restart_backoff_ms; /* the first restart is immediate, the 2nd waits this long,
+	                              * doubling after that; default 500 */
 	uint64_t restart_backoff_max_ms; /* default 30000 */
 	uint64_t stop_wait_ms;       /* how long a restart waits for old ranks to stop, 10000 */
 	uint64_t reserve_after_ms;   /* queue anti-starvation (queue.h), default 60000 */

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# test_ha.sh: the controller leader dies mid-job. Three controllers, two agents that know all
+# three; an 6-rank command job spanning both nodes reports steps. SIGKILL the leader: a new
+# leader takes over, the ranks keep running (the same processes), the job's recorded state
+# stays right (running, generation 1, same layout), the new leader gives every node a grace
+# period and declares none suspect or down, and the job then succeeds without a restart.
+. "$(dirname "$0")/lib.sh"
+
+M=$(members_arg 1 2 3)
+for id in 1 2 3; do start_member "$id" "$M"; done
+wait_leader 15 1 2 3 || fail "no leader"
+make_join_token "$LEADER"
+urls="$(api 1),$(api 2),$(api 3)"
+start_agent node-a 4 "$urls"
+start_agent node-b 4 "$urls"
+write_rank_script
+wait_until 10 node_state_is "$LEADER" node-a up || fail "node-a did not register"
+wait_until 10 node_state_is "$LEADER" node-b up || fail "node-b did not register"
+
+submit "$LEADER" "{\"name\":\"steady\",\"ranks\":6,$(cmd train 100 0.1),\"failure\":{\"max_restarts\":3,\"hang_timeout_s\":20}}"
+J=$JOB
+step_at_least() { [ "$(job_field "$LEADER" "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
+wait_until 20 step_at_least 5 || fail "job did not reach step 5: $(job_field "$LEADER" "$J" '')"
+get "$LEADER" "/v1/jobs/$J"
+layout_before=$(jget "$BODY" 'd["layout"]')
+pids_before=$(cat "$T/pids/$J".* | sort | tr '\n' ' ')
+get "$LEADER" "/v1/events?limit=1000"
+seq_before=$(jget "$BODY" 'd["events"][-1]["seq"]')
+
+OLD=$LEADER
+t0=$(now_ms)
+kill_member "$OLD"
+rest=""
+for id in 1 2 3; do [ "$id" = "$OLD" ] || rest="$rest $id"; done
+wait_leader 10 $rest || fail "no new leader after killing $OLD"
+note "leader $OLD killed; $LEADER leads after $(($(now_ms) - t0)) ms"
+
+# the ranks did not notice; the recorded job is unchanged
+for p in $pids_before; do alive "$p" || fail "rank process group $p died with the controller"; done
+get "$LEADER" "/v1/jobs/$J"
+[ "$(jget "$BODY" 'd["state"]')" = running ] || fail "job state after failover: $BODY"
+[ "$(jget "$BODY" 'd["generation"]')" = 1 ] || fail "generation after failover: $BODY"
+[ "$(jget "$BODY" 'd["layout"]')" = "$layout_before" ] || fail "layout changed: $BODY"
+
+# longer than a grace period (1.5 s suspect, 3 s down): nothing is declared unhealthy
+sleep 4
+get "$LEADER" /v1/nodes
+[ "$(jget "$BODY" '[n["state"] for n in d["nodes"]]')" = '["up", "up"]' ] || fail "nodes after failover: $BODY"
+for p in $pids_before; do alive "$p" || fail "rank process group $p died after the failover"; done
+step_after=$(job_field "$LEADER" "$J" '.get("step", -1)')
+[ "$step_after" -ge 5 ] || fail "the new leader has no step for the job: $step_after"
+note "4 s after the failover: ranks alive, nodes up, job at step $step_after on the new leader"
+
+wait_until 30 job_state_is "$LEADER" "$J" succeeded || fail "job did not finish: $(events_of "$LEADER" "$J")"
+pids_after=$(cat "$T/pids/$J".* | sort | tr '\n' ' ')
+[ "$pids_before" = "$pids_after" ] || fail "ranks were started again: $pids_before -> $pids_after"
+get "$LEADER" "/v1/jobs/$J"
+[ "$(jget "$BODY" 'd["restarts"]')" = 0 ] && [ "$(jget "$BODY" 'd["generation"]')" = 1 ] || fail "job restarted: $BODY"
+get "$LEADER" "/v1/events?after=$seq_before&limit=1000"
+bad=$(jget "$BODY" '" | ".join(e["message"] for e in d["events"] if e["type"] in ("node.suspect", "node.down", "job.restarting", "job.placed"))')
+[ -z "$bad" ] || fail "after the failover: $bad"
+dups=$(jget "$BODY" 'len([e for e in d["events"] if e["type"] == "job.running"])')
+[ "$dups" = 0 ] || fail "the new leader repeated the job's running event"
+note "ok: no restart, no node declared down, same rank processes"
