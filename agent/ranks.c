@@ -141,7 +141,8 @@ static void rank_ended_unwatched(struct agent_rank *r)
 	r->exited = 1;
 	r->exit_code = -1;
 	r->term_signal = 0;
-	if (r->exit_path[0] != '\0' && shim_read_exit(r->exit_path, &r->exit_code, &r->term_signal) != 0) {
+	if (r->exit_path[0] != '\0' &&
+	    shim_read_exit(r->exit_path, &r->exit_code, &r->term_signal) != 0) {
 		r->exit_code = -1;
 		r->term_signal = 0;
 	}
@@ -194,7 +195,8 @@ int ranks_load_state(struct agent *a)
 		}
 		if (pid <= 0 || !pid_is_same_process(pid, ticks)) {
 			rank_ended_unwatched(r);
-			log_info("rank %d of %s (pid %d) ended while the agent was down: code %d signal %d",
+			log_info("rank %d of %s (pid %d) ended while the agent was down: code %d "
+			         "signal %d",
 			         r->rank, job, (int)pid, r->exit_code, r->term_signal);
 			continue;
 		}
@@ -388,8 +390,10 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 			                    job, i);
 		}
 
-	envp = build_env(a, env != NULL ? env : json_object(), job,
-	                 spec_path[0] != '\0' ? spec_path : NULL);
+	json_t *no_env = json_object();
+	envp =
+	    build_env(a, env != NULL ? env : no_env, job, spec_path[0] != '\0' ? spec_path : NULL);
+	json_decref(no_env);
 	proc = calloc(1, sizeof *proc);
 	memset(&opts, 0, sizeof opts);
 	stdio[0].flags = UV_IGNORE;

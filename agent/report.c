@@ -23,7 +23,8 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: yard-report STEP [LOSS] | yard-report --json '{\"step\": N, ...}'\n");
+	fprintf(stderr,
+	        "usage: yard-report STEP [LOSS] | yard-report --json '{\"step\": N, ...}'\n");
 	return 1;
 }
 
@@ -54,12 +55,14 @@ int main(int argc, char **argv)
 		return usage();
 	}
 	if (sock_path == NULL || strlen(sock_path) >= sizeof addr.sun_path) {
-		fprintf(stderr, "yard-report: YARD_AGENT_SOCK is not set (not started by yard-agent?)\n");
+		fprintf(stderr,
+		        "yard-report: YARD_AGENT_SOCK is not set (not started by yard-agent?)\n");
 		return 2;
 	}
 	strcpy(addr.sun_path, sock_path);
 	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || sendto(fd, line, strlen(line), 0, (struct sockaddr *)&addr, sizeof addr) < 0) {
+	if (fd < 0 ||
+	    sendto(fd, line, strlen(line), 0, (struct sockaddr *)&addr, sizeof addr) < 0) {
 		fprintf(stderr, "yard-report: %s: %s\n", sock_path, strerror(errno));
 		return 2;
 	}

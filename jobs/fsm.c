@@ -302,7 +302,7 @@ void fsm_event_hash(const char *prev_hash, int64_t seq, int64_t ts_ms, const cha
 }
 
 int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
-                        const char *actor, const char *fmt, ...)
+                     const char *actor, const char *fmt, ...)
 {
 	char message[512], prev[SHA256_HEX_LEN + 1], hash[SHA256_HEX_LEN + 1];
 	va_list ap;
@@ -386,8 +386,8 @@ static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_int(c->args, "", "priority", 0, -1000, 1000, &priority, &e) != 0)
 		return fsm_res_from_err(&e);
 	if (!fsm_valid_name(name))
-		return fsm_res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
-		               name);
+		return fsm_res_err(400, "name",
+		                   "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]", name);
 	json_t *spec = json_object_get(c->args, "spec");
 	if (!json_is_object(spec))
 		return fsm_res_err(400, "spec", "spec: must be an object");
@@ -406,15 +406,14 @@ static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 	free(spec_text);
 	if (rc != SQLITE_DONE)
 		return NULL;
-	if (fsm_event_append(f, c->ts, "job.submitted", id, c->actor, "job %s (%s) submitted by %s", id,
-	                 name, c->actor) != 0)
+	if (fsm_event_append(f, c->ts, "job.submitted", id, c->actor, "job %s (%s) submitted by %s",
+	                     id, name, c->actor) != 0)
 		return NULL;
 	return fsm_res_ok(201, json_pack("{s:s,s:s}", "id", id, "state", "pending"));
 }
 
 /* Reads the job's state and owner; 0, or a result describing why not. */
-json_t *fsm_job_lookup(struct fsm *f, const char *id, char state[16],
-                          char actor[FSM_NAME_MAX + 1])
+json_t *fsm_job_lookup(struct fsm *f, const char *id, char state[16], char actor[FSM_NAME_MAX + 1])
 {
 	sqlite3_stmt *st = fsm_prepare(f, "SELECT state, actor FROM jobs WHERE id = ?1");
 	if (st == NULL)
@@ -454,8 +453,8 @@ static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
 		return r;
 	if (strcmp(c->role, "user") == 0 && strcmp(owner, c->actor) != 0)
 		return fsm_res_err(403, NULL,
-		               "job %s belongs to %s; a user may cancel only their own jobs", id,
-		               owner);
+		                   "job %s belongs to %s; a user may cancel only their own jobs",
+		                   id, owner);
 	if (fsm_job_state_terminal(state))
 		return fsm_res_err(409, NULL, "job %s is already %s", id, state);
 	char reason[128];
@@ -465,8 +464,8 @@ static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
 	        "UPDATE jobs SET state = 'cancelled', updated_ms = ?2, reason = ?3 WHERE id = ?1",
 	        "sis", id, c->ts, reason) != SQLITE_DONE)
 		return NULL;
-	if (fsm_event_append(f, c->ts, "job.cancelled", id, c->actor, "job %s cancelled by %s (was %s)",
-	                 id, c->actor, state) != 0)
+	if (fsm_event_append(f, c->ts, "job.cancelled", id, c->actor,
+	                     "job %s cancelled by %s (was %s)", id, c->actor, state) != 0)
 		return NULL;
 	return fsm_job_result(f, id, 200);
 }
@@ -502,8 +501,8 @@ static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
 	            " loss = CASE WHEN ?7 >= 0 THEN ?7 ELSE loss END WHERE id = ?1",
 	            "ssisiid", id, to, c->ts, reason, step, restarts, loss) != SQLITE_DONE)
 		return NULL;
-	if (fsm_event_append(f, c->ts, "job.state", id, c->actor, "job %s %s -> %s%s%s", id, from, to,
-	                 reason ? ": " : "", reason ? reason : "") != 0)
+	if (fsm_event_append(f, c->ts, "job.state", id, c->actor, "job %s %s -> %s%s%s", id, from,
+	                     to, reason ? ": " : "", reason ? reason : "") != 0)
 		return NULL;
 	return fsm_job_result(f, id, 200);
 }
@@ -518,8 +517,8 @@ static int valid_hash(const char *h)
 	return 1;
 }
 
-static json_t *token_insert(struct fsm *f, const struct fsm_cmd *c, const char *name, const char *role,
-                            const char *hash)
+static json_t *token_insert(struct fsm *f, const struct fsm_cmd *c, const char *name,
+                            const char *role, const char *hash)
 {
 	int64_t seq = meta_next(f, "token_seq");
 	if (seq < 0)
@@ -534,10 +533,10 @@ static json_t *token_insert(struct fsm *f, const struct fsm_cmd *c, const char *
 	if (rc != SQLITE_DONE)
 		return NULL;
 	if (fsm_event_append(f, c->ts, "token.created", NULL, c->actor,
-	                 "token %s (%s, role %s) created by %s", id, name, role, c->actor) != 0)
+	                     "token %s (%s, role %s) created by %s", id, name, role, c->actor) != 0)
 		return NULL;
-	json_t *r = fsm_res_ok(201, json_pack("{s:s,s:s,s:s,s:I}", "id", id, "name", name, "role", role,
-	                                  "created_ms", (json_int_t)c->ts));
+	json_t *r = fsm_res_ok(201, json_pack("{s:s,s:s,s:s,s:I}", "id", id, "name", name, "role",
+	                                      role, "created_ms", (json_int_t)c->ts));
 	json_object_set_new(r, "hash", json_string(hash));
 	return r;
 }
@@ -553,12 +552,12 @@ static json_t *op_token_create(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
 		return fsm_res_from_err(&e);
 	if (!fsm_valid_name(name))
-		return fsm_res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
-		               name);
+		return fsm_res_err(400, "name",
+		                   "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]", name);
 	if (!fsm_role_valid(role))
-		return fsm_res_err(400, "role",
-		               "role: '%s' is not one of admin, operator, user, security, agent",
-		               role);
+		return fsm_res_err(
+		    400, "role", "role: '%s' is not one of admin, operator, user, security, agent",
+		    role);
 	if (!valid_hash(hash))
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	return token_insert(f, c, name, role, hash);
@@ -579,7 +578,7 @@ static json_t *op_token_bootstrap(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	if (fsm_tokens_count(f) != 0)
 		return fsm_res_err(409, NULL,
-		               "tokens already exist; the admin token is bootstrapped once");
+		                   "tokens already exist; the admin token is bootstrapped once");
 	return token_insert(f, c, name, "admin", hash);
 }
 
@@ -596,8 +595,8 @@ static json_t *op_token_revoke(struct fsm *f, const struct fsm_cmd *c)
 		return NULL;
 	if (sqlite3_changes(f->db) == 0)
 		return fsm_res_err(404, "id", "no active token %s", id);
-	if (fsm_event_append(f, c->ts, "token.revoked", NULL, c->actor, "token %s revoked by %s", id,
-	                 c->actor) != 0)
+	if (fsm_event_append(f, c->ts, "token.revoked", NULL, c->actor, "token %s revoked by %s",
+	                     id, c->actor) != 0)
 		return NULL;
 	return fsm_res_ok(200, json_pack("{s:s,s:b}", "id", id, "revoked", 1));
 }
@@ -628,8 +627,9 @@ static json_t *op_member_set(struct fsm *f, const struct fsm_cmd *c)
 	            " ON CONFLICT(id) DO UPDATE SET raft_address = ?2, api_url = ?3, role = ?4",
 	            "isss", id, addr, url, role) != SQLITE_DONE)
 		return NULL;
-	if (fsm_event_append(f, c->ts, "member.set", NULL, c->actor, "member %lld %s %s (%s) set by %s",
-	                 (long long)id, addr, url, role, c->actor) != 0)
+	if (fsm_event_append(f, c->ts, "member.set", NULL, c->actor,
+	                     "member %lld %s %s (%s) set by %s", (long long)id, addr, url, role,
+	                     c->actor) != 0)
 		return NULL;
 	return members_result(f);
 }
@@ -646,8 +646,8 @@ static json_t *op_member_remove(struct fsm *f, const struct fsm_cmd *c)
 		return NULL;
 	if (sqlite3_changes(f->db) == 0)
 		return fsm_res_err(404, "id", "no member %lld", (long long)id);
-	if (fsm_event_append(f, c->ts, "member.removed", NULL, c->actor, "member %lld removed by %s",
-	                 (long long)id, c->actor) != 0)
+	if (fsm_event_append(f, c->ts, "member.removed", NULL, c->actor,
+	                     "member %lld removed by %s", (long long)id, c->actor) != 0)
 		return NULL;
 	return members_result(f);
 }
@@ -682,8 +682,8 @@ static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
 		            " ON CONFLICT(key) DO UPDATE SET value = ?2",
 		            "si", key, v) != SQLITE_DONE)
 			return NULL;
-		if (fsm_event_append(f, c->ts, "config.set", NULL, c->actor, "%s = %lld set by %s", key,
-		                 (long long)v, c->actor) != 0)
+		if (fsm_event_append(f, c->ts, "config.set", NULL, c->actor, "%s = %lld set by %s",
+		                     key, (long long)v, c->actor) != 0)
 			return NULL;
 		return fsm_res_ok(200, json_pack("{s:s,s:I}", "key", key, "value", (json_int_t)v));
 	}
@@ -694,14 +694,22 @@ static const struct {
 	const char *name;
 	json_t *(*fn)(struct fsm *f, const struct fsm_cmd *c);
 } OPS[] = {
-    {"job.submit", op_job_submit},           {"job.cancel", op_job_cancel},
-    {"job.set_state", op_job_set_state},     {"token.create", op_token_create},
-    {"token.bootstrap", op_token_bootstrap}, {"token.revoke", op_token_revoke},
-    {"member.set", op_member_set},           {"member.remove", op_member_remove},
-    {"config.set", op_config_set},           {"node.register", fsm_op_node_register},
-    {"node.set_state", fsm_op_node_set_state}, {"node.cordon", fsm_op_node_cordon},
-    {"job.assign", fsm_op_job_assign},       {"job.restart", fsm_op_job_restart},
-    {"job.finish", fsm_op_job_finish},       {"job.note", fsm_op_job_note},
+    {"job.submit", op_job_submit},
+    {"job.cancel", op_job_cancel},
+    {"job.set_state", op_job_set_state},
+    {"token.create", op_token_create},
+    {"token.bootstrap", op_token_bootstrap},
+    {"token.revoke", op_token_revoke},
+    {"member.set", op_member_set},
+    {"member.remove", op_member_remove},
+    {"config.set", op_config_set},
+    {"node.register", fsm_op_node_register},
+    {"node.set_state", fsm_op_node_set_state},
+    {"node.cordon", fsm_op_node_cordon},
+    {"job.assign", fsm_op_job_assign},
+    {"job.restart", fsm_op_job_restart},
+    {"job.finish", fsm_op_job_finish},
+    {"job.note", fsm_op_job_note},
 };
 
 static int valid_request_id(const char *s)
@@ -775,7 +783,7 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(400, "op", "op: unknown command '%s'", c->op);
 	if (c->request_id != NULL && !valid_request_id(c->request_id))
 		return fsm_res_err(400, "request_id",
-		               "request_id: must be 1-64 characters of [A-Za-z0-9_-]");
+		                   "request_id: must be 1-64 characters of [A-Za-z0-9_-]");
 
 	if (fsm_exec(f, "BEGIN") != 0)
 		return fsm_res_err(500, NULL, "internal error: cannot begin a transaction");
@@ -788,7 +796,7 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 		r = OPS[i].fn(f, c);
 		if (r == NULL)
 			r = fsm_res_err(500, NULL, "internal error applying %s: %s", c->op,
-			            sqlite3_errmsg(f->db));
+			                sqlite3_errmsg(f->db));
 		if (is_error(r))
 			fsm_exec(f, "ROLLBACK TO op");
 		fsm_exec(f, "RELEASE op");
@@ -813,9 +821,9 @@ const json_t *fsm_apply(struct fsm *f, const void *payload, size_t len)
 	json_t *root = parse_cmd(payload, len, &c);
 	json_t *r;
 	if (root == NULL)
-		r = fsm_res_err(400, NULL,
-		            "malformed command (%zu bytes): not {op, args, request_id, ts, actor}",
-		            len);
+		r = fsm_res_err(
+		    400, NULL,
+		    "malformed command (%zu bytes): not {op, args, request_id, ts, actor}", len);
 	else
 		r = apply_cmd(f, &c);
 	json_decref(root);

@@ -48,20 +48,22 @@ static json_t *check_devices(const json_t *devices)
 		if (!json_is_object(d))
 			return fsm_res_err(400, prefix, "%s: must be an object", prefix);
 		if (jsonx_only_keys(d, prefix, keys, &e) != 0 ||
-		    jsonx_get_int(d, prefix, "index", 1, 0, NODE_MAX_DEVICES - 1, &index, &e) != 0 ||
+		    jsonx_get_int(d, prefix, "index", 1, 0, NODE_MAX_DEVICES - 1, &index, &e) !=
+		        0 ||
 		    jsonx_get_string(d, prefix, "kind", 1, 8, &kind, &e) != 0 ||
 		    jsonx_get_int(d, prefix, "memory_mb", 0, 0, 1LL << 40, &memory_mb, &e) != 0)
 			return fsm_res_from_err(&e);
 		if (index != (int64_t)i)
-			return fsm_res_err(400, prefix, "%s.index: %lld, want %zu (devices in order)",
-			                   prefix, (long long)index, i);
+			return fsm_res_err(400, prefix,
+			                   "%s.index: %lld, want %zu (devices in order)", prefix,
+			                   (long long)index, i);
 		if (strcmp(kind, "cpu") != 0 && strcmp(kind, "cuda") != 0)
 			return fsm_res_err(400, prefix, "%s.kind: '%s' is not cpu or cuda", prefix,
 			                   kind);
-		if (strcmp(kind, json_string_value(json_object_get(json_array_get(devices, 0),
-		                                                   "kind"))) != 0)
-			return fsm_res_err(400, prefix, "%s.kind: a node's devices are all one kind",
-			                   prefix);
+		if (strcmp(kind, json_string_value(
+		                     json_object_get(json_array_get(devices, 0), "kind"))) != 0)
+			return fsm_res_err(400, prefix,
+			                   "%s.kind: a node's devices are all one kind", prefix);
 	}
 	return NULL;
 }
@@ -78,10 +80,11 @@ static json_t *check_labels(const json_t *labels)
 	json_object_foreach((json_t *)labels, k, v)
 	{
 		if (!fsm_valid_name(k) || !json_is_string(v) || strlen(json_string_value(v)) > 63)
-			return fsm_res_err(400, "labels",
-			                   "labels.%.63s: names are [A-Za-z0-9._-], values strings of "
-			                   "at most 63 bytes",
-			                   k);
+			return fsm_res_err(
+			    400, "labels",
+			    "labels.%.63s: names are [A-Za-z0-9._-], values strings of "
+			    "at most 63 bytes",
+			    k);
 	}
 	return NULL;
 }
@@ -114,8 +117,8 @@ json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "token_hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
 		return fsm_res_from_err(&e);
 	if (!fsm_valid_name(name))
-		return fsm_res_err(400, "name", "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]",
-		                   name);
+		return fsm_res_err(400, "name",
+		                   "name: '%s' must be 1-63 characters of [A-Za-z0-9._-]", name);
 	if (!valid_host(host))
 		return fsm_res_err(400, "host", "host: '%s' is not a host name or address", host);
 	if (strlen(hash) != SHA256_HEX_LEN)
@@ -135,8 +138,10 @@ json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c)
 	sqlite3_finalize(st);
 
 	char *devices_text = json_dumps(devices, JSON_COMPACT | JSON_SORT_KEYS);
-	char *labels_text = json_dumps(json_is_object(labels) ? labels : json_object(),
-	                               JSON_COMPACT | JSON_SORT_KEYS);
+	json_t *no_labels = json_object();
+	char *labels_text =
+	    json_dumps(json_is_object(labels) ? labels : no_labels, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(no_labels);
 	int rc = fsm_run(f,
 	                 "INSERT INTO nodes(id, name, state, address, devices, version, updated_ms,"
 	                 " port_base, labels, token_hash, registered_ms, reason)"
@@ -155,8 +160,7 @@ json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c)
 	if (fsm_event_append(f, c->ts, "node.registered", NULL, c->actor,
 	                     "node %s registered%s: %zu %s device(s) at %s, ports from %lld%s%s",
 	                     name, state[0] ? " again" : "", json_array_size(devices),
-	                     json_string_value(
-	                         json_object_get(json_array_get(devices, 0), "kind")),
+	                     json_string_value(json_object_get(json_array_get(devices, 0), "kind")),
 	                     host, (long long)port_base, state[0] ? ", was " : "", state) != 0)
 		return NULL;
 	json_t *res = fsm_res_ok(200, json_pack("{s:s,s:s}", "node_id", name, "state", "up"));
@@ -187,7 +191,8 @@ json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c)
 	if (from[0] == '\0')
 		return fsm_res_err(404, "id", "no node %s", id);
 	if (strcmp(from, to) == 0)
-		return fsm_res_ok(200, json_pack("{s:s,s:s,s:b}", "id", id, "state", to, "changed", 0));
+		return fsm_res_ok(200,
+		                  json_pack("{s:s,s:s,s:b}", "id", id, "state", to, "changed", 0));
 	if (fsm_run(f, "UPDATE nodes SET state = ?2, updated_ms = ?3, reason = ?4 WHERE id = ?1",
 	            "ssis", id, to, c->ts, reason) != SQLITE_DONE)
 		return NULL;
@@ -240,11 +245,12 @@ static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	json_t *r = NULL;
 	if (sqlite3_step(st) == SQLITE_ROW) {
-		snprintf(row->state, sizeof row->state, "%s", (const char *)sqlite3_column_text(st, 0));
+		snprintf(row->state, sizeof row->state, "%s",
+		         (const char *)sqlite3_column_text(st, 0));
 		row->generation = sqlite3_column_int64(st, 1);
 		row->restarts = sqlite3_column_int64(st, 2);
-		row->world = sqlite3_column_type(st, 3) == SQLITE_INTEGER ? sqlite3_column_int64(st, 3)
-		                                                          : -1;
+		row->world =
+		    sqlite3_column_type(st, 3) == SQLITE_INTEGER ? sqlite3_column_int64(st, 3) : -1;
 	} else {
 		r = fsm_res_err(404, "id", "no job %s", id);
 	}
@@ -278,9 +284,10 @@ static json_t *node_usable(struct fsm *f, const char *node, int64_t *n_devices)
 static int device_holder(struct fsm *f, const char *self, const char *node, int64_t device,
                          char holder[FSM_ID_MAX])
 {
-	sqlite3_stmt *st = fsm_prepare(f, "SELECT a.job FROM assignments a JOIN jobs j ON j.id = a.job"
-	                                  " WHERE a.node = ?1 AND a.device = ?2 AND"
-	                                  " j.state = 'running' AND a.job != ?3 LIMIT 1");
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT a.job FROM assignments a JOIN jobs j ON j.id = a.job"
+	                   " WHERE a.node = ?1 AND a.device = ?2 AND"
+	                   " j.state = 'running' AND a.job != ?3 LIMIT 1");
 	int held = 0;
 	if (st == NULL)
 		return -1;
@@ -315,8 +322,8 @@ static void placement_summary(const json_t *ranks, char *out, size_t out_len)
 			}
 		}
 		if (!seen && n < out_len)
-			n += (size_t)snprintf(out + n, out_len - n, "%s%s (%d)", n ? ", " : "", node,
-			                      count);
+			n += (size_t)snprintf(out + n, out_len - n, "%s%s (%d)", n ? ", " : "",
+			                      node, count);
 	}
 }
 
@@ -336,18 +343,19 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "note", 0, 200, &note, &e) != 0)
 		return fsm_res_from_err(&e);
 	ranks = json_object_get(c->args, "ranks");
-	if (!json_is_array(ranks) || json_array_size(ranks) == 0 ||
-	    json_array_size(ranks) > 65536)
+	if (!json_is_array(ranks) || json_array_size(ranks) == 0 || json_array_size(ranks) > 65536)
 		return fsm_res_err(400, "ranks", "ranks: must be an array of 1..65536 slots");
 	if ((r = job_row_read(f, id, &row)) != NULL)
 		return r;
 	if (strcmp(row.state, "pending") != 0 && strcmp(row.state, "restarting") != 0)
-		return fsm_res_err(409, "id", "job %s is %s: only pending or restarting jobs are placed",
-		                   id, row.state);
+		return fsm_res_err(409, "id",
+		                   "job %s is %s: only pending or restarting jobs are placed", id,
+		                   row.state);
 	if (generation != row.generation + 1)
-		return fsm_res_err(409, "generation",
-		                   "generation: job %s is at generation %lld; a placement must be %lld",
-		                   id, (long long)row.generation, (long long)row.generation + 1);
+		return fsm_res_err(
+		    409, "generation",
+		    "generation: job %s is at generation %lld; a placement must be %lld", id,
+		    (long long)row.generation, (long long)row.generation + 1);
 	if (row.world >= 0 && (int64_t)json_array_size(ranks) != row.world)
 		return fsm_res_err(400, "ranks", "ranks: job %s has %lld ranks, placement has %zu",
 		                   id, (long long)row.world, json_array_size(ranks));
@@ -361,26 +369,29 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 			return fsm_res_err(400, "ranks", "%s: must be {node, device}", prefix);
 		if (jsonx_only_keys(slot, prefix, slot_keys, &e) != 0 ||
 		    jsonx_get_string(slot, prefix, "node", 1, FSM_NAME_MAX, &node, &e) != 0 ||
-		    jsonx_get_int(slot, prefix, "device", 1, 0, NODE_MAX_DEVICES - 1, &device, &e) != 0)
+		    jsonx_get_int(slot, prefix, "device", 1, 0, NODE_MAX_DEVICES - 1, &device,
+		                  &e) != 0)
 			return fsm_res_from_err(&e);
 		if ((r = node_usable(f, node, &n_devices)) != NULL)
 			return r;
 		if (device >= n_devices)
-			return fsm_res_err(409, "ranks", "%s: node %s has %lld devices, no device %lld",
-			                   prefix, node, (long long)n_devices, (long long)device);
+			return fsm_res_err(409, "ranks",
+			                   "%s: node %s has %lld devices, no device %lld", prefix,
+			                   node, (long long)n_devices, (long long)device);
 		for (size_t k = 0; k < i; k++) {
 			json_t *other = json_array_get(ranks, k);
 			if (strcmp(json_string_value(json_object_get(other, "node")), node) == 0 &&
 			    json_integer_value(json_object_get(other, "device")) == device)
-				return fsm_res_err(409, "ranks", "%s: %s:%lld is given to rank %zu too",
-				                   prefix, node, (long long)device, k);
+				return fsm_res_err(409, "ranks",
+				                   "%s: %s:%lld is given to rank %zu too", prefix,
+				                   node, (long long)device, k);
 		}
 		int held = device_holder(f, id, node, device, holder);
 		if (held < 0)
 			return NULL;
 		if (held)
-			return fsm_res_err(409, "ranks", "%s: %s:%lld is held by running job %s", prefix,
-			                   node, (long long)device, holder);
+			return fsm_res_err(409, "ranks", "%s: %s:%lld is held by running job %s",
+			                   prefix, node, (long long)device, holder);
 	}
 	if (fsm_run(f, "DELETE FROM assignments WHERE job = ?1", "s", id) != SQLITE_DONE)
 		return NULL;
@@ -389,7 +400,8 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 		if (fsm_run(f,
 		            "INSERT INTO assignments(job, rank, node, device, generation)"
 		            " VALUES(?1, ?2, ?3, ?4, ?5)",
-		            "sisii", id, (int64_t)i, json_string_value(json_object_get(slot, "node")),
+		            "sisii", id, (int64_t)i,
+		            json_string_value(json_object_get(slot, "node")),
 		            json_integer_value(json_object_get(slot, "device")),
 		            generation) != SQLITE_DONE)
 			return NULL;
@@ -422,7 +434,7 @@ static json_t *progress_args(const json_t *args, int64_t *step, double *loss)
 
 json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id", "generation", "reason", "max_restarts",
+	static const char *const keys[] = {"id",   "generation", "reason", "max_restarts",
 	                                   "step", "loss",       NULL};
 	struct yard_err e = {0};
 	const char *id = NULL, *reason = NULL;
@@ -441,9 +453,10 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 	if ((r = job_row_read(f, id, &row)) != NULL)
 		return r;
 	if (strcmp(row.state, "running") != 0 || row.generation != generation)
-		return fsm_res_err(409, "generation",
-		                   "job %s is %s at generation %lld, not running at generation %lld",
-		                   id, row.state, (long long)row.generation, (long long)generation);
+		return fsm_res_err(
+		    409, "generation",
+		    "job %s is %s at generation %lld, not running at generation %lld", id,
+		    row.state, (long long)row.generation, (long long)generation);
 	int give_up = row.restarts >= max_restarts;
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4, noted = ',',"
@@ -453,14 +466,14 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 	            "ssisiid", id, give_up ? "failed" : "restarting", c->ts, reason,
 	            (int64_t)(give_up ? 0 : 1), step, loss) != SQLITE_DONE)
 		return NULL;
-	int rc = give_up ? fsm_event_append(f, c->ts, "job.failed", id, c->actor,
-	                                    "job %s failed: %s; %lld restart(s) used of %lld", id,
-	                                    reason, (long long)row.restarts,
-	                                    (long long)max_restarts)
-	                 : fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
-	                                    "job %s restarting (restart %lld of %lld): %s", id,
-	                                    (long long)row.restarts + 1, (long long)max_restarts,
-	                                    reason);
+	int rc =
+	    give_up
+	        ? fsm_event_append(f, c->ts, "job.failed", id, c->actor,
+	                           "job %s failed: %s; %lld restart(s) used of %lld", id, reason,
+	                           (long long)row.restarts, (long long)max_restarts)
+	        : fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
+	                           "job %s restarting (restart %lld of %lld): %s", id,
+	                           (long long)row.restarts + 1, (long long)max_restarts, reason);
 	if (rc != 0)
 		return NULL;
 	return fsm_job_result(f, id, 200);
@@ -468,8 +481,8 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 
 json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id", "generation", "state", "reason", "step", "loss",
-	                                   NULL};
+	static const char *const keys[] = {"id",   "generation", "state", "reason",
+	                                   "step", "loss",       NULL};
 	struct yard_err e = {0};
 	const char *id = NULL, *to = NULL, *reason = NULL;
 	int64_t generation = 0, step = -1;
@@ -490,8 +503,9 @@ json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
 		return r;
 	if (fsm_job_state_terminal(row.state) || row.generation != generation ||
 	    (strcmp(to, "succeeded") == 0 && strcmp(row.state, "running") != 0))
-		return fsm_res_err(409, "generation", "job %s is %s at generation %lld: cannot become %s",
-		                   id, row.state, (long long)row.generation, to);
+		return fsm_res_err(409, "generation",
+		                   "job %s is %s at generation %lld: cannot become %s", id,
+		                   row.state, (long long)row.generation, to);
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4,"
 	            " step = CASE WHEN ?5 >= 0 THEN ?5 ELSE step END,"
@@ -521,13 +535,14 @@ json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "message", 1, 400, &message, &e) != 0)
 		return fsm_res_from_err(&e);
 	if (!in_list(type, types))
-		return fsm_res_err(400, "type", "type: '%s' is not stopped, running, progress or waiting",
-		                   type);
+		return fsm_res_err(400, "type",
+		                   "type: '%s' is not stopped, running, progress or waiting", type);
 	if ((r = job_row_read(f, id, &row)) != NULL)
 		return r;
 	if (fsm_job_state_terminal(row.state) || row.generation != generation)
-		return fsm_res_err(409, "generation", "job %s is %s at generation %lld: note dropped",
-		                   id, row.state, (long long)row.generation);
+		return fsm_res_err(409, "generation",
+		                   "job %s is %s at generation %lld: note dropped", id, row.state,
+		                   (long long)row.generation);
 	/* once per type and phase (placement or restart): a new leader, which starts without
 	 * the old one's memory, may propose a note again without telling the story twice */
 	char tag[24];
@@ -542,12 +557,13 @@ json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 		seen = sqlite3_column_int(st, 0) > 0;
 	sqlite3_finalize(st);
 	if (seen)
-		return fsm_res_ok(200, json_pack("{s:s,s:s,s:b}", "id", id, "type", type, "duplicate", 1));
-	if (fsm_run(f, "UPDATE jobs SET noted = noted || ?2 || ',' WHERE id = ?1", "ss", id, type) !=
-	    SQLITE_DONE)
+		return fsm_res_ok(
+		    200, json_pack("{s:s,s:s,s:b}", "id", id, "type", type, "duplicate", 1));
+	if (fsm_run(f, "UPDATE jobs SET noted = noted || ?2 || ',' WHERE id = ?1", "ss", id,
+	            type) != SQLITE_DONE)
 		return NULL;
-	if (strcmp(type, "waiting") == 0 &&
-	    fsm_run(f, "UPDATE jobs SET reason = ?2 WHERE id = ?1", "ss", id, message) != SQLITE_DONE)
+	if (strcmp(type, "waiting") == 0 && fsm_run(f, "UPDATE jobs SET reason = ?2 WHERE id = ?1",
+	                                            "ss", id, message) != SQLITE_DONE)
 		return NULL;
 	char event_type[32];
 	snprintf(event_type, sizeof event_type, "job.%s", type);

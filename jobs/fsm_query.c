@@ -64,11 +64,12 @@ json_t *fsm_job_layout(struct fsm *f, const char *id)
 		return list;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	while (sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(
-		    list, json_pack("{s:I,s:s,s:I,s:I}", "rank", (json_int_t)sqlite3_column_int64(st, 0),
-		                    "node", sqlite3_column_text(st, 1), "device",
-		                    (json_int_t)sqlite3_column_int64(st, 2), "generation",
-		                    (json_int_t)sqlite3_column_int64(st, 3)));
+		json_array_append_new(list, json_pack("{s:I,s:s,s:I,s:I}", "rank",
+		                                      (json_int_t)sqlite3_column_int64(st, 0),
+		                                      "node", sqlite3_column_text(st, 1), "device",
+		                                      (json_int_t)sqlite3_column_int64(st, 2),
+		                                      "generation",
+		                                      (json_int_t)sqlite3_column_int64(st, 3)));
 	sqlite3_finalize(st);
 	return list;
 }
@@ -100,12 +101,11 @@ json_t *fsm_running_slots(struct fsm *f)
 		return list;
 	while (sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(
-		    list,
-		    json_pack("{s:s,s:I,s:s,s:I,s:I}", "job", sqlite3_column_text(st, 0), "rank",
-		              (json_int_t)sqlite3_column_int64(st, 1), "node",
-		              sqlite3_column_text(st, 2), "device",
-		              (json_int_t)sqlite3_column_int64(st, 3), "generation",
-		              (json_int_t)sqlite3_column_int64(st, 4)));
+		    list, json_pack("{s:s,s:I,s:s,s:I,s:I}", "job", sqlite3_column_text(st, 0),
+		                    "rank", (json_int_t)sqlite3_column_int64(st, 1), "node",
+		                    sqlite3_column_text(st, 2), "device",
+		                    (json_int_t)sqlite3_column_int64(st, 3), "generation",
+		                    (json_int_t)sqlite3_column_int64(st, 4)));
 	sqlite3_finalize(st);
 	return list;
 }
@@ -120,14 +120,14 @@ static json_t *node_from_row(sqlite3_stmt *st)
 	json_t *labels = sqlite3_column_type(st, 5) == SQLITE_NULL
 	                     ? NULL
 	                     : json_loads((const char *)sqlite3_column_text(st, 5), 0, NULL);
-	return json_pack("{s:s,s:s,s:o,s:I,s:o,s:o,s:o,s:b,s:I,s:I,s:o}", "id",
-	                 sqlite3_column_text(st, 0), "state", sqlite3_column_text(st, 1), "host",
-	                 col_text_or_null(st, 2), "port_base",
-	                 (json_int_t)sqlite3_column_int64(st, 3), "devices",
-	                 devices ? devices : json_array(), "labels", labels ? labels : json_object(),
-	                 "version", col_text_or_null(st, 6), "cordoned", sqlite3_column_int(st, 7),
-	                 "registered_ms", (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
-	                 (json_int_t)sqlite3_column_int64(st, 9), "reason", col_text_or_null(st, 10));
+	return json_pack(
+	    "{s:s,s:s,s:o,s:I,s:o,s:o,s:o,s:b,s:I,s:I,s:o}", "id", sqlite3_column_text(st, 0),
+	    "state", sqlite3_column_text(st, 1), "host", col_text_or_null(st, 2), "port_base",
+	    (json_int_t)sqlite3_column_int64(st, 3), "devices", devices ? devices : json_array(),
+	    "labels", labels ? labels : json_object(), "version", col_text_or_null(st, 6),
+	    "cordoned", sqlite3_column_int(st, 7), "registered_ms",
+	    (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
+	    (json_int_t)sqlite3_column_int64(st, 9), "reason", col_text_or_null(st, 10));
 }
 
 json_t *fsm_nodes_list(struct fsm *f, struct yard_err *err)

@@ -19,7 +19,8 @@ static struct {
 	uv_loop_t *loop;
 	struct consensus *cons;
 	struct fsm *fsm;
-	struct dev_options opt;
+	struct dev_options opt; /* its strings point to the copies below */
+	char data_dir[PATH_MAX], api_url[256], admin_token_path[PATH_MAX];
 	char join_path[PATH_MAX];
 	char join_secret[SHA256_HEX_LEN + 1];
 	char join_hash[SHA256_HEX_LEN + 1];
@@ -48,7 +49,8 @@ static int write_secret(const char *path, const char *secret)
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	int ok = write(fd, secret, strlen(secret)) == (ssize_t)strlen(secret) && write(fd, "\n", 1) == 1;
+	int ok =
+	    write(fd, secret, strlen(secret)) == (ssize_t)strlen(secret) && write(fd, "\n", 1) == 1;
 	close(fd);
 	return ok ? 0 : -1;
 }
@@ -61,6 +63,12 @@ int dev_init(uv_loop_t *loop, struct consensus *c, struct fsm *f, const struct d
 	dev.cons = c;
 	dev.fsm = f;
 	dev.opt = *opt;
+	snprintf(dev.data_dir, sizeof dev.data_dir, "%s", opt->data_dir);
+	snprintf(dev.api_url, sizeof dev.api_url, "%s", opt->api_url);
+	snprintf(dev.admin_token_path, sizeof dev.admin_token_path, "%s", opt->admin_token_path);
+	dev.opt.data_dir = dev.data_dir;
+	dev.opt.api_url = dev.api_url;
+	dev.opt.admin_token_path = dev.admin_token_path;
 	snprintf(dev.join_path, sizeof dev.join_path, "%s/dev-join.token", opt->data_dir);
 	if (read_secret(dev.join_path, dev.join_secret, sizeof dev.join_secret) != 0) {
 		unsigned char raw[32];
@@ -75,14 +83,16 @@ int dev_init(uv_loop_t *loop, struct consensus *c, struct fsm *f, const struct d
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (n <= 0)
-		return yard_err_set(err, YARD_EIO, "cannot find this executable: %s", strerror(errno));
+		return yard_err_set(err, YARD_EIO, "cannot find this executable: %s",
+		                    strerror(errno));
 	self[n] = '\0';
 	char *slash = strrchr(self, '/');
 	*slash = '\0';
 	snprintf(dev.agent_path, sizeof dev.agent_path, "%s/yard-agent", self);
 	if (access(dev.agent_path, X_OK) != 0)
-		return yard_err_set(err, YARD_ENOTFOUND, "--dev needs yard-agent next to yardd (%s): %s",
-		                    dev.agent_path, strerror(errno));
+		return yard_err_set(err, YARD_ENOTFOUND,
+		                    "--dev needs yard-agent next to yardd (%s): %s", dev.agent_path,
+		                    strerror(errno));
 	uv_timer_init(loop, &dev.restart_timer);
 	return 0;
 }
@@ -130,11 +140,20 @@ static void start_agent(void)
 	snprintf(log_path, sizeof log_path, "%s/agent.log", dev.opt.data_dir);
 	snprintf(devices, sizeof devices, "cpu:%d", dev.opt.devices);
 	snprintf(port, sizeof port, "%d", dev.opt.port_base);
-	char *args[] = {dev.agent_path,   "--controllers", (char *)dev.opt.api_url,
-	                "--join-token-file", dev.join_path, "--data-dir",
-	                data,             "--name",        "dev",
-	                "--devices",      devices,         "--port-base",
-	                port,             NULL};
+	char *args[] = {dev.agent_path,
+	                "--controllers",
+	                (char *)dev.opt.api_url,
+	                "--join-token-file",
+	                dev.join_path,
+	                "--data-dir",
+	                data,
+	                "--name",
+	                "dev",
+	                "--devices",
+	                devices,
+	                "--port-base",
+	                port,
+	                NULL};
 	int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (log_fd < 0) {
 		log_error("dev: cannot open %s: %s", log_path, strerror(errno));

@@ -14,11 +14,12 @@
 #include "jobs/fsm.h"
 #include "raft/consensus.h"
 
+/* Strings are copied by dev_init. */
 struct dev_options {
 	const char *data_dir;
-	const char *api_url;   /* http://a.b.c.d:port */
-	int devices;           /* CPU devices of the agent */
-	int port_base;         /* the agent's rank ports */
+	const char *api_url;          /* http://a.b.c.d:port */
+	int devices;                  /* CPU devices of the agent */
+	int port_base;                /* the agent's rank ports */
 	const char *admin_token_path; /* where the admin token secret is */
 };
 

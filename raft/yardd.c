@@ -56,10 +56,13 @@ static void usage(FILE *out)
 	    "             --members 'ID=RAFT_ADDR@API_URL,...' [--join] [--admin-token-file FILE]\n"
 	    "             [--election-timeout-ms N] [--heartbeat-ms N] [--snapshot-threshold N]\n"
 	    "             [--snapshot-trailing N] [--min-free-mb N]\n"
-	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms 500]\n"
+	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
+	    "500]\n"
 	    "             [--checkpoint-dir DIR (default DATA_DIR/../checkpoints)]\n"
-	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address 127.0.0.1:7100]\n"
-	    "             [--raft-address 127.0.0.1:7000]: one member plus a supervised yard-agent\n"
+	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
+	    "127.0.0.1:7100]\n"
+	    "             [--raft-address 127.0.0.1:7000]: one member plus a supervised "
+	    "yard-agent\n"
 	    "All initial members bootstrap with the same --members; a member started with --join\n"
 	    "starts empty and is added through POST /v1/cluster/members.\n");
 }
@@ -132,7 +135,8 @@ static int sched_propose(void *data, const char *op, json_t *args, sched_done_cb
 {
 	struct yard_err err = {0};
 	size_t len = 0;
-	char *cmd = fsm_command_encode(op, args, NULL, yard_now_wall_ms(), "scheduler", "admin", &len);
+	char *cmd =
+	    fsm_command_encode(op, args, NULL, yard_now_wall_ms(), "scheduler", "admin", &len);
 	struct sched_call *sc = malloc(sizeof *sc);
 	int rc = YARD_ENOMEM;
 	if (cmd != NULL && sc != NULL) {
@@ -372,8 +376,9 @@ int main(int argc, char **argv)
 		case 'B':
 			if (!numeric_ok || v > 3600000 || (opt != 'B' && v < 100)) {
 				fprintf(stderr, "yardd: --%s: '%s' is not a valid number of ms\n",
-				        opt == 'U' ? "node-suspect-ms" : opt == 'D' ? "node-down-ms"
-				                                                    : "restart-backoff-ms",
+				        opt == 'U'   ? "node-suspect-ms"
+				        : opt == 'D' ? "node-down-ms"
+				                     : "restart-backoff-ms",
 				        optarg);
 				return 2;
 			}
@@ -387,12 +392,13 @@ int main(int argc, char **argv)
 		case 'C':
 			if (optarg[0] != '/' ||
 			    strlen(optarg) >= sizeof yd.sched_cfg.checkpoint_dir - 64) {
-				fprintf(stderr, "yardd: --checkpoint-dir: '%s' must be an absolute path\n",
+				fprintf(stderr,
+				        "yardd: --checkpoint-dir: '%s' must be an absolute path\n",
 				        optarg);
 				return 2;
 			}
-			snprintf(yd.sched_cfg.checkpoint_dir, sizeof yd.sched_cfg.checkpoint_dir, "%s",
-			         optarg);
+			snprintf(yd.sched_cfg.checkpoint_dir, sizeof yd.sched_cfg.checkpoint_dir,
+			         "%s", optarg);
 			break;
 		case 'V':
 			dev_mode = 1;
@@ -440,7 +446,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (yd.sched_cfg.node_down_ms <= yd.sched_cfg.node_suspect_ms) {
-		fprintf(stderr, "yardd: --node-down-ms (%llu) must be above --node-suspect-ms (%llu)\n",
+		fprintf(stderr,
+		        "yardd: --node-down-ms (%llu) must be above --node-suspect-ms (%llu)\n",
 		        (unsigned long long)yd.sched_cfg.node_down_ms,
 		        (unsigned long long)yd.sched_cfg.node_suspect_ms);
 		return 2;
@@ -510,7 +517,8 @@ int main(int argc, char **argv)
 		                              .api_url = dev_api_url,
 		                              .devices = dev_devices,
 		                              .port_base = 29500,
-		                              .admin_token_path = token_file ? token_file : admin_path};
+		                              .admin_token_path =
+		                                  token_file ? token_file : admin_path};
 		if (dev_init(&yd.loop, &yd.cons, &yd.fsm, &dev_opt, &err) != 0) {
 			log_error("%s", err.msg);
 			return 1;

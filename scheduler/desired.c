@@ -62,8 +62,8 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 	int cuda = 0;
 
 	my_node = json_string_value(json_object_get(json_array_get(slots, (size_t)rank), "node"));
-	my_device = (int)json_integer_value(
-	    json_object_get(json_array_get(slots, (size_t)rank), "device"));
+	my_device =
+	    (int)json_integer_value(json_object_get(json_array_get(slots, (size_t)rank), "device"));
 	for (int r = 0; r < world; r++) {
 		const json_t *slot = json_array_get(slots, (size_t)r);
 		const char *node = json_string_value(json_object_get(slot, "node"));
@@ -89,8 +89,8 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 			local_world++;
 			if (node_rank < 0)
 				node_rank = nodes_seen - 1;
-			const char *kind = json_string_value(
-			    json_object_get(json_array_get(json_object_get(n, "devices"), 0), "kind"));
+			const char *kind = json_string_value(json_object_get(
+			    json_array_get(json_object_get(n, "devices"), 0), "kind"));
 			cuda = kind != NULL && strcmp(kind, "cuda") == 0;
 		}
 		if (r == 0) {
@@ -131,9 +131,9 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 	if (cuda)
 		set_int(env, "CUDA_VISIBLE_DEVICES", my_device);
 	char ckpt[1024];
-	desired_ckpt_dir(json_string_value(json_object_get(json_object_get(spec, "checkpoint"),
-	                                                   "store")),
-	                 controller_ckpt_dir, job_id, ckpt, sizeof ckpt);
+	desired_ckpt_dir(
+	    json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "store")),
+	    controller_ckpt_dir, job_id, ckpt, sizeof ckpt);
 	set_str(env, "YARD_CKPT_DIR", ckpt);
 	if (generation > 1)
 		set_str(env, "YARD_RESUME", "1");
@@ -141,7 +141,8 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 	free(hosts);
 
 	const json_t *command = json_object_get(spec, "command");
-	json_t *argv = json_is_array(command) ? json_deep_copy(command) : json_pack("[s]", "yard-worker");
+	json_t *argv =
+	    json_is_array(command) ? json_deep_copy(command) : json_pack("[s]", "yard-worker");
 	return json_pack("{s:s,s:i,s:I,s:i,s:i,s:s,s:o,s:o,s:O}", "job", job_id, "rank", rank,
 	                 "generation", generation, "world_size", world, "device", my_device, "kind",
 	                 json_is_array(command) ? "command" : "trainer", "env", env, "argv", argv,

@@ -19,8 +19,9 @@
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
-	uint64_t last_seen_ms; /* monotonic; 0: not heard since this member became leader */
-	json_t *ranks;         /* the latest validated rank reports (owned) */
+	uint64_t last_seen_ms;   /* monotonic; 0: not heard since this member became leader */
+	uint64_t known_since_ms; /* when this leader first saw the node's row (a registration) */
+	json_t *ranks;           /* the latest validated rank reports (owned) */
 	char version[32];
 	int64_t free_disk_mb;
 	int proposing; /* a node.set_state is in flight */
@@ -208,7 +209,8 @@ static void proposal_done(void *data, int status, const json_t *result)
 				j->claim = NULL;
 			}
 		}
-		const char *error = result ? json_string_value(json_object_get(result, "error")) : NULL;
+		const char *error =
+		    result ? json_string_value(json_object_get(result, "error")) : NULL;
 		if (status != 0)
 			log_warn("scheduler: %s %s not committed: %s", p->op, p->id,
 			         yard_strerror(status));
@@ -273,8 +275,12 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 		struct soft_node *n = node_get(s, id);
 		if (n == NULL || n->proposing)
 			continue;
-		uint64_t heard = n->last_seen_ms > s->leader_since_ms ? n->last_seen_ms
-		                                                      : s->leader_since_ms;
+		if (n->known_since_ms == 0)
+			n->known_since_ms = now;
+		/* silence counts from the latest of: the last heartbeat, this leader's election
+		 * (the grace period), the node's registration */
+		uint64_t heard =
+		    YARD_MAX(n->last_seen_ms, YARD_MAX(s->leader_since_ms, n->known_since_ms));
 		uint64_t silence_ms = now - heard;
 		const char *want = state;
 		char reason[160];
@@ -295,9 +301,9 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 		else
 			snprintf(reason, sizeof reason, "no heartbeat for %.1f s",
 			         (double)silence_ms / 1000);
-		if (propose(s, 1, id, "node.set_state",
-		            json_pack("{s:s,s:s,s:s}", "id", id, "state", want, "reason", reason)) ==
-		    0)
+		if (propose(
+		        s, 1, id, "node.set_state",
+		        json_pack("{s:s,s:s,s:s}", "id", id, "state", want, "reason", reason)) == 0)
 			n->proposing = 1;
 	}
 }
@@ -323,7 +329,8 @@ static const json_t *report_find(const struct soft_node *n, const char *job, int
 
 static const char *node_state_of(const json_t *nodes_by_id, const char *node)
 {
-	const char *st = json_string_value(json_object_get(json_object_get(nodes_by_id, node), "state"));
+	const char *st =
+	    json_string_value(json_object_get(json_object_get(nodes_by_id, node), "state"));
 	return st ? st : "unknown";
 }
 
@@ -366,15 +373,18 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 				continue;
 			}
 			if (sig != 0)
-				snprintf(failure, sizeof failure, "rank %lld on node %s killed by signal %lld",
+				snprintf(failure, sizeof failure,
+				         "rank %lld on node %s killed by signal %lld",
 				         (long long)rank, node, (long long)sig);
 			else if (code < 0)
 				snprintf(failure, sizeof failure,
-				         "rank %lld on node %s ended while its agent was down (exit status "
+				         "rank %lld on node %s ended while its agent was down "
+				         "(exit status "
 				         "unknown)",
 				         (long long)rank, node);
 			else
-				snprintf(failure, sizeof failure, "rank %lld on node %s exited with code %lld",
+				snprintf(failure, sizeof failure,
+				         "rank %lld on node %s exited with code %lld",
 				         (long long)rank, node, (long long)code);
 			break;
 		}
@@ -382,13 +392,16 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		/* Hang: trainer ranks always report steps; a command job is judged only once it
 		 * has reported one (docs/api.md). */
 		if (step >= 0 || !j->is_command) {
-			uint64_t ago = (uint64_t)json_integer_value(json_object_get(rep, "last_step_ms_ago")) +
-			               (now - n->last_seen_ms);
+			uint64_t ago =
+			    (uint64_t)json_integer_value(json_object_get(rep, "last_step_ms_ago")) +
+			    (now - n->last_seen_ms);
 			if (ago > (uint64_t)j->hang_timeout_s * 1000) {
 				snprintf(failure, sizeof failure,
-				         "rank %lld on node %s made no step progress for %.1f s (hang_timeout_s "
+				         "rank %lld on node %s made no step progress for %.1f s "
+				         "(hang_timeout_s "
 				         "%d)",
-				         (long long)rank, node, (double)ago / 1000, j->hang_timeout_s);
+				         (long long)rank, node, (double)ago / 1000,
+				         j->hang_timeout_s);
 				break;
 			}
 		}
@@ -399,17 +412,17 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		return;
 	if (failure[0] != '\0') {
 		json_t *args = json_pack("{s:s,s:I,s:s,s:i}", "id", j->id, "generation",
-		                         (json_int_t)j->generation, "reason", failure, "max_restarts",
-		                         j->max_restarts);
+		                         (json_int_t)j->generation, "reason", failure,
+		                         "max_restarts", j->max_restarts);
 		if (j->step >= 0)
 			json_object_set_new(args, "step", json_integer(j->step));
 		if (j->has_loss)
 			json_object_set_new(args, "loss", json_real(j->loss));
 		propose_job(s, j, "job.restart", args);
 	} else if (world > 0 && exited_ok == world) {
-		json_t *args =
-		    json_pack("{s:s,s:I,s:s,s:s}", "id", j->id, "generation", (json_int_t)j->generation,
-		              "state", "succeeded", "reason", "every rank exited with code 0");
+		json_t *args = json_pack("{s:s,s:I,s:s,s:s}", "id", j->id, "generation",
+		                         (json_int_t)j->generation, "state", "succeeded", "reason",
+		                         "every rank exited with code 0");
 		if (j->step >= 0)
 			json_object_set_new(args, "step", json_integer(j->step));
 		if (j->has_loss)
@@ -482,13 +495,14 @@ static int check_restarting(struct sched *s, struct soft_job *j, const json_t *j
 			if (n == NULL || n->last_seen_ms == 0)
 				waiting++;
 			else if ((rep = report_find(n, j->id, rank, j->generation)) != NULL &&
-			         strcmp(json_string_value(json_object_get(rep, "state")), "running") == 0)
+			         strcmp(json_string_value(json_object_get(rep, "state")),
+			                "running") == 0)
 				waiting++;
 		}
 		if (waiting > 0 && now - j->phase_since_ms < s->cfg.stop_wait_ms) {
 			snprintf(j->reason, sizeof j->reason,
-			         "restarting: waiting for %d rank(s) of generation %lld to stop", waiting,
-			         (long long)j->generation);
+			         "restarting: waiting for %d rank(s) of generation %lld to stop",
+			         waiting, (long long)j->generation);
 			return 0;
 		}
 		if (j->proposing)
@@ -499,9 +513,11 @@ static int check_restarting(struct sched *s, struct soft_job *j, const json_t *j
 			     (long long)j->generation);
 		else
 			note(s, j, "stopped",
-			     "%d rank(s) of generation %lld not confirmed stopped after %.1f s; placing "
+			     "%d rank(s) of generation %lld not confirmed stopped after %.1f s; "
+			     "placing "
 			     "again anyway",
-			     waiting, (long long)j->generation, (double)(now - j->phase_since_ms) / 1000);
+			     waiting, (long long)j->generation,
+			     (double)(now - j->phase_since_ms) / 1000);
 		return 0;
 	}
 	int64_t restarts = json_integer_value(json_object_get(job, "restarts"));
@@ -547,11 +563,15 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 	json_array_foreach(nodes, i, v)
 	{
 		const json_t *devices = json_object_get(v, "devices");
-		const char *kind = json_string_value(json_object_get(json_array_get(devices, 0), "kind"));
-		snprintf(pn[i].id, sizeof pn[i].id, "%s", json_string_value(json_object_get(v, "id")));
-		pn[i].schedulable = strcmp(json_string_value(json_object_get(v, "state")), "up") == 0 &&
-		                    !json_is_true(json_object_get(v, "cordoned"));
-		pn[i].kind = kind && strcmp(kind, "cuda") == 0 ? PLACE_DEVICE_CUDA : PLACE_DEVICE_CPU;
+		const char *kind =
+		    json_string_value(json_object_get(json_array_get(devices, 0), "kind"));
+		snprintf(pn[i].id, sizeof pn[i].id, "%s",
+		         json_string_value(json_object_get(v, "id")));
+		pn[i].schedulable =
+		    strcmp(json_string_value(json_object_get(v, "state")), "up") == 0 &&
+		    !json_is_true(json_object_get(v, "cordoned"));
+		pn[i].kind =
+		    kind && strcmp(kind, "cuda") == 0 ? PLACE_DEVICE_CUDA : PLACE_DEVICE_CPU;
 		pn[i].n_devices = (int)json_array_size(devices);
 		pn[i].device_memory_mb =
 		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
@@ -610,8 +630,8 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 			desired_ckpt_dir(j->store, s->cfg.checkpoint_dir, j->id, dir, sizeof dir);
 			int64_t step = newest_checkpoint(dir);
 			if (step >= 0)
-				snprintf(note_text, sizeof note_text, "restoring from checkpoint step %lld",
-				         (long long)step);
+				snprintf(note_text, sizeof note_text,
+				         "restoring from checkpoint step %lld", (long long)step);
 			else
 				snprintf(note_text, sizeof note_text,
 				         "no complete checkpoint: starting from step 0");
@@ -772,10 +792,20 @@ void sched_leader_down(struct sched *s)
 
 static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 {
-	static const char *const keys[] = {"job",  "rank",    "generation", "pid",
-	                                   "state", "exit_code", "signal",   "step",
-	                                   "loss", "step_ms", "compute_ms", "comm_wait_ms",
-	                                   "last_step_ms_ago", NULL};
+	static const char *const keys[] = {"job",
+	                                   "rank",
+	                                   "generation",
+	                                   "pid",
+	                                   "state",
+	                                   "exit_code",
+	                                   "signal",
+	                                   "step",
+	                                   "loss",
+	                                   "step_ms",
+	                                   "compute_ms",
+	                                   "comm_wait_ms",
+	                                   "last_step_ms_ago",
+	                                   NULL};
 	json_t *out = json_array(), *r;
 	size_t i;
 	if (ranks == NULL || json_is_null(ranks))
@@ -796,30 +826,32 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 		if (!json_is_object(r) || jsonx_only_keys(r, prefix, keys, err) != 0 ||
 		    jsonx_get_string(r, prefix, "job", 1, FSM_ID_MAX - 1, &job, err) != 0 ||
 		    jsonx_get_int(r, prefix, "rank", 1, 0, 65535, &rank, err) != 0 ||
-		    jsonx_get_int(r, prefix, "generation", 1, 0, INT32_MAX, &generation, err) != 0 ||
+		    jsonx_get_int(r, prefix, "generation", 1, 0, INT32_MAX, &generation, err) !=
+		        0 ||
 		    jsonx_get_int(r, prefix, "pid", 0, 0, INT32_MAX, &pid, err) != 0 ||
 		    jsonx_get_string(r, prefix, "state", 1, 16, &state, err) != 0 ||
 		    jsonx_get_int(r, prefix, "exit_code", 0, -1, 255, &code, err) != 0 ||
 		    jsonx_get_int(r, prefix, "signal", 0, 0, 128, &sig, err) != 0 ||
 		    jsonx_get_int(r, prefix, "step", 0, -1, INT64_MAX, &step, err) != 0 ||
 		    jsonx_get_double(r, prefix, "loss", 0, -1e300, 1e300, &loss, err) != 0 ||
-		    jsonx_get_int(r, prefix, "last_step_ms_ago", 0, 0, INT64_MAX / 2, &ago, err) != 0) {
+		    jsonx_get_int(r, prefix, "last_step_ms_ago", 0, 0, INT64_MAX / 2, &ago, err) !=
+		        0) {
 			if (err->code == 0)
 				yard_err_set(err, YARD_EINVAL, "%s: must be an object", prefix);
 			json_decref(out);
 			return NULL;
 		}
 		if (strcmp(state, "running") != 0 && strcmp(state, "exited") != 0) {
-			yard_err_set(err, YARD_EINVAL, "%s.state: '%s' is not running or exited", prefix,
-			             state);
+			yard_err_set(err, YARD_EINVAL, "%s.state: '%s' is not running or exited",
+			             prefix, state);
 			json_decref(out);
 			return NULL;
 		}
-		json_t *clean = json_pack("{s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I}", "job", job, "rank",
-		                          (json_int_t)rank, "generation", (json_int_t)generation, "pid",
-		                          (json_int_t)pid, "state", state, "exit_code", (json_int_t)code,
-		                          "signal", (json_int_t)sig, "step", (json_int_t)step,
-		                          "last_step_ms_ago", (json_int_t)ago);
+		json_t *clean = json_pack(
+		    "{s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I}", "job", job, "rank", (json_int_t)rank,
+		    "generation", (json_int_t)generation, "pid", (json_int_t)pid, "state", state,
+		    "exit_code", (json_int_t)code, "signal", (json_int_t)sig, "step",
+		    (json_int_t)step, "last_step_ms_ago", (json_int_t)ago);
 		if (json_is_number(json_object_get(r, "loss")))
 			json_object_set_new(clean, "loss", json_real(loss));
 		json_array_append_new(out, clean);
@@ -871,11 +903,10 @@ static json_t *desired_for(struct sched *s, const char *node)
 	return desired;
 }
 
-json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
-                        struct yard_err *err)
+json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
-	static const char *const keys[] = {"node",      "version",  "free_disk_mb",
-	                                   "link_gbps", "draining", "ranks", NULL};
+	static const char *const keys[] = {
+	    "node", "version", "free_disk_mb", "link_gbps", "draining", "ranks", NULL};
 	const char *name = NULL, *version = "";
 	int64_t free_disk_mb = -1;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||

@@ -444,8 +444,9 @@ static void node_registered(struct call *call, const json_t *result)
 	}
 	const char *hash = json_string_value(json_object_get(result, "hash"));
 	if (hash == NULL || strcmp(hash, call->hash) != 0) {
-		call_error(call, 409, NULL,
-		           "this X-Request-Id already registered the node; its token was shown once");
+		call_error(
+		    call, 409, NULL,
+		    "this X-Request-Id already registered the node; its token was shown once");
 		return;
 	}
 	json_t *body = json_deep_copy(json_object_get(result, "body"));
@@ -458,8 +459,8 @@ static void node_registered(struct call *call, const json_t *result)
  * replaces its token. The state machine re-validates every field (fsm_cluster.c). */
 static void h_agents_register(struct call *call)
 {
-	static const char *const keys[] = {"name", "host", "port_base", "version", "devices",
-	                                   "labels", NULL};
+	static const char *const keys[] = {"name",    "host",   "port_base", "version",
+	                                   "devices", "labels", NULL};
 	struct yard_err err = {0};
 	json_t *body = call_body_object(call);
 	if (body == NULL)
@@ -544,13 +545,15 @@ static void h_nodes_get(struct call *call)
 
 static void h_nodes_cordon(struct call *call)
 {
-	call_submit(call, "node.cordon", json_pack("{s:s,s:b}", "id", call->params[0], "cordoned", 1),
+	call_submit(call, "node.cordon",
+	            json_pack("{s:s,s:b}", "id", call->params[0], "cordoned", 1),
 	            call_answer_result);
 }
 
 static void h_nodes_uncordon(struct call *call)
 {
-	call_submit(call, "node.cordon", json_pack("{s:s,s:b}", "id", call->params[0], "cordoned", 0),
+	call_submit(call, "node.cordon",
+	            json_pack("{s:s,s:b}", "id", call->params[0], "cordoned", 0),
 	            call_answer_result);
 }
 

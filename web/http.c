@@ -320,7 +320,8 @@ static int authenticate(struct call *call)
 
 static unsigned role_bit(const char *role)
 {
-	static const char *const names[] = {"admin", "operator", "user", "security", "agent", "node"};
+	static const char *const names[] = {"admin",    "operator", "user",
+	                                    "security", "agent",    "node"};
 	for (unsigned i = 0; i < 6; i++)
 		if (strcmp(role, names[i]) == 0)
 			return 1u << i;

@@ -402,8 +402,7 @@ static const char *NODE_B =
     "\"devices\":[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"}],"
     "\"token_hash\":\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"}";
 
-static const char *job_state(struct fsm *f, const char *id, int64_t *generation,
-                             int64_t *restarts)
+static const char *job_state(struct fsm *f, const char *id, int64_t *generation, int64_t *restarts)
 {
 	static char state[16];
 	struct yard_err err = {0};
@@ -430,60 +429,72 @@ static void test_nodes_and_placements(void **state)
 	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
 	assert_int_equal(apply(&f, "node.register", NODE_B, NULL, T0, "nodes", "agent", NULL), 200);
 	/* bad registrations change nothing and name the field */
-	assert_int_equal(apply(&f, "node.register",
-	                       "{\"name\":\"x\",\"host\":\"h\",\"port_base\":1,\"devices\":[],"
-	                       "\"token_hash\":\"cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc\"}",
-	                       NULL, T0, "nodes", "agent", &r),
-	                 400);
+	assert_int_equal(
+	    apply(&f, "node.register",
+	          "{\"name\":\"x\",\"host\":\"h\",\"port_base\":1,\"devices\":[],"
+	          "\"token_hash\":"
+	          "\"cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc\"}",
+	          NULL, T0, "nodes", "agent", &r),
+	    400);
 	assert_string_equal(json_string_value(json_object_get(r, "field")), "devices");
-	assert_int_equal(fsm_node_token_lookup(&f, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-	                                       name, &err),
-	                 0);
+	assert_int_equal(
+	    fsm_node_token_lookup(
+	        &f, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", name, &err),
+	    0);
 	assert_string_equal(name, "node-a");
 
-	apply(&f, "job.submit", "{\"name\":\"j1\",\"spec\":{\"ranks\":2}}", NULL, T0, "alice", "user", NULL);
-	apply(&f, "job.submit", "{\"name\":\"j2\",\"spec\":{\"ranks\":2}}", NULL, T0, "alice", "user", NULL);
+	apply(&f, "job.submit", "{\"name\":\"j1\",\"spec\":{\"ranks\":2}}", NULL, T0, "alice",
+	      "user", NULL);
+	apply(&f, "job.submit", "{\"name\":\"j2\",\"spec\":{\"ranks\":2}}", NULL, T0, "alice",
+	      "user", NULL);
 	/* wrong generation, wrong rank count, a device twice, a device out of range */
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":[{\"node\":\"node-a\","
-	                       "\"device\":0},{\"node\":\"node-a\",\"device\":1}]}",
-	                       NULL, T0, "yardd", "admin", NULL),
-	                 409);
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
-	                       "\"device\":0}]}",
-	                       NULL, T0, "yardd", "admin", NULL),
-	                 400);
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
-	                       "\"device\":0},{\"node\":\"node-a\",\"device\":0}]}",
-	                       NULL, T0, "yardd", "admin", NULL),
-	                 409);
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
-	                       "\"device\":0},{\"node\":\"node-a\",\"device\":2}]}",
-	                       NULL, T0, "yardd", "admin", NULL),
-	                 409);
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
-	                       "\"device\":0},{\"node\":\"node-a\",\"device\":1}]}",
-	                       NULL, T0, "yardd", "admin", NULL),
-	                 200);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":[{\"node\":\"node-a\","
+	          "\"device\":0},{\"node\":\"node-a\",\"device\":1}]}",
+	          NULL, T0, "yardd", "admin", NULL),
+	    409);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
+	          "\"device\":0}]}",
+	          NULL, T0, "yardd", "admin", NULL),
+	    400);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
+	          "\"device\":0},{\"node\":\"node-a\",\"device\":0}]}",
+	          NULL, T0, "yardd", "admin", NULL),
+	    409);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
+	          "\"device\":0},{\"node\":\"node-a\",\"device\":2}]}",
+	          NULL, T0, "yardd", "admin", NULL),
+	    409);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
+	          "\"device\":0},{\"node\":\"node-a\",\"device\":1}]}",
+	          NULL, T0, "yardd", "admin", NULL),
+	    200);
 	assert_string_equal(job_state(&f, "j-000001", &gen, NULL), "running");
 	assert_int_equal(gen, 1);
 	/* a device held by a running job is never given to another */
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000002\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
-	                       "\"device\":1},{\"node\":\"node-b\",\"device\":0}]}",
-	                       NULL, T0, "yardd", "admin", &r),
-	                 409);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000002\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
+	          "\"device\":1},{\"node\":\"node-b\",\"device\":0}]}",
+	          NULL, T0, "yardd", "admin", &r),
+	    409);
 	assert_non_null(strstr(json_string_value(json_object_get(r, "error")), "j-000001"));
 	json_t *slots = fsm_running_slots(&f);
 	assert_int_equal(json_array_size(slots), 2);
 	json_decref(slots);
 
 	/* node-a goes down: no placement there; the job restarts and moves to node-b */
-	assert_int_equal(apply(&f, "node.set_state", "{\"id\":\"node-a\",\"state\":\"down\",\"reason\":\"no heartbeat\"}",
+	assert_int_equal(apply(&f, "node.set_state",
+	                       "{\"id\":\"node-a\",\"state\":\"down\",\"reason\":\"no heartbeat\"}",
 	                       NULL, T0 + 1, "yardd", "admin", NULL),
 	                 200);
 	assert_int_equal(apply(&f, "job.restart",
@@ -499,63 +510,74 @@ static void test_nodes_and_placements(void **state)
 	                       "\"max_restarts\":1}",
 	                       NULL, T0 + 2, "yardd", "admin", NULL),
 	                 409);
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":[{\"node\":\"node-a\","
-	                       "\"device\":0},{\"node\":\"node-b\",\"device\":1}]}",
-	                       NULL, T0 + 3, "yardd", "admin", &r),
-	                 409);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":[{\"node\":\"node-a\","
+	          "\"device\":0},{\"node\":\"node-b\",\"device\":1}]}",
+	          NULL, T0 + 3, "yardd", "admin", &r),
+	    409);
 	assert_non_null(strstr(json_string_value(json_object_get(r, "error")), "down"));
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":[{\"node\":\"node-b\","
-	                       "\"device\":0},{\"node\":\"node-b\",\"device\":1}],\"note\":\"restoring\"}",
-	                       NULL, T0 + 3, "yardd", "admin", NULL),
-	                 200);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":[{\"node\":\"node-b\","
+	          "\"device\":0},{\"node\":\"node-b\",\"device\":1}],\"note\":\"restoring\"}",
+	          NULL, T0 + 3, "yardd", "admin", NULL),
+	    200);
+	assert_int_equal(
+	    apply(&f, "job.note",
+	          "{\"id\":\"j-000001\",\"generation\":1,\"type\":\"running\",\"message\":\"old\"}",
+	          NULL, T0 + 3, "yardd", "admin", NULL),
+	    409);
 	assert_int_equal(apply(&f, "job.note",
-	                       "{\"id\":\"j-000001\",\"generation\":1,\"type\":\"running\",\"message\":\"old\"}",
-	                       NULL, T0 + 3, "yardd", "admin", NULL),
-	                 409);
-	assert_int_equal(apply(&f, "job.note",
-	                       "{\"id\":\"j-000001\",\"generation\":2,\"type\":\"running\",\"message\":\"all ranks up\"}",
+	                       "{\"id\":\"j-000001\",\"generation\":2,\"type\":\"running\","
+	                       "\"message\":\"all ranks up\"}",
 	                       NULL, T0 + 3, "yardd", "admin", NULL),
 	                 200);
 	/* a new leader proposing the same note again does not add a second event */
-	assert_int_equal(apply(&f, "job.note",
-	                       "{\"id\":\"j-000001\",\"generation\":2,\"type\":\"running\",\"message\":\"again\"}",
-	                       NULL, T0 + 3, "yardd", "admin", &r),
-	                 200);
+	assert_int_equal(
+	    apply(
+	        &f, "job.note",
+	        "{\"id\":\"j-000001\",\"generation\":2,\"type\":\"running\",\"message\":\"again\"}",
+	        NULL, T0 + 3, "yardd", "admin", &r),
+	    200);
 	assert_true(json_is_true(json_object_get(json_object_get(r, "body"), "duplicate")));
 	/* the second failure exceeds max_restarts 1: failed, not restarting */
-	assert_int_equal(apply(&f, "job.restart",
-	                       "{\"id\":\"j-000001\",\"generation\":2,\"reason\":\"rank 1 exited with code 1\","
-	                       "\"max_restarts\":1}",
-	                       NULL, T0 + 4, "yardd", "admin", NULL),
-	                 200);
+	assert_int_equal(
+	    apply(&f, "job.restart",
+	          "{\"id\":\"j-000001\",\"generation\":2,\"reason\":\"rank 1 exited with code 1\","
+	          "\"max_restarts\":1}",
+	          NULL, T0 + 4, "yardd", "admin", NULL),
+	    200);
 	assert_string_equal(job_state(&f, "j-000001", NULL, &restarts), "failed");
 	assert_int_equal(restarts, 1);
 	/* its devices are free again */
-	assert_int_equal(apply(&f, "job.assign",
-	                       "{\"id\":\"j-000002\",\"generation\":1,\"ranks\":[{\"node\":\"node-b\","
-	                       "\"device\":0},{\"node\":\"node-b\",\"device\":1}]}",
-	                       NULL, T0 + 5, "yardd", "admin", NULL),
-	                 200);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000002\",\"generation\":1,\"ranks\":[{\"node\":\"node-b\","
+	          "\"device\":0},{\"node\":\"node-b\",\"device\":1}]}",
+	          NULL, T0 + 5, "yardd", "admin", NULL),
+	    200);
 	assert_int_equal(apply(&f, "job.finish",
-	                       "{\"id\":\"j-000002\",\"generation\":1,\"state\":\"succeeded\",\"reason\":\"every rank exited 0\"}",
+	                       "{\"id\":\"j-000002\",\"generation\":1,\"state\":\"succeeded\","
+	                       "\"reason\":\"every rank exited 0\"}",
 	                       NULL, T0 + 6, "yardd", "admin", NULL),
 	                 200);
 	assert_string_equal(job_state(&f, "j-000002", NULL, NULL), "succeeded");
 	/* events tell the story, and the chain verifies */
 	json_t *page = fsm_events_list(&f, 0, 100, "j-000001", &err);
-	const char *want[] = {"job.submitted", "job.placed", "job.restarting", "job.placed",
-	                      "job.running", "job.failed"};
+	const char *want[] = {"job.submitted", "job.placed",  "job.restarting",
+	                      "job.placed",    "job.running", "job.failed"};
 	assert_int_equal(json_array_size(json_object_get(page, "events")), 6);
 	for (size_t i = 0; i < 6; i++)
-		assert_string_equal(json_string_value(json_object_get(
-		                        json_array_get(json_object_get(page, "events"), i), "type")),
-		                    want[i]);
+		assert_string_equal(
+		    json_string_value(json_object_get(
+		        json_array_get(json_object_get(page, "events"), i), "type")),
+		    want[i]);
 	json_decref(page);
 	assert_int_equal(fsm_events_verify(&f, &err), 0);
 	/* re-registering keeps the node and replaces its token */
-	assert_int_equal(apply(&f, "node.register", NODE_B, NULL, T0 + 7, "nodes", "agent", NULL), 200);
+	assert_int_equal(apply(&f, "node.register", NODE_B, NULL, T0 + 7, "nodes", "agent", NULL),
+	                 200);
 	json_t *nodes = fsm_nodes_list(&f, &err);
 	assert_int_equal(json_array_size(nodes), 2);
 	assert_null(json_object_get(json_array_get(nodes, 0), "token_hash"));
