@@ -89,12 +89,10 @@ int cx_wait(struct cx *cx, struct yd_request *req)
 {
 	yd_comm *comm = cx->comm;
 	if (net_wait_until(comm->net, req, comm_deadline(comm)) == YARD_ETIMEDOUT) {
-		char peer[200];
-		comm_describe_peer(comm, req->comm_peer, peer, sizeof peer);
-		comm_fail(comm, YARD_ETIMEDOUT, 1,
-		          "timed out after %d ms waiting for %s (%s of %zu bytes)",
-		          comm->timeout_ms, peer, req->kind == REQ_SEND ? "sending" : "receiving",
-		          req->len);
+		char what[100];
+		snprintf(what, sizeof what, "%s %zu bytes",
+		         req->kind == REQ_SEND ? "sending" : "receiving", req->len);
+		comm_fail_timeout(comm, req->comm_peer, what);
 		net_wait_until(comm->net, req, 0);
 	}
 	int rc = req->rc;

@@ -25,3 +25,16 @@ tests_unit_test_yd_coll_SOURCES = tests/unit/test_yd_coll.c tests/unit/yd_harnes
 	tests/unit/yd_harness.h tests/unit/yd_check.h
 tests_unit_test_yd_coll_CFLAGS = $(YD_TEST_CFLAGS)
 tests_unit_test_yd_coll_LDADD = $(YD_TEST_LIBS)
+
+check_PROGRAMS += tests/unit/test_yd_reduce
+TESTS += tests/unit/test_yd_reduce
+tests_unit_test_yd_reduce_SOURCES = tests/unit/test_yd_reduce.c tests/unit/yd_check.h
+tests_unit_test_yd_reduce_CFLAGS = $(YD_TEST_CFLAGS)
+tests_unit_test_yd_reduce_LDADD = $(YD_TEST_LIBS)
+
+check_PROGRAMS += tests/unit/test_yd_fault
+TESTS += tests/unit/test_yd_fault
+tests_unit_test_yd_fault_SOURCES = tests/unit/test_yd_fault.c tests/unit/yd_harness.c \
+	tests/unit/yd_harness.h tests/unit/yd_check.h
+tests_unit_test_yd_fault_CFLAGS = $(YD_TEST_CFLAGS)
+tests_unit_test_yd_fault_LDADD = $(YD_TEST_LIBS)

@@ -319,7 +319,7 @@ static void peer_failed_locked(struct yd_net *net, int p, const char *what)
 			continue;
 		char desc[200];
 		comm_describe_peer(c, cp, desc, sizeof desc);
-		comm_fail_locked(c, YARD_EPEER, 0, "%s %s", desc, what);
+		comm_fail_locked(c, YARD_EPEER, 1, "%s %s", desc, what);
 	}
 	net->fail_gen++;
 }
@@ -452,6 +452,8 @@ static void on_header_locked(struct yd_net *net, int p)
 			pp->rx_ctrl = calloc(1, h->len + 1);
 		return;
 	}
+	if (h->type == WIRE_HEARTBEAT)
+		return; /* liveness only (last_rx_ns); no payload */
 	yd_comm *c = find_comm_locked(net, h->comm_id);
 	if (c && c->failed_rc)
 		return; /* discard */
@@ -501,7 +503,7 @@ static void on_body_done_locked(struct yd_net *net, int p)
 		u->complete = 1;
 		if (u->claimed)
 			deliver_unexp_locked(net, u, u->claimed);
-	} else if (pp->rx_ctrl || pp->rxhdr.type == WIRE_ABORT) {
+	} else if (pp->rxhdr.type == WIRE_ABORT) {
 		yd_comm *c = find_comm_locked(net, pp->rxhdr.comm_id);
 		int cp = c ? comm_peer_of(c, p) : -1;
 		if (c && cp >= 0) {
@@ -558,6 +560,8 @@ static int rx_progress(struct yd_net *net, int p)
 			pthread_mutex_unlock(&net->mu);
 			return -1;
 		}
+		if (n > 0)
+			pp->last_rx_ns = yard_now_mono_ns();
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return 0;
@@ -639,6 +643,7 @@ static int tx_progress(struct yd_net *net, int p)
 			return -1;
 		}
 		r->sent += (size_t)n;
+		pp->last_tx_ns = yard_now_mono_ns();
 		if (r->sent < hsz + r->len)
 			return 0; /* socket full */
 		pthread_mutex_lock(&net->mu);
@@ -650,6 +655,94 @@ static int tx_progress(struct yd_net *net, int p)
 	}
 }
 
+static int liveness_timeout_ms(struct yd_net *net)
+{
+	int t = net->timeout_ms;
+	for (yd_comm *c = net->comms; c; c = c->net_next)
+		if (c->timeout_ms > t)
+			t = c->timeout_ms;
+	return t;
+}
+
+int net_silent_peer(struct yd_net *net, const yd_comm *comm, uint64_t min_ms, uint64_t *silent_ms)
+{
+	uint64_t now = yard_now_mono_ns(), worst = 0;
+	int who = -1;
+	pthread_mutex_lock(&net->mu);
+	for (int i = 0; i < comm->size; i++) {
+		struct net_peer *pp = &net->peers[comm->net_rank[i]];
+		if (i == comm->rank || pp->eof || pp->dead)
+			continue;
+		uint64_t quiet = (now - pp->last_rx_ns) / 1000000ull;
+		if (quiet >= min_ms && quiet > worst) {
+			worst = quiet;
+			who = i;
+		}
+	}
+	pthread_mutex_unlock(&net->mu);
+	*silent_ms = worst;
+	return who;
+}
+
+void comm_fail_timeout(yd_comm *comm, int comm_peer, const char *what)
+{
+	char peer[200], silent[300] = "";
+	uint64_t quiet;
+	comm_describe_peer(comm, comm_peer, peer, sizeof peer);
+	int sp = net_silent_peer(comm->net, comm, (uint64_t)comm->timeout_ms / 2, &quiet);
+	if (sp >= 0 && sp != comm_peer) {
+		char who[200];
+		comm_describe_peer(comm, sp, who, sizeof who);
+		snprintf(silent, sizeof silent, "; %s has been silent for %llu ms", who,
+		         (unsigned long long)quiet);
+	}
+	comm_fail(comm, YARD_ETIMEDOUT, 1, "timed out after %d ms waiting for %s (%s)%s",
+	          comm->timeout_ms, peer, what, silent);
+}
+
+/* Heartbeats: every peer hears from us at least every interval, so a peer that hears nothing
+ * for the whole deadline knows we are stopped or hung (not merely busy), and fails every
+ * communicator we are in with YARD_ETIMEDOUT naming us. Caller holds net->mu. */
+static void liveness_locked(struct yd_net *net, uint64_t interval_ns)
+{
+	uint64_t now = yard_now_mono_ns();
+	uint64_t limit = (uint64_t)liveness_timeout_ms(net) * 1000000ull;
+	for (int p = 0; p < net->world; p++) {
+		struct net_peer *pp = &net->peers[p];
+		if (p == net->rank || pp->dead || pp->eof || pp->fd < 0)
+			continue;
+		if (now - pp->last_rx_ns > limit) {
+			char what[160];
+			snprintf(what, sizeof what,
+			         "has been silent for %llu ms (no data, no heartbeat)",
+			         (unsigned long long)((now - pp->last_rx_ns) / 1000000ull));
+			pp->dead = 1;
+			for (yd_comm *c = net->comms; c; c = c->net_next) {
+				int cp = comm_peer_of(c, p);
+				if (cp < 0)
+					continue;
+				char desc[200];
+				comm_describe_peer(c, cp, desc, sizeof desc);
+				comm_fail_locked(c, YARD_ETIMEDOUT, 1, "%s %s", desc, what);
+			}
+			shutdown(pp->fd, SHUT_RDWR);
+			net->fail_gen++;
+			continue;
+		}
+		if (!pp->txq && now - pp->last_tx_ns > interval_ns) {
+			struct yd_request *o = calloc(1, sizeof *o);
+			if (!o)
+				continue;
+			o->kind = REQ_ORPHAN;
+			o->peer = p;
+			o->hdr.magic = WIRE_MAGIC;
+			o->hdr.type = WIRE_HEARTBEAT;
+			pp->txq = pp->txq_tail = o;
+			pp->last_tx_ns = now; /* one heartbeat in flight at a time */
+		}
+	}
+}
+
 static void *progress_main(void *arg)
 {
 	struct yd_net *net = arg;
@@ -657,8 +750,14 @@ static void *progress_main(void *arg)
 	int *who = calloc((unsigned)net->world + 1u, sizeof *who);
 	if (!pfd || !who)
 		abort();
+	int interval_ms = net->timeout_ms / 4;
+	interval_ms = interval_ms < 50 ? 50 : (interval_ms > 1000 ? 1000 : interval_ms);
+	uint64_t now = yard_now_mono_ns();
+	for (int p = 0; p < net->world; p++)
+		net->peers[p].last_rx_ns = net->peers[p].last_tx_ns = now;
 	pthread_mutex_lock(&net->mu);
 	while (!net->stop) {
+		liveness_locked(net, (uint64_t)interval_ms * 1000000ull);
 		if (net->swept_gen != net->fail_gen) {
 			net->swept_gen = net->fail_gen;
 			sweep_locked(net);
@@ -678,7 +777,7 @@ static void *progress_main(void *arg)
 			who[n++] = p;
 		}
 		pthread_mutex_unlock(&net->mu);
-		int ready = poll(pfd, (nfds_t)n, 1000);
+		int ready = poll(pfd, (nfds_t)n, interval_ms / 2);
 		if (ready > 0 && (pfd[0].revents & POLLIN)) {
 			uint64_t v;
 			ssize_t r = read(net->wake_fd, &v, sizeof v);
@@ -780,11 +879,34 @@ static void drain_close(struct yd_net *net)
 			close(net->peers[p].fd);
 }
 
+/* Lets the progress thread finish writing what is queued (abort notices above all, so that
+ * peers learn why we failed before they see us close), for at most 1 s. */
+static void flush_queues(struct yd_net *net)
+{
+	uint64_t deadline = yard_now_mono_ms() + 1000;
+	for (;;) {
+		int pending = 0;
+		pthread_mutex_lock(&net->mu);
+		for (int p = 0; p < net->world; p++) {
+			struct net_peer *pp = &net->peers[p];
+			if (p == net->rank || pp->dead || pp->fd < 0)
+				continue;
+			for (struct yd_request *r = pp->txq; r; r = r->next)
+				pending |= r->hdr.type != WIRE_HEARTBEAT;
+		}
+		pthread_mutex_unlock(&net->mu);
+		if (!pending || yard_now_mono_ms() >= deadline)
+			return;
+		yard_sleep_ms(1);
+	}
+}
+
 void net_free(struct yd_net *net)
 {
 	if (!net)
 		return;
 	if (net->thread) {
+		flush_queues(net);
 		pthread_mutex_lock(&net->mu);
 		net->stop = 1;
 		pthread_mutex_unlock(&net->mu);

@@ -83,11 +83,10 @@ int yd_wait(yd_request *req)
 	/* Collective jobs bound every internal wait by the deadline themselves. */
 	uint64_t deadline = req->kind == REQ_COLL ? 0 : comm_deadline(c);
 	if (net_wait_until(c->net, req, deadline) == YARD_ETIMEDOUT) {
-		char peer[200];
-		comm_describe_peer(c, req->comm_peer, peer, sizeof peer);
-		comm_fail(c, YARD_ETIMEDOUT, 1,
-		          "timed out after %d ms waiting for %s (%s tag %lld, %zu bytes)",
-		          c->timeout_ms, peer, req->opname, (long long)req->tag, req->len);
+		char what[100];
+		snprintf(what, sizeof what, "%s tag %lld, %zu bytes", req->opname,
+		         (long long)req->tag, req->len);
+		comm_fail_timeout(c, req->comm_peer, what);
 		net_wait_until(c->net, req, 0);
 	}
 	int rc = req->rc;

@@ -22,7 +22,7 @@
 
 #define WIRE_MAGIC 0x59445032u
 
-enum wire_type { WIRE_DATA = 1, WIRE_ABORT = 2 };
+enum wire_type { WIRE_DATA = 1, WIRE_ABORT = 2, WIRE_HEARTBEAT = 3 };
 enum wire_chan { CHAN_P2P = 0, CHAN_COLL = 1 };
 enum coll_kind {
 	COLL_NONE,
@@ -108,6 +108,7 @@ struct net_peer {
 	int eof;        /* closed cleanly between messages: what arrived stays receivable */
 	char addr[128]; /* "host:port" */
 	char label[128];
+	uint64_t last_rx_ns, last_tx_ns; /* liveness: heartbeats keep these fresh */
 	/* receive state */
 	struct wire_hdr rxhdr;
 	size_t rxhdr_got;
@@ -182,6 +183,12 @@ void comm_describe_peer(const yd_comm *comm, int comm_peer, char *buf, size_t le
 int comm_op_error(yd_comm *comm, const char *opname, uint64_t seq, int rc);
 void net_wake(struct yd_net *net);
 void net_shutdown_sockets(struct yd_net *net);
+
+/* A wait on comm_peer passed the deadline: fails comm with YARD_ETIMEDOUT naming that peer
+ * and, if another member has been silent for long, that one too (the likely culprit). */
+void comm_fail_timeout(yd_comm *comm, int comm_peer, const char *what);
+/* The member of comm (comm rank) silent for longest, if at least min_ms; -1 if none. */
+int net_silent_peer(struct yd_net *net, const yd_comm *comm, uint64_t min_ms, uint64_t *silent_ms);
 
 /* ---- net_connect.c ---- */
 /* Listens on "host:port" (port 0: any); returns the fd and the chosen port. */

@@ -104,6 +104,15 @@ int harness_run(const struct harness_opts *o, harness_fn fn, void *arg)
 		int st;
 		pid_t pid = waitpid(-1, &st, WNOHANG);
 		if (pid == 0) {
+			/* ranks that stopped themselves on purpose are killed once the rest exited
+			 */
+			int others = 0;
+			for (int r = 0; r < o->world; r++)
+				others += pids[r] > 0 && !was_expected(pids[r]);
+			if (others == 0)
+				for (int r = 0; r < o->world; r++)
+					if (pids[r] > 0)
+						kill(pids[r], SIGKILL);
 			if (time(NULL) - start > limit) {
 				fprintf(stderr,
 				        "harness: ranks still running after %d s (hang): killing\n",
