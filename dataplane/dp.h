@@ -219,6 +219,9 @@ void dp_x_recv_reduce(struct dp_xfer *x, const struct dp_op *o, int peer, void *
 void dp_op_reduce(const struct dp_op *o, void *dst, const void *a, const void *b, size_t count);
 int dp_hdr_check(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *got);
 int dp_poll_ctl(yd_comm *c, int timeout_ms);
+/* The data path lost peer p: fails the communicator, preferring the peer's own failure
+ * notice if one is on its way. */
+int dp_peer_lost(yd_comm *c, struct dp_peer *p, const struct dp_xfer *x, const char *why);
 void dp_send_note(yd_comm *c, int type, int culprit, int code, const char *msg);
 
 /* transport_tcp.c */

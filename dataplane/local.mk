@@ -24,3 +24,9 @@ TESTS += tests/integration/test_coll_matrix
 tests_integration_test_coll_matrix_SOURCES = tests/integration/test_coll_matrix.c $(DP_HARNESS)
 tests_integration_test_coll_matrix_CFLAGS = $(DP_TEST_CFLAGS)
 tests_integration_test_coll_matrix_LDADD = $(DP_TEST_LIBS)
+
+check_PROGRAMS += tests/integration/test_comm_fault
+TESTS += tests/integration/test_comm_fault
+tests_integration_test_comm_fault_SOURCES = tests/integration/test_comm_fault.c $(DP_HARNESS)
+tests_integration_test_comm_fault_CFLAGS = $(DP_TEST_CFLAGS)
+tests_integration_test_comm_fault_LDADD = $(DP_TEST_LIBS)

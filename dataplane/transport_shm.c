@@ -203,10 +203,7 @@ void dp_shm_wait(yd_comm *c, int timeout_ms)
 
 static int shm_gone(yd_comm *c, struct dp_peer *p, struct dp_xfer *x)
 {
-	char peer[160];
-	return dp_fail(c, YARD_EPEER, p->rank, "%s #%llu: %s left the communicator mid-operation",
-	               x->what, (unsigned long long)x->hdr.seq,
-	               dp_peer_desc(c, p->rank, peer, sizeof peer));
+	return dp_peer_lost(c, p, x, "left the communicator mid-operation");
 }
 
 int dp_shm_progress_tx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed)

@@ -471,10 +471,10 @@ void dp_tcp_set_begin(yd_comm *c, struct dp_peer *p)
 
 static int tcp_fail(yd_comm *c, struct dp_peer *p, struct dp_xfer *x, int err)
 {
-	char peer[160];
-	return dp_fail(c, YARD_EPEER, p->rank, "%s #%llu: %s closed the connection (%s)", x->what,
-	               (unsigned long long)x->hdr.seq, dp_peer_desc(c, p->rank, peer, sizeof peer),
-	               err ? strerror(err) : "process exited or was killed");
+	char why[128];
+	snprintf(why, sizeof why, "closed the connection (%s)",
+	         err ? strerror(err) : "process exited or was killed");
+	return dp_peer_lost(c, p, x, why);
 }
 
 static void part_done(struct dp_xfer *x, struct dp_tcp_sock *k, int idx)

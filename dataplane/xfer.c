@@ -209,7 +209,7 @@ static int note_received(yd_comm *c, struct dp_peer *p)
 }
 
 /* Reads whatever the control sockets have. EOF without a goodbye is a dead peer. */
-static int ctl_read(yd_comm *c, struct dp_peer *p, struct dp_xset *s)
+static int ctl_read(yd_comm *c, struct dp_peer *p, const struct dp_xfer *x)
 {
 	char peer[160];
 	for (;;) {
@@ -230,7 +230,6 @@ static int ctl_read(yd_comm *c, struct dp_peer *p, struct dp_xset *s)
 		p->eof = 1;
 		if (p->said_goodbye)
 			return 0;
-		struct dp_xfer *x = s ? first_pending(s, 1) : NULL;
 		return dp_fail(c, YARD_EPEER, p->rank, "%s #%llu: %s closed the connection (%s)",
 		               x ? x->what : "communicator",
 		               x ? (unsigned long long)x->hdr.seq : 0ull,
@@ -283,12 +282,33 @@ static int poll_all(yd_comm *c, struct dp_xset *s, int timeout_ms, int with_data
 			continue;
 		for (int j = 0; j < c->size; j++)
 			if (c->peers[j].ctl_fd == fds[i].fd && j != c->rank) {
-				rc = ctl_read(c, &c->peers[j], s);
+				rc = ctl_read(c, &c->peers[j], s ? first_pending(s, 1) : NULL);
 				if (rc)
 					return rc;
 			}
 	}
 	return 0;
+}
+
+int dp_peer_lost(yd_comm *c, struct dp_peer *p, const struct dp_xfer *x, const char *why)
+{
+	char peer[160];
+	uint64_t end = yard_now_mono_ms() + 200;
+	/* A peer that failed first sent a notice on its control socket before closing: prefer
+	 * that (it names the rank that really failed) over blaming the messenger. */
+	while (!atomic_load(&c->failed) && !p->eof && p->ctl_fd >= 0) {
+		uint64_t now = yard_now_mono_ms();
+		if (now >= end)
+			break;
+		struct pollfd pfd = {.fd = p->ctl_fd, .events = POLLIN};
+		if (poll(&pfd, 1, (int)(end - now)) > 0)
+			ctl_read(c, p, x);
+	}
+	if (atomic_load(&c->failed))
+		return atomic_load(&c->failed);
+	return dp_fail(c, YARD_EPEER, p->rank, "%s #%llu: %s %s", x->what,
+	               (unsigned long long)x->hdr.seq, dp_peer_desc(c, p->rank, peer, sizeof peer),
+	               why);
 }
 
 int dp_poll_ctl(yd_comm *c, int timeout_ms)
