@@ -30,3 +30,15 @@ TESTS += tests/integration/test_comm_fault
 tests_integration_test_comm_fault_SOURCES = tests/integration/test_comm_fault.c $(DP_HARNESS)
 tests_integration_test_comm_fault_CFLAGS = $(DP_TEST_CFLAGS)
 tests_integration_test_comm_fault_LDADD = $(DP_TEST_LIBS)
+
+check_PROGRAMS += tests/integration/test_comm_split
+TESTS += tests/integration/test_comm_split
+tests_integration_test_comm_split_SOURCES = tests/integration/test_comm_split.c $(DP_HARNESS)
+tests_integration_test_comm_split_CFLAGS = $(DP_TEST_CFLAGS)
+tests_integration_test_comm_split_LDADD = $(DP_TEST_LIBS)
+
+check_PROGRAMS += tests/unit/test_coll_reduce
+TESTS += tests/unit/test_coll_reduce
+tests_unit_test_coll_reduce_SOURCES = tests/unit/test_coll_reduce.c
+tests_unit_test_coll_reduce_CFLAGS = $(DP_TEST_CFLAGS)
+tests_unit_test_coll_reduce_LDADD = $(DP_TEST_LIBS)
