@@ -42,3 +42,7 @@ TESTS += tests/unit/test_coll_reduce
 tests_unit_test_coll_reduce_SOURCES = tests/unit/test_coll_reduce.c
 tests_unit_test_coll_reduce_CFLAGS = $(DP_TEST_CFLAGS)
 tests_unit_test_coll_reduce_LDADD = $(DP_TEST_LIBS)
+
+bin_PROGRAMS += yard-bench
+yard_bench_SOURCES = dataplane/yard_bench.c
+yard_bench_LDADD = $(YD_LIBS)
