@@ -1,6 +1,7 @@
 /* dp_harness.c: fork N ranks on 127.0.0.1, rendezvous through a temp file, run, reap. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,19 @@ int dp_spawn_run(const struct dp_spawn *sp, dp_rank_fn fn, void *arg, int *statu
 {
 	char dir[] = "/tmp/yd-test-XXXXXX", file[64], buf[32];
 	pid_t pids[64];
-	int failed = 0, live = 0;
+	int failed = 0, live = 0, ready = 0, ready_pipe[2];
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return sp->world;
 	}
 	snprintf(file, sizeof file, "%s/rdv", dir);
+	/* each rank writes one byte here once its communicator is up: kill points count from
+	 * then, so a loaded machine's slow start never turns a kill into an init failure */
+	if (pipe(ready_pipe) != 0) {
+		perror("pipe");
+		return sp->world;
+	}
+	fcntl(ready_pipe[0], F_SETFL, O_NONBLOCK);
 	fflush(stdout);
 	fflush(stderr);
 	for (int r = 0; r < sp->world; r++) {
@@ -53,6 +61,10 @@ int dp_spawn_run(const struct dp_spawn *sp, dp_rank_fn fn, void *arg, int *statu
 					rc = fn(NULL, err);
 				_exit(rc ? 1 : 0);
 			}
+			close(ready_pipe[0]);
+			if (write(ready_pipe[1], "r", 1) != 1)
+				_exit(1);
+			close(ready_pipe[1]);
 			rc = fn(c, arg);
 			yd_comm_destroy(c);
 			_exit(rc ? 1 : 0);
@@ -60,13 +72,22 @@ int dp_spawn_run(const struct dp_spawn *sp, dp_rank_fn fn, void *arg, int *statu
 		pids[r] = pid;
 		live++;
 	}
-	uint64_t start = yard_now_mono_ms(), killed_at = 0, last_exit = 0;
+	close(ready_pipe[1]);
+	uint64_t start = yard_now_mono_ms(), killed_at = 0, last_exit = 0, all_ready_at = 0;
+	int expected = sp->world - (sp->skip_rank >= 0 && sp->skip_rank < sp->world);
 	for (int r = 0; r < sp->world; r++)
 		status[r] = 0;
 	while (live > 0) {
 		uint64_t now = yard_now_mono_ms();
-		if (sp->kill_rank >= 0 && !killed_at &&
-		    now - start >= (uint64_t)sp->kill_after_ms && pids[sp->kill_rank] > 0) {
+		char bytes[64];
+		ssize_t got = read(ready_pipe[0], bytes, sizeof bytes);
+		if (got > 0) {
+			ready += (int)got;
+			if (ready >= expected && !all_ready_at)
+				all_ready_at = now;
+		}
+		if (sp->kill_rank >= 0 && !killed_at && all_ready_at &&
+		    now - all_ready_at >= (uint64_t)sp->kill_after_ms && pids[sp->kill_rank] > 0) {
 			kill(pids[sp->kill_rank], SIGKILL);
 			killed_at = now;
 		}
@@ -99,6 +120,7 @@ int dp_spawn_run(const struct dp_spawn *sp, dp_rank_fn fn, void *arg, int *statu
 	}
 	dp_spawn_last_kill_to_exit_ms =
 	    killed_at && last_exit > killed_at ? (long)(last_exit - killed_at) : 0;
+	close(ready_pipe[0]);
 	unlink(file);
 	rmdir(dir);
 	return failed;

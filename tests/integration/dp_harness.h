@@ -13,7 +13,7 @@ struct dp_spawn {
 	const char *transport; /* YARD_TRANSPORT, or NULL */
 	int timeout_ms;        /* communicator deadline */
 	int wall_s;            /* kill everything after this long */
-	int kill_rank;         /* -1, or the rank SIGKILLed after kill_after_ms */
+	int kill_rank;         /* -1, or the rank SIGKILLed kill_after_ms after every rank is up */
 	int kill_after_ms;
 	int skip_rank; /* -1, or a rank never started (missing at init) */
 };
