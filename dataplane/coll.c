@@ -283,7 +283,8 @@ int dp_op_execute(yd_comm *c, struct dp_op *o)
 		return dp_fail(c, YARD_EABORTED, c->rank, "operation aborted");
 	if (c->size == 1 && o->kind != DP_P2P) {
 		size_t bytes = o->count * esz;
-		if (o->kind != DP_BARRIER && o->kind != DP_BROADCAST && o->recvbuf &&
+		/* a split gathers in place (sendbuf NULL): nothing to copy with one rank */
+		if (o->kind != DP_BARRIER && o->kind != DP_BROADCAST && o->sendbuf && o->recvbuf &&
 		    o->recvbuf != o->sendbuf && bytes)
 			memmove(o->recvbuf, o->sendbuf, bytes);
 		return 0;

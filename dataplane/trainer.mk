@@ -1,6 +1,6 @@
 # dataplane/trainer.mk: the built-in trainer (model, schedules, optimiser, data, checkpoints)
-# as libtrainer.a, its unit tests, and (once libyd and the job-spec parser exist) yard-worker
-# and yard-run. The data plane's own rules are in dataplane/local.mk.
+# as libtrainer.a, its unit tests, yard-worker and yard-run. The data plane's own rules are in
+# dataplane/local.mk.
 noinst_LIBRARIES += dataplane/libtrainer.a
 dataplane_libtrainer_a_SOURCES = \
 	dataplane/model.c dataplane/model.h dataplane/model_layers.c \
@@ -68,7 +68,13 @@ dist_check_SCRIPTS += tests/integration/train_layouts.sh tests/integration/train
 EXTRA_DIST += tests/integration/train_lib.sh
 TESTS += tests/integration/train_layouts.sh tests/integration/train_ckpt.sh
 
-# yard-run (needs only the job-spec parser; yard-worker follows with libyd).
+# yard-worker: one rank of the built-in trainer, on the data plane (libyd).
+bin_PROGRAMS += yard-worker
+yard_worker_SOURCES = dataplane/worker.c
+yard_worker_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
+yard_worker_LDADD = dataplane/libtrainer.a jobs/libjobspec.a $(YD_LIBS) $(TRAINER_LIBS)
+
+# yard-run (needs only the job-spec parser).
 bin_PROGRAMS += yard-run
 yard_run_SOURCES = dataplane/yard_run.c
 yard_run_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)

@@ -5,7 +5,7 @@
 # resume fail naming that shard.
 . "$(dirname "$0")/train_lib.sh"
 write_job whole
-write_job crash '{"checkpoint": {"every_steps": 10, "keep": 2}, "debug": {"crash_rank": 3, "crash_at_step": 11}}'
+write_job crash '{"parallel": {"dp": 2, "pp": 2}, "checkpoint": {"every_steps": 10, "keep": 2}, "debug": {"crash_rank": 3, "crash_at_step": 11}}'
 write_job resume '{"checkpoint": {"every_steps": 10, "keep": 2}}'
 layout="--dp 2 --pp 2"
 # shellcheck disable=SC2086
