@@ -1,0 +1,48 @@
+# dataplane/: libyd (communicators, transports, collectives), its tests and yard-bench.
+# The trainer's rules live in dataplane/trainer.mk (another module owner).
+lib_LIBRARIES += dataplane/libyd.a
+include_HEADERS += dataplane/yd.h
+dataplane_libyd_a_SOURCES = \
+	dataplane/yd.h dataplane/dp.h \
+	dataplane/comm.c dataplane/progress.c dataplane/coll.c dataplane/xfer.c \
+	dataplane/transport_tcp.c dataplane/transport_shm.c dataplane/transport_rdma.c \
+	dataplane/reduce.c dataplane/algo_select.c \
+	dataplane/coll_ring.c dataplane/coll_rd.c dataplane/coll_hd.c dataplane/coll_tree.c \
+	dataplane/coll_naive.c dataplane/coll_ps.c dataplane/coll_hier.c
+dataplane_libyd_a_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS)
+# What a program linking libyd.a needs after it.
+YD_LIBS = dataplane/libyd.a common/libcommon.a $(IBVERBS_LIBS) -lrt -lm
+
+# Tests: reductions (cmocka), then real multi-process runs on 127.0.0.1.
+DP_TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+DP_TEST_LIBS = $(YD_LIBS) $(CMOCKA_LIBS)
+DP_HARNESS = tests/integration/dp_harness.c tests/integration/dp_harness.h \
+	tests/integration/dp_values.h
+
+check_PROGRAMS += tests/integration/test_coll_matrix
+TESTS += tests/integration/test_coll_matrix
+tests_integration_test_coll_matrix_SOURCES = tests/integration/test_coll_matrix.c $(DP_HARNESS)
+tests_integration_test_coll_matrix_CFLAGS = $(DP_TEST_CFLAGS)
+tests_integration_test_coll_matrix_LDADD = $(DP_TEST_LIBS)
+
+check_PROGRAMS += tests/integration/test_comm_fault
+TESTS += tests/integration/test_comm_fault
+tests_integration_test_comm_fault_SOURCES = tests/integration/test_comm_fault.c $(DP_HARNESS)
+tests_integration_test_comm_fault_CFLAGS = $(DP_TEST_CFLAGS)
+tests_integration_test_comm_fault_LDADD = $(DP_TEST_LIBS)
+
+check_PROGRAMS += tests/integration/test_comm_split
+TESTS += tests/integration/test_comm_split
+tests_integration_test_comm_split_SOURCES = tests/integration/test_comm_split.c $(DP_HARNESS)
+tests_integration_test_comm_split_CFLAGS = $(DP_TEST_CFLAGS)
+tests_integration_test_comm_split_LDADD = $(DP_TEST_LIBS)
+
+check_PROGRAMS += tests/unit/test_coll_reduce
+TESTS += tests/unit/test_coll_reduce
+tests_unit_test_coll_reduce_SOURCES = tests/unit/test_coll_reduce.c
+tests_unit_test_coll_reduce_CFLAGS = $(DP_TEST_CFLAGS)
+tests_unit_test_coll_reduce_LDADD = $(DP_TEST_LIBS)
+
+bin_PROGRAMS += yard-bench
+yard_bench_SOURCES = dataplane/yard_bench.c
+yard_bench_LDADD = $(YD_LIBS)

@@ -4,10 +4,12 @@
  * Checkpoint save/restore of the rank's shard is in trainer_ckpt.c. */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
@@ -235,10 +237,24 @@ static int tag_of(int grad, int vstage, int mb, int m)
 	return (grad * 4096 + vstage) * m + mb;
 }
 
-static void slow_down(struct trainer *t, double compute_ms)
+/* Stretches compute to slow_factor times its length (straggler hook) and adds the
+ * benchmarks' per-block cost. */
+static void sleep_ms(double ms)
+{
+	if (ms <= 0)
+		return;
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+	                      .tv_nsec = (long)((ms - 1000.0 * (time_t)(ms / 1000)) * 1e6)};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static void slow_down(struct trainer *t, const struct model_chunk *ch, int backward,
+                      double compute_ms)
 {
 	if (t->slow_factor > 1.0)
-		yard_sleep_ms((uint64_t)(compute_ms * (t->slow_factor - 1.0) + 0.5));
+		sleep_ms(compute_ms * (t->slow_factor - 1.0));
+	sleep_ms(ch->nblocks * (backward ? t->block_backward_ms : t->block_forward_ms));
 }
 
 static int net_fail(struct trainer *t, struct yard_err *err, int rc, const char *what,
@@ -326,7 +342,7 @@ int trainer_step(struct trainer *t, struct trainer_metrics *out, struct yard_err
 			if (ch->has_head)
 				rows_scored += n;
 			double spent = ms_since(t0) - (t->tp_ms - tp_before);
-			slow_down(t, spent);
+			slow_down(t, ch, in->op == SCHED_BACKWARD, spent);
 			compute_ms += ms_since(t0) - (t->tp_ms - tp_before);
 			break;
 		}
@@ -368,7 +384,7 @@ int trainer_step(struct trainer *t, struct trainer_metrics *out, struct yard_err
 			model_acts_free(t->acts[u]);
 			t->acts[u] = NULL;
 			double spent = ms_since(t0) - (t->tp_ms - tp_before);
-			slow_down(t, spent);
+			slow_down(t, ch, in->op == SCHED_BACKWARD, spent);
 			compute_ms += ms_since(t0) - (t->tp_ms - tp_before);
 			break;
 		}

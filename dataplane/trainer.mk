@@ -1,6 +1,6 @@
 # dataplane/trainer.mk: the built-in trainer (model, schedules, optimiser, data, checkpoints)
-# as libtrainer.a, its unit tests, and (once libyd and the job-spec parser exist) yard-worker
-# and yard-run. The data plane's own rules are in dataplane/local.mk.
+# as libtrainer.a, its unit tests, yard-worker and yard-run. The data plane's own rules are in
+# dataplane/local.mk.
 noinst_LIBRARIES += dataplane/libtrainer.a
 dataplane_libtrainer_a_SOURCES = \
 	dataplane/model.c dataplane/model.h dataplane/model_layers.c \
@@ -35,4 +35,49 @@ check_PROGRAMS += tests/unit/test_trainer
 TESTS += tests/unit/test_trainer
 tests_unit_test_trainer_SOURCES = tests/unit/test_trainer.c
 tests_unit_test_trainer_CFLAGS = $(TRAINER_TEST_CFLAGS)
-tests_unit_test_trainer_LDADD = $(TRAINER_TEST_LIBS)
+tests_unit_test_trainer_LDADD = jobs/libjobspec.a $(TRAINER_TEST_LIBS)
+
+# trainer-bench: pipeline bubble and activation memory measurement for scripts/bench/training
+# (built by `make check`, never run as a test: timings are not asserted).
+check_PROGRAMS += dataplane/trainer-bench
+dataplane_trainer_bench_SOURCES = dataplane/trainer_bench.c
+dataplane_trainer_bench_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
+dataplane_trainer_bench_LDADD = $(TRAINER_LIBS)
+
+# CUDA layers: compiled whenever the toolkit exists; tested against the CPU layers where a GPU
+# exists (the test skips otherwise).
+EXTRA_DIST += dataplane/model_cuda.cu
+if HAVE_CUDA
+noinst_LIBRARIES += dataplane/libtrainer_cuda.a
+dataplane_libtrainer_cuda_a_SOURCES = dataplane/model_cuda.h
+dataplane_libtrainer_cuda_a_LIBADD = dataplane/model_cuda.$(OBJEXT)
+CLEANFILES += dataplane/model_cuda.$(OBJEXT)
+dataplane/model_cuda.$(OBJEXT): dataplane/model_cuda.cu dataplane/model_cuda.h
+	$(AM_V_GEN)$(NVCC) -O2 -std=c++17 -Xcompiler -fPIC,-Wall -I$(top_srcdir) -I$(top_builddir) \
+		$(CUDA_CFLAGS) -c $(srcdir)/dataplane/model_cuda.cu -o $@
+check_PROGRAMS += tests/unit/test_model_cuda
+TESTS += tests/unit/test_model_cuda
+tests_unit_test_model_cuda_SOURCES = tests/unit/test_model_cuda.c
+tests_unit_test_model_cuda_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(CUDA_CFLAGS)
+tests_unit_test_model_cuda_LDADD = dataplane/libtrainer_cuda.a $(TRAINER_LIBS) $(CUDA_LIBS) \
+	-lstdc++
+endif
+
+# Real-process tests through yard-run (they skip while yard-run is not built).
+dist_check_SCRIPTS += tests/integration/train_layouts.sh tests/integration/train_ckpt.sh
+EXTRA_DIST += tests/integration/train_lib.sh
+TESTS += tests/integration/train_layouts.sh tests/integration/train_ckpt.sh
+
+# yard-worker: one rank of the built-in trainer, on the data plane (libyd).
+bin_PROGRAMS += yard-worker
+yard_worker_SOURCES = dataplane/worker.c
+yard_worker_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
+yard_worker_LDADD = dataplane/libtrainer.a jobs/libjobspec.a $(YD_LIBS) $(TRAINER_LIBS)
+
+# yard-run (needs only the job-spec parser).
+bin_PROGRAMS += yard-run
+yard_run_SOURCES = dataplane/yard_run.c
+yard_run_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+yard_run_LDADD = jobs/libjobspec.a common/libcommon.a $(JANSSON_LIBS)
+dist_check_SCRIPTS += tests/integration/train_yardrun.sh
+TESTS += tests/integration/train_yardrun.sh

@@ -166,6 +166,7 @@ int main(int argc, char **argv)
 		json_object_set_new(par, "schedule", json_string(schedule));
 	if (steps)
 		json_object_set_new(json_object_get(json, "train"), "steps", json_integer(steps));
+	json_object_del(json, "ranks"); /* derived from the layout again by the parser */
 	if (jobspec_parse(json, &spec, &err) != 0) {
 		fprintf(stderr, "yard-run: %s with the command-line overrides: %s\n", spec_path,
 		        err.msg);

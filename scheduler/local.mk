@@ -12,3 +12,12 @@ tests_unit_test_place_SOURCES = tests/unit/test_place.c
 tests_unit_test_place_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_place_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
 TESTS += tests/unit/test_place
+
+# the parallelism planner (pure cost model)
+noinst_LIBRARIES += scheduler/libplanner.a
+scheduler_libplanner_a_SOURCES = scheduler/planner.c scheduler/planner.h
+check_PROGRAMS += tests/unit/test_planner
+tests_unit_test_planner_SOURCES = tests/unit/test_planner.c
+tests_unit_test_planner_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_planner_LDADD = scheduler/libplanner.a common/libcommon.a $(CMOCKA_LIBS) -lm
+TESTS += tests/unit/test_planner

@@ -392,6 +392,29 @@ static void test_limits_on_lists(void **state)
 	assert_non_null(strstr(err.msg, "env: 65 variables"));
 	json_decref(v);
 
+	/* a command argument and an env value are bounded at 4096 bytes, env names at 128 */
+	char big[4098];
+	memset(big, 'a', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	v = json_pack("{s:s,s:i,s:[s,s]}", "name", "n", "ranks", 1, "command", "echo", big);
+	assert_int_equal(jobspec_parse(v, &spec, &err), YARD_EINVAL);
+	assert_string_equal(err.msg, "command[1]: longer than 4096 bytes");
+	json_decref(v);
+	v = json_pack("{s:s,s:{s:s}}", "name", "n", "env", "BIG", big);
+	assert_int_equal(jobspec_parse(v, &spec, &err), YARD_EINVAL);
+	assert_string_equal(err.msg, "env.BIG: longer than 4096 bytes");
+	json_decref(v);
+	big[129] = '\0';
+	v = json_pack("{s:s,s:{s:s}}", "name", "n", "env", big, "x");
+	assert_int_equal(jobspec_parse(v, &spec, &err), YARD_EINVAL);
+	assert_non_null(strstr(err.msg, "not a valid variable name"));
+	json_decref(v);
+	big[128] = '\0';
+	v = json_pack("{s:s,s:{s:s}}", "name", "n", "env", big, "x");
+	assert_int_equal(jobspec_parse(v, &spec, &err), 0);
+	jobspec_free(&spec);
+	json_decref(v);
+
 	/* strings with NUL bytes (jansson only builds them on request) */
 	v = json_pack("{s:o,s:{s:o}}", "name", json_stringn("n\0x", 3), "env", "A",
 	              json_stringn("a\0b", 3));

@@ -40,7 +40,7 @@ static struct jobspec base_spec(void)
 	s.train.beta2 = 0.999;
 	s.train.eps = 1e-8;
 	s.train.weight_decay = 0.01;
-	s.train.clip_norm = 1.0;
+	s.train.clip_norm = 2.5;  /* active in some steps, not all (checked) */
 	s.train.bucket_mb = 0.01; /* several buckets per rank */
 	snprintf(s.train.dataset, sizeof s.train.dataset, "synthetic");
 	s.train.data_seed = 3;
@@ -57,7 +57,7 @@ static struct jobspec base_spec(void)
 
 /* The single-process run every layout is compared with. */
 struct reference {
-	double loss[STEPS], accuracy[STEPS];
+	double loss[STEPS], accuracy[STEPS], grad_norm[STEPS];
 	struct model step1; /* parameters after step 1 (full tensors) */
 };
 
@@ -67,9 +67,12 @@ struct run {
 	const struct reference *ref;
 	const char *ckpt_dir;
 	int save_at, restore, steps;
-	double loss[STEPS], accuracy[STEPS];
+	double loss[STEPS], accuracy[STEPS], grad_norm[STEPS];
 	pthread_mutex_t lock;
 	double worst_param_diff;
+	int record_ops; /* wrap rank 0's net to log the order of its operations in step 1 */
+	char ops[4096]; /* 'T' TP allreduce, 'D' DP bucket started, 'W' wait, 'S' send, 'R' recv */
+	int nops;
 	char failure[4096]; /* every rank's error, one per line */
 };
 
@@ -110,6 +113,62 @@ static double param_diff(const struct trainer *t, const struct model *full)
 	return worst;
 }
 
+/* A trainer_net that logs each operation rank 0 makes, then forwards it. */
+struct recording_net {
+	struct trainer_net base;
+	struct trainer_net *inner;
+	struct run *run;
+};
+
+static void log_op(struct trainer_net *net, char op)
+{
+	struct run *run = ((struct recording_net *)net)->run;
+	if (run->nops < (int)sizeof run->ops - 1)
+		run->ops[run->nops++] = op;
+}
+
+#define INNER(net) (((struct recording_net *)(net))->inner)
+static int rec_allreduce(struct trainer_net *net, enum trainer_group g, void *buf, size_t count,
+                         enum yd_dtype dt)
+{
+	log_op(net, g == TRAINER_TP ? 'T' : 'A');
+	return INNER(net)->ops->allreduce(INNER(net), g, buf, count, dt);
+}
+static int rec_iallreduce(struct trainer_net *net, enum trainer_group g, void *buf, size_t count,
+                          enum yd_dtype dt, struct trainer_net_req **req)
+{
+	log_op(net, 'D');
+	return INNER(net)->ops->iallreduce(INNER(net), g, buf, count, dt, req);
+}
+static int rec_isend(struct trainer_net *net, const float *buf, size_t count, int peer, int tag,
+                     struct trainer_net_req **req)
+{
+	log_op(net, 'S');
+	return INNER(net)->ops->isend(INNER(net), buf, count, peer, tag, req);
+}
+static int rec_recv(struct trainer_net *net, float *buf, size_t count, int peer, int tag)
+{
+	log_op(net, 'R');
+	return INNER(net)->ops->recv(INNER(net), buf, count, peer, tag);
+}
+static int rec_wait(struct trainer_net *net, struct trainer_net_req *req)
+{
+	log_op(net, 'W');
+	return INNER(net)->ops->wait(INNER(net), req);
+}
+static const char *rec_last_error(struct trainer_net *net)
+{
+	return INNER(net)->ops->last_error(INNER(net));
+}
+static void rec_destroy(struct trainer_net *net)
+{
+	INNER(net)->ops->destroy(INNER(net));
+	free(net);
+}
+static const struct trainer_net_ops recording_ops = {
+    rec_allreduce, rec_iallreduce, rec_isend, rec_recv, rec_wait, rec_last_error, rec_destroy,
+};
+
 static void *rank_main(void *arg)
 {
 	struct rank_arg *ra = arg;
@@ -117,6 +176,13 @@ static void *rank_main(void *arg)
 	struct trainer t;
 	struct yard_err err = {0};
 	struct trainer_net *net = trainer_local_net_new(run->world, ra->rank);
+	if (run->record_ops && ra->rank == 0) {
+		struct recording_net *rec = calloc(1, sizeof *rec);
+		rec->base.ops = &recording_ops;
+		rec->inner = net;
+		rec->run = run;
+		net = &rec->base;
+	}
 	char msg[600];
 	if (trainer_init(&t, run->spec, ra->rank, NULL, net, &err) != 0) {
 		snprintf(msg, sizeof msg, "rank %d init: %s", ra->rank, err.msg);
@@ -138,8 +204,11 @@ static void *rank_main(void *arg)
 		}
 		if (ra->rank == 0) {
 			run->loss[m.step - 1] = m.loss;
+			run->grad_norm[m.step - 1] = m.grad_norm;
 			run->accuracy[m.step - 1] = m.accuracy;
 		}
+		if (m.step == 1)
+			run->record_ops = 0; /* only step 1 is logged */
 		if (m.step == 1 && run->ref) {
 			double d = param_diff(&t, &run->ref->step1);
 			pthread_mutex_lock(&run->lock);
@@ -191,6 +260,7 @@ static void reference_run(const struct jobspec *spec, struct reference *ref)
 	run_layout(&run, spec);
 	memcpy(ref->loss, run.loss, sizeof ref->loss);
 	memcpy(ref->accuracy, run.accuracy, sizeof ref->accuracy);
+	memcpy(ref->grad_norm, run.grad_norm, sizeof ref->grad_norm);
 	/* parameters after one step, from a separate one-step run */
 	struct trainer t;
 	struct yard_err err = {0};
@@ -281,8 +351,17 @@ static void check_layouts(const struct reference *ref, enum jobspec_optimizer op
 static void test_layouts_train_like_one_process_sgd(void **state)
 {
 	check_layouts(&ref_sgd, JOBSPEC_SGD, 0.05, 1e-5);
-	/* the run actually trains: the loss goes down */
+	/* the run actually trains (the loss goes down) and clipping was active in some steps */
 	assert_true(ref_sgd.loss[STEPS - 1] < 0.9 * ref_sgd.loss[0]);
+	int clipped = 0;
+	for (int s = 0; s < STEPS; s++)
+		clipped += ref_sgd.grad_norm[s] > base_spec().train.clip_norm;
+	if (getenv("TEST_TRAINER_VERBOSE"))
+		for (int s = 0; s < STEPS; s++)
+			fprintf(stderr, "grad norm %d %.3f\n", s + 1, ref_sgd.grad_norm[s]);
+	if (clipped == 0 || clipped == STEPS)
+		fail_msg("clipping active in %d of %d steps; the test should exercise both",
+		         clipped, STEPS);
 }
 
 static void test_layouts_train_like_one_process_adamw(void **state)
@@ -292,6 +371,30 @@ static void test_layouts_train_like_one_process_adamw(void **state)
 	 * are compared at 1e-3 of the tensor's scale, the losses as tightly as for SGD. */
 	check_layouts(&ref_adamw, JOBSPEC_ADAMW, 0.003, 1e-3);
 	assert_true(ref_adamw.loss[STEPS - 1] < 0.9 * ref_adamw.loss[0]);
+}
+
+/* Buckets are started during backward: rank 0 of dp 2 x tp 2 starts its first gradient
+ * allreduce before its backward's last TP allreduce, and waits for buckets only after it. */
+static void test_gradient_buckets_overlap_backward(void **state)
+{
+	struct jobspec spec = base_spec();
+	spec.parallel.dp = 2;
+	spec.parallel.tp = 2;
+	struct run run = {.record_ops = 1, .steps = 1};
+	run_layout(&run, &spec);
+	run.ops[run.nops] = '\0';
+	const char *first_bucket = strchr(run.ops, 'D'), *last_tp = strrchr(run.ops, 'T');
+	const char *first_wait = strchr(run.ops, 'W');
+	assert_non_null(first_bucket);
+	assert_non_null(last_tp);
+	int buckets = 0;
+	for (const char *c = run.ops; *c; c++)
+		buckets += *c == 'D';
+	if (buckets < 3 || first_bucket > last_tp || first_wait < last_tp)
+		fail_msg(
+		    "operations of rank 0 in step 1: %s (want several D before the last T, and "
+		    "W only after it)",
+		    run.ops);
 }
 
 static void test_checkpoint_restore_continues_exactly(void **state)
@@ -350,25 +453,27 @@ static void test_checkpoint_restore_continues_exactly(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
-/* The example configuration (examples/train_synthetic.json) learns the synthetic task. */
-static void test_synthetic_task_is_learnt(void **state)
+/* The example job (examples/train_synthetic.json) learns the synthetic task. It runs in one
+ * process: the layout tests above show every layout computes the same. */
+static void test_example_job_learns_the_synthetic_task(void **state)
 {
-	struct jobspec spec = base_spec();
-	spec.model = (struct jobspec_model){
-	    .d_in = 16, .d_model = 64, .d_ff = 128, .layers = 4, .classes = 4, .seed = 1};
-	spec.train.optimizer = JOBSPEC_ADAMW;
-	spec.train.lr = 0.001;
-	spec.train.weight_decay = 0.0;
-	spec.train.batch_size = 256;
-	spec.train.samples = 4096;
-	spec.train.data_seed = 1;
-	spec.parallel.micro_batches = 1;
-	int steps = atoi(getenv("TEST_TRAINER_STEPS") ? getenv("TEST_TRAINER_STEPS") : "600");
-	struct trainer t;
+	char path[4096];
+	const char *srcdir = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
+	snprintf(path, sizeof path, "%s/examples/train_synthetic.json", srcdir);
+	struct jobspec spec;
 	struct yard_err err = {0};
+	if (jobspec_load_file(path, &spec, &err) != 0)
+		fail_msg("%s: %s", path, err.msg);
+	spec.parallel.dp = spec.parallel.tp = spec.parallel.pp = 1;
+	char steps_default[32];
+	snprintf(steps_default, sizeof steps_default, "%lld", (long long)spec.train.steps);
+	int steps =
+	    atoi(getenv("TEST_TRAINER_STEPS") ? getenv("TEST_TRAINER_STEPS") : steps_default);
+	struct trainer t;
 	struct trainer_local_world *w = trainer_local_world_new(1, 1, 1, 1000);
 	struct trainer_net *net = trainer_local_net_new(w, 0);
-	assert_int_equal(trainer_init(&t, &spec, 0, NULL, net, &err), 0);
+	if (trainer_init(&t, &spec, 0, NULL, net, &err) != 0)
+		fail_msg("%s", err.msg);
 	double acc_window = 0;
 	for (int s = 1; s <= steps; s++) {
 		struct trainer_metrics m;
@@ -383,6 +488,7 @@ static void test_synthetic_task_is_learnt(void **state)
 	trainer_free(&t);
 	net->ops->destroy(net);
 	trainer_local_world_free(w);
+	jobspec_free(&spec);
 }
 
 int main(void)
@@ -391,8 +497,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_layouts_train_like_one_process_sgd),
 	    cmocka_unit_test(test_layouts_train_like_one_process_adamw),
+	    cmocka_unit_test(test_gradient_buckets_overlap_backward),
 	    cmocka_unit_test(test_checkpoint_restore_continues_exactly),
-	    cmocka_unit_test(test_synthetic_task_is_learnt),
+	    cmocka_unit_test(test_example_job_learns_the_synthetic_task),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,380 @@
+/* args.c: yardctl's command-line grammar (args.h). One table lists every command with its
+ * operands and the options it takes, so the usage text, the parser and the checks agree. */
+#include "ctl/args.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+
+enum opt_flag {
+	OPT_SPARE = 1 << 0,
+	OPT_STATE = 1 << 1,
+	OPT_TIMEOUT = 1 << 2,
+	OPT_JOB = 1 << 3,
+	OPT_AFTER = 1 << 4,
+	OPT_LIMIT = 1 << 5,
+	OPT_ROLE = 1 << 6,
+};
+
+struct command_def {
+	enum ctl_command command;
+	const char *group, *verb; /* verb NULL: the group is the whole command ("events") */
+	int min_operands, max_operands;
+	unsigned options;  /* OPT_* it accepts */
+	unsigned required; /* OPT_* it needs */
+};
+
+static const struct command_def commands[] = {
+    {CTL_CLUSTER_STATUS, "cluster", "status", 0, 0, 0, 0},
+    {CTL_CLUSTER_MEMBERS, "cluster", "members", 0, 0, 0, 0},
+    {CTL_CLUSTER_ADD, "cluster", "add", 3, 3, OPT_SPARE, 0},
+    {CTL_CLUSTER_REMOVE, "cluster", "remove", 1, 1, 0, 0},
+    {CTL_CLUSTER_TRANSFER, "cluster", "transfer", 0, 1, 0, 0},
+    {CTL_JOB_SUBMIT, "job", "submit", 1, 1, 0, 0},
+    {CTL_JOB_LIST, "job", "list", 0, 0, OPT_STATE | OPT_LIMIT, 0},
+    {CTL_JOB_SHOW, "job", "show", 1, 1, 0, 0},
+    {CTL_JOB_CANCEL, "job", "cancel", 1, 1, 0, 0},
+    {CTL_JOB_WAIT, "job", "wait", 1, 1, OPT_TIMEOUT, 0},
+    {CTL_JOB_WATCH, "job", "watch", 1, 1, OPT_TIMEOUT, 0},
+    {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT, 0},
+    {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
+    {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
+    {CTL_TOKEN_REVOKE, "token", "revoke", 1, 1, 0, 0},
+};
+
+struct option_def {
+	const char *long_name;
+	char short_name;
+	unsigned flag; /* 0: global */
+	int takes_value;
+};
+
+static const struct option_def options[] = {
+    {"endpoints", 0, 0, 1},     {"token", 0, 0, 1},         {"output", 'o', 0, 1},
+    {"retries", 0, 0, 1},       {"verbose", 'v', 0, 0},     {"help", 'h', 0, 0},
+    {"spare", 0, OPT_SPARE, 0}, {"state", 0, OPT_STATE, 1}, {"timeout", 0, OPT_TIMEOUT, 1},
+    {"job", 0, OPT_JOB, 1},     {"after", 0, OPT_AFTER, 1}, {"limit", 0, OPT_LIMIT, 1},
+    {"role", 0, OPT_ROLE, 1},
+};
+
+static const char *const job_states[] = {"pending", "running",   "restarting", "succeeded",
+                                         "failed",  "cancelled", NULL};
+static const char *const roles[] = {"admin", "operator", "user", "security", "agent", NULL};
+
+const char *ctl_usage(void)
+{
+	return "usage: yardctl [global flags] COMMAND [ARGS]\n"
+	       "\n"
+	       "commands:\n"
+	       "  cluster status                         this member's view: leader, term, "
+	       "members\n"
+	       "  cluster members                        the member list\n"
+	       "  cluster add ID RAFT_ADDR API_URL [--spare]\n"
+	       "                                         add a controller (a voter unless "
+	       "--spare)\n"
+	       "  cluster remove ID                      remove a controller\n"
+	       "  cluster transfer [ID]                  move leadership (to ID, or the leader "
+	       "picks)\n"
+	       "  job submit FILE                        check a job spec locally and submit it\n"
+	       "  job list [--state S] [--limit N]       jobs (all pages), optionally of one "
+	       "state\n"
+	       "  job show ID                            one job with its normalized spec\n"
+	       "  job cancel ID                          cancel a job\n"
+	       "  job wait ID [--timeout S]              wait until the job ends: exit 0 if it\n"
+	       "                                         succeeded, 1 if it failed, was cancelled\n"
+	       "                                         or S seconds passed\n"
+	       "  job watch ID [--timeout S]             like wait, with a live progress bar\n"
+	       "                                         (step, loss, ETA)\n"
+	       "  events [--job ID] [--after SEQ] [--limit N]\n"
+	       "                                         the event log\n"
+	       "  token create NAME --role ROLE          create a token (ROLE: admin, operator,\n"
+	       "                                         user, security, agent); the secret is\n"
+	       "                                         printed once\n"
+	       "  token list                             tokens (never their secrets)\n"
+	       "  token revoke ID                        revoke a token\n"
+	       "\n"
+	       "global flags (before or after the command):\n"
+	       "  --endpoints URL[,URL...]   controllers to ask (default: $YARD_ENDPOINTS)\n"
+	       "  --token TOKEN              bearer token (default: $YARD_TOKEN)\n"
+	       "  -o, --output table|json    human tables (default) or the server's JSON\n"
+	       "  --retries N                extra passes over the endpoints when none answers\n"
+	       "                             (default 4, with back-off)\n"
+	       "  -v, --verbose              log each request to stderr\n"
+	       "  -h, --help                 this text\n"
+	       "\n"
+	       "exit status: 0 success, 1 error (the message names the endpoint that answered),\n"
+	       "2 usage error.\n";
+}
+
+int ctl_id_valid(const char *id)
+{
+	size_t n = strlen(id);
+	if (n < 1 || n > 64)
+		return 0;
+	for (const char *c = id; *c; c++)
+		if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
+			return 0;
+	return 1;
+}
+
+static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int in_list(const char *s, const char *const *list)
+{
+	for (; *list; list++)
+		if (strcmp(s, *list) == 0)
+			return 1;
+	return 0;
+}
+
+static const struct option_def *find_option(const char *arg, const char **inline_value)
+{
+	*inline_value = NULL;
+	if (arg[1] != '-') { /* -o json, -v, -h */
+		if (arg[2] != '\0')
+			return NULL;
+		for (size_t i = 0; i < YARD_ARRAY_LEN(options); i++)
+			if (options[i].short_name == arg[1])
+				return &options[i];
+		return NULL;
+	}
+	const char *name = arg + 2, *eq = strchr(name, '=');
+	size_t len = eq ? (size_t)(eq - name) : strlen(name);
+	for (size_t i = 0; i < YARD_ARRAY_LEN(options); i++)
+		if (strlen(options[i].long_name) == len &&
+		    strncmp(options[i].long_name, name, len) == 0) {
+			if (eq)
+				*inline_value = eq + 1;
+			return &options[i];
+		}
+	return NULL;
+}
+
+/* Applies one option with its value; flag checks against the command happen later. */
+static int apply_option(const struct option_def *o, const char *value, struct ctl_args *a,
+                        struct yard_err *err)
+{
+	int64_t n;
+	if (strcmp(o->long_name, "endpoints") == 0)
+		a->endpoints = value;
+	else if (strcmp(o->long_name, "token") == 0)
+		a->token = value;
+	else if (strcmp(o->long_name, "output") == 0) {
+		if (strcmp(value, "json") == 0)
+			a->output = CTL_OUTPUT_JSON;
+		else if (strcmp(value, "table") == 0)
+			a->output = CTL_OUTPUT_TABLE;
+		else
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--output: \"%s\" is not \"table\" or \"json\"", value);
+	} else if (strcmp(o->long_name, "retries") == 0) {
+		if (parse_i64(value, 0, 100, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL, "--retries: \"%s\" is not in 0..100",
+			                    value);
+		a->retries = (int)n;
+	} else if (strcmp(o->long_name, "verbose") == 0)
+		a->verbose = 1;
+	else if (strcmp(o->long_name, "spare") == 0)
+		a->spare = 1;
+	else if (strcmp(o->long_name, "state") == 0) {
+		if (!in_list(value, job_states))
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--state: \"%s\" is not a job state (pending, running, "
+			                    "restarting, succeeded, failed, cancelled)",
+			                    value);
+		a->state = value;
+	} else if (strcmp(o->long_name, "timeout") == 0) {
+		char *end;
+		double t = strtod(value, &end);
+		if (end == value || *end != '\0' || !(t > 0 && t <= 1e7))
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "--timeout: \"%s\" is not a number of seconds in (0, 1e7]", value);
+		a->timeout_s = t;
+	} else if (strcmp(o->long_name, "job") == 0) {
+		if (!ctl_id_valid(value))
+			return yard_err_set(err, YARD_EINVAL, "--job: \"%s\" is not a job id",
+			                    value);
+		a->job = value;
+	} else if (strcmp(o->long_name, "after") == 0) {
+		if (parse_i64(value, 0, INT64_MAX, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--after: \"%s\" is not an event sequence number",
+			                    value);
+		a->after = n;
+	} else if (strcmp(o->long_name, "limit") == 0) {
+		if (parse_i64(value, 1, 1000, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL, "--limit: \"%s\" is not in 1..1000",
+			                    value);
+		a->limit = (int)n;
+	} else if (strcmp(o->long_name, "role") == 0) {
+		if (!in_list(value, roles))
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--role: \"%s\" is not a role (admin, operator, user, "
+			                    "security, agent)",
+			                    value);
+		a->role = value;
+	}
+	return 0;
+}
+
+/* Operand formats, checked here so a typo is a usage error, not a server round trip. */
+static int check_operands(struct ctl_args *a, struct yard_err *err)
+{
+	int64_t id;
+	const char *const *op = a->operand;
+	switch (a->command) {
+	case CTL_CLUSTER_ADD:
+		if (strchr(op[1], ':') == NULL || strchr(op[1], '/') != NULL)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "cluster add: RAFT_ADDR \"%s\" is not HOST:PORT",
+			                    op[1]);
+		if (strncmp(op[2], "http://", 7) != 0 && strncmp(op[2], "https://", 8) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "cluster add: API_URL \"%s\" is not an http(s):// URL",
+			                    op[2]);
+		/* op[0] is a member id, checked below */
+		__attribute__((fallthrough));
+	case CTL_CLUSTER_REMOVE:
+	case CTL_CLUSTER_TRANSFER:
+		if (a->operand_count > 0 && parse_i64(op[0], 1, INT64_MAX, &id) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "%s: member ID \"%s\" is not a positive integer",
+			                    a->name, op[0]);
+		return 0;
+	case CTL_JOB_SHOW:
+	case CTL_JOB_CANCEL:
+	case CTL_JOB_WAIT:
+	case CTL_JOB_WATCH:
+		if (!ctl_id_valid(op[0]))
+			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a job id", a->name,
+			                    op[0]);
+		return 0;
+	case CTL_TOKEN_REVOKE:
+		if (!ctl_id_valid(op[0]))
+			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a token id",
+			                    a->name, op[0]);
+		return 0;
+	case CTL_TOKEN_CREATE:
+		if (!ctl_id_valid(op[0]))
+			return yard_err_set(err, YARD_EINVAL,
+			                    "%s: NAME \"%s\" must be 1..64 characters from "
+			                    "[A-Za-z0-9._-]",
+			                    a->name, op[0]);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static const char *option_name(unsigned flag)
+{
+	for (size_t i = 0; i < YARD_ARRAY_LEN(options); i++)
+		if (options[i].flag == flag)
+			return options[i].long_name;
+	return "?";
+}
+
+int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *err)
+{
+	const char *words[CTL_OPERANDS_MAX + 3];
+	int nwords = 0, only_operands = 0, help = 0;
+	unsigned seen = 0;
+
+	memset(a, 0, sizeof *a);
+	a->retries = -1;
+	a->after = -1;
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i], *value;
+		if (!only_operands && strcmp(arg, "--") == 0) {
+			only_operands = 1;
+			continue;
+		}
+		if (!only_operands && arg[0] == '-' && arg[1] != '\0') {
+			const struct option_def *o = find_option(arg, &value);
+			int rc;
+			if (o == NULL)
+				return yard_err_set(err, YARD_EINVAL, "unknown option %s", arg);
+			if (o->takes_value && value == NULL) {
+				if (i + 1 >= argc)
+					return yard_err_set(err, YARD_EINVAL, "--%s needs a value",
+					                    o->long_name);
+				value = argv[++i];
+			} else if (!o->takes_value && value != NULL) {
+				return yard_err_set(err, YARD_EINVAL, "--%s takes no value",
+				                    o->long_name);
+			}
+			if (strcmp(o->long_name, "help") == 0)
+				help = 1;
+			else if ((rc = apply_option(o, value, a, err)) != 0)
+				return rc;
+			seen |= o->flag;
+			continue;
+		}
+		if (nwords == (int)YARD_ARRAY_LEN(words))
+			return yard_err_set(err, YARD_EINVAL, "too many arguments (\"%s\")", arg);
+		words[nwords++] = arg;
+	}
+	if (help || (nwords > 0 && strcmp(words[0], "help") == 0)) {
+		a->command = CTL_HELP;
+		snprintf(a->name, sizeof a->name, "help");
+		return 0;
+	}
+	if (nwords == 0)
+		return yard_err_set(err, YARD_EINVAL, "no command given");
+
+	const struct command_def *def = NULL;
+	int group_known = 0;
+	for (size_t i = 0; i < YARD_ARRAY_LEN(commands); i++) {
+		const struct command_def *d = &commands[i];
+		if (strcmp(d->group, words[0]) != 0)
+			continue;
+		group_known = 1;
+		if (d->verb == NULL || (nwords > 1 && strcmp(d->verb, words[1]) == 0)) {
+			def = d;
+			break;
+		}
+	}
+	if (def == NULL && !group_known)
+		return yard_err_set(err, YARD_EINVAL, "unknown command \"%s\"", words[0]);
+	if (def == NULL && nwords == 1)
+		return yard_err_set(err, YARD_EINVAL, "%s: needs a subcommand", words[0]);
+	if (def == NULL)
+		return yard_err_set(err, YARD_EINVAL, "%s: unknown subcommand \"%s\"", words[0],
+		                    words[1]);
+	const char *name = a->name;
+	snprintf(a->name, sizeof a->name, "%s%s%s", def->group, def->verb ? " " : "",
+	         def->verb ? def->verb : "");
+	a->command = def->command;
+
+	int first = def->verb ? 2 : 1;
+	a->operand_count = nwords - first;
+	if (a->operand_count < def->min_operands)
+		return yard_err_set(err, YARD_EINVAL, "%s: missing arguments", name);
+	if (a->operand_count > def->max_operands)
+		return yard_err_set(err, YARD_EINVAL, "%s: unexpected argument \"%s\"", name,
+		                    words[first + def->max_operands]);
+	for (int i = 0; i < a->operand_count; i++)
+		a->operand[i] = words[first + i];
+	for (unsigned f = 1; f <= OPT_ROLE; f <<= 1) {
+		if ((seen & f) && !(def->options & f))
+			return yard_err_set(err, YARD_EINVAL, "%s: does not take --%s", name,
+			                    option_name(f));
+		if ((def->required & f) && !(seen & f))
+			return yard_err_set(err, YARD_EINVAL, "%s: needs --%s", name,
+			                    option_name(f));
+	}
+	return check_operands(a, err);
+}

@@ -1,0 +1,66 @@
+/* args.h: yardctl's command line: which command, its operands and options, and the global
+ * flags (accepted before or after the command). Parsing only checks syntax and formats;
+ * nothing here touches the network or the environment. */
+#ifndef YARD_CTL_ARGS_H
+#define YARD_CTL_ARGS_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+
+enum ctl_command {
+	CTL_HELP,
+	CTL_CLUSTER_STATUS,
+	CTL_CLUSTER_MEMBERS,
+	CTL_CLUSTER_ADD,
+	CTL_CLUSTER_REMOVE,
+	CTL_CLUSTER_TRANSFER,
+	CTL_JOB_SUBMIT,
+	CTL_JOB_LIST,
+	CTL_JOB_SHOW,
+	CTL_JOB_CANCEL,
+	CTL_JOB_WAIT,
+	CTL_JOB_WATCH,
+	CTL_EVENTS,
+	CTL_TOKEN_CREATE,
+	CTL_TOKEN_LIST,
+	CTL_TOKEN_REVOKE,
+};
+
+enum ctl_output { CTL_OUTPUT_TABLE, CTL_OUTPUT_JSON };
+
+#define CTL_OPERANDS_MAX 3
+
+struct ctl_args {
+	enum ctl_command command;
+	char name[32]; /* "job submit", for messages */
+	/* global flags; strings borrowed from argv, NULL when not given */
+	const char *endpoints;
+	const char *token;
+	enum ctl_output output;
+	int retries; /* -1: the client's default */
+	int verbose;
+	/* operands, in order (ID, FILE, NAME, ...) */
+	const char *operand[CTL_OPERANDS_MAX];
+	int operand_count;
+	/* command options */
+	int spare;         /* cluster add --spare */
+	const char *state; /* job list --state */
+	const char *job;   /* events --job */
+	const char *role;  /* token create --role */
+	int64_t after;     /* events --after, -1 when not given */
+	int limit;         /* job list / events --limit, 0 = server default */
+	double timeout_s;  /* job wait --timeout, 0 = wait without limit */
+};
+
+/* Parses argv[1..argc). Usage errors return YARD_EINVAL with a message saying what is wrong
+ * (the caller prints it with the usage and exits 2). */
+int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *err);
+
+/* The usage text, ending in a newline. */
+const char *ctl_usage(void);
+
+/* A job, token or event-filter id: 1..64 characters from [A-Za-z0-9._-]. */
+int ctl_id_valid(const char *id);
+
+#endif

@@ -1,0 +1,789 @@
+/* yardctl.c: the trainyard CLI: one function per command over the HTTP API (docs/api.md).
+ * The grammar is in args.c, the transport (leader redirects, retries) in http.c and the
+ * table layout in output.c; this file maps commands to requests and answers to output.
+ * Exit status: 0 success, 1 error, 2 usage error. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "ctl/args.h"
+#include "ctl/http.h"
+#include "ctl/output.h"
+#include "jobs/spec.h"
+
+#define EXIT_USAGE 2
+#define JOB_LIST_PAGES_MAX 1000
+#define WAIT_POLL_MS 1000
+#define WAIT_TRANSPORT_FAILURES_MAX 5
+
+struct ctl {
+	struct ctl_args args;
+	struct ctl_client client;
+};
+
+static int fail(const struct ctl *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "yardctl: COMMAND: message" and returns the error exit status. */
+static int fail(const struct ctl *x, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "yardctl: %s: ", x->args.name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_FAILURE;
+}
+
+/* One logical request. Non-2xx answers and transport failures are reported here; on 0 the
+ * caller owns *r. request_id: NULL for reads, one id for all attempts of a write. */
+static int call(struct ctl *x, const char *method, const char *path, const char *body,
+                const char *request_id, struct ctl_response *r)
+{
+	struct yard_err err = {0};
+	char what[1024];
+	if (ctl_client_request(&x->client, method, path, body, request_id, r, &err) != 0)
+		return fail(x, "%s", err.msg);
+	if (r->status >= 200 && r->status < 300)
+		return 0;
+	ctl_response_describe(r, what, sizeof what);
+	fail(x, "%s%s", what, r->status == 401 ? " (check --token or YARD_TOKEN)" : "");
+	ctl_response_free(r);
+	return EXIT_FAILURE;
+}
+
+static int write_call(struct ctl *x, const char *method, const char *path, const char *body,
+                      struct ctl_response *r)
+{
+	char request_id[CTL_REQUEST_ID_LEN + 1];
+	ctl_request_id(request_id);
+	return call(x, method, path, body, request_id, r);
+}
+
+static void print_json(const struct ctl_response *r)
+{
+	if (r->json != NULL) {
+		json_dumpf(r->json, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+	} else if (r->body_len > 0) {
+		fwrite(r->body, 1, r->body_len, stdout);
+		fputc('\n', stdout);
+	}
+}
+
+static const char *str(const json_t *obj, const char *key)
+{
+	const json_t *v = json_object_get(obj, key);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* A field of obj formatted as a cell into buf. */
+static const char *cell(const json_t *obj, const char *key, char *buf, size_t len)
+{
+	ctl_format_json(json_object_get(obj, key), buf, len);
+	return buf;
+}
+
+/* Appends "?key=value" or "&key=value"; values are ids and numbers, which need no escaping. */
+static void add_query(char *path, size_t len, const char *key, const char *value)
+{
+	size_t n = strlen(path);
+	snprintf(path + n, len - n, "%c%s=%s", strchr(path, '?') ? '&' : '?', key, value);
+}
+
+/* ---- cluster ---- */
+
+static void print_members(const json_t *members, json_int_t leader_id)
+{
+	static const char *const headers[] = {"ID", "RAFT_ADDRESS", "API_URL", "ROLE", "LEADER"};
+	struct ctl_table t;
+	size_t i;
+	json_t *m;
+	ctl_table_init(&t, 5, headers);
+	json_array_foreach(members, i, m)
+	{
+		char id[32];
+		json_t *mid = json_object_get(m, "id");
+		const char *row[] = {
+		    cell(m, "id", id, sizeof id), str(m, "raft_address"), str(m, "api_url"),
+		    str(m, "role"),
+		    json_is_integer(mid) && json_integer_value(mid) == leader_id ? "*" : ""};
+		ctl_table_add(&t, row);
+	}
+	ctl_table_print(&t, stdout);
+	ctl_table_free(&t);
+}
+
+static json_int_t leader_id_of(const json_t *cluster)
+{
+	json_t *id = json_object_get(json_object_get(cluster, "leader"), "id");
+	return json_is_integer(id) ? json_integer_value(id) : -1;
+}
+
+static int cmd_cluster_status(struct ctl *x)
+{
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/cluster", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		const json_t *c = r.json, *leader = json_object_get(c, "leader");
+		char b[5][64];
+		printf("answered by  %s\n", r.endpoint);
+		printf("member       %s (%s)\n", cell(c, "id", b[0], sizeof b[0]),
+		       cell(c, "state", b[1], sizeof b[1]));
+		printf("term         %s\n", cell(c, "term", b[2], sizeof b[2]));
+		printf("commit       %s (applied %s)\n", cell(c, "commit_index", b[3], sizeof b[3]),
+		       cell(c, "applied_index", b[4], sizeof b[4]));
+		if (json_is_object(leader))
+			printf("leader       %s %s\n", cell(leader, "id", b[0], sizeof b[0]),
+			       cell(leader, "api_url", b[1], sizeof b[1]));
+		else
+			printf("leader       none known\n");
+		printf("\n");
+		print_members(json_object_get(c, "members"), leader_id_of(c));
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_cluster_members(struct ctl *x)
+{
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/cluster", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		json_t *m = json_object_get(r.json, "members");
+		json_dumpf(m ? m : json_null(), stdout, JSON_INDENT(2) | JSON_ENCODE_ANY);
+		fputc('\n', stdout);
+	} else {
+		print_members(json_object_get(r.json, "members"), leader_id_of(r.json));
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_cluster_add(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	struct ctl_response r;
+	json_t *body = json_pack(
+	    "{s:I,s:s,s:s,s:s}", "id", (json_int_t)strtoll(a->operand[0], NULL, 10), "raft_address",
+	    a->operand[1], "api_url", a->operand[2], "role", a->spare ? "spare" : "voter");
+	char *text = json_dumps(body, JSON_COMPACT);
+	int rc = write_call(x, "POST", "/v1/cluster/members", text, &r);
+	free(text);
+	json_decref(body);
+	if (rc != 0)
+		return rc;
+	if (a->output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		json_t *members =
+		    json_is_array(r.json) ? r.json : json_object_get(r.json, "members");
+		printf("added member %s as %s\n", a->operand[0], a->spare ? "spare" : "voter");
+		if (json_is_array(members))
+			print_members(members, leader_id_of(r.json));
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_cluster_remove(struct ctl *x)
+{
+	struct ctl_response r;
+	char path[128];
+	snprintf(path, sizeof path, "/v1/cluster/members/%s", x->args.operand[0]);
+	int rc = write_call(x, "DELETE", path, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("removed member %s\n", x->args.operand[0]);
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_cluster_transfer(struct ctl *x)
+{
+	struct ctl_response r;
+	char body[64], leader[32];
+	if (x->args.operand_count > 0)
+		snprintf(body, sizeof body, "{\"to\": %s}", x->args.operand[0]);
+	else
+		snprintf(body, sizeof body, "{}");
+	int rc = write_call(x, "POST", "/v1/cluster/transfer", body, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("leadership transferred to member %s\n",
+		       cell(r.json, "leader_id", leader, sizeof leader));
+	ctl_response_free(&r);
+	return 0;
+}
+
+/* ---- jobs ---- */
+
+static char *read_file(const char *path, size_t max, struct yard_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	size_t n;
+	if (f == NULL) {
+		yard_err_set(err, YARD_EIO, "%s: cannot open", path);
+		return NULL;
+	}
+	buf = malloc(max + 1);
+	n = buf ? fread(buf, 1, max + 1, f) : 0;
+	fclose(f);
+	if (buf == NULL || n > max) {
+		free(buf);
+		yard_err_set(err, YARD_EINVAL, "%s: larger than %zu bytes", path, max);
+		return NULL;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* main has checked the file with jobspec_load_file; it is sent as written (the controller
+ * normalizes it), so what the user reviewed is what the controller sees. */
+static int cmd_job_submit(struct ctl *x)
+{
+	struct yard_err err = {0};
+	struct ctl_response r;
+	char *text;
+	int rc;
+
+	if ((text = read_file(x->args.operand[0], 1 << 20, &err)) == NULL)
+		return fail(x, "%s", err.msg);
+	rc = write_call(x, "POST", "/v1/jobs", text, &r);
+	free(text);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("job %s submitted (%s)\n", str(r.json, "id") ? str(r.json, "id") : "?",
+		       str(r.json, "state") ? str(r.json, "state") : "?");
+	ctl_response_free(&r);
+	return 0;
+}
+
+static void print_jobs(const json_t *jobs)
+{
+	static const char *const headers[] = {"ID",   "NAME", "STATE",    "PRIORITY", "RANKS",
+	                                      "STEP", "LOSS", "RESTARTS", "AGE",      "REASON"};
+	int64_t now = yard_now_wall_ms();
+	struct ctl_table t;
+	size_t i;
+	json_t *j;
+	ctl_table_init(&t, 10, headers);
+	json_array_foreach(jobs, i, j)
+	{
+		char b[6][64];
+		json_t *submitted = json_object_get(j, "submitted_ms");
+		ctl_format_age(json_is_integer(submitted) ? now - json_integer_value(submitted) : 0,
+		               b[5], sizeof b[5]);
+		const char *row[] = {str(j, "id"),
+		                     str(j, "name"),
+		                     str(j, "state"),
+		                     cell(j, "priority", b[0], sizeof b[0]),
+		                     cell(json_object_get(j, "spec"), "ranks", b[1], sizeof b[1]),
+		                     cell(j, "step", b[2], sizeof b[2]),
+		                     cell(j, "loss", b[3], sizeof b[3]),
+		                     cell(j, "restarts", b[4], sizeof b[4]),
+		                     json_is_integer(submitted) ? b[5] : "-",
+		                     str(j, "reason")};
+		ctl_table_add(&t, row);
+	}
+	ctl_table_print(&t, stdout);
+	ctl_table_free(&t);
+}
+
+static int cmd_job_list(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	json_t *all = json_array(), *next = json_null();
+	char after[80] = "";
+	int rc = 0;
+
+	/* --limit asks for one page of that size; without it every page is fetched. */
+	for (int page = 0; page < JOB_LIST_PAGES_MAX; page++) {
+		struct ctl_response r;
+		char path[256];
+		char num[16];
+		snprintf(path, sizeof path, "/v1/jobs");
+		snprintf(num, sizeof num, "%d", a->limit ? a->limit : 100);
+		add_query(path, sizeof path, "limit", num);
+		if (a->state)
+			add_query(path, sizeof path, "state", a->state);
+		if (after[0])
+			add_query(path, sizeof path, "after", after);
+		if ((rc = call(x, "GET", path, NULL, NULL, &r)) != 0)
+			break;
+		json_t *jobs = json_object_get(r.json, "jobs");
+		if (!json_is_array(jobs)) {
+			rc = fail(x, "answer from %s has no \"jobs\" array", r.endpoint);
+			ctl_response_free(&r);
+			break;
+		}
+		json_array_extend(all, jobs);
+		json_t *n = json_object_get(r.json, "next");
+		json_decref(next);
+		next = json_incref(n ? n : json_null());
+		if (json_is_string(n) && ctl_id_valid(json_string_value(n)) && a->limit == 0) {
+			snprintf(after, sizeof after, "%s", json_string_value(n));
+			ctl_response_free(&r);
+			continue;
+		}
+		ctl_response_free(&r);
+		break;
+	}
+	if (rc == 0) {
+		if (a->output == CTL_OUTPUT_JSON) {
+			json_t *out = json_pack("{s:O,s:O}", "jobs", all, "next", next);
+			json_dumpf(out, stdout, JSON_INDENT(2));
+			fputc('\n', stdout);
+			json_decref(out);
+		} else {
+			print_jobs(all);
+		}
+	}
+	json_decref(all);
+	json_decref(next);
+	return rc;
+}
+
+/* The rank → node/device table, with each rank's (dp, pp, tp) coordinates (tp innermost,
+ * DESIGN.md §5) for trainer jobs. */
+static void print_layout(const json_t *j)
+{
+	const json_t *layout = json_object_get(j, "layout");
+	const json_t *par = json_object_get(json_object_get(j, "spec"), "parallel");
+	json_int_t tp = json_integer_value(json_object_get(par, "tp"));
+	json_int_t pp = json_integer_value(json_object_get(par, "pp"));
+	size_t i;
+	json_t *r;
+
+	if (!json_is_array(layout) || json_array_size(layout) == 0)
+		return;
+	printf("layout:\n  %-6s %-16s %-7s %s\n", "RANK", "NODE", "DEVICE",
+	       tp > 0 && pp > 0 ? "DP PP TP" : "");
+	json_array_foreach(layout, i, r)
+	{
+		json_int_t rank = json_integer_value(json_object_get(r, "rank"));
+		const char *node = str(r, "node");
+		printf("  %-6lld %-16s %-7lld", (long long)rank, node ? node : "-",
+		       (long long)json_integer_value(json_object_get(r, "device")));
+		if (tp > 0 && pp > 0)
+			printf(" %-2lld %-2lld %lld", (long long)(rank / (tp * pp)),
+			       (long long)((rank / tp) % pp), (long long)(rank % tp));
+		putchar('\n');
+	}
+}
+
+static void print_job(const json_t *j)
+{
+	static const char *const keys[] = {"id",         "name",   "state", "queue_position",
+	                                   "priority",   "step",   "loss",  "restarts",
+	                                   "generation", "reason", "actor", NULL};
+	char b[512];
+	for (int i = 0; keys[i]; i++)
+		if (json_object_get(j, keys[i]) != NULL)
+			printf("%-14s %s\n", keys[i], cell(j, keys[i], b, sizeof b));
+	print_layout(j);
+	for (int i = 0; i < 2; i++) {
+		const char *k = i ? "updated_ms" : "submitted_ms";
+		json_t *v = json_object_get(j, k);
+		if (json_is_integer(v)) {
+			ctl_format_time(json_integer_value(v), b, sizeof b);
+			printf("%-14s %s\n", i ? "updated" : "submitted", b);
+		}
+	}
+	json_t *spec = json_object_get(j, "spec");
+	if (spec != NULL) {
+		printf("spec:\n");
+		json_dumpf(spec, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+	}
+}
+
+static int cmd_job_show(struct ctl *x)
+{
+	struct ctl_response r;
+	char path[128];
+	snprintf(path, sizeof path, "/v1/jobs/%s", x->args.operand[0]);
+	int rc = call(x, "GET", path, NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		print_job(r.json);
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_job_cancel(struct ctl *x)
+{
+	struct ctl_response r;
+	char path[128];
+	snprintf(path, sizeof path, "/v1/jobs/%s/cancel", x->args.operand[0]);
+	int rc = write_call(x, "POST", path, "{}", &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("job %s: %s\n", x->args.operand[0],
+		       str(r.json, "state") ? str(r.json, "state") : "cancel requested");
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int is_terminal(const char *state)
+{
+	return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+	                 strcmp(state, "cancelled") == 0);
+}
+
+/* One progress line for `job watch`: a bar of train.steps, step, loss and an ETA from the
+ * step rate seen since watching began. */
+static void print_progress(const json_t *job, uint64_t start_ms, int64_t first_step, int tty)
+{
+	const json_t *train = json_object_get(json_object_get(job, "spec"), "train");
+	json_int_t total = json_integer_value(json_object_get(train, "steps"));
+	json_int_t step = json_integer_value(json_object_get(job, "step"));
+	const char *state = str(job, "state");
+	double elapsed_s = (double)(yard_now_mono_ms() - start_ms) / 1000.0;
+	char bar[41], loss[32], eta[32] = "-";
+	int filled = total > 0 ? (int)(40 * YARD_MIN(step, total) / total) : 0;
+
+	for (int i = 0; i < 40; i++)
+		bar[i] = i < filled ? '#' : '.';
+	bar[40] = '\0';
+	cell(job, "loss", loss, sizeof loss);
+	if (total > 0 && step > first_step && elapsed_s > 0) {
+		double rate = (double)(step - first_step) / elapsed_s;
+		snprintf(eta, sizeof eta, "%.0fs", (double)(total - step) / rate);
+	}
+	printf("%s[%s] step %lld/%lld  loss %s  ETA %s  %s%s", tty ? "\r" : "", bar,
+	       (long long)step, (long long)total, loss, eta, state ? state : "?",
+	       tty ? "\033[K" : "\n");
+	fflush(stdout);
+}
+
+static int cmd_job_wait(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	int watch = a->command == CTL_JOB_WATCH, tty = isatty(STDOUT_FILENO);
+	int64_t first_step = -1;
+	json_int_t last_printed_step = -1;
+	uint64_t start = yard_now_mono_ms();
+	uint64_t deadline = a->timeout_s > 0 ? start + (uint64_t)(a->timeout_s * 1000) : 0;
+	char path[128], last_state[32] = "", last_error[600] = "";
+	int transport_failures = 0;
+
+	snprintf(path, sizeof path, "/v1/jobs/%s", a->operand[0]);
+	for (;;) {
+		struct ctl_response r;
+		struct yard_err err = {0};
+		if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0) {
+			/* The cluster may be failing over: keep asking, but not forever. */
+			if (++transport_failures >= WAIT_TRANSPORT_FAILURES_MAX)
+				return fail(x, "%s", err.msg);
+			snprintf(last_error, sizeof last_error, "%s", err.msg);
+		} else if (r.status != 200) {
+			char what[1024];
+			ctl_response_describe(&r, what, sizeof what);
+			ctl_response_free(&r);
+			return fail(x, "%s", what);
+		} else {
+			const char *state = str(r.json, "state");
+			json_int_t cur_step = json_integer_value(json_object_get(r.json, "step"));
+			transport_failures = 0;
+			last_error[0] = '\0';
+			if (watch) {
+				if (first_step < 0)
+					first_step = cur_step;
+				if (tty || cur_step != last_printed_step || is_terminal(state))
+					print_progress(r.json, start, first_step, tty);
+				last_printed_step = cur_step;
+				if (tty && is_terminal(state))
+					fputc('\n', stdout);
+				if (state)
+					snprintf(last_state, sizeof last_state, "%s", state);
+			} else if (state && strcmp(state, last_state) != 0) {
+				char step[32];
+				fprintf(stderr, "job %s: %s (step %s)\n", a->operand[0], state,
+				        cell(r.json, "step", step, sizeof step));
+				snprintf(last_state, sizeof last_state, "%s", state);
+			}
+			if (is_terminal(state)) {
+				int ok = strcmp(state, "succeeded") == 0;
+				char step[32], loss[32];
+				if (a->output == CTL_OUTPUT_JSON)
+					print_json(&r);
+				else
+					printf("job %s %s (step %s, loss %s)\n", a->operand[0],
+					       state, cell(r.json, "step", step, sizeof step),
+					       cell(r.json, "loss", loss, sizeof loss));
+				if (!ok)
+					fail(x, "job %s %s%s%s", a->operand[0], state,
+					     str(r.json, "reason") ? ": " : "",
+					     str(r.json, "reason") ? str(r.json, "reason") : "");
+				ctl_response_free(&r);
+				return ok ? 0 : EXIT_FAILURE;
+			}
+			ctl_response_free(&r);
+		}
+		uint64_t now = yard_now_mono_ms();
+		if (deadline && now >= deadline) {
+			if (last_error[0])
+				return fail(
+				    x, "timed out after %g s waiting for job %s; last attempt: %s",
+				    a->timeout_s, a->operand[0], last_error);
+			return fail(x, "timed out after %g s; job %s is still %s", a->timeout_s,
+			            a->operand[0], last_state[0] ? last_state : "unknown");
+		}
+		if (last_error[0] && transport_failures == 1)
+			fprintf(stderr, "yardctl: job wait: %s; still waiting\n", last_error);
+		yard_sleep_ms(deadline ? YARD_MIN((uint64_t)WAIT_POLL_MS, deadline - now)
+		                       : WAIT_POLL_MS);
+	}
+}
+
+/* ---- events ---- */
+
+static int cmd_events(struct ctl *x)
+{
+	static const char *const headers[] = {"SEQ", "TIME", "TYPE", "JOB", "ACTOR", "MESSAGE"};
+	const struct ctl_args *a = &x->args;
+	struct ctl_response r;
+	char path[256] = "/v1/events", num[32];
+	if (a->after >= 0) {
+		snprintf(num, sizeof num, "%lld", (long long)a->after);
+		add_query(path, sizeof path, "after", num);
+	}
+	if (a->limit > 0) {
+		snprintf(num, sizeof num, "%d", a->limit);
+		add_query(path, sizeof path, "limit", num);
+	}
+	if (a->job != NULL)
+		add_query(path, sizeof path, "job", a->job);
+	int rc = call(x, "GET", path, NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (a->output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		struct ctl_table t;
+		size_t i;
+		json_t *e, *next = json_object_get(r.json, "next");
+		ctl_table_init(&t, 6, headers);
+		json_array_foreach(json_object_get(r.json, "events"), i, e)
+		{
+			char seq[32], ts[64];
+			json_t *tv = json_object_get(e, "ts_ms");
+			if (json_is_integer(tv))
+				ctl_format_time(json_integer_value(tv), ts, sizeof ts);
+			else
+				snprintf(ts, sizeof ts, "-");
+			const char *row[] = {cell(e, "seq", seq, sizeof seq),
+			                     ts,
+			                     str(e, "type"),
+			                     str(e, "job"),
+			                     str(e, "actor"),
+			                     str(e, "message")};
+			ctl_table_add(&t, row);
+		}
+		ctl_table_print(&t, stdout);
+		ctl_table_free(&t);
+		if (json_is_integer(next))
+			fprintf(stderr, "(more events: --after %lld)\n",
+			        (long long)json_integer_value(next));
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+/* ---- tokens ---- */
+
+static int cmd_token_create(struct ctl *x)
+{
+	struct ctl_response r;
+	json_t *body = json_pack("{s:s,s:s}", "name", x->args.operand[0], "role", x->args.role);
+	char *text = json_dumps(body, JSON_COMPACT);
+	int rc = write_call(x, "POST", "/v1/tokens", text, &r);
+	free(text);
+	json_decref(body);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		char b[3][128];
+		printf("token %s created for %s (role %s)\n", cell(r.json, "id", b[0], sizeof b[0]),
+		       cell(r.json, "name", b[1], sizeof b[1]),
+		       cell(r.json, "role", b[2], sizeof b[2]));
+		printf("secret (shown once): %s\n",
+		       str(r.json, "token") ? str(r.json, "token") : "-");
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_token_list(struct ctl *x)
+{
+	static const char *const headers[] = {"ID", "NAME", "ROLE", "CREATED"};
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/tokens", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		struct ctl_table t;
+		size_t i;
+		json_t *tok;
+		ctl_table_init(&t, 4, headers);
+		json_array_foreach(json_object_get(r.json, "tokens"), i, tok)
+		{
+			char created[64] = "-";
+			json_t *c = json_object_get(tok, "created_ms");
+			if (json_is_integer(c))
+				ctl_format_time(json_integer_value(c), created, sizeof created);
+			const char *row[] = {str(tok, "id"), str(tok, "name"), str(tok, "role"),
+			                     created};
+			ctl_table_add(&t, row);
+		}
+		ctl_table_print(&t, stdout);
+		ctl_table_free(&t);
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_token_revoke(struct ctl *x)
+{
+	struct ctl_response r;
+	char path[128];
+	snprintf(path, sizeof path, "/v1/tokens/%s", x->args.operand[0]);
+	int rc = write_call(x, "DELETE", path, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("token %s revoked\n", x->args.operand[0]);
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int usage_error(const char *msg)
+{
+	fprintf(stderr, "yardctl: %s\n\n%s", msg, ctl_usage());
+	return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	static struct ctl x;
+	struct yard_err err = {0};
+	const char *endpoints, *token;
+	int rc;
+
+	yard_log_init("yardctl");
+	if (ctl_args_parse(argc, argv, &x.args, &err) != 0)
+		return usage_error(err.msg);
+	if (x.args.command == CTL_HELP) {
+		fputs(ctl_usage(), stdout);
+		return 0;
+	}
+	if (x.args.verbose)
+		yard_log_set_level(YARD_LOG_DEBUG);
+	/* A bad job file is reported before anything about the cluster is needed. */
+	if (x.args.command == CTL_JOB_SUBMIT) {
+		struct jobspec spec;
+		if (jobspec_load_file(x.args.operand[0], &spec, &err) != 0)
+			return fail(&x, "%s", err.msg);
+		jobspec_free(&spec);
+	}
+	endpoints = x.args.endpoints ? x.args.endpoints : getenv("YARD_ENDPOINTS");
+	token = x.args.token ? x.args.token : getenv("YARD_TOKEN");
+	if (endpoints == NULL || endpoints[0] == '\0')
+		return usage_error(
+		    "no endpoints: set YARD_ENDPOINTS or pass --endpoints URL[,URL...]");
+	if (token == NULL || token[0] == '\0')
+		return usage_error("no token: set YARD_TOKEN or pass --token TOKEN");
+	if (ctl_client_init(&x.client, endpoints, token, &err) != 0) {
+		ctl_client_close(&x.client);
+		return usage_error(err.msg);
+	}
+	if (x.args.retries >= 0)
+		x.client.retry_rounds = x.args.retries;
+
+	switch (x.args.command) {
+	case CTL_CLUSTER_STATUS:
+		rc = cmd_cluster_status(&x);
+		break;
+	case CTL_CLUSTER_MEMBERS:
+		rc = cmd_cluster_members(&x);
+		break;
+	case CTL_CLUSTER_ADD:
+		rc = cmd_cluster_add(&x);
+		break;
+	case CTL_CLUSTER_REMOVE:
+		rc = cmd_cluster_remove(&x);
+		break;
+	case CTL_CLUSTER_TRANSFER:
+		rc = cmd_cluster_transfer(&x);
+		break;
+	case CTL_JOB_SUBMIT:
+		rc = cmd_job_submit(&x);
+		break;
+	case CTL_JOB_LIST:
+		rc = cmd_job_list(&x);
+		break;
+	case CTL_JOB_SHOW:
+		rc = cmd_job_show(&x);
+		break;
+	case CTL_JOB_CANCEL:
+		rc = cmd_job_cancel(&x);
+		break;
+	case CTL_JOB_WAIT:
+	case CTL_JOB_WATCH:
+		rc = cmd_job_wait(&x);
+		break;
+	case CTL_EVENTS:
+		rc = cmd_events(&x);
+		break;
+	case CTL_TOKEN_CREATE:
+		rc = cmd_token_create(&x);
+		break;
+	case CTL_TOKEN_LIST:
+		rc = cmd_token_list(&x);
+		break;
+	case CTL_TOKEN_REVOKE:
+		rc = cmd_token_revoke(&x);
+		break;
+	default:
+		rc = usage_error("unhandled command");
+	}
+	ctl_client_close(&x.client);
+	fflush(stdout);
+	if (ferror(stdout)) {
+		fprintf(stderr, "yardctl: error writing output\n");
+		return EXIT_FAILURE;
+	}
+	return rc;
+}

@@ -1,0 +1,126 @@
+/* algo_select.c: which algorithm runs a collective. Forced (yd_config.algo, YARD_ALGO,
+ * yd_comm_set_algo) where the algorithm applies to the collective; otherwise the cheapest by
+ * an alpha-beta-gamma model (research/dataplane.md §2): time = steps·α + bytes moved·β +
+ * bytes reduced·γ, with α and β of the slowest link the algorithm crosses. Every rank
+ * computes the same choice from the same inputs (the parameters are rank 0's, see
+ * dp_calibrate), and the choice travels in every header, so a divergence is reported as a
+ * mismatch rather than corrupting data. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dataplane/dp.h"
+
+static const char *const algo_names[YD_ALGO_COUNT] = {"auto", "ring",  "rd", "hd",
+                                                      "tree", "naive", "ps", "hier"};
+
+const char *yd_algo_name(enum yd_algo a)
+{
+	return (unsigned)a < YD_ALGO_COUNT ? algo_names[a] : "?";
+}
+
+int yd_algo_parse(const char *name)
+{
+	for (int i = 0; name && i < YD_ALGO_COUNT; i++)
+		if (strcmp(name, algo_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int dp_algo_supported(enum dp_kind kind, enum yd_algo a)
+{
+	switch (kind) {
+	case DP_ALLREDUCE:
+		return a != YD_ALGO_AUTO;
+	case DP_REDUCE_SCATTER:
+	case DP_ALLGATHER:
+		return a == YD_ALGO_RING || a == YD_ALGO_NAIVE || a == YD_ALGO_PS ||
+		       a == YD_ALGO_HIER;
+	case DP_BROADCAST:
+	case DP_REDUCE:
+		return a == YD_ALGO_RING || a == YD_ALGO_TREE || a == YD_ALGO_NAIVE;
+	default:
+		return 0;
+	}
+}
+
+static int any_tcp(yd_comm *c)
+{
+	for (int i = 0; i < c->size; i++)
+		if (i != c->rank && c->peers[i].transport != YD_TRANSPORT_SHM)
+			return 1;
+	return 0;
+}
+
+/* Predicted seconds for an allreduce of `bytes` with algorithm a. */
+double dp_algo_cost(yd_comm *c, enum yd_algo a, size_t bytes)
+{
+	const struct dp_costs *k = &c->costs;
+	double p = c->size, n = (double)bytes, lg = ceil(log2(p));
+	int tcp = any_tcp(c);
+	double al = tcp ? k->alpha_tcp : k->alpha_shm, be = tcp ? k->beta_tcp : k->beta_shm;
+	double g = k->gamma;
+	int pow2 = (c->size & (c->size - 1)) == 0;
+	double fold = pow2 ? 0 : 2 * al + 2 * n * be;
+	switch (a) {
+	case YD_ALGO_RING:
+		return 2 * (p - 1) * al + 2 * (p - 1) / p * n * be + (p - 1) / p * n * g;
+	case YD_ALGO_RD:
+		return floor(log2(p)) * (al + n * be + n * g) + fold;
+	case YD_ALGO_HD:
+		return 2 * floor(log2(p)) * al + 2 * (p - 1) / p * n * be + (p - 1) / p * n * g +
+		       fold;
+	case YD_ALGO_TREE:
+		return 2 * lg * al + 2 * lg * n * be + lg * n * g;
+	case YD_ALGO_NAIVE:
+		/* one step, but n-1 full copies in and out of every rank */
+		return al + (p - 1) * n * be + (p - 1) * n * g;
+	case YD_ALGO_PS:
+		return 2 * al + 2 * (p - 1) / p * n * be * (tcp ? 1.5 : 1.0) + (p - 1) / p * n * g;
+	case YD_ALGO_HIER: {
+		if (!dp_hier_usable(c) || !tcp)
+			return INFINITY;
+		double kk = p / c->nhosts, h = c->nhosts;
+		return 2 * (kk - 1) * k->alpha_shm + 2 * (kk - 1) / kk * n * k->beta_shm +
+		       2 * (h - 1) * k->alpha_tcp + 2 * (h - 1) / h * (n / kk) * k->beta_tcp +
+		       (p - 1) / p * n * g;
+	}
+	default:
+		return INFINITY;
+	}
+}
+
+enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes)
+{
+	if (c->algo != YD_ALGO_AUTO && dp_algo_supported(kind, c->algo))
+		return c->algo;
+	switch (kind) {
+	case DP_ALLREDUCE: {
+		static const enum yd_algo cand[] = {YD_ALGO_RING, YD_ALGO_RD, YD_ALGO_HD,
+		                                    YD_ALGO_NAIVE, YD_ALGO_HIER};
+		enum yd_algo best = YD_ALGO_RING;
+		double bt = dp_algo_cost(c, YD_ALGO_RING, bytes);
+		for (size_t i = 1; i < sizeof cand / sizeof cand[0]; i++) {
+			if (cand[i] == YD_ALGO_NAIVE && c->size > 4)
+				continue;
+			double t = dp_algo_cost(c, cand[i], bytes);
+			if (t < bt * 0.95) {
+				bt = t;
+				best = cand[i];
+			}
+		}
+		return best;
+	}
+	case DP_REDUCE_SCATTER:
+	case DP_ALLGATHER:
+		return c->size <= 4 && bytes <= 16384 ? YD_ALGO_NAIVE : YD_ALGO_RING;
+	case DP_BROADCAST:
+	case DP_REDUCE:
+		if (bytes <= 65536)
+			return c->size <= 4 ? YD_ALGO_NAIVE : YD_ALGO_TREE;
+		return c->size <= 4 ? YD_ALGO_RING : YD_ALGO_TREE;
+	default:
+		return YD_ALGO_AUTO;
+	}
+}

@@ -1,0 +1,316 @@
+/* dp.h: the data plane's private header: the communicator, peers, the wire header, the
+ * transfer engine every algorithm is written against, and the per-file entry points.
+ * Nothing outside dataplane/ includes it; the public contract is yd.h.
+ *
+ * Layering, bottom up:
+ *   transport_tcp.c / transport_shm.c  move bytes of one message part per peer, nonblocking
+ *   xfer.c                             runs a set of concurrent sends/receives (with the
+ *                                      reduction fused into the receive) to completion under
+ *                                      the deadline, watching every peer's control socket
+ *   coll_*.c                           algorithms as sequences of transfer sets
+ *   coll.c                             public entry points, argument checks, sequence numbers
+ *   progress.c                         requests and the per-communicator progress thread
+ *   comm.c                             init, rendezvous, split, abort, errors */
+#ifndef YD_DP_H
+#define YD_DP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dataplane/yd.h"
+
+enum dp_kind {
+	DP_ALLREDUCE = 1,
+	DP_REDUCE_SCATTER,
+	DP_ALLGATHER,
+	DP_BROADCAST,
+	DP_REDUCE,
+	DP_BARRIER,
+	DP_SPLIT,
+	DP_P2P,
+	DP_CALIBRATE,
+};
+
+#define DP_MAGIC 0x59445031u /* "YDP1" */
+#define DP_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* Precedes every message on every transport. The receiver compares it with what it expects
+ * (kind, dtype, op, algo, root/tag, count, seq, len) so that ranks calling different
+ * collectives fail with YARD_EMISMATCH instead of reading each other's bytes as data. */
+struct dp_hdr {
+	uint32_t magic;
+	uint8_t kind, dtype, op, algo;
+	int32_t root; /* root, or tag for point-to-point */
+	uint32_t reserved;
+	uint64_t count;
+	uint64_t seq;
+	uint64_t len; /* bytes of this message (all parts) */
+};
+
+/* One send to or receive from one peer. A receive with reduce set stores
+ * dst[i] = src[i] (op) incoming[i] (src may equal dst; src NULL means plain copy). */
+struct dp_xfer {
+	int peer;
+	int is_send;
+	int reduce;
+	const void *src;
+	void *dst;
+	size_t len;
+	struct dp_hdr hdr;
+	const char *what; /* operation name for messages, e.g. "allreduce" */
+	/* progress, owned by the engine */
+	size_t done;
+	int complete;
+	int parts_left;
+};
+
+/* A set of transfers progressing together. Transfers to one peer in one direction complete
+ * in array order (each direction of a peer is a FIFO stream); everything else overlaps. */
+struct dp_xset {
+	struct dp_xfer *x;
+	int n;
+	uint32_t bell; /* our doorbell as read before the last progress pass */
+	int uses_shm;  /* some transfer goes over shared memory */
+};
+
+#define DP_TCP_MAX_SOCKS 8
+#define DP_PIECE_BYTES (256u * 1024u)
+
+/* One TCP data socket's progress through the current set: the part of transfer `cur` it
+ * carries, with a piece buffer when the receive is reduced. */
+struct dp_tcp_sock {
+	int fd;
+	int cur;  /* index into the set of the transfer in progress, -1 when idle */
+	int last; /* index of the last transfer this socket finished, -1 at set start */
+	size_t part_off, part_len, part_done;
+	size_t hdr_done;
+	struct dp_hdr hdr_in;
+	unsigned char *piece; /* receive-reduce staging, DP_PIECE_BYTES */
+	size_t piece_fill;
+};
+
+struct dp_shm_ring;
+
+/* Control notices on the control socket (one per peer, always TCP): a goodbye before a clean
+ * close, or a failure report so that every survivor learns which rank failed. */
+enum { DP_NOTE_GOODBYE = 1, DP_NOTE_FAIL = 2 };
+struct dp_note {
+	uint32_t magic;
+	uint32_t type;
+	int32_t culprit; /* rank that failed or -1 */
+	int32_t code;
+	char msg[400];
+};
+
+struct dp_peer {
+	int rank;
+	char *endpoint;
+	char *label;
+	enum yd_transport transport;
+	int ctl_fd;
+	int said_goodbye;
+	int eof;
+	struct dp_note note_in;
+	size_t note_fill;
+	/* TCP */
+	int nsock;
+	struct dp_tcp_sock tx[DP_TCP_MAX_SOCKS], rx[DP_TCP_MAX_SOCKS];
+	/* shm: tx ring lives in the peer's segment, rx ring in ours */
+	struct dp_shm_ring *shm_tx, *shm_rx;
+	_Atomic uint32_t *shm_doorbell; /* the peer's doorbell */
+	_Atomic uint32_t *shm_waiting;
+	int shm_tx_cur, shm_rx_cur;   /* transfer in progress, -1 when idle */
+	int shm_tx_last, shm_rx_last; /* last finished, -1 at set start */
+	pid_t pid;
+};
+
+struct yd_request;
+
+/* Cost model parameters (seconds, seconds/byte); see algo_select.c. */
+struct dp_costs {
+	double alpha_shm, beta_shm, alpha_tcp, beta_tcp, gamma;
+	int calibrated;
+};
+
+struct yd_comm {
+	int rank, size;
+	struct dp_peer *peers; /* size entries, peers[rank] is self */
+	int timeout_ms;
+	enum yd_algo algo;
+	enum yd_transport transport_cfg;
+	int socks_per_peer;
+	uint64_t nonce;
+	uint64_t seq;       /* collectives issued */
+	uint64_t split_seq; /* splits issued, for unique child names */
+	/* hosts: host index of each rank, in first-appearance order */
+	int *host_of;
+	int nhosts;
+	/* failure state: first error wins */
+	pthread_mutex_t err_lock;
+	_Atomic int failed;
+	_Atomic int aborted;
+	char errmsg[512];
+	int wake_fd; /* eventfd: abort and new requests wake a poll() */
+	/* shm */
+	char shm_name[64];
+	void *shm_self;
+	size_t shm_self_len;
+	void **shm_map;
+	size_t *shm_map_len;
+	_Atomic uint32_t *doorbell, *waiting;
+	/* scratch owned by the communicator, grown on demand */
+	void *scratch;
+	size_t scratch_len;
+	struct dp_costs costs;
+	/* progress thread (progress.c) */
+	pthread_t thread;
+	int thread_started;
+	int thread_stop;
+	int thread_busy;
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	struct yd_request *q_head, *q_tail;
+};
+
+/* An operation, as the public call described it. */
+struct dp_op {
+	enum dp_kind kind;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	enum yd_dtype dtype;
+	enum yd_op op;
+	int root; /* root, or peer for point-to-point */
+	int tag;
+	int is_send;
+	enum yd_algo algo;
+	uint64_t seq;
+};
+
+/* comm.c */
+int dp_fail(yd_comm *c, int code, int culprit, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+const char *dp_peer_desc(yd_comm *c, int rank, char *buf, size_t len);
+void *dp_scratch(yd_comm *c, size_t len);
+void dp_wake(yd_comm *c);
+const char *dp_kind_name(enum dp_kind k);
+
+/* xfer.c */
+int dp_xfer_run(yd_comm *c, struct dp_xfer *x, int n);
+void dp_xset_begin(yd_comm *c, struct dp_xset *s);
+/* One pass over every pending transfer; *progressed says whether a byte moved. */
+int dp_xset_progress(yd_comm *c, struct dp_xset *s, int *progressed);
+/* Blocks until something may have changed, at most max_wait_ms. */
+int dp_xset_wait(yd_comm *c, struct dp_xset *s, int max_wait_ms);
+int dp_xset_check_deadline(yd_comm *c, struct dp_xset *s, uint64_t last_progress_ms);
+void dp_hdr_fill(struct dp_hdr *h, const struct dp_op *op, size_t len);
+void dp_xfer_prepare(yd_comm *c, struct dp_xfer *x);
+int dp_xset_next(const struct dp_xset *s, int after, int peer, int is_send);
+int dp_xset_pending(const struct dp_xset *s);
+/* Shorthands the algorithms use to fill transfer arrays. */
+void dp_x_send(struct dp_xfer *x, const struct dp_op *o, int peer, const void *buf, size_t len);
+void dp_x_recv(struct dp_xfer *x, const struct dp_op *o, int peer, void *buf, size_t len);
+void dp_x_recv_reduce(struct dp_xfer *x, const struct dp_op *o, int peer, void *dst,
+                      const void *src, size_t len);
+/* dst = a (op) b for count elements of the operation's dtype (average sums). */
+void dp_op_reduce(const struct dp_op *o, void *dst, const void *a, const void *b, size_t count);
+int dp_hdr_check(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *got);
+int dp_poll_ctl(yd_comm *c, int timeout_ms);
+/* The data path lost peer p: fails the communicator, preferring the peer's own failure
+ * notice if one is on its way. */
+int dp_peer_lost(yd_comm *c, struct dp_peer *p, const struct dp_xfer *x, const char *why);
+void dp_send_note(yd_comm *c, int type, int culprit, int code, const char *msg);
+
+/* transport_tcp.c */
+int dp_tcp_listen(const char *host, int port, int *fd_out, int *port_out, char *err, size_t len);
+int dp_tcp_connect_mesh(yd_comm *c, int listen_fd, char *err, size_t errlen);
+void dp_tcp_set_begin(yd_comm *c, struct dp_peer *p);
+int dp_tcp_progress_tx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
+int dp_tcp_progress_rx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
+int dp_tcp_parts(yd_comm *c, struct dp_peer *p, size_t len);
+int dp_write_full(int fd, const void *buf, size_t len, int timeout_ms);
+int dp_read_full(int fd, void *buf, size_t len, int timeout_ms);
+
+/* transport_shm.c */
+int dp_shm_setup(yd_comm *c, char *err, size_t errlen);
+void dp_shm_teardown(yd_comm *c);
+int dp_shm_progress_tx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
+int dp_shm_progress_rx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
+void dp_shm_wait(yd_comm *c, int timeout_ms);
+void dp_shm_ring_doorbell(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting);
+
+/* transport_rdma.c */
+int dp_rdma_device_present(void);
+
+/* reduce.c */
+void dp_reduce(void *dst, const void *a, const void *b, size_t count, enum yd_dtype dt,
+               enum yd_op op);
+/* buf[i] /= n (for YD_AVG after a sum). */
+void dp_scale_avg(void *buf, size_t count, enum yd_dtype dt, int n);
+float dp_f16_to_f32(uint16_t h);
+uint16_t dp_f32_to_f16(float f);
+float dp_bf16_to_f32(uint16_t h);
+uint16_t dp_f32_to_bf16(float f);
+
+/* Groups: algorithms run over a list of comm ranks (all of them, or one host's, or one
+ * rank per host); gi is this rank's index in the list. Blocks of the buffer are the
+ * balanced partition of count into n (dp_block). */
+struct dp_group {
+	const int *ranks;
+	int n, me;
+};
+void dp_block(size_t count, int n, int i, size_t *off, size_t *cnt);
+
+/* coll_*.c: every function takes the op (for headers, dtype and op) and works on bytes. */
+int dp_ring_reduce_scatter(yd_comm *c, const struct dp_op *o, struct dp_group g, const void *src,
+                           void *dst, const size_t *boff, const size_t *bcnt, void *out);
+int dp_ring_allgather(yd_comm *c, const struct dp_op *o, struct dp_group g, void *buf,
+                      const size_t *boff, const size_t *bcnt);
+int dp_ring_allreduce(yd_comm *c, const struct dp_op *o, struct dp_group g, const void *src,
+                      void *dst, size_t count);
+int dp_chain_broadcast(yd_comm *c, const struct dp_op *o, void *buf, size_t count, int root);
+int dp_chain_reduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count,
+                    int root);
+int dp_pow2_floor(int n);
+int dp_fold_real(int q, int rem);
+int dp_fold_in(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t bytes,
+               int *q_out);
+int dp_fold_out(yd_comm *c, const struct dp_op *o, void *dst, size_t bytes);
+int dp_rd_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
+int dp_hd_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
+int dp_tree_broadcast(yd_comm *c, const struct dp_op *o, void *buf, size_t count, int root);
+int dp_tree_reduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count,
+                   int root);
+int dp_tree_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
+int dp_naive_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
+int dp_naive_reduce_scatter(yd_comm *c, const struct dp_op *o, const void *src, void *dst,
+                            size_t recvcount);
+int dp_naive_allgather(yd_comm *c, const struct dp_op *o, void *buf, size_t sendcount);
+int dp_naive_broadcast(yd_comm *c, const struct dp_op *o, void *buf, size_t count, int root);
+int dp_naive_reduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count,
+                    int root);
+int dp_direct_reduce_scatter(yd_comm *c, const struct dp_op *o, const void *src, void *out,
+                             const size_t *boff, const size_t *bcnt);
+int dp_direct_allgather(yd_comm *c, const struct dp_op *o, void *buf, const size_t *boff,
+                        const size_t *bcnt);
+int dp_ps_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
+int dp_hier_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
+int dp_hier_usable(yd_comm *c);
+
+/* algo_select.c */
+enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes);
+int dp_algo_supported(enum dp_kind kind, enum yd_algo a);
+double dp_algo_cost(yd_comm *c, enum yd_algo a, size_t bytes);
+
+/* coll.c */
+int dp_op_execute(yd_comm *c, struct dp_op *o);
+
+/* progress.c */
+int dp_submit(yd_comm *c, struct dp_op *o, yd_request **req);
+int dp_run_blocking(yd_comm *c, struct dp_op *o);
+void dp_progress_stop(yd_comm *c);
+
+#endif

@@ -1,0 +1,335 @@
+/* yard_bench.c: yard-bench, collective benchmarks in the style of nccl-tests. Forks N local
+ * ranks (rendezvous through a temp file; host labels emulate several hosts), runs each size
+ * warmup + iters times, and prints per size: bytes, count, type, algo, time (us, slowest
+ * rank), algbw and busbw (GB/s, nccl-tests definitions) and #wrong, from checking the
+ * result of every size against a reference. -o json prints one JSON object instead. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "dataplane/yd.h"
+
+struct opts {
+	const char *coll, *transport, *algo, *hosts, *dtype_name, *out;
+	int ranks, iters, warmup, dtype;
+	size_t min, max, factor;
+};
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	switch (*end) {
+	case 'K':
+	case 'k':
+		v *= 1024;
+		break;
+	case 'M':
+	case 'm':
+		v *= 1024 * 1024;
+		break;
+	case 'G':
+	case 'g':
+		v *= 1024.0 * 1024 * 1024;
+		break;
+	default:
+		break;
+	}
+	return (size_t)v;
+}
+
+static double val(int rank, size_t i)
+{
+	return (double)((rank * 7 + (int)(i % 11)) % 13) - 6;
+}
+
+static void set(void *b, int dt, size_t i, double v)
+{
+	switch (dt) {
+	case YD_F32:
+		((float *)b)[i] = (float)v;
+		break;
+	case YD_F64:
+		((double *)b)[i] = v;
+		break;
+	case YD_I32:
+		((int32_t *)b)[i] = (int32_t)v;
+		break;
+	case YD_I64:
+		((int64_t *)b)[i] = (int64_t)v;
+		break;
+	case YD_F16: {
+		_Float16 h = (_Float16)(float)v;
+		memcpy((char *)b + 2 * i, &h, 2);
+		break;
+	}
+	default: { /* bf16: small integers are exact, truncation is exact */
+		float f = (float)v;
+		uint32_t u;
+		memcpy(&u, &f, 4);
+		((uint16_t *)b)[i] = (uint16_t)(u >> 16);
+	}
+	}
+}
+
+static int same(const void *b, int dt, size_t i, double v)
+{
+	char tmp[8];
+	size_t esz = yd_dtype_size(dt);
+	set(tmp, dt, 0, v);
+	return memcmp((const char *)b + i * esz, tmp, esz) == 0;
+}
+
+static int run_rank(yd_comm *c, const struct opts *o)
+{
+	int n = yd_comm_size(c), me = yd_comm_rank(c), dt = o->dtype;
+	size_t esz = yd_dtype_size(dt);
+	int json = o->out && strcmp(o->out, "json") == 0, first = 1;
+	if (o->algo)
+		yd_comm_set_algo(c, (enum yd_algo)yd_algo_parse(o->algo));
+	size_t maxb = o->max + (size_t)n * esz * 2;
+	char *in = malloc(maxb), *out = malloc(maxb);
+	if (!in || !out)
+		return 1;
+	if (me == 0) {
+		if (json)
+			printf("{\"collective\":\"%s\",\"ranks\":%d,\"transport\":\"%s\",\"dtype\":"
+			       "\"%s\","
+			       "\"results\":[",
+			       o->coll, n, o->transport ? o->transport : "auto", yd_dtype_name(dt));
+		else
+			printf("# yard-bench %s: %d ranks, transport %s%s%s, algo %s\n"
+			       "#%12s %12s %6s %6s %10s %8s %8s %7s\n",
+			       o->coll, n, o->transport ? o->transport : "auto",
+			       o->hosts ? ", hosts " : "", o->hosts ? o->hosts : "",
+			       o->algo ? o->algo : "auto", "size", "count", "type", "algo",
+			       "time(us)", "algbw", "busbw", "#wrong");
+	}
+	for (size_t size = o->min; size <= o->max; size *= o->factor) {
+		size_t count = size / esz, per = count;
+		if (!strcmp(o->coll, "reduce_scatter") || !strcmp(o->coll, "allgather"))
+			per = count / (size_t)n;
+		size_t total = !strcmp(o->coll, "reduce_scatter") || !strcmp(o->coll, "allgather")
+		                   ? per * (size_t)n
+		                   : count;
+		int rc = 0;
+		double busf = 1;
+		uint64_t t0 = 0;
+		for (int it = 0; it < o->warmup + o->iters + 1 && rc == 0; it++) {
+			int check = it == o->warmup + o->iters;
+			if (it == o->warmup) {
+				yd_barrier(c);
+				t0 = yard_now_mono_ns();
+			}
+			if (check || it == 0)
+				for (size_t i = 0; i < total; i++)
+					set(in, dt, i, val(me, i));
+			if (!strcmp(o->coll, "allreduce")) {
+				busf = 2.0 * (n - 1) / n;
+				rc = yd_allreduce(c, in, out, count, dt, YD_SUM);
+			} else if (!strcmp(o->coll, "reduce_scatter")) {
+				busf = (double)(n - 1) / n;
+				rc = yd_reduce_scatter(c, in, out, per, dt, YD_SUM);
+			} else if (!strcmp(o->coll, "allgather")) {
+				busf = (double)(n - 1) / n;
+				rc = yd_allgather(c, in + (size_t)me * per * esz, out, per, dt);
+			} else if (!strcmp(o->coll, "broadcast")) {
+				rc = yd_broadcast(c, check ? in : out, count, dt, 0);
+			} else {
+				yd_request *r;
+				rc = yd_isend(c, in, count, dt, (me + 1) % n, 0, &r);
+				if (rc == 0)
+					rc = yd_recv(c, out, count, dt, (me - 1 + n) % n, 0);
+				if (rc == 0)
+					rc = yd_wait(r);
+			}
+			if (it == o->warmup + o->iters - 1) {
+				double us = (double)(yard_now_mono_ns() - t0) / 1e3 / o->iters;
+				t0 = (uint64_t)(us * 1000);
+			}
+		}
+		if (rc) {
+			fprintf(stderr, "rank %d: %s\n", me, yd_comm_last_error(c));
+			return 1;
+		}
+		/* check the last run */
+		int64_t wrong = 0;
+		for (size_t i = 0; i < total; i++) {
+			double want = 0;
+			if (!strcmp(o->coll, "allreduce")) {
+				for (int r = 0; r < n; r++)
+					want += val(r, i);
+				wrong += !same(out, dt, i, want);
+			} else if (!strcmp(o->coll, "reduce_scatter")) {
+				if (i >= per)
+					break;
+				for (int r = 0; r < n; r++)
+					want += val(r, (size_t)me * per + i);
+				wrong += !same(out, dt, i, want);
+			} else if (!strcmp(o->coll, "allgather")) {
+				wrong += !same(out, dt, i, val((int)(i / (per ? per : 1)), i));
+			} else if (!strcmp(o->coll, "broadcast")) {
+				wrong += !same(in, dt, i, val(0, i));
+			} else {
+				wrong += !same(out, dt, i, val((me - 1 + n) % n, i));
+			}
+		}
+		double t_us = (double)t0 / 1000, t_max;
+		yd_allreduce(c, &t_us, &t_max, 1, YD_F64, YD_MAX);
+		int64_t wsum;
+		yd_allreduce(c, &wrong, &wsum, 1, YD_I64, YD_SUM);
+		if (me == 0) {
+			size_t bytes = total * esz;
+			double algbw = t_max > 0 ? (double)bytes / t_max / 1e3 : 0;
+			const char *an = o->algo ? o->algo : "auto";
+			if (json)
+				printf(
+				    "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"algo\":\"%s\","
+				    "\"time_us\":%.2f,\"algbw\":%.3f,\"busbw\":%.3f,\"wrong\":%"
+				    "lld}",
+				    first ? "" : ",", bytes, total, yd_dtype_name(dt), an, t_max,
+				    algbw, algbw * busf, (long long)wsum);
+			else
+				printf(" %12zu %12zu %6s %6s %10.2f %8.3f %8.3f %7lld\n", bytes,
+				       total, yd_dtype_name(dt), an, t_max, algbw, algbw * busf,
+				       (long long)wsum);
+			fflush(stdout);
+			first = 0;
+		}
+		if (o->factor < 2)
+			break;
+	}
+	if (me == 0 && json)
+		printf("]}\n");
+	free(in);
+	free(out);
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(
+	    stderr,
+	    "usage: yard-bench allreduce|reduce_scatter|allgather|broadcast|sendrecv --ranks N\n"
+	    "       [--transport auto|shm|tcp] [--algo auto|ring|rd|hd|tree|naive|ps|hier]\n"
+	    "       [--hosts a,a,b,b] [--min 8] [--max 256M] [--factor 4] [--iters K]\n"
+	    "       [--warmup W] [--dtype f32|f64|f16|bf16|i32|i64] [-o json]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.ranks = 2,
+	                 .iters = 20,
+	                 .warmup = 5,
+	                 .dtype = YD_F32,
+	                 .min = 8,
+	                 .max = 256u << 20,
+	                 .factor = 4};
+	static const struct option lo[] = {
+	    {"ranks", 1, 0, 'n'},  {"transport", 1, 0, 't'}, {"algo", 1, 0, 'a'},
+	    {"hosts", 1, 0, 'H'},  {"min", 1, 0, 'b'},       {"max", 1, 0, 'e'},
+	    {"factor", 1, 0, 'f'}, {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'w'},
+	    {"dtype", 1, 0, 'd'},  {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+	int ch;
+	if (argc < 2 || argv[1][0] == '-')
+		usage();
+	o.coll = argv[1];
+	if (strcmp(o.coll, "allreduce") && strcmp(o.coll, "reduce_scatter") &&
+	    strcmp(o.coll, "allgather") && strcmp(o.coll, "broadcast") &&
+	    strcmp(o.coll, "sendrecv"))
+		usage();
+	optind = 2;
+	while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'n':
+			o.ranks = atoi(optarg);
+			break;
+		case 't':
+			o.transport = optarg;
+			break;
+		case 'a':
+			o.algo = optarg;
+			if (yd_algo_parse(optarg) < 0)
+				usage();
+			break;
+		case 'H':
+			o.hosts = optarg;
+			break;
+		case 'b':
+			o.min = parse_size(optarg);
+			break;
+		case 'e':
+			o.max = parse_size(optarg);
+			break;
+		case 'f':
+			o.factor = parse_size(optarg);
+			break;
+		case 'i':
+			o.iters = atoi(optarg);
+			break;
+		case 'w':
+			o.warmup = atoi(optarg);
+			break;
+		case 'd':
+			o.dtype = -1;
+			for (int d = 0; d < YD_DTYPE_COUNT; d++)
+				if (!strcmp(optarg, yd_dtype_name(d)))
+					o.dtype = d;
+			if (o.dtype < 0)
+				usage();
+			break;
+		case 'o':
+			o.out = optarg;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (o.ranks < 1 || o.ranks > 64 || o.iters < 1 || o.min < 1 || o.max < o.min)
+		usage();
+	char dir[] = "/tmp/yard-bench-XXXXXX", file[64], buf[32];
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(file, sizeof file, "%s/rdv", dir);
+	pid_t pids[64];
+	fflush(stdout);
+	for (int r = 0; r < o.ranks; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			char err[512];
+			yd_comm *c;
+			snprintf(buf, sizeof buf, "%d", r);
+			setenv("YARD_RANK", buf, 1);
+			snprintf(buf, sizeof buf, "%d", o.ranks);
+			setenv("YARD_WORLD_SIZE", buf, 1);
+			setenv("YARD_RENDEZVOUS_FILE", file, 1);
+			if (o.transport)
+				setenv("YARD_TRANSPORT", o.transport, 1);
+			if (o.hosts)
+				setenv("YARD_HOSTS", o.hosts, 1);
+			if (yd_comm_init_env(&c, err, sizeof err)) {
+				fprintf(stderr, "rank %d: %s\n", r, err);
+				_exit(1);
+			}
+			int rc = run_rank(c, &o);
+			yd_comm_destroy(c);
+			_exit(rc);
+		}
+	}
+	int bad = 0;
+	for (int r = 0; r < o.ranks; r++) {
+		int st;
+		waitpid(pids[r], &st, 0);
+		bad += !WIFEXITED(st) || WEXITSTATUS(st);
+	}
+	unlink(file);
+	rmdir(dir);
+	return bad ? 1 : 0;
+}

@@ -1,0 +1,286 @@
+/* planner.c: layout enumeration and the step-time cost model (see planner.h). */
+#include "scheduler/planner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_MAX_PP 64
+#define PLAN_MAX_M 64
+
+const char *plan_schedule_name(enum plan_schedule s)
+{
+	switch (s) {
+	case PLAN_GPIPE:
+		return "gpipe";
+	case PLAN_1F1B:
+		return "1f1b";
+	case PLAN_INTERLEAVED:
+		return "interleaved";
+	}
+	return "?";
+}
+
+/* Ring allreduce of bytes over n ranks. */
+static double ring_allreduce_s(int n, double bytes, double bw, double latency)
+{
+	if (n <= 1)
+		return 0;
+	return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * latency;
+}
+
+/* Blocks on the busiest device: v chunks of ceil(layers / (p·v)) blocks. */
+static int blocks_per_chunk(const struct plan_model *m, const struct plan_candidate *c)
+{
+	int stages = c->pp * c->v;
+	return (m->layers + stages - 1) / stages;
+}
+
+/* Parameters one device holds on the stage with the most (blocks plus, at the ends, the
+ * input projection or the head, which are replicated across TP). */
+static double device_params(const struct plan_model *m, const struct plan_candidate *c)
+{
+	double d = m->d_model, f = m->d_ff;
+	double block = 2 * d + (d * f + f + f * d) / c->tp + d;
+	double blocks = (double)blocks_per_chunk(m, c) * c->v;
+	double input = (double)m->d_in * d + d;
+	double head = d * m->classes + m->classes;
+	if (c->pp == 1)
+		return blocks * block + input + head;
+	return blocks * block + (input > head ? input : head);
+}
+
+/* Micro-batches (GPipe, 1F1B) or chunk-micro-batches (interleaved) whose activations stage 0
+ * holds at its peak, and the blocks each of them covers. */
+static void in_flight(const struct plan_model *m, const struct plan_candidate *c, double *units,
+                      double *blocks_per_unit)
+{
+	int bpc = blocks_per_chunk(m, c);
+	switch (c->schedule) {
+	case PLAN_GPIPE:
+		*units = c->m;
+		*blocks_per_unit = (double)bpc * c->v;
+		return;
+	case PLAN_1F1B:
+		*units = c->m < c->pp ? c->m : c->pp;
+		*blocks_per_unit = (double)bpc * c->v;
+		return;
+	case PLAN_INTERLEAVED: {
+		/* Megatron: warm-up of (p−1)·2 + (v−1)·p chunk forwards, plus the one in steady
+		 * state, capped by the total */
+		int warm = (c->pp - 1) * 2 + (c->v - 1) * c->pp + 1;
+		int total = c->v * c->m;
+		*units = warm < total ? warm : total;
+		*blocks_per_unit = bpc;
+		return;
+	}
+	}
+}
+
+void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
+                  struct plan_candidate *c)
+{
+	double d = m->d_model, f = m->d_ff;
+	double replica_samples = (double)m->batch_size / c->dp;
+	double mbs = replica_samples / c->m;
+	double blocks = (double)blocks_per_chunk(m, c) * c->v;
+	double block_flops = 4.0 * d * f / c->tp + 20.0 * d; /* two matmuls + elementwise */
+	double ends = c->pp == 1 ? 2.0 * m->d_in * d + 2.0 * d * m->classes
+	                         : fmax(2.0 * m->d_in * d, 2.0 * d * m->classes);
+	double fwd_flops = replica_samples * (blocks * block_flops + ends);
+	int pp_fits_node = c->pp * c->tp <= k->devices_per_node;
+	int world_fits_node = c->dp * c->pp * c->tp <= k->devices_per_node;
+	double pp_bw = pp_fits_node ? k->intra_bw_bytes_per_s : k->inter_bw_bytes_per_s;
+	double dp_bw = world_fits_node ? k->intra_bw_bytes_per_s : k->inter_bw_bytes_per_s;
+	double act_bytes = mbs * d * 4;
+	double params = device_params(m, c);
+	double units = 0, blocks_per_unit = 0, backward_last_mb;
+
+	c->compute_s = 3.0 * fwd_flops / k->flops_per_s;
+	c->tp_comm_s = c->tp > 1 ? 2.0 * blocks * c->m *
+	                               ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s,
+	                                                k->latency_s)
+	                         : 0;
+	c->pp_comm_s = c->pp > 1 ? 2.0 * c->v * c->m * (k->latency_s + act_bytes / pp_bw) : 0;
+	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
+	c->dp_comm_s = ring_allreduce_s(c->dp, params * 4, dp_bw, k->latency_s);
+	backward_last_mb = (2.0 / 3.0) * c->compute_s / c->m;
+	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
+	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
+	            c->dp_exposed_s;
+
+	in_flight(m, c, &units, &blocks_per_unit);
+	c->memory_bytes = params * 4 * (m->adamw ? 4 : 3) +
+	                  units * blocks_per_unit * mbs * (3 * d + 2 * f / c->tp) * 4 +
+	                  units * mbs * m->classes * 4;
+	c->comm_bytes =
+	    (c->tp > 1 ? 2.0 * blocks * c->m * 2.0 * (c->tp - 1) / c->tp * act_bytes : 0) +
+	    (c->pp > 1 ? 2.0 * c->v * c->m * act_bytes : 0) +
+	    (c->dp > 1 ? 2.0 * (c->dp - 1) / c->dp * params * 4 : 0);
+}
+
+int plan_layout_valid(const struct plan_model *m, const struct plan_cluster *k,
+                      const struct plan_candidate *c, char *why, int why_len)
+{
+	int world = c->dp * c->tp * c->pp;
+	if (world > k->devices)
+		return snprintf(why, (size_t)why_len, "needs %d devices, %d available", world,
+		                k->devices),
+		       -1;
+	if (c->tp > k->devices_per_node)
+		return snprintf(why, (size_t)why_len, "tp %d exceeds the %d devices of a node",
+		                c->tp, k->devices_per_node),
+		       -1;
+	if (m->d_ff % c->tp != 0)
+		return snprintf(why, (size_t)why_len, "tp %d does not divide d_ff %d", c->tp,
+		                m->d_ff),
+		       -1;
+	if (c->pp > PLAN_MAX_PP || c->pp * c->v > m->layers)
+		return snprintf(why, (size_t)why_len, "pp·v = %d exceeds %d layers", c->pp * c->v,
+		                m->layers),
+		       -1;
+	if (c->schedule != PLAN_INTERLEAVED && c->v != 1)
+		return snprintf(why, (size_t)why_len, "v > 1 needs the interleaved schedule"), -1;
+	if (c->schedule == PLAN_INTERLEAVED &&
+	    (c->pp < 2 || c->v < 2 || m->layers % (c->pp * c->v) != 0 || c->m % c->pp != 0))
+		return snprintf(
+		           why, (size_t)why_len,
+		           "interleaved needs pp ≥ 2, v ≥ 2, layers divisible by pp·v and m by pp"),
+		       -1;
+	if (m->batch_size % (c->dp * c->m) != 0)
+		return snprintf(why, (size_t)why_len, "batch %d is not divisible by dp·m = %d",
+		                m->batch_size, c->dp * c->m),
+		       -1;
+	return 0;
+}
+
+static int candidate_cmp(const void *a, const void *b)
+{
+	const struct plan_candidate *x = a, *y = b;
+	int wx = x->dp * x->tp * x->pp, wy = y->dp * y->tp * y->pp;
+	if (x->step_s != y->step_s)
+		return x->step_s < y->step_s ? -1 : 1;
+	if (wx != wy)
+		return wx - wy;
+	if (x->memory_bytes != y->memory_bytes)
+		return x->memory_bytes < y->memory_bytes ? -1 : 1;
+	/* fully deterministic order for exact ties */
+	if (x->pp != y->pp)
+		return x->pp - y->pp;
+	if (x->tp != y->tp)
+		return x->tp - y->tp;
+	if (x->m != y->m)
+		return x->m - y->m;
+	if (x->schedule != y->schedule)
+		return (int)x->schedule - (int)y->schedule;
+	return x->v - y->v;
+}
+
+static int push(struct plan_result *r, int *cap, const struct plan_candidate *c)
+{
+	if (r->count == *cap) {
+		int ncap = *cap ? *cap * 2 : 64;
+		struct plan_candidate *n = realloc(r->candidates, sizeof *n * (size_t)ncap);
+		if (n == NULL)
+			return YARD_ENOMEM;
+		r->candidates = n;
+		*cap = ncap;
+	}
+	r->candidates[r->count++] = *c;
+	return 0;
+}
+
+int plan_run(const struct plan_model *m, const struct plan_cluster *k, struct plan_result *out,
+             struct yard_err *err)
+{
+	static const int vs[] = {2, 4};
+	int cap = 0;
+	char why[160];
+
+	memset(out, 0, sizeof *out);
+	if (k->devices < 1 || k->flops_per_s <= 0 || k->intra_bw_bytes_per_s <= 0 ||
+	    k->inter_bw_bytes_per_s <= 0 || k->device_memory_bytes <= 0)
+		return yard_err_set(
+		    err, YARD_EINVAL,
+		    "cluster: devices, memory, FLOP rate and bandwidths must be measured "
+		    "(positive) before planning");
+	for (int tp = 1; tp <= k->devices; tp++)
+		for (int pp = 1; tp * pp <= k->devices && pp <= PLAN_MAX_PP; pp++)
+			for (int dp = 1; dp * tp * pp <= k->devices; dp++)
+				for (int mb = 1; mb <= PLAN_MAX_M; mb++)
+					for (int s = 0; s < 3; s++)
+						for (int vi = 0;
+						     vi < (s == PLAN_INTERLEAVED ? 2 : 1); vi++) {
+							struct plan_candidate c = {
+							    .dp = dp,
+							    .tp = tp,
+							    .pp = pp,
+							    .m = mb,
+							    .schedule = (enum plan_schedule)s,
+							    .v =
+							        s == PLAN_INTERLEAVED ? vs[vi] : 1};
+							/* with one stage the schedules coincide:
+							 * keep one */
+							if (pp == 1 && (s != PLAN_1F1B || mb != 1))
+								continue;
+							if (plan_layout_valid(m, k, &c, why,
+							                      sizeof why) != 0) {
+								out->rejected_rules++;
+								continue;
+							}
+							plan_predict(m, k, &c);
+							if (c.memory_bytes >
+							    k->device_memory_bytes) {
+								out->rejected_memory++;
+								continue;
+							}
+							if (push(out, &cap, &c) != 0) {
+								plan_result_free(out);
+								return yard_err_set(
+								    err, YARD_ENOMEM,
+								    "planner: out of memory");
+							}
+						}
+	if (out->count == 0)
+		return yard_err_set(
+		    err, YARD_ENOSPACE,
+		    "no layout fits: %d rejected by device memory (%.0f MiB), %d by "
+		    "the trainer's rules",
+		    out->rejected_memory, k->device_memory_bytes / 1048576.0, out->rejected_rules);
+	qsort(out->candidates, (size_t)out->count, sizeof *out->candidates, candidate_cmp);
+	return 0;
+}
+
+void plan_explain(const struct plan_result *r, char *out, int out_len)
+{
+	const struct plan_candidate *a, *b;
+	if (r->count == 0) {
+		snprintf(out, (size_t)out_len, "no candidate");
+		return;
+	}
+	a = &r->candidates[0];
+	if (r->count == 1) {
+		snprintf(out, (size_t)out_len, "the only layout that fits");
+		return;
+	}
+	b = &r->candidates[1];
+	snprintf(
+	    out, (size_t)out_len,
+	    "dp%d×tp%d×pp%d %s v=%d m=%d predicts %.2f ms/step, %.1f%% faster than dp%d×tp%d×pp%d "
+	    "%s v=%d m=%d (%.2f ms): compute %.2f vs %.2f ms, bubble %.0f%% vs %.0f%%, "
+	    "communication %.2f vs %.2f ms",
+	    a->dp, a->tp, a->pp, plan_schedule_name(a->schedule), a->v, a->m, a->step_s * 1e3,
+	    (b->step_s - a->step_s) / b->step_s * 100, b->dp, b->tp, b->pp,
+	    plan_schedule_name(b->schedule), b->v, b->m, b->step_s * 1e3, a->compute_s * 1e3,
+	    b->compute_s * 1e3, a->bubble_fraction * 100, b->bubble_fraction * 100,
+	    (a->tp_comm_s + a->pp_comm_s + a->dp_exposed_s) * 1e3,
+	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s) * 1e3);
+}
+
+void plan_result_free(struct plan_result *r)
+{
+	free(r->candidates);
+	r->candidates = NULL;
+	r->count = 0;
+}

@@ -1,0 +1,85 @@
+/* planner.h: the parallelism planner behind `parallel: "auto"` and `yardctl plan`.
+ *
+ * Enumerates layouts (dp × tp × pp, schedule, virtual stages v, micro-batches m) of the
+ * built-in trainer's model on the devices at hand, drops those that break a rule of the
+ * trainer or do not fit in device memory, and ranks the rest by a predicted step time from
+ * an alpha-beta cost model whose rates (FLOP/s, bandwidths, latency) come from what the
+ * agents measured. Pure: no I/O, no clock; the same input gives the same ranking.
+ *
+ * Cost model, per optimiser step, for the slowest pipeline stage (all stages are cut to
+ * within one block of each other):
+ *   compute   = 3 × forward FLOPs of the stage's share of the batch / flops_per_s
+ *               (backward ≈ 2 × forward); TP divides the block matmuls by tp
+ *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
+ *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency)
+ *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
+ *               boundary, on the link between the stages (intra-node when p·tp fits in a
+ *               node, else inter-node)
+ *   bubble    = (p−1)/(v·m + p−1) of the pipelined time: step = (compute + tp + pp) /
+ *               (1 − bubble)
+ *   dp comm   = ring allreduce of the stage's gradients over dp replicas; buckets start
+ *               during the backward of the last micro-batch (gradients accumulate until
+ *               then), so that backward hides up to its own length and only the rest is
+ *               exposed
+ * Memory per device = parameters + gradients + optimiser state (AdamW 2, SGD 1 extra copy)
+ * + activations of the micro-batches in flight (GPipe m, 1F1B min(m, p), interleaved
+ * Megatron's warm-up depth), all f32.
+ */
+#ifndef YARD_SCHED_PLANNER_H
+#define YARD_SCHED_PLANNER_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+
+struct plan_model {
+	int d_in, d_model, d_ff, layers, classes;
+	int batch_size; /* global samples per step */
+	int adamw;      /* 1: AdamW (2 state tensors), 0: SGD with momentum (1) */
+};
+
+struct plan_cluster {
+	int devices;          /* devices available to the job */
+	int devices_per_node; /* largest group of devices on one node */
+	double device_memory_bytes;
+	double flops_per_s;          /* measured f32 matmul rate of one device */
+	double intra_bw_bytes_per_s; /* measured between devices of one node (shm) */
+	double inter_bw_bytes_per_s; /* measured between nodes (TCP/RDMA) */
+	double latency_s;            /* per message */
+};
+
+enum plan_schedule { PLAN_GPIPE, PLAN_1F1B, PLAN_INTERLEAVED };
+
+struct plan_candidate {
+	int dp, tp, pp, v, m;
+	enum plan_schedule schedule;
+	double step_s; /* predicted step time */
+	double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, dp_exposed_s;
+	double bubble_fraction;
+	double memory_bytes; /* per device, the largest stage */
+	double comm_bytes;   /* bytes each device sends per step */
+};
+
+struct plan_result {
+	int count;                         /* candidates that fit, best first */
+	struct plan_candidate *candidates; /* owned */
+	int rejected_memory;               /* layouts dropped for memory */
+	int rejected_rules;                /* layouts dropped by trainer rules */
+};
+
+const char *plan_schedule_name(enum plan_schedule s);
+
+/* Predicts one layout (no rule checks). */
+void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
+                  struct plan_candidate *c);
+/* 0 if the trainer can run the layout; otherwise a reason naming the rule. */
+int plan_layout_valid(const struct plan_model *model, const struct plan_cluster *cluster,
+                      const struct plan_candidate *c, char *why, int why_len);
+/* Enumerates and ranks every layout. YARD_ENOSPACE with err when nothing fits. */
+int plan_run(const struct plan_model *model, const struct plan_cluster *cluster,
+             struct plan_result *out, struct yard_err *err);
+/* One sentence on why the first candidate won over the runner-up. */
+void plan_explain(const struct plan_result *r, char *out, int out_len);
+void plan_result_free(struct plan_result *r);
+
+#endif

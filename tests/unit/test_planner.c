@@ -1,0 +1,171 @@
+/* test_planner.c: the parallelism planner: trainer rules, memory limits, the bubble formula,
+ * and that the ranking follows the measured rates (compute-bound → use every device;
+ * slow links → fewer devices). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scheduler/planner.h"
+
+static const struct plan_model model = {.d_in = 32,
+                                        .d_model = 64,
+                                        .d_ff = 256,
+                                        .layers = 8,
+                                        .classes = 10,
+                                        .batch_size = 64,
+                                        .adamw = 1};
+
+static struct plan_cluster cluster(void)
+{
+	struct plan_cluster k = {.devices = 8,
+	                         .devices_per_node = 4,
+	                         .device_memory_bytes = 1e9,
+	                         .flops_per_s = 20e9,
+	                         .intra_bw_bytes_per_s = 3e9,
+	                         .inter_bw_bytes_per_s = 1e9,
+	                         .latency_s = 10e-6};
+	return k;
+}
+
+static void test_rules_name_what_breaks(void **state)
+{
+	struct plan_cluster k = cluster();
+	char why[160];
+	struct plan_candidate c = {
+	    .dp = 1, .tp = 3, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	assert_int_not_equal(plan_layout_valid(&model, &k, &c, why, sizeof why), 0);
+	assert_non_null(strstr(why, "tp 3 does not divide d_ff 256"));
+	c = (struct plan_candidate){
+	    .dp = 1, .tp = 1, .pp = 4, .v = 2, .m = 6, .schedule = PLAN_INTERLEAVED};
+	assert_int_not_equal(plan_layout_valid(&model, &k, &c, why, sizeof why), 0);
+	assert_non_null(strstr(why, "interleaved"));
+	c.m = 8;
+	assert_int_equal(plan_layout_valid(&model, &k, &c, why, sizeof why), 0);
+	c = (struct plan_candidate){
+	    .dp = 3, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	assert_int_not_equal(plan_layout_valid(&model, &k, &c, why, sizeof why), 0);
+	assert_non_null(strstr(why, "batch 64 is not divisible"));
+	c = (struct plan_candidate){
+	    .dp = 1, .tp = 8, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	assert_int_not_equal(plan_layout_valid(&model, &k, &c, why, sizeof why), 0);
+	assert_non_null(strstr(why, "exceeds the 4 devices of a node"));
+}
+
+static void test_bubble_follows_theory(void **state)
+{
+	struct plan_cluster k = cluster();
+	struct plan_candidate c = {
+	    .dp = 1, .tp = 1, .pp = 4, .v = 1, .m = 8, .schedule = PLAN_1F1B};
+	plan_predict(&model, &k, &c);
+	assert_float_equal(c.bubble_fraction, 3.0 / 11.0, 1e-12);
+	c.schedule = PLAN_INTERLEAVED;
+	c.v = 2;
+	plan_predict(&model, &k, &c);
+	assert_float_equal(c.bubble_fraction, 3.0 / 19.0, 1e-12);
+}
+
+static void test_1f1b_holds_less_activation_memory_than_gpipe(void **state)
+{
+	struct plan_cluster k = cluster();
+	struct plan_candidate g = {
+	    .dp = 1, .tp = 1, .pp = 4, .v = 1, .m = 16, .schedule = PLAN_GPIPE};
+	struct plan_candidate f = g;
+	f.schedule = PLAN_1F1B;
+	plan_predict(&model, &k, &g);
+	plan_predict(&model, &k, &f);
+	assert_true(f.memory_bytes < g.memory_bytes);
+	/* same step-time model for both: the bubble is the same */
+	assert_float_equal(f.step_s, g.step_s, 1e-12);
+}
+
+static void test_memory_limit_rejects_and_explains(void **state)
+{
+	struct plan_cluster k = cluster();
+	struct plan_result r;
+	struct yard_err err = {0};
+	k.device_memory_bytes = 1000; /* nothing fits */
+	assert_int_equal(plan_run(&model, &k, &r, &err), YARD_ENOSPACE);
+	assert_non_null(strstr(err.msg, "rejected by device memory"));
+	k = cluster();
+	assert_int_equal(plan_run(&model, &k, &r, &err), 0);
+	for (int i = 0; i < r.count; i++)
+		assert_true(r.candidates[i].memory_bytes <= k.device_memory_bytes);
+	for (int i = 1; i < r.count; i++)
+		assert_true(r.candidates[i - 1].step_s <= r.candidates[i].step_s);
+	plan_result_free(&r);
+}
+
+static void test_compute_bound_uses_every_device(void **state)
+{
+	struct plan_cluster k = cluster();
+	struct plan_result r;
+	struct yard_err err = {0};
+	struct plan_model big = model;
+	big.d_model = 1024;
+	big.d_ff = 4096;
+	big.batch_size = 512;
+	k.flops_per_s = 1e9; /* slow devices, fast links */
+	k.intra_bw_bytes_per_s = k.inter_bw_bytes_per_s = 100e9;
+	assert_int_equal(plan_run(&big, &k, &r, &err), 0);
+	assert_int_equal(r.candidates[0].dp * r.candidates[0].tp * r.candidates[0].pp, 8);
+	plan_result_free(&r);
+}
+
+static void test_slow_links_keep_the_job_small(void **state)
+{
+	struct plan_cluster k = cluster();
+	struct plan_result r;
+	struct yard_err err = {0};
+	char why[512];
+	k.flops_per_s = 1e15; /* compute is free, links crawl */
+	k.intra_bw_bytes_per_s = k.inter_bw_bytes_per_s = 1e3;
+	k.latency_s = 0.1;
+	assert_int_equal(plan_run(&model, &k, &r, &err), 0);
+	assert_int_equal(r.candidates[0].dp * r.candidates[0].tp * r.candidates[0].pp, 1);
+	plan_explain(&r, why, sizeof why);
+	assert_non_null(strstr(why, "dp1×tp1×pp1"));
+	plan_result_free(&r);
+}
+
+static void test_ranking_is_deterministic(void **state)
+{
+	struct plan_cluster k = cluster();
+	struct plan_result a, b;
+	struct yard_err err = {0};
+	assert_int_equal(plan_run(&model, &k, &a, &err), 0);
+	assert_int_equal(plan_run(&model, &k, &b, &err), 0);
+	assert_int_equal(a.count, b.count);
+	assert_memory_equal(a.candidates, b.candidates, sizeof *a.candidates * (size_t)a.count);
+	plan_result_free(&a);
+	plan_result_free(&b);
+}
+
+static void test_unmeasured_cluster_is_refused(void **state)
+{
+	struct plan_cluster k = cluster();
+	struct plan_result r;
+	struct yard_err err = {0};
+	k.flops_per_s = 0;
+	assert_int_equal(plan_run(&model, &k, &r, &err), YARD_EINVAL);
+	assert_non_null(strstr(err.msg, "measured"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_rules_name_what_breaks),
+	    cmocka_unit_test(test_bubble_follows_theory),
+	    cmocka_unit_test(test_1f1b_holds_less_activation_memory_than_gpipe),
+	    cmocka_unit_test(test_memory_limit_rejects_and_explains),
+	    cmocka_unit_test(test_compute_bound_uses_every_device),
+	    cmocka_unit_test(test_slow_links_keep_the_job_small),
+	    cmocka_unit_test(test_ranking_is_deterministic),
+	    cmocka_unit_test(test_unmeasured_cluster_is_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
