@@ -5,9 +5,10 @@ set -u
 
 YARDD=${YARDD:-yardd}
 T=$(mktemp -d "${TMPDIR:-/tmp}/yard-it.XXXXXX")
-# 50 ports per test, spread over 10000-31999 by pid so parallel tests rarely collide, and
-# below the kernel's ephemeral range (32768-60999) so outgoing connections never hold them.
-PORT_BASE=$((10000 + ($$ % 440) * 50))
+# 50 ports per test, spread over 20000-32699 by pid so parallel tests rarely collide: below the
+# kernel's ephemeral range (32768-60999), where outgoing connections take ports, and above
+# 10000-19999, which tests/integration/yardctl_cluster.sh uses.
+PORT_BASE=$((20000 + ($$ % 254) * 50))
 TOKEN=admin-token-for-tests-$$
 echo "$TOKEN" > "$T/admin.token"
 AUTH="Authorization: Bearer $TOKEN"

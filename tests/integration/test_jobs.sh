@@ -62,11 +62,15 @@ reason=$(jget "$BODY" 'd["reason"]')
 [ "$reason" = "needs 6 devices, 2 free" ] || fail "gang-b reason: '$reason'"
 [ "$(jget "$BODY" 'd["position"]')" = 1 ] || fail "gang-b position: $BODY"
 note "gang-b waits: $reason (position 1)"
-[ -z "$(ls "$T/pids" | grep "^$GB\.")" ] || fail "gang-b started a partial gang"
 wait_until 20 job_state_is 1 "$GB" running || fail "gang-b never ran"
 wait_until 20 job_state_is 1 "$GB" succeeded || fail "gang-b did not succeed"
 job_state_is 1 "$GA" succeeded || fail "gang-a: $(job_field 1 "$GA" '["state"]')"
 has_event 1 "$GB" "job.waiting: job $GB: needs 6 devices, 2 free" || fail "no waiting event for $GB"
+# no partial gang: gang-b was placed only after gang-a had finished and freed its devices
+get 1 "/v1/events?limit=1000"
+order=$(jget "$BODY" '[e["type"] + " " + e["job"] for e in d["events"] if e["job"] in ("'"$GA"'", "'"$GB"'") and e["type"] in ("job.placed", "job.succeeded")]')
+[ "$order" = "[\"job.placed $GA\", \"job.succeeded $GA\", \"job.placed $GB\", \"job.succeeded $GB\"]" ] ||
+	fail "gang order: $order"
 
 # ---- 3. a crashing rank: restart, then success ----
 submit 1 "{\"name\":\"crash\",\"ranks\":3,$(cmd crash 1),\"failure\":{\"max_restarts\":2}}"
