@@ -170,23 +170,39 @@ int trainer_save(struct trainer *t, const char *dir, int keep, struct yard_err *
 		                    "checkpoint of step %lld: %d of %d ranks failed to write their "
 		                    "shard",
 		                    (long long)t->step, t->world - (int)ok, t->world);
-	if (t->rank != 0)
-		return 0;
-	char manifest[4200], text[256];
-	snprintf(manifest, sizeof manifest, "%s/MANIFEST", stepdir);
-	int len = snprintf(text, sizeof text, "job %s\nstep %lld\nworld %d\nformat %u\n", t->job_id,
-	                   (long long)t->step, t->world, CKPT_VERSION);
-	if ((rc = ckpt_write_file_atomic(manifest, text, (size_t)len, err)))
-		return rc;
-	if (keep > 0) {
-		int64_t *steps;
-		int n;
-		if (complete_steps(dir, &steps, &n) == 0) {
-			for (int i = 0; i < n - keep; i++)
-				remove_step_dir(dir, steps[i]);
-			free(steps);
+	/* rank 0 writes the manifest; a second round makes every rank wait for it, so no rank
+	 * starts the next step (and can die in it) before the checkpoint is complete */
+	double manifest_ok = 1.0;
+	if (t->rank == 0) {
+		char manifest[4200], text[256];
+		snprintf(manifest, sizeof manifest, "%s/MANIFEST", stepdir);
+		int len = snprintf(text, sizeof text, "job %s\nstep %lld\nworld %d\nformat %u\n",
+		                   t->job_id, (long long)t->step, t->world, CKPT_VERSION);
+		rc = ckpt_write_file_atomic(manifest, text, (size_t)len, &local);
+		manifest_ok = rc == 0 ? 1.0 : 0.0;
+		if (rc == 0 && keep > 0) {
+			int64_t *steps;
+			int n;
+			if (complete_steps(dir, &steps, &n) == 0) {
+				for (int i = 0; i < n - keep; i++)
+					remove_step_dir(dir, steps[i]);
+				free(steps);
+			}
 		}
+	} else {
+		manifest_ok = 0.0; /* only rank 0's vote counts: the sum is 1 when it succeeded */
 	}
+	nrc = t->net->ops->allreduce(t->net, TRAINER_WORLD, &manifest_ok, 1, YD_F64);
+	if (rc)
+		return yard_err_set(err, rc, "rank %d: %s", t->rank, local.msg);
+	if (nrc)
+		return yard_err_set(err, nrc, "rank %d: checkpoint barrier: %s", t->rank,
+		                    t->net->ops->last_error(t->net));
+	if ((int)manifest_ok != 1)
+		return yard_err_set(err, YARD_EIO,
+		                    "checkpoint of step %lld: rank 0 could not write "
+		                    "the manifest",
+		                    (long long)t->step);
 	return 0;
 }
 
