@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "dataplane/ckpt.h"
 #include "dataplane/trainer.h"
 
@@ -68,9 +69,21 @@ static struct ckpt_tensor *tensors_of(struct trainer *t, int *count)
 	return ts;
 }
 
+/* mkdir -p: the store's parent may not exist yet on a fresh cluster. */
 static int mkdir_p1(const char *path, struct yard_err *err)
 {
-	if (mkdir(path, 0755) != 0 && errno != EEXIST)
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s", path);
+	for (char *p = tmp + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+			return yard_err_set(err, YARD_EIO, "%s: cannot create directory: %s", tmp,
+			                    strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
 		return yard_err_set(err, YARD_EIO, "%s: cannot create directory: %s", path,
 		                    strerror(errno));
 	return 0;
@@ -239,7 +252,11 @@ int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err)
 	rc = ckpt_read(shard, &expect, &got, ts, count, err);
 	free(ts);
 	/* all ranks restore or none does: a rank whose shard is bad must not leave the others
-	 * training from their checkpoints alone */
+	 * training from their checkpoints alone. The reason is logged before the barrier: once
+	 * the others learn of the failure they exit, and the launcher may stop this rank before
+	 * it could say what was wrong. */
+	if (rc)
+		log_error("rank %d: %s", t->rank, err->msg);
 	double ok = rc == 0 ? 1.0 : 0.0;
 	int nrc = t->net->ops->allreduce(t->net, TRAINER_WORLD, &ok, 1, YD_F64);
 	if (rc)

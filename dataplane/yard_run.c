@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +73,38 @@ static void kill_all(const pid_t *pids, int n, int sig)
 	for (int r = 0; r < n; r++)
 		if (pids[r] > 0)
 			kill(pids[r], sig);
+}
+
+static void describe_exit(int status, char *out, size_t len)
+{
+	if (WIFSIGNALED(status))
+		snprintf(out, len, "was killed by signal %d (%s)", WTERMSIG(status),
+		         strsignal(WTERMSIG(status)));
+	else
+		snprintf(out, len, "failed with exit status %d", WEXITSTATUS(status));
+}
+
+/* Names the root cause (a rank killed by a signal, else the first to fail), then the
+ * ranks that failed after it, most likely because it broke their connections. */
+static void report_failures(const int *failed, const int *status, const pid_t *pid, int n)
+{
+	int root = failed[0];
+	for (int i = 0; i < n; i++)
+		if (WIFSIGNALED(status[failed[i]])) {
+			root = failed[i];
+			break;
+		}
+	char how[128];
+	describe_exit(status[root], how, sizeof how);
+	fprintf(stderr, "yard-run: rank %d (pid %d) %s; stopping the other ranks\n", root,
+	        (int)pid[root], how);
+	for (int i = 0; i < n; i++) {
+		if (failed[i] == root)
+			continue;
+		describe_exit(status[failed[i]], how, sizeof how);
+		fprintf(stderr, "yard-run: rank %d (pid %d) then %s\n", failed[i],
+		        (int)pid[failed[i]], how);
+	}
 }
 
 int main(int argc, char **argv)
@@ -228,25 +261,43 @@ int main(int argc, char **argv)
 		}
 		pids[r] = pid;
 	}
-	int left = world, failed_rank = -1, status_code = 0;
-	while (left > 0) {
+	/* When a rank fails its peers fail a moment later (their connections break), and
+	 * waitpid may report them first. So the first failure opens a short grace period that
+	 * collects the others; the root cause reported is a rank killed by a signal if there is
+	 * one, else the first to fail. Then the survivors get SIGTERM, and SIGKILL 5 s later. */
+	enum { RUNNING, GRACE, STOPPING } phase = RUNNING;
+	int *fail_status = calloc((size_t)world, sizeof *fail_status);
+	int *failed = calloc((size_t)world, sizeof *failed);
+	pid_t *fail_pid = calloc((size_t)world, sizeof *fail_pid);
+	int nfailed = 0, left = world, interrupted = 0, reported = 0;
+	if (!fail_status || !failed || !fail_pid) {
+		fprintf(stderr, "yard-run: out of memory\n");
+		kill_all(pids, world, SIGKILL);
+	}
+	while (left > 0 && fail_status && failed && fail_pid) {
 		int status;
 		pid_t pid = waitpid(-1, &status, 0);
 		if (pid < 0) {
 			if (errno == ECHILD)
 				break;
-			if (stop_signal == SIGALRM) {
-				/* ranks blocked in a collective did not end on SIGTERM */
-				kill_all(pids, world, SIGKILL);
-			} else if (stop_signal) {
-				fprintf(stderr, "yard-run: %s: stopping all ranks\n",
-				        strsignal(stop_signal));
+			int sig = stop_signal;
+			stop_signal = 0;
+			if (sig == SIGALRM && phase == GRACE) {
+				report_failures(failed, fail_status, fail_pid, nfailed);
+				reported = 1;
 				kill_all(pids, world, SIGTERM);
 				alarm(5);
-				if (failed_rank < 0)
-					failed_rank = world; /* interrupted, not a rank failure */
+				phase = STOPPING;
+			} else if (sig == SIGALRM && phase == STOPPING) {
+				/* ranks blocked in a collective did not end on SIGTERM */
+				kill_all(pids, world, SIGKILL);
+			} else if (sig && phase != STOPPING) {
+				fprintf(stderr, "yard-run: %s: stopping all ranks\n", strsignal(sig));
+				interrupted = nfailed == 0;
+				kill_all(pids, world, SIGTERM);
+				alarm(5);
+				phase = STOPPING;
 			}
-			stop_signal = 0;
 			continue;
 		}
 		int r = 0;
@@ -256,28 +307,26 @@ int main(int argc, char **argv)
 			continue;
 		pids[r] = 0;
 		left--;
-		int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-		if (ok)
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 			continue;
-		if (failed_rank < 0) {
-			failed_rank = r;
-			if (WIFSIGNALED(status))
-				fprintf(stderr,
-				        "yard-run: rank %d (pid %d) was killed by signal %d (%s); "
-				        "stopping the other ranks\n",
-				        r, (int)pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
-			else
-				fprintf(stderr,
-				        "yard-run: rank %d (pid %d) failed with exit status %d; "
-				        "stopping the other ranks\n",
-				        r, (int)pid, WEXITSTATUS(status));
-			status_code = 1;
-			kill_all(pids, world, SIGTERM);
-			alarm(5); /* then SIGKILL */
+		if (phase == STOPPING)
+			continue; /* ended by our SIGTERM/SIGKILL */
+		failed[nfailed++] = r;
+		fail_status[r] = status;
+		fail_pid[r] = pid;
+		if (phase == RUNNING) {
+			phase = GRACE;
+			struct itimerval grace = {.it_value = {.tv_usec = 300 * 1000}};
+			setitimer(ITIMER_REAL, &grace, NULL);
 		}
 	}
-	if (failed_rank == world)
-		status_code = 130;
+	if (nfailed > 0 && !reported)
+		report_failures(failed, fail_status, fail_pid, nfailed);
+	int status_code = interrupted ? 130 : nfailed > 0 ? 1 : 0;
+	free(fail_status);
+	free(failed);
+	free(fail_pid);
+
 	char cleanup[300];
 	snprintf(cleanup, sizeof cleanup, "%s/job.json", tmpdir);
 	unlink(cleanup);
