@@ -13,6 +13,7 @@
 #include "common/common.h"
 #include "jobs/spec.h"
 #include "scheduler/desired.h"
+#include "scheduler/history.h"
 #include "scheduler/queue.h"
 
 #define REPORTS_MAX 256 /* rank reports in one heartbeat */
@@ -65,6 +66,7 @@ struct sched {
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
+	struct history *history; /* per-step series of running jobs (history.h) */
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -191,6 +193,7 @@ static void soft_clear(struct sched *s)
 	for (int i = 0; i < s->n_jobs; i++)
 		json_decref(s->jobs[i].claim);
 	s->n_nodes = s->n_jobs = 0;
+	history_clear(s->history);
 }
 
 /* ---- proposals ---- */
@@ -773,6 +776,11 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	s->fsm = fsm;
 	s->cfg = *cfg;
 	s->io = *io;
+	s->history = history_create();
+	if (s->history == NULL) {
+		free(s);
+		return NULL;
+	}
 	uv_timer_init(loop, &s->timer);
 	s->timer.data = s;
 	if (cfg->tick_ms > 0)
@@ -792,6 +800,7 @@ void sched_destroy(struct sched *s)
 	soft_clear(s);
 	free(s->nodes);
 	free(s->jobs);
+	history_destroy(s->history);
 	uv_timer_stop(&s->timer);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
 }
@@ -883,6 +892,19 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 		    (json_int_t)step, "last_step_ms_ago", (json_int_t)ago);
 		if (json_is_number(json_object_get(r, "loss")))
 			json_object_set_new(clean, "loss", json_real(loss));
+		/* step timings (ms), kept when present and sane */
+		static const char *const timings[] = {"step_ms", "compute_ms", "comm_wait_ms"};
+		for (size_t t = 0; t < sizeof timings / sizeof timings[0]; t++) {
+			double v = 0;
+			if (json_object_get(r, timings[t]) == NULL)
+				continue;
+			if (jsonx_get_double(r, prefix, timings[t], 0, 0, 1e9, &v, err) != 0) {
+				json_decref(clean);
+				json_decref(out);
+				return NULL;
+			}
+			json_object_set_new(clean, timings[t], json_real(v));
+		}
 		json_array_append_new(out, clean);
 	}
 	return out;
@@ -932,6 +954,38 @@ static json_t *desired_for(struct sched *s, const char *node)
 	return desired;
 }
 
+/* Every rank report that carries a step goes into its job's per-step history. */
+static void record_history(struct sched *s, const json_t *reports)
+{
+	size_t i;
+	const json_t *r;
+	uint64_t now = mono_now(s);
+	json_array_foreach(reports, i, r)
+	{
+		const json_t *step = json_object_get(r, "step"), *loss = json_object_get(r, "loss");
+		const json_t *step_ms = json_object_get(r, "step_ms");
+		const json_t *compute_ms = json_object_get(r, "compute_ms");
+		if (!json_is_integer(step) || json_integer_value(step) < 1)
+			continue;
+		history_record(s->history, json_string_value(json_object_get(r, "job")),
+		               json_integer_value(json_object_get(r, "generation")),
+		               (int)json_integer_value(json_object_get(r, "rank")),
+		               json_integer_value(step), json_is_number(loss),
+		               json_number_value(loss),
+		               json_is_number(step_ms) ? json_number_value(step_ms) : -1,
+		               json_is_number(compute_ms) ? json_number_value(compute_ms) : -1, now);
+	}
+}
+
+json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, int limit,
+                          int64_t batch_size)
+{
+	if (!s->leading)
+		return NULL;
+	json_t *doc = history_json(s->history, job, after_step, limit, batch_size);
+	return doc != NULL ? doc : json_pack("{s:s,s:[]}", "job", job, "steps");
+}
+
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
 	static const char *const keys[] = {
@@ -952,6 +1006,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	if (reports == NULL)
 		return NULL;
 	if (s->leading) {
+		record_history(s, reports);
 		struct soft_node *n = node_get(s, node);
 		if (n != NULL) {
 			json_decref(n->ranks);

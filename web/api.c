@@ -336,6 +336,36 @@ static void h_jobs_get(struct call *call)
 	call_json(call, 200, job);
 }
 
+/* The job's per-step history (loss, step time, per-rank compute time) from the leader's
+ * memory: ?after=STEP returns only newer steps, ?limit=N the newest N (default 500). */
+static void h_jobs_metrics(struct call *call)
+{
+	int64_t after = 0, limit = 500;
+	if (query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
+	    query_int(call, "limit", 1, 100000, &limit) != 0)
+		return;
+	struct yard_err err = {0};
+	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
+	if (job == NULL) {
+		call_yard_error(call, &err);
+		return;
+	}
+	json_int_t batch = json_integer_value(
+	    json_object_get(json_object_get(json_object_get(job, "spec"), "train"), "batch_size"));
+	json_decref(job);
+	json_t *doc = call->s->sched != NULL
+	                  ? sched_job_metrics(call->s->sched, call->params[0], after, (int)limit,
+	                                      batch)
+	                  : NULL;
+	if (doc == NULL) {
+		call_error(call, 503, NULL,
+		           "per-step history is kept in the leader's memory and this member is not "
+		           "the leader: ask without ?stale=1");
+		return;
+	}
+	call_json(call, 200, doc);
+}
+
 static void h_jobs_cancel(struct call *call)
 {
 	call_submit(call, "job.cancel", json_pack("{s:s}", "id", call->params[0]),
@@ -588,6 +618,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/jobs", ROLES_JOBS, ROUTE_READ, h_jobs_list},
     {"GET", "/v1/jobs/*", ROLES_JOBS, ROUTE_READ, h_jobs_get},
     {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel},
+    {"GET", "/v1/jobs/*/metrics", ROLES_JOBS, ROUTE_READ, h_jobs_metrics},
     {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events},
     {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create},
     {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list},
