@@ -364,3 +364,27 @@ void h_events_verify(struct call *call)
 	}
 	call_json(call, 200, json_pack("{s:b}", "ok", 1));
 }
+
+/* The database image (sqlite3_serialize), a standard SQLite file for offline checks such as
+ * yardd --verify-db. It holds everything, embargoed content included, so every download is
+ * audited. */
+void h_database(struct call *call)
+{
+	struct yard_err err = {0};
+	unsigned char *data = NULL;
+	size_t len = 0;
+	if (fsm_serialize(call->s->fsm, &data, &len, &err) != 0) {
+		call_yard_error(call, &err);
+		return;
+	}
+	call->audited_bytes = malloc(len);
+	if (call->audited_bytes == NULL) {
+		sqlite3_free(data);
+		call_error(call, 500, NULL, "no memory for a %zu-byte database image", len);
+		return;
+	}
+	memcpy(call->audited_bytes, data, len);
+	call->audited_len = len;
+	sqlite3_free(data);
+	answer_audited(call, "the database image (every advisory and build)");
+}

@@ -131,6 +131,7 @@ void h_advisories_share(struct call *call);
 void h_advisories_publish(struct call *call);
 void h_audit(struct call *call);
 void h_events_verify(struct call *call);
+void h_database(struct call *call);
 
 char *metrics_render(struct http_server *s, size_t *len);
 
