@@ -542,7 +542,7 @@ static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
 	return fsm_job_result(f, id, 200);
 }
 
-static int valid_hash(const char *h)
+int fsm_valid_hash(const char *h)
 {
 	if (strlen(h) != SHA256_HEX_LEN)
 		return 0;
@@ -593,7 +593,7 @@ static json_t *op_token_create(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(
 		    400, "role", "role: '%s' is not one of admin, operator, user, security, agent",
 		    role);
-	if (!valid_hash(hash))
+	if (!fsm_valid_hash(hash))
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	return token_insert(f, c, name, role, hash);
 }
@@ -609,7 +609,7 @@ static json_t *op_token_bootstrap(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
 		return fsm_res_from_err(&e);
-	if (!valid_hash(hash))
+	if (!fsm_valid_hash(hash))
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	if (fsm_tokens_count(f) != 0)
 		return fsm_res_err(409, NULL,

@@ -33,6 +33,8 @@ json_t *fsm_res_from_err(const struct yard_err *e);
 /* Appends a hash-chained event; 0 or YARD_EINTERNAL. */
 int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
                      const char *actor, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* 64 lower-case hex characters (a sha256). */
+int fsm_valid_hash(const char *h);
 /* 1-63 characters of [A-Za-z0-9._-]. */
 int fsm_valid_name(const char *s);
 int fsm_job_state_terminal(const char *s);

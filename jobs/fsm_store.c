@@ -12,7 +12,6 @@
  * Builds: build.create (state "uploading"), build.chunk, build.commit (→ "ready"). Who may
  * read a build is decided in the HTTP layer from the embargo helpers of fsm_advisory.c; this
  * file does not know about principals. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,16 +287,6 @@ int fsm_blob_read(struct fsm *f, const char *kind, const char *id, unsigned char
 
 static const char *const COMPONENTS[] = {"agent", "worker", NULL};
 
-static int valid_sha256_hex(const char *h)
-{
-	if (strlen(h) != SHA256_HEX_LEN)
-		return 0;
-	for (int i = 0; i < SHA256_HEX_LEN; i++)
-		if (!isxdigit((unsigned char)h[i]) || isupper((unsigned char)h[i]))
-			return 0;
-	return 1;
-}
-
 /* A build's state ("uploading"/"ready") into state; 404 result when there is none. */
 static json_t *build_lookup(struct fsm *f, const char *version, char state[16])
 {
@@ -347,7 +336,7 @@ json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c)
 	if (!known)
 		return fsm_res_err(400, "component", "component: '%s' must be agent or worker",
 		                   component);
-	if (!valid_sha256_hex(sha))
+	if (!fsm_valid_hash(sha))
 		return fsm_res_err(400, "sha256", "sha256: must be 64 lower-case hex characters");
 	if (advisory != NULL && !fsm_advisory_exists(f, advisory))
 		return fsm_res_err(404, "advisory", "advisory: no advisory %s", advisory);
