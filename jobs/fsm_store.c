@@ -354,11 +354,10 @@ json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c)
 	            "sssissis", version, component, sha, size, notes, advisory, c->ts,
 	            c->actor) != SQLITE_DONE)
 		return NULL;
-	/* The message names no advisory and no notes: events are readable outside the
-	 * embargo's circle. */
+	/* The message names no advisory, notes, size or sha256 (what a redacted build hides):
+	 * events are readable outside the embargo's circle. */
 	if (fsm_event_append(f, c->ts, "build.created", NULL, c->actor,
-	                     "build %s (%s, %lld bytes) created by %s", version, component,
-	                     (long long)size, c->actor) != 0)
+	                     "build %s (%s) created by %s", version, component, c->actor) != 0)
 		return NULL;
 	return build_result(f, version, 201);
 }
