@@ -28,11 +28,16 @@ for spec in sec:security alice:user distro:user ops:operator; do
 	[ "$CODE" = 201 ] || fail "token $spec: $CODE $BODY"
 	TOK[$name]=$(jget "$BODY" 'd["token"]')
 done
-as() { # as NAME METHOD PATH [BODY]: like call, with NAME's token
-	local who=$1 m=$2 path=$3 body=${4:-}
-	CODE=$(curl -s -L --max-redirs 3 -o "$T/body" -w '%{http_code}' -X "$m" \
-		-H "Authorization: Bearer ${TOK[$who]}" \
-		${body:+-H 'Content-Type: application/json' --data "$body"} "$(api "$LEADER")$path")
+as() { # as NAME METHOD PATH [BODY]: like call, with NAME's token; a 503 (election under way,
+	# leadership lost mid-read) is retried for up to 10 s, as any client does
+	local who=$1 m=$2 path=$3 body=${4:-} tries=0
+	while :; do
+		CODE=$(curl -s -L --max-redirs 3 -o "$T/body" -w '%{http_code}' -X "$m" \
+			-H "Authorization: Bearer ${TOK[$who]}" \
+			${body:+-H 'Content-Type: application/json' --data "$body"} "$(api "$LEADER")$path")
+		[ "$CODE" = 503 ] && [ $((tries += 1)) -lt 100 ] || break
+		sleep 0.1
+	done
 	BODY=$(tr -d '\000' <"$T/body") # binaries are compared from $T/body
 }
 ctl() { local who=$1; shift; "$YARDCTL" --endpoints "$EPS" --token "${TOK[$who]}" "$@"; }
