@@ -918,6 +918,22 @@ static int cmd_build_download(struct ctl *x)
 	return 0;
 }
 
+static int cmd_build_delete(struct ctl *x)
+{
+	struct ctl_response r;
+	char path[128];
+	snprintf(path, sizeof path, "/v1/builds/%s", x->args.operand[0]);
+	int rc = write_call(x, "DELETE", path, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("unfinished build %s deleted\n", x->args.operand[0]);
+	ctl_response_free(&r);
+	return 0;
+}
+
 /* ---- advisories ---- */
 
 /* "security,alice" → {"roles": ["security"], "principals": ["alice"]} */
@@ -1267,6 +1283,9 @@ int main(int argc, char **argv)
 		break;
 	case CTL_BUILD_DOWNLOAD:
 		rc = cmd_build_download(&x);
+		break;
+	case CTL_BUILD_DELETE:
+		rc = cmd_build_delete(&x);
 		break;
 	case CTL_ADVISORY_CREATE:
 		rc = cmd_advisory_create(&x);

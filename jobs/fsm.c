@@ -754,6 +754,7 @@ static const struct {
     {"build.create", fsm_op_build_create},
     {"build.chunk", fsm_op_build_chunk},
     {"build.commit", fsm_op_build_commit},
+    {"build.delete", fsm_op_build_delete},
     {"advisory.create", fsm_op_advisory_create},
     {"advisory.embargo", fsm_op_advisory_embargo},
     {"advisory.share", fsm_op_advisory_share},

@@ -63,9 +63,12 @@ json_t *fsm_blob_put_chunk(struct fsm *f, const char *kind, const char *id, int6
 /* Every chunk present, total size and sha256 as declared. */
 json_t *fsm_blob_check_complete(struct fsm *f, const char *kind, const char *id);
 int64_t fsm_blob_chunks_present(struct fsm *f, const char *kind, const char *id);
+/* Removes a blob and its chunks (0 or YARD_EINTERNAL). */
+int fsm_blob_delete(struct fsm *f, const char *kind, const char *id);
 json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_build_chunk(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_build_commit(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_build_delete(struct fsm *f, const struct fsm_cmd *c);
 /* fsm_advisory.c: advisory.create, .embargo, .share, .publish, and audit.read (an
  * embargoed read, recorded as an event). */
 json_t *fsm_op_advisory_create(struct fsm *f, const struct fsm_cmd *c);

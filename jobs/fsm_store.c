@@ -238,6 +238,16 @@ json_t *fsm_blob_check_complete(struct fsm *f, const char *kind, const char *id)
 	return NULL;
 }
 
+int fsm_blob_delete(struct fsm *f, const char *kind, const char *id)
+{
+	if (fsm_run(f, "DELETE FROM blob_chunks WHERE owner_kind = ?1 AND owner_id = ?2", "ss",
+	            kind, id) != SQLITE_DONE ||
+	    fsm_run(f, "DELETE FROM blobs WHERE owner_kind = ?1 AND owner_id = ?2", "ss", kind,
+	            id) != SQLITE_DONE)
+		return YARD_EINTERNAL;
+	return 0;
+}
+
 int fsm_blob_read(struct fsm *f, const char *kind, const char *id, unsigned char **data,
                   size_t *len, struct yard_err *err)
 {
@@ -428,6 +438,33 @@ json_t *fsm_op_build_commit(struct fsm *f, const struct fsm_cmd *c)
 	                     c->actor) != 0)
 		return NULL;
 	return build_result(f, version, 200);
+}
+
+/* Drops an upload that will not be finished, and the quota it holds. A committed build is
+ * kept: rollouts and nodes may refer to it. */
+json_t *fsm_op_build_delete(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"version", NULL};
+	struct yard_err e = {0};
+	const char *version = NULL;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "version", 1, FSM_NAME_MAX, &version, &e) != 0)
+		return fsm_res_from_err(&e);
+	char state[16];
+	json_t *r = build_lookup(f, version, state);
+	if (r != NULL)
+		return r;
+	if (strcmp(state, "uploading") != 0)
+		return fsm_res_err(409, "version",
+		                   "build %s is %s; only an unfinished upload can be deleted",
+		                   version, state);
+	if (fsm_blob_delete(f, "build", version) != 0 ||
+	    fsm_run(f, "DELETE FROM builds WHERE version = ?1", "s", version) != SQLITE_DONE)
+		return NULL;
+	if (fsm_event_append(f, c->ts, "build.deleted", NULL, c->actor,
+	                     "unfinished build %s deleted by %s", version, c->actor) != 0)
+		return NULL;
+	return fsm_res_ok(200, json_pack("{s:s,s:b}", "version", version, "deleted", 1));
 }
 
 /* ---- reads ---- */

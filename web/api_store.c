@@ -164,6 +164,12 @@ void h_builds_commit(struct call *call)
 	            call_answer_result);
 }
 
+void h_builds_delete(struct call *call)
+{
+	call_submit(call, "build.delete", json_pack("{s:s}", "version", call->params[0]),
+	            call_answer_result);
+}
+
 void h_builds_list(struct call *call)
 {
 	struct yard_err err = {0};

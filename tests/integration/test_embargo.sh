@@ -150,6 +150,15 @@ as alice GET /v1/builds/2.0.1-sec/binary
 [ "$CODE" = 200 ] && cmp -s "$T/build.bin" "$T/body" || fail "user download after publication: $CODE"
 note "published: alice sees the advisory, the notes and the binary"
 
+# --- an unfinished upload can be dropped, a committed build cannot ---
+as sec POST /v1/builds "{\"version\":\"half\",\"component\":\"worker\",\"sha256\":\"$(printf '%064d' 0)\",\"size\":10}"
+[ "$CODE" = 201 ] || fail "create half: $CODE $BODY"
+as sec GET /v1/builds/half/binary
+[ "$CODE" = 409 ] || fail "binary of an unfinished build: $CODE $BODY"
+ctl sec build delete half >/dev/null || fail "build delete of an unfinished upload"
+ctl sec build delete 2.0.1-sec >"$T/out" 2>&1 && fail "a committed build was deleted"
+grep -q "409" "$T/out" || fail "deleting a committed build: $(cat "$T/out")"
+
 # --- the event chain ---
 "$YARDCTL" --endpoints "$(api "$LEADER")" --token "${TOK[sec]}" events verify >/dev/null ||
 	fail "events verify on a healthy cluster"

@@ -256,12 +256,22 @@ static void test_chunked_build_round_trip(void **state)
 	assert_string_equal(json_string_value(json_object_get(b, "notes")), "secret notes");
 	json_decref(b);
 
-	/* quota: the store holds len bytes; a limit just above refuses a second build */
+	/* quota: the store holds len bytes; a limit just above refuses a second build, until an
+	 * unfinished upload is deleted; a committed build cannot be */
 	char args[128];
 	snprintf(args, sizeof args, "{\"key\":\"blob_store_max_bytes\",\"value\":%zu}", len + 10);
 	assert_int_equal(apply(&f, "config.set", args, T0 + 30, "admin", NULL), 200);
 	assert_int_equal(create_build(&f, "2.1", data, 11, NULL), 507);
 	assert_int_equal(create_build(&f, "2.1", data, 10, NULL), 201);
+	assert_int_equal(put_chunk(&f, "2.1", 0, data, 10, NULL), 200);
+	assert_int_equal(create_build(&f, "2.2", data, 10, NULL), 507);
+	assert_int_equal(
+	    apply(&f, "build.delete", "{\"version\":\"2.0\"}", T0 + 31, "security", &r), 409);
+	assert_int_equal(
+	    apply(&f, "build.delete", "{\"version\":\"2.1\"}", T0 + 31, "security", &r), 200);
+	assert_int_equal(create_build(&f, "2.2", data, 10, NULL), 201);
+	assert_null(fsm_build_get(&f, "2.1", &err));
+	assert_int_equal(fsm_blob_read(&f, "build", "2.1", &out, &out_len, &err), YARD_ENOTFOUND);
 	free(wrong);
 	free(data);
 	fsm_close(&f);
