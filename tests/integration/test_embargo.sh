@@ -165,7 +165,7 @@ grep -q "409" "$T/out" || fail "deleting a committed build: $(cat "$T/out")"
 code=$(curl -s -o "$T/db.sqlite" -w '%{http_code}' -H "$AUTH" "$(api "$LEADER")/v1/debug/database")
 [ "$code" = 200 ] || fail "database image: $code"
 "$YARDD" --verify-db "$T/db.sqlite" >/dev/null || fail "the untouched copy does not verify"
-SEQ=$(sqlite3 "$T/db.sqlite" "SELECT seq FROM events WHERE type = 'build.created'")
+SEQ=$(sqlite3 "$T/db.sqlite" "SELECT min(seq) FROM events WHERE type = 'build.created'")
 sqlite3 "$T/db.sqlite" "UPDATE events SET message = 'nothing happened' WHERE seq = $SEQ"
 out=$("$YARDD" --verify-db "$T/db.sqlite" 2>&1) && fail "a changed event verifies: $out"
 grep -q "event $SEQ: hash does not match" <<<"$out" || fail "verify does not name event $SEQ: $out"
