@@ -32,8 +32,9 @@
 	" visibility TEXT NOT NULL, text TEXT NOT NULL, timeline TEXT NOT NULL,"                   \
 	" created_ms INTEGER NOT NULL, actor TEXT NOT NULL);"
 
-/* Tables for what later issues add (checkpoints, builds, advisories, rollouts, nodes) are
- * created now so a snapshot taken today restores into tomorrow's binary unchanged. */
+/* Tables for what later issues add (checkpoints, rollouts) are created now so a snapshot
+ * taken today restores into tomorrow's binary unchanged; when a placeholder had to change
+ * shape anyway (builds, advisories), schema_upgrade replaces it on restore. */
 static const char SCHEMA[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE jobs(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL,"
