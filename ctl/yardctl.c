@@ -812,7 +812,7 @@ static int cmd_build_upload(struct ctl *x)
 
 static void print_build(const json_t *b)
 {
-	char buf[64];
+	char buf[128]; /* a sha256 is 64 characters */
 	static const char *const keys[] = {"version",         "component", "state", "size",
 	                                   "sha256",          "advisory",  "actor", "chunks",
 	                                   "chunks_received", NULL};
