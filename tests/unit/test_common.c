@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "common/base64.h"
 #include "common/common.h"
 
 static void test_parse_rejects_oversized_body(void **state)
@@ -81,6 +82,34 @@ static void test_strerror_covers_codes(void **state)
 	assert_string_equal(yard_strerror(12345), "unknown error");
 }
 
+static void test_base64_round_trip_and_rejects_bad_text(void **state)
+{
+	static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+	static const char *const coded[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+	                                    "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+	char text[32], bytes[32];
+	for (size_t i = 0; i < YARD_ARRAY_LEN(plain); i++) {
+		yard_base64_encode(plain[i], strlen(plain[i]), text);
+		assert_string_equal(text, coded[i]);
+		assert_int_equal(strlen(text), YARD_BASE64_LEN(strlen(plain[i])));
+		long n = yard_base64_decode(text, strlen(text), bytes);
+		assert_int_equal(n, strlen(plain[i]));
+		assert_memory_equal(bytes, plain[i], (size_t)n);
+	}
+	unsigned char all[256];
+	char all_text[YARD_BASE64_LEN(256) + 1];
+	unsigned char back[256];
+	for (int i = 0; i < 256; i++)
+		all[i] = (unsigned char)i;
+	yard_base64_encode(all, sizeof all, all_text);
+	assert_int_equal(yard_base64_decode(all_text, strlen(all_text), back), 256);
+	assert_memory_equal(back, all, 256);
+	assert_int_equal(yard_base64_decode("Zm9", 3, bytes), -1);      /* length */
+	assert_int_equal(yard_base64_decode("Zm9v!A==", 8, bytes), -1); /* alphabet */
+	assert_int_equal(yard_base64_decode("Zg==Zg==", 8, bytes), -1); /* padding inside */
+	assert_int_equal(yard_base64_decode("Z=g=", 4, bytes), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -90,6 +119,7 @@ int main(void)
 	    cmocka_unit_test(test_only_keys_names_unknown_field),
 	    cmocka_unit_test(test_typed_getters_name_field_and_range),
 	    cmocka_unit_test(test_strerror_covers_codes),
+	    cmocka_unit_test(test_base64_round_trip_and_rejects_bad_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
