@@ -16,6 +16,10 @@ enum opt_flag {
 	OPT_AFTER = 1 << 4,
 	OPT_LIMIT = 1 << 5,
 	OPT_ROLE = 1 << 6,
+	OPT_RANK = 1 << 7,
+	OPT_TAIL = 1 << 8,
+	OPT_FOLLOW = 1 << 9,
+	OPT_LAST = OPT_FOLLOW,
 };
 
 struct command_def {
@@ -38,6 +42,12 @@ static const struct command_def commands[] = {
     {CTL_JOB_CANCEL, "job", "cancel", 1, 1, 0, 0},
     {CTL_JOB_WAIT, "job", "wait", 1, 1, OPT_TIMEOUT, 0},
     {CTL_JOB_WATCH, "job", "watch", 1, 1, OPT_TIMEOUT, 0},
+    {CTL_JOB_LOGS, "job", "logs", 1, 1, OPT_RANK | OPT_TAIL | OPT_FOLLOW, 0},
+    {CTL_NODE_LIST, "node", "list", 0, 0, 0, 0},
+    {CTL_NODE_SHOW, "node", "show", 1, 1, 0, 0},
+    {CTL_NODE_CORDON, "node", "cordon", 1, 1, 0, 0},
+    {CTL_NODE_UNCORDON, "node", "uncordon", 1, 1, 0, 0},
+    {CTL_NODE_DRAIN, "node", "drain", 1, 1, 0, 0},
     {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT, 0},
     {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
@@ -56,7 +66,8 @@ static const struct option_def options[] = {
     {"retries", 0, 0, 1},       {"verbose", 'v', 0, 0},     {"help", 'h', 0, 0},
     {"spare", 0, OPT_SPARE, 0}, {"state", 0, OPT_STATE, 1}, {"timeout", 0, OPT_TIMEOUT, 1},
     {"job", 0, OPT_JOB, 1},     {"after", 0, OPT_AFTER, 1}, {"limit", 0, OPT_LIMIT, 1},
-    {"role", 0, OPT_ROLE, 1},
+    {"role", 0, OPT_ROLE, 1},   {"rank", 0, OPT_RANK, 1},   {"tail", 0, OPT_TAIL, 1},
+    {"follow", 'f', OPT_FOLLOW, 0},
 };
 
 static const char *const job_states[] = {"pending", "running",   "restarting", "succeeded",
@@ -87,6 +98,17 @@ const char *ctl_usage(void)
 	       "                                         or S seconds passed\n"
 	       "  job watch ID [--timeout S]             like wait, with a live progress bar\n"
 	       "                                         (step, loss, ETA)\n"
+	       "  job logs ID [--rank R] [--tail N] [-f] what the job's ranks print (every rank,\n"
+	       "                                         lines prefixed [rank R], or one rank);\n"
+	       "                                         --tail: the last N lines of each rank;\n"
+	       "                                         -f: follow until the job ends\n"
+	       "  node list                              nodes: state, drain, devices, heartbeat\n"
+	       "  node show NAME                         one node with its devices and ranks\n"
+	       "  node cordon NAME                       no new ranks on the node\n"
+	       "  node uncordon NAME                     allow ranks again (ends a drain)\n"
+	       "  node drain NAME                        cordon, and move its running jobs to\n"
+	       "                                         other nodes (restart from their newest\n"
+	       "                                         checkpoint); draining, then drained\n"
 	       "  events [--job ID] [--after SEQ] [--limit N]\n"
 	       "                                         the event log\n"
 	       "  token create NAME --role ROLE          create a token (ROLE: admin, operator,\n"
@@ -226,7 +248,18 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 			                    "security, agent)",
 			                    value);
 		a->role = value;
-	}
+	} else if (strcmp(o->long_name, "rank") == 0) {
+		if (parse_i64(value, 0, 65535, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL, "--rank: \"%s\" is not in 0..65535",
+			                    value);
+		a->rank = (int)n;
+	} else if (strcmp(o->long_name, "tail") == 0) {
+		if (parse_i64(value, 0, 1000000, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--tail: \"%s\" is not a line count in 0..1000000", value);
+		a->tail = (int)n;
+	} else if (strcmp(o->long_name, "follow") == 0)
+		a->follow = 1;
 	return 0;
 }
 
@@ -254,10 +287,19 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 			                    "%s: member ID \"%s\" is not a positive integer",
 			                    a->name, op[0]);
 		return 0;
+	case CTL_NODE_SHOW:
+	case CTL_NODE_CORDON:
+	case CTL_NODE_UNCORDON:
+	case CTL_NODE_DRAIN:
+		if (!ctl_id_valid(op[0]))
+			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a node name",
+			                    a->name, op[0]);
+		return 0;
 	case CTL_JOB_SHOW:
 	case CTL_JOB_CANCEL:
 	case CTL_JOB_WAIT:
 	case CTL_JOB_WATCH:
+	case CTL_JOB_LOGS:
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a job id", a->name,
 			                    op[0]);
@@ -296,6 +338,8 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 	memset(a, 0, sizeof *a);
 	a->retries = -1;
 	a->after = -1;
+	a->rank = -1;
+	a->tail = -1;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *value;
 		if (!only_operands && strcmp(arg, "--") == 0) {
@@ -368,7 +412,7 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 		                    words[first + def->max_operands]);
 	for (int i = 0; i < a->operand_count; i++)
 		a->operand[i] = words[first + i];
-	for (unsigned f = 1; f <= OPT_ROLE; f <<= 1) {
+	for (unsigned f = 1; f <= OPT_LAST; f <<= 1) {
 		if ((seen & f) && !(def->options & f))
 			return yard_err_set(err, YARD_EINVAL, "%s: does not take --%s", name,
 			                    option_name(f));
