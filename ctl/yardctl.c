@@ -971,7 +971,7 @@ static void print_node(const json_t *n)
 	printf("%-14s %s\n", "state", str(n, "state") ? str(n, "state") : "-");
 	printf("%-14s %s\n", "scheduling", node_sched(n));
 	printf("%-14s %s\n", "reason", cell(n, "reason", b, sizeof b));
-	printf("%-14s %s:%s+\n", "address", str(n, "host") ? str(n, "host") : "-",
+	printf("%-14s %s, rank ports from %s\n", "address", str(n, "host") ? str(n, "host") : "-",
 	       cell(n, "port_base", b, sizeof b));
 	printf("%-14s %s\n", "version", cell(n, "version", b, sizeof b));
 	heartbeat_age(n, b, sizeof b);
