@@ -58,9 +58,9 @@ struct agent_rank {
 	int term_signal;
 	int stopping; /* SIGTERM sent */
 	uint64_t stop_sent_ms;
-	uv_process_t *process; /* our child: libuv reports its exit */
-	struct rank_log log;  /* DATA_DIR/jobs/JOB/rank-R.gen-G.log */
-	int forget_deferred;  /* heartbeats an exited rank was kept to finish sending its log */
+	uv_process_t *process;    /* our child: libuv reports its exit */
+	struct rank_log log;      /* DATA_DIR/jobs/JOB/rank-R.gen-G.log */
+	int forget_deferred;      /* heartbeats an exited rank was kept to finish sending its log */
 	char exit_path[PATH_MAX]; /* where the rank's shim records how it ended */
 	/* latest metrics line from the rank */
 	int64_t step;

@@ -131,8 +131,9 @@ static void apply_commands(struct agent *a, const json_t *commands)
 			log_warn("heartbeat answer: unknown command '%s' ignored", op ? op : "?");
 	}
 	if (draining != a->draining)
-		log_info("%s", draining ? "this node is being drained: its ranks move to other nodes"
-		                        : "this node is no longer being drained");
+		log_info("%s", draining
+		                   ? "this node is being drained: its ranks move to other nodes"
+		                   : "this node is no longer being drained");
 	a->draining = draining;
 }
 

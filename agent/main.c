@@ -27,14 +27,15 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-	        "usage: yard-agent --controllers URL[,URL...] --join-token TOKEN --data-dir DIR\n"
-	        "                  --devices cpu:N|cuda:auto --name NAME [--host ADDR]\n"
-	        "                  [--port-base PORT] [--heartbeat-ms MS] [--worker PATH]\n"
-	        "                  [--join-token-file FILE] [--config FILE]\n"
-	        "                  [--log-max-bytes N] (rotate a rank's log past N; default 16 MiB)\n"
-	        "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
-	        "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n");
+	fprintf(
+	    out,
+	    "usage: yard-agent --controllers URL[,URL...] --join-token TOKEN --data-dir DIR\n"
+	    "                  --devices cpu:N|cuda:auto --name NAME [--host ADDR]\n"
+	    "                  [--port-base PORT] [--heartbeat-ms MS] [--worker PATH]\n"
+	    "                  [--join-token-file FILE] [--config FILE]\n"
+	    "                  [--log-max-bytes N] (rotate a rank's log past N; default 16 MiB)\n"
+	    "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
+	    "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n");
 }
 
 /* Counts CUDA devices through the runtime library, loaded only when asked for, so the
@@ -129,8 +130,8 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 		long long n = strtoll(value, &end, 10);
 		if (*end != '\0' || end == value || n < min || n > max)
 			return yard_err_set(err, YARD_EINVAL,
-			                    "%s: '%s' is not a byte count in %lld..%lld", key, value,
-			                    min, max);
+			                    "%s: '%s' is not a byte count in %lld..%lld", key,
+			                    value, min, max);
 		if (strcmp(key, "log-max-bytes") == 0)
 			cfg->log_max_bytes = n;
 		else if (strcmp(key, "log-ship-bytes") == 0)

@@ -549,7 +549,8 @@ void ranks_forget_exited(struct agent *a, const json_t *desired)
 		struct agent_rank *r = &a->ranks[i];
 		if (!r->in_use || !r->exited || desired_lists(desired, r))
 			continue;
-		if (r->log.shipped < rank_log_end(&r->log) && r->forget_deferred++ < FORGET_DEFER_MAX)
+		if (r->log.shipped < rank_log_end(&r->log) &&
+		    r->forget_deferred++ < FORGET_DEFER_MAX)
 			continue;
 		r->in_use = 0;
 	}
@@ -573,10 +574,10 @@ json_t *ranks_logs(struct agent *a)
 		if (n == 0)
 			continue;
 		yard_base64_encode(buf, n, text);
-		json_array_append_new(logs, json_pack("{s:s,s:i,s:I,s:I,s:s}", "job", r->job,
-		                                      "rank", r->rank, "generation",
-		                                      (json_int_t)r->generation, "offset",
-		                                      (json_int_t)offset, "data", text));
+		json_array_append_new(logs,
+		                      json_pack("{s:s,s:i,s:I,s:I,s:s}", "job", r->job, "rank",
+		                                r->rank, "generation", (json_int_t)r->generation,
+		                                "offset", (json_int_t)offset, "data", text));
 		r->log.pending_end = offset + (int64_t)n;
 		budget -= n;
 	}

@@ -3,8 +3,7 @@
 
 #include <stdint.h>
 
-static const char ALPHABET[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char ALPHABET[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 void yard_base64_encode(const void *in, size_t len, char *out)
 {

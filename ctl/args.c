@@ -62,11 +62,11 @@ struct option_def {
 };
 
 static const struct option_def options[] = {
-    {"endpoints", 0, 0, 1},     {"token", 0, 0, 1},         {"output", 'o', 0, 1},
-    {"retries", 0, 0, 1},       {"verbose", 'v', 0, 0},     {"help", 'h', 0, 0},
-    {"spare", 0, OPT_SPARE, 0}, {"state", 0, OPT_STATE, 1}, {"timeout", 0, OPT_TIMEOUT, 1},
-    {"job", 0, OPT_JOB, 1},     {"after", 0, OPT_AFTER, 1}, {"limit", 0, OPT_LIMIT, 1},
-    {"role", 0, OPT_ROLE, 1},   {"rank", 0, OPT_RANK, 1},   {"tail", 0, OPT_TAIL, 1},
+    {"endpoints", 0, 0, 1},         {"token", 0, 0, 1},         {"output", 'o', 0, 1},
+    {"retries", 0, 0, 1},           {"verbose", 'v', 0, 0},     {"help", 'h', 0, 0},
+    {"spare", 0, OPT_SPARE, 0},     {"state", 0, OPT_STATE, 1}, {"timeout", 0, OPT_TIMEOUT, 1},
+    {"job", 0, OPT_JOB, 1},         {"after", 0, OPT_AFTER, 1}, {"limit", 0, OPT_LIMIT, 1},
+    {"role", 0, OPT_ROLE, 1},       {"rank", 0, OPT_RANK, 1},   {"tail", 0, OPT_TAIL, 1},
     {"follow", 'f', OPT_FOLLOW, 0},
 };
 
@@ -256,7 +256,8 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 	} else if (strcmp(o->long_name, "tail") == 0) {
 		if (parse_i64(value, 0, 1000000, &n) != 0)
 			return yard_err_set(err, YARD_EINVAL,
-			                    "--tail: \"%s\" is not a line count in 0..1000000", value);
+			                    "--tail: \"%s\" is not a line count in 0..1000000",
+			                    value);
 		a->tail = (int)n;
 	} else if (strcmp(o->long_name, "follow") == 0)
 		a->follow = 1;

@@ -708,8 +708,9 @@ static long log_pull(struct ctl *x, struct log_view *v, struct log_cursor *c, in
 		} else {
 			if (skipped > 0) {
 				char marker[96];
-				int n = snprintf(marker, sizeof marker, "%s[... %lld bytes skipped ...]\n",
-				                 c->partial_len > 0 ? "\n" : "", (long long)skipped);
+				int n = snprintf(
+				    marker, sizeof marker, "%s[... %lld bytes skipped ...]\n",
+				    c->partial_len > 0 ? "\n" : "", (long long)skipped);
 				log_feed(v, c, marker, (size_t)n);
 			}
 			log_feed(v, c, data ? data : "", len);
@@ -755,8 +756,8 @@ static long log_pass(struct ctl *x, struct log_view *v)
 		/* the lowest generation held of this rank prints without a header */
 		int first_gen = (int)json_integer_value(json_object_get(stream, "generation"));
 		for (size_t k = 0; k < i; k++)
-			if (json_integer_value(json_object_get(json_array_get(streams, k), "rank")) ==
-			    rank) {
+			if (json_integer_value(
+			        json_object_get(json_array_get(streams, k), "rank")) == rank) {
 				first_gen = (int)json_integer_value(
 				    json_object_get(json_array_get(streams, k), "generation"));
 				break;
@@ -944,15 +945,17 @@ static int cmd_node_list(struct ctl *x)
 			char devices[64], age[32], ranks[16];
 			const json_t *devs = json_object_get(n, "devices");
 			snprintf(devices, sizeof devices, "%zu %s", json_array_size(devs),
-			         str(json_array_get(devs, 0), "kind") ? str(json_array_get(devs, 0), "kind")
-			                                              : "?");
+			         str(json_array_get(devs, 0), "kind")
+			             ? str(json_array_get(devs, 0), "kind")
+			             : "?");
 			heartbeat_age(n, age, sizeof age);
 			if (json_is_array(json_object_get(n, "ranks")))
 				snprintf(ranks, sizeof ranks, "%d", running_ranks(n));
 			else
 				snprintf(ranks, sizeof ranks, "-");
-			const char *row[] = {str(n, "id"),      str(n, "state"), node_sched(n), devices,
-			                     str(n, "version"), age,             ranks,         str(n, "reason")};
+			const char *row[] = {str(n, "id"), str(n, "state"),   node_sched(n),
+			                     devices,      str(n, "version"), age,
+			                     ranks,        str(n, "reason")};
 			ctl_table_add(&t, row);
 		}
 		ctl_table_print(&t, stdout);
@@ -975,7 +978,8 @@ static void print_node(const json_t *n)
 	       cell(n, "port_base", b, sizeof b));
 	printf("%-14s %s\n", "version", cell(n, "version", b, sizeof b));
 	heartbeat_age(n, b, sizeof b);
-	printf("%-14s %s%s\n", "heartbeat", b, strcmp(b, "-") ? " ago" : " (not heard by this leader)");
+	printf("%-14s %s%s\n", "heartbeat", b,
+	       strcmp(b, "-") ? " ago" : " (not heard by this leader)");
 	if (json_is_integer(json_object_get(n, "free_disk_mb")))
 		printf("%-14s %s MiB\n", "free disk", cell(n, "free_disk_mb", b, sizeof b));
 	if (json_object_size(json_object_get(n, "labels")) > 0)
@@ -985,7 +989,8 @@ static void print_node(const json_t *n)
 	{
 		char idx[16], mem[32];
 		printf("  %-4s %-5s %s MiB\n", cell(v, "index", idx, sizeof idx),
-		       str(v, "kind") ? str(v, "kind") : "?", cell(v, "memory_mb", mem, sizeof mem));
+		       str(v, "kind") ? str(v, "kind") : "?",
+		       cell(v, "memory_mb", mem, sizeof mem));
 	}
 	const json_t *ranks = json_object_get(n, "ranks");
 	if (!json_is_array(ranks))
@@ -993,7 +998,7 @@ static void print_node(const json_t *n)
 	printf("ranks:%s\n", json_array_size(ranks) == 0 ? " none" : "");
 	if (json_array_size(ranks) == 0)
 		return;
-	static const char *const headers[] = {"JOB", "RANK", "GENERATION", "PID",
+	static const char *const headers[] = {"JOB",   "RANK", "GENERATION", "PID",
 	                                      "STATE", "EXIT", "STEP"};
 	struct ctl_table t;
 	ctl_table_init(&t, 7, headers);
@@ -1049,8 +1054,9 @@ static int cmd_node_change(struct ctl *x)
 		       x->args.operand[0], node_sched(r.json));
 	else
 		printf("node %s %s\n", x->args.operand[0],
-		       x->args.command == CTL_NODE_CORDON ? "cordoned: no new ranks"
-		                                          : "uncordoned: ranks may be placed on it");
+		       x->args.command == CTL_NODE_CORDON
+		           ? "cordoned: no new ranks"
+		           : "uncordoned: ranks may be placed on it");
 	ctl_response_free(&r);
 	return 0;
 }

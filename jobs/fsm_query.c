@@ -130,8 +130,7 @@ static json_t *node_from_row(sqlite3_stmt *st)
 	    cordoned == FSM_NODE_DRAINING  ? json_string("draining")
 	    : cordoned == FSM_NODE_DRAINED ? json_string("drained")
 	                                   : json_null(),
-	    "registered_ms",
-	    (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
+	    "registered_ms", (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
 	    (json_int_t)sqlite3_column_int64(st, 9), "reason", col_text_or_null(st, 10));
 }
 

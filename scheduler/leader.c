@@ -5,11 +5,11 @@
 
 #include <dirent.h>
 #include <stdarg.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/base64.h"
 #include "common/common.h"
@@ -18,7 +18,7 @@
 #include "scheduler/logstore.h"
 #include "scheduler/queue.h"
 
-#define REPORTS_MAX 256 /* rank reports (and log pieces) in one heartbeat */
+#define REPORTS_MAX 256           /* rank reports (and log pieces) in one heartbeat */
 #define LOG_PIECE_MAX (256 << 10) /* raw bytes of one log piece (an agent sends ≤ 64 KiB) */
 
 struct soft_node {
@@ -1206,7 +1206,8 @@ json_t *sched_job_logs(struct sched *s, const char *job, int rank, int64_t gener
 		return NULL;
 	}
 	if (rank < 0)
-		return json_pack("{s:s,s:o}", "job", job, "streams", logstore_streams(s->logs, job));
+		return json_pack("{s:s,s:o}", "job", job, "streams",
+		                 logstore_streams(s->logs, job));
 	if (generation < 0)
 		generation = logstore_latest_generation(s->logs, job, rank);
 	struct logstore_read r;
@@ -1218,8 +1219,9 @@ json_t *sched_job_logs(struct sched *s, const char *job, int rank, int64_t gener
 		rc = logstore_read(s->logs, job, rank, generation, offset, max_bytes, &r);
 	if (rc == YARD_ENOTFOUND) {
 		yard_err_set(err, rc,
-		             generation < 0 ? "job %s: no output of rank %d is held"
-		                            : "job %s: no output of rank %d generation %lld is held",
+		             generation < 0
+		                 ? "job %s: no output of rank %d is held"
+		                 : "job %s: no output of rank %d generation %lld is held",
 		             job, rank, (long long)generation);
 		return NULL;
 	}
@@ -1229,12 +1231,12 @@ json_t *sched_job_logs(struct sched *s, const char *job, int rank, int64_t gener
 	}
 	size_t used = 0;
 	json_t *text = logstore_text(r.data != NULL ? r.data : "", r.len, &used);
-	json_t *out = json_pack(
-	    "{s:s,s:i,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:o}", "job", job, "rank", rank, "generation",
-	    (json_int_t)generation, "node", r.node, "offset", (json_int_t)r.offset, "skipped",
-	    (json_int_t)r.skipped, "next_offset", (json_int_t)(r.offset + (int64_t)used),
-	    "first_offset", (json_int_t)r.first_offset, "end_offset", (json_int_t)r.end_offset,
-	    "data", text);
+	json_t *out = json_pack("{s:s,s:i,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:o}", "job", job, "rank",
+	                        rank, "generation", (json_int_t)generation, "node", r.node,
+	                        "offset", (json_int_t)r.offset, "skipped", (json_int_t)r.skipped,
+	                        "next_offset", (json_int_t)(r.offset + (int64_t)used),
+	                        "first_offset", (json_int_t)r.first_offset, "end_offset",
+	                        (json_int_t)r.end_offset, "data", text);
 	free(r.data);
 	return out;
 }

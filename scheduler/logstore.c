@@ -103,8 +103,7 @@ static void stream_remove(struct logstore *ls, int i)
 	ls->streams[i] = ls->streams[--ls->n_streams];
 }
 
-static struct stream *stream_get(struct logstore *ls, const char *job, int rank,
-                                 int64_t generation)
+static struct stream *stream_get(struct logstore *ls, const char *job, int rank, int64_t generation)
 {
 	struct stream *s = stream_find(ls, job, rank, generation);
 	if (s != NULL)
@@ -242,7 +241,8 @@ long logstore_add(struct logstore *ls, const char *job, int rank, int64_t genera
 		}
 		int64_t gap_end = c != NULL ? YARD_MIN(end, c->start) : end;
 		size_t n = (size_t)(gap_end - cur);
-		if (prev != NULL && prev->start + (int64_t)prev->len == cur && prev->len < CHUNK_MAX) {
+		if (prev != NULL && prev->start + (int64_t)prev->len == cur &&
+		    prev->len < CHUNK_MAX) {
 			n = YARD_MIN(n, (size_t)CHUNK_MAX - prev->len);
 			if (chunk_grow(prev, n) != 0)
 				return YARD_ENOMEM;

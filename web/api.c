@@ -370,8 +370,8 @@ static void h_jobs_logs(struct call *call)
 		call_error(call, 503, NULL, "this controller runs no scheduler");
 		return;
 	}
-	json_t *out = sched_job_logs(call->s->sched, call->params[0], (int)rank, generation,
-	                             offset, (size_t)max_bytes, &err);
+	json_t *out = sched_job_logs(call->s->sched, call->params[0], (int)rank, generation, offset,
+	                             (size_t)max_bytes, &err);
 	if (out == NULL && err.code == YARD_ENOTLEADER)
 		call_error(call, 503, NULL, "%s: ask the leader (without stale=1)", err.msg);
 	else if (out == NULL)
@@ -621,7 +621,7 @@ static void h_digest(struct call *call)
 /* The authorisation table: every route, its roles, and how it is routed. */
 const struct route api_routes[] = {
     {"GET", "/healthz", 0, ROUTE_LOCAL, h_healthz},
-    {"GET", "/", 0, ROUTE_LOCAL, dashboard_serve},        /* static files, no data */
+    {"GET", "/", 0, ROUTE_LOCAL, dashboard_serve}, /* static files, no data */
     {"GET", "/assets/*", 0, ROUTE_LOCAL, dashboard_serve},
     {"GET", "/metrics", ROLES_ANY, ROUTE_LOCAL, h_metrics},
     {"GET", "/v1/cluster", ROLES_ANY, ROUTE_LOCAL, h_cluster},

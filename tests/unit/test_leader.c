@@ -433,9 +433,10 @@ static void test_drain_moves_the_job_without_a_restart(void **state)
 	run(w, 100);
 	snprintf(ranks, sizeof ranks, "[");
 	for (int r = 0; r < 4; r++)
-		snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
-		         "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,\"state\":\"running\"}",
-		         r ? "," : "", r);
+		snprintf(
+		    ranks + strlen(ranks), sizeof ranks - strlen(ranks),
+		    "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,\"state\":\"running\"}",
+		    r ? "," : "", r);
 	strcat(ranks, "]");
 	json_decref(heartbeat(w, "node-a", ranks));
 	run(w, 100);
@@ -485,7 +486,8 @@ static void test_heartbeat_logs_are_kept_once_and_read(void **state)
 {
 	struct world *w = world_new();
 	struct yard_err err = {0};
-	const char *rank0 = "{\"job\":\"j-000001\",\"rank\":0,\"generation\":1,\"state\":\"running\"}";
+	const char *rank0 =
+	    "{\"job\":\"j-000001\",\"rank\":0,\"generation\":1,\"state\":\"running\"}";
 	char body[1024];
 	/* "hello\n" at offset 0, sent twice (a retried heartbeat), and a piece of a rank the
 	 * node does not report (dropped) */

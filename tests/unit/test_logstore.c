@@ -22,8 +22,8 @@ static struct logstore *store(size_t rank_max, size_t total_max)
 }
 
 /* Reads the whole stream from offset, as a client following it would, into buf. */
-static size_t read_all(struct logstore *ls, const char *job, int rank, int64_t gen,
-                       int64_t offset, size_t max, char *buf, int64_t *skipped)
+static size_t read_all(struct logstore *ls, const char *job, int rank, int64_t gen, int64_t offset,
+                       size_t max, char *buf, int64_t *skipped)
 {
 	size_t n = 0;
 	*skipped = 0;
@@ -155,8 +155,10 @@ static void test_rank_bound_drops_oldest_generation_first(void **state)
 	assert_int_equal(logstore_bytes(ls), 180);
 	json_t *streams = logstore_streams(ls, "j-1");
 	assert_int_equal(json_array_size(streams), 3);
-	assert_int_equal(json_integer_value(json_object_get(json_array_get(streams, 0), "first_offset")), 60);
-	assert_int_equal(json_integer_value(json_object_get(json_array_get(streams, 1), "generation")), 2);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_array_get(streams, 0), "first_offset")), 60);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_array_get(streams, 1), "generation")), 2);
 	json_decref(streams);
 	assert_int_equal(logstore_latest_generation(ls, "j-1", 0), 2);
 	assert_int_equal(logstore_latest_generation(ls, "j-9", 0), -1);
@@ -189,9 +191,9 @@ static void test_bad_input_changes_nothing(void **state)
 {
 	struct logstore *ls = store(1000, 1000);
 	assert_int_equal(logstore_add(ls, "j-1", 0, 1, "a", -1, "x", 1), YARD_EINVAL);
-	assert_int_equal(logstore_add(ls, "j-0123456789012345678901234567890123", 0, 1, "a", 0,
-	                              "x", 1),
-	                 YARD_EINVAL);
+	assert_int_equal(
+	    logstore_add(ls, "j-0123456789012345678901234567890123", 0, 1, "a", 0, "x", 1),
+	    YARD_EINVAL);
 	assert_int_equal(logstore_bytes(ls), 0);
 	json_t *streams = logstore_streams(ls, "j-1");
 	assert_int_equal(json_array_size(streams), 0);
