@@ -417,20 +417,26 @@ static void print_job(const json_t *j)
 	}
 }
 
-static int cmd_job_show(struct ctl *x)
+/* GET collection/OPERAND and print the object: the server's JSON, or print_fn's layout. */
+static int show_object(struct ctl *x, const char *collection, void (*print_fn)(const json_t *))
 {
 	struct ctl_response r;
-	char path[128];
-	snprintf(path, sizeof path, "/v1/jobs/%s", x->args.operand[0]);
+	char path[160];
+	snprintf(path, sizeof path, "%s/%s", collection, x->args.operand[0]);
 	int rc = call(x, "GET", path, NULL, NULL, &r);
 	if (rc != 0)
 		return rc;
 	if (x->args.output == CTL_OUTPUT_JSON)
 		print_json(&r);
 	else
-		print_job(r.json);
+		print_fn(r.json);
 	ctl_response_free(&r);
 	return 0;
+}
+
+static int cmd_job_show(struct ctl *x)
+{
+	return show_object(x, "/v1/jobs", print_job);
 }
 
 static int cmd_job_cancel(struct ctl *x)
@@ -1020,18 +1026,7 @@ static void print_node(const json_t *n)
 
 static int cmd_node_show(struct ctl *x)
 {
-	struct ctl_response r;
-	char path[128];
-	snprintf(path, sizeof path, "/v1/nodes/%s", x->args.operand[0]);
-	int rc = call(x, "GET", path, NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		print_node(r.json);
-	ctl_response_free(&r);
-	return 0;
+	return show_object(x, "/v1/nodes", print_node);
 }
 
 /* node cordon | uncordon | drain NAME */

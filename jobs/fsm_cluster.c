@@ -232,33 +232,33 @@ json_t *fsm_op_node_cordon(struct fsm *f, const struct fsm_cmd *c)
 	return node ? fsm_res_ok(200, node) : NULL;
 }
 
-/* The node's cordoned column (FSM_NODE_*), or -1 when there is no such node. */
-static int node_cordon_value(struct fsm *f, const char *id)
+/* Reads the {"id"} args of node.drain / node.drained and the node's cordoned column
+ * (FSM_NODE_*) into *was. Returns an error result, or NULL. */
+static json_t *drain_args(struct fsm *f, const struct fsm_cmd *c, const char **id, int *was)
 {
+	static const char *const keys[] = {"id", NULL};
+	struct yard_err e = {0};
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_NAME_MAX, id, &e) != 0)
+		return fsm_res_from_err(&e);
 	sqlite3_stmt *st = fsm_prepare(f, "SELECT cordoned FROM nodes WHERE id = ?1");
-	int v = -1;
 	if (st == NULL)
-		return -1;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int(st, 0);
+		return fsm_res_err(500, NULL, "internal error reading node %s", *id);
+	sqlite3_bind_text(st, 1, *id, -1, SQLITE_STATIC);
+	*was = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
 	sqlite3_finalize(st);
-	return v;
+	return *was < 0 ? fsm_res_err(404, "id", "no node %s", *id) : NULL;
 }
 
 /* Drain: a cordon, and the scheduler moves every running rank of the node elsewhere (its
  * jobs restart from their newest checkpoint, not counted against max_restarts). */
 json_t *fsm_op_node_drain(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id", NULL};
-	struct yard_err e = {0};
 	const char *id = NULL;
-	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
-	    jsonx_get_string(c->args, "", "id", 1, FSM_NAME_MAX, &id, &e) != 0)
-		return fsm_res_from_err(&e);
-	int was = node_cordon_value(f, id);
-	if (was < 0)
-		return fsm_res_err(404, "id", "no node %s", id);
+	int was = -1;
+	json_t *r = drain_args(f, c, &id, &was);
+	if (r != NULL)
+		return r;
 	if (was != FSM_NODE_DRAINING && was != FSM_NODE_DRAINED) {
 		int64_t ranks = 0, jobs = 0;
 		sqlite3_stmt *st = fsm_prepare(
@@ -289,15 +289,11 @@ json_t *fsm_op_node_drain(struct fsm *f, const struct fsm_cmd *c)
 /* The scheduler saw no rank left on a draining node. */
 json_t *fsm_op_node_drained(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id", NULL};
-	struct yard_err e = {0};
 	const char *id = NULL;
-	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
-	    jsonx_get_string(c->args, "", "id", 1, FSM_NAME_MAX, &id, &e) != 0)
-		return fsm_res_from_err(&e);
-	int was = node_cordon_value(f, id);
-	if (was < 0)
-		return fsm_res_err(404, "id", "no node %s", id);
+	int was = -1;
+	json_t *r = drain_args(f, c, &id, &was);
+	if (r != NULL)
+		return r;
 	if (was != FSM_NODE_DRAINING)
 		return fsm_res_err(409, "id", "node %s is not draining", id);
 	if (fsm_run(f, "UPDATE nodes SET cordoned = ?2, updated_ms = ?3 WHERE id = ?1", "sii", id,
