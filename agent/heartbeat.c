@@ -160,8 +160,10 @@ static void after_call(uv_work_t *w, int status)
 		}
 	} else if (c->status == 200) {
 		a->last_ok_mono_ms = yard_now_mono_ms();
-		ranks_logs_done(a, 1);
-		apply_leader_id(a, json_string_value(json_object_get(c->resp, "leader_id")));
+		/* pieces count as sent only when a leading scheduler kept them */
+		const char *leader_id = json_string_value(json_object_get(c->resp, "leader_id"));
+		ranks_logs_done(a, leader_id != NULL);
+		apply_leader_id(a, leader_id);
 		apply_commands(a, json_object_get(c->resp, "commands"));
 		heartbeat_reconcile(a, json_object_get(c->resp, "desired"));
 	} else if (c->status == 401 || c->status == 404) {

@@ -1137,8 +1137,9 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	if (me != NULL && json_is_string(json_object_get(me, "drain")))
 		json_array_append_new(commands, json_pack("{s:s}", "op", "drain"));
 	json_decref(me);
-	return json_pack("{s:o,s:o,s:s}", "desired", desired_for(s, node), "commands", commands,
-	                 "leader_id", s->leader_id);
+	/* leader_id only while leading: it says the pieces of this heartbeat were kept */
+	return json_pack("{s:o,s:o,s:o}", "desired", desired_for(s, node), "commands", commands,
+	                 "leader_id", s->leading ? json_string(s->leader_id) : json_null());
 }
 
 /* ---- overlays ---- */

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_drain.sh: `yardctl node drain` with real agents. One controller, two agents with 4 CPU
 # devices each; a 4-rank command job that reports steps and checkpoints every 5 steps runs on
-# one node with failure.max_restarts 0. Draining that node must move the job to the other
-# node, restored from its newest checkpoint, without using a restart; the job succeeds; the
-# node goes draining then drained; events tell the story; `job logs` shows both generations.
+# one node with failure.max_restarts 0 (120 steps of 0.1 s; the drain comes after step 12).
+# Draining that node must move the job to the other node, restored from its newest
+# checkpoint, without using a restart; the job succeeds; the node goes draining then drained;
+# events tell the story; `job logs` shows both generations.
 # Also `node list` / `node show` output, uncordon ending a drain, and bad input.
 . "$(dirname "$0")/lib.sh"
 
@@ -33,10 +34,10 @@ for r in rows[1:]:
     assert r[6].endswith("s") and r[7] == "0", r
 PY
 
-submit 1 "{\"name\":\"mover\",\"ranks\":4,\"command\":[\"sh\",\"-c\",\"echo generation \$YARD_GENERATION rank \$RANK starts; exec sh $T/rank.sh train 40 0.1\"],\"env\":{\"OUT\":\"$T\"},\"checkpoint\":{\"store\":\"dir:$T/ckpt\"},\"failure\":{\"max_restarts\":0,\"hang_timeout_s\":30}}"
+submit 1 "{\"name\":\"mover\",\"ranks\":4,\"command\":[\"sh\",\"-c\",\"echo generation \$YARD_GENERATION rank \$RANK starts; exec sh $T/rank.sh train 120 0.1\"],\"env\":{\"OUT\":\"$T\"},\"checkpoint\":{\"store\":\"dir:$T/ckpt\"},\"failure\":{\"max_restarts\":0,\"hang_timeout_s\":30}}"
 J=$JOB
 step_at_least() { [ "$(job_field 1 "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
-wait_until 20 step_at_least 12 || fail "job did not reach step 12: $(job_field 1 "$J" '')"
+wait_until 20 step_at_least 3 || fail "job did not reach step 3: $(job_field 1 "$J" '')"
 get 1 "/v1/jobs/$J"
 victim=$(jget "$BODY" 'd["layout"][0]["node"]')
 [ "$(jget "$BODY" 'len(set(s["node"] for s in d["layout"]))')" = 1 ] || fail "4 ranks should fit one node: $BODY"
@@ -52,6 +53,7 @@ echo "$show" | grep -q "^heartbeat *[0-9.]*s ago$" || fail "node show: heartbeat
 [ "$(echo "$show" | grep -c '^  [0-3] *cpu ')" = 4 ] || fail "node show: 4 devices"
 [ "$(echo "$show" | grep -c "^$J  *[0-3]  *1  *[0-9][0-9]*  *running ")" = 4 ] || fail "node show: the job's 4 running ranks"
 
+wait_until 20 step_at_least 12 || fail "job did not reach step 12: $(job_field 1 "$J" '')"
 note "job $J runs on $victim at step $(job_field 1 "$J" '["step"]'); draining $victim"
 out=$(yardctl node drain "$victim") || fail "node drain"
 echo "$out" | grep -q "node $victim draining" || fail "node drain said: $out"
@@ -60,7 +62,7 @@ get 1 "/v1/jobs/$J"
 [ "$(jget "$BODY" 'd["generation"]')" = 2 ] || fail "generation: $BODY"
 [ "$(jget "$BODY" 'd["restarts"]')" = 0 ] || fail "a drain used a restart: $BODY"
 [ "$(jget "$BODY" 'set(s["node"] for s in d["layout"]) == {"'"$other"'"}')" = True ] || fail "not moved to $other: $BODY"
-[ "$(jget "$BODY" 'd["step"]')" = 40 ] || fail "final step: $BODY"
+[ "$(jget "$BODY" 'd["step"]')" = 120 ] || fail "final step: $BODY"
 
 events=$(events_of 1 "$J")
 echo "$events" | sed 's/^/#   /'
