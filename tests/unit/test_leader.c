@@ -441,6 +441,8 @@ static void test_drain_moves_the_job_without_a_restart(void **state)
 	json_decref(heartbeat(w, "node-a", ranks));
 	run(w, 100);
 	assert_int_equal(apply(w, "node.drain", "{\"id\":\"node-nope\"}"), 404);
+	assert_int_equal(apply(w, "node.drain", "{\"id\":\"node-a\",\"now\":1}"), 400);
+	assert_int_equal(apply(w, "node.drained", "{\"id\":\"node-a\"}"), 409); /* not draining */
 	assert_int_equal(apply(w, "node.drain", "{\"id\":\"node-a\"}"), 200);
 	json_decref(heartbeat(w, "node-b", "[]"));
 	run(w, 100);
