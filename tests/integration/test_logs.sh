@@ -20,13 +20,13 @@ wait_until 10 node_state_is "$LEADER" node-a up || fail "node-a did not register
 wait_until 10 node_state_is "$LEADER" node-b up || fail "node-b did not register"
 export YARD_ENDPOINTS=$urls YARD_TOKEN=$TOKEN
 
-# print.sh N: N numbered lines, odd ones on stderr, 5 lines every 0.1 s
+# print.sh N [PAUSE]: N numbered lines, odd ones on stderr, 5 lines every PAUSE s (0.1)
 cat >"$T/print.sh" <<'SCRIPT'
 i=1
 while [ "$i" -le "$1" ]; do
 	if [ $((i % 2)) = 1 ]; then echo "rank $RANK line $i of $1 ...................." >&2
 	else echo "rank $RANK line $i of $1 ...................."; fi
-	[ $((i % 5)) = 0 ] && sleep 0.1
+	[ $((i % 5)) = 0 ] && sleep "${2:-0.1}"
 	i=$((i + 1))
 done
 SCRIPT
@@ -84,11 +84,13 @@ note "--rank, --tail, offsets; the agents rotated the logs at 4096 bytes and los
 
 # ---- 2. leader failover while a job prints: the new leader has every line, once. 140 lines
 # (about 6.3 KB a rank) are rotated once at most, so the agents still hold all of it (bytes
-# rotated out twice would be gone and show as skipped) ----
-submit "$LEADER" "{\"name\":\"printer-2\",\"ranks\":6,\"command\":[\"sh\",\"$T/print.sh\",\"140\"],\"failure\":{\"max_restarts\":0}}"
+# rotated out twice would be gone and show as skipped); printed over 8 s, so the leader dies
+# while the ranks run (the output of a job that ended before a leader change is not resent) ----
+submit "$LEADER" "{\"name\":\"printer-2\",\"ranks\":6,\"command\":[\"sh\",\"$T/print.sh\",\"140\",\"0.3\"],\"failure\":{\"max_restarts\":0}}"
 B=$JOB
 some_output() { get "$LEADER" "/v1/jobs/$B/logs?rank=5"; [ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["end_offset"]')" -gt 1500 ]; }
 wait_until 30 some_output || fail "printer-2 printed nothing: $BODY"
+job_state_is "$LEADER" "$B" running || fail "printer-2 ended before the failover: $(events_of "$LEADER" "$B")"
 OLD=$LEADER
 kill_member "$OLD"
 rest=""
