@@ -651,7 +651,9 @@ static struct log_cursor *log_cursor_get(struct log_view *v, const json_t *strea
 	memset(c, 0, sizeof *c);
 	c->rank = rank;
 	c->generation = gen;
-	c->offset = -1; /* the first byte held */
+	/* from byte 0: what the leader no longer holds (or a new leader does not hold yet) is
+	 * said (skipped) or waited for, never silently left out */
+	c->offset = 0;
 	snprintf(c->node, sizeof c->node, "%s", str(stream, "node") ? str(stream, "node") : "?");
 	return c;
 }
@@ -670,10 +672,8 @@ static long log_pull(struct ctl *x, struct log_view *v, struct log_cursor *c, in
 		add_query(path, sizeof path, "rank", num);
 		snprintf(num, sizeof num, "%lld", (long long)c->generation);
 		add_query(path, sizeof path, "generation", num);
-		if (c->offset >= 0) {
-			snprintf(num, sizeof num, "%lld", (long long)c->offset);
-			add_query(path, sizeof path, "offset", num);
-		}
+		snprintf(num, sizeof num, "%lld", (long long)c->offset);
+		add_query(path, sizeof path, "offset", num);
 		snprintf(num, sizeof num, "%d", LOGS_READ_BYTES);
 		add_query(path, sizeof path, "max_bytes", num);
 		if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0) {

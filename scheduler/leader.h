@@ -105,8 +105,10 @@ void sched_overlay_node(struct sched *s, json_t *node);
  * rank < 0: the index {"job", "streams": [...]}; else up to max_bytes of (rank, generation)
  * from offset, generation < 0 meaning the newest held, offset < 0 meaning the first byte
  * held: {"job","rank","generation","node","offset","skipped","next_offset","first_offset",
- * "end_offset","data"}. NULL with err: YARD_EUNAVAILABLE when this member is not leading,
- * YARD_ENOTFOUND when no output of that rank is held. */
+ * "end_offset","data"}. Until node_down_ms after this member became leader, bytes missing
+ * before what is held are waited for (no data, next_offset = offset) rather than skipped:
+ * agents are still resending. NULL with err: YARD_ENOTLEADER when this member is not
+ * leading, YARD_ENOTFOUND when no output of that rank is held. */
 json_t *sched_job_logs(struct sched *s, const char *job, int rank, int64_t generation,
                        int64_t offset, size_t max_bytes, struct yard_err *err);
 

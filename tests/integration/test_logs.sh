@@ -4,8 +4,9 @@
 # every rank's output takes many heartbeats and crosses rotations. A 6-rank command job prints
 # numbered lines on stdout and stderr: `job logs -f` (started before the job runs, ending by
 # itself when the job ends), `job logs`, `--rank` and `--tail` show each rank's lines exactly
-# once and in order. Then the leader is SIGKILLed while a second job prints: the agents resend
-# their logs' tails to the new leader, which shows every line exactly once, with no gap. Last,
+# once and in order. Then the leader is SIGKILLed while a second job prints and a `job logs -f`
+# follows it: the agents resend their logs' tails to the new leader, which shows every line
+# exactly once, with no gap, and so does the -f that ran across the failover. Last,
 # who may read logs, and bad input.
 . "$(dirname "$0")/lib.sh"
 
@@ -91,6 +92,8 @@ B=$JOB
 some_output() { get "$LEADER" "/v1/jobs/$B/logs?rank=5"; [ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["end_offset"]')" -gt 1500 ]; }
 wait_until 30 some_output || fail "printer-2 printed nothing: $BODY"
 job_state_is "$LEADER" "$B" running || fail "printer-2 ended before the failover: $(events_of "$LEADER" "$B")"
+yardctl job logs "$B" -f >"$T/b-follow.out" 2>"$T/b-follow.err" &
+FOLLOW=$!
 OLD=$LEADER
 kill_member "$OLD"
 rest=""
@@ -101,8 +104,11 @@ wait_until 60 job_state_is "$LEADER" "$B" succeeded || fail "printer-2: $(events
 yardctl job logs "$B" >"$T/b.out" || fail "job logs after failover"
 ! grep -q "bytes skipped" "$T/b.out" || fail "a gap after failover: $(grep -m3 'bytes skipped' "$T/b.out")"
 check_lines "$T/b.out" 140 0,1,2,3,4,5 1 || fail "job logs after failover: $(head -c 2000 "$T/b.out")"
+wait_until 20 sh -c "! kill -0 $FOLLOW" || fail "job logs -f did not end with printer-2"
+wait "$FOLLOW" || fail "job logs -f across the failover exited $?: $(cat "$T/b-follow.err")"
+check_lines "$T/b-follow.out" 140 0,1,2,3,4,5 1 || fail "job logs -f across the failover: $(head -c 2000 "$T/b-follow.out")"
 grep -q "leader changed" "$T/log.agent-node-a" || fail "node-a did not notice the new leader"
-note "after failover: 6 ranks x 140 lines from the new leader, each once"
+note "after failover: 6 ranks x 140 lines from the new leader, each once, also to a job logs -f that ran across it"
 
 # ---- 3. who may read logs; bad input changes nothing (job B: the new leader never heard
 # job A's output, which ended before the failover) ----

@@ -542,6 +542,24 @@ static void test_heartbeat_logs_are_kept_once_and_read(void **state)
 	answer = heartbeat_answer(w, "node-a", "{\"node\":\"node-a\",\"ranks\":[]}");
 	assert_string_not_equal(json_string_value(json_object_get(answer, "leader_id")), leader_id);
 	json_decref(answer);
+	/* the new leader first hears "world\n" at offset 6: a reader at 0 waits for the resent
+	 * tail while the leadership is young, and is told of the gap after node_down_ms */
+	snprintf(body, sizeof body,
+	         "{\"node\":\"node-a\",\"ranks\":[%s],\"logs\":[{\"job\":\"j-000001\",\"rank\":0,"
+	         "\"generation\":1,\"offset\":6,\"data\":\"d29ybGQK\"}]}",
+	         rank0);
+	json_decref(heartbeat_answer(w, "node-a", body));
+	out = sched_job_logs(w->sched, "j-000001", 0, 1, 0, 1000, &err);
+	assert_int_equal(json_integer_value(json_object_get(out, "skipped")), 0);
+	assert_int_equal(json_integer_value(json_object_get(out, "next_offset")), 0);
+	assert_string_equal(json_string_value(json_object_get(out, "data")), "");
+	json_decref(out);
+	advance(w, 3001);
+	out = sched_job_logs(w->sched, "j-000001", 0, 1, 0, 1000, &err);
+	assert_int_equal(json_integer_value(json_object_get(out, "skipped")), 6);
+	assert_string_equal(json_string_value(json_object_get(out, "data")), "world\n");
+	assert_int_equal(json_integer_value(json_object_get(out, "next_offset")), 12);
+	json_decref(out);
 	world_free(w);
 }
 
