@@ -33,10 +33,24 @@
 /* How long request ids are remembered for deduplication (command time, not local time). */
 #define FSM_REQUEST_ID_TTL_MS (24LL * 3600 * 1000)
 
+/* Prepared statements are cached per connection (fsm_prepare/fsm_release in
+ * fsm_internal.h): parsing SQL was the largest part of an apply. The cache is emptied
+ * (every statement finalized) whenever the database is replaced by a restore. */
+#define FSM_STMT_CACHE_SLOTS 128
+
+struct fsm_stmt_slot {
+	char *sql;        /* owned copy; NULL: slot empty */
+	uint32_t hash;    /* FNV-1a of sql */
+	sqlite3_stmt *st; /* prepared on db */
+	int busy;         /* handed out by fsm_prepare, not yet released */
+};
+
 struct fsm {
 	sqlite3 *db;
 	json_t *last_result; /* result of the latest apply; owned, replaced by the next one */
 	uint64_t applies;    /* commands applied by this process (not replicated) */
+	uint64_t prepares;   /* statements compiled (cache misses), for tests and metrics */
+	struct fsm_stmt_slot stmts[FSM_STMT_CACHE_SLOTS];
 };
 
 int fsm_init(struct fsm *f, struct yard_err *err);

@@ -135,7 +135,7 @@ json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c)
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		snprintf(state, sizeof state, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 
 	char *devices_text = json_dumps(devices, JSON_COMPACT | JSON_SORT_KEYS);
 	json_t *no_labels = json_object();
@@ -187,7 +187,7 @@ json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c)
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		snprintf(from, sizeof from, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	if (from[0] == '\0')
 		return fsm_res_err(404, "id", "no node %s", id);
 	if (strcmp(from, to) == 0)
@@ -254,7 +254,7 @@ static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
 	} else {
 		r = fsm_res_err(404, "id", "no job %s", id);
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return r;
 }
 
@@ -276,7 +276,7 @@ static json_t *node_usable(struct fsm *f, const char *node, int64_t *n_devices)
 		r = fsm_res_err(409, "ranks", "ranks: node %s is cordoned", node);
 	else
 		*n_devices = sqlite3_column_int64(st, 2);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return r;
 }
 
@@ -298,7 +298,7 @@ static int device_holder(struct fsm *f, const char *self, const char *node, int6
 		snprintf(holder, FSM_ID_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
 		held = 1;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return held;
 }
 
@@ -555,7 +555,7 @@ json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 	sqlite3_bind_text(st, 2, tag, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		seen = sqlite3_column_int(st, 0) > 0;
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	if (seen)
 		return fsm_res_ok(
 		    200, json_pack("{s:s,s:s,s:b}", "id", id, "type", type, "duplicate", 1));

@@ -49,7 +49,7 @@ json_t *fsm_job_get(struct fsm *f, const char *id, struct yard_err *err)
 		job = job_from_row(st);
 	else
 		yard_err_set(err, YARD_ENOTFOUND, "no job %s", id);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	if (job != NULL)
 		json_object_set_new(job, "layout", fsm_job_layout(f, id));
 	return job;
@@ -70,7 +70,7 @@ json_t *fsm_job_layout(struct fsm *f, const char *id)
 		                                      (json_int_t)sqlite3_column_int64(st, 2),
 		                                      "generation",
 		                                      (json_int_t)sqlite3_column_int64(st, 3)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -86,7 +86,7 @@ json_t *fsm_jobs_active(struct fsm *f)
 		json_object_set_new(job, "seq", json_integer(sqlite3_column_int64(st, 12)));
 		json_array_append_new(list, job);
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -106,7 +106,7 @@ json_t *fsm_running_slots(struct fsm *f)
 		                    sqlite3_column_text(st, 2), "device",
 		                    (json_int_t)sqlite3_column_int64(st, 3), "generation",
 		                    (json_int_t)sqlite3_column_int64(st, 4)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -140,7 +140,7 @@ json_t *fsm_nodes_list(struct fsm *f, struct yard_err *err)
 	json_t *list = json_array();
 	while (sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(list, node_from_row(st));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -157,7 +157,7 @@ json_t *fsm_node_get(struct fsm *f, const char *id, struct yard_err *err)
 		node = node_from_row(st);
 	else
 		yard_err_set(err, YARD_ENOTFOUND, "no node %s", id);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return node;
 }
 
@@ -173,7 +173,7 @@ int fsm_node_token_lookup(struct fsm *f, const char *hash_hex, char name[FSM_NAM
 		snprintf(name, FSM_NAME_MAX + 1, "%s", (const char *)sqlite3_column_text(st, 0));
 	else
 		rc = yard_err_set(err, YARD_ENOTFOUND, "unknown node token");
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -216,7 +216,7 @@ json_t *fsm_jobs_list(struct fsm *f, const char *state, const char *after, int l
 		}
 		json_array_append_new(jobs, job_from_row(st));
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return json_pack("{s:o,s:o}", "jobs", jobs, "next", next);
 }
 
@@ -256,7 +256,7 @@ json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job
 		}
 		json_array_append_new(events, event_from_row(st));
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return json_pack("{s:o,s:o}", "events", events, "next", next);
 }
 
@@ -295,7 +295,7 @@ int fsm_events_verify(struct fsm *f, struct yard_err *err)
 		snprintf(prev, sizeof prev, "%s", stored_hash);
 		expect_seq = seq + 1;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -313,7 +313,7 @@ json_t *fsm_tokens_list(struct fsm *f, struct yard_err *err)
 		    list, json_pack("{s:s,s:s,s:s,s:I}", "id", sqlite3_column_text(st, 0), "name",
 		                    sqlite3_column_text(st, 1), "role", sqlite3_column_text(st, 2),
 		                    "created_ms", (json_int_t)sqlite3_column_int64(st, 3)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return json_pack("{s:o}", "tokens", list);
 }
 
@@ -323,7 +323,7 @@ int fsm_tokens_count(struct fsm *f)
 	sqlite3_stmt *st = fsm_prepare(f, "SELECT count(*) FROM tokens");
 	if (st != NULL && sqlite3_step(st) == SQLITE_ROW)
 		n = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return n;
 }
 
@@ -342,7 +342,7 @@ int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
 	} else {
 		rc = yard_err_set(err, YARD_ENOTFOUND, "unknown or revoked token");
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -361,7 +361,7 @@ json_t *fsm_members_list(struct fsm *f, struct yard_err *err)
 		                                      "raft_address", sqlite3_column_text(st, 1),
 		                                      "api_url", sqlite3_column_text(st, 2), "role",
 		                                      sqlite3_column_text(st, 3)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -376,7 +376,7 @@ int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len)
 		snprintf(url, url_len, "%s", (const char *)sqlite3_column_text(st, 0));
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -389,6 +389,6 @@ int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt)
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return v;
 }
