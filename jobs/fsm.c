@@ -197,6 +197,40 @@ static int64_t meta_next(struct fsm *f, const char *key)
 	return v;
 }
 
+/* ---- the change journal (fsm.h) ---- */
+
+static void on_row_change(void *data, int op, const char *db_name, const char *table,
+                          sqlite3_int64 rowid)
+{
+	struct fsm *f = data;
+	if (f->changed_all || strcmp(table, "jobs") != 0)
+		return;
+	if (f->n_changed == f->cap_changed) {
+		int cap = f->cap_changed ? f->cap_changed * 2 : 256;
+		int64_t *grown = cap <= FSM_CHANGED_MAX
+		                     ? realloc(f->changed_jobs, (size_t)cap * sizeof *grown)
+		                     : NULL;
+		if (grown == NULL) {
+			f->changed_all = 1;
+			f->n_changed = 0;
+			return;
+		}
+		f->changed_jobs = grown;
+		f->cap_changed = cap;
+	}
+	f->changed_jobs[f->n_changed++] = rowid;
+}
+
+int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n)
+{
+	int all = f->changed_all;
+	*rowids = f->changed_jobs;
+	*n = all ? 0 : f->n_changed;
+	f->changed_all = 0;
+	f->n_changed = 0;
+	return all;
+}
+
 /* ---- lifecycle ---- */
 
 /* The database always lives in SQLite's memdb VFS (an empty sqlite3_deserialize at init),
@@ -246,6 +280,9 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	if (f->db != NULL)
 		sqlite3_close(f->db);
 	f->db = db;
+	f->n_changed = 0;
+	f->changed_all = 1;
+	sqlite3_update_hook(db, on_row_change, f);
 	return 0;
 }
 
@@ -270,6 +307,9 @@ void fsm_close(struct fsm *f)
 	if (f->db != NULL)
 		sqlite3_close(f->db);
 	f->db = NULL;
+	free(f->changed_jobs);
+	f->changed_jobs = NULL;
+	f->n_changed = f->cap_changed = 0;
 }
 
 int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_err *err)

@@ -51,6 +51,11 @@ struct fsm {
 	uint64_t applies;    /* commands applied by this process (not replicated) */
 	uint64_t prepares;   /* statements compiled (cache misses), for tests and metrics */
 	struct fsm_stmt_slot stmts[FSM_STMT_CACHE_SLOTS];
+	/* Process-local (never replicated) journal of jobs rows touched since the last
+	 * fsm_jobs_changed_take, so the leader's scheduler refreshes only what changed. */
+	int64_t *changed_jobs; /* rowids, maybe repeated, maybe rolled back */
+	int n_changed, cap_changed;
+	int changed_all; /* journal overflowed or the database was replaced: reread all */
 };
 
 int fsm_init(struct fsm *f, struct yard_err *err);
@@ -103,6 +108,14 @@ int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
 json_t *fsm_members_list(struct fsm *f, struct yard_err *err);
 /* The API URL of member id into url; YARD_ENOTFOUND if unknown. */
 int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
+/* Jobs touched since the previous call: *rowids (borrowed until the next apply) and *n.
+ * Returns 1 instead when the caller must reread every job (first call, after a restore,
+ * or when more than FSM_CHANGED_MAX changes piled up unread, as on a follower). */
+#define FSM_CHANGED_MAX 65536
+int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n);
+/* The job with this rowid, shaped like an element of fsm_jobs_active; NULL if none. */
+json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid);
+
 /* Integer setting from the replicated config table (default when unset). */
 int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt);
 

@@ -90,6 +90,21 @@ json_t *fsm_jobs_active(struct fsm *f)
 	return list;
 }
 
+json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " JOB_COLUMNS " FROM jobs WHERE rowid = ?1");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_int64(st, 1, rowid);
+	json_t *job = NULL;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		job = job_from_row(st);
+		json_object_set_new(job, "seq", json_integer(sqlite3_column_int64(st, 12)));
+	}
+	fsm_release(f, st);
+	return job;
+}
+
 json_t *fsm_running_slots(struct fsm *f)
 {
 	json_t *list = json_array();

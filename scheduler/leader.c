@@ -46,7 +46,14 @@ struct soft_job {
 	int has_loss;
 	int position;
 	char reason[QUEUE_REASON_MAX];
-	int present; /* mark for dropping finished jobs */
+	json_t *row; /* the job as fsm_jobs_active shows it (owned); NULL once no longer active */
+};
+
+/* id -> index into a soft table, open addressing; slots hold index + 1 (0: empty). Both
+ * soft tables start their entries with the id, so one map type serves both. */
+struct id_index {
+	int *slots;
+	int cap; /* power of two, at least twice the entries */
 };
 
 struct sched {
@@ -65,6 +72,8 @@ struct sched {
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
+	struct id_index node_index, job_index;
+	int jobs_resync; /* reread every active job (leadership change) */
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -92,12 +101,68 @@ void sched_config_defaults(struct sched_config *cfg)
 
 /* ---- soft tables ---- */
 
+static uint32_t id_hash(const char *id)
+{
+	uint32_t h = 2166136261u;
+	for (const unsigned char *p = (const unsigned char *)id; *p != '\0'; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+/* The id of entry i of a table whose entries are elem_size bytes and start with the id. */
+static const char *entry_id(const void *table, size_t elem_size, int i)
+{
+	return (const char *)table + (size_t)i * elem_size;
+}
+
+static int id_index_find(const struct id_index *x, const void *table, size_t elem_size,
+                         const char *id)
+{
+	if (x->cap == 0)
+		return -1;
+	for (uint32_t h = id_hash(id), probe = 0; probe < (uint32_t)x->cap; probe++) {
+		int v = x->slots[(h + probe) & (uint32_t)(x->cap - 1)];
+		if (v == 0)
+			return -1;
+		if (strcmp(entry_id(table, elem_size, v - 1), id) == 0)
+			return v - 1;
+	}
+	return -1;
+}
+
+static void id_index_put(struct id_index *x, const char *id, int i)
+{
+	uint32_t h = id_hash(id);
+	while (x->slots[h & (uint32_t)(x->cap - 1)] != 0)
+		h++;
+	x->slots[h & (uint32_t)(x->cap - 1)] = i + 1;
+}
+
+/* Rebuilds the index over entries [0, n), sized for at least min_cap / 2 entries. */
+static int id_index_rebuild(struct id_index *x, const void *table, size_t elem_size, int n,
+                            int min_cap)
+{
+	int cap = 64;
+	while (cap < 2 * n || cap < 2 * min_cap)
+		cap *= 2;
+	if (cap != x->cap) {
+		int *slots = malloc((size_t)cap * sizeof *slots);
+		if (slots == NULL)
+			return -1;
+		free(x->slots);
+		x->slots = slots;
+		x->cap = cap;
+	}
+	memset(x->slots, 0, (size_t)x->cap * sizeof *x->slots);
+	for (int i = 0; i < n; i++)
+		id_index_put(x, entry_id(table, elem_size, i), i);
+	return 0;
+}
+
 static struct soft_node *node_find(struct sched *s, const char *id)
 {
-	for (int i = 0; i < s->n_nodes; i++)
-		if (strcmp(s->nodes[i].id, id) == 0)
-			return &s->nodes[i];
-	return NULL;
+	int i = id_index_find(&s->node_index, s->nodes, sizeof *s->nodes, id);
+	return i < 0 ? NULL : &s->nodes[i];
 }
 
 static struct soft_node *node_get(struct sched *s, const char *id)
@@ -113,18 +178,21 @@ static struct soft_node *node_get(struct sched *s, const char *id)
 		s->nodes = grown;
 		s->cap_nodes = cap;
 	}
-	n = &s->nodes[s->n_nodes++];
+	if (2 * (s->n_nodes + 1) > s->node_index.cap &&
+	    id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, s->n_nodes,
+	                     s->n_nodes + 1) != 0)
+		return NULL;
+	n = &s->nodes[s->n_nodes];
 	memset(n, 0, sizeof *n);
 	snprintf(n->id, sizeof n->id, "%s", id);
+	id_index_put(&s->node_index, n->id, s->n_nodes++);
 	return n;
 }
 
 static struct soft_job *job_find(struct sched *s, const char *id)
 {
-	for (int i = 0; i < s->n_jobs; i++)
-		if (strcmp(s->jobs[i].id, id) == 0)
-			return &s->jobs[i];
-	return NULL;
+	int i = id_index_find(&s->job_index, s->jobs, sizeof *s->jobs, id);
+	return i < 0 ? NULL : &s->jobs[i];
 }
 
 /* Parses the placement request of a job from its normalized spec, once. */
@@ -176,9 +244,14 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 		s->jobs = grown;
 		s->cap_jobs = cap;
 	}
-	j = &s->jobs[s->n_jobs++];
+	if (2 * (s->n_jobs + 1) > s->job_index.cap &&
+	    id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, s->n_jobs + 1) !=
+	        0)
+		return NULL;
+	j = &s->jobs[s->n_jobs];
 	memset(j, 0, sizeof *j);
 	snprintf(j->id, sizeof j->id, "%s", id);
+	id_index_put(&s->job_index, j->id, s->n_jobs++);
 	j->step = -1;
 	job_parse(j, json_object_get(job, "spec"));
 	return j;
@@ -188,9 +261,14 @@ static void soft_clear(struct sched *s)
 {
 	for (int i = 0; i < s->n_nodes; i++)
 		json_decref(s->nodes[i].ranks);
-	for (int i = 0; i < s->n_jobs; i++)
+	for (int i = 0; i < s->n_jobs; i++) {
 		json_decref(s->jobs[i].claim);
+		json_decref(s->jobs[i].row);
+	}
 	s->n_nodes = s->n_jobs = 0;
+	id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, 0, 0);
+	id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, 0, 0);
+	s->jobs_resync = 1;
 }
 
 /* ---- proposals ---- */
@@ -676,27 +754,94 @@ out:
 
 /* ---- the tick ---- */
 
+static int job_active(const json_t *row)
+{
+	const char *state = json_string_value(json_object_get(row, "state"));
+	return state != NULL && (strcmp(state, "pending") == 0 || strcmp(state, "running") == 0 ||
+	                         strcmp(state, "restarting") == 0);
+}
+
+/* Stores row (takes ownership) as the job's latest active row, or forgets its row when the
+ * job is no longer active. */
+static void job_set_row(struct sched *s, json_t *row)
+{
+	if (!job_active(row)) {
+		struct soft_job *j = job_find(s, json_string_value(json_object_get(row, "id")));
+		if (j != NULL) {
+			json_decref(j->row);
+			j->row = NULL;
+		}
+		json_decref(row);
+		return;
+	}
+	struct soft_job *j = job_get(s, row);
+	if (j == NULL) {
+		json_decref(row);
+		return;
+	}
+	json_decref(j->row);
+	j->row = row;
+}
+
+/* Brings the soft jobs' rows up to date: only the jobs the FSM's change journal names,
+ * or every active job after a leadership change or when the journal overflowed. This
+ * keeps a tick's cost proportional to what changed, not to the length of the queue. */
+static void refresh_jobs(struct sched *s)
+{
+	const int64_t *rowids;
+	int n;
+	int all = fsm_jobs_changed_take(s->fsm, &rowids, &n);
+	if (all || s->jobs_resync) {
+		s->jobs_resync = 0;
+		for (int k = 0; k < s->n_jobs; k++) {
+			json_decref(s->jobs[k].row);
+			s->jobs[k].row = NULL;
+		}
+		json_t *jobs = fsm_jobs_active(s->fsm);
+		size_t i;
+		json_t *v;
+		json_array_foreach(jobs, i, v) job_set_row(s, json_incref(v));
+		json_decref(jobs);
+		return;
+	}
+	for (int k = 0; k < n; k++) {
+		json_t *row = fsm_job_by_rowid(s->fsm, rowids[k]);
+		if (row != NULL)
+			job_set_row(s, row);
+	}
+}
+
+static int job_seq_cmp(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "seq"));
+	json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "seq"));
+	return x < y ? -1 : x > y;
+}
+
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 {
-	json_t *jobs = fsm_jobs_active(s->fsm);
+	refresh_jobs(s);
 	json_t *slots = fsm_running_slots(s->fsm);
 	json_t *nodes_by_id = json_object();
-	json_t **candidates = calloc(json_array_size(jobs) + 1, sizeof *candidates);
-	int n_cand = 0;
+	json_t **rows = calloc((size_t)s->n_jobs + 1, sizeof *rows);
+	json_t **candidates = calloc((size_t)s->n_jobs + 1, sizeof *candidates);
+	int n_rows = 0, n_cand = 0;
 	size_t i;
 	json_t *v;
 	json_array_foreach(nodes, i, v)
 	    json_object_set(nodes_by_id, json_string_value(json_object_get(v, "id")), v);
-	for (int k = 0; k < s->n_jobs; k++)
-		s->jobs[k].present = 0;
-	json_array_foreach(jobs, i, v)
-	{
-		struct soft_job *j = job_get(s, v);
+	/* in submission order, as the FSM lists them, so decisions come out in a stable order */
+	for (int k = 0; rows != NULL && k < s->n_jobs; k++)
+		if (s->jobs[k].row != NULL)
+			rows[n_rows++] = json_incref(s->jobs[k].row);
+	qsort(rows, (size_t)n_rows, sizeof *rows, job_seq_cmp);
+	for (int r = 0; r < n_rows; r++) {
+		v = rows[r];
+		struct soft_job *j = job_find(s, json_string_value(json_object_get(v, "id")));
 		const char *state = json_string_value(json_object_get(v, "state"));
 		int64_t generation = json_integer_value(json_object_get(v, "generation"));
 		if (j == NULL || candidates == NULL)
 			continue;
-		j->present = 1;
 		if (strcmp(j->state, state) != 0 || j->generation != generation) {
 			snprintf(j->state, sizeof j->state, "%s", state);
 			j->generation = generation;
@@ -716,20 +861,26 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 			candidates[n_cand++] = v;
 		}
 	}
+	int removed = 0;
 	for (int k = 0; k < s->n_jobs;) {
-		if (!s->jobs[k].present && !s->jobs[k].proposing) {
+		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {
 			json_decref(s->jobs[k].claim);
 			s->jobs[k] = s->jobs[--s->n_jobs];
+			removed = 1;
 		} else {
 			k++;
 		}
 	}
+	if (removed)
+		id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, 0);
 	if (candidates != NULL)
 		place(s, candidates, n_cand, nodes, slots);
+	for (int r = 0; r < n_rows; r++)
+		json_decref(rows[r]);
+	free(rows);
 	free(candidates);
 	json_decref(nodes_by_id);
 	json_decref(slots);
-	json_decref(jobs);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -792,6 +943,8 @@ void sched_destroy(struct sched *s)
 	soft_clear(s);
 	free(s->nodes);
 	free(s->jobs);
+	free(s->node_index.slots);
+	free(s->job_index.slots);
 	uv_timer_stop(&s->timer);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
 }

@@ -638,6 +638,67 @@ static void test_statement_cache_survives_restore(void **state)
 	fsm_close(&b);
 }
 
+/* The change journal names the jobs rows applies touched, and asks for a full reread after
+ * a restore (the scheduler's incremental refresh depends on both). */
+static void test_job_change_journal(void **state)
+{
+	struct fsm a, b;
+	struct yard_err err = {0};
+	const int64_t *rowids;
+	int n;
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 1); /* first call: read all */
+	assert_int_equal(
+	    apply(&a, "job.submit", "{\"name\":\"x\",\"spec\":{}}", NULL, T0, "bob", "user", NULL),
+	    201);
+	assert_int_equal(
+	    apply(&a, "job.submit", "{\"name\":\"y\",\"spec\":{}}", NULL, T0, "bob", "user", NULL),
+	    201);
+	assert_int_equal(
+	    apply(&a, "token.create",
+	          "{\"name\":\"t\",\"role\":\"user\",\"hash\":"
+	          "\"0000000000000000000000000000000000000000000000000000000000000001\"}",
+	          NULL, T0, "admin", "admin", NULL),
+	    201);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 2); /* the two jobs, not the token */
+	json_t *job = fsm_job_by_rowid(&a, rowids[1]);
+	assert_non_null(job);
+	assert_string_equal(json_string_value(json_object_get(job, "id")), "j-000002");
+	assert_int_equal(json_integer_value(json_object_get(job, "seq")), 2);
+	json_decref(job);
+	assert_int_equal(
+	    apply(&a, "job.cancel", "{\"id\":\"j-000001\"}", NULL, T0 + 1, "bob", "user", NULL),
+	    200);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 1);
+	job = fsm_job_by_rowid(&a, rowids[0]);
+	assert_string_equal(json_string_value(json_object_get(job, "state")), "cancelled");
+	json_decref(job);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 0);
+	/* a restore replaces everything: the reader must reread all */
+	unsigned char *snap;
+	size_t len;
+	assert_int_equal(fsm_serialize(&a, &snap, &len, &err), 0);
+	assert_int_equal(fsm_jobs_changed_take(&b, &rowids, &n), 1);
+	assert_int_equal(fsm_restore(&b, snap, len, &err), 0);
+	sqlite3_free(snap);
+	assert_int_equal(fsm_jobs_changed_take(&b, &rowids, &n), 1);
+	/* nobody reading (a follower): the journal stops at FSM_CHANGED_MAX and says "all" */
+	for (int i = 0; i <= FSM_CHANGED_MAX; i++)
+		assert_int_equal(apply(&b, "job.set_state",
+		                       i % 2 ? "{\"id\":\"j-000002\",\"state\":\"pending\"}"
+		                             : "{\"id\":\"j-000002\",\"state\":\"running\"}",
+		                       NULL, T0 + 2, "admin", "admin", NULL),
+		                 200);
+	assert_int_equal(fsm_jobs_changed_take(&b, &rowids, &n), 1);
+	assert_null(fsm_job_by_rowid(&b, 999));
+	fsm_close(&a);
+	fsm_close(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -645,6 +706,7 @@ int main(void)
 	    cmocka_unit_test(test_restored_follower_converges_byte_for_byte),
 	    cmocka_unit_test(test_snapshot_restore_round_trip),
 	    cmocka_unit_test(test_statement_cache_survives_restore),
+	    cmocka_unit_test(test_job_change_journal),
 	    cmocka_unit_test(test_request_id_dedup_returns_original_result),
 	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),
