@@ -47,6 +47,9 @@ struct soft_job {
 	int position;
 	char reason[QUEUE_REASON_MAX];
 	json_t *row; /* the job as fsm_jobs_active shows it (owned); NULL once no longer active */
+	/* from row, read once when it is refreshed rather than on every tick */
+	char row_state[16];
+	int64_t row_generation, row_priority, row_seq, row_updated_ms;
 };
 
 /* id -> index into a soft table, open addressing; slots hold index + 1 (0: empty). Both
@@ -650,8 +653,8 @@ static void mark_busy(struct place_node *pn, int n, const char *node, int64_t de
 		pn[k].busy_mask |= 1ull << device;
 }
 
-static void place(struct sched *s, json_t *const *candidates, int n_cand, const json_t *nodes,
-                  const json_t *slots)
+static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
+                  const json_t *nodes, const json_t *slots)
 {
 	int n_nodes = (int)json_array_size(nodes);
 	struct place_node *pn = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *pn);
@@ -686,9 +689,8 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 		              json_integer_value(json_object_get(v, "device")));
 	}
 	for (int c = 0; c < n_cand; c++) {
-		const json_t *job = candidates[c];
-		struct soft_job *j = job_find(s, json_string_value(json_object_get(job, "id")));
-		if (j == NULL || j->proposing)
+		struct soft_job *j = candidates[c];
+		if (j->proposing)
 			continue;
 		if (j->parsed != 1) {
 			snprintf(j->reason, sizeof j->reason, "%s", j->place_error);
@@ -696,9 +698,9 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 		}
 		struct queue_job *qj = &q[n_q++];
 		qj->id = j->id;
-		qj->priority = (int)json_integer_value(json_object_get(job, "priority"));
-		qj->seq = json_integer_value(json_object_get(job, "seq"));
-		qj->pending_since_ms = json_integer_value(json_object_get(job, "updated_ms"));
+		qj->priority = (int)j->row_priority;
+		qj->seq = j->row_seq;
+		qj->pending_since_ms = j->row_updated_ms;
 		qj->req = j->req;
 		qj->slots = calloc((size_t)j->world, sizeof *qj->slots);
 		if (qj->slots == NULL) {
@@ -781,6 +783,12 @@ static void job_set_row(struct sched *s, json_t *row)
 	}
 	json_decref(j->row);
 	j->row = row;
+	snprintf(j->row_state, sizeof j->row_state, "%s",
+	         json_string_value(json_object_get(row, "state")));
+	j->row_generation = json_integer_value(json_object_get(row, "generation"));
+	j->row_priority = json_integer_value(json_object_get(row, "priority"));
+	j->row_seq = json_integer_value(json_object_get(row, "seq"));
+	j->row_updated_ms = json_integer_value(json_object_get(row, "updated_ms"));
 }
 
 /* Brings the soft jobs' rows up to date: only the jobs the FSM's change journal names,
@@ -811,40 +819,26 @@ static void refresh_jobs(struct sched *s)
 	}
 }
 
-static int job_seq_cmp(const void *a, const void *b)
-{
-	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "seq"));
-	json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "seq"));
-	return x < y ? -1 : x > y;
-}
-
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 {
 	refresh_jobs(s);
 	json_t *slots = fsm_running_slots(s->fsm);
 	json_t *nodes_by_id = json_object();
-	json_t **rows = calloc((size_t)s->n_jobs + 1, sizeof *rows);
-	json_t **candidates = calloc((size_t)s->n_jobs + 1, sizeof *candidates);
-	int n_rows = 0, n_cand = 0;
+	struct soft_job **candidates = calloc((size_t)s->n_jobs + 1, sizeof *candidates);
+	int n_cand = 0;
 	size_t i;
 	json_t *v;
 	json_array_foreach(nodes, i, v)
 	    json_object_set(nodes_by_id, json_string_value(json_object_get(v, "id")), v);
-	/* in submission order, as the FSM lists them, so decisions come out in a stable order */
-	for (int k = 0; rows != NULL && k < s->n_jobs; k++)
-		if (s->jobs[k].row != NULL)
-			rows[n_rows++] = json_incref(s->jobs[k].row);
-	qsort(rows, (size_t)n_rows, sizeof *rows, job_seq_cmp);
-	for (int r = 0; r < n_rows; r++) {
-		v = rows[r];
-		struct soft_job *j = job_find(s, json_string_value(json_object_get(v, "id")));
-		const char *state = json_string_value(json_object_get(v, "state"));
-		int64_t generation = json_integer_value(json_object_get(v, "generation"));
-		if (j == NULL || candidates == NULL)
+	/* Nothing below adds soft jobs, so j stays valid (proposals only flag them). */
+	for (int k = 0; candidates != NULL && k < s->n_jobs; k++) {
+		struct soft_job *j = &s->jobs[k];
+		if (j->row == NULL)
 			continue;
-		if (strcmp(j->state, state) != 0 || j->generation != generation) {
+		const char *state = j->row_state;
+		if (strcmp(j->state, state) != 0 || j->generation != j->row_generation) {
 			snprintf(j->state, sizeof j->state, "%s", state);
-			j->generation = generation;
+			j->generation = j->row_generation;
 			j->phase_since_ms = now;
 			j->noted_waiting = j->noted_running = j->noted_progress = j->stopped = 0;
 			j->position = 0;
@@ -857,10 +851,12 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 			check_running(s, j, layout, nodes_by_id, now);
 			json_decref(layout);
 		} else if (strcmp(state, "pending") == 0 ||
-		           check_restarting(s, j, v, nodes_by_id, now)) {
-			candidates[n_cand++] = v;
+		           check_restarting(s, j, j->row, nodes_by_id, now)) {
+			candidates[n_cand++] = j;
 		}
 	}
+	if (candidates != NULL)
+		place(s, candidates, n_cand, nodes, slots);
 	int removed = 0;
 	for (int k = 0; k < s->n_jobs;) {
 		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {
@@ -873,11 +869,6 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	}
 	if (removed)
 		id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, 0);
-	if (candidates != NULL)
-		place(s, candidates, n_cand, nodes, slots);
-	for (int r = 0; r < n_rows; r++)
-		json_decref(rows[r]);
-	free(rows);
 	free(candidates);
 	json_decref(nodes_by_id);
 	json_decref(slots);
