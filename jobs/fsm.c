@@ -203,6 +203,8 @@ static void on_row_change(void *data, int op, const char *db_name, const char *t
                           sqlite3_int64 rowid)
 {
 	struct fsm *f = data;
+	if (strcmp(table, "nodes") == 0)
+		f->nodes_version++;
 	if (f->changed_all || strcmp(table, "jobs") != 0)
 		return;
 	if (f->n_changed == f->cap_changed) {
@@ -282,6 +284,7 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->db = db;
 	f->n_changed = 0;
 	f->changed_all = 1;
+	f->nodes_version++;
 	sqlite3_update_hook(db, on_row_change, f);
 	return 0;
 }

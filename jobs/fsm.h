@@ -55,7 +55,8 @@ struct fsm {
 	 * fsm_jobs_changed_take, so the leader's scheduler refreshes only what changed. */
 	int64_t *changed_jobs; /* rowids, maybe repeated, maybe rolled back */
 	int n_changed, cap_changed;
-	int changed_all; /* journal overflowed or the database was replaced: reread all */
+	int changed_all;        /* journal overflowed or the database was replaced: reread all */
+	uint64_t nodes_version; /* bumped by every change to the nodes table and every restore */
 };
 
 int fsm_init(struct fsm *f, struct yard_err *err);
@@ -92,6 +93,8 @@ json_t *fsm_job_layout(struct fsm *f, const char *id);
 json_t *fsm_jobs_active(struct fsm *f);
 /* [{"job","rank","node","device","generation"}...]: every slot of every running job. */
 json_t *fsm_running_slots(struct fsm *f);
+/* [{"job","rank"}...]: the slots of running jobs on one node, by job and rank. */
+json_t *fsm_node_slots(struct fsm *f, const char *node);
 /* Nodes without their token hashes: [{"id","state","host","port_base","devices","labels",
  * "version","cordoned","registered_ms","updated_ms","reason"}...] by id. */
 json_t *fsm_nodes_list(struct fsm *f, struct yard_err *err);

@@ -76,7 +76,9 @@ struct sched {
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
 	struct id_index node_index, job_index;
-	int jobs_resync; /* reread every active job (leadership change) */
+	int jobs_resync;        /* reread every active job (leadership change) */
+	json_t *nodes_list;     /* fsm_nodes_list as of nodes_version (owned) */
+	uint64_t nodes_version; /* the FSM's nodes_version when nodes_list was read */
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -885,11 +887,18 @@ void sched_tick(struct sched *s)
 	if (!s->leading || !s->io.is_ready(s->io.data))
 		return;
 	uint64_t now = mono_now(s);
-	json_t *nodes = fsm_nodes_list(s->fsm, &err);
-	if (nodes == NULL) {
-		log_error("scheduler: %s", err.msg);
-		return;
+	/* the nodes table changes on registrations and state changes, not on heartbeats */
+	if (s->nodes_list == NULL || s->nodes_version != s->fsm->nodes_version) {
+		json_t *fresh = fsm_nodes_list(s->fsm, &err);
+		if (fresh == NULL) {
+			log_error("scheduler: %s", err.msg);
+			return;
+		}
+		json_decref(s->nodes_list);
+		s->nodes_list = fresh;
+		s->nodes_version = s->fsm->nodes_version;
 	}
+	json_t *nodes = json_incref(s->nodes_list);
 	check_nodes(s, nodes, now);
 	uint64_t applied = s->io.applied_index(s->io.data);
 	if (s->dirty || applied != s->last_applied || now >= s->wake_ms ||
@@ -936,6 +945,7 @@ void sched_destroy(struct sched *s)
 	free(s->jobs);
 	free(s->node_index.slots);
 	free(s->job_index.slots);
+	json_decref(s->nodes_list);
 	uv_timer_stop(&s->timer);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
 }
@@ -1032,6 +1042,8 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 	return out;
 }
 
+/* What one node must run: its slots of running jobs, each with the job and only the nodes
+ * that job spans (a heartbeat costs what the node runs, not what the cluster runs). */
 static json_t *desired_for(struct sched *s, const char *node)
 {
 	struct yard_err err = {0};
@@ -1043,25 +1055,29 @@ static json_t *desired_for(struct sched *s, const char *node)
 		json_decref(me); /* its ranks are being moved; anything it runs must stop */
 		return desired;
 	}
-	json_decref(me);
-	json_t *slots = fsm_running_slots(s->fsm);
-	json_t *nodes = fsm_nodes_list(s->fsm, &err);
+	json_t *slots = fsm_node_slots(s->fsm, node);
 	json_t *nodes_by_id = json_object(), *jobs = json_object();
-	size_t i;
-	json_t *v;
-	json_array_foreach(nodes, i, v)
-	    json_object_set(nodes_by_id, json_string_value(json_object_get(v, "id")), v);
+	size_t i, k;
+	json_t *v, *slot;
+	json_object_set_new(nodes_by_id, node, me);
 	json_array_foreach(slots, i, v)
 	{
 		const char *job_id = json_string_value(json_object_get(v, "job"));
-		if (strcmp(json_string_value(json_object_get(v, "node")), node) != 0)
-			continue;
 		json_t *job = json_object_get(jobs, job_id);
 		if (job == NULL) {
 			job = fsm_job_get(s->fsm, job_id, &err);
 			if (job == NULL)
 				continue;
 			json_object_set_new(jobs, job_id, job);
+			json_array_foreach(json_object_get(job, "layout"), k, slot)
+			{
+				const char *peer = json_string_value(json_object_get(slot, "node"));
+				json_t *n;
+				if (peer == NULL || json_object_get(nodes_by_id, peer) != NULL)
+					continue;
+				if ((n = fsm_node_get(s->fsm, peer, &err)) != NULL)
+					json_object_set_new(nodes_by_id, peer, n);
+			}
 		}
 		json_t *entry = desired_rank(job, json_object_get(job, "layout"), nodes_by_id,
 		                             (int)json_integer_value(json_object_get(v, "rank")),
@@ -1071,7 +1087,6 @@ static json_t *desired_for(struct sched *s, const char *node)
 	}
 	json_decref(jobs);
 	json_decref(nodes_by_id);
-	json_decref(nodes);
 	json_decref(slots);
 	return desired;
 }
