@@ -98,6 +98,8 @@ static void proc_sample(int pid, long long *ticks, long long *rss_kib)
 	}
 }
 
+static char endpoint[512]; /* where requests go; follows 307s to the leader */
+static long redirects;
 static struct sim_node *nodes;
 static double *hb_lat;
 static long n_hb, hb_errors, reg_errors, submits, submit_errors, ranks_started, hb_late;
@@ -138,7 +140,7 @@ static struct req *req_new(CURLM *multi, enum req_kind kind, const char *path, c
 	r->kind = kind;
 	r->body = body;
 	r->easy = curl_easy_init();
-	snprintf(url, sizeof url, "%s%s", opt.endpoint, path);
+	snprintf(url, sizeof url, "%s%s", endpoint, path);
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
 	r->headers = curl_slist_append(r->headers, auth);
 	r->headers = curl_slist_append(r->headers, "Content-Type: application/json");
@@ -164,6 +166,20 @@ static void req_free(CURLM *multi, struct req *r)
 	free(r->body);
 	free(r->resp);
 	free(r);
+}
+
+/* A 307 names the leader's API URL (docs/api.md): go there from now on, as agents do. */
+static int follow_leader(const char *resp)
+{
+	json_t *root = resp ? json_loads(resp, 0, NULL) : NULL;
+	const char *url = json_string_value(json_object_get(root, "leader_url"));
+	int ok = url != NULL && strlen(url) < sizeof endpoint;
+	if (ok) {
+		snprintf(endpoint, sizeof endpoint, "%s", url);
+		redirects++;
+	}
+	json_decref(root);
+	return ok;
 }
 
 static char *register_body(const struct sim_node *n)
@@ -299,6 +315,7 @@ int main(int argc, char **argv)
 		        "[--seconds 30] [--inflight 64] [--submit-token T --jobs-per-s R]\n");
 		return 2;
 	}
+	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	CURLM *multi = curl_multi_init();
 	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.inflight + 8);
@@ -413,15 +430,28 @@ int main(int argc, char **argv)
 						hb_lat[n_hb] = t - r->started_ms;
 					n_hb++;
 					apply_desired(r->node, r->resp, t);
+				} else if (code == 307 && follow_leader(r->resp)) {
+					r->node->next_ms = t; /* again at once, to the leader */
 				} else {
-					hb_errors++;
+					if (hb_errors++ < 5)
+						fprintf(stderr,
+						        "yard-simnodes: heartbeat of %s: HTTP %ld: "
+						        "%.200s\n",
+						        r->node->name, code,
+						        r->resp
+						            ? r->resp
+						            : curl_easy_strerror(m->data.result));
 				}
 			} else {
 				submit_inflight--;
 				if (code == 201)
 					submits++;
-				else
-					submit_errors++;
+				else if (!(code == 307 && follow_leader(r->resp)) &&
+				         submit_errors++ < 5)
+					fprintf(stderr, "yard-simnodes: submit: HTTP %ld: %.200s\n",
+					        code,
+					        r->resp ? r->resp
+					                : curl_easy_strerror(m->data.result));
 			}
 			req_free(multi, r);
 			inflight--;
@@ -443,14 +473,14 @@ int main(int argc, char **argv)
 	       "\"jobs_submitted\":%ld,\"submit_errors\":%ld,\"job_phase_s\":%.2f,"
 	       "\"leader_us_per_heartbeat_quiet\":%.1f,\"leader_cpu_pct_quiet\":%.1f,"
 	       "\"leader_cpu_pct_jobs\":%.1f,\"leader_rss_mib_start\":%.1f,"
-	       "\"leader_rss_mib_end\":%.1f}\n",
+	       "\"leader_rss_mib_end\":%.1f,\"redirects\":%ld}\n",
 	       opt.nodes, opt.devices, reg_s, reg_errors, secs, opt.heartbeat_ms, n_hb, n_hb / secs,
 	       n_lat ? hb_lat[n_lat / 2] : 0, n_lat ? hb_lat[(long)(n_lat * 0.99)] : 0, hb_errors,
 	       hb_late, hb_late_max_ms, ranks_started, submits, submit_errors, job_s,
 	       cpu1 >= 0 && quiet_hb > 0 ? (cpu1 - cpu0) / hz * 1e6 / quiet_hb : -1,
 	       cpu1 >= 0 && quiet_s > 0 ? (cpu1 - cpu0) / hz / quiet_s * 100 : -1,
 	       cpu2 >= 0 && cpu1 >= 0 && job_s > 0 ? (cpu2 - cpu1) / hz / job_s * 100 : -1,
-	       rss0 / 1024.0, rss2 / 1024.0);
+	       rss0 / 1024.0, rss2 / 1024.0, redirects);
 	curl_multi_cleanup(multi);
 	free(nodes);
 	free(hb_lat);
