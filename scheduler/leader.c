@@ -47,6 +47,7 @@ struct soft_job {
 	int position;
 	char reason[QUEUE_REASON_MAX];
 	json_t *row; /* the job as fsm_jobs_active shows it (owned); NULL once no longer active */
+	json_t *layout; /* fsm_job_layout of a running job, read once per row change (owned) */
 	/* from row, read once when it is refreshed rather than on every tick */
 	char row_state[16];
 	int64_t row_generation, row_priority, row_seq, row_updated_ms;
@@ -269,6 +270,7 @@ static void soft_clear(struct sched *s)
 	for (int i = 0; i < s->n_jobs; i++) {
 		json_decref(s->jobs[i].claim);
 		json_decref(s->jobs[i].row);
+		json_decref(s->jobs[i].layout);
 	}
 	s->n_nodes = s->n_jobs = 0;
 	id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, 0, 0);
@@ -640,24 +642,30 @@ static int check_restarting(struct sched *s, struct soft_job *j, const json_t *j
 
 /* ---- placement ---- */
 
-static int node_index(const struct place_node *nodes, int n, const char *id)
+static void mark_busy(struct place_node *pn, const struct id_index *pn_index, const char *node,
+                      int64_t device)
 {
-	for (int i = 0; i < n; i++)
-		if (strcmp(nodes[i].id, id) == 0)
-			return i;
-	return -1;
-}
-
-static void mark_busy(struct place_node *pn, int n, const char *node, int64_t device)
-{
-	int k = node_index(pn, n, node);
+	int k = node == NULL ? -1 : id_index_find(pn_index, pn, sizeof *pn, node);
 	if (k >= 0 && device >= 0 && device < PLACE_MAX_DEVICES_PER_NODE)
 		pn[k].busy_mask |= 1ull << device;
 }
 
-static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
-                  const json_t *nodes, const json_t *slots)
+static void mark_busy_all(struct place_node *pn, const struct id_index *pn_index,
+                          const json_t *slots)
 {
+	size_t i;
+	json_t *v;
+	json_array_foreach(slots, i, v)
+	    mark_busy(pn, pn_index, json_string_value(json_object_get(v, "node")),
+	              json_integer_value(json_object_get(v, "device")));
+}
+
+/* Busy devices: the layouts of running jobs (cached per soft job, the same set as
+ * fsm_running_slots) and the claims of assignments in flight. */
+static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
+                  const json_t *nodes)
+{
+	struct id_index pn_index = {0};
 	int n_nodes = (int)json_array_size(nodes);
 	struct place_node *pn = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *pn);
 	struct queue_job *q = calloc((size_t)(n_cand ? n_cand : 1), sizeof *q);
@@ -682,13 +690,16 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		pn[i].device_memory_mb =
 		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
 	}
-	json_array_foreach(slots, i, v)
-	    mark_busy(pn, n_nodes, json_string_value(json_object_get(v, "node")),
-	              json_integer_value(json_object_get(v, "device")));
+	if (id_index_rebuild(&pn_index, pn, sizeof *pn, n_nodes, n_nodes) != 0)
+		goto out;
 	for (int k = 0; k < s->n_jobs; k++) {
-		json_array_foreach(s->jobs[k].claim, i, v)
-		    mark_busy(pn, n_nodes, json_string_value(json_object_get(v, "node")),
-		              json_integer_value(json_object_get(v, "device")));
+		struct soft_job *j = &s->jobs[k];
+		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
+			if (j->layout == NULL)
+				j->layout = fsm_job_layout(s->fsm, j->id);
+			mark_busy_all(pn, &pn_index, j->layout);
+		}
+		mark_busy_all(pn, &pn_index, j->claim);
 	}
 	for (int c = 0; c < n_cand; c++) {
 		struct soft_job *j = candidates[c];
@@ -754,6 +765,7 @@ out:
 		free(q[k].slots);
 	free(q);
 	free(pn);
+	free(pn_index.slots);
 }
 
 /* ---- the tick ---- */
@@ -774,6 +786,8 @@ static void job_set_row(struct sched *s, json_t *row)
 		if (j != NULL) {
 			json_decref(j->row);
 			j->row = NULL;
+			json_decref(j->layout);
+			j->layout = NULL;
 		}
 		json_decref(row);
 		return;
@@ -785,6 +799,8 @@ static void job_set_row(struct sched *s, json_t *row)
 	}
 	json_decref(j->row);
 	j->row = row;
+	json_decref(j->layout); /* an assignment always changes the row too */
+	j->layout = NULL;
 	snprintf(j->row_state, sizeof j->row_state, "%s",
 	         json_string_value(json_object_get(row, "state")));
 	j->row_generation = json_integer_value(json_object_get(row, "generation"));
@@ -805,7 +821,9 @@ static void refresh_jobs(struct sched *s)
 		s->jobs_resync = 0;
 		for (int k = 0; k < s->n_jobs; k++) {
 			json_decref(s->jobs[k].row);
+			json_decref(s->jobs[k].layout);
 			s->jobs[k].row = NULL;
+			s->jobs[k].layout = NULL;
 		}
 		json_t *jobs = fsm_jobs_active(s->fsm);
 		size_t i;
@@ -824,7 +842,6 @@ static void refresh_jobs(struct sched *s)
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 {
 	refresh_jobs(s);
-	json_t *slots = fsm_running_slots(s->fsm);
 	json_t *nodes_by_id = json_object();
 	struct soft_job **candidates = calloc((size_t)s->n_jobs + 1, sizeof *candidates);
 	int n_cand = 0;
@@ -849,20 +866,21 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 				j->step = -1, j->has_loss = 0;
 		}
 		if (strcmp(state, "running") == 0) {
-			json_t *layout = fsm_job_layout(s->fsm, j->id);
-			check_running(s, j, layout, nodes_by_id, now);
-			json_decref(layout);
+			if (j->layout == NULL)
+				j->layout = fsm_job_layout(s->fsm, j->id);
+			check_running(s, j, j->layout, nodes_by_id, now);
 		} else if (strcmp(state, "pending") == 0 ||
 		           check_restarting(s, j, j->row, nodes_by_id, now)) {
 			candidates[n_cand++] = j;
 		}
 	}
 	if (candidates != NULL)
-		place(s, candidates, n_cand, nodes, slots);
+		place(s, candidates, n_cand, nodes);
 	int removed = 0;
 	for (int k = 0; k < s->n_jobs;) {
 		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {
 			json_decref(s->jobs[k].claim);
+			json_decref(s->jobs[k].layout);
 			s->jobs[k] = s->jobs[--s->n_jobs];
 			removed = 1;
 		} else {
@@ -873,7 +891,6 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 		id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, 0);
 	free(candidates);
 	json_decref(nodes_by_id);
-	json_decref(slots);
 }
 
 static void on_tick(uv_timer_t *t)
