@@ -66,6 +66,9 @@ struct sched {
 	struct sched_config cfg;
 	struct sched_io io;
 	uv_timer_t timer;
+	uv_check_t kick; /* a pass right after a job change committed (not only on ticks) */
+	int handles_open;
+	uint64_t last_kick_ms;
 	int leading;
 	uint64_t epoch; /* bumped on every leadership change: late proposals are ignored */
 	uint64_t leader_since_ms;
@@ -96,6 +99,7 @@ void sched_config_defaults(struct sched_config *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
 	cfg->tick_ms = 100;
+	cfg->kick_min_ms = 20;
 	cfg->node_suspect_ms = 1500;
 	cfg->node_down_ms = 3000;
 	cfg->restart_backoff_ms = 500;
@@ -898,6 +902,21 @@ static void on_tick(uv_timer_t *t)
 	sched_tick(t->data);
 }
 
+/* After every loop iteration: when applies changed jobs (a submission, a finish), place at
+ * once instead of at the next tick, at most every kick_min_ms. Placement latency is then
+ * commit + pass + commit, not up to a tick more. */
+static void on_kick(uv_check_t *h)
+{
+	struct sched *s = h->data;
+	if (!s->leading || (s->fsm->n_changed == 0 && !s->fsm->changed_all))
+		return;
+	uint64_t now = mono_now(s);
+	if (now - s->last_kick_ms < s->cfg.kick_min_ms)
+		return;
+	s->last_kick_ms = now;
+	sched_tick(s);
+}
+
 void sched_tick(struct sched *s)
 {
 	struct yard_err err = {0};
@@ -942,15 +961,21 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	s->cfg = *cfg;
 	s->io = *io;
 	uv_timer_init(loop, &s->timer);
-	s->timer.data = s;
-	if (cfg->tick_ms > 0)
+	uv_check_init(loop, &s->kick);
+	s->timer.data = s->kick.data = s;
+	s->handles_open = 2;
+	if (cfg->tick_ms > 0) {
 		uv_timer_start(&s->timer, on_tick, cfg->tick_ms, cfg->tick_ms);
+		uv_check_start(&s->kick, on_kick);
+	}
 	return s;
 }
 
 static void timer_closed(uv_handle_t *h)
 {
-	free(h->data); /* the sched the timer lives in */
+	struct sched *s = h->data;
+	if (--s->handles_open == 0)
+		free(s); /* the sched the handles live in */
 }
 
 void sched_destroy(struct sched *s)
@@ -964,7 +989,9 @@ void sched_destroy(struct sched *s)
 	free(s->job_index.slots);
 	json_decref(s->nodes_list);
 	uv_timer_stop(&s->timer);
+	uv_check_stop(&s->kick);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
+	uv_close((uv_handle_t *)&s->kick, timer_closed);
 }
 
 void sched_leader_up(struct sched *s)
