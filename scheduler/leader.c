@@ -83,6 +83,12 @@ struct sched {
 	int jobs_resync;        /* reread every active job (leadership change) */
 	json_t *nodes_list;     /* fsm_nodes_list as of nodes_version (owned) */
 	uint64_t nodes_version; /* the FSM's nodes_version when nodes_list was read */
+	/* nodes_list as placement input (busy masks clear) and its id index, rebuilt only when
+	 * nodes_list changes: a pass copies it instead of reading every node's JSON */
+	struct place_node *pn_base;
+	int n_pn, pn_valid;
+	uint64_t pn_version;
+	struct id_index pn_index;
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -664,20 +670,17 @@ static void mark_busy_all(struct place_node *pn, const struct id_index *pn_index
 	              json_integer_value(json_object_get(v, "device")));
 }
 
-/* Busy devices: the layouts of running jobs (cached per soft job, the same set as
- * fsm_running_slots) and the claims of assignments in flight. */
-static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
-                  const json_t *nodes)
+/* The placement view of the nodes list, rebuilt when the list changed. */
+static int pn_refresh(struct sched *s, const json_t *nodes)
 {
-	struct id_index pn_index = {0};
+	if (s->pn_valid && s->pn_version == s->nodes_version)
+		return 0;
 	int n_nodes = (int)json_array_size(nodes);
 	struct place_node *pn = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *pn);
-	struct queue_job *q = calloc((size_t)(n_cand ? n_cand : 1), sizeof *q);
-	int n_q = 0;
 	size_t i;
 	json_t *v;
-	if (pn == NULL || q == NULL)
-		goto out;
+	if (pn == NULL)
+		return -1;
 	json_array_foreach(nodes, i, v)
 	{
 		const json_t *devices = json_object_get(v, "devices");
@@ -694,16 +697,41 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		pn[i].device_memory_mb =
 		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
 	}
-	if (id_index_rebuild(&pn_index, pn, sizeof *pn, n_nodes, n_nodes) != 0)
+	if (id_index_rebuild(&s->pn_index, pn, sizeof *pn, n_nodes, n_nodes) != 0) {
+		free(pn);
+		return -1;
+	}
+	free(s->pn_base);
+	s->pn_base = pn;
+	s->n_pn = n_nodes;
+	s->pn_version = s->nodes_version;
+	s->pn_valid = 1;
+	return 0;
+}
+
+/* Busy devices: the layouts of running jobs (cached per soft job, the same set as
+ * fsm_running_slots) and the claims of assignments in flight. */
+static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
+                  const json_t *nodes)
+{
+	if (n_cand == 0 || pn_refresh(s, nodes) != 0)
+		return;
+	int n_nodes = s->n_pn;
+	const struct id_index *pn_index = &s->pn_index;
+	struct place_node *pn = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *pn);
+	struct queue_job *q = calloc((size_t)n_cand, sizeof *q);
+	int n_q = 0;
+	if (pn == NULL || q == NULL)
 		goto out;
+	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
 		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
-			mark_busy_all(pn, &pn_index, j->layout);
+			mark_busy_all(pn, pn_index, j->layout);
 		}
-		mark_busy_all(pn, &pn_index, j->claim);
+		mark_busy_all(pn, pn_index, j->claim);
 	}
 	for (int c = 0; c < n_cand; c++) {
 		struct soft_job *j = candidates[c];
@@ -769,7 +797,6 @@ out:
 		free(q[k].slots);
 	free(q);
 	free(pn);
-	free(pn_index.slots);
 }
 
 /* ---- the tick ---- */
@@ -988,6 +1015,8 @@ void sched_destroy(struct sched *s)
 	free(s->node_index.slots);
 	free(s->job_index.slots);
 	json_decref(s->nodes_list);
+	free(s->pn_base);
+	free(s->pn_index.slots);
 	uv_timer_stop(&s->timer);
 	uv_check_stop(&s->kick);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
