@@ -670,6 +670,11 @@ static void mark_busy_all(struct place_node *pn, const struct id_index *pn_index
 	              json_integer_value(json_object_get(v, "device")));
 }
 
+static int pn_id_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct place_node *)a)->id, ((const struct place_node *)b)->id);
+}
+
 /* The placement view of the nodes list, rebuilt when the list changed. */
 static int pn_refresh(struct sched *s, const json_t *nodes)
 {
@@ -697,6 +702,8 @@ static int pn_refresh(struct sched *s, const json_t *nodes)
 		pn[i].device_memory_mb =
 		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
 	}
+	/* in id order, which the per-pass index (place.h) then need not sort again */
+	qsort(pn, (size_t)n_nodes, sizeof *pn, pn_id_cmp);
 	if (id_index_rebuild(&s->pn_index, pn, sizeof *pn, n_nodes, n_nodes) != 0) {
 		free(pn);
 		return -1;
@@ -924,6 +931,8 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	json_decref(nodes_by_id);
 }
 
+static void tick(struct sched *s, int with_nodes);
+
 static void on_tick(uv_timer_t *t)
 {
 	sched_tick(t->data);
@@ -941,10 +950,11 @@ static void on_kick(uv_check_t *h)
 	if (now - s->last_kick_ms < s->cfg.kick_min_ms)
 		return;
 	s->last_kick_ms = now;
-	sched_tick(s);
+	tick(s, 0);
 }
 
-void sched_tick(struct sched *s)
+/* with_nodes: also judge node health (every tick; a kick only places) */
+static void tick(struct sched *s, int with_nodes)
 {
 	struct yard_err err = {0};
 	if (!s->leading || !s->io.is_ready(s->io.data))
@@ -962,7 +972,8 @@ void sched_tick(struct sched *s)
 		s->nodes_version = s->fsm->nodes_version;
 	}
 	json_t *nodes = json_incref(s->nodes_list);
-	check_nodes(s, nodes, now);
+	if (with_nodes)
+		check_nodes(s, nodes, now);
 	uint64_t applied = s->io.applied_index(s->io.data);
 	if (s->dirty || applied != s->last_applied || now >= s->wake_ms ||
 	    now - s->last_full_ms >= 1000) {
@@ -973,6 +984,11 @@ void sched_tick(struct sched *s)
 		run_jobs(s, nodes, now);
 	}
 	json_decref(nodes);
+}
+
+void sched_tick(struct sched *s)
+{
+	tick(s, 1);
 }
 
 /* ---- lifecycle ---- */

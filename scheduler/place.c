@@ -211,10 +211,16 @@ struct place_index *place_index_build(struct place_node *nodes, int n_nodes)
 		place_index_free(x);
 		return NULL;
 	}
-	for (int i = 0; i < n_nodes; i++)
+	int sorted = 1;
+	for (int i = 0; i < n_nodes; i++) {
 		x->by_pos[i] = i;
-	sort_nodes = nodes;
-	qsort(x->by_pos, (size_t)n_nodes, sizeof *x->by_pos, pos_cmp);
+		if (i > 0 && sorted && strcmp(nodes[i - 1].id, nodes[i].id) > 0)
+			sorted = 0;
+	}
+	if (!sorted) { /* callers that keep their nodes in id order skip this */
+		sort_nodes = nodes;
+		qsort(x->by_pos, (size_t)n_nodes, sizeof *x->by_pos, pos_cmp);
+	}
 	for (int p = 0; p < n_nodes; p++)
 		x->pos_of[x->by_pos[p]] = p;
 	for (int i = 0; i < n_nodes; i++) {
