@@ -199,28 +199,39 @@ static int64_t meta_next(struct fsm *f, const char *key)
 
 /* ---- the change journal (fsm.h) ---- */
 
+/* Appends rowid to a journal; past FSM_CHANGED_MAX (or without memory) it empties and
+ * says "reread all" instead. */
+static void journal_add(int64_t **rowids, int *n, int *cap, int *all, int64_t rowid)
+{
+	if (*all)
+		return;
+	if (*n == *cap) {
+		int grow = *cap ? *cap * 2 : 256;
+		int64_t *grown =
+		    grow <= FSM_CHANGED_MAX ? realloc(*rowids, (size_t)grow * sizeof *grown) : NULL;
+		if (grown == NULL) {
+			*all = 1;
+			*n = 0;
+			return;
+		}
+		*rowids = grown;
+		*cap = grow;
+	}
+	(*rowids)[(*n)++] = rowid;
+}
+
 static void on_row_change(void *data, int op, const char *db_name, const char *table,
                           sqlite3_int64 rowid)
 {
 	struct fsm *f = data;
-	if (strcmp(table, "nodes") == 0)
+	if (strcmp(table, "jobs") == 0) {
+		journal_add(&f->changed_jobs, &f->n_changed, &f->cap_changed, &f->changed_all,
+		            rowid);
+	} else if (strcmp(table, "nodes") == 0) {
 		f->nodes_version++;
-	if (f->changed_all || strcmp(table, "jobs") != 0)
-		return;
-	if (f->n_changed == f->cap_changed) {
-		int cap = f->cap_changed ? f->cap_changed * 2 : 256;
-		int64_t *grown = cap <= FSM_CHANGED_MAX
-		                     ? realloc(f->changed_jobs, (size_t)cap * sizeof *grown)
-		                     : NULL;
-		if (grown == NULL) {
-			f->changed_all = 1;
-			f->n_changed = 0;
-			return;
-		}
-		f->changed_jobs = grown;
-		f->cap_changed = cap;
+		journal_add(&f->changed_nodes, &f->n_changed_nodes, &f->cap_changed_nodes,
+		            &f->changed_nodes_all, rowid);
 	}
-	f->changed_jobs[f->n_changed++] = rowid;
 }
 
 int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n)
@@ -230,6 +241,16 @@ int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n)
 	*n = all ? 0 : f->n_changed;
 	f->changed_all = 0;
 	f->n_changed = 0;
+	return all;
+}
+
+int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n)
+{
+	int all = f->changed_nodes_all;
+	*rowids = f->changed_nodes;
+	*n = all ? 0 : f->n_changed_nodes;
+	f->changed_nodes_all = 0;
+	f->n_changed_nodes = 0;
 	return all;
 }
 
@@ -284,6 +305,8 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->db = db;
 	f->n_changed = 0;
 	f->changed_all = 1;
+	f->n_changed_nodes = 0;
+	f->changed_nodes_all = 1;
 	f->nodes_version++;
 	sqlite3_update_hook(db, on_row_change, f);
 	return 0;
@@ -313,6 +336,9 @@ void fsm_close(struct fsm *f)
 	free(f->changed_jobs);
 	f->changed_jobs = NULL;
 	f->n_changed = f->cap_changed = 0;
+	free(f->changed_nodes);
+	f->changed_nodes = NULL;
+	f->n_changed_nodes = f->cap_changed_nodes = 0;
 }
 
 int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_err *err)

@@ -57,6 +57,9 @@ struct fsm {
 	int n_changed, cap_changed;
 	int changed_all;        /* journal overflowed or the database was replaced: reread all */
 	uint64_t nodes_version; /* bumped by every change to the nodes table and every restore */
+	int64_t *changed_nodes; /* the same journal for the nodes table */
+	int n_changed_nodes, cap_changed_nodes;
+	int changed_nodes_all;
 };
 
 int fsm_init(struct fsm *f, struct yard_err *err);
@@ -118,6 +121,9 @@ int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
 int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n);
 /* The job with this rowid, shaped like an element of fsm_jobs_active; NULL if none. */
 json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid);
+/* The same journal for the nodes table, and a node by rowid (as fsm_nodes_list shows it). */
+int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n);
+json_t *fsm_node_by_rowid(struct fsm *f, int64_t rowid);
 
 /* Integer setting from the replicated config table (default when unset). */
 int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt);

@@ -176,6 +176,17 @@ json_t *fsm_nodes_list(struct fsm *f, struct yard_err *err)
 	return list;
 }
 
+json_t *fsm_node_by_rowid(struct fsm *f, int64_t rowid)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " NODE_COLUMNS " FROM nodes WHERE rowid = ?1");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_int64(st, 1, rowid);
+	json_t *node = sqlite3_step(st) == SQLITE_ROW ? node_from_row(st) : NULL;
+	fsm_release(f, st);
+	return node;
+}
+
 json_t *fsm_node_get(struct fsm *f, const char *id, struct yard_err *err)
 {
 	sqlite3_stmt *st = fsm_prepare(f, "SELECT " NODE_COLUMNS " FROM nodes WHERE id = ?1");

@@ -81,8 +81,9 @@ struct sched {
 	int n_jobs, cap_jobs;
 	struct id_index node_index, job_index;
 	int jobs_resync;        /* reread every active job (leadership change) */
-	json_t *nodes_list;     /* fsm_nodes_list as of nodes_version (owned) */
-	uint64_t nodes_version; /* the FSM's nodes_version when nodes_list was read */
+	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
+	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
+	uint64_t nodes_version; /* bumped whenever nodes_list changes */
 	/* nodes_list as placement input (busy masks clear) and its id index, rebuilt only when
 	 * nodes_list changes: a pass copies it instead of reading every node's JSON */
 	struct place_node *pn_base;
@@ -953,6 +954,54 @@ static void on_kick(uv_check_t *h)
 	tick(s, 0);
 }
 
+/* Keeps nodes_list current: only the rows the FSM's nodes journal names (the nodes table
+ * changes on registrations and state changes, never on heartbeats), or all of them after a
+ * restore or an overflow. */
+static int nodes_refresh(struct sched *s, struct yard_err *err)
+{
+	const int64_t *rowids;
+	int n;
+	int all = fsm_nodes_changed_take(s->fsm, &rowids, &n);
+	if (!all && s->nodes_list != NULL) {
+		for (int k = 0; k < n; k++) {
+			json_t *node = fsm_node_by_rowid(s->fsm, rowids[k]);
+			const char *id = json_string_value(json_object_get(node, "id"));
+			if (node == NULL || id == NULL) {
+				json_decref(node);
+				all = 1; /* gone: not something nodes do, reread everything */
+				break;
+			}
+			json_t *pos = json_object_get(s->nodes_pos, id);
+			if (pos != NULL) {
+				json_array_set_new(s->nodes_list, (size_t)json_integer_value(pos),
+				                   node);
+			} else {
+				json_object_set_new(
+				    s->nodes_pos, id,
+				    json_integer((json_int_t)json_array_size(s->nodes_list)));
+				json_array_append_new(s->nodes_list, node);
+			}
+			s->nodes_version++;
+		}
+		if (!all)
+			return 0;
+	}
+	json_t *fresh = fsm_nodes_list(s->fsm, err);
+	if (fresh == NULL)
+		return -1;
+	json_t *pos = json_object();
+	size_t i;
+	json_t *v;
+	json_array_foreach(fresh, i, v) json_object_set_new(
+	    pos, json_string_value(json_object_get(v, "id")), json_integer((json_int_t)i));
+	json_decref(s->nodes_list);
+	json_decref(s->nodes_pos);
+	s->nodes_list = fresh;
+	s->nodes_pos = pos;
+	s->nodes_version++;
+	return 0;
+}
+
 /* with_nodes: also judge node health (every tick; a kick only places) */
 static void tick(struct sched *s, int with_nodes)
 {
@@ -960,16 +1009,9 @@ static void tick(struct sched *s, int with_nodes)
 	if (!s->leading || !s->io.is_ready(s->io.data))
 		return;
 	uint64_t now = mono_now(s);
-	/* the nodes table changes on registrations and state changes, not on heartbeats */
-	if (s->nodes_list == NULL || s->nodes_version != s->fsm->nodes_version) {
-		json_t *fresh = fsm_nodes_list(s->fsm, &err);
-		if (fresh == NULL) {
-			log_error("scheduler: %s", err.msg);
-			return;
-		}
-		json_decref(s->nodes_list);
-		s->nodes_list = fresh;
-		s->nodes_version = s->fsm->nodes_version;
+	if (nodes_refresh(s, &err) != 0) {
+		log_error("scheduler: %s", err.msg);
+		return;
 	}
 	json_t *nodes = json_incref(s->nodes_list);
 	if (with_nodes)
@@ -1031,6 +1073,7 @@ void sched_destroy(struct sched *s)
 	free(s->node_index.slots);
 	free(s->job_index.slots);
 	json_decref(s->nodes_list);
+	json_decref(s->nodes_pos);
 	free(s->pn_base);
 	free(s->pn_index.slots);
 	uv_timer_stop(&s->timer);

@@ -678,6 +678,19 @@ static void test_job_change_journal(void **state)
 	json_decref(job);
 	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
 	assert_int_equal(n, 0);
+	/* the nodes table has its own journal */
+	assert_int_equal(fsm_nodes_changed_take(&a, &rowids, &n), 1); /* first call: all */
+	uint64_t version = a.nodes_version;
+	assert_int_equal(apply(&a, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_true(a.nodes_version > version);
+	assert_int_equal(fsm_nodes_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 1);
+	json_t *node = fsm_node_by_rowid(&a, rowids[0]);
+	assert_non_null(node);
+	assert_string_equal(json_string_value(json_object_get(node, "id")), "node-a");
+	json_decref(node);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 0); /* a node is not a job */
 	/* a restore replaces everything: the reader must reread all */
 	unsigned char *snap;
 	size_t len;
