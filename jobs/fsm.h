@@ -119,6 +119,8 @@ int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
  * or when more than FSM_CHANGED_MAX changes piled up unread, as on a follower). */
 #define FSM_CHANGED_MAX 65536
 int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n);
+/* Whether fsm_jobs_changed_take would report anything. */
+int fsm_jobs_changed_pending(const struct fsm *f);
 /* The job with this rowid, shaped like an element of fsm_jobs_active; NULL if none. */
 json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid);
 /* The same journal for the nodes table, and a node by rowid (as fsm_nodes_list shows it). */

@@ -108,18 +108,7 @@ static void batch_results_release(struct consensus *c)
 static int apply_batch(struct consensus *c, const void *const *payloads, const size_t *lens, int n,
                        void **result)
 {
-	if (n > c->cap_batch_results) {
-		const void **grown = realloc(c->batch_results, (size_t)n * sizeof *grown);
-		if (grown == NULL) {
-			/* Apply anyway (every member must); only the results are lost. */
-			for (int i = 0; i < n; i++)
-				c->ops.apply(c->ops.data, payloads[i], lens[i]);
-			*result = NULL;
-			return 0;
-		}
-		c->batch_results = grown;
-		c->cap_batch_results = n;
-	}
+	/* batch_results has room for CODEC_BATCH_MAX (allocated by consensus_init) */
 	for (int i = 0; i < n; i++) {
 		const void *r = c->ops.apply(c->ops.data, payloads[i], lens[i]);
 		if (r != NULL && c->ops.result_hold != NULL)
@@ -672,6 +661,9 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 	raft_set_snapshot_threshold(&c->raft, cfg->snapshot_threshold);
 	raft_set_snapshot_trailing(&c->raft, cfg->snapshot_trailing);
 
+	c->batch_results = calloc(CODEC_BATCH_MAX, sizeof *c->batch_results);
+	if (c->batch_results == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "no memory for batch results");
 	uv_check_init(loop, &c->check);
 	uv_idle_init(loop, &c->idle);
 	uv_timer_init(loop, &c->health);
@@ -702,7 +694,6 @@ static void raft_closed(struct raft *r)
 	batch_results_release(c);
 	free(c->batch_results);
 	c->batch_results = NULL;
-	c->cap_batch_results = 0;
 	raft_uv_close(&c->io);
 	nodelay_transport_close(&c->transport);
 	c->check.data = c->idle.data = c->health.data = c;

@@ -126,9 +126,10 @@ struct consensus {
 	uv_idle_t idle;    /* issues queued requests outside raft callbacks */
 	uv_timer_t health; /* samples follower contact while leader */
 	struct consensus_op *queue_head, *queue_tail;
-	/* results of the latest batch entry applied, held until the next entry applies */
+	/* results of the latest batch entry applied, held until the next entry applies (room
+	 * for CODEC_BATCH_MAX, allocated once so an apply never fails for memory) */
 	const void **batch_results;
-	int n_batch_results, cap_batch_results;
+	int n_batch_results;
 	struct raft_barrier ready_barrier;
 	int leader_seen;       /* raft says LEADER (as of the last poll) */
 	int ready;             /* leader and its first barrier has applied */

@@ -945,7 +945,7 @@ static void on_tick(uv_timer_t *t)
 static void on_kick(uv_check_t *h)
 {
 	struct sched *s = h->data;
-	if (!s->leading || (s->fsm->n_changed == 0 && !s->fsm->changed_all))
+	if (!s->leading || !fsm_jobs_changed_pending(s->fsm))
 		return;
 	uint64_t now = mono_now(s);
 	if (now - s->last_kick_ms < s->cfg.kick_min_ms)
