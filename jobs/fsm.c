@@ -91,14 +91,80 @@ int fsm_exec(struct fsm *f, const char *sql)
 	return 0;
 }
 
-sqlite3_stmt *fsm_prepare(struct fsm *f, const char *sql)
+static uint32_t sql_hash(const char *sql)
+{
+	uint32_t h = 2166136261u;
+	for (const unsigned char *p = (const unsigned char *)sql; *p != '\0'; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+static sqlite3_stmt *prepare_uncached(struct fsm *f, const char *sql, unsigned flags)
 {
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(f->db, sql, -1, &st, NULL) != SQLITE_OK) {
+	f->prepares++;
+	if (sqlite3_prepare_v3(f->db, sql, -1, flags, &st, NULL) != SQLITE_OK) {
 		log_error("fsm: prepare %s: %s", sql, sqlite3_errmsg(f->db));
+		sqlite3_finalize(st);
 		return NULL;
 	}
 	return st;
+}
+
+/* Open addressing on the SQL text's hash; the statements are a fixed, small set (the SQL
+ * literals of jobs/), so a full table only means "prepare without caching". */
+sqlite3_stmt *fsm_prepare(struct fsm *f, const char *sql)
+{
+	uint32_t h = sql_hash(sql);
+	for (unsigned probe = 0; probe < FSM_STMT_CACHE_SLOTS; probe++) {
+		struct fsm_stmt_slot *slot = &f->stmts[(h + probe) % FSM_STMT_CACHE_SLOTS];
+		if (slot->sql == NULL) {
+			sqlite3_stmt *st = prepare_uncached(f, sql, SQLITE_PREPARE_PERSISTENT);
+			char *copy = st ? strdup(sql) : NULL;
+			if (copy == NULL)
+				return st;
+			slot->sql = copy;
+			slot->hash = h;
+			slot->st = st;
+			slot->busy = 1;
+			return st;
+		}
+		if (slot->hash == h && strcmp(slot->sql, sql) == 0) {
+			if (slot->busy) /* nested use of the same statement */
+				return prepare_uncached(f, sql, 0);
+			slot->busy = 1;
+			return slot->st;
+		}
+	}
+	return prepare_uncached(f, sql, 0);
+}
+
+void fsm_release(struct fsm *f, sqlite3_stmt *st)
+{
+	if (st == NULL)
+		return;
+	for (unsigned i = 0; i < FSM_STMT_CACHE_SLOTS; i++) {
+		struct fsm_stmt_slot *slot = &f->stmts[i];
+		if (slot->st == st && slot->busy) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			slot->busy = 0;
+			return;
+		}
+	}
+	sqlite3_finalize(st);
+}
+
+void fsm_stmt_cache_clear(struct fsm *f)
+{
+	for (unsigned i = 0; i < FSM_STMT_CACHE_SLOTS; i++) {
+		struct fsm_stmt_slot *slot = &f->stmts[i];
+		if (slot->sql == NULL)
+			continue;
+		sqlite3_finalize(slot->st);
+		free(slot->sql);
+		memset(slot, 0, sizeof *slot);
+	}
 }
 
 /* Runs a statement with text/int parameters described by types ('s' text or NULL, 'i' int64)
@@ -116,7 +182,7 @@ int fsm_run(struct fsm *f, const char *sql, const char *types, ...)
 			if (s == NULL)
 				sqlite3_bind_null(st, i + 1);
 			else
-				sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT);
+				sqlite3_bind_text(st, i + 1, s, -1, SQLITE_STATIC);
 		} else if (types[i] == 'd') {
 			sqlite3_bind_double(st, i + 1, va_arg(ap, double));
 		} else {
@@ -125,7 +191,7 @@ int fsm_run(struct fsm *f, const char *sql, const char *types, ...)
 	}
 	va_end(ap);
 	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
@@ -142,8 +208,70 @@ int64_t fsm_meta_next(struct fsm *f, const char *key)
 		v = sqlite3_column_int64(st, 0);
 	else
 		v = -1;
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return v;
+}
+
+/* ---- the change journal (fsm.h) ---- */
+
+/* Appends rowid to a journal; past FSM_CHANGED_MAX (or without memory) it empties and
+ * says "reread all" instead. */
+static void journal_add(int64_t **rowids, int *n, int *cap, int *all, int64_t rowid)
+{
+	if (*all)
+		return;
+	if (*n == *cap) {
+		int grow = *cap ? *cap * 2 : 256;
+		int64_t *grown =
+		    grow <= FSM_CHANGED_MAX ? realloc(*rowids, (size_t)grow * sizeof *grown) : NULL;
+		if (grown == NULL) {
+			*all = 1;
+			*n = 0;
+			return;
+		}
+		*rowids = grown;
+		*cap = grow;
+	}
+	(*rowids)[(*n)++] = rowid;
+}
+
+static void on_row_change(void *data, int op, const char *db_name, const char *table,
+                          sqlite3_int64 rowid)
+{
+	struct fsm *f = data;
+	if (strcmp(table, "jobs") == 0) {
+		journal_add(&f->changed_jobs, &f->n_changed, &f->cap_changed, &f->changed_all,
+		            rowid);
+	} else if (strcmp(table, "nodes") == 0) {
+		f->nodes_version++;
+		journal_add(&f->changed_nodes, &f->n_changed_nodes, &f->cap_changed_nodes,
+		            &f->changed_nodes_all, rowid);
+	}
+}
+
+int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n)
+{
+	int all = f->changed_all;
+	*rowids = f->changed_jobs;
+	*n = all ? 0 : f->n_changed;
+	f->changed_all = 0;
+	f->n_changed = 0;
+	return all;
+}
+
+int fsm_jobs_changed_pending(const struct fsm *f)
+{
+	return f->changed_all || f->n_changed > 0;
+}
+
+int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n)
+{
+	int all = f->changed_nodes_all;
+	*rowids = f->changed_nodes;
+	*n = all ? 0 : f->n_changed_nodes;
+	f->changed_nodes_all = 0;
+	f->n_changed_nodes = 0;
+	return all;
 }
 
 /* ---- lifecycle ---- */
@@ -190,9 +318,17 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 			                    len);
 		}
 	}
+	/* The cached statements belong to the old connection: finalize them with it. */
+	fsm_stmt_cache_clear(f);
 	if (f->db != NULL)
 		sqlite3_close(f->db);
 	f->db = db;
+	f->n_changed = 0;
+	f->changed_all = 1;
+	f->n_changed_nodes = 0;
+	f->changed_nodes_all = 1;
+	f->nodes_version++;
+	sqlite3_update_hook(db, on_row_change, f);
 	return 0;
 }
 
@@ -213,9 +349,16 @@ void fsm_close(struct fsm *f)
 {
 	json_decref(f->last_result);
 	f->last_result = NULL;
+	fsm_stmt_cache_clear(f);
 	if (f->db != NULL)
 		sqlite3_close(f->db);
 	f->db = NULL;
+	free(f->changed_jobs);
+	f->changed_jobs = NULL;
+	f->n_changed = f->cap_changed = 0;
+	free(f->changed_nodes);
+	f->changed_nodes = NULL;
+	f->n_changed_nodes = f->cap_changed_nodes = 0;
 }
 
 int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_err *err)
@@ -235,8 +378,9 @@ int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_
 static int schema_upgrade(struct fsm *f)
 {
 	int has_store = 0;
+	/* once per restore: not worth a slot in the statement cache */
 	sqlite3_stmt *st =
-	    fsm_prepare(f, "SELECT count(*) FROM sqlite_schema WHERE name = 'blobs'");
+	    prepare_uncached(f, "SELECT count(*) FROM sqlite_schema WHERE name = 'blobs'", 0);
 	if (st == NULL)
 		return YARD_EINTERNAL;
 	if (sqlite3_step(st) == SQLITE_ROW)
@@ -356,7 +500,7 @@ int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *jo
 	sqlite3_bind_int64(st, 1, seq - 1);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		snprintf(prev, sizeof prev, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	fsm_event_hash(prev, seq, ts, type, job, actor, message, hash);
 	int rc =
 	    fsm_run(f,
@@ -462,7 +606,7 @@ json_t *fsm_job_lookup(struct fsm *f, const char *id, char state[16], char actor
 	} else {
 		r = fsm_res_err(404, "id", "no job %s", id);
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return r;
 }
 
@@ -822,8 +966,19 @@ static json_t *request_id_lookup(struct fsm *f, const char *rid)
 	sqlite3_bind_text(st, 1, rid, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		r = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return r;
+}
+
+/* Transaction control through the statement cache (sqlite3_exec would compile each time). */
+static int tx(struct fsm *f, const char *sql)
+{
+	int rc = fsm_run(f, sql, "");
+	if (rc != SQLITE_DONE) {
+		log_error("fsm: %s: %s", sql, sqlite3_errmsg(f->db));
+		return YARD_EINTERNAL;
+	}
+	return 0;
 }
 
 static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
@@ -838,21 +993,21 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(400, "request_id",
 		                   "request_id: must be 1-64 characters of [A-Za-z0-9_-]");
 
-	if (fsm_exec(f, "BEGIN") != 0)
+	if (tx(f, "BEGIN") != 0)
 		return fsm_res_err(500, NULL, "internal error: cannot begin a transaction");
 	/* Forget request ids older than the TTL, measured in command time so every member
 	 * forgets the same ones at the same entry. */
 	fsm_run(f, "DELETE FROM request_ids WHERE ts_ms < ?1", "i", c->ts - FSM_REQUEST_ID_TTL_MS);
 	json_t *r = c->request_id ? request_id_lookup(f, c->request_id) : NULL;
 	if (r == NULL) {
-		fsm_exec(f, "SAVEPOINT op");
+		tx(f, "SAVEPOINT op");
 		r = OPS[i].fn(f, c);
 		if (r == NULL)
 			r = fsm_res_err(500, NULL, "internal error applying %s: %s", c->op,
 			                sqlite3_errmsg(f->db));
 		if (is_error(r))
-			fsm_exec(f, "ROLLBACK TO op");
-		fsm_exec(f, "RELEASE op");
+			tx(f, "ROLLBACK TO op");
+		tx(f, "RELEASE op");
 		if (c->request_id != NULL) {
 			char *text = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
 			fsm_run(f, "INSERT INTO request_ids(id, ts_ms, result) VALUES(?1, ?2, ?3)",
@@ -860,8 +1015,8 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 			free(text);
 		}
 	}
-	if (fsm_exec(f, "COMMIT") != 0) {
-		fsm_exec(f, "ROLLBACK");
+	if (tx(f, "COMMIT") != 0) {
+		tx(f, "ROLLBACK");
 		json_decref(r);
 		r = fsm_res_err(500, NULL, "internal error: commit of %s failed", c->op);
 	}

@@ -42,10 +42,33 @@
 /* How long request ids are remembered for deduplication (command time, not local time). */
 #define FSM_REQUEST_ID_TTL_MS (24LL * 3600 * 1000)
 
+/* Prepared statements are cached per connection (fsm_prepare/fsm_release in
+ * fsm_internal.h): parsing SQL was the largest part of an apply. The cache is emptied
+ * (every statement finalized) whenever the database is replaced by a restore. */
+#define FSM_STMT_CACHE_SLOTS 128
+
+struct fsm_stmt_slot {
+	char *sql;        /* owned copy; NULL: slot empty */
+	uint32_t hash;    /* FNV-1a of sql */
+	sqlite3_stmt *st; /* prepared on db */
+	int busy;         /* handed out by fsm_prepare, not yet released */
+};
+
 struct fsm {
 	sqlite3 *db;
 	json_t *last_result; /* result of the latest apply; owned, replaced by the next one */
 	uint64_t applies;    /* commands applied by this process (not replicated) */
+	uint64_t prepares;   /* statements compiled (cache misses), for tests and metrics */
+	struct fsm_stmt_slot stmts[FSM_STMT_CACHE_SLOTS];
+	/* Process-local (never replicated) journal of jobs rows touched since the last
+	 * fsm_jobs_changed_take, so the leader's scheduler refreshes only what changed. */
+	int64_t *changed_jobs; /* rowids, maybe repeated, maybe rolled back */
+	int n_changed, cap_changed;
+	int changed_all;        /* journal overflowed or the database was replaced: reread all */
+	uint64_t nodes_version; /* bumped by every change to the nodes table and every restore */
+	int64_t *changed_nodes; /* the same journal for the nodes table */
+	int n_changed_nodes, cap_changed_nodes;
+	int changed_nodes_all;
 };
 
 int fsm_init(struct fsm *f, struct yard_err *err);
@@ -96,6 +119,8 @@ enum {
 	FSM_NODE_DRAINING = 2,
 	FSM_NODE_DRAINED = 3
 };
+/* [{"job","rank"}...]: the slots of running jobs on one node, by job and rank. */
+json_t *fsm_node_slots(struct fsm *f, const char *node);
 /* Nodes without their token hashes: [{"id","state","host","port_base","devices","labels",
  * "version","cordoned","drain","registered_ms","updated_ms","reason"}...] by id; "drain" is
  * "draining", "drained" or null. */
@@ -113,6 +138,19 @@ int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
 json_t *fsm_members_list(struct fsm *f, struct yard_err *err);
 /* The API URL of member id into url; YARD_ENOTFOUND if unknown. */
 int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
+/* Jobs touched since the previous call: *rowids (borrowed until the next apply) and *n.
+ * Returns 1 instead when the caller must reread every job (first call, after a restore,
+ * or when more than FSM_CHANGED_MAX changes piled up unread, as on a follower). */
+#define FSM_CHANGED_MAX 65536
+int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n);
+/* Whether fsm_jobs_changed_take would report anything. */
+int fsm_jobs_changed_pending(const struct fsm *f);
+/* The job with this rowid, shaped like an element of fsm_jobs_active; NULL if none. */
+json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid);
+/* The same journal for the nodes table, and a node by rowid (as fsm_nodes_list shows it). */
+int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n);
+json_t *fsm_node_by_rowid(struct fsm *f, int64_t rowid);
+
 /* Integer setting from the replicated config table (default when unset). */
 int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt);
 

@@ -142,7 +142,7 @@ static json_t *advisory_lookup(struct fsm *f, const char *id, char state[16], in
 	} else {
 		r = fsm_res_err(404, "id", "no advisory %s", id);
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return r;
 }
 
@@ -467,7 +467,7 @@ json_t *fsm_advisories_list(struct fsm *f, struct yard_err *err)
 	json_t *list = json_array();
 	while (sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(list, advisory_from_row(st));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -484,7 +484,7 @@ json_t *fsm_advisory_get(struct fsm *f, const char *id, struct yard_err *err)
 		a = advisory_from_row(st);
 	else
 		yard_err_set(err, YARD_ENOTFOUND, "no advisory %s", id);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return a;
 }
 
@@ -498,6 +498,6 @@ json_t *fsm_advisories_due(struct fsm *f, int64_t now_ms)
 	sqlite3_bind_int64(st, 1, now_ms);
 	while (sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(ids, json_string((const char *)sqlite3_column_text(st, 0)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return ids;
 }

@@ -135,7 +135,7 @@ json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c)
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		snprintf(state, sizeof state, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 
 	char *devices_text = json_dumps(devices, JSON_COMPACT | JSON_SORT_KEYS);
 	json_t *no_labels = json_object();
@@ -187,7 +187,7 @@ json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c)
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		snprintf(from, sizeof from, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	if (from[0] == '\0')
 		return fsm_res_err(404, "id", "no node %s", id);
 	if (strcmp(from, to) == 0)
@@ -246,7 +246,7 @@ static json_t *drain_args(struct fsm *f, const struct fsm_cmd *c, const char **i
 		return fsm_res_err(500, NULL, "internal error reading node %s", *id);
 	sqlite3_bind_text(st, 1, *id, -1, SQLITE_STATIC);
 	*was = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return *was < 0 ? fsm_res_err(404, "id", "no node %s", *id) : NULL;
 }
 
@@ -271,7 +271,7 @@ json_t *fsm_op_node_drain(struct fsm *f, const struct fsm_cmd *c)
 			ranks = sqlite3_column_int64(st, 0);
 			jobs = sqlite3_column_int64(st, 1);
 		}
-		sqlite3_finalize(st);
+		fsm_release(f, st);
 		if (fsm_run(f, "UPDATE nodes SET cordoned = ?2, updated_ms = ?3 WHERE id = ?1",
 		            "sii", id, (int64_t)FSM_NODE_DRAINING, c->ts) != SQLITE_DONE)
 			return NULL;
@@ -333,7 +333,7 @@ static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
 	} else {
 		r = fsm_res_err(404, "id", "no job %s", id);
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return r;
 }
 
@@ -355,7 +355,7 @@ static json_t *node_usable(struct fsm *f, const char *node, int64_t *n_devices)
 		r = fsm_res_err(409, "ranks", "ranks: node %s is cordoned", node);
 	else
 		*n_devices = sqlite3_column_int64(st, 2);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return r;
 }
 
@@ -377,7 +377,7 @@ static int device_holder(struct fsm *f, const char *self, const char *node, int6
 		snprintf(holder, FSM_ID_MAX, "%s", (const char *)sqlite3_column_text(st, 0));
 		held = 1;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return held;
 }
 
@@ -640,7 +640,7 @@ json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 	sqlite3_bind_text(st, 2, tag, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		seen = sqlite3_column_int(st, 0) > 0;
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	if (seen)
 		return fsm_res_ok(
 		    200, json_pack("{s:s,s:s,s:b}", "id", id, "type", type, "duplicate", 1));

@@ -5,9 +5,15 @@
 #include "jobs/fsm.h"
 
 int fsm_exec(struct fsm *f, const char *sql);
+/* A prepared statement for sql, from the per-connection cache (compiled on first use).
+ * Give it back with fsm_release, which resets it and clears its bindings; until then it is
+ * busy, and a nested fsm_prepare of the same sql gets a private statement instead. */
 sqlite3_stmt *fsm_prepare(struct fsm *f, const char *sql);
 /* Increments and returns counter key of the meta table (ids, sequences); -1 on failure. */
 int64_t fsm_meta_next(struct fsm *f, const char *key);
+void fsm_release(struct fsm *f, sqlite3_stmt *st);
+/* Finalizes every cached statement (before the connection closes or is replaced). */
+void fsm_stmt_cache_clear(struct fsm *f);
 /* types: one letter per parameter, 's' text (NULL binds NULL), 'i' int64_t, 'd' double. */
 int fsm_run(struct fsm *f, const char *sql, const char *types, ...);
 /* hash = sha256(prev_hash || canonical JSON of the event with sorted keys). */

@@ -49,7 +49,7 @@ json_t *fsm_job_get(struct fsm *f, const char *id, struct yard_err *err)
 		job = job_from_row(st);
 	else
 		yard_err_set(err, YARD_ENOTFOUND, "no job %s", id);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	if (job != NULL)
 		json_object_set_new(job, "layout", fsm_job_layout(f, id));
 	return job;
@@ -70,7 +70,7 @@ json_t *fsm_job_layout(struct fsm *f, const char *id)
 		                                      (json_int_t)sqlite3_column_int64(st, 2),
 		                                      "generation",
 		                                      (json_int_t)sqlite3_column_int64(st, 3)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -86,8 +86,23 @@ json_t *fsm_jobs_active(struct fsm *f)
 		json_object_set_new(job, "seq", json_integer(sqlite3_column_int64(st, 12)));
 		json_array_append_new(list, job);
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
+}
+
+json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " JOB_COLUMNS " FROM jobs WHERE rowid = ?1");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_int64(st, 1, rowid);
+	json_t *job = NULL;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		job = job_from_row(st);
+		json_object_set_new(job, "seq", json_integer(sqlite3_column_int64(st, 12)));
+	}
+	fsm_release(f, st);
+	return job;
 }
 
 json_t *fsm_running_slots(struct fsm *f)
@@ -106,7 +121,24 @@ json_t *fsm_running_slots(struct fsm *f)
 		                    sqlite3_column_text(st, 2), "device",
 		                    (json_int_t)sqlite3_column_int64(st, 3), "generation",
 		                    (json_int_t)sqlite3_column_int64(st, 4)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
+	return list;
+}
+
+json_t *fsm_node_slots(struct fsm *f, const char *node)
+{
+	json_t *list = json_array();
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT a.job, a.rank FROM assignments a JOIN jobs j ON j.id = a.job"
+	                   " WHERE a.node = ?1 AND j.state = 'running' ORDER BY a.job, a.rank");
+	if (st == NULL)
+		return list;
+	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_array_append_new(list,
+		                      json_pack("{s:s,s:I}", "job", sqlite3_column_text(st, 0),
+		                                "rank", (json_int_t)sqlite3_column_int64(st, 1)));
+	fsm_release(f, st);
 	return list;
 }
 
@@ -144,8 +176,19 @@ json_t *fsm_nodes_list(struct fsm *f, struct yard_err *err)
 	json_t *list = json_array();
 	while (sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(list, node_from_row(st));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
+}
+
+json_t *fsm_node_by_rowid(struct fsm *f, int64_t rowid)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT " NODE_COLUMNS " FROM nodes WHERE rowid = ?1");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_int64(st, 1, rowid);
+	json_t *node = sqlite3_step(st) == SQLITE_ROW ? node_from_row(st) : NULL;
+	fsm_release(f, st);
+	return node;
 }
 
 json_t *fsm_node_get(struct fsm *f, const char *id, struct yard_err *err)
@@ -161,7 +204,7 @@ json_t *fsm_node_get(struct fsm *f, const char *id, struct yard_err *err)
 		node = node_from_row(st);
 	else
 		yard_err_set(err, YARD_ENOTFOUND, "no node %s", id);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return node;
 }
 
@@ -177,7 +220,7 @@ int fsm_node_token_lookup(struct fsm *f, const char *hash_hex, char name[FSM_NAM
 		snprintf(name, FSM_NAME_MAX + 1, "%s", (const char *)sqlite3_column_text(st, 0));
 	else
 		rc = yard_err_set(err, YARD_ENOTFOUND, "unknown node token");
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -220,7 +263,7 @@ json_t *fsm_jobs_list(struct fsm *f, const char *state, const char *after, int l
 		}
 		json_array_append_new(jobs, job_from_row(st));
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return json_pack("{s:o,s:o}", "jobs", jobs, "next", next);
 }
 
@@ -236,7 +279,7 @@ static json_t *event_from_row(sqlite3_stmt *st)
 
 /* {"events": [...], "next": seq|null} from a statement selecting up to limit + 1 events;
  * finalizes st. */
-static json_t *events_page(sqlite3_stmt *st, int limit)
+static json_t *events_page(struct fsm *f, sqlite3_stmt *st, int limit)
 {
 	json_t *events = json_array(), *next = json_null();
 	int n = 0;
@@ -249,7 +292,7 @@ static json_t *events_page(sqlite3_stmt *st, int limit)
 		}
 		json_array_append_new(events, event_from_row(st));
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return json_pack("{s:o,s:o}", "events", events, "next", next);
 }
 
@@ -268,7 +311,7 @@ json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job
 	if (job != NULL)
 		sqlite3_bind_text(st, 2, job, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
-	return events_page(st, limit);
+	return events_page(f, st, limit);
 }
 
 json_t *fsm_audit_list(struct fsm *f, int64_t after, int limit, int reads_only,
@@ -285,7 +328,7 @@ json_t *fsm_audit_list(struct fsm *f, int64_t after, int limit, int reads_only,
 	sqlite3_bind_int64(st, 1, after);
 	sqlite3_bind_int(st, 2, reads_only);
 	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
-	return events_page(st, limit);
+	return events_page(f, st, limit);
 }
 
 int fsm_events_verify(struct fsm *f, struct yard_err *err)
@@ -323,7 +366,7 @@ int fsm_events_verify(struct fsm *f, struct yard_err *err)
 		snprintf(prev, sizeof prev, "%s", stored_hash);
 		expect_seq = seq + 1;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -341,7 +384,7 @@ json_t *fsm_tokens_list(struct fsm *f, struct yard_err *err)
 		    list, json_pack("{s:s,s:s,s:s,s:I}", "id", sqlite3_column_text(st, 0), "name",
 		                    sqlite3_column_text(st, 1), "role", sqlite3_column_text(st, 2),
 		                    "created_ms", (json_int_t)sqlite3_column_int64(st, 3)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return json_pack("{s:o}", "tokens", list);
 }
 
@@ -351,7 +394,7 @@ int fsm_tokens_count(struct fsm *f)
 	sqlite3_stmt *st = fsm_prepare(f, "SELECT count(*) FROM tokens");
 	if (st != NULL && sqlite3_step(st) == SQLITE_ROW)
 		n = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return n;
 }
 
@@ -370,7 +413,7 @@ int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
 	} else {
 		rc = yard_err_set(err, YARD_ENOTFOUND, "unknown or revoked token");
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -389,7 +432,7 @@ json_t *fsm_members_list(struct fsm *f, struct yard_err *err)
 		                                      "raft_address", sqlite3_column_text(st, 1),
 		                                      "api_url", sqlite3_column_text(st, 2), "role",
 		                                      sqlite3_column_text(st, 3)));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -404,7 +447,7 @@ int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len)
 		snprintf(url, url_len, "%s", (const char *)sqlite3_column_text(st, 0));
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -417,6 +460,6 @@ int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt)
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return v;
 }

@@ -43,7 +43,7 @@ static int64_t store_used_bytes(struct fsm *f)
 		return -1;
 	if (sqlite3_step(st) == SQLITE_ROW)
 		used = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return used;
 }
 
@@ -90,7 +90,7 @@ static int blob_header(struct fsm *f, const char *kind, const char *id, int64_t 
 		         (const char *)sqlite3_column_text(st, 2));
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -111,7 +111,7 @@ static int chunk_compare(struct fsm *f, const char *kind, const char *id, int64_
 		size_t n = (size_t)sqlite3_column_bytes(st, 0);
 		rc = n == len && memcmp(stored, data, len) == 0 ? 1 : -1;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc;
 }
 
@@ -153,7 +153,7 @@ json_t *fsm_blob_put_chunk(struct fsm *f, const char *kind, const char *id, int6
 	sqlite3_bind_int64(st, 3, index);
 	sqlite3_bind_blob(st, 4, data, (int)len, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return rc == SQLITE_DONE ? NULL
 	                         : fsm_res_err(500, NULL, "cannot store chunk %lld of %s %s",
 	                                       (long long)index, kind, id);
@@ -170,7 +170,7 @@ int64_t fsm_blob_chunks_present(struct fsm *f, const char *kind, const char *id)
 	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return n;
 }
 
@@ -210,7 +210,7 @@ static int blob_scan(struct fsm *f, const char *kind, const char *id, int64_t ch
 		*total += (int64_t)len;
 		expect = idx + 1;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	sha256_final(&ctx, digest);
 	sha256_to_hex(digest, hex);
 	return 0;
@@ -280,7 +280,7 @@ int fsm_blob_read(struct fsm *f, const char *kind, const char *id, unsigned char
 			memcpy(buf + off, sqlite3_column_blob(st, 1), n);
 		off += n;
 	}
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	if (rc == 0 && off != (size_t)size)
 		rc = yard_err_set(err, YARD_ECORRUPT, "%s %s: %zu of %lld bytes stored", kind, id,
 		                  off, (long long)size);
@@ -309,7 +309,7 @@ static json_t *build_lookup(struct fsm *f, const char *version, char state[16])
 		snprintf(state, 16, "%s", (const char *)sqlite3_column_text(st, 0));
 	else
 		r = fsm_res_err(404, "version", "no build %s", version);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return r;
 }
 
@@ -507,7 +507,7 @@ json_t *fsm_builds_list(struct fsm *f, struct yard_err *err)
 	json_t *list = json_array();
 	while (sqlite3_step(st) == SQLITE_ROW)
 		json_array_append_new(list, build_from_row(st));
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return list;
 }
 
@@ -524,7 +524,7 @@ json_t *fsm_build_get(struct fsm *f, const char *version, struct yard_err *err)
 		b = build_from_row(st);
 	else
 		yard_err_set(err, YARD_ENOTFOUND, "no build %s", version);
-	sqlite3_finalize(st);
+	fsm_release(f, st);
 	return b;
 }
 

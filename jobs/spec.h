@@ -21,81 +21,84 @@
 enum jobspec_schedule { JOBSPEC_GPIPE, JOBSPEC_1F1B, JOBSPEC_INTERLEAVED };
 enum jobspec_optimizer { JOBSPEC_SGD, JOBSPEC_ADAMW };
 enum jobspec_device { JOBSPEC_DEVICE_ANY, JOBSPEC_DEVICE_CPU, JOBSPEC_DEVICE_CUDA };
-enum jobspec_straggler_policy { JOBSPEC_STRAGGLER_OFF, JOBSPEC_STRAGGLER_REPORT,
-	                        JOBSPEC_STRAGGLER_REPLACE };
+enum jobspec_straggler_policy {
+	JOBSPEC_STRAGGLER_OFF,
+	JOBSPEC_STRAGGLER_REPORT,
+	JOBSPEC_STRAGGLER_REPLACE
+};
 
 struct jobspec_model { /* the built-in trainer's residual MLP classifier */
-	int d_in;     /* input features */
-	int d_model;  /* residual width d */
-	int d_ff;     /* hidden width f of each block */
-	int layers;   /* number of residual blocks */
-	int classes;  /* output classes */
+	int d_in;      /* input features */
+	int d_model;   /* residual width d */
+	int d_ff;      /* hidden width f of each block */
+	int layers;    /* number of residual blocks */
+	int classes;   /* output classes */
 	uint64_t seed; /* parameter init */
 };
 
 struct jobspec_train {
 	int64_t steps;
-	int batch_size;          /* global batch per step (split over dp and micro-batches) */
+	int batch_size; /* global batch per step (split over dp and micro-batches) */
 	double lr;
 	enum jobspec_optimizer optimizer;
-	double momentum;         /* sgd */
+	double momentum;          /* sgd */
 	double beta1, beta2, eps; /* adamw */
 	double weight_decay;
-	double clip_norm;        /* 0 = no clipping */
-	double bucket_mb;        /* data-parallel gradient bucket size */
+	double clip_norm;                   /* 0 = no clipping */
+	double bucket_mb;                   /* data-parallel gradient bucket size */
 	char dataset[JOBSPEC_PATH_MAX + 1]; /* "synthetic" or a path in the documented format */
 	uint64_t data_seed;
-	int samples;             /* synthetic dataset size */
+	int samples; /* synthetic dataset size */
 };
 
 struct jobspec_parallel {
-	int is_auto;             /* "parallel": "auto" — the planner fills the rest */
+	int is_auto; /* "parallel": "auto" — the planner fills the rest */
 	int dp, tp, pp;
 	enum jobspec_schedule schedule;
-	int virtual_stages;      /* v, interleaved only (1 otherwise) */
-	int micro_batches;       /* m */
+	int virtual_stages; /* v, interleaved only (1 otherwise) */
+	int micro_batches;  /* m */
 };
 
 struct jobspec_checkpoint {
-	int64_t every_steps;     /* 0 = never */
+	int64_t every_steps; /* 0 = never */
 	int keep;
 	char store[JOBSPEC_PATH_MAX + 1]; /* "controller" or "dir:/path" */
 };
 
 struct jobspec_failure {
 	int max_restarts;
-	int hang_timeout_s;      /* no step within this → the rank is hung */
+	int hang_timeout_s; /* no step within this → the rank is hung */
 	int allow_shrink_dp;
 	enum jobspec_straggler_policy straggler_policy;
 	double straggler_threshold; /* 0.2 = 20% over the median */
-	int straggler_windows;   /* K consecutive windows */
+	int straggler_windows;      /* K consecutive windows */
 	int straggler_window_steps; /* W */
 	int max_replacements;
 };
 
 struct jobspec_debug {
-	int slow_rank;           /* -1 = none: test hook, slows that rank's compute */
+	int slow_rank; /* -1 = none: test hook, slows that rank's compute */
 	double slow_factor;
-	int hang_rank;           /* -1 = none */
+	int hang_rank; /* -1 = none */
 	int64_t hang_at_step;
-	int crash_rank;          /* -1 = none */
+	int crash_rank; /* -1 = none */
 	int64_t crash_at_step;
 };
 
 struct jobspec {
 	char name[JOBSPEC_NAME_MAX + 1];
-	int priority;            /* -1000..1000, higher runs first */
-	int is_command;          /* 1: run `command` with torchrun-style env; 0: built-in trainer */
+	int priority;   /* -1000..1000, higher runs first */
+	int is_command; /* 1: run `command` with torchrun-style env; 0: built-in trainer */
 	int argc;
 	char *argv[JOBSPEC_ARGV_MAX + 1]; /* owned, NULL-terminated */
 	int envc;
-	char *env[JOBSPEC_ENV_MAX + 1];   /* owned "KEY=VALUE", NULL-terminated */
-	int ranks;               /* command jobs: world size (dp*tp*pp for trainer jobs) */
+	char *env[JOBSPEC_ENV_MAX + 1]; /* owned "KEY=VALUE", NULL-terminated */
+	int ranks;                      /* command jobs: world size (dp*tp*pp for trainer jobs) */
 	struct jobspec_model model;
 	struct jobspec_train train;
 	struct jobspec_parallel parallel;
 	enum jobspec_device device;
-	int64_t memory_mb;       /* per device, 0 = unspecified */
+	int64_t memory_mb; /* per device, 0 = unspecified */
 	struct jobspec_checkpoint checkpoint;
 	struct jobspec_failure failure;
 	struct jobspec_debug debug;
@@ -118,8 +121,8 @@ static inline int jobspec_rank(const struct jobspec_parallel *p, int dp_i, int p
 {
 	return (dp_i * p->pp + pp_i) * p->tp + tp_i;
 }
-static inline void jobspec_coords(const struct jobspec_parallel *p, int rank, int *dp_i,
-                                  int *pp_i, int *tp_i)
+static inline void jobspec_coords(const struct jobspec_parallel *p, int rank, int *dp_i, int *pp_i,
+                                  int *tp_i)
 {
 	*tp_i = rank % p->tp;
 	*pp_i = (rank / p->tp) % p->pp;

@@ -13,14 +13,18 @@
 #include "jobs/codec.h"
 #include "raft/datadir.h"
 
-enum op_kind { OP_APPLY, OP_BARRIER, OP_ADD, OP_ASSIGN, OP_REMOVE, OP_TRANSFER };
+enum op_kind { OP_APPLY, OP_BATCH, OP_BARRIER, OP_ADD, OP_ASSIGN, OP_REMOVE, OP_TRANSFER };
 
 struct consensus_op {
 	struct consensus_op *next;
 	struct consensus *c;
 	enum op_kind kind;
-	struct raft_buffer buf; /* OP_APPLY: the frame, ours until raft_apply accepts it */
-	uint64_t id;            /* member for ADD/ASSIGN/REMOVE/TRANSFER */
+	struct raft_buffer buf; /* OP_APPLY/OP_BATCH: the frame, ours until raft_apply takes it */
+	void *payload;          /* OP_APPLY: the command (owned) until it is framed */
+	size_t len;
+	struct consensus_op **members; /* OP_BATCH: the OP_APPLYs it carries, in order (owned) */
+	int n_members;
+	uint64_t id; /* member for ADD/ASSIGN/REMOVE/TRANSFER */
 	char addr[CONSENSUS_ADDR_MAX];
 	int voter;
 	consensus_apply_cb apply_cb;
@@ -45,6 +49,8 @@ void consensus_config_defaults(struct consensus_config *cfg)
 	cfg->snapshot_threshold = CONSENSUS_DEFAULT_SNAPSHOT_THRESHOLD;
 	cfg->snapshot_trailing = CONSENSUS_DEFAULT_SNAPSHOT_TRAILING;
 	cfg->min_free_mb = CONSENSUS_DEFAULT_MIN_FREE_MB;
+	cfg->batch_max = CONSENSUS_DEFAULT_BATCH_MAX;
+	cfg->batch_max_bytes = CONSENSUS_DEFAULT_BATCH_MAX_BYTES;
 }
 
 /* raft 0.15's raft_strerror says "unknown error" for several codes; name them ourselves. */
@@ -89,14 +95,41 @@ static int map_status(int rv, const char **msg)
 
 /* ---- FSM glue: apply never fails ---- */
 
+static void batch_results_release(struct consensus *c)
+{
+	for (int i = 0; i < c->n_batch_results; i++)
+		if (c->batch_results[i] != NULL && c->ops.result_release != NULL)
+			c->ops.result_release(c->ops.data, c->batch_results[i]);
+	c->n_batch_results = 0;
+}
+
+/* A batch entry's commands are applied one by one, each result held; *result points at
+ * the results array, which apply_cb hands out to the batch's callers. */
+static int apply_batch(struct consensus *c, const void *const *payloads, const size_t *lens, int n,
+                       void **result)
+{
+	/* batch_results has room for CODEC_BATCH_MAX (allocated by consensus_init) */
+	for (int i = 0; i < n; i++) {
+		const void *r = c->ops.apply(c->ops.data, payloads[i], lens[i]);
+		if (r != NULL && c->ops.result_hold != NULL)
+			c->ops.result_hold(c->ops.data, r);
+		c->batch_results[c->n_batch_results++] = r;
+	}
+	*result = (void *)c->batch_results;
+	return 0;
+}
+
 static int fsm_apply_cb(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
 	struct consensus *c = fsm->data;
-	const void *payload;
-	size_t len;
+	const void *payloads[CODEC_BATCH_MAX];
+	size_t lens[CODEC_BATCH_MAX];
+	int n = 0, is_batch = 0;
 	struct yard_err err = {0};
 	c->stats.applies++;
-	if (codec_decode(buf->base, buf->len, &payload, &len, &err) != 0) {
+	batch_results_release(c);
+	if (codec_decode_entry(buf->base, buf->len, payloads, lens, CODEC_BATCH_MAX, &n, &is_batch,
+	                       &err) != 0) {
 		/* Returning non-zero would freeze a follower in RAFT_UNAVAILABLE forever
 		 * (raft-probe.md §3); apply it as a no-op and say so. */
 		c->stats.corrupt_entries++;
@@ -105,7 +138,10 @@ static int fsm_apply_cb(struct raft_fsm *fsm, const struct raft_buffer *buf, voi
 		*result = NULL;
 		return 0;
 	}
-	*result = (void *)c->ops.apply(c->ops.data, payload, len);
+	c->stats.commands += (uint64_t)n;
+	if (is_batch)
+		return apply_batch(c, payloads, lens, n, result);
+	*result = (void *)c->ops.apply(c->ops.data, payloads[0], lens[0]);
 	return 0;
 }
 
@@ -169,14 +205,24 @@ static void op_free(struct consensus_op *op)
 {
 	if (op->buf.base != NULL)
 		raft_free(op->buf.base);
+	free(op->payload);
+	free(op->members);
 	free(op);
 }
 
+/* For OP_BATCH, result is the array of the members' results (or NULL on failure). */
 static void op_finish(struct consensus_op *op, int status, const char *msg, const void *result)
 {
 	if (op->kind == OP_ADD || op->kind == OP_ASSIGN || op->kind == OP_REMOVE)
 		op->c->change_pending = 0;
-	if (op->kind == OP_APPLY)
+	if (op->kind == OP_BATCH) {
+		const void *const *results = result;
+		for (int i = 0; i < op->n_members; i++) {
+			const void *r = results != NULL ? results[i] : NULL;
+			int st = status == 0 && r == NULL ? YARD_ECORRUPT : status;
+			op_finish(op->members[i], st, msg, st == 0 ? r : NULL);
+		}
+	} else if (op->kind == OP_APPLY)
 		op->apply_cb(op->data, status, result);
 	else if (op->done_cb != NULL)
 		op->done_cb(op->data, status, msg);
@@ -213,6 +259,10 @@ static void apply_cb(struct raft_apply *req, int status, void *result)
 	int st = map_status(status, &msg);
 	if (st == 0 && result == NULL)
 		st = YARD_ECORRUPT;
+	if (st == 0 && op->kind == OP_BATCH && op->c->n_batch_results != op->n_members)
+		st = YARD_ECORRUPT; /* not the entry we proposed: cannot happen, never trust it */
+	if (st == YARD_ECORRUPT)
+		msg = "the committed entry did not decode";
 	op_finish(op, st, msg, st == 0 ? result : NULL);
 }
 
@@ -276,6 +326,7 @@ static void issue(struct consensus *c, struct consensus_op *op)
 	}
 	switch (op->kind) {
 	case OP_APPLY:
+	case OP_BATCH:
 		op->req.apply.data = op;
 		rv = raft_apply(&c->raft, &op->req.apply, &op->buf, 1, apply_cb);
 		if (rv == 0)
@@ -310,18 +361,86 @@ static void issue(struct consensus *c, struct consensus_op *op)
 	}
 }
 
+/* Frames ops[0..n) (consecutive OP_APPLYs) as one entry and issues it: a version-1 frame
+ * for one command, else a version-2 batch that owns the ops. */
+static void issue_applies(struct consensus *c, struct consensus_op **ops, int n)
+{
+	const void *payloads[CODEC_BATCH_MAX];
+	size_t lens[CODEC_BATCH_MAX];
+	struct consensus_op *op = ops[0];
+	if (n > 1) {
+		op = op_new(c, OP_BATCH);
+		struct consensus_op **members = op ? malloc((size_t)n * sizeof *members) : NULL;
+		if (members == NULL) {
+			free(op);
+			for (int i = 0; i < n; i++)
+				op_finish(ops[i], YARD_ENOMEM, "out of memory for a batch", NULL);
+			return;
+		}
+		memcpy(members, ops, (size_t)n * sizeof *members);
+		op->members = members;
+		op->n_members = n;
+		for (int i = 0; i < n; i++) {
+			payloads[i] = ops[i]->payload;
+			lens[i] = ops[i]->len;
+		}
+		op->buf.len = codec_batch_len(lens, n);
+	} else {
+		op->buf.len = codec_frame_len(op->len);
+	}
+	op->buf.base = raft_malloc(op->buf.len);
+	if (op->buf.base == NULL) {
+		op_finish(op, YARD_ENOMEM, "out of memory for a raft entry", NULL);
+		return;
+	}
+	if (n > 1) {
+		codec_batch_encode(op->buf.base, payloads, lens, n);
+		c->stats.batches_sent++;
+		c->stats.batched_commands += (uint64_t)n;
+	} else {
+		codec_encode(op->buf.base, op->payload, op->len);
+	}
+	issue(c, op);
+}
+
 static void idle_cb(uv_idle_t *h)
 {
 	struct consensus *c = CONSENSUS_OF(h, idle);
 	struct consensus_op *op = c->queue_head;
+	struct consensus_op *group[CODEC_BATCH_MAX];
+	int n_group = 0;
+	size_t group_bytes = 0;
+	unsigned batch_max = c->cfg.batch_max < 1                 ? 1
+	                     : c->cfg.batch_max > CODEC_BATCH_MAX ? CODEC_BATCH_MAX
+	                                                          : c->cfg.batch_max;
+	if (c->ops.result_hold == NULL || c->ops.result_release == NULL)
+		batch_max = 1;
 	uv_idle_stop(h);
 	c->queue_head = c->queue_tail = NULL;
-	/* Only what was queued before this pass: callbacks may queue more for the next one. */
+	/* Only what was queued before this pass: callbacks may queue more for the next one.
+	 * Consecutive applies are packed, in order; anything else keeps its place. */
 	while (op != NULL) {
 		struct consensus_op *next = op->next;
-		issue(c, op);
+		if (op->kind == OP_APPLY) {
+			if (n_group > 0 && ((unsigned)n_group == batch_max ||
+			                    group_bytes + op->len > c->cfg.batch_max_bytes)) {
+				issue_applies(c, group, n_group);
+				n_group = 0;
+				group_bytes = 0;
+			}
+			group[n_group++] = op;
+			group_bytes += op->len;
+		} else {
+			if (n_group > 0)
+				issue_applies(c, group, n_group);
+			n_group = 0;
+			group_bytes = 0;
+			issue(c, op);
+		}
 		op = next;
 	}
+	if (n_group > 0)
+		issue_applies(c, group, n_group);
 }
 
 /* ---- state polling, watchdog, the leader's first barrier ---- */
@@ -542,6 +661,9 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 	raft_set_snapshot_threshold(&c->raft, cfg->snapshot_threshold);
 	raft_set_snapshot_trailing(&c->raft, cfg->snapshot_trailing);
 
+	c->batch_results = calloc(CODEC_BATCH_MAX, sizeof *c->batch_results);
+	if (c->batch_results == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "no memory for batch results");
 	uv_check_init(loop, &c->check);
 	uv_idle_init(loop, &c->idle);
 	uv_timer_init(loop, &c->health);
@@ -569,6 +691,9 @@ static void handle_closed(uv_handle_t *h)
 static void raft_closed(struct raft *r)
 {
 	struct consensus *c = CONSENSUS_OF(r, raft);
+	batch_results_release(c);
+	free(c->batch_results);
+	c->batch_results = NULL;
 	raft_uv_close(&c->io);
 	nodelay_transport_close(&c->transport);
 	c->check.data = c->idle.data = c->health.data = c;
@@ -658,13 +783,13 @@ int consensus_submit(struct consensus *c, const void *payload, size_t len, conse
 	struct consensus_op *op = op_new(c, OP_APPLY);
 	if (op == NULL)
 		return yard_err_set(err, YARD_ENOMEM, "out of memory");
-	op->buf.len = codec_frame_len(len);
-	op->buf.base = raft_malloc(op->buf.len);
-	if (op->buf.base == NULL) {
+	op->payload = malloc(len ? len : 1);
+	if (op->payload == NULL) {
 		free(op);
-		return yard_err_set(err, YARD_ENOMEM, "out of memory for a %zu-byte entry", len);
+		return yard_err_set(err, YARD_ENOMEM, "out of memory for a %zu-byte command", len);
 	}
-	codec_encode(op->buf.base, payload, len);
+	memcpy(op->payload, payload, len);
+	op->len = len;
 	op->apply_cb = cb;
 	op->data = data;
 	enqueue(c, op);

@@ -14,6 +14,11 @@
  *  - a node that turns RAFT_UNAVAILABLE outside shutdown logs and exits(1) (watchdog);
  *  - writes are refused while the data dir has less than min_free_mb free;
  *  - a new leader runs a raft_barrier before it reports leader-up and admits requests.
+ * Commands submitted within one loop iteration are packed into one raft entry (a version-2
+ * batch frame, jobs/codec.h; at most batch_max commands and batch_max_bytes), applied in
+ * order, each on its own, and each caller gets its own result; a lone command still goes
+ * out as a version-1 frame. One entry per batch (never raft_apply with n > 1, whose callback
+ * fires after the first entry only: raft-probe.md §4.6).
  * State is polled from a uv_check handle, which emits leader-up / leader-down.
  *
  * Everything runs on the loop passed to consensus_init; nothing is thread-safe. */
@@ -43,6 +48,10 @@
 #define CONSENSUS_DEFAULT_SNAPSHOT_THRESHOLD 4096
 #define CONSENSUS_DEFAULT_SNAPSHOT_TRAILING 4096
 #define CONSENSUS_DEFAULT_MIN_FREE_MB 64
+/* Commands per raft entry: bounded so one entry's apply stays short (a job.submit applies in
+ * tens of microseconds) and a follower never decodes a huge entry. */
+#define CONSENSUS_DEFAULT_BATCH_MAX 64
+#define CONSENSUS_DEFAULT_BATCH_MAX_BYTES (1u << 20)
 
 struct consensus;
 
@@ -52,10 +61,14 @@ struct consensus_member {
 };
 
 /* The state machine raft drives. apply must not fail; its result is borrowed until the
- * next apply. snapshot returns a copy released with snapshot_free; restore copies. */
+ * next apply. snapshot returns a copy released with snapshot_free; restore copies.
+ * result_hold / result_release keep a result alive past the next apply (the commands of a
+ * batch are all applied before their callbacks run); without them nothing is batched. */
 struct consensus_fsm_ops {
 	void *data;
 	const void *(*apply)(void *data, const void *payload, size_t len);
+	void (*result_hold)(void *data, const void *result);
+	void (*result_release)(void *data, const void *result);
 	int (*snapshot)(void *data, void **buf, size_t *len);
 	void (*snapshot_free)(void *data, void *buf);
 	int (*restore)(void *data, const void *buf, size_t len);
@@ -71,6 +84,8 @@ struct consensus_config {
 	unsigned election_timeout_ms, heartbeat_ms, connect_retry_ms;
 	unsigned snapshot_threshold, snapshot_trailing;
 	uint64_t min_free_mb;
+	unsigned batch_max;     /* commands per entry; 1: no batching (e.g. mixed versions) */
+	size_t batch_max_bytes; /* payload bytes per entry (a single bigger command still goes) */
 	void (*on_leader_up)(struct consensus *c, void *data);
 	void (*on_leader_down)(struct consensus *c, void *data);
 	void *cb_data;
@@ -81,6 +96,9 @@ void consensus_config_defaults(struct consensus_config *cfg);
 
 struct consensus_stats {
 	uint64_t applies;            /* entries applied to the FSM */
+	uint64_t commands;           /* commands applied (a batch entry holds several) */
+	uint64_t batches_sent;       /* batch entries this member proposed as leader */
+	uint64_t batched_commands;   /* commands those batches carried */
 	uint64_t corrupt_entries;    /* entries whose frame failed to decode (applied as errors) */
 	uint64_t snapshots;          /* snapshots taken */
 	uint64_t restores;           /* snapshots installed from the leader while running */
@@ -108,6 +126,10 @@ struct consensus {
 	uv_idle_t idle;    /* issues queued requests outside raft callbacks */
 	uv_timer_t health; /* samples follower contact while leader */
 	struct consensus_op *queue_head, *queue_tail;
+	/* results of the latest batch entry applied, held until the next entry applies (room
+	 * for CODEC_BATCH_MAX, allocated once so an apply never fails for memory) */
+	const void **batch_results;
+	int n_batch_results;
 	struct raft_barrier ready_barrier;
 	int leader_seen;       /* raft says LEADER (as of the last poll) */
 	int ready;             /* leader and its first barrier has applied */

@@ -7,6 +7,16 @@ static const void *ops_apply(void *data, const void *payload, size_t len)
 	return fsm_apply(data, payload, len);
 }
 
+static void ops_result_hold(void *data, const void *result)
+{
+	json_incref((json_t *)result);
+}
+
+static void ops_result_release(void *data, const void *result)
+{
+	json_decref((json_t *)result);
+}
+
 static int ops_snapshot(void *data, void **buf, size_t *len)
 {
 	struct yard_err err = {0};
@@ -31,6 +41,8 @@ void fsm_ops_init(struct consensus_fsm_ops *ops, struct fsm *f)
 {
 	ops->data = f;
 	ops->apply = ops_apply;
+	ops->result_hold = ops_result_hold;
+	ops->result_release = ops_result_release;
 	ops->snapshot = ops_snapshot;
 	ops->snapshot_free = ops_snapshot_free;
 	ops->restore = ops_restore;

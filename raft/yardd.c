@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "jobs/codec.h"
 #include "jobs/fsm.h"
 #include "raft/consensus.h"
 #include "raft/datadir.h"
@@ -56,7 +57,7 @@ static void usage(FILE *out)
 	    "A.B.C.D:PORT\n"
 	    "             --members 'ID=RAFT_ADDR@API_URL,...' [--join] [--admin-token-file FILE]\n"
 	    "             [--election-timeout-ms N] [--heartbeat-ms N] [--snapshot-threshold N]\n"
-	    "             [--snapshot-trailing N] [--min-free-mb N]\n"
+	    "             [--snapshot-trailing N] [--min-free-mb N] [--raft-batch-max 64]\n"
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
 	    "             [--checkpoint-dir DIR (default DATA_DIR/../checkpoints)]\n"
@@ -352,6 +353,7 @@ int main(int argc, char **argv)
 	    {"snapshot-threshold", required_argument, NULL, 'S'},
 	    {"snapshot-trailing", required_argument, NULL, 'T'},
 	    {"min-free-mb", required_argument, NULL, 'F'},
+	    {"raft-batch-max", required_argument, NULL, 'R'},
 	    {"node-suspect-ms", required_argument, NULL, 'U'},
 	    {"node-down-ms", required_argument, NULL, 'D'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
@@ -426,6 +428,16 @@ int main(int argc, char **argv)
 				cfg.snapshot_trailing = (unsigned)v;
 			else
 				cfg.min_free_mb = v;
+			break;
+		case 'R':
+			if (!numeric_ok || v < 1 || v > CODEC_BATCH_MAX) {
+				fprintf(stderr,
+				        "yardd: --raft-batch-max: '%s' must be 1..%d commands per "
+				        "raft entry (1: no batching)\n",
+				        optarg, CODEC_BATCH_MAX);
+				return 2;
+			}
+			cfg.batch_max = (unsigned)v;
 			break;
 		case 'U':
 		case 'D':

@@ -51,7 +51,18 @@ struct soft_job {
 	int has_loss;
 	int position;
 	char reason[QUEUE_REASON_MAX];
-	int present; /* mark for dropping finished jobs */
+	json_t *row; /* the job as fsm_jobs_active shows it (owned); NULL once no longer active */
+	json_t *layout; /* fsm_job_layout of a running job, read once per row change (owned) */
+	/* from row, read once when it is refreshed rather than on every tick */
+	char row_state[16];
+	int64_t row_generation, row_priority, row_seq, row_updated_ms;
+};
+
+/* id -> index into a soft table, open addressing; slots hold index + 1 (0: empty). Both
+ * soft tables start their entries with the id, so one map type serves both. */
+struct id_index {
+	int *slots;
+	int cap; /* power of two, at least twice the entries */
 };
 
 struct sched {
@@ -60,6 +71,9 @@ struct sched {
 	struct sched_config cfg;
 	struct sched_io io;
 	uv_timer_t timer;
+	uv_check_t kick; /* a pass right after a job change committed (not only on ticks) */
+	int handles_open;
+	uint64_t last_kick_ms;
 	int leading;
 	uint64_t epoch; /* bumped on every leadership change: late proposals are ignored */
 	uint64_t leader_since_ms;
@@ -74,6 +88,17 @@ struct sched {
 	int n_jobs, cap_jobs;
 	struct history *history; /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
+	struct id_index node_index, job_index;
+	int jobs_resync;        /* reread every active job (leadership change) */
+	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
+	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
+	uint64_t nodes_version; /* bumped whenever nodes_list changes */
+	/* nodes_list as placement input (busy masks clear) and its id index, rebuilt only when
+	 * nodes_list changes: a pass copies it instead of reading every node's JSON */
+	struct place_node *pn_base;
+	int n_pn, pn_valid;
+	uint64_t pn_version;
+	struct id_index pn_index;
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -90,6 +115,7 @@ void sched_config_defaults(struct sched_config *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
 	cfg->tick_ms = 100;
+	cfg->kick_min_ms = 20;
 	cfg->node_suspect_ms = 1500;
 	cfg->node_down_ms = 3000;
 	cfg->restart_backoff_ms = 500;
@@ -103,12 +129,68 @@ void sched_config_defaults(struct sched_config *cfg)
 
 /* ---- soft tables ---- */
 
+static uint32_t id_hash(const char *id)
+{
+	uint32_t h = 2166136261u;
+	for (const unsigned char *p = (const unsigned char *)id; *p != '\0'; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+/* The id of entry i of a table whose entries are elem_size bytes and start with the id. */
+static const char *entry_id(const void *table, size_t elem_size, int i)
+{
+	return (const char *)table + (size_t)i * elem_size;
+}
+
+static int id_index_find(const struct id_index *x, const void *table, size_t elem_size,
+                         const char *id)
+{
+	if (x->cap == 0)
+		return -1;
+	for (uint32_t h = id_hash(id), probe = 0; probe < (uint32_t)x->cap; probe++) {
+		int v = x->slots[(h + probe) & (uint32_t)(x->cap - 1)];
+		if (v == 0)
+			return -1;
+		if (strcmp(entry_id(table, elem_size, v - 1), id) == 0)
+			return v - 1;
+	}
+	return -1;
+}
+
+static void id_index_put(struct id_index *x, const char *id, int i)
+{
+	uint32_t h = id_hash(id);
+	while (x->slots[h & (uint32_t)(x->cap - 1)] != 0)
+		h++;
+	x->slots[h & (uint32_t)(x->cap - 1)] = i + 1;
+}
+
+/* Rebuilds the index over entries [0, n), sized for at least min_cap / 2 entries. */
+static int id_index_rebuild(struct id_index *x, const void *table, size_t elem_size, int n,
+                            int min_cap)
+{
+	int cap = 64;
+	while (cap < 2 * n || cap < 2 * min_cap)
+		cap *= 2;
+	if (cap != x->cap) {
+		int *slots = malloc((size_t)cap * sizeof *slots);
+		if (slots == NULL)
+			return -1;
+		free(x->slots);
+		x->slots = slots;
+		x->cap = cap;
+	}
+	memset(x->slots, 0, (size_t)x->cap * sizeof *x->slots);
+	for (int i = 0; i < n; i++)
+		id_index_put(x, entry_id(table, elem_size, i), i);
+	return 0;
+}
+
 static struct soft_node *node_find(struct sched *s, const char *id)
 {
-	for (int i = 0; i < s->n_nodes; i++)
-		if (strcmp(s->nodes[i].id, id) == 0)
-			return &s->nodes[i];
-	return NULL;
+	int i = id_index_find(&s->node_index, s->nodes, sizeof *s->nodes, id);
+	return i < 0 ? NULL : &s->nodes[i];
 }
 
 static struct soft_node *node_get(struct sched *s, const char *id)
@@ -124,18 +206,21 @@ static struct soft_node *node_get(struct sched *s, const char *id)
 		s->nodes = grown;
 		s->cap_nodes = cap;
 	}
-	n = &s->nodes[s->n_nodes++];
+	if (2 * (s->n_nodes + 1) > s->node_index.cap &&
+	    id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, s->n_nodes,
+	                     s->n_nodes + 1) != 0)
+		return NULL;
+	n = &s->nodes[s->n_nodes];
 	memset(n, 0, sizeof *n);
 	snprintf(n->id, sizeof n->id, "%s", id);
+	id_index_put(&s->node_index, n->id, s->n_nodes++);
 	return n;
 }
 
 static struct soft_job *job_find(struct sched *s, const char *id)
 {
-	for (int i = 0; i < s->n_jobs; i++)
-		if (strcmp(s->jobs[i].id, id) == 0)
-			return &s->jobs[i];
-	return NULL;
+	int i = id_index_find(&s->job_index, s->jobs, sizeof *s->jobs, id);
+	return i < 0 ? NULL : &s->jobs[i];
 }
 
 /* Parses the placement request of a job from its normalized spec, once. */
@@ -187,9 +272,14 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 		s->jobs = grown;
 		s->cap_jobs = cap;
 	}
-	j = &s->jobs[s->n_jobs++];
+	if (2 * (s->n_jobs + 1) > s->job_index.cap &&
+	    id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, s->n_jobs + 1) !=
+	        0)
+		return NULL;
+	j = &s->jobs[s->n_jobs];
 	memset(j, 0, sizeof *j);
 	snprintf(j->id, sizeof j->id, "%s", id);
+	id_index_put(&s->job_index, j->id, s->n_jobs++);
 	j->step = -1;
 	job_parse(j, json_object_get(job, "spec"));
 	return j;
@@ -200,10 +290,16 @@ static void soft_clear(struct sched *s)
 	logstore_clear(s->logs);
 	for (int i = 0; i < s->n_nodes; i++)
 		json_decref(s->nodes[i].ranks);
-	for (int i = 0; i < s->n_jobs; i++)
+	for (int i = 0; i < s->n_jobs; i++) {
 		json_decref(s->jobs[i].claim);
+		json_decref(s->jobs[i].row);
+		json_decref(s->jobs[i].layout);
+	}
 	s->n_nodes = s->n_jobs = 0;
 	history_clear(s->history);
+	id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, 0, 0);
+	id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, 0, 0);
+	s->jobs_resync = 1;
 }
 
 /* ---- proposals ---- */
@@ -587,32 +683,40 @@ static int check_restarting(struct sched *s, struct soft_job *j, const json_t *j
 
 /* ---- placement ---- */
 
-static int node_index(const struct place_node *nodes, int n, const char *id)
+static void mark_busy(struct place_node *pn, const struct id_index *pn_index, const char *node,
+                      int64_t device)
 {
-	for (int i = 0; i < n; i++)
-		if (strcmp(nodes[i].id, id) == 0)
-			return i;
-	return -1;
-}
-
-static void mark_busy(struct place_node *pn, int n, const char *node, int64_t device)
-{
-	int k = node_index(pn, n, node);
+	int k = node == NULL ? -1 : id_index_find(pn_index, pn, sizeof *pn, node);
 	if (k >= 0 && device >= 0 && device < PLACE_MAX_DEVICES_PER_NODE)
 		pn[k].busy_mask |= 1ull << device;
 }
 
-static void place(struct sched *s, json_t *const *candidates, int n_cand, const json_t *nodes,
-                  const json_t *slots)
+static void mark_busy_all(struct place_node *pn, const struct id_index *pn_index,
+                          const json_t *slots)
 {
-	int n_nodes = (int)json_array_size(nodes);
-	struct place_node *pn = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *pn);
-	struct queue_job *q = calloc((size_t)(n_cand ? n_cand : 1), sizeof *q);
-	int n_q = 0;
 	size_t i;
 	json_t *v;
-	if (pn == NULL || q == NULL)
-		goto out;
+	json_array_foreach(slots, i, v)
+	    mark_busy(pn, pn_index, json_string_value(json_object_get(v, "node")),
+	              json_integer_value(json_object_get(v, "device")));
+}
+
+static int pn_id_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct place_node *)a)->id, ((const struct place_node *)b)->id);
+}
+
+/* The placement view of the nodes list, rebuilt when the list changed. */
+static int pn_refresh(struct sched *s, const json_t *nodes)
+{
+	if (s->pn_valid && s->pn_version == s->nodes_version)
+		return 0;
+	int n_nodes = (int)json_array_size(nodes);
+	struct place_node *pn = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *pn);
+	size_t i;
+	json_t *v;
+	if (pn == NULL)
+		return -1;
 	json_array_foreach(nodes, i, v)
 	{
 		const json_t *devices = json_object_get(v, "devices");
@@ -629,18 +733,47 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 		pn[i].device_memory_mb =
 		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
 	}
-	json_array_foreach(slots, i, v)
-	    mark_busy(pn, n_nodes, json_string_value(json_object_get(v, "node")),
-	              json_integer_value(json_object_get(v, "device")));
+	/* in id order, which the per-pass index (place.h) then need not sort again */
+	qsort(pn, (size_t)n_nodes, sizeof *pn, pn_id_cmp);
+	if (id_index_rebuild(&s->pn_index, pn, sizeof *pn, n_nodes, n_nodes) != 0) {
+		free(pn);
+		return -1;
+	}
+	free(s->pn_base);
+	s->pn_base = pn;
+	s->n_pn = n_nodes;
+	s->pn_version = s->nodes_version;
+	s->pn_valid = 1;
+	return 0;
+}
+
+/* Busy devices: the layouts of running jobs (cached per soft job, the same set as
+ * fsm_running_slots) and the claims of assignments in flight. */
+static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
+                  const json_t *nodes)
+{
+	if (n_cand == 0 || pn_refresh(s, nodes) != 0)
+		return;
+	int n_nodes = s->n_pn;
+	const struct id_index *pn_index = &s->pn_index;
+	struct place_node *pn = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *pn);
+	struct queue_job *q = calloc((size_t)n_cand, sizeof *q);
+	int n_q = 0;
+	if (pn == NULL || q == NULL)
+		goto out;
+	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
-		json_array_foreach(s->jobs[k].claim, i, v)
-		    mark_busy(pn, n_nodes, json_string_value(json_object_get(v, "node")),
-		              json_integer_value(json_object_get(v, "device")));
+		struct soft_job *j = &s->jobs[k];
+		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
+			if (j->layout == NULL)
+				j->layout = fsm_job_layout(s->fsm, j->id);
+			mark_busy_all(pn, pn_index, j->layout);
+		}
+		mark_busy_all(pn, pn_index, j->claim);
 	}
 	for (int c = 0; c < n_cand; c++) {
-		const json_t *job = candidates[c];
-		struct soft_job *j = job_find(s, json_string_value(json_object_get(job, "id")));
-		if (j == NULL || j->proposing)
+		struct soft_job *j = candidates[c];
+		if (j->proposing)
 			continue;
 		if (j->parsed != 1) {
 			snprintf(j->reason, sizeof j->reason, "%s", j->place_error);
@@ -648,9 +781,9 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 		}
 		struct queue_job *qj = &q[n_q++];
 		qj->id = j->id;
-		qj->priority = (int)json_integer_value(json_object_get(job, "priority"));
-		qj->seq = json_integer_value(json_object_get(job, "seq"));
-		qj->pending_since_ms = json_integer_value(json_object_get(job, "updated_ms"));
+		qj->priority = (int)j->row_priority;
+		qj->seq = j->row_seq;
+		qj->pending_since_ms = j->row_updated_ms;
 		qj->req = j->req;
 		qj->slots = calloc((size_t)j->world, sizeof *qj->slots);
 		if (qj->slots == NULL) {
@@ -708,7 +841,7 @@ out:
 
 /* A draining node with no running slot and no running rank in its latest report is
  * drained. */
-static void check_drains(struct sched *s, const json_t *nodes, const json_t *slots)
+static void check_drains(struct sched *s, const json_t *nodes)
 {
 	size_t i, k;
 	json_t *node, *v;
@@ -722,8 +855,16 @@ static void check_drains(struct sched *s, const json_t *nodes, const json_t *slo
 		if (n == NULL || n->proposing)
 			continue;
 		int busy = 0;
-		json_array_foreach(slots, k, v) busy |=
-		    strcmp(json_string_value(json_object_get(v, "node")), id) == 0;
+		/* a slot of a running job (its committed layout, cached per job) */
+		for (int jk = 0; jk < s->n_jobs && !busy; jk++) {
+			struct soft_job *j = &s->jobs[jk];
+			if (j->row == NULL || strcmp(j->row_state, "running") != 0)
+				continue;
+			if (j->layout == NULL)
+				j->layout = fsm_job_layout(s->fsm, j->id);
+			json_array_foreach(j->layout, k, v) busy |=
+			    strcmp(json_string_value(json_object_get(v, "node")), id) == 0;
+		}
 		if (strcmp(json_string_value(json_object_get(node, "state")), "down") != 0)
 			json_array_foreach(n->ranks, k, v) busy |=
 			    strcmp(json_string_value(json_object_get(v, "state")), "running") == 0;
@@ -734,30 +875,94 @@ static void check_drains(struct sched *s, const json_t *nodes, const json_t *slo
 
 /* ---- the tick ---- */
 
+static int job_active(const json_t *row)
+{
+	const char *state = json_string_value(json_object_get(row, "state"));
+	return state != NULL && (strcmp(state, "pending") == 0 || strcmp(state, "running") == 0 ||
+	                         strcmp(state, "restarting") == 0);
+}
+
+/* Stores row (takes ownership) as the job's latest active row, or forgets its row when the
+ * job is no longer active. */
+static void job_set_row(struct sched *s, json_t *row)
+{
+	if (!job_active(row)) {
+		struct soft_job *j = job_find(s, json_string_value(json_object_get(row, "id")));
+		if (j != NULL) {
+			json_decref(j->row);
+			j->row = NULL;
+			json_decref(j->layout);
+			j->layout = NULL;
+		}
+		json_decref(row);
+		return;
+	}
+	struct soft_job *j = job_get(s, row);
+	if (j == NULL) {
+		json_decref(row);
+		return;
+	}
+	json_decref(j->row);
+	j->row = row;
+	json_decref(j->layout); /* an assignment always changes the row too */
+	j->layout = NULL;
+	snprintf(j->row_state, sizeof j->row_state, "%s",
+	         json_string_value(json_object_get(row, "state")));
+	j->row_generation = json_integer_value(json_object_get(row, "generation"));
+	j->row_priority = json_integer_value(json_object_get(row, "priority"));
+	j->row_seq = json_integer_value(json_object_get(row, "seq"));
+	j->row_updated_ms = json_integer_value(json_object_get(row, "updated_ms"));
+}
+
+/* Brings the soft jobs' rows up to date: only the jobs the FSM's change journal names,
+ * or every active job after a leadership change or when the journal overflowed. This
+ * keeps a tick's cost proportional to what changed, not to the length of the queue. */
+static void refresh_jobs(struct sched *s)
+{
+	const int64_t *rowids;
+	int n;
+	int all = fsm_jobs_changed_take(s->fsm, &rowids, &n);
+	if (all || s->jobs_resync) {
+		s->jobs_resync = 0;
+		for (int k = 0; k < s->n_jobs; k++) {
+			json_decref(s->jobs[k].row);
+			json_decref(s->jobs[k].layout);
+			s->jobs[k].row = NULL;
+			s->jobs[k].layout = NULL;
+		}
+		json_t *jobs = fsm_jobs_active(s->fsm);
+		size_t i;
+		json_t *v;
+		json_array_foreach(jobs, i, v) job_set_row(s, json_incref(v));
+		json_decref(jobs);
+		return;
+	}
+	for (int k = 0; k < n; k++) {
+		json_t *row = fsm_job_by_rowid(s->fsm, rowids[k]);
+		if (row != NULL)
+			job_set_row(s, row);
+	}
+}
+
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 {
-	json_t *jobs = fsm_jobs_active(s->fsm);
-	json_t *slots = fsm_running_slots(s->fsm);
+	refresh_jobs(s);
 	json_t *nodes_by_id = json_object();
-	json_t **candidates = calloc(json_array_size(jobs) + 1, sizeof *candidates);
+	struct soft_job **candidates = calloc((size_t)s->n_jobs + 1, sizeof *candidates);
 	int n_cand = 0;
 	size_t i;
 	json_t *v;
 	json_array_foreach(nodes, i, v)
 	    json_object_set(nodes_by_id, json_string_value(json_object_get(v, "id")), v);
-	for (int k = 0; k < s->n_jobs; k++)
-		s->jobs[k].present = 0;
-	json_array_foreach(jobs, i, v)
-	{
-		struct soft_job *j = job_get(s, v);
-		const char *state = json_string_value(json_object_get(v, "state"));
-		int64_t generation = json_integer_value(json_object_get(v, "generation"));
-		if (j == NULL || candidates == NULL)
+	/* Nothing below adds soft jobs, so j stays valid (proposals only flag them). */
+	for (int k = 0; candidates != NULL && k < s->n_jobs; k++) {
+		struct soft_job *j = &s->jobs[k];
+		if (j->row == NULL)
 			continue;
-		j->present = 1;
-		if (strcmp(j->state, state) != 0 || j->generation != generation) {
+		const char *state = j->row_state;
+		if (strcmp(j->state, state) != 0 || j->generation != j->row_generation) {
 			snprintf(j->state, sizeof j->state, "%s", state);
-			j->generation = generation;
+			j->generation = j->row_generation;
 			j->phase_since_ms = now;
 			j->noted_waiting = j->noted_running = j->noted_progress = j->stopped = 0;
 			j->position = 0;
@@ -766,29 +971,32 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 				j->step = -1, j->has_loss = 0;
 		}
 		if (strcmp(state, "running") == 0) {
-			json_t *layout = fsm_job_layout(s->fsm, j->id);
-			check_running(s, j, layout, nodes_by_id, now);
-			json_decref(layout);
+			if (j->layout == NULL)
+				j->layout = fsm_job_layout(s->fsm, j->id);
+			check_running(s, j, j->layout, nodes_by_id, now);
 		} else if (strcmp(state, "pending") == 0 ||
-		           check_restarting(s, j, v, nodes_by_id, now)) {
-			candidates[n_cand++] = v;
+		           check_restarting(s, j, j->row, nodes_by_id, now)) {
+			candidates[n_cand++] = j;
 		}
 	}
+	if (candidates != NULL)
+		place(s, candidates, n_cand, nodes);
+	int removed = 0;
 	for (int k = 0; k < s->n_jobs;) {
-		if (!s->jobs[k].present && !s->jobs[k].proposing) {
+		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {
 			json_decref(s->jobs[k].claim);
+			json_decref(s->jobs[k].layout);
 			s->jobs[k] = s->jobs[--s->n_jobs];
+			removed = 1;
 		} else {
 			k++;
 		}
 	}
-	if (candidates != NULL)
-		place(s, candidates, n_cand, nodes, slots);
-	check_drains(s, nodes, slots);
+	if (removed)
+		id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, 0);
+	check_drains(s, nodes);
 	free(candidates);
 	json_decref(nodes_by_id);
-	json_decref(slots);
-	json_decref(jobs);
 }
 
 /* ---- embargo deadlines ---- */
@@ -809,25 +1017,92 @@ static void publish_due_advisories(struct sched *s)
 	}
 	json_decref(due);
 }
+static void tick(struct sched *s, int with_nodes);
 
 static void on_tick(uv_timer_t *t)
 {
 	sched_tick(t->data);
 }
 
-void sched_tick(struct sched *s)
+/* After every loop iteration: when applies changed jobs (a submission, a finish), place at
+ * once instead of at the next tick, at most every kick_min_ms. Placement latency is then
+ * commit + pass + commit, not up to a tick more. */
+static void on_kick(uv_check_t *h)
+{
+	struct sched *s = h->data;
+	if (!s->leading || !fsm_jobs_changed_pending(s->fsm))
+		return;
+	uint64_t now = mono_now(s);
+	if (now - s->last_kick_ms < s->cfg.kick_min_ms)
+		return;
+	s->last_kick_ms = now;
+	tick(s, 0);
+}
+
+/* Keeps nodes_list current: only the rows the FSM's nodes journal names (the nodes table
+ * changes on registrations and state changes, never on heartbeats), or all of them after a
+ * restore or an overflow. */
+static int nodes_refresh(struct sched *s, struct yard_err *err)
+{
+	const int64_t *rowids;
+	int n;
+	int all = fsm_nodes_changed_take(s->fsm, &rowids, &n);
+	if (!all && s->nodes_list != NULL) {
+		for (int k = 0; k < n; k++) {
+			json_t *node = fsm_node_by_rowid(s->fsm, rowids[k]);
+			const char *id = json_string_value(json_object_get(node, "id"));
+			if (node == NULL || id == NULL) {
+				json_decref(node);
+				all = 1; /* gone: not something nodes do, reread everything */
+				break;
+			}
+			json_t *pos = json_object_get(s->nodes_pos, id);
+			if (pos != NULL) {
+				json_array_set_new(s->nodes_list, (size_t)json_integer_value(pos),
+				                   node);
+			} else {
+				json_object_set_new(
+				    s->nodes_pos, id,
+				    json_integer((json_int_t)json_array_size(s->nodes_list)));
+				json_array_append_new(s->nodes_list, node);
+			}
+			s->nodes_version++;
+		}
+		if (!all)
+			return 0;
+	}
+	json_t *fresh = fsm_nodes_list(s->fsm, err);
+	if (fresh == NULL)
+		return -1;
+	json_t *pos = json_object();
+	size_t i;
+	json_t *v;
+	json_array_foreach(fresh, i, v) json_object_set_new(
+	    pos, json_string_value(json_object_get(v, "id")), json_integer((json_int_t)i));
+	json_decref(s->nodes_list);
+	json_decref(s->nodes_pos);
+	s->nodes_list = fresh;
+	s->nodes_pos = pos;
+	s->nodes_version++;
+	return 0;
+}
+
+/* with_nodes: also judge node health (every tick; a kick only places) */
+static void tick(struct sched *s, int with_nodes)
 {
 	struct yard_err err = {0};
 	if (!s->leading || !s->io.is_ready(s->io.data))
 		return;
 	uint64_t now = mono_now(s);
-	json_t *nodes = fsm_nodes_list(s->fsm, &err);
-	if (nodes == NULL) {
+	if (nodes_refresh(s, &err) != 0) {
 		log_error("scheduler: %s", err.msg);
 		return;
 	}
-	check_nodes(s, nodes, now);
-	publish_due_advisories(s);
+	json_t *nodes = json_incref(s->nodes_list);
+	if (with_nodes)
+		check_nodes(s, nodes, now);
+	if (with_nodes)
+		publish_due_advisories(s);
 	uint64_t applied = s->io.applied_index(s->io.data);
 	if (s->dirty || applied != s->last_applied || now >= s->wake_ms ||
 	    now - s->last_full_ms >= 1000) {
@@ -838,6 +1113,11 @@ void sched_tick(struct sched *s)
 		run_jobs(s, nodes, now);
 	}
 	json_decref(nodes);
+}
+
+void sched_tick(struct sched *s)
+{
+	tick(s, 1);
 }
 
 /* ---- lifecycle ---- */
@@ -863,15 +1143,21 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 		return NULL;
 	}
 	uv_timer_init(loop, &s->timer);
-	s->timer.data = s;
-	if (cfg->tick_ms > 0)
+	uv_check_init(loop, &s->kick);
+	s->timer.data = s->kick.data = s;
+	s->handles_open = 2;
+	if (cfg->tick_ms > 0) {
 		uv_timer_start(&s->timer, on_tick, cfg->tick_ms, cfg->tick_ms);
+		uv_check_start(&s->kick, on_kick);
+	}
 	return s;
 }
 
 static void timer_closed(uv_handle_t *h)
 {
-	free(h->data); /* the sched the timer lives in */
+	struct sched *s = h->data;
+	if (--s->handles_open == 0)
+		free(s); /* the sched the handles live in */
 }
 
 void sched_destroy(struct sched *s)
@@ -883,8 +1169,16 @@ void sched_destroy(struct sched *s)
 	free(s->nodes);
 	free(s->jobs);
 	history_destroy(s->history);
+	free(s->node_index.slots);
+	free(s->job_index.slots);
+	json_decref(s->nodes_list);
+	json_decref(s->nodes_pos);
+	free(s->pn_base);
+	free(s->pn_index.slots);
 	uv_timer_stop(&s->timer);
+	uv_check_stop(&s->kick);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
+	uv_close((uv_handle_t *)&s->kick, timer_closed);
 }
 
 void sched_leader_up(struct sched *s)
@@ -1094,6 +1388,8 @@ static void store_logs(struct sched *s, const char *node, const json_t *reports,
 	}
 }
 
+/* What one node must run: its slots of running jobs, each with the job and only the nodes
+ * that job spans (a heartbeat costs what the node runs, not what the cluster runs). */
 static json_t *desired_for(struct sched *s, const char *node)
 {
 	struct yard_err err = {0};
@@ -1105,25 +1401,29 @@ static json_t *desired_for(struct sched *s, const char *node)
 		json_decref(me); /* its ranks are being moved; anything it runs must stop */
 		return desired;
 	}
-	json_decref(me);
-	json_t *slots = fsm_running_slots(s->fsm);
-	json_t *nodes = fsm_nodes_list(s->fsm, &err);
+	json_t *slots = fsm_node_slots(s->fsm, node);
 	json_t *nodes_by_id = json_object(), *jobs = json_object();
-	size_t i;
-	json_t *v;
-	json_array_foreach(nodes, i, v)
-	    json_object_set(nodes_by_id, json_string_value(json_object_get(v, "id")), v);
+	size_t i, k;
+	json_t *v, *slot;
+	json_object_set_new(nodes_by_id, node, me);
 	json_array_foreach(slots, i, v)
 	{
 		const char *job_id = json_string_value(json_object_get(v, "job"));
-		if (strcmp(json_string_value(json_object_get(v, "node")), node) != 0)
-			continue;
 		json_t *job = json_object_get(jobs, job_id);
 		if (job == NULL) {
 			job = fsm_job_get(s->fsm, job_id, &err);
 			if (job == NULL)
 				continue;
 			json_object_set_new(jobs, job_id, job);
+			json_array_foreach(json_object_get(job, "layout"), k, slot)
+			{
+				const char *peer = json_string_value(json_object_get(slot, "node"));
+				json_t *n;
+				if (peer == NULL || json_object_get(nodes_by_id, peer) != NULL)
+					continue;
+				if ((n = fsm_node_get(s->fsm, peer, &err)) != NULL)
+					json_object_set_new(nodes_by_id, peer, n);
+			}
 		}
 		json_t *entry = desired_rank(job, json_object_get(job, "layout"), nodes_by_id,
 		                             (int)json_integer_value(json_object_get(v, "rank")),
@@ -1133,7 +1433,6 @@ static json_t *desired_for(struct sched *s, const char *node)
 	}
 	json_decref(jobs);
 	json_decref(nodes_by_id);
-	json_decref(nodes);
 	json_decref(slots);
 	return desired;
 }

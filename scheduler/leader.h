@@ -41,6 +41,8 @@
 
 struct sched_config {
 	uint64_t tick_ms;                /* default 100 */
+	uint64_t kick_min_ms;            /* a committed job change runs a pass at once, at most
+	                                  * this often (between ticks); default 20 */
 	uint64_t node_suspect_ms;        /* default 1500 */
 	uint64_t node_down_ms;           /* default 3000 */
 	uint64_t restart_backoff_ms;     /* the first restart is immediate, the 2nd waits this long,

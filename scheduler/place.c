@@ -121,3 +121,220 @@ void place_release(struct place_node *nodes, int n_nodes, const struct place_slo
 		if (slots[i].node >= 0 && slots[i].node < n_nodes)
 			nodes[slots[i].node].busy_mask &= ~(1ull << slots[i].device);
 }
+
+/* ---- the per-pass index ---- */
+
+#define PLACE_FREE_BUCKETS (PLACE_MAX_DEVICES_PER_NODE + 1)
+
+struct place_class {
+	enum place_device_kind kind;
+	int64_t device_memory_mb;
+	int representative;            /* a node of this class, for node_eligible */
+	int count[PLACE_FREE_BUCKETS]; /* nodes of the class with f free devices */
+};
+
+struct place_index {
+	struct place_node *nodes;
+	int n_nodes;
+	int *by_pos;   /* position in id order -> node index */
+	int *pos_of;   /* node index -> position */
+	int *class_of; /* node index -> class, -1: not schedulable */
+	int *free_of;  /* node index -> free devices (of its n_devices) */
+	struct place_class *classes;
+	int n_classes;
+	int n_words;
+	uint64_t *buckets; /* [f][word]: bit p set: the node at position p has f free */
+};
+
+static int popcount_free(const struct place_node *n)
+{
+	int f = 0;
+	for (int d = 0; d < n->n_devices; d++)
+		if (!(n->busy_mask & (1ull << d)))
+			f++;
+	return f;
+}
+
+static struct place_node *sort_nodes; /* qsort has no context argument */
+
+static int pos_cmp(const void *a, const void *b)
+{
+	return strcmp(sort_nodes[*(const int *)a].id, sort_nodes[*(const int *)b].id);
+}
+
+static uint64_t *bucket_words(struct place_index *x, int f)
+{
+	return x->buckets + (size_t)f * (size_t)x->n_words;
+}
+
+static void index_set(struct place_index *x, int node, int f, int on)
+{
+	int p = x->pos_of[node];
+	uint64_t *w = bucket_words(x, f);
+	if (on)
+		w[p / 64] |= 1ull << (p % 64);
+	else
+		w[p / 64] &= ~(1ull << (p % 64));
+	x->classes[x->class_of[node]].count[f] += on ? 1 : -1;
+}
+
+void place_index_free(struct place_index *x)
+{
+	if (x == NULL)
+		return;
+	free(x->by_pos);
+	free(x->pos_of);
+	free(x->class_of);
+	free(x->free_of);
+	free(x->classes);
+	free(x->buckets);
+	free(x);
+}
+
+struct place_index *place_index_build(struct place_node *nodes, int n_nodes)
+{
+	struct place_index *x = calloc(1, sizeof *x);
+	size_t n = (size_t)(n_nodes > 0 ? n_nodes : 1);
+	if (x == NULL)
+		return NULL;
+	x->nodes = nodes;
+	x->n_nodes = n_nodes;
+	x->n_words = (n_nodes + 63) / 64 + 1;
+	x->by_pos = malloc(n * sizeof *x->by_pos);
+	x->pos_of = malloc(n * sizeof *x->pos_of);
+	x->class_of = malloc(n * sizeof *x->class_of);
+	x->free_of = malloc(n * sizeof *x->free_of);
+	x->classes = calloc(n, sizeof *x->classes);
+	x->buckets = calloc((size_t)PLACE_FREE_BUCKETS * (size_t)x->n_words, sizeof *x->buckets);
+	if (x->by_pos == NULL || x->pos_of == NULL || x->class_of == NULL || x->free_of == NULL ||
+	    x->classes == NULL || x->buckets == NULL) {
+		place_index_free(x);
+		return NULL;
+	}
+	int sorted = 1;
+	for (int i = 0; i < n_nodes; i++) {
+		x->by_pos[i] = i;
+		if (i > 0 && sorted && strcmp(nodes[i - 1].id, nodes[i].id) > 0)
+			sorted = 0;
+	}
+	if (!sorted) { /* callers that keep their nodes in id order skip this */
+		sort_nodes = nodes;
+		qsort(x->by_pos, (size_t)n_nodes, sizeof *x->by_pos, pos_cmp);
+	}
+	for (int p = 0; p < n_nodes; p++)
+		x->pos_of[x->by_pos[p]] = p;
+	for (int i = 0; i < n_nodes; i++) {
+		const struct place_node *node = &nodes[i];
+		x->class_of[i] = -1;
+		x->free_of[i] = popcount_free(node);
+		if (!node->schedulable)
+			continue;
+		int c;
+		for (c = 0; c < x->n_classes; c++)
+			if (x->classes[c].kind == node->kind &&
+			    x->classes[c].device_memory_mb == node->device_memory_mb)
+				break;
+		if (c == x->n_classes) {
+			x->classes[c].kind = node->kind;
+			x->classes[c].device_memory_mb = node->device_memory_mb;
+			x->classes[c].representative = i;
+			x->n_classes++;
+		}
+		x->class_of[i] = c;
+		index_set(x, i, x->free_of[i], 1);
+	}
+	return x;
+}
+
+int place_index_gang(struct place_index *x, const struct place_request *req,
+                     struct place_slot *slots, char *reason, int reason_len)
+{
+	int ranks, groups, total_free = 0, group_room = 0;
+	int eligible[64], n_eligible = 0, many = 0;
+
+	if (req->dp < 1 || req->tp < 1 || req->pp < 1) {
+		snprintf(reason, (size_t)reason_len, "invalid layout dp=%d tp=%d pp=%d", req->dp,
+		         req->tp, req->pp);
+		return YARD_EINVAL;
+	}
+	ranks = req->dp * req->tp * req->pp;
+	groups = req->dp * req->pp;
+	if (req->tp > PLACE_MAX_DEVICES_PER_NODE) {
+		snprintf(reason, (size_t)reason_len,
+		         "tensor-parallel degree %d exceeds the %d devices a node can have",
+		         req->tp, PLACE_MAX_DEVICES_PER_NODE);
+		return YARD_EINVAL;
+	}
+	/* totals over the eligible classes: what place_gang sums node by node */
+	for (int c = 0; c < x->n_classes; c++) {
+		if (!node_eligible(&x->nodes[x->classes[c].representative], req))
+			continue;
+		if (n_eligible < 64)
+			eligible[n_eligible++] = c;
+		else
+			many = 1;
+		for (int f = 1; f < PLACE_FREE_BUCKETS; f++) {
+			total_free += f * x->classes[c].count[f];
+			group_room += f / req->tp * x->classes[c].count[f];
+		}
+	}
+	if (total_free < ranks) {
+		snprintf(reason, (size_t)reason_len, "needs %d devices, %d free", ranks,
+		         total_free);
+		return YARD_ENOSPACE;
+	}
+	if (group_room < groups) {
+		snprintf(
+		    reason, (size_t)reason_len,
+		    "needs %d groups of %d devices on one node (tensor parallel), nodes have room "
+		    "for %d",
+		    groups, req->tp, group_room);
+		return YARD_ENOSPACE;
+	}
+	/* Most free devices first, then id: buckets from the top, positions in id order. The
+	 * nodes are chosen first and changed afterwards, as place_gang sorts before placing. */
+	int *chosen = malloc((size_t)groups * 2 * sizeof *chosen), *chosen_fit = chosen + groups;
+	int n_chosen = 0, room = 0;
+	if (chosen == NULL)
+		return YARD_ENOMEM;
+	for (int f = PLACE_MAX_DEVICES_PER_NODE; f >= req->tp && room < groups; f--) {
+		const uint64_t *w = bucket_words(x, f);
+		for (int k = 0; k < x->n_words && room < groups; k++) {
+			uint64_t bits = w[k];
+			while (bits != 0 && room < groups) {
+				int p = k * 64 + __builtin_ctzll(bits);
+				bits &= bits - 1;
+				int node = x->by_pos[p];
+				int c = x->class_of[node], ok = many;
+				for (int e = 0; e < n_eligible && !ok; e++)
+					ok = eligible[e] == c;
+				if (!ok || !node_eligible(&x->nodes[node], req))
+					continue;
+				chosen[n_chosen] = node;
+				chosen_fit[n_chosen++] = f / req->tp;
+				room += f / req->tp;
+			}
+		}
+	}
+	int placed_groups = 0;
+	for (int o = 0; o < n_chosen && placed_groups < groups; o++) {
+		int index = chosen[o];
+		struct place_node *node = &x->nodes[index];
+		int device = 0;
+		index_set(x, index, x->free_of[index], 0);
+		for (int g = 0; g < chosen_fit[o] && placed_groups < groups; g++, placed_groups++) {
+			for (int t = 0; t < req->tp; t++) {
+				while (node->busy_mask & (1ull << device))
+					device++;
+				slots[placed_groups * req->tp + t].node = index;
+				slots[placed_groups * req->tp + t].device = device;
+				node->busy_mask |= 1ull << device;
+				x->free_of[index]--;
+			}
+		}
+		index_set(x, index, x->free_of[index], 1);
+	}
+	free(chosen);
+	reason[0] = '\0';
+	return 0;
+}

@@ -51,6 +51,19 @@ int place_gang(struct place_node *nodes, int n_nodes, const struct place_request
 /* Free devices of a node that meet the request's device kind and memory. */
 int place_node_free(const struct place_node *node, const struct place_request *req);
 
+/* A free-device index over a node array for one scheduling pass: nodes bucketed by their
+ * number of free devices (in id order within a bucket) and per-class (device kind, memory)
+ * counts, so a gang that does not fit is refused in O(classes) instead of a scan of every
+ * node, and one that fits visits only the nodes it lands on plus its bucket words, instead
+ * of sorting every node. place_index_gang gives exactly the slots and reasons place_gang
+ * gives on the same nodes (tests/unit/test_place.c checks that on random clusters) and keeps
+ * the nodes' busy masks up to date; the nodes must not change otherwise while it lives. */
+struct place_index;
+struct place_index *place_index_build(struct place_node *nodes, int n_nodes);
+int place_index_gang(struct place_index *x, const struct place_request *req,
+                     struct place_slot *slots, char *reason, int reason_len);
+void place_index_free(struct place_index *x);
+
 /* Releases the devices of a placement (marks them free). */
 void place_release(struct place_node *nodes, int n_nodes, const struct place_slot *slots,
                    int n_slots);

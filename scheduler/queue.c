@@ -21,6 +21,8 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 	int placed = 0;
 	const struct queue_job *reserving = NULL;
 
+	/* one index for the whole pass (place.h); without memory for it, node by node */
+	struct place_index *index = place_index_build(nodes, n_nodes);
 	qsort(jobs, (size_t)n_jobs, sizeof *jobs, queue_cmp);
 	for (int i = 0; i < n_jobs; i++) {
 		struct queue_job *job = &jobs[i];
@@ -34,8 +36,11 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 			         reserving->id);
 			continue;
 		}
-		if (place_gang(nodes, n_nodes, &job->req, job->slots, job->reason,
-		               (int)sizeof job->reason) == 0) {
+		int rc = index != NULL ? place_index_gang(index, &job->req, job->slots, job->reason,
+		                                          (int)sizeof job->reason)
+		                       : place_gang(nodes, n_nodes, &job->req, job->slots,
+		                                    job->reason, (int)sizeof job->reason);
+		if (rc == 0) {
 			job->placed = 1;
 			placed++;
 			continue;
@@ -44,5 +49,6 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 		    now_ms - job->pending_since_ms >= policy->reserve_after_ms)
 			reserving = job;
 	}
+	place_index_free(index);
 	return placed;
 }

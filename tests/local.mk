@@ -6,10 +6,13 @@ tests_unit_test_common_LDADD = common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
 TESTS += tests/unit/test_common
 
 # tests/tools: programs the benchmarks and integration tests drive (not installed).
-noinst_PROGRAMS = tests/tools/yard-loadgen
+noinst_PROGRAMS = tests/tools/yard-loadgen tests/tools/yard-simnodes
 tests_tools_yard_loadgen_SOURCES = tests/tools/loadgen.c
 tests_tools_yard_loadgen_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS)
 tests_tools_yard_loadgen_LDADD = $(CURL_LIBS)
+tests_tools_yard_simnodes_SOURCES = tests/tools/simnodes.c
+tests_tools_yard_simnodes_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
+tests_tools_yard_simnodes_LDADD = $(CURL_LIBS) $(JANSSON_LIBS)
 
 # Scheduling and failover integration tests: yardd, yard-agent and command jobs on 127.0.0.1.
 dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \

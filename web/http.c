@@ -501,6 +501,18 @@ char *metrics_render(struct http_server *s, size_t *len)
 	    (unsigned long long)c->stats.leader_changes);
 	fprintf(f, "# TYPE yard_raft_applies_total counter\nyard_raft_applies_total %llu\n",
 	        (unsigned long long)c->stats.applies);
+	fprintf(
+	    f, "# HELP yard_raft_commands_total Commands applied (a batch entry holds several).\n");
+	fprintf(f, "# TYPE yard_raft_commands_total counter\nyard_raft_commands_total %llu\n",
+	        (unsigned long long)c->stats.commands);
+	fprintf(f, "# HELP yard_raft_batches_sent_total Batch entries proposed as leader.\n");
+	fprintf(f,
+	        "# TYPE yard_raft_batches_sent_total counter\nyard_raft_batches_sent_total %llu\n",
+	        (unsigned long long)c->stats.batches_sent);
+	fprintf(f,
+	        "# TYPE yard_raft_batched_commands_total counter\nyard_raft_batched_commands_total "
+	        "%llu\n",
+	        (unsigned long long)c->stats.batched_commands);
 	fprintf(f, "# TYPE yard_raft_snapshots_total counter\nyard_raft_snapshots_total %llu\n",
 	        (unsigned long long)c->stats.snapshots);
 	fprintf(f,

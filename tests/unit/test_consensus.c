@@ -428,6 +428,17 @@ static int all_done_100(void *arg)
 	return ((struct counter *)arg)->done >= 100;
 }
 
+struct want {
+	struct counter *k;
+	int done;
+};
+
+static int done_at_least(void *arg)
+{
+	struct want *w = arg;
+	return w->k->done >= w->done;
+}
+
 static int log_compacted(void *arg)
 {
 	return nodes[*(int *)arg].c.raft.log.offset > 10;
@@ -443,15 +454,23 @@ static void test_restarted_member_catches_up_by_snapshot(void **state)
 	stop_nodes(&lagging, 1);
 	struct counter k = {0};
 	struct yard_err err = {0};
+	/* in waves of 5 commands: batched entries, enough of them (20) that snapshots are taken
+	 * between batches */
 	for (int i = 0; i < 100; i++) {
 		size_t len;
 		char *cmd = job_cmd(i, &len);
 		assert_int_equal(consensus_submit(&nodes[leader].c, cmd, len, count_cb, &k, &err),
 		                 0);
 		free(cmd);
+		if (i % 5 == 4) {
+			int want = i + 1;
+			assert_true(
+			    run_until(done_at_least, (void *)&(struct want){&k, want}, 5000));
+		}
 	}
 	assert_true(run_until(all_done_100, &k, 5000));
 	assert_int_equal(k.ok, 100);
+	assert_true(nodes[leader].c.stats.batches_sent >= 20);
 	/* snapshots are written from the thread pool; wait until the log was compacted past
 	 * what the stopped member has, so only InstallSnapshot can catch it up */
 	int li = leader;
@@ -468,6 +487,137 @@ static void test_restarted_member_catches_up_by_snapshot(void **state)
 	assert_int_equal(fsm_digest(&nodes[leader].fsm, a, &err), 0);
 	assert_int_equal(fsm_digest(&nodes[lagging].fsm, b, &err), 0);
 	assert_string_equal(a, b);
+	stop_all(3);
+}
+
+/* ---- batching ---- */
+
+struct batch_call {
+	int done, status, http_status;
+	char id[32];
+	char error[128];
+};
+
+static void batch_call_cb(void *data, int status, const void *result)
+{
+	struct batch_call *b = data;
+	const json_t *r = result;
+	b->done = 1;
+	b->status = status;
+	if (r == NULL)
+		return;
+	b->http_status = (int)json_integer_value(json_object_get(r, "status"));
+	const char *id = json_string_value(json_object_get(json_object_get(r, "body"), "id"));
+	const char *error = json_string_value(json_object_get(r, "error"));
+	snprintf(b->id, sizeof b->id, "%s", id ? id : "");
+	snprintf(b->error, sizeof b->error, "%s", error ? error : "");
+}
+
+static int batch_calls_done(void *arg)
+{
+	struct batch_call *b = arg;
+	for (; b->status != -1; b++)
+		if (!b->done)
+			return 0;
+	return 1;
+}
+
+static int followers_caught_up(void *arg)
+{
+	int leader = *(int *)arg;
+	for (int i = 0; i < 3; i++)
+		if (raft_last_applied(&nodes[i].c.raft) < raft_last_applied(&nodes[leader].c.raft))
+			return 0;
+	return 1;
+}
+
+static void submit_raw(struct consensus *c, const char *text, struct batch_call *b)
+{
+	struct yard_err err = {0};
+	assert_int_equal(consensus_submit(c, text, strlen(text), batch_call_cb, b, &err), 0);
+}
+
+static void submit_op(struct consensus *c, const char *op, const char *args, const char *rid,
+                      struct batch_call *b)
+{
+	size_t len;
+	char *cmd =
+	    fsm_command_encode(op, json_loads(args, 0, NULL), rid, 5000, "test", "admin", &len);
+	submit_raw(c, cmd, b);
+	free(cmd);
+}
+
+/* Commands submitted in one loop iteration travel in one entry; each caller gets its own
+ * result, a failing command does not disturb the others, a repeated request id inside the
+ * batch gets the first one's result, a lone command still goes as a version-1 entry, a
+ * burst over batch_max is split, and all members end byte-identical. */
+static void test_batches_apply_each_command_on_its_own(void **state)
+{
+	setup_members(3);
+	for (int i = 0; i < 3; i++)
+		start_node(i, 3, 0, 0);
+	int leader = find_leader(3);
+	struct consensus *c = &nodes[leader].c;
+	struct consensus_stats before = c->stats;
+
+	struct batch_call calls[7];
+	memset(calls, 0, sizeof calls);
+	calls[6].status = -1; /* end mark */
+	submit_op(c, "job.submit", "{\"name\":\"a\",\"spec\":{}}", "rid-a", &calls[0]);
+	submit_raw(c, "{not json", &calls[1]);
+	submit_op(c, "job.submit", "{\"name\":\"a\",\"spec\":{}}", "rid-a", &calls[2]);
+	submit_op(c, "job.cancel", "{\"id\":\"j-000099\"}", NULL, &calls[3]);
+	submit_op(c, "job.submit", "{\"name\":\"b\",\"spec\":{}}", "rid-b", &calls[4]);
+	submit_op(c, "job.submit", "{\"name\":\"bad name!\",\"spec\":{}}", NULL, &calls[5]);
+	assert_true(run_until(batch_calls_done, calls, 5000));
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(calls[i].status, 0);
+	assert_int_equal(c->stats.batches_sent, before.batches_sent + 1); /* one entry */
+	assert_int_equal(c->stats.batched_commands, before.batched_commands + 6);
+	assert_int_equal(calls[0].http_status, 201);
+	assert_string_equal(calls[0].id, "j-000001");
+	assert_int_equal(calls[1].http_status, 400);
+	assert_non_null(strstr(calls[1].error, "malformed"));
+	assert_int_equal(calls[2].http_status, 201); /* dedup: the first one's result */
+	assert_string_equal(calls[2].id, "j-000001");
+	assert_int_equal(calls[3].http_status, 404);
+	assert_int_equal(calls[4].http_status, 201);
+	assert_string_equal(calls[4].id, "j-000002"); /* the failures in between changed nothing */
+	assert_int_equal(calls[5].http_status, 400);
+
+	/* a lone command: a version-1 entry, no batch */
+	struct batch_call lone[2];
+	memset(lone, 0, sizeof lone);
+	lone[1].status = -1;
+	submit_op(c, "job.submit", "{\"name\":\"c\",\"spec\":{}}", NULL, &lone[0]);
+	assert_true(run_until(batch_calls_done, lone, 5000));
+	assert_int_equal(lone[0].http_status, 201);
+	assert_string_equal(lone[0].id, "j-000003");
+	assert_int_equal(c->stats.batches_sent, before.batches_sent + 1);
+
+	/* a burst of 150 with batch_max 64: entries of 64, 64 and 22, in order */
+	static struct batch_call burst[151];
+	memset(burst, 0, sizeof burst);
+	burst[150].status = -1;
+	for (int i = 0; i < 150; i++)
+		submit_op(c, "job.submit", "{\"name\":\"x\",\"spec\":{}}", NULL, &burst[i]);
+	assert_true(run_until(batch_calls_done, burst, 10000));
+	for (int i = 0; i < 150; i++) {
+		char want[32];
+		snprintf(want, sizeof want, "j-%06d", 4 + i);
+		assert_int_equal(burst[i].http_status, 201);
+		assert_string_equal(burst[i].id, want);
+	}
+	assert_int_equal(c->stats.batches_sent, before.batches_sent + 4);
+	assert_int_equal(c->stats.batched_commands, before.batched_commands + 6 + 150);
+
+	assert_true(run_until(followers_caught_up, &leader, 5000));
+	char d[3][SHA256_HEX_LEN + 1];
+	struct yard_err err = {0};
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fsm_digest(&nodes[i].fsm, d[i], &err), 0);
+	assert_string_equal(d[0], d[1]);
+	assert_string_equal(d[0], d[2]);
 	stop_all(3);
 }
 
@@ -510,6 +660,7 @@ int main(void)
 	    cmocka_unit_test(test_transfer_target_choice),
 	    cmocka_unit_test_setup(test_transfer_skips_a_dead_follower, per_test_setup),
 	    cmocka_unit_test_setup(test_restarted_member_catches_up_by_snapshot, per_test_setup),
+	    cmocka_unit_test_setup(test_batches_apply_each_command_on_its_own, per_test_setup),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "jobs/fsm.h"
+#include "jobs/fsm_internal.h"
 
 static const int64_t T0 = 1763740000000LL;
 
@@ -585,12 +586,140 @@ static void test_nodes_and_placements(void **state)
 	fsm_close(&f);
 }
 
+/* Statements are compiled once per connection: a warm FSM applies commands without
+ * preparing anything, a restore replaces the connection (every cached statement is
+ * finalized and compiled again on the new one) and the result is still byte-identical. */
+static void test_statement_cache_survives_restore(void **state)
+{
+	struct fsm a, b;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	workload(&a, 0, 40);
+	workload(&b, 0, 40);
+	uint64_t warm = a.prepares;
+	assert_true(warm > 0);
+	workload(&a, 40, 80);
+	assert_int_equal(a.prepares, warm); /* nothing new to compile: all cached */
+	/* b, warm too, installs a snapshot of a taken now, then both go on */
+	unsigned char *snap;
+	size_t snap_len;
+	assert_int_equal(fsm_serialize(&a, &snap, &snap_len, &err), 0);
+	uint64_t before = b.prepares;
+	assert_int_equal(fsm_restore(&b, snap, snap_len, &err), 0);
+	sqlite3_free(snap);
+	for (unsigned i = 0; i < FSM_STMT_CACHE_SLOTS; i++)
+		assert_null(b.stmts[i].st); /* the old connection's statements are gone */
+	workload(&a, 80, 120);
+	workload(&b, 80, 120);
+	assert_true(b.prepares > before); /* compiled again on the new connection */
+	char ha[SHA256_HEX_LEN + 1], hb[SHA256_HEX_LEN + 1];
+	digest(&a, ha);
+	digest(&b, hb);
+	assert_string_equal(ha, hb);
+	/* a nested use of a busy statement gets a private one; both release cleanly */
+	sqlite3_stmt *outer = fsm_prepare(&a, "SELECT id FROM jobs ORDER BY seq");
+	assert_non_null(outer);
+	assert_int_equal(sqlite3_step(outer), SQLITE_ROW);
+	sqlite3_stmt *inner = fsm_prepare(&a, "SELECT id FROM jobs ORDER BY seq");
+	assert_non_null(inner);
+	assert_ptr_not_equal(inner, outer);
+	assert_int_equal(sqlite3_step(inner), SQLITE_ROW);
+	assert_string_equal((const char *)sqlite3_column_text(inner, 0), "j-000001");
+	fsm_release(&a, inner);
+	fsm_release(&a, outer);
+	/* released means reset: the cached one starts from the first row again */
+	sqlite3_stmt *again = fsm_prepare(&a, "SELECT id FROM jobs ORDER BY seq");
+	assert_ptr_equal(again, outer);
+	assert_int_equal(sqlite3_step(again), SQLITE_ROW);
+	assert_string_equal((const char *)sqlite3_column_text(again, 0), "j-000001");
+	fsm_release(&a, again);
+	fsm_close(&a);
+	fsm_close(&b);
+}
+
+/* The change journal names the jobs rows applies touched, and asks for a full reread after
+ * a restore (the scheduler's incremental refresh depends on both). */
+static void test_job_change_journal(void **state)
+{
+	struct fsm a, b;
+	struct yard_err err = {0};
+	const int64_t *rowids;
+	int n;
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 1); /* first call: read all */
+	assert_int_equal(
+	    apply(&a, "job.submit", "{\"name\":\"x\",\"spec\":{}}", NULL, T0, "bob", "user", NULL),
+	    201);
+	assert_int_equal(
+	    apply(&a, "job.submit", "{\"name\":\"y\",\"spec\":{}}", NULL, T0, "bob", "user", NULL),
+	    201);
+	assert_int_equal(
+	    apply(&a, "token.create",
+	          "{\"name\":\"t\",\"role\":\"user\",\"hash\":"
+	          "\"0000000000000000000000000000000000000000000000000000000000000001\"}",
+	          NULL, T0, "admin", "admin", NULL),
+	    201);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 2); /* the two jobs, not the token */
+	json_t *job = fsm_job_by_rowid(&a, rowids[1]);
+	assert_non_null(job);
+	assert_string_equal(json_string_value(json_object_get(job, "id")), "j-000002");
+	assert_int_equal(json_integer_value(json_object_get(job, "seq")), 2);
+	json_decref(job);
+	assert_int_equal(
+	    apply(&a, "job.cancel", "{\"id\":\"j-000001\"}", NULL, T0 + 1, "bob", "user", NULL),
+	    200);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 1);
+	job = fsm_job_by_rowid(&a, rowids[0]);
+	assert_string_equal(json_string_value(json_object_get(job, "state")), "cancelled");
+	json_decref(job);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 0);
+	/* the nodes table has its own journal */
+	assert_int_equal(fsm_nodes_changed_take(&a, &rowids, &n), 1); /* first call: all */
+	uint64_t version = a.nodes_version;
+	assert_int_equal(apply(&a, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_true(a.nodes_version > version);
+	assert_int_equal(fsm_nodes_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 1);
+	json_t *node = fsm_node_by_rowid(&a, rowids[0]);
+	assert_non_null(node);
+	assert_string_equal(json_string_value(json_object_get(node, "id")), "node-a");
+	json_decref(node);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 0); /* a node is not a job */
+	/* a restore replaces everything: the reader must reread all */
+	unsigned char *snap;
+	size_t len;
+	assert_int_equal(fsm_serialize(&a, &snap, &len, &err), 0);
+	assert_int_equal(fsm_jobs_changed_take(&b, &rowids, &n), 1);
+	assert_int_equal(fsm_restore(&b, snap, len, &err), 0);
+	sqlite3_free(snap);
+	assert_int_equal(fsm_jobs_changed_take(&b, &rowids, &n), 1);
+	/* nobody reading (a follower): the journal stops at FSM_CHANGED_MAX and says "all" */
+	for (int i = 0; i <= FSM_CHANGED_MAX; i++)
+		assert_int_equal(apply(&b, "job.set_state",
+		                       i % 2 ? "{\"id\":\"j-000002\",\"state\":\"pending\"}"
+		                             : "{\"id\":\"j-000002\",\"state\":\"running\"}",
+		                       NULL, T0 + 2, "admin", "admin", NULL),
+		                 200);
+	assert_int_equal(fsm_jobs_changed_take(&b, &rowids, &n), 1);
+	assert_null(fsm_job_by_rowid(&b, 999));
+	fsm_close(&a);
+	fsm_close(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_same_commands_give_byte_identical_databases),
 	    cmocka_unit_test(test_restored_follower_converges_byte_for_byte),
 	    cmocka_unit_test(test_snapshot_restore_round_trip),
+	    cmocka_unit_test(test_statement_cache_survives_restore),
+	    cmocka_unit_test(test_job_change_journal),
 	    cmocka_unit_test(test_request_id_dedup_returns_original_result),
 	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -204,6 +205,74 @@ static void test_backfill_until_reservation_prevents_starvation(void **state)
 	assert_non_null(strstr(jobs[1].reason, "waiting behind big"));
 }
 
+static unsigned rnd_state = 1;
+static unsigned rnd(unsigned n)
+{
+	rnd_state = rnd_state * 1103515245u + 12345u;
+	return (rnd_state >> 8) % n;
+}
+
+/* The per-pass index (place_index_gang) must decide exactly as place_gang: same result,
+ * same reason, same slots, same busy masks, placement after placement, on random clusters
+ * of mixed kinds, memory sizes, device counts, unschedulable nodes and busy devices. */
+static void test_index_places_exactly_like_place_gang(void **state)
+{
+	static const int devices[] = {1, 2, 3, 4, 8, 8, 8, 16, 64};
+	static const int tps[] = {1, 1, 2, 4, 8, 3, 16, 65};
+	static const int64_t memories[] = {0, 8000, 16000};
+	enum { MAX_NODES = 120, MAX_SLOTS = 4096 };
+	static struct place_node a[MAX_NODES], b[MAX_NODES];
+	static struct place_slot sa[MAX_SLOTS], sb[MAX_SLOTS];
+	int placed = 0, refused = 0;
+	for (int round = 0; round < 200; round++) {
+		int n = (int)rnd(MAX_NODES);
+		memset(a, 0, sizeof a);
+		for (int i = 0; i < n; i++) {
+			/* ids in an order unrelated to the array order */
+			snprintf(a[i].id, sizeof a[i].id, "n%03u-%d", rnd(1000), i);
+			a[i].schedulable = rnd(8) != 0;
+			a[i].kind = rnd(4) == 0 ? PLACE_DEVICE_CUDA : PLACE_DEVICE_CPU;
+			a[i].n_devices = devices[rnd(sizeof devices / sizeof devices[0])];
+			a[i].device_memory_mb = memories[rnd(3)];
+			for (int d = 0; d < a[i].n_devices; d++)
+				if (rnd(3) == 0)
+					a[i].busy_mask |= 1ull << d;
+		}
+		memcpy(b, a, sizeof a);
+		struct place_index *x = place_index_build(b, n);
+		assert_non_null(x);
+		for (int k = 0; k < 25; k++) {
+			struct place_request req = {.dp = 1 + (int)rnd(6),
+			                            .tp = tps[rnd(sizeof tps / sizeof tps[0])],
+			                            .pp = 1 + (int)rnd(3),
+			                            .require_cuda = rnd(4) == 0,
+			                            .memory_mb = memories[rnd(3)]};
+			req.require_cpu = !req.require_cuda && rnd(3) == 0;
+			char ra[160], rb[160];
+			int rc_a = place_gang(a, n, &req, sa, ra, sizeof ra);
+			int rc_b = place_index_gang(x, &req, sb, rb, sizeof rb);
+			assert_int_equal(rc_a, rc_b);
+			assert_string_equal(ra, rb);
+			if (rc_a == 0) {
+				placed++;
+				int world = req.dp * req.tp * req.pp;
+				for (int r = 0; r < world; r++) {
+					assert_int_equal(sa[r].node, sb[r].node);
+					assert_int_equal(sa[r].device, sb[r].device);
+				}
+			} else {
+				refused++;
+			}
+			for (int i = 0; i < n; i++)
+				assert_int_equal(a[i].busy_mask, b[i].busy_mask);
+		}
+		place_index_free(x);
+	}
+	/* both outcomes were exercised */
+	assert_true(placed > 100);
+	assert_true(refused > 100);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -215,6 +284,7 @@ int main(void)
 	    cmocka_unit_test(test_two_gangs_of_six_on_eight_devices_do_not_deadlock),
 	    cmocka_unit_test(test_priority_then_submission_order),
 	    cmocka_unit_test(test_backfill_until_reservation_prevents_starvation),
+	    cmocka_unit_test(test_index_places_exactly_like_place_gang),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

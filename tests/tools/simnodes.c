@@ -1,0 +1,488 @@
+/* simnodes.c: yard-simnodes, many simulated agents in one process for the scheduling-at-scale
+ * benchmark (scripts/bench/scale; not a test). Each simulated node registers with the join
+ * token like yard-agent and then speaks the real heartbeat protocol (docs/api.md) with its
+ * own node token: it "runs" every rank the controller lists in `desired` (reported running)
+ * for --hold-ms, then reports it exited with code 0, so gangs finish and free their devices.
+ * Optionally it also submits a stream of command jobs of 8..64 ranks.
+ *
+ *   yard-simnodes --endpoint URL --join-token T --nodes N [--devices 8] [--prefix sim]
+ *                 [--heartbeat-ms 1000] [--hold-ms 2000] [--inflight 64]
+ *                 [--quiet-seconds 10] [--seconds 30] [--submit-token T --jobs-per-s R]
+ *                 [--leader-pid PID]
+ *
+ * After registering, it heartbeats alone for --quiet-seconds, then heartbeats and submits
+ * for --seconds. With --leader-pid (same machine) it reads the leader's CPU time and memory
+ * from /proc at each phase boundary. Prints one JSON line: registration time, heartbeats
+ * sent and their latency, leader CPU per heartbeat (quiet phase) and leader CPU share and
+ * RSS (job phase), ranks started, jobs submitted. What it does not do: spawn processes, open rank
+ * ports, report steps.
+ */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RANKS_PER_NODE_MAX 64
+#define LAT_MAX 2000000
+
+struct sim_rank {
+	char job[32];
+	int rank, generation;
+	double started_ms;
+	int seen; /* listed in the latest desired set */
+};
+
+struct sim_node {
+	char name[64];
+	char token[96];
+	double next_ms;
+	int busy;
+	struct sim_rank ranks[RANKS_PER_NODE_MAX];
+	int n_ranks;
+};
+
+enum req_kind { REQ_REGISTER, REQ_HEARTBEAT, REQ_SUBMIT };
+
+struct req {
+	CURL *easy;
+	enum req_kind kind;
+	struct sim_node *node;
+	struct curl_slist *headers;
+	char *body;
+	char *resp;
+	size_t resp_len;
+	double started_ms;
+};
+
+static struct {
+	const char *endpoint, *join_token, *submit_token, *prefix;
+	int nodes, devices, heartbeat_ms, hold_ms, seconds, quiet_seconds, inflight, leader_pid;
+	double jobs_per_s;
+} opt = {.prefix = "sim",
+         .devices = 8,
+         .heartbeat_ms = 1000,
+         .hold_ms = 2000,
+         .seconds = 30,
+         .quiet_seconds = 10,
+         .inflight = 64};
+
+/* utime + stime of pid in clock ticks, and its resident set in KiB; -1 when unknown. */
+static void proc_sample(int pid, long long *ticks, long long *rss_kib)
+{
+	char path[64], buf[4096];
+	FILE *f;
+	*ticks = *rss_kib = -1;
+	if (pid <= 0)
+		return;
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	if ((f = fopen(path, "r")) != NULL) {
+		if (fgets(buf, sizeof buf, f) != NULL) {
+			const char *p = strrchr(buf, ')');
+			unsigned long long ut = 0, st = 0;
+			if (p != NULL &&
+			    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			           &ut, &st) == 2)
+				*ticks = (long long)(ut + st);
+		}
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "/proc/%d/status", pid);
+	if ((f = fopen(path, "r")) != NULL) {
+		while (fgets(buf, sizeof buf, f) != NULL)
+			if (strncmp(buf, "VmRSS:", 6) == 0)
+				*rss_kib = atoll(buf + 6);
+		fclose(f);
+	}
+}
+
+static char endpoint[512]; /* where requests go; follows 307s to the leader */
+static long redirects;
+static struct sim_node *nodes;
+static double *hb_lat;
+static long n_hb, hb_errors, reg_errors, submits, submit_errors, ranks_started, hb_late;
+static double hb_late_max_ms;
+static unsigned rng = 12345;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static size_t collect(char *p, size_t s, size_t n, void *u)
+{
+	struct req *r = u;
+	char *grown = realloc(r->resp, r->resp_len + s * n + 1);
+	if (grown == NULL)
+		return 0;
+	r->resp = grown;
+	memcpy(r->resp + r->resp_len, p, s * n);
+	r->resp_len += s * n;
+	r->resp[r->resp_len] = '\0';
+	return s * n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static struct req *req_new(CURLM *multi, enum req_kind kind, const char *path, const char *token,
+                           char *body)
+{
+	char url[1024], auth[256];
+	struct req *r = calloc(1, sizeof *r);
+	r->kind = kind;
+	r->body = body;
+	r->easy = curl_easy_init();
+	snprintf(url, sizeof url, "%s%s", endpoint, path);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	r->headers = curl_slist_append(r->headers, auth);
+	r->headers = curl_slist_append(r->headers, "Content-Type: application/json");
+	curl_easy_setopt(r->easy, CURLOPT_URL, url);
+	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+	curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(r->easy, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r);
+	r->started_ms = now_ms();
+	curl_multi_add_handle(multi, r->easy);
+	return r;
+}
+
+static void req_free(CURLM *multi, struct req *r)
+{
+	curl_multi_remove_handle(multi, r->easy);
+	curl_easy_cleanup(r->easy);
+	curl_slist_free_all(r->headers);
+	free(r->body);
+	free(r->resp);
+	free(r);
+}
+
+/* A 307 names the leader's API URL (docs/api.md): go there from now on, as agents do. */
+static int follow_leader(const char *resp)
+{
+	json_t *root = resp ? json_loads(resp, 0, NULL) : NULL;
+	const char *url = json_string_value(json_object_get(root, "leader_url"));
+	int ok = url != NULL && strlen(url) < sizeof endpoint;
+	if (ok) {
+		snprintf(endpoint, sizeof endpoint, "%s", url);
+		redirects++;
+	}
+	json_decref(root);
+	return ok;
+}
+
+static char *register_body(const struct sim_node *n)
+{
+	json_t *devices = json_array();
+	for (int d = 0; d < opt.devices; d++)
+		json_array_append_new(devices, json_pack("{s:i,s:s,s:i}", "index", d, "kind", "cpu",
+		                                         "memory_mb", 16384));
+	json_t *b = json_pack("{s:s,s:s,s:i,s:s,s:o}", "name", n->name, "host", "127.0.0.1",
+	                      "port_base", 40000, "version", "sim", "devices", devices);
+	char *text = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	return text;
+}
+
+static char *heartbeat_body(const struct sim_node *n, double now)
+{
+	json_t *ranks = json_array();
+	for (int i = 0; i < n->n_ranks; i++) {
+		const struct sim_rank *r = &n->ranks[i];
+		int done = now - r->started_ms >= opt.hold_ms;
+		json_t *rep =
+		    json_pack("{s:s,s:i,s:i,s:i,s:s}", "job", r->job, "rank", r->rank, "generation",
+		              r->generation, "pid", 1000 + i, "state", done ? "exited" : "running");
+		if (done)
+			json_object_set_new(rep, "exit_code", json_integer(0));
+		json_array_append_new(ranks, rep);
+	}
+	json_t *b = json_pack("{s:s,s:s,s:i,s:o}", "node", n->name, "version", "sim",
+	                      "free_disk_mb", 100000, "ranks", ranks);
+	char *text = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	return text;
+}
+
+/* The desired set replaces what the node runs: new ranks start now, missing ones go. */
+static void apply_desired(struct sim_node *n, const char *resp, double now)
+{
+	json_t *root = json_loads(resp, 0, NULL), *d;
+	size_t i;
+	for (int k = 0; k < n->n_ranks; k++)
+		n->ranks[k].seen = 0;
+	json_array_foreach(json_object_get(root, "desired"), i, d)
+	{
+		const char *job = json_string_value(json_object_get(d, "job"));
+		int rank = (int)json_integer_value(json_object_get(d, "rank"));
+		int gen = (int)json_integer_value(json_object_get(d, "generation"));
+		int k;
+		if (job == NULL)
+			continue;
+		for (k = 0; k < n->n_ranks; k++)
+			if (strcmp(n->ranks[k].job, job) == 0 && n->ranks[k].rank == rank &&
+			    n->ranks[k].generation == gen)
+				break;
+		if (k == n->n_ranks) {
+			if (n->n_ranks == RANKS_PER_NODE_MAX)
+				continue;
+			struct sim_rank *r = &n->ranks[n->n_ranks++];
+			snprintf(r->job, sizeof r->job, "%s", job);
+			r->rank = rank;
+			r->generation = gen;
+			r->started_ms = now;
+			ranks_started++;
+		}
+		n->ranks[k].seen = 1;
+	}
+	for (int k = 0; k < n->n_ranks;)
+		if (!n->ranks[k].seen)
+			n->ranks[k] = n->ranks[--n->n_ranks];
+		else
+			k++;
+	json_decref(root);
+}
+
+static char *submit_body(long seq)
+{
+	static const int sizes[] = {8, 16, 24, 32, 40, 48, 56, 64};
+	rng = rng * 1103515245u + 12345u;
+	char text[512];
+	snprintf(text, sizeof text,
+	         "{\"name\":\"gang-%ld\",\"command\":[\"true\"],\"ranks\":%d,"
+	         "\"resources\":{\"device\":\"cpu\"},\"failure\":{\"max_restarts\":0}}",
+	         seq, sizes[(rng >> 16) % 8]);
+	return strdup(text);
+}
+
+static int arg_int(const char *v)
+{
+	return atoi(v);
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i + 1 < argc; i += 2) {
+		const char *k = argv[i], *v = argv[i + 1];
+		if (strcmp(k, "--endpoint") == 0)
+			opt.endpoint = v;
+		else if (strcmp(k, "--join-token") == 0)
+			opt.join_token = v;
+		else if (strcmp(k, "--submit-token") == 0)
+			opt.submit_token = v;
+		else if (strcmp(k, "--prefix") == 0)
+			opt.prefix = v;
+		else if (strcmp(k, "--nodes") == 0)
+			opt.nodes = arg_int(v);
+		else if (strcmp(k, "--devices") == 0)
+			opt.devices = arg_int(v);
+		else if (strcmp(k, "--heartbeat-ms") == 0)
+			opt.heartbeat_ms = arg_int(v);
+		else if (strcmp(k, "--hold-ms") == 0)
+			opt.hold_ms = arg_int(v);
+		else if (strcmp(k, "--seconds") == 0)
+			opt.seconds = arg_int(v);
+		else if (strcmp(k, "--quiet-seconds") == 0)
+			opt.quiet_seconds = arg_int(v);
+		else if (strcmp(k, "--leader-pid") == 0)
+			opt.leader_pid = arg_int(v);
+		else if (strcmp(k, "--inflight") == 0)
+			opt.inflight = arg_int(v);
+		else if (strcmp(k, "--jobs-per-s") == 0)
+			opt.jobs_per_s = atof(v);
+		else {
+			fprintf(stderr, "yard-simnodes: unknown option %s\n", k);
+			return 2;
+		}
+	}
+	if (opt.endpoint == NULL || opt.join_token == NULL || opt.nodes < 1 || opt.devices < 1 ||
+	    opt.devices > 64 || opt.heartbeat_ms < 10 || opt.inflight < 1 ||
+	    (opt.jobs_per_s > 0 && opt.submit_token == NULL)) {
+		fprintf(stderr,
+		        "usage: yard-simnodes --endpoint URL --join-token T --nodes N "
+		        "[--devices 8] [--prefix sim] [--heartbeat-ms 1000] [--hold-ms 2000] "
+		        "[--seconds 30] [--inflight 64] [--submit-token T --jobs-per-s R]\n");
+		return 2;
+	}
+	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	CURLM *multi = curl_multi_init();
+	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.inflight + 8);
+	nodes = calloc((size_t)opt.nodes, sizeof *nodes);
+	hb_lat = calloc(LAT_MAX, sizeof *hb_lat);
+	for (int i = 0; i < opt.nodes; i++)
+		snprintf(nodes[i].name, sizeof nodes[i].name, "%s-%05d", opt.prefix, i + 1);
+
+	/* 1. registration: a raft write per node */
+	double t0 = now_ms();
+	int next = 0, done = 0, inflight = 0;
+	while (done < opt.nodes) {
+		while (next < opt.nodes && inflight < opt.inflight) {
+			struct req *r = req_new(multi, REQ_REGISTER, "/v1/agents/register",
+			                        opt.join_token, register_body(&nodes[next]));
+			r->node = &nodes[next++];
+			inflight++;
+		}
+		int running;
+		CURLMsg *m;
+		int left;
+		curl_multi_perform(multi, &running);
+		while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+			struct req *r;
+			long code = 0;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+			json_t *resp = r->resp ? json_loads(r->resp, 0, NULL) : NULL;
+			const char *tok = json_string_value(json_object_get(resp, "node_token"));
+			if (code == 200 && tok != NULL)
+				snprintf(r->node->token, sizeof r->node->token, "%s", tok);
+			else
+				reg_errors++;
+			json_decref(resp);
+			req_free(multi, r);
+			inflight--;
+			done++;
+		}
+		if (done < opt.nodes)
+			curl_multi_poll(multi, NULL, 0, 50, NULL);
+	}
+	double reg_s = (now_ms() - t0) / 1e3;
+
+	/* 2. heartbeats (each node every heartbeat_ms, spread evenly), alone for quiet_seconds,
+	 * then with submissions for seconds */
+	double start = now_ms(), jobs_from = start + opt.quiet_seconds * 1e3,
+	       end = jobs_from + opt.seconds * 1e3;
+	long long cpu0, cpu1 = -1, cpu2, rss0, rss1 = -1, rss2;
+	long hb_at_jobs = -1;
+	double jobs_started_ms = 0;
+	proc_sample(opt.leader_pid, &cpu0, &rss0);
+	for (int i = 0; i < opt.nodes; i++)
+		nodes[i].next_ms = start + (double)opt.heartbeat_ms * i / opt.nodes;
+	int cursor = 0, submit_inflight = 0;
+	double submit_credit = 0, last_ms = start;
+	long submit_seq = 0;
+	while (now_ms() < end || inflight > 0) {
+		double now = now_ms();
+		if (now < end) {
+			/* heartbeats due, in round-robin order, within the in-flight budget */
+			for (int scanned = 0; scanned < opt.nodes && inflight < opt.inflight;
+			     scanned++, cursor = (cursor + 1) % opt.nodes) {
+				struct sim_node *n = &nodes[cursor];
+				if (n->busy || n->token[0] == '\0' || n->next_ms > now)
+					continue;
+				double late = now - n->next_ms;
+				if (late > opt.heartbeat_ms / 2.0)
+					hb_late++;
+				if (late > hb_late_max_ms)
+					hb_late_max_ms = late;
+				n->next_ms += opt.heartbeat_ms;
+				if (n->next_ms < now)
+					n->next_ms = now + opt.heartbeat_ms;
+				struct req *r =
+				    req_new(multi, REQ_HEARTBEAT, "/v1/agents/heartbeat", n->token,
+				            heartbeat_body(n, now));
+				r->node = n;
+				n->busy = 1;
+				inflight++;
+			}
+			if (now >= jobs_from && hb_at_jobs < 0) {
+				hb_at_jobs = n_hb;
+				jobs_started_ms = now;
+				last_ms = now;
+				proc_sample(opt.leader_pid, &cpu1, &rss1);
+			}
+			if (now >= jobs_from)
+				submit_credit += (now - last_ms) / 1e3 * opt.jobs_per_s;
+			last_ms = now;
+			while (submit_credit >= 1 && submit_inflight < opt.inflight) {
+				submit_credit -= 1;
+				req_new(multi, REQ_SUBMIT, "/v1/jobs", opt.submit_token,
+				        submit_body(++submit_seq));
+				submit_inflight++;
+				inflight++;
+			}
+		}
+		int running;
+		CURLMsg *m;
+		int left;
+		curl_multi_perform(multi, &running);
+		while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+			struct req *r;
+			long code = 0;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+			double t = now_ms();
+			if (r->kind == REQ_HEARTBEAT) {
+				r->node->busy = 0;
+				if (code == 200 && r->resp != NULL) {
+					if (n_hb < LAT_MAX)
+						hb_lat[n_hb] = t - r->started_ms;
+					n_hb++;
+					apply_desired(r->node, r->resp, t);
+				} else if (code == 307 && follow_leader(r->resp)) {
+					r->node->next_ms = t; /* again at once, to the leader */
+				} else {
+					if (hb_errors++ < 5)
+						fprintf(stderr,
+						        "yard-simnodes: heartbeat of %s: HTTP %ld: "
+						        "%.200s\n",
+						        r->node->name, code,
+						        r->resp
+						            ? r->resp
+						            : curl_easy_strerror(m->data.result));
+				}
+			} else {
+				submit_inflight--;
+				if (code == 201)
+					submits++;
+				else if (!(code == 307 && follow_leader(r->resp)) &&
+				         submit_errors++ < 5)
+					fprintf(stderr, "yard-simnodes: submit: HTTP %ld: %.200s\n",
+					        code,
+					        r->resp ? r->resp
+					                : curl_easy_strerror(m->data.result));
+			}
+			req_free(multi, r);
+			inflight--;
+		}
+		curl_multi_poll(multi, NULL, 0, 2, NULL);
+	}
+	double end_ms = now_ms(), secs = (end_ms - start) / 1e3;
+	proc_sample(opt.leader_pid, &cpu2, &rss2);
+	double hz = (double)sysconf(_SC_CLK_TCK);
+	long quiet_hb = hb_at_jobs > 0 ? hb_at_jobs : n_hb;
+	double quiet_s = (jobs_started_ms > 0 ? jobs_started_ms - start : end_ms - start) / 1e3;
+	double job_s = jobs_started_ms > 0 ? (end_ms - jobs_started_ms) / 1e3 : 0;
+	long n_lat = n_hb < LAT_MAX ? n_hb : LAT_MAX;
+	qsort(hb_lat, (size_t)n_lat, sizeof *hb_lat, cmp_double);
+	printf("{\"nodes\":%d,\"devices_per_node\":%d,\"register_s\":%.2f,\"register_errors\":%ld,"
+	       "\"seconds\":%.2f,\"heartbeat_ms\":%d,\"heartbeats\":%ld,\"heartbeats_per_s\":%.1f,"
+	       "\"heartbeat_p50_ms\":%.2f,\"heartbeat_p99_ms\":%.2f,\"heartbeat_errors\":%ld,"
+	       "\"heartbeats_late\":%ld,\"heartbeat_late_max_ms\":%.0f,\"ranks_started\":%ld,"
+	       "\"jobs_submitted\":%ld,\"submit_errors\":%ld,\"job_phase_s\":%.2f,"
+	       "\"leader_us_per_heartbeat_quiet\":%.1f,\"leader_cpu_pct_quiet\":%.1f,"
+	       "\"leader_cpu_pct_jobs\":%.1f,\"leader_rss_mib_start\":%.1f,"
+	       "\"leader_rss_mib_end\":%.1f,\"redirects\":%ld}\n",
+	       opt.nodes, opt.devices, reg_s, reg_errors, secs, opt.heartbeat_ms, n_hb, n_hb / secs,
+	       n_lat ? hb_lat[n_lat / 2] : 0, n_lat ? hb_lat[(long)(n_lat * 0.99)] : 0, hb_errors,
+	       hb_late, hb_late_max_ms, ranks_started, submits, submit_errors, job_s,
+	       cpu1 >= 0 && quiet_hb > 0 ? (cpu1 - cpu0) / hz * 1e6 / quiet_hb : -1,
+	       cpu1 >= 0 && quiet_s > 0 ? (cpu1 - cpu0) / hz / quiet_s * 100 : -1,
+	       cpu2 >= 0 && cpu1 >= 0 && job_s > 0 ? (cpu2 - cpu1) / hz / job_s * 100 : -1,
+	       rss0 / 1024.0, rss2 / 1024.0, redirects);
+	curl_multi_cleanup(multi);
+	free(nodes);
+	free(hb_lat);
+	return reg_errors || hb_errors || submit_errors ? 1 : 0;
+}
