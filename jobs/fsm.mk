@@ -6,7 +6,7 @@ jobs_libjobsfsm_a_SOURCES = \
 	jobs/codec.c jobs/codec.h \
 	jobs/fsm.c jobs/fsm.h jobs/fsm_internal.h \
 	jobs/fsm_query.c jobs/fsm_cluster.c \
-	jobs/fsm_store.c jobs/fsm_advisory.c
+	jobs/fsm_store.c jobs/fsm_advisory.c jobs/fsm_ckpt.c
 jobs_libjobsfsm_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
 FSM_LIBS = jobs/libjobsfsm.a common/libcommon.a $(SQLITE_LIBS) $(JANSSON_LIBS)
