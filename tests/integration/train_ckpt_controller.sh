@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# train_ckpt_controller.sh: the "controller" checkpoint store, with no shared directory. Like
+# train_failover.sh (one controller, three agents with 4 CPU devices, an 8-rank dp 2 x tp 2 x
+# pp 2 1F1B job of the built-in trainer checkpointing every 20 steps), but every rank writes
+# its shard into its own agent's data dir and the agents upload the shards to the leader.
+# After step 100 one of the job's nodes dies (SIGKILL, agent and ranks): the job is re-placed
+# on the two healthy nodes, their agents download the shards of the newest complete
+# checkpoint (some of them uploaded by the dead node) before starting the ranks, and every
+# step after the restore has the loss of an uninterrupted yard-run within a relative 1e-5.
+# Also: GET /v1/jobs/ID/checkpoints (keep 2, 8 shards each), the checkpoint.complete events,
+# and the shard routes' refusals (a node that does not run the rank, a user uploading,
+# an incomplete step, bad numbers).
+. "$(dirname "$0")/lib.sh"
+build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
+if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
+	echo "SKIP: yard-run / yard-worker are not built"
+	exit 77
+fi
+
+steps=1000
+cat >"$T/job.json" <<JSON
+{"name": "hybrid-controller-store",
+ "model": {"d_in": 16, "d_model": 32, "d_ff": 64, "layers": 8, "classes": 4, "seed": 11},
+ "train": {"steps": $steps, "batch_size": 32, "lr": 0.01, "optimizer": "adamw",
+           "dataset": "synthetic", "data_seed": 3, "samples": 1024},
+ "parallel": {"dp": 2, "tp": 2, "pp": 2, "schedule": "1f1b", "micro_batches": 4},
+ "checkpoint": {"every_steps": 20, "keep": 2, "store": "controller"},
+ "failure": {"max_restarts": 2, "hang_timeout_s": 60}}
+JSON
+
+"$build/yard-run" "$T/job.json" >"$T/whole" 2>"$T/whole.err" || fail "uninterrupted run: $(tail -3 "$T/whole.err")"
+
+start_member 1 "$(members_arg 1)" --node-suspect-ms 1500 --node-down-ms 3000 --restart-backoff-ms 200
+wait_leader 10 1 || fail "no leader"
+make_join_token 1
+for n in node-a node-b node-c; do start_agent "$n" 4 "$(api 1)"; done
+for n in node-a node-b node-c; do
+	wait_until 10 node_state_is 1 "$n" up || fail "$n did not register"
+done
+
+submit 1 "$(cat "$T/job.json")"
+J=$JOB
+step_at_least() { [ "$(job_field 1 "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
+complete_at_least() {
+	get 1 "/v1/jobs/$J/checkpoints"
+	[ "$(jget "$BODY" 'max([c["step"] for c in d["checkpoints"] if c["complete"]] or [0])')" -ge "$1" ]
+}
+wait_until 60 step_at_least 100 || fail "job did not reach step 100: $(job_field 1 "$J" '')"
+wait_until 30 complete_at_least 40 || fail "no complete checkpoint at step 40 or later: $BODY"
+# each rank's shards are under its own agent's data dir; nothing is shared
+get 1 "/v1/jobs/$J"
+for s in $(jget "$BODY" '" ".join("%s:%d" % (x["node"], x["rank"]) for x in d["layout"])'); do
+	node=${s%%:*}
+	[ -d "$T/agent-$node/checkpoints/$J" ] || fail "no local checkpoint directory for $J on $node"
+done
+
+# ---- the shard routes refuse what they must ----
+get 1 "/v1/jobs/$J/checkpoints"
+newest=$(jget "$BODY" 'max(c["step"] for c in d["checkpoints"] if c["complete"])')
+victim=$(job_field 1 "$J" '["layout"][-1]["node"]')
+other_rank=$(job_field 1 "$J" "[\"layout\"] and [x[\"rank\"] for x in d[\"layout\"] if x[\"node\"] != \"$victim\"][0]")
+vtoken=$(cat "$T/agent-$victim/node.token")
+code=$(curl -s -o "$T/r" -w '%{http_code}' -H "Authorization: Bearer $vtoken" -X POST \
+	--data '{"generation":1,"size":10,"sha256":"'"$(printf '%064d' 0)"'"}' \
+	"$(api 1)/v1/jobs/$J/checkpoints/999980/shards/$other_rank")
+[ "$code" = 403 ] && grep -q "does not run rank $other_rank of job $J" "$T/r" ||
+	fail "node $victim uploaded a shard of rank $other_rank: $code $(cat "$T/r")"
+call POST 1 "/v1/jobs/$J/checkpoints/999980/shards/0" '{"generation":1,"size":10,"sha256":"x"}'
+[ "$CODE" = 403 ] || fail "an admin token uploaded a shard: $CODE $BODY"
+get 1 "/v1/jobs/$J/checkpoints/999980/shards/0"
+[ "$CODE" = 404 ] && echo "$BODY" | grep -q "no complete checkpoint at step 999980" || fail "incomplete step served: $CODE $BODY"
+get 1 "/v1/jobs/$J/checkpoints/x1/shards/0"
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"step"' || fail "bad step accepted: $CODE $BODY"
+code=$(curl -s -o "$T/shard" -D "$T/hdr" -w '%{http_code}' -H "$AUTH" "$(api 1)/v1/jobs/$J/checkpoints/$newest/shards/0")
+want=$(sed -n 's/^x-yard-sha256: *\([0-9a-f]*\).*/\1/Ip' "$T/hdr")
+[ "$code" = 200 ] && [ -n "$want" ] && [ "$(sha256sum <"$T/shard" | cut -d' ' -f1)" = "$want" ] &&
+	[ "$(head -c 8 "$T/shard")" = YARDCKPT ] || fail "shard 0 of step $newest: $code, sha256 '$want'"
+
+# ---- node death ----
+note "job $J at step $(job_field 1 "$J" '["step"]'), newest complete checkpoint $newest; killing $victim and its ranks"
+ranks=$(python3 -c 'import json,sys; print(" ".join(str(r["pid"]) for r in json.load(open(sys.argv[1]))))' \
+	"$T/agent-$victim/ranks.json") || fail "cannot read $victim's ranks"
+[ -n "$ranks" ] || fail "$victim runs no ranks"
+victim_ranks=$(job_field 1 "$J" "[\"layout\"] and \" \".join(str(x[\"rank\"]) for x in d[\"layout\"] if x[\"node\"] == \"$victim\")")
+kill -9 "${APID[$victim]}"
+for p in $ranks; do kill -9 -- "-$p" 2>/dev/null || kill -9 "$p" 2>/dev/null; done
+wait "${APID[$victim]}" 2>/dev/null
+unset "APID[$victim]"
+
+wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after the node death: $(events_of 1 "$J")"
+get 1 "/v1/jobs/$J"
+[ "$(jget "$BODY" 'd["generation"]')" = 2 ] || fail "generation: $BODY"
+[ "$(jget "$BODY" "all(s['node'] != '$victim' for s in d['layout'])")" = True ] || fail "re-placed on the dead node: $BODY"
+restored=$(events_of 1 "$J" | sed -n 's/.*restoring from checkpoint step \([0-9]*\) (controller store).*/\1/p' | tail -n 1)
+[ -n "$restored" ] && [ "$restored" -ge 40 ] || fail "no restore from the controller store: $(events_of 1 "$J")"
+[ "$restored" -le $((steps * 3 / 4)) ] || fail "restored from step $restored of $steps: the node died too late to test anything"
+has_event 1 "$J" "checkpoint.complete: checkpoint of job $J at step $restored complete: 8 shard(s)" ||
+	fail "no checkpoint.complete event for step $restored: $(events_of 1 "$J")"
+
+# the dead node's ranks restored, on other nodes, from shards the dead node had uploaded
+for r in $victim_ranks; do
+	grep -q "checkpoint shard of rank $r of $J at step $restored uploaded" "$T/log.agent-$victim" ||
+		fail "$victim's log does not show rank $r's shard of step $restored uploaded"
+done
+for n in node-a node-b node-c; do
+	[ "$n" = "$victim" ] && continue
+	grep -q "job $J generation 2: .* shard(s) of checkpoint step $restored downloaded and verified" "$T/log.agent-$n" ||
+		fail "$n did not download step $restored: $(grep -i checkpoint "$T/log.agent-$n" | tail -5)"
+done
+grep -q "resumed from .* at step $restored" "$T"/agent-*/jobs/"$J"/rank-0.log || fail "rank 0 did not resume from step $restored"
+
+cat "$T"/agent-*/jobs/"$J"/rank-0.log >"$T/rank0" 2>/dev/null || true
+python3 - "$T/rank0" "$T/whole" "$restored" "$steps" <<'PY' || fail "losses after the failover differ from the uninterrupted run"
+import json, sys
+def load(p):
+    out = {}
+    for line in open(p, errors="replace"):
+        if line.startswith("{"):
+            r = json.loads(line)
+            out.setdefault(r["step"], []).append(r["loss"])
+    return out
+got, want = load(sys.argv[1]), load(sys.argv[2])
+restored, steps = int(sys.argv[3]), int(sys.argv[4])
+worst = 0.0
+for s in range(restored + 1, steps + 1):
+    if s not in got:
+        sys.exit(f"step {s} missing from rank 0's log")
+    ref = want[s][0]
+    rel = abs(got[s][-1] - ref) / abs(ref)  # the last run of step s: generation 2's
+    worst = max(worst, rel)
+    if rel > 1e-5:
+        sys.exit(f"step {s}: loss {got[s][-1]!r} vs {ref!r} uninterrupted (relative {rel:.3g} > 1e-5)")
+print(f"# steps {restored + 1}..{steps} equal the uninterrupted run; final loss {got[steps][-1]!r} vs {want[steps][0]!r}, worst relative difference {worst:.3g}")
+PY
+
+# the list: at most keep (2) complete checkpoints, each with all 8 shards, newest last
+get 1 "/v1/jobs/$J/checkpoints"
+[ "$CODE" = 200 ] || fail "checkpoints: $CODE $BODY"
+python3 - "$BODY" "$restored" <<'PY' || fail "checkpoint list is wrong: $BODY"
+import json, sys
+cks = json.loads(sys.argv[1])["checkpoints"]
+done = [c for c in cks if c["complete"]]
+assert 1 <= len(done) <= 2, done
+for c in done:
+    assert c["shards"] == 8 and c["bytes"] > 0 and c["ts_ms"] > 0, c
+    assert set(c) >= {"step", "shards", "bytes", "complete", "ts_ms"}, c
+assert max(c["step"] for c in done) > int(sys.argv[2]), "no checkpoint completed after the restore"
+print(f"# checkpoints kept: {[c['step'] for c in done]} complete, {len(cks) - len(done)} incomplete")
+PY
+get 1 "/v1/jobs/j-999999/checkpoints"
+[ "$CODE" = 404 ] || fail "checkpoints of an unknown job: $CODE $BODY"
+note "node $victim killed; restored from controller-stored step $restored on the other nodes; final loss equals the uninterrupted run"
