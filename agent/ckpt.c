@@ -4,7 +4,8 @@
  * directory, DATA_DIR/checkpoints/JOB (YARD_CKPT_DIR; layout of dataplane/trainer_ckpt.c:
  * step-NNNNNNNN/rank-NNNNN.shard, renamed into place when whole). On every heartbeat tick
  * the agent looks for finished shards of the ranks it runs and uploads the oldest one to the
- * leader (declare, chunks of FSM_CHUNK_MAX, commit; web/api_ckpt.c), then deletes the local
+ * leader (declare, chunks of FSM_CHUNK_MAX, commit; web/api_ckpt.c; a shard of one chunk
+ * travels with its declaration), then deletes the local
  * copy; a failed upload is retried on a later tick, through whichever controller leads by
  * then. A shard the controller no longer wants (a newer checkpoint is complete, the
  * generation is over) is dropped.
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/base64.h"
 #include "common/common.h"
 #include "dataplane/ckpt.h"
 #include "jobs/fsm.h"
@@ -216,6 +218,14 @@ static void upload_run(struct transfer *t)
 	         (long long)t->step, t->ranks[0]);
 	json_t *decl = json_pack("{s:I,s:I,s:s}", "generation", (json_int_t)t->generation, "size",
 	                         (json_int_t)len, "sha256", sha);
+	if (len <= FSM_CHUNK_MAX) { /* one request (and one raft entry) for a small shard */
+		char *text = malloc(base64_encoded_len(len) + 1);
+		if (text != NULL) {
+			base64_encode(data, len, text);
+			json_object_set_new(decl, "data", json_string(text));
+			free(text);
+		}
+	}
 	char *decl_text = json_dumps(decl, JSON_COMPACT);
 	json_decref(decl);
 	struct agent_request rq = {.method = "POST",
@@ -233,7 +243,14 @@ static void upload_run(struct transfer *t)
 		free(rs.body);
 		goto out;
 	}
-	free(rs.body);
+	{
+		json_t *j = json_loadb(rs.body, rs.len, 0, NULL);
+		t->ok = json_is_true(json_object_get(j, "stored"));
+		json_decref(j);
+		free(rs.body);
+		if (t->ok)
+			goto out;
+	}
 	for (size_t index = 0; index * FSM_CHUNK_MAX < len; index++) {
 		size_t start = index * FSM_CHUNK_MAX;
 		size_t n = len - start < FSM_CHUNK_MAX ? len - start : FSM_CHUNK_MAX;

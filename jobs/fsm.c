@@ -520,7 +520,8 @@ static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
 	if (fsm_run(
 	        f,
 	        "UPDATE jobs SET state = 'cancelled', updated_ms = ?2, reason = ?3 WHERE id = ?1",
-	        "sis", id, c->ts, reason) != SQLITE_DONE)
+	        "sis", id, c->ts, reason) != SQLITE_DONE ||
+	    fsm_ckpt_on_job_end(f, id) != 0)
 		return NULL;
 	if (fsm_event_append(f, c->ts, "job.cancelled", id, c->actor,
 	                     "job %s cancelled by %s (was %s)", id, c->actor, state) != 0)
@@ -557,7 +558,8 @@ static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
 	            " step = CASE WHEN ?5 >= 0 THEN ?5 ELSE step END,"
 	            " restarts = CASE WHEN ?6 >= 0 THEN ?6 ELSE restarts END,"
 	            " loss = CASE WHEN ?7 >= 0 THEN ?7 ELSE loss END WHERE id = ?1",
-	            "ssisiid", id, to, c->ts, reason, step, restarts, loss) != SQLITE_DONE)
+	            "ssisiid", id, to, c->ts, reason, step, restarts, loss) != SQLITE_DONE ||
+	    (fsm_job_state_terminal(to) && fsm_ckpt_on_job_end(f, id) != 0))
 		return NULL;
 	if (fsm_event_append(f, c->ts, "job.state", id, c->actor, "job %s %s -> %s%s%s", id, from,
 	                     to, reason ? ": " : "", reason ? reason : "") != 0)

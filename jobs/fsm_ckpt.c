@@ -3,12 +3,16 @@
  * A checkpoint is (job, step) with one shard per rank of the job's world. A node uploads the
  * shard of a rank it runs: checkpoint.shard declares it (size, sha256; the node must hold
  * that rank in the job's current generation), checkpoint.chunk carries its bytes in chunks
- * of FSM_CHUNK_MAX, checkpoint.commit verifies them. The commit of the last missing shard
+ * of FSM_CHUNK_MAX, checkpoint.commit verifies them. A shard of one chunk may carry its
+ * bytes in the declaration ("data"), which then also commits it: one raft entry per shard. The commit of the last missing shard
  * makes the checkpoint complete (its manifest is this committed record, event
  * checkpoint.complete); only a complete checkpoint is ever restored. Then older checkpoints
  * beyond the spec's checkpoint.keep, and incomplete ones older than the new one, are
  * deleted with their bytes. Quota: the shards of one job hold at most the setting
  * checkpoint_job_max_bytes (yardd --checkpoint-quota-mb), checked when a shard is declared.
+ *
+ * A job that ends (succeeded, failed, cancelled) takes no more shards, and its incomplete
+ * checkpoints are dropped; its complete ones stay until the job is deleted.
  *
  * A placement (job.assign) names the step its ranks restore (restore_step, checked here to
  * be complete) and drops the incomplete checkpoints of the generation before: their missing
@@ -159,6 +163,14 @@ json_t *fsm_ckpt_on_assign(struct fsm *f, const char *job, int64_t generation,
 	return NULL;
 }
 
+int fsm_ckpt_on_job_end(struct fsm *f, const char *job)
+{
+	char dropped[256] = "";
+	return checkpoints_delete_where(f,
+	                                "SELECT step FROM checkpoints WHERE job = ?1 AND complete = 0",
+	                                job, 0, 0, dropped, sizeof dropped);
+}
+
 /* Common arguments of the three shard commands. */
 struct shard_args {
 	const char *job;
@@ -215,24 +227,89 @@ static json_t *shard_state(struct fsm *f, const struct shard_args *s, int status
 	                      stored));
 }
 
+/* Decodes base64 text into *bytes (malloc'd): NULL, or an error result. */
+static json_t *decode(const struct shard_args *s, int64_t index, const char *text,
+                      unsigned char **bytes, size_t *len)
+{
+	size_t text_len = strlen(text);
+	*bytes = malloc(text_len / 4 * 3 + 1);
+	if (*bytes == NULL)
+		return fsm_res_err(500, NULL, "no memory for chunk %lld of %s", (long long)index,
+		                   s->id);
+	if (base64_decode(text, text_len, *bytes, len) != 0) {
+		free(*bytes);
+		*bytes = NULL;
+		return fsm_res_err(400, "data", "data: chunk %lld of shard %s is not base64",
+		                   (long long)index, s->id);
+	}
+	return NULL;
+}
+
+/* Stores base64 text data as chunk index of a declared shard: NULL or an error result. */
+static json_t *put_chunk(struct fsm *f, const struct shard_args *s, int64_t index,
+                         const char *data, int stored)
+{
+	unsigned char *bytes = NULL;
+	size_t len = 0;
+	json_t *r = decode(s, index, data, &bytes, &len);
+	if (r != NULL)
+		return r;
+	r = fsm_blob_put_chunk(f, BLOB_KIND, s->id, index, bytes, len, stored);
+	free(bytes);
+	return r;
+}
+
+static json_t *shard_commit(struct fsm *f, const struct fsm_cmd *c, const struct shard_args *sa,
+                            int64_t keep, int status);
+
 json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"job", "step", "rank", "generation", "size", "sha256",
-	                                   NULL};
+	static const char *const keys[] = {"job",    "step", "rank", "generation", "size",
+	                                   "sha256", "data", NULL};
 	struct yard_err e = {0};
 	struct shard_args s = {0};
-	const char *sha = NULL;
+	const char *sha = NULL, *data = NULL;
 	int64_t generation = 0, size = 0, job_generation = 0, world = 0, keep = 0;
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 || shard_args_read(c->args, &s, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "generation", 1, 1, INT32_MAX, &generation, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "size", 1, 1, INT64_MAX, &size, &e) != 0 ||
-	    jsonx_get_string(c->args, "", "sha256", 1, SHA256_HEX_LEN, &sha, &e) != 0)
+	    jsonx_get_string(c->args, "", "sha256", 1, SHA256_HEX_LEN, &sha, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "data", 0, base64_encoded_len(FSM_CHUNK_MAX), &data,
+	                     &e) != 0)
 		return fsm_res_from_err(&e);
+	if (data != NULL && size > FSM_CHUNK_MAX)
+		return fsm_res_err(400, "data",
+		                   "data: only a shard of at most one chunk (%u bytes) travels with"
+		                   " its declaration; this one has %lld bytes",
+		                   FSM_CHUNK_MAX, (long long)size);
 	if (!fsm_valid_hash(sha))
 		return fsm_res_err(400, "sha256", "sha256: must be 64 lower-case hex characters");
-	json_t *r = job_read(f, s.job, &job_generation, &world, &keep);
+	json_t *r;
+	if (data != NULL) { /* inline bytes are checked before anything is written */
+		unsigned char *bytes = NULL;
+		size_t len = 0;
+		char got[SHA256_HEX_LEN + 1];
+		if ((r = decode(&s, 0, data, &bytes, &len)) != NULL)
+			return r;
+		sha256_hex(bytes, len, got);
+		free(bytes);
+		if ((int64_t)len != size)
+			return fsm_res_err(400, "data", "data: %zu bytes, but size says %lld", len,
+			                   (long long)size);
+		if (strcmp(got, sha) != 0)
+			return fsm_res_err(422, "sha256",
+			                   "shard %s: the bytes hash to sha256 %s, declared %s", s.id,
+			                   got, sha);
+	}
+	r = job_read(f, s.job, &job_generation, &world, &keep);
 	if (r != NULL)
 		return r;
+	char state[16], owner[FSM_NAME_MAX + 1];
+	if ((r = fsm_job_lookup(f, s.job, state, owner)) != NULL)
+		return r;
+	if (fsm_job_state_terminal(state))
+		return fsm_res_err(410, "job",
+		                   "job %s is %s; it takes no more checkpoint shards", s.job, state);
 	if (s.rank >= world)
 		return fsm_res_err(400, "rank", "rank: job %s has %lld ranks, no rank %lld", s.job,
 		                   (long long)world, (long long)s.rank);
@@ -265,8 +342,13 @@ json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c)
 	char old_sha[SHA256_HEX_LEN + 1];
 	int stored = 0;
 	if (shard_row(f, &s, &old_size, old_sha, &stored) == 0) {
-		if (old_size == size && strcmp(old_sha, sha) == 0)
-			return shard_state(f, &s, 200); /* the same declaration again: resume */
+		if (old_size == size && strcmp(old_sha, sha) == 0) {
+			if (data == NULL || stored) /* the same declaration again: resume */
+				return shard_state(f, &s, 200);
+			if ((r = put_chunk(f, &s, 0, data, 0)) != NULL)
+				return r;
+			return shard_commit(f, c, &s, keep, 200);
+		}
 		if (stored)
 			return fsm_res_err(409, "sha256",
 			                   "rank %lld of job %s at step %lld is already stored with"
@@ -300,7 +382,12 @@ json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c)
 	            " VALUES(?1, ?2, ?3, ?4, ?5, ?6, 0)",
 	            "siiiss", s.job, s.step, s.rank, size, sha, c->actor) != SQLITE_DONE)
 		return NULL;
-	return shard_state(f, &s, 201);
+	if (data == NULL)
+		return shard_state(f, &s, 201);
+	/* a small shard: declared, stored and committed by this one command */
+	if ((r = put_chunk(f, &s, 0, data, 0)) != NULL)
+		return r;
+	return shard_commit(f, c, &s, keep, 201);
 }
 
 json_t *fsm_op_checkpoint_chunk(struct fsm *f, const struct fsm_cmd *c)
@@ -321,41 +408,18 @@ json_t *fsm_op_checkpoint_chunk(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(404, "rank",
 		                   "rank %lld of job %s at step %lld has no declared shard",
 		                   (long long)s.rank, s.job, (long long)s.step);
-	size_t text_len = strlen(data), len = 0;
-	unsigned char *bytes = malloc(text_len / 4 * 3 + 1);
-	if (bytes == NULL)
-		return fsm_res_err(500, NULL, "no memory for chunk %lld of %s", (long long)index,
-		                   s.id);
-	if (base64_decode(data, text_len, bytes, &len) != 0) {
-		free(bytes);
-		return fsm_res_err(400, "data", "data: chunk %lld of shard %s is not base64",
-		                   (long long)index, s.id);
-	}
-	json_t *r = fsm_blob_put_chunk(f, BLOB_KIND, s.id, index, bytes, len, stored);
-	free(bytes);
+	json_t *r = put_chunk(f, &s, index, data, stored);
 	return r != NULL ? r : shard_state(f, &s, 200);
 }
 
-json_t *fsm_op_checkpoint_commit(struct fsm *f, const struct fsm_cmd *c)
+/* Verifies a declared, unstored shard's bytes and marks it stored; the last shard of a
+ * checkpoint completes it (event, pruning). The shard's state, or an error result. */
+static json_t *shard_commit(struct fsm *f, const struct fsm_cmd *c, const struct shard_args *sa,
+                            int64_t keep, int status)
 {
-	static const char *const keys[] = {"job", "step", "rank", NULL};
-	struct yard_err e = {0};
-	struct shard_args s = {0};
-	int64_t size = 0, job_generation = 0, world = 0, keep = 0;
-	char sha[SHA256_HEX_LEN + 1];
-	int stored = 0;
-	if (jsonx_only_keys(c->args, "", keys, &e) != 0 || shard_args_read(c->args, &s, &e) != 0)
-		return fsm_res_from_err(&e);
-	json_t *r = job_read(f, s.job, &job_generation, &world, &keep);
+	struct shard_args s = *sa;
+	json_t *r = fsm_blob_check_complete(f, BLOB_KIND, s.id);
 	if (r != NULL)
-		return r;
-	if (shard_row(f, &s, &size, sha, &stored) != 0)
-		return fsm_res_err(404, "rank",
-		                   "rank %lld of job %s at step %lld has no declared shard",
-		                   (long long)s.rank, s.job, (long long)s.step);
-	if (stored)
-		return shard_state(f, &s, 200);
-	if ((r = fsm_blob_check_complete(f, BLOB_KIND, s.id)) != NULL)
 		return r;
 	if (fsm_run(f,
 	            "UPDATE checkpoint_shards SET stored = 1 WHERE job = ?1 AND step = ?2"
@@ -369,7 +433,7 @@ json_t *fsm_op_checkpoint_commit(struct fsm *f, const struct fsm_cmd *c)
 	                                " AND step = ?2 AND stored = 1",
 	                             s.job, s.step, 0, 0);
 	if (n_stored < ckpt_world)
-		return shard_state(f, &s, 200);
+		return shard_state(f, &s, status);
 	int64_t bytes = query_int(f, "SELECT sum(size) FROM checkpoint_shards WHERE job = ?1"
 	                             " AND step = ?2",
 	                          s.job, s.step, 0, 0);
@@ -397,7 +461,29 @@ json_t *fsm_op_checkpoint_commit(struct fsm *f, const struct fsm_cmd *c)
 	                     s.job, (long long)s.step, (long long)ckpt_world, (long long)bytes,
 	                     removed[0] ? "; removed steps " : "", removed) != 0)
 		return NULL;
-	return shard_state(f, &s, 200);
+	return shard_state(f, &s, status);
+}
+
+json_t *fsm_op_checkpoint_commit(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"job", "step", "rank", NULL};
+	struct yard_err e = {0};
+	struct shard_args s = {0};
+	int64_t size = 0, job_generation = 0, world = 0, keep = 0;
+	char sha[SHA256_HEX_LEN + 1];
+	int stored = 0;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 || shard_args_read(c->args, &s, &e) != 0)
+		return fsm_res_from_err(&e);
+	json_t *r = job_read(f, s.job, &job_generation, &world, &keep);
+	if (r != NULL)
+		return r;
+	if (shard_row(f, &s, &size, sha, &stored) != 0)
+		return fsm_res_err(404, "rank",
+		                   "rank %lld of job %s at step %lld has no declared shard",
+		                   (long long)s.rank, s.job, (long long)s.step);
+	if (stored)
+		return shard_state(f, &s, 200);
+	return shard_commit(f, c, &s, keep, 200);
 }
 
 /* ---- reads ---- */

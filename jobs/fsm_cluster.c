@@ -467,7 +467,8 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 	            " step = CASE WHEN ?6 >= 0 THEN ?6 ELSE step END,"
 	            " loss = CASE WHEN ?7 > -1e300 THEN ?7 ELSE loss END WHERE id = ?1",
 	            "ssisiid", id, give_up ? "failed" : "restarting", c->ts, reason,
-	            (int64_t)(give_up ? 0 : 1), step, loss) != SQLITE_DONE)
+	            (int64_t)(give_up ? 0 : 1), step, loss) != SQLITE_DONE ||
+	    (give_up && fsm_ckpt_on_job_end(f, id) != 0))
 		return NULL;
 	int rc =
 	    give_up
@@ -513,7 +514,8 @@ json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
 	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4,"
 	            " step = CASE WHEN ?5 >= 0 THEN ?5 ELSE step END,"
 	            " loss = CASE WHEN ?6 > -1e300 THEN ?6 ELSE loss END WHERE id = ?1",
-	            "ssisid", id, to, c->ts, reason, step, loss) != SQLITE_DONE)
+	            "ssisid", id, to, c->ts, reason, step, loss) != SQLITE_DONE ||
+	    fsm_ckpt_on_job_end(f, id) != 0)
 		return NULL;
 	char type[32];
 	snprintf(type, sizeof type, "job.%s", to);
