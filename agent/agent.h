@@ -23,6 +23,7 @@
 #define AGENT_MAX_RANKS 256
 #define AGENT_JOB_ID_MAX 31
 #define AGENT_MAX_RESTORES 16
+#define AGENT_CKPT_UPLOADS 3 /* shard uploads in flight at once */
 
 struct agent_config {
 	char controllers[1024]; /* comma-separated API URLs */
@@ -95,8 +96,10 @@ struct agent {
 	uint64_t last_ok_mono_ms;
 	/* the controller checkpoint store (ckpt.c) */
 	char ckpt_root[PATH_MAX];     /* absolute DATA_DIR/checkpoints */
-	char ckpt_leader_url[512];    /* the transfers' own copy of leader_url */
-	int ckpt_busy;                /* an upload or download is on the thread pool */
+	char ckpt_leader_url[512];    /* the leader as the latest transfer found it */
+	int ckpt_uploads;             /* uploads on the thread pool (at most AGENT_CKPT_UPLOADS) */
+	int ckpt_downloading;         /* a restore's download is on the thread pool (alone) */
+	char ckpt_uploading[AGENT_CKPT_UPLOADS][PATH_MAX + 64]; /* their files, "" when free */
 	uint64_t ckpt_retry_mono_ms;  /* no upload before this (after a failure) */
 	struct agent_restore restores[AGENT_MAX_RESTORES];
 	unsigned restore_next;

@@ -14,7 +14,8 @@
  * empties the job's local directory, downloads the shards of its ranks for the step the
  * controller named (restore_step of the desired entry), checks each one's sha256, and
  * writes the step's MANIFEST, so the trainer finds exactly that checkpoint. Only then are
- * the ranks started. One transfer (upload or download) runs at a time, on the thread pool. */
+ * the ranks started. Transfers run on the thread pool: up to AGENT_CKPT_UPLOADS uploads at a
+ * time, or one download alone. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@
 #include "jobs/sha256.h"
 
 #define UPLOAD_RETRY_MS 2000
+#define AGENT_CKPT_BACKLOG_STEPS 8 /* a rank's shards waiting for upload, at most */
 #define SHARD_MAX_BYTES (1ull << 32)
 
 enum transfer_kind { TRANSFER_UPLOAD, TRANSFER_DOWNLOAD };
@@ -47,6 +49,8 @@ struct transfer {
 	int world;
 	char path[PATH_MAX + 64]; /* upload: the shard file */
 	char token[256];
+	char leader_url[512]; /* this transfer's copy; the agent's is updated when it ends */
+	int slot;             /* upload: index in a->ckpt_uploading */
 	/* result */
 	int ok;   /* done: the shard is stored (upload) or every shard is in place (download) */
 	int drop; /* upload: the controller does not want this shard; delete it */
@@ -153,6 +157,27 @@ static int mkdir_p(const char *dir)
 	return (mkdir(tmp, 0755) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
+/* Removes a step directory whose shards are all uploaded: empty, or holding only the
+ * MANIFEST rank 0 wrote. Anything else in it keeps it. */
+static void step_dir_tidy(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int other = 0;
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
+		other |= strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		         strcmp(e->d_name, "MANIFEST") != 0;
+	closedir(d);
+	if (other)
+		return;
+	char manifest[PATH_MAX + 200];
+	snprintf(manifest, sizeof manifest, "%s/MANIFEST", dir);
+	unlink(manifest);
+	rmdir(dir);
+}
+
 /* ---- transfers (thread pool) ---- */
 
 static const char *answer_error(const struct agent_response *rs)
@@ -174,8 +199,8 @@ static int unwanted(long status)
 static int request(struct transfer *t, const struct agent_request *rq, struct agent_response *rs)
 {
 	struct yard_err err = {0};
-	if (agent_http_request(t->agent->cfg.controllers, t->agent->ckpt_leader_url,
-	                       sizeof t->agent->ckpt_leader_url, rq, rs, &err) != 0) {
+	if (agent_http_request(t->agent->cfg.controllers, t->leader_url, sizeof t->leader_url, rq,
+	                       rs, &err) != 0) {
 		snprintf(t->why, sizeof t->why, "%s", err.msg);
 		return -1;
 	}
@@ -193,7 +218,7 @@ static void upload_run(struct transfer *t)
 	    (uint64_t)st.st_size > SHARD_MAX_BYTES) {
 		snprintf(t->why, sizeof t->why, "%s: cannot read (or empty, or over 4 GiB): %s",
 		         t->path, strerror(errno));
-		t->drop = fd >= 0;
+		t->drop = fd >= 0 || errno == ENOENT; /* gone: nothing left to upload */
 		if (fd >= 0)
 			close(fd);
 		return;
@@ -366,8 +391,10 @@ static void transfer_done(uv_work_t *w, int status)
 	struct transfer *t = (struct transfer *)w;
 	struct agent *a = t->agent;
 	(void)status;
-	a->ckpt_busy = 0;
+	snprintf(a->ckpt_leader_url, sizeof a->ckpt_leader_url, "%s", t->leader_url);
 	if (t->kind == TRANSFER_UPLOAD) {
+		a->ckpt_uploads--;
+		a->ckpt_uploading[t->slot][0] = '\0';
 		if (t->ok || t->drop) {
 			if (t->ok)
 				log_info("checkpoint shard of rank %d of %s at step %lld uploaded",
@@ -379,7 +406,11 @@ static void transfer_done(uv_work_t *w, int status)
 			log_warn("upload of %s failed (retrying): %s", t->path, t->why);
 			a->ckpt_retry_mono_ms = yard_now_mono_ms() + UPLOAD_RETRY_MS;
 		}
+		free(t);
+		ckpt_tick(a); /* the next shard at once: uploads must keep up with training */
+		return;
 	} else {
+		a->ckpt_downloading = 0;
 		struct agent_restore *r = restore_find(a, t->job, t->generation);
 		if (r != NULL) {
 			r->state = t->ok ? RESTORE_DONE : RESTORE_FAILED;
@@ -401,9 +432,21 @@ static int transfer_start(struct agent *a, struct transfer *t)
 {
 	t->agent = a;
 	snprintf(t->token, sizeof t->token, "%s", a->node_token);
-	a->ckpt_busy = 1;
+	snprintf(t->leader_url, sizeof t->leader_url, "%s", a->ckpt_leader_url);
+	if (t->kind == TRANSFER_UPLOAD) {
+		a->ckpt_uploads++;
+		snprintf(a->ckpt_uploading[t->slot], sizeof a->ckpt_uploading[t->slot], "%s",
+		         t->path);
+	} else {
+		a->ckpt_downloading = 1;
+	}
 	if (uv_queue_work(a->loop, &t->work, transfer_run, transfer_done) != 0) {
-		a->ckpt_busy = 0;
+		if (t->kind == TRANSFER_UPLOAD) {
+			a->ckpt_uploads--;
+			a->ckpt_uploading[t->slot][0] = '\0';
+		} else {
+			a->ckpt_downloading = 0;
+		}
 		free(t);
 		return -1;
 	}
@@ -450,7 +493,7 @@ int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d)
 		         (long long)generation);
 		return 1;
 	}
-	if (a->ckpt_busy)
+	if (a->ckpt_downloading || a->ckpt_uploads > 0) /* it empties the job's directory */
 		return 0;
 	struct transfer *t = calloc(1, sizeof *t);
 	if (t == NULL)
@@ -480,6 +523,14 @@ int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d)
 
 /* ---- upload ---- */
 
+static int uploading(const struct agent *a, const char *path)
+{
+	for (int i = 0; i < AGENT_CKPT_UPLOADS; i++)
+		if (strcmp(a->ckpt_uploading[i], path) == 0)
+			return 1;
+	return 0;
+}
+
 /* The oldest finished shard of a rank this node runs (a controller-store job), skipping
  * steps at or before the checkpoint its generation restored. */
 static int next_shard(struct agent *a, struct transfer *t)
@@ -492,7 +543,8 @@ static int next_shard(struct agent *a, struct transfer *t)
 			continue;
 		const struct agent_restore *rs = restore_find(a, r->job, r->generation);
 		int64_t floor = rs != NULL ? rs->step : -1;
-		int64_t newest_dir = -1;
+		int64_t newest_dir = -1, oldest_pending = -1;
+		int pending = 0;
 		ckpt_job_dir(a, r->job, dir, sizeof dir);
 		DIR *d = opendir(dir);
 		struct dirent *e;
@@ -506,10 +558,15 @@ static int next_shard(struct agent *a, struct transfer *t)
 				continue;
 			if (step > newest_dir)
 				newest_dir = step;
-			if (step <= floor || (found && step >= t->step))
+			if (step <= floor)
 				continue;
 			snprintf(file, sizeof file, "%s/%s/rank-%05d.shard", dir, e->d_name, r->rank);
-			if (stat(file, &st) != 0)
+			if (stat(file, &st) != 0 || uploading(a, file))
+				continue;
+			pending++;
+			if (oldest_pending < 0 || step < oldest_pending)
+				oldest_pending = step;
+			if (found && step >= t->step)
 				continue;
 			found = 1;
 			t->step = step;
@@ -518,6 +575,18 @@ static int next_shard(struct agent *a, struct transfer *t)
 			t->n_ranks = 1;
 			snprintf(t->job, sizeof t->job, "%s", r->job);
 			snprintf(t->path, sizeof t->path, "%s", file);
+		}
+		/* uploads that fall behind training drop their oldest shard rather than fill the
+		 * disk; the controller keeps its newest complete checkpoint meanwhile */
+		if (pending > AGENT_CKPT_BACKLOG_STEPS) {
+			char old[PATH_MAX + 140];
+			snprintf(old, sizeof old, "%s/step-%08lld/rank-%05d.shard", dir,
+			         (long long)oldest_pending, r->rank);
+			log_warn("rank %d of %s: %d checkpoints wait for upload; dropping step %lld",
+			         r->rank, r->job, pending, (long long)oldest_pending);
+			unlink(old);
+			if (found && strcmp(t->path, old) == 0)
+				found = 0; /* the next scan picks the next one */
 		}
 		/* step directories emptied by uploads, older than the newest one: every rank has
 		 * finished writing them (a checkpoint is collective), so they can go */
@@ -529,7 +598,7 @@ static int next_shard(struct agent *a, struct transfer *t)
 			    step == floor)
 				continue;
 			snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-			rmdir(sub); /* fails, harmlessly, while it holds anything */
+			step_dir_tidy(sub);
 		}
 		closedir(d);
 	}
@@ -538,15 +607,22 @@ static int next_shard(struct agent *a, struct transfer *t)
 
 void ckpt_tick(struct agent *a)
 {
-	if (a->ckpt_busy || !a->registered || yard_now_mono_ms() < a->ckpt_retry_mono_ms)
+	if (a->ckpt_downloading || a->stopping || !a->registered ||
+	    yard_now_mono_ms() < a->ckpt_retry_mono_ms)
 		return;
-	struct transfer *t = calloc(1, sizeof *t);
-	if (t == NULL)
-		return;
-	t->kind = TRANSFER_UPLOAD;
-	if (!next_shard(a, t)) {
-		free(t);
-		return;
+	for (int slot = 0; slot < AGENT_CKPT_UPLOADS; slot++) {
+		if (a->ckpt_uploading[slot][0] != '\0')
+			continue;
+		struct transfer *t = calloc(1, sizeof *t);
+		if (t == NULL)
+			return;
+		t->kind = TRANSFER_UPLOAD;
+		t->slot = slot;
+		if (!next_shard(a, t)) {
+			free(t);
+			return;
+		}
+		if (transfer_start(a, t) != 0)
+			return;
 	}
-	transfer_start(a, t);
 }

@@ -80,6 +80,7 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
 	         rq->content_type != NULL ? rq->content_type : "application/json");
 	headers = curl_slist_append(headers, auth);
 	headers = curl_slist_append(headers, type);
+	headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, rq->method);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # train_ckpt_controller.sh: the "controller" checkpoint store, with no shared directory. Like
 # train_failover.sh (one controller, three agents with 4 CPU devices, an 8-rank dp 2 x tp 2 x
-# pp 2 1F1B job of the built-in trainer checkpointing every 20 steps), but every rank writes
+# pp 2 1F1B job of the built-in trainer, checkpointing every 50 steps), but every rank writes
 # its shard into its own agent's data dir and the agents upload the shards to the leader.
-# After step 100 one of the job's nodes dies (SIGKILL, agent and ranks): the job is re-placed
+# Once a checkpoint at step 100 or later is complete, one of the job's nodes dies (SIGKILL, agent and ranks): the job is re-placed
 # on the two healthy nodes, their agents download the shards of the newest complete
 # checkpoint (some of them uploaded by the dead node) before starting the ranks, and every
 # step after the restore has the loss of an uninterrupted yard-run within a relative 1e-5.
@@ -24,7 +24,7 @@ cat >"$T/job.json" <<JSON
  "train": {"steps": $steps, "batch_size": 32, "lr": 0.01, "optimizer": "adamw",
            "dataset": "synthetic", "data_seed": 3, "samples": 1024},
  "parallel": {"dp": 2, "tp": 2, "pp": 2, "schedule": "1f1b", "micro_batches": 4},
- "checkpoint": {"every_steps": 20, "keep": 2, "store": "controller"},
+ "checkpoint": {"every_steps": 50, "keep": 2, "store": "controller"},
  "failure": {"max_restarts": 2, "hang_timeout_s": 60}}
 JSON
 
@@ -40,67 +40,83 @@ done
 
 submit 1 "$(cat "$T/job.json")"
 J=$JOB
-step_at_least() { [ "$(job_field 1 "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
+# the victim (the node of the last rank) and its rank processes, known before the wait so the
+# kill follows the first complete checkpoint at once (python and curl are slow while eight
+# ranks train on this machine)
+wait_until 30 job_state_is 1 "$J" running || fail "job did not start: $(events_of 1 "$J")"
+get 1 "/v1/jobs/$J"
+victim=$(jget "$BODY" 'd["layout"][-1]["node"]')
+victim_ranks=$(jget "$BODY" "' '.join(str(x['rank']) for x in d['layout'] if x['node'] == '$victim')")
+layout=$(jget "$BODY" '" ".join(x["node"] for x in d["layout"])')
+four_ranks() { [ "$(grep -o '"pid"' "$T/agent-$victim/ranks.json" | wc -l)" = 4 ]; }
+wait_until 10 four_ranks || fail "$victim does not run 4 ranks: $(cat "$T/agent-$victim/ranks.json")"
+ranks=$(python3 -c 'import json,sys; print(" ".join(str(r["pid"]) for r in json.load(open(sys.argv[1]))))' \
+	"$T/agent-$victim/ranks.json") || fail "cannot read $victim's ranks"
 complete_at_least() {
 	get 1 "/v1/jobs/$J/checkpoints"
 	[ "$(jget "$BODY" 'max([c["step"] for c in d["checkpoints"] if c["complete"]] or [0])')" -ge "$1" ]
 }
-wait_until 60 step_at_least 100 || fail "job did not reach step 100: $(job_field 1 "$J" '')"
-wait_until 30 complete_at_least 40 || fail "no complete checkpoint at step 40 or later: $BODY"
-# each rank's shards are under its own agent's data dir; nothing is shared
-get 1 "/v1/jobs/$J"
-for s in $(jget "$BODY" '" ".join("%s:%d" % (x["node"], x["rank"]) for x in d["layout"])'); do
-	node=${s%%:*}
+wait_until 60 complete_at_least 100 || fail "no complete checkpoint at step 100 or later: $BODY"
+
+# ---- node death ----
+kill -9 "${APID[$victim]}"
+for p in $ranks; do kill -9 -- "-$p" 2>/dev/null || kill -9 "$p" 2>/dev/null; done
+wait "${APID[$victim]}" 2>/dev/null
+unset "APID[$victim]"
+note "a checkpoint at step 100 or later is complete; killed $victim (ranks $victim_ranks) and its processes"
+# each rank's shards went to its own agent's data dir; nothing is shared
+for node in $layout; do
 	[ -d "$T/agent-$node/checkpoints/$J" ] || fail "no local checkpoint directory for $J on $node"
 done
 
+gen2_running() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" 'd["state"] + str(d["generation"])')" = running2 ]; }
+wait_until 60 gen2_running || fail "job not running again after the node death: $(events_of 1 "$J")"
 # ---- the shard routes refuse what they must ----
-get 1 "/v1/jobs/$J/checkpoints"
-newest=$(jget "$BODY" 'max(c["step"] for c in d["checkpoints"] if c["complete"])')
-victim=$(job_field 1 "$J" '["layout"][-1]["node"]')
-other_rank=$(job_field 1 "$J" "[\"layout\"] and [x[\"rank\"] for x in d[\"layout\"] if x[\"node\"] != \"$victim\"][0]")
-vtoken=$(cat "$T/agent-$victim/node.token")
-code=$(curl -s -o "$T/r" -w '%{http_code}' -H "Authorization: Bearer $vtoken" -X POST \
-	--data '{"generation":1,"size":10,"sha256":"'"$(printf '%064d' 0)"'"}' \
+# (generation 2 runs on the two live nodes: one of them tries a rank of the other)
+get 1 "/v1/jobs/$J"
+one=$(jget "$BODY" 'd["layout"][0]["node"]')
+other_rank=$(jget "$BODY" "[x['rank'] for x in d['layout'] if x['node'] != '$one'][0]")
+token=$(cat "$T/agent-$one/node.token")
+code=$(curl -s -o "$T/r" -w '%{http_code}' -H "Authorization: Bearer $token" -X POST \
+	--data '{"generation":2,"size":10,"sha256":"'"$(printf '%064d' 0)"'"}' \
 	"$(api 1)/v1/jobs/$J/checkpoints/999980/shards/$other_rank")
 [ "$code" = 403 ] && grep -q "does not run rank $other_rank of job $J" "$T/r" ||
-	fail "node $victim uploaded a shard of rank $other_rank: $code $(cat "$T/r")"
+	fail "node $one uploaded a shard of rank $other_rank: $code $(cat "$T/r")"
 call POST 1 "/v1/jobs/$J/checkpoints/999980/shards/0" '{"generation":1,"size":10,"sha256":"x"}'
 [ "$CODE" = 403 ] || fail "an admin token uploaded a shard: $CODE $BODY"
 get 1 "/v1/jobs/$J/checkpoints/999980/shards/0"
 [ "$CODE" = 404 ] && echo "$BODY" | grep -q "no complete checkpoint at step 999980" || fail "incomplete step served: $CODE $BODY"
 get 1 "/v1/jobs/$J/checkpoints/x1/shards/0"
 [ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"step"' || fail "bad step accepted: $CODE $BODY"
-code=$(curl -s -o "$T/shard" -D "$T/hdr" -w '%{http_code}' -H "$AUTH" "$(api 1)/v1/jobs/$J/checkpoints/$newest/shards/0")
-want=$(sed -n 's/^x-yard-sha256: *\([0-9a-f]*\).*/\1/Ip' "$T/hdr")
-[ "$code" = 200 ] && [ -n "$want" ] && [ "$(sha256sum <"$T/shard" | cut -d' ' -f1)" = "$want" ] &&
-	[ "$(head -c 8 "$T/shard")" = YARDCKPT ] || fail "shard 0 of step $newest: $code, sha256 '$want'"
-
-# ---- node death ----
-note "job $J at step $(job_field 1 "$J" '["step"]'), newest complete checkpoint $newest; killing $victim and its ranks"
-ranks=$(python3 -c 'import json,sys; print(" ".join(str(r["pid"]) for r in json.load(open(sys.argv[1]))))' \
-	"$T/agent-$victim/ranks.json") || fail "cannot read $victim's ranks"
-[ -n "$ranks" ] || fail "$victim runs no ranks"
-victim_ranks=$(job_field 1 "$J" "[\"layout\"] and \" \".join(str(x[\"rank\"]) for x in d[\"layout\"] if x[\"node\"] == \"$victim\")")
-kill -9 "${APID[$victim]}"
-for p in $ranks; do kill -9 -- "-$p" 2>/dev/null || kill -9 "$p" 2>/dev/null; done
-wait "${APID[$victim]}" 2>/dev/null
-unset "APID[$victim]"
+# a shard of the newest complete checkpoint (which keep 2 may prune meanwhile: try again)
+shard_fetched() {
+	get 1 "/v1/jobs/$J/checkpoints"
+	newest=$(jget "$BODY" 'max(c["step"] for c in d["checkpoints"] if c["complete"])')
+	code=$(curl -s -o "$T/shard" -D "$T/hdr" -w '%{http_code}' -H "$AUTH" "$(api 1)/v1/jobs/$J/checkpoints/$newest/shards/0")
+	want=$(sed -n 's/^x-yard-sha256: *\([0-9a-f]*\).*/\1/Ip' "$T/hdr")
+	[ "$code" = 200 ]
+}
+wait_until 10 shard_fetched || fail "shard 0 of step $newest: $code $(cat "$T/shard")"
+[ -n "$want" ] && [ "$(sha256sum <"$T/shard" | cut -d' ' -f1)" = "$want" ] &&
+	[ "$(head -c 8 "$T/shard")" = YARDCKPT ] || fail "shard 0 of step $newest: sha256 '$want' does not match its bytes"
 
 wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after the node death: $(events_of 1 "$J")"
 get 1 "/v1/jobs/$J"
 [ "$(jget "$BODY" 'd["generation"]')" = 2 ] || fail "generation: $BODY"
 [ "$(jget "$BODY" "all(s['node'] != '$victim' for s in d['layout'])")" = True ] || fail "re-placed on the dead node: $BODY"
 restored=$(events_of 1 "$J" | sed -n 's/.*restoring from checkpoint step \([0-9]*\) (controller store).*/\1/p' | tail -n 1)
-[ -n "$restored" ] && [ "$restored" -ge 40 ] || fail "no restore from the controller store: $(events_of 1 "$J")"
+[ -n "$restored" ] && [ "$restored" -ge 100 ] || fail "no restore from the controller store: $(events_of 1 "$J")"
 [ "$restored" -le $((steps * 3 / 4)) ] || fail "restored from step $restored of $steps: the node died too late to test anything"
+note "$(events_of 1 "$J" | grep -v checkpoint.complete)"
 has_event 1 "$J" "checkpoint.complete: checkpoint of job $J at step $restored complete: 8 shard(s)" ||
 	fail "no checkpoint.complete event for step $restored: $(events_of 1 "$J")"
 
-# the dead node's ranks restored, on other nodes, from shards the dead node had uploaded
+# the dead node's ranks restored, on other nodes, from shards only the dead node could have
+# uploaded (the controller takes a rank's shard only from the node that runs it); its log
+# shows them going up (the last one may have been committed just before the kill)
 for r in $victim_ranks; do
-	grep -q "checkpoint shard of rank $r of $J at step $restored uploaded" "$T/log.agent-$victim" ||
-		fail "$victim's log does not show rank $r's shard of step $restored uploaded"
+	grep -q "checkpoint shard of rank $r of $J at step [0-9]* uploaded" "$T/log.agent-$victim" ||
+		fail "$victim's log shows no upload of rank $r's shards"
 done
 for n in node-a node-b node-c; do
 	[ "$n" = "$victim" ] && continue
