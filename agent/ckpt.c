@@ -77,8 +77,8 @@ int ckpt_init(struct agent *a, struct yard_err *err)
 
 int ckpt_is_controller(const json_t *desired)
 {
-	const char *store = json_string_value(
-	    json_object_get(json_object_get(desired, "checkpoint"), "store"));
+	const char *store =
+	    json_string_value(json_object_get(json_object_get(desired, "checkpoint"), "store"));
 	return store != NULL && strcmp(store, "controller") == 0;
 }
 
@@ -263,7 +263,8 @@ static void upload_run(struct transfer *t)
 	if (rc != 0)
 		goto out;
 	if (rs.status != 200 && rs.status != 201) {
-		snprintf(t->why, sizeof t->why, "declare: HTTP %ld: %s", rs.status, answer_error(&rs));
+		snprintf(t->why, sizeof t->why, "declare: HTTP %ld: %s", rs.status,
+		         answer_error(&rs));
 		t->drop = unwanted(rs.status);
 		free(rs.body);
 		goto out;
@@ -308,7 +309,8 @@ static void upload_run(struct transfer *t)
 		if (!t->ok)
 			snprintf(t->why, sizeof t->why, "commit: not stored");
 	} else {
-		snprintf(t->why, sizeof t->why, "commit: HTTP %ld: %s", rs.status, answer_error(&rs));
+		snprintf(t->why, sizeof t->why, "commit: HTTP %ld: %s", rs.status,
+		         answer_error(&rs));
 		t->drop = unwanted(rs.status);
 	}
 	free(rs.body);
@@ -347,8 +349,8 @@ static void download_run(struct transfer *t)
 		sha256_hex(rs.body, rs.len, got);
 		if (strcmp(got, rs.sha256) != 0) {
 			snprintf(t->why, sizeof t->why,
-			         "GET %s: the %zu bytes hash to sha256 %s, the controller says %s", path,
-			         rs.len, got, rs.sha256[0] ? rs.sha256 : "nothing");
+			         "GET %s: the %zu bytes hash to sha256 %s, the controller says %s",
+			         path, rs.len, got, rs.sha256[0] ? rs.sha256 : "nothing");
 			free(rs.body);
 			return;
 		}
@@ -463,8 +465,8 @@ int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d)
 	int64_t generation = json_integer_value(json_object_get(d, "generation"));
 	if (!ckpt_is_controller(d) || resume == NULL || strcmp(resume, "1") != 0)
 		return 1;
-	int64_t step = json_integer_value(
-	    json_object_get(json_object_get(d, "checkpoint"), "restore_step"));
+	int64_t step =
+	    json_integer_value(json_object_get(json_object_get(d, "checkpoint"), "restore_step"));
 	struct agent_restore *r = restore_find(a, job, generation);
 	if (r != NULL && r->state == RESTORE_DONE)
 		return 1;
@@ -511,7 +513,8 @@ int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d)
 		if (ojob != NULL && strcmp(ojob, job) == 0 &&
 		    json_integer_value(json_object_get(other, "generation")) == generation &&
 		    t->n_ranks < AGENT_MAX_RANKS)
-			t->ranks[t->n_ranks++] = (int)json_integer_value(json_object_get(other, "rank"));
+			t->ranks[t->n_ranks++] =
+			    (int)json_integer_value(json_object_get(other, "rank"));
 	}
 	r->state = RESTORE_RUNNING;
 	log_info("job %s generation %lld: downloading checkpoint step %lld for %d rank(s)", job,
@@ -560,7 +563,8 @@ static int next_shard(struct agent *a, struct transfer *t)
 				newest_dir = step;
 			if (step <= floor)
 				continue;
-			snprintf(file, sizeof file, "%s/%s/rank-%05d.shard", dir, e->d_name, r->rank);
+			snprintf(file, sizeof file, "%s/%s/rank-%05d.shard", dir, e->d_name,
+			         r->rank);
 			if (stat(file, &st) != 0 || uploading(a, file))
 				continue;
 			pending++;
@@ -582,8 +586,9 @@ static int next_shard(struct agent *a, struct transfer *t)
 			char old[PATH_MAX + 140];
 			snprintf(old, sizeof old, "%s/step-%08lld/rank-%05d.shard", dir,
 			         (long long)oldest_pending, r->rank);
-			log_warn("rank %d of %s: %d checkpoints wait for upload; dropping step %lld",
-			         r->rank, r->job, pending, (long long)oldest_pending);
+			log_warn(
+			    "rank %d of %s: %d checkpoints wait for upload; dropping step %lld",
+			    r->rank, r->job, pending, (long long)oldest_pending);
 			unlink(old);
 			if (found && strcmp(t->path, old) == 0)
 				found = 0; /* the next scan picks the next one */
@@ -594,8 +599,8 @@ static int next_shard(struct agent *a, struct transfer *t)
 		while ((e = readdir(d)) != NULL) {
 			long long step;
 			char tail, sub[PATH_MAX + 140];
-			if (sscanf(e->d_name, "step-%lld%c", &step, &tail) != 1 || step >= newest_dir ||
-			    step == floor)
+			if (sscanf(e->d_name, "step-%lld%c", &step, &tail) != 1 ||
+			    step >= newest_dir || step == floor)
 				continue;
 			snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
 			step_dir_tidy(sub);

@@ -152,8 +152,8 @@ int agent_http_request(const char *controllers, char *leader_url, size_t leader_
 		for (int hop = 0; hop < 3; hop++) {
 			struct response_buf out = {
 			    .max = rq->max_response > 0 ? rq->max_response : CLIENT_MAX_RESPONSE};
-			if (request_once(target, rq, &rs->status, location, sizeof location, &out, why,
-			                 sizeof why) != 0) {
+			if (request_once(target, rq, &rs->status, location, sizeof location, &out,
+			                 why, sizeof why) != 0) {
 				free(out.data);
 				break;
 			}

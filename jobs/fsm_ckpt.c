@@ -4,10 +4,10 @@
  * shard of a rank it runs: checkpoint.shard declares it (size, sha256; the node must hold
  * that rank in the job's current generation), checkpoint.chunk carries its bytes in chunks
  * of FSM_CHUNK_MAX, checkpoint.commit verifies them. A shard of one chunk may carry its
- * bytes in the declaration ("data"), which then also commits it: one raft entry per shard. The commit of the last missing shard
- * makes the checkpoint complete (its manifest is this committed record, event
- * checkpoint.complete); only a complete checkpoint is ever restored. Then older checkpoints
- * beyond the spec's checkpoint.keep, and incomplete ones older than the new one, are
+ * bytes in the declaration ("data"), which then also commits it: one raft entry per shard. The
+ * commit of the last missing shard makes the checkpoint complete (its manifest is this committed
+ * record, event checkpoint.complete); only a complete checkpoint is ever restored. Then older
+ * checkpoints beyond the spec's checkpoint.keep, and incomplete ones older than the new one, are
  * deleted with their bytes. Quota: the shards of one job hold at most the setting
  * checkpoint_job_max_bytes (yardd --checkpoint-quota-mb), checked when a shard is declared.
  *
@@ -40,8 +40,9 @@ static json_t *job_read(struct fsm *f, const char *job, int64_t *generation, int
 {
 	json_t *r = NULL;
 	sqlite3_stmt *st = fsm_prepare(
-	    f, "SELECT generation, coalesce(json_extract(spec, '$.checkpoint.keep'), 0),"
-	       " (SELECT count(*) FROM assignments a WHERE a.job = jobs.id) FROM jobs WHERE id = ?1");
+	    f,
+	    "SELECT generation, coalesce(json_extract(spec, '$.checkpoint.keep'), 0),"
+	    " (SELECT count(*) FROM assignments a WHERE a.job = jobs.id) FROM jobs WHERE id = ?1");
 	if (st == NULL)
 		return fsm_res_err(500, NULL, "internal error reading job %s", job);
 	sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
@@ -107,11 +108,10 @@ static int checkpoint_delete(struct fsm *f, const char *job, int64_t step)
 		rc = fsm_blob_delete(f, BLOB_KIND, id);
 	}
 	sqlite3_finalize(st);
-	if (rc == 0 &&
-	    (fsm_run(f, "DELETE FROM checkpoint_shards WHERE job = ?1 AND step = ?2", "si", job,
-	             step) != SQLITE_DONE ||
-	     fsm_run(f, "DELETE FROM checkpoints WHERE job = ?1 AND step = ?2", "si", job, step) !=
-	         SQLITE_DONE))
+	if (rc == 0 && (fsm_run(f, "DELETE FROM checkpoint_shards WHERE job = ?1 AND step = ?2",
+	                        "si", job, step) != SQLITE_DONE ||
+	                fsm_run(f, "DELETE FROM checkpoints WHERE job = ?1 AND step = ?2", "si",
+	                        job, step) != SQLITE_DONE))
 		rc = YARD_EINTERNAL;
 	return rc;
 }
@@ -142,18 +142,18 @@ static int checkpoints_delete_where(struct fsm *f, const char *sql, const char *
 	return rc;
 }
 
-json_t *fsm_ckpt_on_assign(struct fsm *f, const char *job, int64_t generation,
-                           int64_t restore_step)
+json_t *fsm_ckpt_on_assign(struct fsm *f, const char *job, int64_t generation, int64_t restore_step)
 {
 	if (restore_step >= 0 && !checkpoint_is_complete(f, job, restore_step))
 		return fsm_res_err(409, "restore_step",
-		                   "restore_step: job %s has no complete checkpoint at step %lld", job,
-		                   (long long)restore_step);
+		                   "restore_step: job %s has no complete checkpoint at step %lld",
+		                   job, (long long)restore_step);
 	char dropped[256] = "";
-	if (checkpoints_delete_where(
-	        f, "SELECT step FROM checkpoints WHERE job = ?1 AND complete = 0", job,
-	        0, 0, dropped, sizeof dropped) != 0)
-		return fsm_res_err(500, NULL, "cannot drop the incomplete checkpoints of job %s", job);
+	if (checkpoints_delete_where(f,
+	                             "SELECT step FROM checkpoints WHERE job = ?1 AND complete = 0",
+	                             job, 0, 0, dropped, sizeof dropped) != 0)
+		return fsm_res_err(500, NULL, "cannot drop the incomplete checkpoints of job %s",
+		                   job);
 	if (restore_step >= 0 &&
 	    fsm_run(f,
 	            "INSERT INTO checkpoint_restores(job, generation, step) VALUES(?1, ?2, ?3)"
@@ -166,9 +166,9 @@ json_t *fsm_ckpt_on_assign(struct fsm *f, const char *job, int64_t generation,
 int fsm_ckpt_on_job_end(struct fsm *f, const char *job)
 {
 	char dropped[256] = "";
-	return checkpoints_delete_where(f,
-	                                "SELECT step FROM checkpoints WHERE job = ?1 AND complete = 0",
-	                                job, 0, 0, dropped, sizeof dropped);
+	return checkpoints_delete_where(
+	    f, "SELECT step FROM checkpoints WHERE job = ?1 AND complete = 0", job, 0, 0, dropped,
+	    sizeof dropped);
 }
 
 /* Common arguments of the three shard commands. */
@@ -219,12 +219,11 @@ static json_t *shard_state(struct fsm *f, const struct shard_args *s, int status
 		return NULL;
 	int64_t chunks = (size + FSM_CHUNK_MAX - 1) / FSM_CHUNK_MAX;
 	return fsm_res_ok(
-	    status, json_pack("{s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:b}", "job", s->job, "step",
-	                      (json_int_t)s->step, "rank", (json_int_t)s->rank, "size",
-	                      (json_int_t)size, "sha256", sha, "chunks", (json_int_t)chunks,
-	                      "received",
-	                      (json_int_t)fsm_blob_chunks_present(f, BLOB_KIND, s->id), "stored",
-	                      stored));
+	    status,
+	    json_pack("{s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:b}", "job", s->job, "step",
+	              (json_int_t)s->step, "rank", (json_int_t)s->rank, "size", (json_int_t)size,
+	              "sha256", sha, "chunks", (json_int_t)chunks, "received",
+	              (json_int_t)fsm_blob_chunks_present(f, BLOB_KIND, s->id), "stored", stored));
 }
 
 /* Decodes base64 text into *bytes (malloc'd): NULL, or an error result. */
@@ -246,8 +245,8 @@ static json_t *decode(const struct shard_args *s, int64_t index, const char *tex
 }
 
 /* Stores base64 text data as chunk index of a declared shard: NULL or an error result. */
-static json_t *put_chunk(struct fsm *f, const struct shard_args *s, int64_t index,
-                         const char *data, int stored)
+static json_t *put_chunk(struct fsm *f, const struct shard_args *s, int64_t index, const char *data,
+                         int stored)
 {
 	unsigned char *bytes = NULL;
 	size_t len = 0;
@@ -264,8 +263,8 @@ static json_t *shard_commit(struct fsm *f, const struct fsm_cmd *c, const struct
 
 json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"job",    "step", "rank", "generation", "size",
-	                                   "sha256", "data", NULL};
+	static const char *const keys[] = {"job",  "step",   "rank", "generation",
+	                                   "size", "sha256", "data", NULL};
 	struct yard_err e = {0};
 	struct shard_args s = {0};
 	const char *sha = NULL, *data = NULL;
@@ -298,8 +297,8 @@ json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c)
 			                   (long long)size);
 		if (strcmp(got, sha) != 0)
 			return fsm_res_err(422, "sha256",
-			                   "shard %s: the bytes hash to sha256 %s, declared %s", s.id,
-			                   got, sha);
+			                   "shard %s: the bytes hash to sha256 %s, declared %s",
+			                   s.id, got, sha);
 	}
 	r = job_read(f, s.job, &job_generation, &world, &keep);
 	if (r != NULL)
@@ -308,8 +307,8 @@ json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c)
 	if ((r = fsm_job_lookup(f, s.job, state, owner)) != NULL)
 		return r;
 	if (fsm_job_state_terminal(state))
-		return fsm_res_err(410, "job",
-		                   "job %s is %s; it takes no more checkpoint shards", s.job, state);
+		return fsm_res_err(410, "job", "job %s is %s; it takes no more checkpoint shards",
+		                   s.job, state);
 	if (s.rank >= world)
 		return fsm_res_err(400, "rank", "rank: job %s has %lld ranks, no rank %lld", s.job,
 		                   (long long)world, (long long)s.rank);
@@ -319,7 +318,8 @@ json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c)
 		                   " %lld is stale",
 		                   s.job, (long long)job_generation, (long long)generation);
 	char node[FSM_NAME_MAX + 1] = "";
-	sqlite3_stmt *st = fsm_prepare(f, "SELECT node FROM assignments WHERE job = ?1 AND rank = ?2");
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT node FROM assignments WHERE job = ?1 AND rank = ?2");
 	if (st == NULL)
 		return NULL;
 	sqlite3_bind_text(st, 1, s.job, -1, SQLITE_STATIC);
@@ -356,14 +356,16 @@ json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c)
 			                   (long long)s.rank, s.job, (long long)s.step, old_sha);
 		/* rewritten before it was stored: the new bytes replace the old */
 		if (fsm_blob_delete(f, BLOB_KIND, s.id) != 0 ||
-		    fsm_run(f,
-		            "DELETE FROM checkpoint_shards WHERE job = ?1 AND step = ?2 AND rank = ?3",
-		            "sii", s.job, s.step, s.rank) != SQLITE_DONE)
+		    fsm_run(
+		        f,
+		        "DELETE FROM checkpoint_shards WHERE job = ?1 AND step = ?2 AND rank = ?3",
+		        "sii", s.job, s.step, s.rank) != SQLITE_DONE)
 			return NULL;
 	}
 	int64_t quota = fsm_config_get(f, "checkpoint_job_max_bytes", FSM_CKPT_JOB_MAX_DEFAULT);
-	int64_t used = query_int(f, "SELECT coalesce(sum(size), 0) FROM checkpoint_shards"
-	                            " WHERE job = ?1",
+	int64_t used = query_int(f,
+	                         "SELECT coalesce(sum(size), 0) FROM checkpoint_shards"
+	                         " WHERE job = ?1",
 	                         s.job, 0, 0, 0);
 	if (used + size > quota)
 		return fsm_res_err(507, "size",
@@ -426,16 +428,19 @@ static json_t *shard_commit(struct fsm *f, const struct fsm_cmd *c, const struct
 	            " AND rank = ?3",
 	            "sii", s.job, s.step, s.rank) != SQLITE_DONE)
 		return NULL;
-	int64_t ckpt_world = query_int(f, "SELECT world FROM checkpoints WHERE job = ?1 AND step = ?2"
-	                                  "",
+	int64_t ckpt_world = query_int(f,
+	                               "SELECT world FROM checkpoints WHERE job = ?1 AND step = ?2"
+	                               "",
 	                               s.job, s.step, 0, 0);
-	int64_t n_stored = query_int(f, "SELECT count(*) FROM checkpoint_shards WHERE job = ?1"
-	                                " AND step = ?2 AND stored = 1",
+	int64_t n_stored = query_int(f,
+	                             "SELECT count(*) FROM checkpoint_shards WHERE job = ?1"
+	                             " AND step = ?2 AND stored = 1",
 	                             s.job, s.step, 0, 0);
 	if (n_stored < ckpt_world)
 		return shard_state(f, &s, status);
-	int64_t bytes = query_int(f, "SELECT sum(size) FROM checkpoint_shards WHERE job = ?1"
-	                             " AND step = ?2",
+	int64_t bytes = query_int(f,
+	                          "SELECT sum(size) FROM checkpoint_shards WHERE job = ?1"
+	                          " AND step = ?2",
 	                          s.job, s.step, 0, 0);
 	if (fsm_run(f,
 	            "UPDATE checkpoints SET complete = 1, completed_ms = ?3 WHERE job = ?1"
@@ -512,26 +517,26 @@ json_t *fsm_checkpoints_list(struct fsm *f, const char *job, struct yard_err *er
 		              (json_int_t)sqlite3_column_int64(st, 1), "generation",
 		              (json_int_t)sqlite3_column_int64(st, 2), "shards",
 		              (json_int_t)sqlite3_column_int64(st, 6), "bytes",
-		              (json_int_t)sqlite3_column_int64(st, 7), "complete", complete, "ts_ms",
-		              (json_int_t)sqlite3_column_int64(st, complete ? 5 : 4)));
+		              (json_int_t)sqlite3_column_int64(st, 7), "complete", complete,
+		              "ts_ms", (json_int_t)sqlite3_column_int64(st, complete ? 5 : 4)));
 	}
 	sqlite3_finalize(st);
 	return list;
 }
 
 int fsm_checkpoint_shard_info(struct fsm *f, const char *job, int64_t step, int64_t rank,
-                              int64_t *size, char sha256[SHA256_HEX_LEN + 1],
-                              struct yard_err *err)
+                              int64_t *size, char sha256[SHA256_HEX_LEN + 1], struct yard_err *err)
 {
 	struct shard_args s = {.job = job, .step = step, .rank = rank};
 	int stored = 0;
 	if (!checkpoint_is_complete(f, job, step))
-		return yard_err_set(err, YARD_ENOTFOUND, "job %s has no complete checkpoint at step %lld",
-		                    job, (long long)step);
+		return yard_err_set(err, YARD_ENOTFOUND,
+		                    "job %s has no complete checkpoint at step %lld", job,
+		                    (long long)step);
 	if (shard_row(f, &s, size, sha256, &stored) != 0 || !stored)
 		return yard_err_set(err, YARD_ENOTFOUND,
-		                    "checkpoint of job %s at step %lld has no shard of rank %lld", job,
-		                    (long long)step, (long long)rank);
+		                    "checkpoint of job %s at step %lld has no shard of rank %lld",
+		                    job, (long long)step, (long long)rank);
 	return 0;
 }
 

@@ -35,8 +35,8 @@ static json_t *shard_args(struct call *call, int64_t *step, int64_t *rank)
 	if (path_int(call, 1, "step", 1, INT64_MAX / 2, step) != 0 ||
 	    path_int(call, 2, "rank", 0, 65535, rank) != 0)
 		return NULL;
-	return json_pack("{s:s,s:I,s:I}", "job", call->params[0], "step", (json_int_t)*step,
-	                 "rank", (json_int_t)*rank);
+	return json_pack("{s:s,s:I,s:I}", "job", call->params[0], "step", (json_int_t)*step, "rank",
+	                 (json_int_t)*rank);
 }
 
 void h_checkpoints_list(struct call *call)
@@ -149,8 +149,9 @@ void h_checkpoint_shard_get(struct call *call)
 	    path_int(call, 2, "rank", 0, 65535, &rank) != 0)
 		return;
 	if (strcmp(call->role, "node") == 0 && !node_runs_job(call, job)) {
-		call_error(call, 403, NULL, "node %s runs no rank of job %s; it may not read its"
-		                            " checkpoints",
+		call_error(call, 403, NULL,
+		           "node %s runs no rank of job %s; it may not read its"
+		           " checkpoints",
 		           call->actor, job);
 		return;
 	}

@@ -146,10 +146,11 @@ static void test_incomplete_is_not_restorable(void **state)
 	struct yard_err err = {0};
 	assert_int_equal(fsm_checkpoint_shard_info(&f, "j-000001", 10, 0, &size, sha, &err),
 	                 YARD_ENOTFOUND);
-	assert_int_equal(apply(&f, "job.restart",
-	                       "{\"id\":\"j-000001\",\"generation\":1,\"reason\":\"x\",\"max_restarts\":3}",
-	                       "scheduler", "admin", NULL),
-	                 200);
+	assert_int_equal(
+	    apply(&f, "job.restart",
+	          "{\"id\":\"j-000001\",\"generation\":1,\"reason\":\"x\",\"max_restarts\":3}",
+	          "scheduler", "admin", NULL),
+	    200);
 	assert_int_equal(apply(&f, "job.assign",
 	                       "{\"id\":\"j-000001\",\"generation\":2,\"restore_step\":10,"
 	                       "\"ranks\":[{\"node\":\"node-a\",\"device\":0},"
@@ -203,10 +204,11 @@ static void test_complete_chunked_and_restore(void **state)
 		size_t n = i == 2 ? 77 : FSM_CHUNK_MAX;
 		char *text = malloc(base64_encoded_len(n) + 1);
 		base64_encode(big + i * FSM_CHUNK_MAX, n, text);
-		json_t *a = json_pack("{s:s,s:i,s:i,s:I,s:s}", "job", "j-000001", "step", 10, "rank",
-		                      1, "index", (json_int_t)i, "data", text);
+		json_t *a = json_pack("{s:s,s:i,s:i,s:I,s:s}", "job", "j-000001", "step", 10,
+		                      "rank", 1, "index", (json_int_t)i, "data", text);
 		free(text);
-		assert_int_equal(apply_json(&f, "checkpoint.chunk", a, "node-b", "node", NULL), 200);
+		assert_int_equal(apply_json(&f, "checkpoint.chunk", a, "node-b", "node", NULL),
+		                 200);
 	}
 	assert_int_equal(fsm_checkpoint_newest(&f, "j-000001"), -1);
 	assert_int_equal(apply(&f, "checkpoint.commit",
@@ -236,7 +238,8 @@ static void test_complete_chunked_and_restore(void **state)
 	json_t *e;
 	json_array_foreach(json_object_get(ev, "events"), i, e)
 	{
-		if (strcmp(json_string_value(json_object_get(e, "type")), "checkpoint.complete") == 0) {
+		if (strcmp(json_string_value(json_object_get(e, "type")), "checkpoint.complete") ==
+		    0) {
 			seen++;
 			assert_non_null(strstr(json_string_value(json_object_get(e, "message")),
 			                       "at step 10 complete: 2 shard(s)"));
@@ -247,10 +250,11 @@ static void test_complete_chunked_and_restore(void **state)
 	/* a shard of a step at or before the complete one is not wanted */
 	assert_int_equal(upload_inline(&f, 10, 0, 5000, &r), 410);
 	/* the restart restores step 10, and the placement records it for generation 2 */
-	assert_int_equal(apply(&f, "job.restart",
-	                       "{\"id\":\"j-000001\",\"generation\":1,\"reason\":\"x\",\"max_restarts\":3}",
-	                       "scheduler", "admin", NULL),
-	                 200);
+	assert_int_equal(
+	    apply(&f, "job.restart",
+	          "{\"id\":\"j-000001\",\"generation\":1,\"reason\":\"x\",\"max_restarts\":3}",
+	          "scheduler", "admin", NULL),
+	    200);
 	assert_int_equal(apply(&f, "job.assign",
 	                       "{\"id\":\"j-000001\",\"generation\":2,\"restore_step\":10,"
 	                       "\"ranks\":[{\"node\":\"node-b\",\"device\":0},"
@@ -391,19 +395,19 @@ static void test_bad_input_changes_nothing(void **state)
 	    {"checkpoint.chunk",
 	     "{\"job\":\"j-000001\",\"step\":10,\"rank\":0,\"index\":0,\"data\":\"AAAA\"}",
 	     "node-a", "node", 404, "no declared shard"},
-	    {"checkpoint.commit", "{\"job\":\"j-000001\",\"step\":10,\"rank\":0}", "node-a",
-	     "node", 404, "no declared shard"},
+	    {"checkpoint.commit", "{\"job\":\"j-000001\",\"step\":10,\"rank\":0}", "node-a", "node",
+	     404, "no declared shard"},
 	    {"job.assign",
-	     "{\"id\":\"j-000001\",\"generation\":2,\"restore_step\":-2,\"ranks\":[]}",
-	     "scheduler", "admin", 400, "restore_step"},
+	     "{\"id\":\"j-000001\",\"generation\":2,\"restore_step\":-2,\"ranks\":[]}", "scheduler",
+	     "admin", 400, "restore_step"},
 	};
 	digest(&f, before);
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char args[600];
 		const char *p = strstr(cases[i].args, "SHA");
 		if (p != NULL)
-			snprintf(args, sizeof args, "%.*s%s%s", (int)(p - cases[i].args), cases[i].args,
-			         sha, p + 3);
+			snprintf(args, sizeof args, "%.*s%s%s", (int)(p - cases[i].args),
+			         cases[i].args, sha, p + 3);
 		else
 			snprintf(args, sizeof args, "%s", cases[i].args);
 		int st = apply(&f, cases[i].op, args, cases[i].actor, cases[i].role, &r);
