@@ -61,6 +61,8 @@ static void usage(FILE *out)
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
 	    "             [--checkpoint-quota-mb 256 (checkpoint bytes one job may store)]\n"
+	    "             [--log-rank-bytes N (rank output kept per rank, default 1 MiB)]\n"
+	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
 	    "127.0.0.1:7100]\n"
 	    "             [--raft-address 127.0.0.1:7000]: one member plus a supervised "
@@ -345,6 +347,8 @@ int main(int argc, char **argv)
 	    {"node-down-ms", required_argument, NULL, 'D'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
+	    {"log-rank-bytes", required_argument, NULL, 'L'},
+	    {"log-total-bytes", required_argument, NULL, 'G'},
 	    {"dev", no_argument, NULL, 'V'},
 	    {"devices", required_argument, NULL, 'N'},
 	    {"embargo-max-days", required_argument, NULL, 'X'},
@@ -430,6 +434,20 @@ int main(int argc, char **argv)
 				yd.sched_cfg.node_down_ms = v;
 			else
 				yd.sched_cfg.restart_backoff_ms = v;
+			break;
+		case 'L':
+		case 'G':
+			if (!numeric_ok || v < 4096 || v > (1ULL << 36)) {
+				fprintf(stderr,
+				        "yardd: --%s: '%s' is not a byte count in 4096..%llu\n",
+				        opt == 'L' ? "log-rank-bytes" : "log-total-bytes", optarg,
+				        1ULL << 36);
+				return 2;
+			}
+			if (opt == 'L')
+				yd.sched_cfg.log_rank_max_bytes = (size_t)v;
+			else
+				yd.sched_cfg.log_total_max_bytes = (size_t)v;
 			break;
 		case 'C':
 			if (!numeric_ok || v < 1 || v > (1LL << 16)) {
