@@ -148,6 +148,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err);
 void ranks_stop(struct agent *a, struct agent_rank *r, const char *why);
 void ranks_tick(struct agent *a); /* escalate stops, poll adopted pids, rotate logs */
 struct agent_rank *ranks_find(struct agent *a, const char *job, int rank);
+int agent_mkdir_p(const char *dir); /* mkdir -p: 0, or -1 with errno */
 struct agent_rank *ranks_find_pid(struct agent *a, pid_t pid);
 json_t *ranks_report(const struct agent *a); /* the "ranks" array of a heartbeat */
 /* The "logs" array of a heartbeat: the next piece of each rank's log, bounded per rank and

@@ -143,20 +143,6 @@ static int write_file_atomic(const char *path, const void *data, size_t len, cha
 	return 0;
 }
 
-static int mkdir_p(const char *dir)
-{
-	char tmp[PATH_MAX + 64];
-	snprintf(tmp, sizeof tmp, "%s", dir);
-	for (char *p = tmp + 1; *p != '\0'; p++)
-		if (*p == '/') {
-			*p = '\0';
-			if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-				return -1;
-			*p = '/';
-		}
-	return (mkdir(tmp, 0755) != 0 && errno != EEXIST) ? -1 : 0;
-}
-
 /* Removes a step directory whose shards are all uploaded: empty, or holding only the
  * MANIFEST rank 0 wrote. Anything else in it keeps it. */
 static void step_dir_tidy(const char *dir)
@@ -324,7 +310,7 @@ static void download_run(struct transfer *t)
 	ckpt_job_dir(t->agent, t->job, dir, sizeof dir);
 	clear_job_dir(dir);
 	snprintf(stepdir, sizeof stepdir, "%s/step-%08lld", dir, (long long)t->step);
-	if (mkdir_p(stepdir) != 0) {
+	if (agent_mkdir_p(stepdir) != 0) {
 		snprintf(t->why, sizeof t->why, "%s: cannot create: %s", stepdir, strerror(errno));
 		return;
 	}

@@ -237,7 +237,7 @@ static void on_rank_exit(uv_process_t *proc, int64_t exit_status, int term_signa
 	ranks_save_state(a);
 }
 
-static int mkdir_p(const char *dir)
+int agent_mkdir_p(const char *dir)
 {
 	char tmp[PATH_MAX];
 	snprintf(tmp, sizeof tmp, "%s", dir);
@@ -357,7 +357,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	char ckpt_dir[PATH_MAX + 64];
 	if (r->ckpt_controller) {
 		ckpt_job_dir(a, job, ckpt_dir, sizeof ckpt_dir);
-		if (mkdir_p(ckpt_dir) != 0) {
+		if (agent_mkdir_p(ckpt_dir) != 0) {
 			rank_start_failed(a, r);
 			return yard_err_set(err, YARD_EIO, "job %s: cannot create %s: %s", job,
 			                    ckpt_dir, strerror(errno));
@@ -365,7 +365,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	}
 
 	snprintf(dir, sizeof dir, "%s/jobs/%s", a->cfg.data_dir, job);
-	if (mkdir_p(dir) != 0) {
+	if (agent_mkdir_p(dir) != 0) {
 		rank_start_failed(a, r);
 		return yard_err_set(err, YARD_EIO, "job %s: cannot create %s: %s", job, dir,
 		                    strerror(errno));
