@@ -63,7 +63,8 @@ restored=$(events_of 1 "$J" | sed -n 's/.*restoring from checkpoint step \([0-9]
 
 # rank 0's metric lines (stdout, in its rank log on whichever node ran it), by generation:
 # the lines written after the restore are those of generation 2 — steps restored+1..steps
-cat "$T"/agent-*/jobs/"$J"/rank-0.log >"$T/rank0" 2>/dev/null || true
+# rank 0's output by generation (agent/ranks.c: rank-R.gen-G.log, on whichever node ran it)
+cat "$T"/agent-*/jobs/"$J"/rank-0.gen-1.log "$T"/agent-*/jobs/"$J"/rank-0.gen-2.log >"$T/rank0" 2>/dev/null || true
 python3 - "$T/rank0" "$T/whole" "$restored" "$steps" <<'PY' || fail "losses after the failover differ from the uninterrupted run"
 import json, sys
 def load(p):
