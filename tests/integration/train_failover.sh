@@ -65,28 +65,8 @@ restored=$(events_of 1 "$J" | sed -n 's/.*restoring from checkpoint step \([0-9]
 # the lines written after the restore are those of generation 2 — steps restored+1..steps
 # rank 0's output by generation (agent/ranks.c: rank-R.gen-G.log, on whichever node ran it)
 cat "$T"/agent-*/jobs/"$J"/rank-0.gen-1.log "$T"/agent-*/jobs/"$J"/rank-0.gen-2.log >"$T/rank0" 2>/dev/null || true
-python3 - "$T/rank0" "$T/whole" "$restored" "$steps" <<'PY' || fail "losses after the failover differ from the uninterrupted run"
-import json, sys
-def load(p):
-    out = {}
-    for line in open(p, errors="replace"):
-        if line.startswith("{"):
-            r = json.loads(line)
-            out.setdefault(r["step"], []).append(r["loss"])
-    return out
-got, want = load(sys.argv[1]), load(sys.argv[2])
-restored, steps = int(sys.argv[3]), int(sys.argv[4])
-worst = 0.0
-for s in range(restored + 1, steps + 1):
-    if s not in got:
-        sys.exit(f"step {s} missing from rank 0's log")
-    ref = want[s][0]
-    rel = abs(got[s][-1] - ref) / abs(ref)  # the last run of step s: generation 2's
-    worst = max(worst, rel)
-    if rel > 1e-5:
-        sys.exit(f"step {s}: loss {got[s][-1]!r} vs {ref!r} uninterrupted (relative {rel:.3g} > 1e-5)")
-print(f"# steps {restored + 1}..{steps} equal the uninterrupted run; final loss {got[steps][-1]!r} vs {want[steps][0]!r}, worst relative difference {worst:.3g}")
-PY
+losses_equal_after "$T/rank0" "$T/whole" "$restored" "$steps" ||
+	fail "losses after the failover differ from the uninterrupted run"
 note "node $victim killed; restored from step $restored; final loss equals the uninterrupted run"
 
 # the leader's per-step history (GET /v1/jobs/ID/metrics, the dashboard's charts): steps read
