@@ -6,7 +6,8 @@
  * processes: start, stop, reap, adopt, logs), shim.c (the parent of each rank that records
  * its exit status), heartbeat.c (register, heartbeat, reconcile), metrics.c (per-step lines
  * from the trainer over YARD_AGENT_SOCK), ranklog.c (a rank's log file: rotation, the pieces
- * heartbeats carry to the leader).
+ * heartbeats carry to the leader), ckpt.c (the controller checkpoint store: shard uploads and
+ * restores).
  */
 #ifndef YARD_AGENT_H
 #define YARD_AGENT_H
@@ -23,6 +24,8 @@
 #define AGENT_NAME_MAX 63
 #define AGENT_MAX_RANKS 256
 #define AGENT_JOB_ID_MAX 31
+#define AGENT_MAX_RESTORES 16
+#define AGENT_CKPT_UPLOADS 3 /* shard uploads in flight at once */
 
 struct agent_config {
 	char controllers[1024]; /* comma-separated API URLs */
@@ -67,6 +70,17 @@ struct agent_rank {
 	double loss, step_ms, compute_ms, comm_wait_ms;
 	uint64_t last_step_mono_ms;
 	uint64_t started_mono_ms;
+	int ckpt_controller; /* the job's store is "controller": upload its shards (ckpt.c) */
+};
+
+/* A restore of the controller store for one generation of a job on this node (ckpt.c). */
+enum restore_state { RESTORE_RUNNING = 1, RESTORE_DONE, RESTORE_FAILED };
+struct agent_restore {
+	int in_use;
+	char job[AGENT_JOB_ID_MAX + 1];
+	int64_t generation, step;
+	enum restore_state state;
+	uint64_t failed_mono_ms;
 };
 
 struct agent {
@@ -87,8 +101,38 @@ struct agent {
 	int draining;
 	int stopping;
 	uint64_t last_ok_mono_ms;
+	/* the controller checkpoint store (ckpt.c) */
+	char ckpt_root[PATH_MAX];     /* absolute DATA_DIR/checkpoints */
+	char ckpt_leader_url[512];    /* the leader as the latest transfer found it */
+	int ckpt_uploads;             /* uploads on the thread pool (at most AGENT_CKPT_UPLOADS) */
+	int ckpt_downloading;         /* a restore's download is on the thread pool (alone) */
+	char ckpt_uploading[AGENT_CKPT_UPLOADS][PATH_MAX + 64]; /* their files, "" when free */
+	uint64_t ckpt_retry_mono_ms;  /* no upload before this (after a failure) */
+	struct agent_restore restores[AGENT_MAX_RESTORES];
+	unsigned restore_next;
 };
 
+/* client.c: one request to the leader. body may hold any bytes (content_type defaults to
+ * application/json); max_response (0: 8 MiB) bounds the answer; timeout_ms 0 is 5 s. */
+struct agent_request {
+	const char *method, *path, *token, *content_type;
+	const void *body;
+	size_t body_len;
+	size_t max_response;
+	long timeout_ms;
+};
+struct agent_response {
+	long status;
+	char *body; /* malloc'd, NUL-terminated, NULL when empty; caller frees */
+	size_t len;
+	char sha256[72]; /* X-Yard-Sha256 of the answer, "" when absent */
+};
+/* Sends rq to the leader, following 307 redirects and trying every controller in turn.
+ * Blocking (thread pool). 0 when some controller answered (any status). Thread-safe as long
+ * as each thread passes its own leader_url. */
+int agent_http_request(const char *controllers, char *leader_url, size_t leader_url_len,
+                       const struct agent_request *rq, struct agent_response *rs,
+                       struct yard_err *err);
 /* client.c: POSTs body (not consumed) to path on the leader, following 307 redirects and
  * trying every controller in turn. Blocking: call it from the thread pool. On success
  * returns 0 with *status the HTTP code and *resp the parsed JSON (may be NULL for an empty
@@ -104,6 +148,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err);
 void ranks_stop(struct agent *a, struct agent_rank *r, const char *why);
 void ranks_tick(struct agent *a); /* escalate stops, poll adopted pids, rotate logs */
 struct agent_rank *ranks_find(struct agent *a, const char *job, int rank);
+int agent_mkdir_p(const char *dir); /* mkdir -p: 0, or -1 with errno */
 struct agent_rank *ranks_find_pid(struct agent *a, pid_t pid);
 json_t *ranks_report(const struct agent *a); /* the "ranks" array of a heartbeat */
 /* The "logs" array of a heartbeat: the next piece of each rank's log, bounded per rank and
@@ -125,6 +170,17 @@ int shim_read_exit(const char *exit_file, int *code, int *sig);
 void heartbeat_start(struct agent *a);
 /* Applies a desired set: starts missing ranks, stops unlisted or outdated ones. */
 void heartbeat_reconcile(struct agent *a, const json_t *desired);
+
+/* ckpt.c: the "controller" checkpoint store on this node (see the file's comment). */
+int ckpt_init(struct agent *a, struct yard_err *err);
+/* A job's node-local checkpoint directory (YARD_CKPT_DIR of its ranks). */
+void ckpt_job_dir(const struct agent *a, const char *job, char *out, size_t out_len);
+/* 1 when desired entry d is of a job with the controller store. */
+int ckpt_is_controller(const json_t *desired);
+/* 1 when rank d may start now; 0 while its checkpoint is being restored (started here). */
+int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d);
+/* Starts the upload of one finished shard when none is in flight. */
+void ckpt_tick(struct agent *a);
 
 /* metrics.c */
 int metrics_open(struct agent *a);

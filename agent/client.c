@@ -1,10 +1,12 @@
 /* client.c: the agent's HTTP calls to the controllers. The last URL that answered is tried
  * first; a 307 names the leader, which is followed once per hop (at most 3 hops); a refused
- * or timed-out connection moves on to the next controller. Bodies are bounded. */
+ * or timed-out connection moves on to the next controller. Answers are bounded (8 MiB, or
+ * what the caller allows). */
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "agent/agent.h"
 #include "common/common.h"
@@ -15,7 +17,9 @@
 struct response_buf {
 	char *data;
 	size_t len;
+	size_t max;
 	int overflow;
+	char sha256[72]; /* the X-Yard-Sha256 header, when the answer has one */
 };
 
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
@@ -23,7 +27,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 	struct response_buf *buf = userdata;
 	size_t n = size * nmemb;
 	char *grown;
-	if (buf->len + n > CLIENT_MAX_RESPONSE) {
+	if (buf->len + n > buf->max) {
 		buf->overflow = 1;
 		return 0;
 	}
@@ -37,12 +41,32 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-/* One request to base_url+path. Returns 0 when an HTTP answer came (any status). */
-static int post_once(const char *base_url, const char *token, const char *path, const char *body,
-                     long *status, char *location, size_t location_len, struct response_buf *out,
-                     char *why, size_t why_len)
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-	char url[1024], auth[300];
+	struct response_buf *buf = userdata;
+	size_t n = size * nmemb;
+	static const char name[] = "x-yard-sha256:";
+	if (n > sizeof name && strncasecmp(ptr, name, sizeof name - 1) == 0) {
+		const char *v = ptr + sizeof name - 1;
+		size_t len = n - (sizeof name - 1);
+		while (len > 0 && (*v == ' ' || *v == '\t'))
+			v++, len--;
+		while (len > 0 && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+			len--;
+		if (len < sizeof buf->sha256) {
+			memcpy(buf->sha256, v, len);
+			buf->sha256[len] = '\0';
+		}
+	}
+	return n;
+}
+
+/* One request to base_url+path. Returns 0 when an HTTP answer came (any status). */
+static int request_once(const char *base_url, const struct agent_request *rq, long *status,
+                        char *location, size_t location_len, struct response_buf *out, char *why,
+                        size_t why_len)
+{
+	char url[1024], auth[300], type[128];
 	struct curl_slist *headers = NULL;
 	CURLcode rc;
 	CURL *curl = curl_easy_init();
@@ -50,18 +74,27 @@ static int post_once(const char *base_url, const char *token, const char *path, 
 		snprintf(why, why_len, "curl_easy_init failed");
 		return -1;
 	}
-	snprintf(url, sizeof url, "%s%s", base_url, path);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	snprintf(url, sizeof url, "%s%s", base_url, rq->path);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", rq->token);
+	snprintf(type, sizeof type, "Content-Type: %s",
+	         rq->content_type != NULL ? rq->content_type : "application/json");
 	headers = curl_slist_append(headers, auth);
-	headers = curl_slist_append(headers, "Content-Type: application/json");
+	headers = curl_slist_append(headers, type);
+	headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, rq->method);
+	if (strcmp(rq->method, "GET") != 0) {
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, rq->body != NULL ? rq->body : "");
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
+	}
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, rq->timeout_ms > 0 ? rq->timeout_ms : 5000L);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
 	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
 	rc = curl_easy_perform(curl);
 	if (rc == CURLE_OK) {
@@ -72,7 +105,8 @@ static int post_once(const char *base_url, const char *token, const char *path, 
 		if (loc != NULL)
 			snprintf(location, location_len, "%s", loc);
 	} else {
-		snprintf(why, why_len, "%s: %s", base_url, curl_easy_strerror(rc));
+		snprintf(why, why_len, "%s: %s%s", base_url, curl_easy_strerror(rc),
+		         out->overflow ? " (answer too long)" : "");
 	}
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(curl);
@@ -91,18 +125,16 @@ static void url_origin(const char *url, char *out, size_t out_len)
 	out[n] = '\0';
 }
 
-int agent_http_post(const char *controllers, char *leader_url, size_t leader_url_len,
-                    const char *token, const char *path, const json_t *body, long *status,
-                    json_t **resp, struct yard_err *err)
+int agent_http_request(const char *controllers, char *leader_url, size_t leader_url_len,
+                       const struct agent_request *rq, struct agent_response *rs,
+                       struct yard_err *err)
 {
 	char urls[CLIENT_MAX_URLS][512];
 	char list[1024], why[600] = "no controller configured";
 	char *save = NULL, *tok;
 	int n_urls = 0;
-	char *body_text = json_dumps(body, JSON_COMPACT);
 
-	if (body_text == NULL)
-		return yard_err_set(err, YARD_ENOMEM, "cannot encode request body");
+	memset(rs, 0, sizeof *rs);
 	if (leader_url[0] != '\0')
 		snprintf(urls[n_urls++], sizeof urls[0], "%s", leader_url);
 	snprintf(list, sizeof list, "%s", controllers);
@@ -118,34 +150,55 @@ int agent_http_post(const char *controllers, char *leader_url, size_t leader_url
 		char target[512], location[1024];
 		snprintf(target, sizeof target, "%s", urls[i]);
 		for (int hop = 0; hop < 3; hop++) {
-			struct response_buf out = {0};
-			if (post_once(target, token, path, body_text, status, location,
-			              sizeof location, &out, why, sizeof why) != 0) {
+			struct response_buf out = {
+			    .max = rq->max_response > 0 ? rq->max_response : CLIENT_MAX_RESPONSE};
+			if (request_once(target, rq, &rs->status, location, sizeof location, &out,
+			                 why, sizeof why) != 0) {
 				free(out.data);
 				break;
 			}
-			if ((*status == 307 || *status == 308) && location[0] != '\0') {
+			if ((rs->status == 307 || rs->status == 308) && location[0] != '\0') {
 				free(out.data);
 				url_origin(location, target, sizeof target);
 				continue;
 			}
-			if (*status == 503) { /* no leader here right now: try the next member */
+			if (rs->status == 503) { /* no leader here right now: try the next member */
 				snprintf(why, sizeof why, "%s: 503 %s", target,
 				         out.data != NULL ? out.data : "");
 				free(out.data);
 				break;
 			}
-			*resp = NULL;
-			if (out.len > 0)
-				*resp = json_loadb(out.data, out.len, 0, NULL);
-			free(out.data);
+			rs->body = out.data;
+			rs->len = out.len;
+			snprintf(rs->sha256, sizeof rs->sha256, "%s", out.sha256);
 			snprintf(leader_url, leader_url_len, "%s", target);
-			free(body_text);
 			return 0;
 		}
 	}
-	free(body_text);
 	leader_url[0] = '\0';
-	return yard_err_set(err, YARD_EPEER, "POST %s: no controller answered (last: %s)", path,
-	                    why);
+	return yard_err_set(err, YARD_EPEER, "%s %s: no controller answered (last: %s)", rq->method,
+	                    rq->path, why);
+}
+
+int agent_http_post(const char *controllers, char *leader_url, size_t leader_url_len,
+                    const char *token, const char *path, const json_t *body, long *status,
+                    json_t **resp, struct yard_err *err)
+{
+	struct agent_response rs;
+	char *body_text = json_dumps(body, JSON_COMPACT);
+	if (body_text == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "cannot encode request body");
+	struct agent_request rq = {.method = "POST",
+	                           .path = path,
+	                           .token = token,
+	                           .body = body_text,
+	                           .body_len = strlen(body_text)};
+	int rc = agent_http_request(controllers, leader_url, leader_url_len, &rq, &rs, err);
+	free(body_text);
+	if (rc != 0)
+		return rc;
+	*status = rs.status;
+	*resp = rs.len > 0 ? json_loadb(rs.body, rs.len, 0, NULL) : NULL;
+	free(rs.body);
+	return 0;
 }

@@ -94,7 +94,7 @@ void heartbeat_reconcile(struct agent *a, const json_t *desired)
 		if (job == NULL)
 			continue;
 		r = ranks_find(a, job, rank);
-		if (r != NULL)
+		if (r != NULL || !ckpt_ready(a, desired, d))
 			continue;
 		if (ranks_start(a, d, &err) != 0)
 			log_error("%s", err.msg);
@@ -208,6 +208,8 @@ static void on_tick(uv_timer_t *t)
 	struct call *c;
 
 	ranks_tick(a);
+	if (!a->stopping)
+		ckpt_tick(a);
 	if (a->heartbeat_in_flight || a->stopping)
 		return;
 	c = calloc(1, sizeof *c);

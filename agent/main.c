@@ -328,6 +328,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	load_node_token(a);
+	if (ckpt_init(a, &err) != 0) {
+		log_error("%s", err.msg);
+		return 1;
+	}
 	if (!a->registered && a->cfg.join_token[0] == '\0') {
 		log_error("not registered yet and no --join-token given");
 		return 2;

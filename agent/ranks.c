@@ -118,6 +118,7 @@ int ranks_save_state(const struct agent *a)
 		json_object_set_new(saved, "log_base", json_integer(r->log.base));
 		json_object_set_new(saved, "log_rot_start", json_integer(r->log.rot_start));
 		json_object_set_new(saved, "log_rot_len", json_integer(r->log.rot_len));
+		json_object_set_new(saved, "ckpt_controller", json_boolean(r->ckpt_controller));
 	}
 	snprintf(path, sizeof path, "%s/ranks.json", a->cfg.data_dir);
 	snprintf(tmp, sizeof tmp, "%s/ranks.json.tmp", a->cfg.data_dir);
@@ -183,6 +184,7 @@ int ranks_load_state(struct agent *a)
 		snprintf(r->job, sizeof r->job, "%s", job);
 		r->rank = (int)json_integer_value(json_object_get(item, "rank"));
 		r->generation = json_integer_value(json_object_get(item, "generation"));
+		r->ckpt_controller = json_is_true(json_object_get(item, "ckpt_controller"));
 		r->pid = pid;
 		r->start_ticks = ticks;
 		r->started_mono_ms = yard_now_mono_ms();
@@ -235,7 +237,7 @@ static void on_rank_exit(uv_process_t *proc, int64_t exit_status, int term_signa
 	ranks_save_state(a);
 }
 
-static int mkdir_p(const char *dir)
+int agent_mkdir_p(const char *dir)
 {
 	char tmp[PATH_MAX];
 	snprintf(tmp, sizeof tmp, "%s", dir);
@@ -252,7 +254,7 @@ static int mkdir_p(const char *dir)
 /* Builds the environment: ours, then the controller's, then the agent's own variables. The
  * returned array and its strings are heap-allocated (free with free_strv). */
 static char **build_env(const struct agent *a, const json_t *env, const char *job,
-                        const char *spec_path)
+                        const char *spec_path, const char *ckpt_dir)
 {
 	size_t n_base = 0, n = 0, cap;
 	char **out;
@@ -274,7 +276,8 @@ static char **build_env(const struct agent *a, const json_t *env, const char *jo
 			if (kl < sizeof key) {
 				memcpy(key, environ[i], kl);
 				key[kl] = '\0';
-				if (json_object_get(env, key) != NULL)
+				if (json_object_get(env, key) != NULL ||
+				    (ckpt_dir != NULL && strcmp(key, "YARD_CKPT_DIR") == 0))
 					continue;
 			}
 		}
@@ -292,6 +295,8 @@ static char **build_env(const struct agent *a, const json_t *env, const char *jo
 	if (asprintf(&out[n], "YARD_JOB_ID=%s", job) >= 0)
 		n++;
 	if (spec_path != NULL && asprintf(&out[n], "YARD_JOB_SPEC=%s", spec_path) >= 0)
+		n++;
+	if (ckpt_dir != NULL && asprintf(&out[n], "YARD_CKPT_DIR=%s", ckpt_dir) >= 0)
 		n++;
 	out[n] = NULL;
 	return out;
@@ -346,9 +351,21 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	snprintf(r->job, sizeof r->job, "%s", job);
 	r->rank = (int)json_integer_value(rank_j);
 	r->generation = json_integer_value(json_object_get(desired, "generation"));
+	r->ckpt_controller = ckpt_is_controller(desired);
+
+	/* the controller store's ranks write into a node-local directory the agent uploads */
+	char ckpt_dir[PATH_MAX + 64];
+	if (r->ckpt_controller) {
+		ckpt_job_dir(a, job, ckpt_dir, sizeof ckpt_dir);
+		if (agent_mkdir_p(ckpt_dir) != 0) {
+			rank_start_failed(a, r);
+			return yard_err_set(err, YARD_EIO, "job %s: cannot create %s: %s", job,
+			                    ckpt_dir, strerror(errno));
+		}
+	}
 
 	snprintf(dir, sizeof dir, "%s/jobs/%s", a->cfg.data_dir, job);
-	if (mkdir_p(dir) != 0) {
+	if (agent_mkdir_p(dir) != 0) {
 		rank_start_failed(a, r);
 		return yard_err_set(err, YARD_EIO, "job %s: cannot create %s: %s", job, dir,
 		                    strerror(errno));
@@ -409,8 +426,8 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 		}
 
 	json_t *no_env = json_object();
-	envp =
-	    build_env(a, env != NULL ? env : no_env, job, spec_path[0] != '\0' ? spec_path : NULL);
+	envp = build_env(a, env != NULL ? env : no_env, job, spec_path[0] != '\0' ? spec_path : NULL,
+	                 r->ckpt_controller ? ckpt_dir : NULL);
 	json_decref(no_env);
 	proc = calloc(1, sizeof *proc);
 	memset(&opts, 0, sizeof opts);

@@ -84,3 +84,9 @@ TESTS += tests/integration/train_yardrun.sh
 # The built-in trainer under yardd + yard-agent: a node death does not change the result.
 dist_check_SCRIPTS += tests/integration/train_failover.sh
 TESTS += tests/integration/train_failover.sh
+# ... and with the controller checkpoint store: shards travel through the leader, no shared dir.
+dist_check_SCRIPTS += tests/integration/train_ckpt_controller.sh
+TESTS += tests/integration/train_ckpt_controller.sh
+# ... and a controller failover while shards are uploaded.
+dist_check_SCRIPTS += tests/integration/train_ckpt_ha.sh
+TESTS += tests/integration/train_ckpt_ha.sh

@@ -91,6 +91,10 @@ int main(int argc, char **argv)
 	if ((!ckpt_dir || !*ckpt_dir) && strncmp(spec.checkpoint.store, "dir:", 4) == 0)
 		ckpt_dir = spec.checkpoint.store + 4;
 	int64_t steps = getenv("YARD_STEPS") ? atoll(getenv("YARD_STEPS")) : spec.train.steps;
+	/* With the controller store the directory is node-local and the agent uploads and then
+	 * removes each shard; the controller keeps the newest checkpoint.keep, so nothing is
+	 * pruned here (rank 0's pruning would delete other ranks' shards before their upload). */
+	int keep_local = strcmp(spec.checkpoint.store, "controller") == 0 ? 0 : spec.checkpoint.keep;
 
 	char errbuf[512] = "";
 	yd_comm *comm = NULL;
@@ -165,7 +169,7 @@ int main(int argc, char **argv)
 			(void)send(agent_fd, line, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (ckpt_dir && spec.checkpoint.every_steps > 0 &&
 		    t.step % spec.checkpoint.every_steps == 0) {
-			if ((rc = trainer_save(&t, ckpt_dir, spec.checkpoint.keep, &err)) != 0) {
+			if ((rc = trainer_save(&t, ckpt_dir, keep_local, &err)) != 0) {
 				log_error("%s", err.msg);
 				yd_comm_abort(comm);
 				goto out_files;

@@ -32,6 +32,18 @@
 	" visibility TEXT NOT NULL, text TEXT NOT NULL, timeline TEXT NOT NULL,"                   \
 	" created_ms INTEGER NOT NULL, actor TEXT NOT NULL);"
 
+/* Checkpoints of the "controller" store (fsm_ckpt.c); schema_upgrade replaces the old
+ * placeholder table with these. */
+#define CKPT_SCHEMA                                                                                \
+	"CREATE TABLE checkpoints(job TEXT NOT NULL, step INTEGER NOT NULL,"                       \
+	" world INTEGER NOT NULL, generation INTEGER NOT NULL, complete INTEGER NOT NULL,"          \
+	" created_ms INTEGER NOT NULL, completed_ms INTEGER, PRIMARY KEY(job, step));"             \
+	"CREATE TABLE checkpoint_shards(job TEXT NOT NULL, step INTEGER NOT NULL,"                 \
+	" rank INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL, node TEXT NOT NULL," \
+	" stored INTEGER NOT NULL, PRIMARY KEY(job, step, rank));"                                 \
+	"CREATE TABLE checkpoint_restores(job TEXT NOT NULL, generation INTEGER NOT NULL,"         \
+	" step INTEGER NOT NULL, PRIMARY KEY(job, generation));"
+
 /* Tables for what later issues add (checkpoints, rollouts) are created now so a snapshot
  * taken today restores into tomorrow's binary unchanged; when a placeholder had to change
  * shape anyway (builds, advisories), schema_upgrade replaces it on restore. */
@@ -62,8 +74,7 @@ static const char SCHEMA[] =
     "CREATE TABLE request_ids(id TEXT PRIMARY KEY, ts_ms INTEGER NOT NULL, result TEXT NOT NULL);"
     "CREATE INDEX request_ids_ts ON request_ids(ts_ms);"
     "CREATE TABLE config(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
-    "CREATE TABLE checkpoints(job TEXT NOT NULL, step INTEGER NOT NULL, manifest TEXT NOT NULL,"
-    " created_ms INTEGER NOT NULL, PRIMARY KEY(job, step));" STORE_SCHEMA
+    CKPT_SCHEMA STORE_SCHEMA
     "CREATE TABLE rollouts(id TEXT PRIMARY KEY, build TEXT NOT NULL, state TEXT NOT NULL,"
     " wave INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);";
 
@@ -375,19 +386,31 @@ int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_
 /* Snapshots from binaries before the build store hold empty placeholder builds and
  * advisories tables (no command ever wrote them): replace them with the real ones. Every
  * member restoring the same image does the same, so the databases stay identical. */
+/* 1 when the database has table name, 0 when not, -1 on failure. */
+static int has_table(struct fsm *f, const char *name)
+{
+	int has = -1;
+	/* on restore only: not worth a slot in the statement cache */
+	sqlite3_stmt *st =
+	    prepare_uncached(f, "SELECT count(*) FROM sqlite_schema WHERE name = ?1", 0);
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		has = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	return has;
+}
+
 static int schema_upgrade(struct fsm *f)
 {
-	int has_store = 0;
-	/* once per restore: not worth a slot in the statement cache */
-	sqlite3_stmt *st =
-	    prepare_uncached(f, "SELECT count(*) FROM sqlite_schema WHERE name = 'blobs'", 0);
-	if (st == NULL)
+	int has_ckpt = has_table(f, "checkpoint_shards");
+	if (has_ckpt < 0 ||
+	    (has_ckpt == 0 && fsm_exec(f, "DROP TABLE IF EXISTS checkpoints;" CKPT_SCHEMA) != 0))
 		return YARD_EINTERNAL;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		has_store = sqlite3_column_int(st, 0) > 0;
-	sqlite3_finalize(st);
-	if (has_store)
-		return 0;
+	int has_store = has_table(f, "blobs");
+	if (has_store != 0)
+		return has_store < 0 ? YARD_EINTERNAL : 0;
 	return fsm_exec(
 	    f, "DROP TABLE IF EXISTS builds; DROP TABLE IF EXISTS advisories;" STORE_SCHEMA);
 }
@@ -642,7 +665,8 @@ static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
 	if (fsm_run(
 	        f,
 	        "UPDATE jobs SET state = 'cancelled', updated_ms = ?2, reason = ?3 WHERE id = ?1",
-	        "sis", id, c->ts, reason) != SQLITE_DONE)
+	        "sis", id, c->ts, reason) != SQLITE_DONE ||
+	    fsm_ckpt_on_job_end(f, id) != 0)
 		return NULL;
 	if (fsm_event_append(f, c->ts, "job.cancelled", id, c->actor,
 	                     "job %s cancelled by %s (was %s)", id, c->actor, state) != 0)
@@ -679,7 +703,8 @@ static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
 	            " step = CASE WHEN ?5 >= 0 THEN ?5 ELSE step END,"
 	            " restarts = CASE WHEN ?6 >= 0 THEN ?6 ELSE restarts END,"
 	            " loss = CASE WHEN ?7 >= 0 THEN ?7 ELSE loss END WHERE id = ?1",
-	            "ssisiid", id, to, c->ts, reason, step, restarts, loss) != SQLITE_DONE)
+	            "ssisiid", id, to, c->ts, reason, step, restarts, loss) != SQLITE_DONE ||
+	    (fsm_job_state_terminal(to) && fsm_ckpt_on_job_end(f, id) != 0))
 		return NULL;
 	if (fsm_event_append(f, c->ts, "job.state", id, c->actor, "job %s %s -> %s%s%s", id, from,
 	                     to, reason ? ": " : "", reason ? reason : "") != 0)
@@ -846,6 +871,7 @@ static const struct {
     {"build_max_bytes", 1, 1LL << 32},
     {"blob_store_max_bytes", 1, 1LL << 36},
     {"embargo_max_days", 1, FSM_EMBARGO_MAX_DAYS},
+    {"checkpoint_job_max_bytes", 1, 1LL << 36},
 };
 
 static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
@@ -898,6 +924,9 @@ static const struct {
     {"job.restart", fsm_op_job_restart},
     {"job.finish", fsm_op_job_finish},
     {"job.note", fsm_op_job_note},
+    {"checkpoint.shard", fsm_op_checkpoint_shard},
+    {"checkpoint.chunk", fsm_op_checkpoint_chunk},
+    {"checkpoint.commit", fsm_op_checkpoint_commit},
     {"build.create", fsm_op_build_create},
     {"build.chunk", fsm_op_build_chunk},
     {"build.commit", fsm_op_build_commit},

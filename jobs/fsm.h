@@ -36,6 +36,8 @@
 #define FSM_CHUNK_MAX (512u * 1024)
 #define FSM_BUILD_MAX_DEFAULT (256LL << 20)
 #define FSM_BLOB_STORE_MAX_DEFAULT (1LL << 30)
+/* The shards of one job's checkpoints hold at most checkpoint_job_max_bytes (fsm_ckpt.c). */
+#define FSM_CKPT_JOB_MAX_DEFAULT (256LL << 20)
 /* An embargo lasts at most 14 days (the linux-distros rule); setting embargo_max_days may
  * lower it. */
 #define FSM_EMBARGO_MAX_DAYS 14
@@ -166,6 +168,21 @@ int fsm_blob_read(struct fsm *f, const char *owner_kind, const char *owner_id, u
 /* Whether a rollout assigns build version to node: such a node may download the build while
  * its advisory is embargoed. Rollouts are not recorded yet, so this is 0 for now. */
 int fsm_build_assigned_to_node(struct fsm *f, const char *version, const char *node);
+
+/* ---- checkpoints of the "controller" store (fsm_ckpt.c) ---- */
+/* [{"step","world","generation","shards" (stored),"bytes","complete","ts_ms"}...] by step. */
+json_t *fsm_checkpoints_list(struct fsm *f, const char *job, struct yard_err *err);
+/* Step of the job's newest complete checkpoint, -1 when none. */
+int64_t fsm_checkpoint_newest(struct fsm *f, const char *job);
+/* The step the ranks of job's generation restore (named by its job.assign), -1 when none. */
+int64_t fsm_checkpoint_restore_step(struct fsm *f, const char *job, int64_t generation);
+/* Size and sha256 of a stored shard of a complete checkpoint; YARD_ENOTFOUND otherwise. */
+int fsm_checkpoint_shard_info(struct fsm *f, const char *job, int64_t step, int64_t rank,
+                              int64_t *size, char sha256[SHA256_HEX_LEN + 1],
+                              struct yard_err *err);
+/* A shard's bytes (malloc'd, caller frees). */
+int fsm_checkpoint_shard_read(struct fsm *f, const char *job, int64_t step, int64_t rank,
+                              unsigned char **data, size_t *len, struct yard_err *err);
 
 /* ---- advisories and embargo rules (fsm_advisory.c) ---- */
 /* [{"id","title","cve","severity","state","embargo_start_ms","embargo_until_ms",

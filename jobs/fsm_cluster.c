@@ -408,18 +408,19 @@ static void placement_summary(const json_t *ranks, char *out, size_t out_len)
 
 json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id", "generation", "ranks", "note", NULL};
+	static const char *const keys[] = {"id", "generation", "ranks", "note", "restore_step", NULL};
 	static const char *const slot_keys[] = {"node", "device", NULL};
 	struct yard_err e = {0};
 	const char *id = NULL, *note = "";
-	int64_t generation = 0;
+	int64_t generation = 0, restore_step = -1;
 	struct job_row row;
 	json_t *r, *ranks, *slot;
 	size_t i;
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "generation", 1, 1, INT32_MAX, &generation, &e) != 0 ||
-	    jsonx_get_string(c->args, "", "note", 0, 200, &note, &e) != 0)
+	    jsonx_get_string(c->args, "", "note", 0, 200, &note, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "restore_step", 0, -1, INT64_MAX / 2, &restore_step, &e) != 0)
 		return fsm_res_from_err(&e);
 	ranks = json_object_get(c->args, "ranks");
 	if (!json_is_array(ranks) || json_array_size(ranks) == 0 || json_array_size(ranks) > 65536)
@@ -472,6 +473,8 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 			return fsm_res_err(409, "ranks", "%s: %s:%lld is held by running job %s",
 			                   prefix, node, (long long)device, holder);
 	}
+	if ((r = fsm_ckpt_on_assign(f, id, generation, restore_step)) != NULL)
+		return r;
 	if (fsm_run(f, "DELETE FROM assignments WHERE job = ?1", "s", id) != SQLITE_DONE)
 		return NULL;
 	json_array_foreach(ranks, i, slot)
@@ -545,7 +548,8 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 	            " step = CASE WHEN ?6 >= 0 THEN ?6 ELSE step END,"
 	            " loss = CASE WHEN ?7 > -1e300 THEN ?7 ELSE loss END WHERE id = ?1",
 	            "ssisiid", id, give_up ? "failed" : "restarting", c->ts, reason,
-	            (int64_t)(give_up || drain ? 0 : 1), step, loss) != SQLITE_DONE)
+	            (int64_t)(give_up || drain ? 0 : 1), step, loss) != SQLITE_DONE ||
+	    (give_up && fsm_ckpt_on_job_end(f, id) != 0))
 		return NULL;
 	int rc =
 	    drain ? fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
@@ -595,7 +599,8 @@ json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
 	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4,"
 	            " step = CASE WHEN ?5 >= 0 THEN ?5 ELSE step END,"
 	            " loss = CASE WHEN ?6 > -1e300 THEN ?6 ELSE loss END WHERE id = ?1",
-	            "ssisid", id, to, c->ts, reason, step, loss) != SQLITE_DONE)
+	            "ssisid", id, to, c->ts, reason, step, loss) != SQLITE_DONE ||
+	    fsm_ckpt_on_job_end(f, id) != 0)
 		return NULL;
 	char type[32];
 	snprintf(type, sizeof type, "job.%s", to);

@@ -77,6 +77,16 @@ json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_build_chunk(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_build_commit(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_build_delete(struct fsm *f, const struct fsm_cmd *c);
+/* fsm_ckpt.c: checkpoint.shard (declare), checkpoint.chunk, checkpoint.commit; and what a
+ * placement does to checkpoints: checks restore_step (-1: none) is complete, records it for
+ * the generation, drops the job's incomplete checkpoints. NULL or an error result. */
+json_t *fsm_op_checkpoint_shard(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_checkpoint_chunk(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_checkpoint_commit(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_ckpt_on_assign(struct fsm *f, const char *job, int64_t generation,
+                           int64_t restore_step);
+/* A job reached a terminal state: drops its incomplete checkpoints (0 or YARD_EINTERNAL). */
+int fsm_ckpt_on_job_end(struct fsm *f, const char *job);
 /* fsm_advisory.c: advisory.create, .embargo, .share, .publish, and audit.read (an
  * embargoed read, recorded as an event). */
 json_t *fsm_op_advisory_create(struct fsm *f, const struct fsm_cmd *c);

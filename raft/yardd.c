@@ -47,6 +47,7 @@ static struct {
 	int bootstrap_in_flight;
 	int exit_code;
 	int embargo_max_days; /* --embargo-max-days, 0 when not given */
+	int64_t checkpoint_quota_mb; /* --checkpoint-quota-mb, 0 when not given */
 } yd;
 
 static void usage(FILE *out)
@@ -60,7 +61,7 @@ static void usage(FILE *out)
 	    "             [--snapshot-trailing N] [--min-free-mb N] [--raft-batch-max 64]\n"
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
-	    "             [--checkpoint-dir DIR (default DATA_DIR/../checkpoints)]\n"
+	    "             [--checkpoint-quota-mb 256 (checkpoint bytes one job may store)]\n"
 	    "             [--log-rank-bytes N (rank output kept per rank, default 1 MiB)]\n"
 	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
@@ -285,6 +286,13 @@ static void on_leader_up(struct consensus *c, void *data)
 		    "config.set",
 		    json_pack("{s:s,s:i}", "key", "embargo_max_days", "value", yd.embargo_max_days),
 		    NULL, "embargo_max_days");
+	if (yd.checkpoint_quota_mb > 0 &&
+	    fsm_config_get(&yd.fsm, "checkpoint_job_max_bytes", FSM_CKPT_JOB_MAX_DEFAULT) !=
+	        yd.checkpoint_quota_mb << 20)
+		submit_bootstrap("config.set",
+		                 json_pack("{s:s,s:I}", "key", "checkpoint_job_max_bytes", "value",
+		                           (json_int_t)(yd.checkpoint_quota_mb << 20)),
+		                 NULL, "checkpoint_job_max_bytes");
 	for (int i = 0; i < yd.n_members; i++) {
 		char url[256], rid[40];
 		if (fsm_member_api_url(&yd.fsm, yd.members[i].id, url, sizeof url) == 0)
@@ -296,23 +304,6 @@ static void on_leader_up(struct consensus *c, void *data)
 		                           yd.members[i].api_url, "role", "voter"),
 		                 rid, "member table");
 	}
-}
-
-/* The "controller" checkpoint store until upload through raft exists: DATA_DIR/../checkpoints,
- * absolute, so that every agent on this machine (or a shared filesystem) sees the same path. */
-static int default_checkpoint_dir(struct yard_err *err)
-{
-	char real[PATH_MAX];
-	if (realpath(yd.data_dir, real) == NULL)
-		return yard_err_set(err, YARD_EIO, "data dir %s: %s", yd.data_dir, strerror(errno));
-	char *slash = strrchr(real, '/');
-	if (slash != NULL && slash != real)
-		*slash = '\0';
-	else
-		snprintf(real, sizeof real, "/");
-	snprintf(yd.sched_cfg.checkpoint_dir, sizeof yd.sched_cfg.checkpoint_dir, "%s/checkpoints",
-	         strcmp(real, "/") == 0 ? "" : real);
-	return 0;
 }
 
 /* ---- shutdown ---- */
@@ -357,7 +348,7 @@ int main(int argc, char **argv)
 	    {"node-suspect-ms", required_argument, NULL, 'U'},
 	    {"node-down-ms", required_argument, NULL, 'D'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
-	    {"checkpoint-dir", required_argument, NULL, 'C'},
+	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
 	    {"log-rank-bytes", required_argument, NULL, 'L'},
 	    {"log-total-bytes", required_argument, NULL, 'G'},
 	    {"dev", no_argument, NULL, 'V'},
@@ -376,7 +367,6 @@ int main(int argc, char **argv)
 
 	consensus_config_defaults(&cfg);
 	sched_config_defaults(&yd.sched_cfg);
-	yd.sched_cfg.checkpoint_dir[0] = '\0';
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		char *end = NULL;
 		unsigned long long v = optarg ? strtoull(optarg, &end, 10) : 0;
@@ -472,15 +462,14 @@ int main(int argc, char **argv)
 				yd.sched_cfg.log_total_max_bytes = (size_t)v;
 			break;
 		case 'C':
-			if (optarg[0] != '/' ||
-			    strlen(optarg) >= sizeof yd.sched_cfg.checkpoint_dir - 64) {
+			if (!numeric_ok || v < 1 || v > (1LL << 16)) {
 				fprintf(stderr,
-				        "yardd: --checkpoint-dir: '%s' must be an absolute path\n",
+				        "yardd: --checkpoint-quota-mb: '%s' is not 1..65536 (MiB of"
+				        " checkpoint shards one job may store)\n",
 				        optarg);
 				return 2;
 			}
-			snprintf(yd.sched_cfg.checkpoint_dir, sizeof yd.sched_cfg.checkpoint_dir,
-			         "%s", optarg);
+			yd.checkpoint_quota_mb = v;
 			break;
 		case 'V':
 			dev_mode = 1;
@@ -581,10 +570,6 @@ int main(int argc, char **argv)
 	}
 	uv_loop_init(&yd.loop);
 	if (fsm_init(&yd.fsm, &err) != 0) {
-		log_error("%s", err.msg);
-		return 1;
-	}
-	if (yd.sched_cfg.checkpoint_dir[0] == '\0' && default_checkpoint_dir(&err) != 0) {
 		log_error("%s", err.msg);
 		return 1;
 	}

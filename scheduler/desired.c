@@ -5,13 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void desired_ckpt_dir(const char *store, const char *controller_dir, const char *job, char *out,
-                      size_t out_len)
+int desired_ckpt_dir(const char *store, const char *job, char *out, size_t out_len)
 {
-	if (store != NULL && strncmp(store, "dir:", 4) == 0)
-		snprintf(out, out_len, "%s/%s", store + 4, job);
-	else
-		snprintf(out, out_len, "%s/%s", controller_dir, job);
+	if (store == NULL || strncmp(store, "dir:", 4) != 0)
+		return -1;
+	snprintf(out, out_len, "%s/%s", store + 4, job);
+	return 0;
 }
 
 static void set_str(json_t *env, const char *key, const char *value)
@@ -43,7 +42,7 @@ static int list_append(char **list, size_t *len, size_t *cap, const char *item)
 }
 
 json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes, int rank,
-                     const char *controller_ckpt_dir)
+                     int64_t restore_step)
 {
 	const char *job_id = json_string_value(json_object_get(job, "id"));
 	const json_t *spec = json_object_get(job, "spec");
@@ -131,10 +130,12 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 	if (cuda)
 		set_int(env, "CUDA_VISIBLE_DEVICES", my_device);
 	char ckpt[1024];
-	desired_ckpt_dir(
-	    json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "store")),
-	    controller_ckpt_dir, job_id, ckpt, sizeof ckpt);
-	set_str(env, "YARD_CKPT_DIR", ckpt);
+	int controller_store =
+	    desired_ckpt_dir(
+	        json_string_value(json_object_get(json_object_get(spec, "checkpoint"), "store")),
+	        job_id, ckpt, sizeof ckpt) != 0;
+	if (!controller_store)
+		set_str(env, "YARD_CKPT_DIR", ckpt);
 	if (generation > 1)
 		set_str(env, "YARD_RESUME", "1");
 	free(peers);
@@ -143,8 +144,13 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 	const json_t *command = json_object_get(spec, "command");
 	json_t *argv =
 	    json_is_array(command) ? json_deep_copy(command) : json_pack("[s]", "yard-worker");
-	return json_pack("{s:s,s:i,s:I,s:i,s:i,s:s,s:o,s:o,s:O}", "job", job_id, "rank", rank,
-	                 "generation", generation, "world_size", world, "device", my_device, "kind",
-	                 json_is_array(command) ? "command" : "trainer", "env", env, "argv", argv,
-	                 "spec", spec);
+	json_t *entry = json_pack(
+	    "{s:s,s:i,s:I,s:i,s:i,s:s,s:o,s:o,s:O}", "job", job_id, "rank", rank, "generation",
+	    generation, "world_size", world, "device", my_device, "kind",
+	    json_is_array(command) ? "command" : "trainer", "env", env, "argv", argv, "spec", spec);
+	if (entry != NULL && controller_store)
+		json_object_set_new(entry, "checkpoint",
+		                    json_pack("{s:s,s:I}", "store", "controller", "restore_step",
+		                              (json_int_t)restore_step));
+	return entry;
 }

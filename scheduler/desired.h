@@ -11,18 +11,23 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
-/* The checkpoint directory of a job: store "dir:/p" → /p/JOB; "controller" →
- * controller_dir/JOB (a directory every node shares; see README's known limitations). */
-void desired_ckpt_dir(const char *store, const char *controller_dir, const char *job, char *out,
-                      size_t out_len);
+/* The checkpoint directory of a job whose store is "dir:/p": /p/JOB. Returns 0, or -1 for
+ * the "controller" store, whose directory is node-local (the agent's data dir) and whose
+ * checkpoints are the controller's records (jobs/fsm_ckpt.c). */
+int desired_ckpt_dir(const char *store, const char *job, char *out, size_t out_len);
 
 /* One desired entry for `rank` of `job` (a job object as fsm_job_get returns it, with its
  * "spec" and "generation"). slots: the job's slots, slots[r] = {"node","device"} for every
  * rank r in order. nodes: {"node-id": {"host","port_base","devices"}...} for at least the
- * nodes in slots. Returns a new object {"job","rank","generation","world_size","device",
- * "kind","env","argv","spec"} or NULL when the rows are inconsistent. */
+ * nodes in slots. restore_step: for the "controller" store, the complete checkpoint this
+ * generation restores (-1: none). Returns a new object {"job","rank","generation",
+ * "world_size","device","kind","env","argv","spec"} plus, for the controller store,
+ * "checkpoint": {"store": "controller", "restore_step"} (the agent then sets YARD_CKPT_DIR
+ * and, with YARD_RESUME=1, downloads the shards first), or NULL when the rows are
+ * inconsistent. */
 json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes, int rank,
-                     const char *controller_ckpt_dir);
+                     int64_t restore_step);
 
 #endif

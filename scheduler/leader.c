@@ -122,7 +122,6 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->restart_backoff_max_ms = 30000;
 	cfg->stop_wait_ms = 10000;
 	cfg->reserve_after_ms = 60000;
-	snprintf(cfg->checkpoint_dir, sizeof cfg->checkpoint_dir, "checkpoints");
 	cfg->log_rank_max_bytes = 1 << 20;
 	cfg->log_total_max_bytes = 64 << 20;
 }
@@ -813,22 +812,27 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			                                       pn[q[k].slots[r].node].id, "device",
 			                                       q[k].slots[r].device));
 		char note_text[200] = "";
+		int64_t restore_step = -1;
 		if (strcmp(j->state, "restarting") == 0) {
 			char dir[1100];
-			desired_ckpt_dir(j->store, s->cfg.checkpoint_dir, j->id, dir, sizeof dir);
-			int64_t step = newest_checkpoint(dir);
+			int controller = desired_ckpt_dir(j->store, j->id, dir, sizeof dir) != 0;
+			int64_t step = controller ? fsm_checkpoint_newest(s->fsm, j->id)
+			                          : newest_checkpoint(dir);
+			if (controller)
+				restore_step = step;
 			if (step >= 0)
 				snprintf(note_text, sizeof note_text,
-				         "restoring from checkpoint step %lld", (long long)step);
+				         "restoring from checkpoint step %lld%s", (long long)step,
+				         controller ? " (controller store)" : "");
 			else
 				snprintf(note_text, sizeof note_text,
 				         "no complete checkpoint: starting from step 0");
 		}
 		j->claim = json_deep_copy(ranks);
 		propose_job(s, j, "job.assign",
-		            json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
+		            json_pack("{s:s,s:I,s:o,s:s,s:I}", "id", j->id, "generation",
 		                      (json_int_t)j->generation + 1, "ranks", ranks, "note",
-		                      note_text));
+		                      note_text, "restore_step", (json_int_t)restore_step));
 	}
 out:
 	for (int k = 0; k < n_q; k++)
@@ -1425,9 +1429,11 @@ static json_t *desired_for(struct sched *s, const char *node)
 					json_object_set_new(nodes_by_id, peer, n);
 			}
 		}
-		json_t *entry = desired_rank(job, json_object_get(job, "layout"), nodes_by_id,
-		                             (int)json_integer_value(json_object_get(v, "rank")),
-		                             s->cfg.checkpoint_dir);
+		json_t *entry = desired_rank(
+		    job, json_object_get(job, "layout"), nodes_by_id,
+		    (int)json_integer_value(json_object_get(v, "rank")),
+		    fsm_checkpoint_restore_step(
+		        s->fsm, job_id, json_integer_value(json_object_get(job, "generation"))));
 		if (entry != NULL)
 			json_array_append_new(desired, entry);
 	}

@@ -649,6 +649,17 @@ const struct route api_routes[] = {
     {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel},
     {"GET", "/v1/jobs/*/metrics", ROLES_JOBS, ROUTE_READ, h_jobs_metrics},
     {"GET", "/v1/jobs/*/logs", ROLES_JOBS, ROUTE_READ, h_jobs_logs},
+    /* checkpoints of the "controller" store (api_ckpt.c): a node uploads the shards of the
+     * ranks it runs (the state machine checks which) */
+    {"GET", "/v1/jobs/*/checkpoints", ROLES_JOBS, ROUTE_READ, h_checkpoints_list},
+    {"POST", "/v1/jobs/*/checkpoints/*/shards/*", ROLE_NODE, ROUTE_WRITE,
+     h_checkpoint_shard_declare},
+    {"PUT", "/v1/jobs/*/checkpoints/*/shards/*/chunks/*", ROLE_NODE, ROUTE_WRITE,
+     h_checkpoint_shard_chunk},
+    {"POST", "/v1/jobs/*/checkpoints/*/shards/*/commit", ROLE_NODE, ROUTE_WRITE,
+     h_checkpoint_shard_commit},
+    {"GET", "/v1/jobs/*/checkpoints/*/shards/*", ROLES_JOBS | ROLE_NODE, ROUTE_READ,
+     h_checkpoint_shard_get},
     {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events},
     {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create},
     {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list},

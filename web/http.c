@@ -277,7 +277,7 @@ static void barrier_done(void *data, int status, const char *msg)
 
 /* ---- the gate ---- */
 
-static int segment_match(const char *pattern, const char *path, size_t path_len, char params[2][72])
+static int segment_match(const char *pattern, const char *path, size_t path_len, char params[4][72])
 {
 	size_t pi = 0, si = 0;
 	int np = 0;
@@ -287,7 +287,7 @@ static int segment_match(const char *pattern, const char *path, size_t path_len,
 			size_t start = si;
 			while (si < path_len && path[si] != '/')
 				si++;
-			if (si == start || si - start >= 72 || np >= 2)
+			if (si == start || si - start >= 72 || np >= 4)
 				return 0;
 			memcpy(params[np], path + start, si - start);
 			params[np][si - start] = '\0';
@@ -402,7 +402,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 	h2o_iovec_t path = req->path_normalized;
 	int path_found = 0;
 	for (int i = 0; i < api_routes_count; i++) {
-		char params[2][72];
+		char params[4][72];
 		if (!segment_match(api_routes[i].pattern, path.base, path.len, params))
 			continue;
 		path_found = 1;

@@ -72,7 +72,7 @@ struct call {
 	const struct route *route;
 	char actor[FSM_NAME_MAX + 1];
 	char role[16];
-	char params[2][72]; /* path wildcards, in order */
+	char params[4][72]; /* path wildcards, in order */
 	int stale;
 	uint64_t start_ns;
 	char request_id[FSM_REQUEST_ID_MAX + 1];
@@ -133,6 +133,13 @@ void h_advisories_publish(struct call *call);
 void h_audit(struct call *call);
 void h_events_verify(struct call *call);
 void h_database(struct call *call);
+
+/* api_ckpt.c: checkpoints of the "controller" store. */
+void h_checkpoints_list(struct call *call);
+void h_checkpoint_shard_declare(struct call *call);
+void h_checkpoint_shard_chunk(struct call *call);
+void h_checkpoint_shard_commit(struct call *call);
+void h_checkpoint_shard_get(struct call *call);
 
 char *metrics_render(struct http_server *s, size_t *len);
 

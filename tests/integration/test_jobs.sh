@@ -23,9 +23,9 @@ get 1 "/v1/jobs/$ENVJOB"
 layout=$(jget "$BODY" '" ".join("%d:%s:%d" % (s["rank"], s["node"], s["device"]) for s in d["layout"])')
 note "layout: $layout"
 [ "$(jget "$BODY" 'd["spec"]["failure"]["hang_timeout_s"]')" = 60 ] || fail "spec not normalized: $BODY"
-python3 - "$T/env" "$ENVJOB" "$layout" "node-a=${APORT[node-a]},node-b=${APORT[node-b]}" "$T/checkpoints/$ENVJOB" <<'PY' || fail "rank environments are inconsistent"
+python3 - "$T/env" "$ENVJOB" "$layout" "node-a=${APORT[node-a]},node-b=${APORT[node-b]}" "$T" <<'PY' || fail "rank environments are inconsistent"
 import os, sys
-envdir, job, layout, ckpt = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5]
+envdir, job, layout, top = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5]
 port_base = {k: int(v) for k, v in (kv.split("=") for kv in sys.argv[4].split(","))}
 slots = [tuple(x.split(":")) for x in layout.split()]
 assert len(slots) == 6, slots
@@ -43,7 +43,9 @@ for r, node, dev in slots:
             "LOCAL_WORLD_SIZE": str(len(same)), "NODE_RANK": str(nodes.index(node)),
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port_base[slots[0][1]] + int(slots[0][2])),
             "YARD_RANK": r, "YARD_WORLD_SIZE": "6", "YARD_PEERS": peers, "YARD_HOSTS": hosts,
-            "YARD_CKPT_DIR": ckpt, "YARD_RESUME": "0"}
+            # the controller store: a directory in the node's own agent data dir
+            "YARD_CKPT_DIR": os.path.join(os.path.realpath(top), "agent-" + node, "checkpoints", job),
+            "YARD_RESUME": "0"}
     for k, v in want.items():
         if env.get(k) != v:
             sys.exit("rank %s: %s=%s, want %s" % (r, k, env.get(k), v))
@@ -92,7 +94,7 @@ wait_until 10 sh -c "! ls '$T/pids' | grep -q '^$FJ\.1\.2$' || ! kill -0 \$(cat 
 	fail "the surviving rank of the failed job was not stopped"
 
 # ---- 5. a hung rank (reports steps, then stops): detected and restarted ----
-submit 1 "{\"name\":\"hang\",\"ranks\":2,$(cmd train 12 0.1 1),\"failure\":{\"hang_timeout_s\":2,\"max_restarts\":2}}"
+submit 1 "{\"name\":\"hang\",\"ranks\":2,$(cmd train 12 0.1 1),\"checkpoint\":{\"store\":\"dir:$T/ckpt\"},\"failure\":{\"hang_timeout_s\":2,\"max_restarts\":2}}"
 HJ=$JOB
 wait_until 40 job_state_is 1 "$HJ" succeeded || fail "hang job: $(events_of 1 "$HJ")"
 has_event 1 "$HJ" "job.restarting: .*rank 1 on node node-.* made no step progress for" || fail "hang not detected: $(events_of 1 "$HJ")"

@@ -94,7 +94,6 @@ static struct world *world_new(void)
 	w->wall = 1763740000000LL;
 	sched_config_defaults(&cfg);
 	cfg.tick_ms = 0;
-	snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "/shared/ckpt");
 	struct sched_io io = {.data = w,
 	                      .propose = fake_propose,
 	                      .is_ready = fake_ready,
@@ -240,7 +239,11 @@ static void test_gang_placement_env_and_success(void **state)
 	                    "10.0.0.2:29600,10.0.0.2:29601");
 	assert_string_equal(env_of(db, 1, "YARD_HOSTS"),
 	                    "node-a,node-a,node-a,node-a,node-b,node-b");
-	assert_string_equal(env_of(db, 1, "YARD_CKPT_DIR"), "/shared/ckpt/j-000001");
+	/* the controller store: the agent picks the node-local directory */
+	assert_null(env_of(db, 1, "YARD_CKPT_DIR"));
+	json_t *ck = json_object_get(json_array_get(db, 1), "checkpoint");
+	assert_string_equal(json_string_value(json_object_get(ck, "store")), "controller");
+	assert_int_equal(json_integer_value(json_object_get(ck, "restore_step")), -1);
 	assert_string_equal(env_of(db, 1, "A"), "1");
 	assert_null(env_of(db, 1, "YARD_RESUME"));
 	json_decref(da);
