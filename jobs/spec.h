@@ -75,6 +75,7 @@ struct jobspec_failure {
 
 struct jobspec_debug {
 	int slow_rank;           /* -1 = none: test hook, slows that rank's compute */
+	char slow_node[JOBSPEC_NAME_MAX + 1]; /* "" = none: slows every rank placed on that node */
 	double slow_factor;
 	int hang_rank;           /* -1 = none */
 	int64_t hang_at_step;

@@ -4,6 +4,7 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/place.c scheduler/place.h \
 	scheduler/queue.c scheduler/queue.h \
 	scheduler/desired.c scheduler/desired.h \
+	scheduler/straggler.c scheduler/straggler.h \
 	scheduler/leader.c scheduler/leader.h
 scheduler_libsched_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
@@ -21,3 +22,9 @@ tests_unit_test_planner_SOURCES = tests/unit/test_planner.c
 tests_unit_test_planner_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_planner_LDADD = scheduler/libplanner.a common/libcommon.a $(CMOCKA_LIBS) -lm
 TESTS += tests/unit/test_planner
+
+check_PROGRAMS += tests/unit/test_straggler
+tests_unit_test_straggler_SOURCES = tests/unit/test_straggler.c
+tests_unit_test_straggler_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_straggler_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS) -lm
+TESTS += tests/unit/test_straggler
