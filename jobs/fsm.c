@@ -708,6 +708,7 @@ static const struct {
     {"node.cordon", fsm_op_node_cordon},
     {"job.assign", fsm_op_job_assign},
     {"job.restart", fsm_op_job_restart},
+    {"job.replace", fsm_op_job_replace},
     {"job.finish", fsm_op_job_finish},
     {"job.note", fsm_op_job_note},
 };
