@@ -1269,6 +1269,11 @@ void sched_overlay_job(struct sched *s, json_t *job)
 				continue;
 			json_t *copy = json_deep_copy(r);
 			int64_t rank = json_integer_value(json_object_get(r, "rank"));
+			json_t *windows = json_object_get(copy, "windows");
+			json_t *last = json_array_get(windows, json_array_size(windows) - 1);
+			if (last != NULL)
+				json_object_set(copy, "window_compute_ms",
+				                json_object_get(last, "compute_ms"));
 			json_object_del(copy, "job");
 			json_object_del(copy, "windows");
 			json_object_set_new(copy, "node", json_string(s->nodes[k].id));
