@@ -422,6 +422,22 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	return fsm_job_result(f, id, 200);
 }
 
+/* Reads the job into row; NULL when it is running at generation, else the error result (404,
+ * or 409 naming its state and generation: a decision about an older phase). */
+static json_t *job_running_at(struct fsm *f, const char *id, int64_t generation,
+                              struct job_row *row)
+{
+	json_t *r = job_row_read(f, id, row);
+	if (r != NULL)
+		return r;
+	if (strcmp(row->state, "running") != 0 || row->generation != generation)
+		return fsm_res_err(
+		    409, "generation",
+		    "job %s is %s at generation %lld, not running at generation %lld", id,
+		    row->state, (long long)row->generation, (long long)generation);
+	return NULL;
+}
+
 /* Reads the optional step/loss progress fields common to restart and finish. */
 static json_t *progress_args(const json_t *args, int64_t *step, double *loss)
 {
@@ -450,13 +466,8 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_from_err(&e);
 	if ((r = progress_args(c->args, &step, &loss)) != NULL)
 		return r;
-	if ((r = job_row_read(f, id, &row)) != NULL)
+	if ((r = job_running_at(f, id, generation, &row)) != NULL)
 		return r;
-	if (strcmp(row.state, "running") != 0 || row.generation != generation)
-		return fsm_res_err(
-		    409, "generation",
-		    "job %s is %s at generation %lld, not running at generation %lld", id,
-		    row.state, (long long)row.generation, (long long)generation);
 	int give_up = row.restarts >= max_restarts;
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4, noted = ',',"
@@ -601,13 +612,8 @@ json_t *fsm_op_job_replace(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "reason", 1, 256, &reason, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "max_replacements", 1, 0, 1000, &max_replacements, &e) != 0)
 		return fsm_res_from_err(&e);
-	if ((r = job_row_read(f, id, &row)) != NULL)
+	if ((r = job_running_at(f, id, generation, &row)) != NULL)
 		return r;
-	if (strcmp(row.state, "running") != 0 || row.generation != generation)
-		return fsm_res_err(
-		    409, "generation",
-		    "job %s is %s at generation %lld, not running at generation %lld", id,
-		    row.state, (long long)row.generation, (long long)generation);
 	sqlite3_stmt *st =
 	    fsm_prepare(f, "SELECT count(*) FROM events WHERE job = ?1 AND type = 'job.replacing'");
 	if (st == NULL)

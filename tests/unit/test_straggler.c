@@ -161,62 +161,48 @@ static double gaussian(void)
 	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
 }
 
-static void test_no_flag_on_noise(void **state)
+/* Flag changes over `windows` windows of dp x pp ranks whose values are 10 ms with Gaussian
+ * noise of relative size `noise`; every busy_every-th window (0: never) the whole machine is
+ * 2x slower for every rank at once. */
+static int changes_on_noise(const struct straggler_params *p, int dp, int pp, int64_t windows,
+                            double noise, int busy_every)
 {
 	struct straggler_detector d;
-	struct straggler_params p = params(0.2, 3);
-	struct straggler_change ch[32];
+	struct straggler_change ch[64];
 	struct yard_err err = {0};
-	(void)state;
-	/* 16 ranks in 2 stages, 20000 windows (200000 steps): every window value is 10 ms with
-	 * 6% Gaussian noise, and every 50th window the whole machine is 2x busier for one
-	 * random rank's neighbours too (shared noise must not flag anyone) */
-	assert_int_equal(straggler_init(&d, &p, 8, 1, 2, &err), 0);
-	double c[16];
+	double c[64];
 	int changes = 0;
-	for (int64_t w = 0; w < 20000; w++) {
-		double machine = w % 50 == 0 ? 2.0 : 1.0;
-		for (int r = 0; r < 16; r++)
-			c[r] = 10 * machine * (1 + 0.06 * gaussian());
-		changes += feed(&d, w, c, ch, 32);
+	assert_int_equal(straggler_init(&d, p, dp, 1, pp, &err), 0);
+	for (int64_t w = 0; w < windows; w++) {
+		double machine = busy_every > 0 && w % busy_every == 0 ? 2.0 : 1.0;
+		for (int r = 0; r < dp * pp; r++) /* times are never negative */
+			c[r] = fmax(0.1, 10 * machine * (1 + noise * gaussian()));
+		changes += feed(&d, w, c, ch, 64);
 	}
-	assert_int_equal(changes, 0);
-	assert_int_equal(d.windows_judged, 20000);
+	assert_int_equal(d.windows_judged, windows);
 	straggler_free(&d);
+	return changes;
+}
+
+static void test_no_flag_on_noise(void **state)
+{
+	struct straggler_params p = params(0.2, 3);
+	(void)state;
+	/* 16 ranks in 2 stages, 20000 windows (200000 steps) with 6% noise, and every 50th
+	 * window the machine 2x busier for everyone (shared slowness flags no one) */
+	assert_int_equal(changes_on_noise(&p, 8, 2, 20000, 0.06, 50), 0);
 }
 
 static void test_noisy_stage_needs_mad(void **state)
 {
-	struct straggler_detector d;
-	struct straggler_params p = params(0.2, 3);
-	struct straggler_change ch[32];
-	struct yard_err err = {0};
+	struct straggler_params p = params(0.2, 3), no_mad = params(0.2, 3);
 	(void)state;
 	/* A stage whose ranks are all very noisy (30%): exceeding the median by 20% happens
 	 * often by chance; the MAD condition keeps it from being a straggler. Without it (a
-	 * pure threshold rule) this run flags ranks. */
-	assert_int_equal(straggler_init(&d, &p, 8, 1, 1, &err), 0);
-	double c[8];
-	int changes = 0;
-	for (int64_t w = 0; w < 5000; w++) {
-		for (int r = 0; r < 8; r++)
-			c[r] = 10 * (1 + 0.3 * gaussian());
-		changes += feed(&d, w, c, ch, 32);
-	}
-	assert_int_equal(changes, 0);
-	straggler_free(&d);
-
-	struct straggler_params no_mad = params(0.2, 3);
+	 * pure threshold rule) the same kind of run flags ranks. */
+	assert_int_equal(changes_on_noise(&p, 8, 1, 5000, 0.3, 0), 0);
 	no_mad.mad_z = 1e-9;
-	assert_int_equal(straggler_init(&d, &no_mad, 8, 1, 1, &err), 0);
-	changes = 0;
-	for (int64_t w = 0; w < 5000; w++) {
-		for (int r = 0; r < 8; r++)
-			c[r] = 10 * (1 + 0.3 * gaussian());
-		changes += feed(&d, w, c, ch, 32);
-	}
-	assert_true(changes > 0);
-	straggler_free(&d);
+	assert_true(changes_on_noise(&no_mad, 8, 1, 5000, 0.3, 0) > 0);
 }
 
 static void test_slow_rank_found_in_noise(void **state)
