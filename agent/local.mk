@@ -8,3 +8,11 @@ yard_agent_LDADD = common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) $(CURL_LIBS)
 # yard-report: a command job's way to report steps to its agent (agent/report.c).
 bin_PROGRAMS += yard-report
 yard_report_SOURCES = agent/report.c
+
+# the agent's per-step metrics and window summaries, with a real rank table
+check_PROGRAMS += tests/unit/test_agent_metrics
+tests_unit_test_agent_metrics_SOURCES = tests/unit/test_agent_metrics.c agent/metrics.c \
+	agent/ranks.c agent/shim.c
+tests_unit_test_agent_metrics_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_agent_metrics_LDADD = common/libcommon.a $(CMOCKA_LIBS) $(UV_LIBS) $(JANSSON_LIBS)
+TESTS += tests/unit/test_agent_metrics
