@@ -75,6 +75,7 @@ struct soft_job {
 	struct straggler_detector det;
 	struct soft_straggler *flags;
 	int n_flags;
+	struct straggler_change *changes; /* [world]: straggler_judge's output */
 	struct soft_note pending[PENDING_NOTES];
 	int n_pending;
 	int replace_rank;
@@ -231,7 +232,9 @@ static void straggler_reset(struct soft_job *j)
 	if (j->det_ready == 1)
 		straggler_free(&j->det);
 	free(j->flags);
+	free(j->changes);
 	j->flags = NULL;
+	j->changes = NULL;
 	j->det_ready = j->n_flags = j->n_pending = 0;
 	j->replace_rank = -1;
 }
@@ -425,8 +428,13 @@ static void straggler_start(struct soft_job *j)
 		return;
 	}
 	j->flags = calloc((size_t)j->world, sizeof *j->flags);
-	if (j->flags == NULL) {
+	j->changes = calloc((size_t)j->world, sizeof *j->changes);
+	if (j->flags == NULL || j->changes == NULL) {
 		straggler_free(&j->det);
+		free(j->flags);
+		free(j->changes);
+		j->flags = NULL;
+		j->changes = NULL;
 		return;
 	}
 	j->det_ready = 1;
@@ -474,16 +482,15 @@ static const char *layout_node(const json_t *layout, int rank)
  * and (policy "replace") the rank to move. */
 static void straggler_update(struct sched *s, struct soft_job *j, const json_t *layout)
 {
-	struct straggler_change changes[16];
 	if (j->det_ready != 1)
 		return;
 	uint64_t t0 = yard_now_mono_ns();
 	uint64_t judged_before = j->det.windows_judged;
-	int n = straggler_judge(&j->det, changes, (int)YARD_ARRAY_LEN(changes));
+	int n = straggler_judge(&j->det, j->changes, j->world);
 	s->straggler_judge_ns_total += yard_now_mono_ns() - t0;
 	s->straggler_windows_judged_total += j->det.windows_judged - judged_before;
 	for (int k = 0; k < n; k++) {
-		const struct straggler_change *c = &changes[k];
+		const struct straggler_change *c = &j->changes[k];
 		const char *node = layout_node(layout, c->rank);
 		char message[400], key[40];
 		int64_t last_step = (c->window + 1) * j->straggler.window_steps;

@@ -164,7 +164,9 @@ int straggler_judge(struct straggler_detector *d, struct straggler_change *out, 
 		d->windows_skipped += (uint64_t)(reached - STRAGGLER_HISTORY + 1 - d->next_window);
 		d->next_window = reached - STRAGGLER_HISTORY + 1;
 	}
-	for (; d->next_window <= reached; d->next_window++) {
+	/* a window can change every rank's flag: judge one only while out has room for that,
+	 * so that no change is lost (the rest waits for the next call) */
+	for (; d->next_window <= reached && max - nout >= d->world; d->next_window++) {
 		int64_t w = d->next_window;
 		int complete = 1;
 		double unused;

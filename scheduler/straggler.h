@@ -83,8 +83,9 @@ int straggler_stage_of(const struct straggler_detector *d, int rank);
 void straggler_add(struct straggler_detector *d, int rank, int64_t index, int steps,
                    double compute_ms);
 
-/* Judges, oldest first, every window that every rank has reported (skipping those that can
- * no longer complete). Writes at most max flag changes into out and returns how many. */
+/* Judges, oldest first, the windows that every rank has reported (skipping those that can
+ * no longer complete), as long as out has room for a change of every rank: give max >= the
+ * world size, or nothing is judged. Writes the flag changes into out, returns how many. */
 int straggler_judge(struct straggler_detector *d, struct straggler_change *out, int max);
 
 #endif

@@ -287,6 +287,39 @@ static void test_incomplete_and_repeated_windows(void **state)
 	straggler_free(&d);
 }
 
+static void test_no_change_lost_to_a_small_output(void **state)
+{
+	struct straggler_detector d;
+	struct straggler_params p = params(0.2, 1);
+	struct straggler_change ch[4];
+	struct yard_err err = {0};
+	(void)state;
+	/* dp 4, K 1: rank 3 slow in window 0, fine in window 1, slow in window 2: three
+	 * changes, reported before any later window is judged */
+	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
+	double v[3][4] = {{10, 10, 10, 20}, {10, 10, 10, 10}, {10, 10, 10, 20}};
+	for (int64_t w = 0; w < 3; w++)
+		for (int r = 0; r < 4; r++)
+			straggler_add(&d, r, w, 10, v[w][r]);
+	/* room for fewer changes than ranks: nothing is judged */
+	assert_int_equal(straggler_judge(&d, ch, 3), 0);
+	assert_int_equal(d.windows_judged, 0);
+	/* room for one window's worth at a time: every change comes out, in order */
+	int flags[3], n = 0;
+	for (int call = 0; call < 10 && d.windows_judged < 3; call++) {
+		int got = straggler_judge(&d, ch, 4);
+		for (int k = 0; k < got; k++) {
+			assert_int_equal(ch[k].rank, 3);
+			flags[n++] = ch[k].flagged;
+		}
+	}
+	assert_int_equal(n, 3);
+	assert_int_equal(flags[0], 1);
+	assert_int_equal(flags[1], 0);
+	assert_int_equal(flags[2], 1);
+	straggler_free(&d);
+}
+
 static void test_bad_parameters(void **state)
 {
 	struct straggler_detector d;
@@ -314,6 +347,7 @@ int main(void)
 	    cmocka_unit_test(test_slow_rank_found_in_noise),
 	    cmocka_unit_test(test_recovery_after_k_fine_windows),
 	    cmocka_unit_test(test_incomplete_and_repeated_windows),
+	    cmocka_unit_test(test_no_change_lost_to_a_small_output),
 	    cmocka_unit_test(test_bad_parameters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
