@@ -536,8 +536,8 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 	}
 }
 
-/* Proposes the next straggler decision of a running job, if any; 1 when one went out. */
-static int straggler_propose(struct sched *s, struct soft_job *j)
+/* Proposes the next straggler decision of a running job, if any. */
+static void straggler_propose(struct sched *s, struct soft_job *j)
 {
 	if (j->replace_rank >= 0) {
 		const char *node = "?";
@@ -550,17 +550,16 @@ static int straggler_propose(struct sched *s, struct soft_job *j)
 		                      node, "reason", j->replace_reason, "max_replacements",
 		                      j->max_replacements));
 		j->replace_rank = -2;
-		return 1;
+		return;
 	}
 	if (j->n_pending == 0)
-		return 0;
+		return;
 	struct soft_note n = j->pending[0];
 	memmove(&j->pending[0], &j->pending[1], (size_t)(--j->n_pending) * sizeof n);
 	propose_job(s, j, "job.note",
 	            json_pack("{s:s,s:I,s:s,s:s,s:s}", "id", j->id, "generation",
 	                      (json_int_t)j->generation, "type", n.type, "key", n.key, "message",
 	                      n.message));
-	return 1;
 }
 
 /* Looks at every rank of a running job's generation; proposes at most one decision. */
