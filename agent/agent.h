@@ -30,7 +30,7 @@
 /* One completed window of W steps: window index w covers steps w*W+1 .. (w+1)*W. */
 struct agent_window {
 	int64_t index;
-	int steps; /* step reports received in it (W when none was lost) */
+	int steps;                       /* step reports received in it (W when none was lost) */
 	double compute_ms, comm_wait_ms; /* medians over its steps */
 };
 

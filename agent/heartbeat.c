@@ -94,8 +94,7 @@ void heartbeat_reconcile(struct agent *a, const json_t *desired)
 		r = ranks_find(a, job, rank);
 		if (r != NULL) {
 			/* an adopted rank learns its window size here */
-			if (r->generation ==
-			    json_integer_value(json_object_get(d, "generation")))
+			if (r->generation == json_integer_value(json_object_get(d, "generation")))
 				metrics_set_window(r, json_object_get(d, "spec"));
 			continue;
 		}

@@ -332,9 +332,9 @@ static int parse_failure(const json_t *o, struct jobspec_failure *f, struct yard
 
 static int parse_debug(const json_t *o, struct jobspec_debug *d, struct yard_err *err)
 {
-	static const char *const keys[] = {
-	    "slow_rank",  "slow_node",     "slow_factor", "block_ms", "hang_rank",
-	    "hang_at_step", "crash_rank", "crash_at_step", NULL};
+	static const char *const keys[] = {"slow_rank",  "slow_node",     "slow_factor",
+	                                   "block_ms",   "hang_rank",     "hang_at_step",
+	                                   "crash_rank", "crash_at_step", NULL};
 	const char *p = "debug", *slow_node = NULL;
 	int rc;
 	if ((rc = jsonx_only_keys(o, p, keys, err)) ||
@@ -746,7 +746,8 @@ json_t *jobspec_to_json(const struct jobspec *s)
 	                              d->crash_rank, "crash_at_step",
 	                              (json_int_t)d->crash_at_step));
 	if (d->block_ms > 0)
-		json_object_set_new(json_object_get(o, "debug"), "block_ms", json_real(d->block_ms));
+		json_object_set_new(json_object_get(o, "debug"), "block_ms",
+		                    json_real(d->block_ms));
 	if (d->slow_node[0] != '\0')
 		json_object_set_new(json_object_get(o, "debug"), "slow_node",
 		                    json_string(d->slow_node));
