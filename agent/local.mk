@@ -1,7 +1,8 @@
 # agent/: yard-agent, the node daemon (register, heartbeat, run and watch ranks).
 bin_PROGRAMS += yard-agent
 yard_agent_SOURCES = agent/agent.h agent/main.c agent/client.c agent/ranks.c \
-	agent/heartbeat.c agent/metrics.c agent/shim.c
+	agent/heartbeat.c agent/metrics.c agent/shim.c \
+	agent/ranklog.c agent/ranklog.h
 yard_agent_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)
 yard_agent_LDADD = common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) $(CURL_LIBS)
 
@@ -12,7 +13,13 @@ yard_report_SOURCES = agent/report.c
 # the agent's per-step metrics and window summaries, with a real rank table
 check_PROGRAMS += tests/unit/test_agent_metrics
 tests_unit_test_agent_metrics_SOURCES = tests/unit/test_agent_metrics.c agent/metrics.c \
+	agent/ranklog.c agent/ranklog.h \
 	agent/ranks.c agent/shim.c
 tests_unit_test_agent_metrics_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS)
 tests_unit_test_agent_metrics_LDADD = common/libcommon.a $(CMOCKA_LIBS) $(UV_LIBS) $(JANSSON_LIBS)
 TESTS += tests/unit/test_agent_metrics
+check_PROGRAMS += tests/unit/test_ranklog
+tests_unit_test_ranklog_SOURCES = tests/unit/test_ranklog.c agent/ranklog.c agent/ranklog.h
+tests_unit_test_ranklog_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_ranklog_LDADD = common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
+TESTS += tests/unit/test_ranklog

@@ -5,6 +5,8 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/queue.c scheduler/queue.h \
 	scheduler/desired.c scheduler/desired.h \
 	scheduler/straggler.c scheduler/straggler.h \
+	scheduler/history.c scheduler/history.h \
+	scheduler/logstore.c scheduler/logstore.h \
 	scheduler/leader.c scheduler/leader.h
 scheduler_libsched_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
@@ -28,3 +30,13 @@ tests_unit_test_straggler_SOURCES = tests/unit/test_straggler.c
 tests_unit_test_straggler_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_straggler_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS) -lm
 TESTS += tests/unit/test_straggler
+check_PROGRAMS += tests/unit/test_history
+tests_unit_test_history_SOURCES = tests/unit/test_history.c
+tests_unit_test_history_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_history_LDADD = scheduler/libsched.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
+TESTS += tests/unit/test_history
+check_PROGRAMS += tests/unit/test_logstore
+tests_unit_test_logstore_SOURCES = tests/unit/test_logstore.c
+tests_unit_test_logstore_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_logstore_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
+TESTS += tests/unit/test_logstore

@@ -28,8 +28,8 @@ job_spec() { # job_spec NAME LAYERS STEPS PARALLEL STRAGGLER DEBUG [CHECKPOINT]
 	local m=${model/LAYERS/$2} t=${train/STEPS/$3}
 	echo "{\"name\":\"$1\",$m,$t,\"parallel\":$4,\"resources\":{\"device\":\"cpu\"},\"failure\":{\"max_restarts\":1,\"hang_timeout_s\":60,\"straggler\":$5},\"debug\":$6${7:+,$7}}"
 }
-# median_step_ms LOG: median step time in rank 0's log (its stdout has every step's JSON
-# line), leaving out the first 3 steps (start-up, restore)
+# median_step_ms LOG: median step time in rank 0's log of one generation (its stdout has every
+# step's JSON line), leaving out the first 3 steps (start-up, restore)
 median_step_ms() {
 	python3 - "$1" <<'PY'
 import json, statistics, sys
@@ -86,9 +86,9 @@ get 1 "/v1/jobs/$J2"
 gen2_step_at_least() { get 1 "/v1/jobs/$J2"; [ "$(jget "$BODY" 'd["generation"]')" = 2 ] && [ "$(jget "$BODY" 'min([r.get("step", 0) for r in d.get("ranks", [])] or [0])')" -ge "$1" ]; }
 first=$(jget "$BODY" 'd.get("step", 0)')
 wait_until 60 gen2_step_at_least $((first + 30)) || fail "generation 2 makes no progress: $BODY"
-slow_step=$(median_step_ms "$T/agent-n1/jobs/$J2/rank-0.log") || fail "generation 1 step time: $slow_step"
+slow_step=$(median_step_ms "$T/agent-n1/jobs/$J2/rank-0.gen-1.log") || fail "generation 1 step time: $slow_step"
 new0=$(jget "$BODY" '[s["node"] for s in d["layout"] if s["rank"] == 0][0]')
-fast_step=$(median_step_ms "$T/agent-$new0/jobs/$J2/rank-0.log") || fail "generation 2 step time: $fast_step"
+fast_step=$(median_step_ms "$T/agent-$new0/jobs/$J2/rank-0.gen-2.log") || fail "generation 2 step time: $fast_step"
 python3 -c "import sys; sys.exit(0 if $fast_step < 0.9 * $slow_step else 1)" || fail "step time did not recover: $slow_step ms slowed, $fast_step ms after the move"
 note "replaced: ratio $ratio; step $slow_step ms slowed -> $fast_step ms after moving off n1"
 cancel "$J2"
