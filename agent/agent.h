@@ -26,6 +26,18 @@
 #define AGENT_JOB_ID_MAX 31
 #define AGENT_MAX_RESTORES 16
 #define AGENT_CKPT_UPLOADS 3 /* shard uploads in flight at once */
+/* Straggler windows (failure.straggler.window_steps = W): the per-step samples of the window
+ * being filled that are kept for its medians (the last ones when W is larger), and how many
+ * completed windows every heartbeat repeats (a window is never lost to one failed call). */
+#define AGENT_WINDOW_SAMPLES 64
+#define AGENT_WINDOWS_KEPT 4
+
+/* One completed window of W steps: window index w covers steps w*W+1 .. (w+1)*W. */
+struct agent_window {
+	int64_t index;
+	int steps;                       /* step reports received in it (W when none was lost) */
+	double compute_ms, comm_wait_ms; /* medians over its steps */
+};
 
 struct agent_config {
 	char controllers[1024]; /* comma-separated API URLs */
@@ -70,6 +82,13 @@ struct agent_rank {
 	double loss, step_ms, compute_ms, comm_wait_ms;
 	uint64_t last_step_mono_ms;
 	uint64_t started_mono_ms;
+	/* window summaries (metrics.c); window_steps 0: the job asks for none */
+	int window_steps;
+	int64_t window_index; /* of the window being filled, -1: none */
+	int window_seen;      /* step reports in it */
+	double window_compute_ms[AGENT_WINDOW_SAMPLES], window_comm_wait_ms[AGENT_WINDOW_SAMPLES];
+	struct agent_window windows[AGENT_WINDOWS_KEPT]; /* ring, oldest first from windows_next */
+	int n_windows, windows_next;
 	int ckpt_controller; /* the job's store is "controller": upload its shards (ckpt.c) */
 };
 
@@ -187,5 +206,10 @@ int metrics_open(struct agent *a);
 void metrics_close(struct agent *a);
 /* Parses one line from a rank (exposed for tests). */
 int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len);
+/* Sets W from a desired entry's spec (failure.straggler.window_steps; 0 when the policy is
+ * "off" or the spec has none) and starts the window summaries over when it changes. */
+void metrics_set_window(struct agent_rank *r, const json_t *spec);
+/* The completed windows as a JSON array, oldest first (new reference). */
+json_t *metrics_windows_json(const struct agent_rank *r);
 
 #endif

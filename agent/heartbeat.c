@@ -94,8 +94,14 @@ void heartbeat_reconcile(struct agent *a, const json_t *desired)
 		if (job == NULL)
 			continue;
 		r = ranks_find(a, job, rank);
-		if (r != NULL || !ckpt_ready(a, desired, d))
+		if (r != NULL) {
+			/* an adopted rank learns its window size here */
+			if (r->generation == json_integer_value(json_object_get(d, "generation")))
+				metrics_set_window(r, json_object_get(d, "spec"));
 			continue;
+		}
+		if (!ckpt_ready(a, desired, d))
+			continue; /* its checkpoint is still being downloaded */
 		if (ranks_start(a, d, &err) != 0)
 			log_error("%s", err.msg);
 	}

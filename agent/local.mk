@@ -11,6 +11,16 @@ yard_agent_LDADD = jobs/libjobsfsm.a common/libcommon.a $(UV_LIBS) $(JANSSON_LIB
 bin_PROGRAMS += yard-report
 yard_report_SOURCES = agent/report.c
 
+# the agent's per-step metrics and window summaries, with a real rank table
+check_PROGRAMS += tests/unit/test_agent_metrics
+tests_unit_test_agent_metrics_SOURCES = tests/unit/test_agent_metrics.c agent/metrics.c \
+	agent/ranklog.c agent/ranklog.h \
+	agent/ranks.c agent/shim.c agent/ckpt.c agent/client.c
+tests_unit_test_agent_metrics_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) \
+	$(CURL_CFLAGS) $(SQLITE_CFLAGS)
+tests_unit_test_agent_metrics_LDADD = jobs/libjobsfsm.a common/libcommon.a $(CMOCKA_LIBS) \
+	$(UV_LIBS) $(JANSSON_LIBS) $(CURL_LIBS) $(SQLITE_LIBS)
+TESTS += tests/unit/test_agent_metrics
 check_PROGRAMS += tests/unit/test_ranklog
 tests_unit_test_ranklog_SOURCES = tests/unit/test_ranklog.c agent/ranklog.c agent/ranklog.h
 tests_unit_test_ranklog_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)

@@ -3,7 +3,13 @@
  * each per-step JSON line as one datagram. The kernel attaches the sender's pid
  * (SO_PASSCRED), so a rank cannot report for another and needs no identity in the line; a
  * line from another process of the rank's session (a command job's yard-report) counts as the
- * rank's. */
+ * rank's.
+ *
+ * For straggler detection (scheduler/straggler.h) the agent also summarises each rank's
+ * compute_ms and comm_wait_ms per window of W steps (the job's failure.straggler.window_steps):
+ * the medians over the window, so a slow step (a checkpoint, a page fault) does not count as a
+ * slow rank. Only the summaries travel in heartbeats, a bounded few per rank, however fast
+ * the steps are. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +20,77 @@
 
 #include "agent/agent.h"
 #include "common/common.h"
+#include "common/stats.h"
+
+void metrics_set_window(struct agent_rank *r, const json_t *spec)
+{
+	const json_t *st = json_object_get(json_object_get(spec, "failure"), "straggler");
+	const char *policy = json_string_value(json_object_get(st, "policy"));
+	int w = (int)json_integer_value(json_object_get(st, "window_steps"));
+	if (policy == NULL || strcmp(policy, "off") == 0 || w < 1)
+		w = 0;
+	if (w == r->window_steps)
+		return;
+	r->window_steps = w;
+	r->window_index = -1;
+	r->window_seen = 0;
+	r->n_windows = r->windows_next = 0;
+}
+
+static void window_close(struct agent_rank *r)
+{
+	int n = YARD_MIN(r->window_seen, AGENT_WINDOW_SAMPLES);
+	struct agent_window *w = &r->windows[r->windows_next];
+	if (r->window_index < 0 || n == 0)
+		return;
+	w->index = r->window_index;
+	w->steps = r->window_seen;
+	w->compute_ms = yard_median(r->window_compute_ms, (size_t)n);
+	w->comm_wait_ms = yard_median(r->window_comm_wait_ms, (size_t)n);
+	r->windows_next = (r->windows_next + 1) % AGENT_WINDOWS_KEPT;
+	if (r->n_windows < AGENT_WINDOWS_KEPT)
+		r->n_windows++;
+}
+
+/* Adds one step's sample; the first step of a later window closes the current one. A step
+ * that goes back (a rank restored an older checkpoint) starts over from its window. */
+static void window_add(struct agent_rank *r, int64_t step, double compute_ms, double comm_wait_ms)
+{
+	if (r->window_steps < 1 || step < 1)
+		return;
+	int64_t index = (step - 1) / r->window_steps;
+	if (index != r->window_index) {
+		if (index > r->window_index)
+			window_close(r);
+		r->window_index = index;
+		r->window_seen = 0;
+	}
+	int slot = r->window_seen % AGENT_WINDOW_SAMPLES;
+	r->window_compute_ms[slot] = compute_ms;
+	r->window_comm_wait_ms[slot] = comm_wait_ms;
+	r->window_seen++;
+	/* the window's last step closes it at once rather than one step later */
+	if (step % r->window_steps == 0) {
+		window_close(r);
+		r->window_index = index + 1;
+		r->window_seen = 0;
+	}
+}
+
+json_t *metrics_windows_json(const struct agent_rank *r)
+{
+	json_t *arr = json_array();
+	for (int k = 0; k < r->n_windows; k++) {
+		int at =
+		    (r->windows_next - r->n_windows + k + AGENT_WINDOWS_KEPT) % AGENT_WINDOWS_KEPT;
+		const struct agent_window *w = &r->windows[at];
+		json_array_append_new(arr,
+		                      json_pack("{s:I,s:i,s:f,s:f}", "index", (json_int_t)w->index,
+		                                "steps", w->steps, "compute_ms", w->compute_ms,
+		                                "comm_wait_ms", w->comm_wait_ms));
+	}
+	return arr;
+}
 
 int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len)
 {
@@ -42,6 +119,8 @@ int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t l
 		r->compute_ms = json_number_value(json_object_get(j, "compute_ms"));
 		r->comm_wait_ms = json_number_value(json_object_get(j, "comm_wait_ms"));
 		r->last_step_mono_ms = yard_now_mono_ms();
+		if (json_is_number(json_object_get(j, "compute_ms")))
+			window_add(r, r->step, r->compute_ms, r->comm_wait_ms);
 	}
 	json_decref(j);
 	return 0;

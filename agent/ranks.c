@@ -363,6 +363,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 			                    ckpt_dir, strerror(errno));
 		}
 	}
+	metrics_set_window(r, spec);
 
 	snprintf(dir, sizeof dir, "%s/jobs/%s", a->cfg.data_dir, job);
 	if (agent_mkdir_p(dir) != 0) {
@@ -538,6 +539,8 @@ json_t *ranks_report(const struct agent *a)
 			json_object_set_new(o, "compute_ms", json_real(r->compute_ms));
 			json_object_set_new(o, "comm_wait_ms", json_real(r->comm_wait_ms));
 		}
+		if (r->n_windows > 0)
+			json_object_set_new(o, "windows", metrics_windows_json(r));
 		json_array_append_new(arr, o);
 	}
 	return arr;

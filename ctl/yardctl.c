@@ -395,6 +395,36 @@ static void print_layout(const json_t *j)
 	}
 }
 
+/* Ranks the leader's straggler detector flagged in the current generation. */
+static void print_stragglers(const json_t *j)
+{
+	const json_t *flags = json_object_get(j, "stragglers");
+	size_t i;
+	json_t *f;
+
+	if (!json_is_array(flags))
+		return;
+	if (json_array_size(flags) == 0) {
+		printf(
+		    "%-14s none flagged (%lld window(s) judged)\n", "stragglers",
+		    (long long)json_integer_value(json_object_get(j, "straggler_windows_judged")));
+		return;
+	}
+	printf("stragglers:\n  %-6s %-16s %-5s %-6s %-11s %-10s %s\n", "RANK", "NODE", "STAGE",
+	       "RATIO", "COMPUTE_MS", "MEDIAN_MS", "WINDOW");
+	json_array_foreach(flags, i, f)
+	{
+		const char *node = str(f, "node");
+		printf("  %-6lld %-16s %-5lld %-6.2f %-11.3f %-10.3f %lld\n",
+		       (long long)json_integer_value(json_object_get(f, "rank")), node ? node : "-",
+		       (long long)json_integer_value(json_object_get(f, "stage")),
+		       json_number_value(json_object_get(f, "ratio")),
+		       json_number_value(json_object_get(f, "compute_ms")),
+		       json_number_value(json_object_get(f, "median_ms")),
+		       (long long)json_integer_value(json_object_get(f, "window")));
+	}
+}
+
 static void print_job(const json_t *j)
 {
 	static const char *const keys[] = {"id",         "name",   "state", "queue_position",
@@ -405,6 +435,7 @@ static void print_job(const json_t *j)
 		if (json_object_get(j, keys[i]) != NULL)
 			printf("%-14s %s\n", keys[i], cell(j, keys[i], b, sizeof b));
 	print_layout(j);
+	print_stragglers(j);
 	for (int i = 0; i < 2; i++) {
 		const char *k = i ? "updated_ms" : "submitted_ms";
 		json_t *v = json_object_get(j, k);

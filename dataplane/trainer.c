@@ -92,6 +92,8 @@ int trainer_init(struct trainer *t, const struct jobspec *spec, int rank, const 
 	t->rows_per_micro = t->train.batch_size / (t->par.dp * m);
 	if (spec->debug.slow_rank == rank && spec->debug.slow_factor > 1.0)
 		t->slow_factor = spec->debug.slow_factor;
+	t->block_forward_ms = spec->debug.block_ms;
+	t->block_backward_ms = 2 * spec->debug.block_ms;
 
 	int rc = sched_build(trainer_sched_kind(t->par.schedule), t->par.pp, v, m, t->pp_i,
 	                     &t->program, err);
@@ -237,8 +239,6 @@ static int tag_of(int grad, int vstage, int mb, int m)
 	return (grad * 4096 + vstage) * m + mb;
 }
 
-/* Stretches compute to slow_factor times its length (straggler hook) and adds the
- * benchmarks' per-block cost. */
 static void sleep_ms(double ms)
 {
 	if (ms <= 0)
@@ -249,12 +249,14 @@ static void sleep_ms(double ms)
 		;
 }
 
+/* Adds the per-block cost (benchmarks, debug.block_ms) and stretches the compute, block cost
+ * included, to slow_factor times its length (straggler hooks). */
 static void slow_down(struct trainer *t, const struct model_chunk *ch, int backward,
                       double compute_ms)
 {
-	if (t->slow_factor > 1.0)
-		sleep_ms(compute_ms * (t->slow_factor - 1.0));
-	sleep_ms(ch->nblocks * (backward ? t->block_backward_ms : t->block_forward_ms));
+	double block_ms = ch->nblocks * (backward ? t->block_backward_ms : t->block_forward_ms);
+	double stretch = t->slow_factor > 1.0 ? t->slow_factor - 1.0 : 0;
+	sleep_ms(block_ms + (compute_ms + block_ms) * stretch);
 }
 
 static int net_fail(struct trainer *t, struct yard_err *err, int rc, const char *what,

@@ -48,8 +48,9 @@ struct trainer {
 	int rank, world, dp_i, pp_i, tp_i;
 	int rows_per_micro; /* train.batch_size / (dp * m) */
 	double slow_factor; /* > 1: this rank's compute is stretched by sleeping */
-	/* benchmarks: every block's forward / backward additionally takes this long (sleeping),
-	 * giving uniform, known stage costs on machines with fewer cores than ranks */
+	/* benchmarks and debug.block_ms: every block's forward / backward additionally takes
+	 * this long (sleeping), giving uniform, known stage costs on machines with fewer cores
+	 * than ranks; slow_factor stretches it too */
 	double block_forward_ms, block_backward_ms;
 
 	struct model model;

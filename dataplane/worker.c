@@ -8,7 +8,9 @@
  *   YARD_STEPS         overrides train.steps
  *   YARD_AGENT_SOCK    unix datagram socket: every rank sends one JSON line per step
  *   YARD_METRICS_FILE  append every rank's lines to this file too (rank 0 also prints stdout)
- * It honours the spec's debug hooks (slow_rank stretches compute in trainer.c; hang_rank stops
+ *   YARD_NODE          the node this rank runs on (debug.slow_node slows the ranks of that node)
+ * It honours the spec's debug hooks (slow_rank and slow_node stretch compute in trainer.c by
+ * slow_factor; hang_rank stops
  * making progress at hang_at_step; crash_rank calls abort() at crash_at_step) and exits 1 with
  * a message naming the rank and the failed operation on any error, 2 on bad configuration. */
 #include "config.h"
@@ -116,6 +118,13 @@ int main(int argc, char **argv)
 	if ((rc = trainer_init(&t, &spec, rank, job_id, net, &err)) != 0) {
 		log_error("rank %d: %s", rank, err.msg);
 		goto out;
+	}
+	const char *node = getenv("YARD_NODE");
+	if (spec.debug.slow_node[0] != '\0' && node != NULL &&
+	    strcmp(spec.debug.slow_node, node) == 0 && spec.debug.slow_factor > 1.0) {
+		t.slow_factor = spec.debug.slow_factor;
+		log_warn("debug hook: slow_node %s: rank %d computes %.2fx slower", node, rank,
+		         t.slow_factor);
 	}
 	if (getenv("YARD_RESUME") && strcmp(getenv("YARD_RESUME"), "1") == 0) {
 		if (!ckpt_dir) {

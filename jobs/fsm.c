@@ -922,6 +922,7 @@ static const struct {
     {"node.drained", fsm_op_node_drained},
     {"job.assign", fsm_op_job_assign},
     {"job.restart", fsm_op_job_restart},
+    {"job.replace", fsm_op_job_replace},
     {"job.finish", fsm_op_job_finish},
     {"job.note", fsm_op_job_note},
     {"checkpoint.shard", fsm_op_checkpoint_shard},

@@ -504,6 +504,22 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	return fsm_job_result(f, id, 200);
 }
 
+/* Reads the job into row; NULL when it is running at generation, else the error result (404,
+ * or 409 naming its state and generation: a decision about an older phase). */
+static json_t *job_running_at(struct fsm *f, const char *id, int64_t generation,
+                              struct job_row *row)
+{
+	json_t *r = job_row_read(f, id, row);
+	if (r != NULL)
+		return r;
+	if (strcmp(row->state, "running") != 0 || row->generation != generation)
+		return fsm_res_err(
+		    409, "generation",
+		    "job %s is %s at generation %lld, not running at generation %lld", id,
+		    row->state, (long long)row->generation, (long long)generation);
+	return NULL;
+}
+
 /* Reads the optional step/loss progress fields common to restart and finish. */
 static json_t *progress_args(const json_t *args, int64_t *step, double *loss)
 {
@@ -534,13 +550,8 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_from_err(&e);
 	if ((r = progress_args(c->args, &step, &loss)) != NULL)
 		return r;
-	if ((r = job_row_read(f, id, &row)) != NULL)
+	if ((r = job_running_at(f, id, generation, &row)) != NULL)
 		return r;
-	if (strcmp(row.state, "running") != 0 || row.generation != generation)
-		return fsm_res_err(
-		    409, "generation",
-		    "job %s is %s at generation %lld, not running at generation %lld", id,
-		    row.state, (long long)row.generation, (long long)generation);
 	int give_up = !drain && row.restarts >= max_restarts;
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4, noted = ',',"
@@ -611,10 +622,11 @@ json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
 
 json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id", "generation", "type", "message", NULL};
-	static const char *const types[] = {"stopped", "running", "progress", "waiting", NULL};
+	static const char *const keys[] = {"id", "generation", "type", "message", "key", NULL};
+	static const char *const types[] = {"stopped",   "running",      "progress", "waiting",
+	                                    "straggler", "straggler_ok", NULL};
 	struct yard_err e = {0};
-	const char *id = NULL, *type = NULL, *message = NULL;
+	const char *id = NULL, *type = NULL, *message = NULL, *key = NULL;
 	int64_t generation = 0;
 	struct job_row row;
 	json_t *r;
@@ -622,21 +634,27 @@ json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "generation", 1, 0, INT32_MAX, &generation, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "type", 1, 16, &type, &e) != 0 ||
-	    jsonx_get_string(c->args, "", "message", 1, 400, &message, &e) != 0)
+	    jsonx_get_string(c->args, "", "message", 1, 400, &message, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "key", 0, 40, &key, &e) != 0)
 		return fsm_res_from_err(&e);
 	if (!in_list(type, types))
 		return fsm_res_err(400, "type",
-		                   "type: '%s' is not stopped, running, progress or waiting", type);
+		                   "type: '%s' is not stopped, running, progress, waiting, "
+		                   "straggler or straggler_ok",
+		                   type);
+	if (key != NULL && strpbrk(key, ",:") != NULL)
+		return fsm_res_err(400, "key", "key: '%s' must not contain ',' or ':'", key);
 	if ((r = job_row_read(f, id, &row)) != NULL)
 		return r;
 	if (fsm_job_state_terminal(row.state) || row.generation != generation)
 		return fsm_res_err(409, "generation",
 		                   "job %s is %s at generation %lld: note dropped", id, row.state,
 		                   (long long)row.generation);
-	/* once per type and phase (placement or restart): a new leader, which starts without
-	 * the old one's memory, may propose a note again without telling the story twice */
-	char tag[24];
-	snprintf(tag, sizeof tag, ",%s,", type);
+	/* once per type (and key, when given) and phase (placement or restart): a new leader,
+	 * which starts without the old one's memory, may propose a note again without telling
+	 * the story twice */
+	char tag[64];
+	snprintf(tag, sizeof tag, ",%s%s%s,", type, key ? ":" : "", key ? key : "");
 	sqlite3_stmt *st = fsm_prepare(f, "SELECT instr(noted, ?2) FROM jobs WHERE id = ?1");
 	int seen = 0;
 	if (st == NULL)
@@ -649,8 +667,8 @@ json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 	if (seen)
 		return fsm_res_ok(
 		    200, json_pack("{s:s,s:s,s:b}", "id", id, "type", type, "duplicate", 1));
-	if (fsm_run(f, "UPDATE jobs SET noted = noted || ?2 || ',' WHERE id = ?1", "ss", id,
-	            type) != SQLITE_DONE)
+	if (fsm_run(f, "UPDATE jobs SET noted = noted || substr(?2, 2) WHERE id = ?1", "ss", id,
+	            tag) != SQLITE_DONE)
 		return NULL;
 	if (strcmp(type, "waiting") == 0 && fsm_run(f, "UPDATE jobs SET reason = ?2 WHERE id = ?1",
 	                                            "ss", id, message) != SQLITE_DONE)
@@ -660,4 +678,67 @@ json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 	if (fsm_event_append(f, c->ts, event_type, id, c->actor, "job %s: %s", id, message) != 0)
 		return NULL;
 	return fsm_res_ok(200, json_pack("{s:s,s:s}", "id", id, "type", type));
+}
+
+/* Replaces a straggler (failure.straggler.policy "replace"): cordons its node and restarts
+ * the job, which is then placed again on uncordoned nodes and restores its newest checkpoint.
+ * Not counted as a restart (max_restarts is for failures); the replacements are the job's
+ * job.replacing events, capped by max_replacements: past the cap the job keeps running and
+ * a job.straggler event says why nothing moved. */
+json_t *fsm_op_job_replace(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"id",     "generation",       "rank", "node",
+	                                   "reason", "max_replacements", NULL};
+	struct yard_err e = {0};
+	const char *id = NULL, *node = NULL, *reason = NULL;
+	int64_t generation = 0, rank = 0, max_replacements = 0, used = 0;
+	struct job_row row;
+	json_t *r;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "generation", 1, 1, INT32_MAX, &generation, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "rank", 1, 0, 65535, &rank, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "node", 1, FSM_NAME_MAX, &node, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "reason", 1, 256, &reason, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "max_replacements", 1, 0, 1000, &max_replacements, &e) != 0)
+		return fsm_res_from_err(&e);
+	if ((r = job_running_at(f, id, generation, &row)) != NULL)
+		return r;
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT count(*) FROM events WHERE job = ?1 AND type = 'job.replacing'");
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		used = sqlite3_column_int64(st, 0);
+	fsm_release(f, st);
+	if (used >= max_replacements) {
+		if (fsm_event_append(f, c->ts, "job.straggler", id, c->actor,
+		                     "job %s: %s; not replaced: %lld of max_replacements %lld used",
+		                     id, reason, (long long)used, (long long)max_replacements) != 0)
+			return NULL;
+		return fsm_res_ok(200, json_pack("{s:s,s:b,s:I}", "id", id, "replaced", 0,
+		                                 "replacements", (json_int_t)used));
+	}
+	if (fsm_run(f, "UPDATE nodes SET cordoned = 1, updated_ms = ?2 WHERE id = ?1", "si", node,
+	            c->ts) != SQLITE_DONE)
+		return NULL;
+	if (sqlite3_changes(f->db) == 0)
+		return fsm_res_err(404, "node", "no node %s", node);
+	if (fsm_event_append(f, c->ts, "node.cordoned", NULL, c->actor,
+	                     "node %s cordoned (no new ranks) by %s: straggler rank %lld of job %s",
+	                     node, c->actor, (long long)rank, id) != 0)
+		return NULL;
+	if (fsm_run(f,
+	            "UPDATE jobs SET state = 'restarting', updated_ms = ?2, reason = ?3,"
+	            " noted = ',' WHERE id = ?1",
+	            "sis", id, c->ts, reason) != SQLITE_DONE)
+		return NULL;
+	if (fsm_event_append(f, c->ts, "job.replacing", id, c->actor,
+	                     "job %s restarting to move straggler rank %lld off node %s "
+	                     "(replacement %lld of %lld): %s",
+	                     id, (long long)rank, node, (long long)used + 1,
+	                     (long long)max_replacements, reason) != 0)
+		return NULL;
+	return fsm_job_result(f, id, 200);
 }

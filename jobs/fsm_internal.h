@@ -50,7 +50,7 @@ json_t *fsm_job_lookup(struct fsm *f, const char *id, char state[16], char actor
 json_t *fsm_job_result(struct fsm *f, const char *id, int status);
 
 /* fsm_cluster.c: nodes and placements (node.register, node.set_state, node.cordon,
- * job.assign, job.restart, job.finish, job.note). */
+ * job.assign, job.restart, job.replace, job.finish, job.note). */
 json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_node_cordon(struct fsm *f, const struct fsm_cmd *c);
@@ -58,6 +58,7 @@ json_t *fsm_op_node_drain(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_node_drained(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_job_replace(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c);
 

@@ -332,19 +332,23 @@ static int parse_failure(const json_t *o, struct jobspec_failure *f, struct yard
 
 static int parse_debug(const json_t *o, struct jobspec_debug *d, struct yard_err *err)
 {
-	static const char *const keys[] = {
-	    "slow_rank",  "slow_factor",   "hang_rank", "hang_at_step",
-	    "crash_rank", "crash_at_step", NULL};
-	const char *p = "debug";
+	static const char *const keys[] = {"slow_rank",  "slow_node",     "slow_factor",
+	                                   "block_ms",   "hang_rank",     "hang_at_step",
+	                                   "crash_rank", "crash_at_step", NULL};
+	const char *p = "debug", *slow_node = NULL;
 	int rc;
 	if ((rc = jsonx_only_keys(o, p, keys, err)) ||
 	    (rc = get_int(o, p, "slow_rank", -1, WORLD_MAX - 1, &d->slow_rank, err)) ||
+	    (rc = get_string(o, p, "slow_node", 0, JOBSPEC_NAME_MAX, &slow_node, err)) ||
 	    (rc = get_double(o, p, "slow_factor", 1, 1000, &d->slow_factor, err)) ||
+	    (rc = get_double(o, p, "block_ms", 0, 10000, &d->block_ms, err)) ||
 	    (rc = get_int(o, p, "hang_rank", -1, WORLD_MAX - 1, &d->hang_rank, err)) ||
 	    (rc = get_i64(o, p, "hang_at_step", 0, STEPS_MAX, &d->hang_at_step, err)) ||
 	    (rc = get_int(o, p, "crash_rank", -1, WORLD_MAX - 1, &d->crash_rank, err)) ||
 	    (rc = get_i64(o, p, "crash_at_step", 0, STEPS_MAX, &d->crash_at_step, err)))
 		return rc;
+	if (slow_node != NULL)
+		snprintf(d->slow_node, sizeof d->slow_node, "%s", slow_node);
 	return 0;
 }
 
@@ -741,5 +745,11 @@ json_t *jobspec_to_json(const struct jobspec *s)
 	                              "hang_at_step", (json_int_t)d->hang_at_step, "crash_rank",
 	                              d->crash_rank, "crash_at_step",
 	                              (json_int_t)d->crash_at_step));
+	if (d->block_ms > 0)
+		json_object_set_new(json_object_get(o, "debug"), "block_ms",
+		                    json_real(d->block_ms));
+	if (d->slow_node[0] != '\0')
+		json_object_set_new(json_object_get(o, "debug"), "slow_node",
+		                    json_string(d->slow_node));
 	return o;
 }

@@ -77,9 +77,11 @@ struct jobspec_failure {
 };
 
 struct jobspec_debug {
-	int slow_rank; /* -1 = none: test hook, slows that rank's compute */
+	int slow_rank;           /* -1 = none: test hook, slows that rank's compute */
+	char slow_node[JOBSPEC_NAME_MAX + 1]; /* "" = none: slows every rank placed on that node */
 	double slow_factor;
-	int hang_rank; /* -1 = none */
+	double block_ms;         /* 0 = none: each block's forward sleeps this long, backward 2x */
+	int hang_rank;           /* -1 = none */
 	int64_t hang_at_step;
 	int crash_rank; /* -1 = none */
 	int64_t crash_at_step;

@@ -125,6 +125,7 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 	set_int(env, "YARD_WORLD_SIZE", world);
 	set_str(env, "YARD_PEERS", peers);
 	set_str(env, "YARD_HOSTS", hosts);
+	set_str(env, "YARD_NODE", my_node);
 	set_int(env, "YARD_GENERATION", generation);
 	set_int(env, "YARD_DEVICE", my_device);
 	if (cuda)

@@ -18,9 +18,12 @@
 #include "scheduler/history.h"
 #include "scheduler/logstore.h"
 #include "scheduler/queue.h"
+#include "scheduler/straggler.h"
 
 #define REPORTS_MAX 256           /* rank reports (and log pieces) in one heartbeat */
 #define LOG_PIECE_MAX (256 << 10) /* raw bytes of one log piece (an agent sends ≤ 64 KiB) */
+#define WINDOWS_MAX 8   /* window summaries in one rank report (agents send 4) */
+#define PENDING_NOTES 8 /* straggler notes waiting for the job's proposal slot */
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
@@ -30,6 +33,20 @@ struct soft_node {
 	char version[32];
 	int64_t free_disk_mb;
 	int proposing; /* a node.set_state is in flight */
+};
+
+/* A rank the detector flagged in the current generation. */
+struct soft_straggler {
+	int rank, stage;
+	char node[FSM_NAME_MAX + 1];
+	double ratio, compute_ms, median_ms;
+	int64_t window;
+};
+
+struct soft_note {
+	char type[16];
+	char key[40];
+	char message[400];
 };
 
 struct soft_job {
@@ -56,6 +73,22 @@ struct soft_job {
 	/* from row, read once when it is refreshed rather than on every tick */
 	char row_state[16];
 	int64_t row_generation, row_priority, row_seq, row_updated_ms;
+	/* stragglers (straggler.h): the spec's failure.straggler, and per generation the
+	 * detector (det_ready 1: initialised, -1: cannot be), the flagged ranks (at most one
+	 * per rank), notes waiting to be proposed and, under "replace", the rank to move
+	 * (-1: none, -2: already proposed in this generation) */
+	int straggler_policy;
+	struct straggler_params straggler;
+	int max_replacements;
+	int det_ready;
+	struct straggler_detector det;
+	struct soft_straggler *flags;
+	int n_flags;
+	struct straggler_change *changes; /* [world]: straggler_judge's output */
+	struct soft_note pending[PENDING_NOTES];
+	int n_pending;
+	int replace_rank;
+	char replace_reason[256];
 };
 
 /* id -> index into a soft table, open addressing; slots hold index + 1 (0: empty). Both
@@ -99,6 +132,9 @@ struct sched {
 	int n_pn, pn_valid;
 	uint64_t pn_version;
 	struct id_index pn_index;
+	/* straggler counters for /metrics, over this member's leaderships */
+	uint64_t stragglers_flagged_total, straggler_windows_judged_total;
+	uint64_t straggler_judge_ns_total;
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -236,6 +272,11 @@ static void job_parse(struct soft_job *j, const json_t *spec)
 	j->is_command = js.is_command;
 	j->max_restarts = js.failure.max_restarts;
 	j->hang_timeout_s = js.failure.hang_timeout_s;
+	j->straggler_policy = (int)js.failure.straggler_policy;
+	j->straggler = (struct straggler_params){.threshold = js.failure.straggler_threshold,
+	                                         .windows = js.failure.straggler_windows,
+	                                         .window_steps = js.failure.straggler_window_steps};
+	j->max_replacements = js.failure.max_replacements;
 	snprintf(j->store, sizeof j->store, "%s", js.checkpoint.store);
 	memset(&j->req, 0, sizeof j->req);
 	j->req.require_cuda = js.device == JOBSPEC_DEVICE_CUDA;
@@ -280,8 +321,33 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 	snprintf(j->id, sizeof j->id, "%s", id);
 	id_index_put(&s->job_index, j->id, s->n_jobs++);
 	j->step = -1;
+	j->replace_rank = -1;
 	job_parse(j, json_object_get(job, "spec"));
 	return j;
+}
+
+/* Forgets the straggler state of a generation. */
+static void straggler_reset(struct soft_job *j)
+{
+	if (j->det_ready == 1)
+		straggler_free(&j->det);
+	free(j->flags);
+	free(j->changes);
+	j->flags = NULL;
+	j->changes = NULL;
+	j->det_ready = j->n_flags = j->n_pending = 0;
+	j->replace_rank = -1;
+}
+
+static void job_release(struct soft_job *j)
+{
+	json_decref(j->claim);
+	j->claim = NULL;
+	json_decref(j->row);
+	j->row = NULL;
+	json_decref(j->layout);
+	j->layout = NULL;
+	straggler_reset(j);
 }
 
 static void soft_clear(struct sched *s)
@@ -289,11 +355,8 @@ static void soft_clear(struct sched *s)
 	logstore_clear(s->logs);
 	for (int i = 0; i < s->n_nodes; i++)
 		json_decref(s->nodes[i].ranks);
-	for (int i = 0; i < s->n_jobs; i++) {
-		json_decref(s->jobs[i].claim);
-		json_decref(s->jobs[i].row);
-		json_decref(s->jobs[i].layout);
-	}
+	for (int i = 0; i < s->n_jobs; i++)
+		job_release(&s->jobs[i]);
 	s->n_nodes = s->n_jobs = 0;
 	history_clear(s->history);
 	id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, 0, 0);
@@ -462,6 +525,155 @@ static const char *node_state_of(const json_t *nodes_by_id, const char *node)
 	return st ? st : "unknown";
 }
 
+/* ---- stragglers ---- */
+
+static void straggler_start(struct soft_job *j)
+{
+	struct yard_err err = {0};
+	if (j->det_ready != 0)
+		return;
+	j->det_ready = -1;
+	if (j->parsed != 1 || j->straggler_policy == JOBSPEC_STRAGGLER_OFF)
+		return;
+	if (straggler_init(&j->det, &j->straggler, j->req.dp, j->req.tp, j->req.pp, &err) != 0) {
+		log_warn("scheduler: job %s: %s", j->id, err.msg);
+		return;
+	}
+	j->flags = calloc((size_t)j->world, sizeof *j->flags);
+	j->changes = calloc((size_t)j->world, sizeof *j->changes);
+	if (j->flags == NULL || j->changes == NULL) {
+		straggler_free(&j->det);
+		free(j->flags);
+		free(j->changes);
+		j->flags = NULL;
+		j->changes = NULL;
+		return;
+	}
+	j->det_ready = 1;
+}
+
+/* Feeds the window summaries of one rank report to the detector. */
+static void straggler_feed(struct soft_job *j, int64_t rank, const json_t *rep)
+{
+	size_t i;
+	json_t *w;
+	if (j->det_ready != 1)
+		return;
+	json_array_foreach(json_object_get(rep, "windows"), i, w)
+	    straggler_add(&j->det, (int)rank, json_integer_value(json_object_get(w, "index")),
+	                  (int)json_integer_value(json_object_get(w, "steps")),
+	                  json_number_value(json_object_get(w, "compute_ms")));
+}
+
+static void pending_note(struct soft_job *j, const char *type, const char *key, const char *message)
+{
+	if (j->n_pending == PENDING_NOTES) {
+		log_warn("scheduler: job %s: straggler note dropped (queue full): %s", j->id,
+		         message);
+		return;
+	}
+	struct soft_note *n = &j->pending[j->n_pending++];
+	snprintf(n->type, sizeof n->type, "%s", type);
+	snprintf(n->key, sizeof n->key, "%s", key);
+	snprintf(n->message, sizeof n->message, "%s", message);
+}
+
+static const char *layout_node(const json_t *layout, int rank)
+{
+	size_t i;
+	json_t *slot;
+	json_array_foreach(layout, i, slot)
+	{
+		if (json_integer_value(json_object_get(slot, "rank")) == rank)
+			return json_string_value(json_object_get(slot, "node"));
+	}
+	return "?";
+}
+
+/* Judges the windows every rank has reported and turns flag changes into soft state, notes
+ * and (policy "replace") the rank to move. */
+static void straggler_update(struct sched *s, struct soft_job *j, const json_t *layout)
+{
+	if (j->det_ready != 1)
+		return;
+	uint64_t t0 = yard_now_mono_ns();
+	uint64_t judged_before = j->det.windows_judged;
+	int n = straggler_judge(&j->det, j->changes, j->world);
+	s->straggler_judge_ns_total += yard_now_mono_ns() - t0;
+	s->straggler_windows_judged_total += j->det.windows_judged - judged_before;
+	for (int k = 0; k < n; k++) {
+		const struct straggler_change *c = &j->changes[k];
+		const char *node = layout_node(layout, c->rank);
+		char message[400], key[40];
+		int64_t last_step = (c->window + 1) * j->straggler.window_steps;
+		snprintf(key, sizeof key, "r%d-w%lld", c->rank, (long long)c->window);
+		if (c->flagged) {
+			struct soft_straggler *f = &j->flags[j->n_flags++];
+			*f = (struct soft_straggler){.rank = c->rank,
+			                             .stage = c->stage,
+			                             .ratio = c->ratio,
+			                             .compute_ms = c->compute_ms,
+			                             .median_ms = c->median_ms,
+			                             .window = c->window};
+			snprintf(f->node, sizeof f->node, "%s", node);
+			s->stragglers_flagged_total++;
+			snprintf(
+			    message, sizeof message,
+			    "straggler: rank %d on node %s: compute %.3g ms per step, %.2fx the "
+			    "median of pipeline stage %d (%.3g ms) for %d window(s) of %d steps "
+			    "(through step %lld)",
+			    c->rank, node, c->compute_ms, c->ratio, c->stage, c->median_ms,
+			    j->straggler.windows, j->straggler.window_steps, (long long)last_step);
+			log_warn("scheduler: job %s: %s", j->id, message);
+			if (j->straggler_policy == JOBSPEC_STRAGGLER_REPLACE &&
+			    j->replace_rank == -1) {
+				j->replace_rank = c->rank;
+				snprintf(j->replace_reason, sizeof j->replace_reason, "%s",
+				         message);
+			} else {
+				pending_note(j, "straggler", key, message);
+			}
+			continue;
+		}
+		for (int i = 0; i < j->n_flags; i++)
+			if (j->flags[i].rank == c->rank)
+				j->flags[i] = j->flags[--j->n_flags];
+		snprintf(message, sizeof message,
+		         "rank %d on node %s is no longer a straggler: compute %.2fx the median of "
+		         "pipeline stage %d for %d window(s) (through step %lld)",
+		         c->rank, node, c->ratio, c->stage, j->straggler.windows,
+		         (long long)last_step);
+		log_info("scheduler: job %s: %s", j->id, message);
+		pending_note(j, "straggler_ok", key, message);
+	}
+}
+
+/* Proposes the next straggler decision of a running job, if any. */
+static void straggler_propose(struct sched *s, struct soft_job *j)
+{
+	if (j->replace_rank >= 0) {
+		const char *node = "?";
+		for (int i = 0; i < j->n_flags; i++)
+			if (j->flags[i].rank == j->replace_rank)
+				node = j->flags[i].node;
+		propose_job(s, j, "job.replace",
+		            json_pack("{s:s,s:I,s:i,s:s,s:s,s:i}", "id", j->id, "generation",
+		                      (json_int_t)j->generation, "rank", j->replace_rank, "node",
+		                      node, "reason", j->replace_reason, "max_replacements",
+		                      j->max_replacements));
+		j->replace_rank = -2;
+		return;
+	}
+	if (j->n_pending == 0)
+		return;
+	struct soft_note n = j->pending[0];
+	memmove(&j->pending[0], &j->pending[1], (size_t)(--j->n_pending) * sizeof n);
+	propose_job(s, j, "job.note",
+	            json_pack("{s:s,s:I,s:s,s:s,s:s}", "id", j->id, "generation",
+	                      (json_int_t)j->generation, "type", n.type, "key", n.key, "message",
+	                      n.message));
+}
+
 static int node_draining(const json_t *nodes_by_id, const char *node)
 {
 	const char *drain =
@@ -478,6 +690,7 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 	int world = (int)json_array_size(layout), exited_ok = 0, running = 0;
 	char failure[256] = "", drain[256] = "";
 	int64_t max_step = -1;
+	straggler_start(j);
 	json_array_foreach(layout, i, slot)
 	{
 		int64_t rank = json_integer_value(json_object_get(slot, "rank"));
@@ -494,6 +707,7 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		const json_t *rep = report_find(n, j->id, rank, j->generation);
 		if (rep == NULL)
 			continue;
+		straggler_feed(j, rank, rep);
 		int64_t step = json_integer_value(json_object_get(rep, "step"));
 		if (step > max_step) {
 			max_step = step;
@@ -544,6 +758,8 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 	}
 	if (max_step > j->step)
 		j->step = max_step;
+	if (failure[0] == '\0')
+		straggler_update(s, j, layout);
 	if (j->proposing)
 		return;
 	/* a real failure wins over a drain: it is counted, a drain is not */
@@ -577,6 +793,8 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		note(s, j, "progress", "first step reported: %lld (generation %lld%s)",
 		     (long long)j->step, (long long)j->generation,
 		     j->generation > 1 ? ", after restart" : "");
+	} else {
+		straggler_propose(s, j);
 	}
 }
 
@@ -971,6 +1189,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 			j->noted_waiting = j->noted_running = j->noted_progress = j->stopped = 0;
 			j->position = 0;
 			j->reason[0] = '\0';
+			straggler_reset(j);
 			if (strcmp(state, "running") == 0)
 				j->step = -1, j->has_loss = 0;
 		}
@@ -988,8 +1207,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	int removed = 0;
 	for (int k = 0; k < s->n_jobs;) {
 		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {
-			json_decref(s->jobs[k].claim);
-			json_decref(s->jobs[k].layout);
+			job_release(&s->jobs[k]);
 			s->jobs[k] = s->jobs[--s->n_jobs];
 			removed = 1;
 		} else {
@@ -1211,6 +1429,47 @@ void sched_leader_down(struct sched *s)
 
 /* ---- heartbeats ---- */
 
+/* The window summaries of one rank report (straggler.h), checked and copied into clean. */
+static int clean_windows(const json_t *r, const char *prefix, json_t *clean, struct yard_err *err)
+{
+	static const char *const window_keys[] = {"index", "steps", "compute_ms", "comm_wait_ms",
+	                                          NULL};
+	const json_t *windows = json_object_get(r, "windows");
+	if (windows == NULL || json_is_null(windows))
+		return 0;
+	if (!json_is_array(windows) || json_array_size(windows) > WINDOWS_MAX)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "%s.windows: must be an array of at most %d window summaries",
+		                    prefix, WINDOWS_MAX);
+	json_t *out = json_array(), *w;
+	size_t i;
+	json_array_foreach(windows, i, w)
+	{
+		char wp[64];
+		int64_t index = 0, steps = 0;
+		double compute_ms = 0, comm_wait_ms = 0;
+		snprintf(wp, sizeof wp, "%s.windows[%zu]", prefix, i);
+		if (!json_is_object(w)) {
+			json_decref(out);
+			return yard_err_set(err, YARD_EINVAL, "%s: must be an object", wp);
+		}
+		if (jsonx_only_keys(w, wp, window_keys, err) != 0 ||
+		    jsonx_get_int(w, wp, "index", 1, 0, INT64_MAX / 2, &index, err) != 0 ||
+		    jsonx_get_int(w, wp, "steps", 1, 1, 1000000, &steps, err) != 0 ||
+		    jsonx_get_double(w, wp, "compute_ms", 1, 0, 1e9, &compute_ms, err) != 0 ||
+		    jsonx_get_double(w, wp, "comm_wait_ms", 0, 0, 1e9, &comm_wait_ms, err) != 0) {
+			json_decref(out);
+			return err->code;
+		}
+		json_array_append_new(out,
+		                      json_pack("{s:I,s:I,s:f,s:f}", "index", (json_int_t)index,
+		                                "steps", (json_int_t)steps, "compute_ms",
+		                                compute_ms, "comm_wait_ms", comm_wait_ms));
+	}
+	json_object_set_new(clean, "windows", out);
+	return 0;
+}
+
 static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 {
 	static const char *const keys[] = {"job",
@@ -1226,6 +1485,7 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 	                                   "compute_ms",
 	                                   "comm_wait_ms",
 	                                   "last_step_ms_ago",
+	                                   "windows",
 	                                   NULL};
 	json_t *out = json_array(), *r;
 	size_t i;
@@ -1287,6 +1547,11 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 				return NULL;
 			}
 			json_object_set_new(clean, timings[t], json_real(v));
+		}
+		if (clean_windows(r, prefix, clean, err) != 0) {
+			json_decref(clean);
+			json_decref(out);
+			return NULL;
 		}
 		json_array_append_new(out, clean);
 	}
@@ -1561,12 +1826,65 @@ void sched_overlay_job(struct sched *s, json_t *job)
 			    json_integer_value(json_object_get(r, "generation")) != j->generation)
 				continue;
 			json_t *copy = json_deep_copy(r);
+			int64_t rank = json_integer_value(json_object_get(r, "rank"));
+			json_t *windows = json_object_get(copy, "windows");
+			json_t *last = json_array_get(windows, json_array_size(windows) - 1);
+			if (last != NULL)
+				json_object_set(copy, "window_compute_ms",
+				                json_object_get(last, "compute_ms"));
 			json_object_del(copy, "job");
+			json_object_del(copy, "windows");
 			json_object_set_new(copy, "node", json_string(s->nodes[k].id));
+			for (int f = 0; f < j->n_flags; f++)
+				if (j->flags[f].rank == rank)
+					json_object_set_new(copy, "straggler", json_true());
 			json_array_append_new(ranks, copy);
 		}
 	}
 	json_object_set_new(job, "ranks", ranks);
+	if (j->det_ready != 1)
+		return;
+	json_t *flags = json_array();
+	for (int f = 0; f < j->n_flags; f++) {
+		const struct soft_straggler *g = &j->flags[f];
+		json_array_append_new(flags,
+		                      json_pack("{s:i,s:s,s:i,s:f,s:f,s:f,s:I}", "rank", g->rank,
+		                                "node", g->node, "stage", g->stage, "ratio",
+		                                g->ratio, "compute_ms", g->compute_ms, "median_ms",
+		                                g->median_ms, "window", (json_int_t)g->window));
+	}
+	json_object_set_new(job, "stragglers", flags);
+	json_object_set_new(job, "straggler_windows_judged",
+	                    json_integer((json_int_t)j->det.windows_judged));
+}
+
+void sched_metrics_render(struct sched *s, FILE *f)
+{
+	fprintf(f, "# HELP yard_straggler_ratio Compute time of a flagged straggler rank over the "
+	           "median of its pipeline stage (leader only).\n"
+	           "# TYPE yard_straggler_ratio gauge\n");
+	for (int k = 0; s->leading && k < s->n_jobs; k++) {
+		const struct soft_job *j = &s->jobs[k];
+		for (int i = 0; i < j->n_flags; i++)
+			fprintf(f,
+			        "yard_straggler_ratio{job=\"%s\",rank=\"%d\",node=\"%s\"} %.4f\n",
+			        j->id, j->flags[i].rank, j->flags[i].node, j->flags[i].ratio);
+	}
+	fprintf(f,
+	        "# HELP yard_stragglers_flagged_total Ranks flagged as stragglers.\n"
+	        "# TYPE yard_stragglers_flagged_total counter\n"
+	        "yard_stragglers_flagged_total %llu\n",
+	        (unsigned long long)s->stragglers_flagged_total);
+	fprintf(f,
+	        "# HELP yard_straggler_windows_judged_total Job windows the straggler detector "
+	        "judged.\n# TYPE yard_straggler_windows_judged_total counter\n"
+	        "yard_straggler_windows_judged_total %llu\n",
+	        (unsigned long long)s->straggler_windows_judged_total);
+	fprintf(f,
+	        "# HELP yard_straggler_judge_seconds_total Time the straggler detector spent "
+	        "judging windows.\n# TYPE yard_straggler_judge_seconds_total counter\n"
+	        "yard_straggler_judge_seconds_total %.9f\n",
+	        (double)s->straggler_judge_ns_total / 1e9);
 }
 
 void sched_overlay_node(struct sched *s, json_t *node)

@@ -8,7 +8,7 @@
  * their ranks from heartbeat answers computed from committed placements, so nothing an
  * agent runs was not committed first.
  *
- * A tick (every tick_ms) does three things:
+ * A tick (every tick_ms) does four things:
  *  1. node health: silence ≥ suspect_ms → suspect, ≥ down_ms → down (committed); a new
  *     leader counts silence from the moment it became leader, so every node gets one full
  *     grace period after a failover;
@@ -17,7 +17,11 @@
  *     (trainer jobs always; command jobs once they report steps) → job.restart, which
  *     fails the job once failure.max_restarts is used up; every rank of the generation
  *     exited 0 → job.finish succeeded;
- *  3. placement: pending jobs, and restarting jobs whose old ranks are confirmed stopped
+ *  3. stragglers: the window summaries in rank reports feed the job's detector
+ *     (straggler.h); a flagged rank becomes soft state (job "stragglers", rank "straggler",
+ *     /metrics) and a job.note (policy "report"), or a job.replace that cordons its node and
+ *     restarts the job elsewhere (policy "replace", at most max_replacements times);
+ *  4. placement: pending jobs, and restarting jobs whose old ranks are confirmed stopped
  *     and whose back-off has passed, go through queue_pass (scheduler/queue.h) over the
  *     free devices of up, uncordoned nodes; each placed gang is proposed as job.assign.
  * Drains: a running job with a rank on a draining node restarts (job.restart with "drain":
@@ -34,6 +38,7 @@
 
 #include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <uv.h>
 
 #include "common/err.h"
@@ -107,6 +112,8 @@ json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, 
                           int64_t batch_size);
 void sched_overlay_node(struct sched *s, json_t *node);
 
+/* Appends the scheduler's Prometheus metrics (stragglers) to f. */
+void sched_metrics_render(struct sched *s, FILE *f);
 /* Rank output of a job, from the leader's memory (docs/api.md, GET /v1/jobs/{id}/logs).
  * rank < 0: the index {"job", "streams": [...]}; else up to max_bytes of (rank, generation)
  * from offset, generation < 0 meaning the newest held, offset < 0 meaning the first byte

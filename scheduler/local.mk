@@ -4,6 +4,7 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/place.c scheduler/place.h \
 	scheduler/queue.c scheduler/queue.h \
 	scheduler/desired.c scheduler/desired.h \
+	scheduler/straggler.c scheduler/straggler.h \
 	scheduler/history.c scheduler/history.h \
 	scheduler/logstore.c scheduler/logstore.h \
 	scheduler/leader.c scheduler/leader.h
@@ -24,6 +25,11 @@ tests_unit_test_planner_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_planner_LDADD = scheduler/libplanner.a common/libcommon.a $(CMOCKA_LIBS) -lm
 TESTS += tests/unit/test_planner
 
+check_PROGRAMS += tests/unit/test_straggler
+tests_unit_test_straggler_SOURCES = tests/unit/test_straggler.c
+tests_unit_test_straggler_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_straggler_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS) -lm
+TESTS += tests/unit/test_straggler
 check_PROGRAMS += tests/unit/test_history
 tests_unit_test_history_SOURCES = tests/unit/test_history.c
 tests_unit_test_history_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)

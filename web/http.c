@@ -562,6 +562,8 @@ char *metrics_render(struct http_server *s, size_t *len)
 		fprintf(f, "yard_http_request_duration_ms_count{route=\"%s\"} %llu\n", label,
 		        (unsigned long long)total);
 	}
+	if (s->sched != NULL)
+		sched_metrics_render(s->sched, f);
 	fclose(f);
 	*len = size;
 	return out;

@@ -63,6 +63,8 @@ static void test_defaults_are_a_small_valid_trainer_job(void **state)
 	assert_int_equal(spec.failure.max_restarts, 3);
 	assert_int_equal(spec.failure.straggler_policy, JOBSPEC_STRAGGLER_REPORT);
 	assert_int_equal(spec.debug.slow_rank, -1);
+	assert_string_equal(spec.debug.slow_node, "");
+	assert_true(spec.debug.block_ms == 0);
 	assert_int_equal(spec.debug.hang_rank, -1);
 	assert_int_equal(spec.debug.crash_rank, -1);
 	assert_int_equal(spec.argc, 0);
@@ -101,6 +103,7 @@ static void assert_round_trip(const char *text)
 		assert_string_equal(a.argv[i], b.argv[i]);
 	assert_memory_equal(&a.train, &b.train, sizeof a.train);
 	assert_memory_equal(&a.failure, &b.failure, sizeof a.failure);
+	assert_memory_equal(&a.debug, &b.debug, sizeof a.debug);
 	json_decref(ja);
 	json_decref(jb);
 	jobspec_free(&a);
@@ -129,7 +132,8 @@ static void test_round_trip(void **state)
 	    " \"failure\": {\"max_restarts\": 0, \"hang_timeout_s\": 5, \"allow_shrink_dp\": true,"
 	    "  \"straggler\": {\"policy\": \"replace\", \"threshold\": 0.5, \"windows\": 2,"
 	    "   \"window_steps\": 4, \"max_replacements\": 1}},"
-	    " \"debug\": {\"slow_rank\": 11, \"slow_factor\": 3, \"hang_rank\": 0,"
+	    " \"debug\": {\"slow_rank\": 11, \"slow_node\": \"node-b\", \"slow_factor\": 3,"
+	    "  \"block_ms\": 2.5, \"hang_rank\": 0,"
 	    "  \"hang_at_step\": 7, \"crash_rank\": 5, \"crash_at_step\": 9}}");
 	assert_round_trip("{\"name\": \"cmd\", \"command\": [\"sh\", \"-c\", \"\"], \"ranks\": 3,"
 	                  " \"env\": {\"A\": \"1\"}}");
@@ -297,6 +301,16 @@ static const struct bad_spec bad_specs[] = {
     {"{\"name\": \"n\", \"debug\": {\"slow_rank\": -2}}", "debug.slow_rank"},
     {"{\"name\": \"n\", \"debug\": {\"slow_factor\": 0.5}}", "debug.slow_factor"},
     {"{\"name\": \"n\", \"debug\": {\"crash_at_step\": -1}}", "debug.crash_at_step"},
+    {"{\"name\": \"n\", \"debug\": {\"slow_node\": \"\"}}", "debug.slow_node"},
+    {"{\"name\": \"n\", \"debug\": {\"slow_node\": 3}}", "debug.slow_node"},
+    {"{\"name\": \"n\", \"debug\": {\"block_ms\": -1}}", "debug.block_ms"},
+    {"{\"name\": \"n\", \"debug\": {\"block_ms\": 20000}}", "debug.block_ms"},
+    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"window_steps\": 0}}}",
+     "failure.straggler.window_steps"},
+    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"max_replacements\": -1}}}",
+     "failure.straggler.max_replacements"},
+    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"threshold\": 101}}}",
+     "failure.straggler.threshold"},
 };
 
 static void test_bad_specs_name_their_field(void **state)

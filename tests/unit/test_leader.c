@@ -2,7 +2,8 @@
  * clocks and a fake raft that applies every proposal to a real in-memory state machine at
  * once: the grace period after an election, suspect/down thresholds, gang placement and the
  * desired set with its environment, restarts on exits and hangs with back-off, success,
- * drains, rank output carried by heartbeats, and what a heartbeat may not do. */
+ * drains, rank output carried by heartbeats, stragglers (report, recovery, replace with its
+ * cap), and what a heartbeat may not do. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -388,6 +389,185 @@ static void test_node_death_moves_the_job(void **state)
 	world_free(w);
 }
 
+/* Events of a job whose type is `type`, joined by newlines (static buffer). */
+static const char *events_of(struct world *w, const char *id, const char *type)
+{
+	static char out[4096];
+	struct yard_err err = {0};
+	json_t *list = fsm_events_list(&w->fsm, 0, 1000, id, &err), *e;
+	size_t i;
+	out[0] = '\0';
+	assert_non_null(list);
+	json_array_foreach(json_object_get(list, "events"), i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "type")), type) != 0)
+			continue;
+		size_t len = strlen(out);
+		snprintf(out + len, sizeof out - len, "%s\n",
+		         json_string_value(json_object_get(e, "message")));
+	}
+	json_decref(list);
+	return out;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* A heartbeat from node-a for ranks 0-3 of job j-000001 (generation gen) carrying windows
+ * first..last, where rank slow's compute is factor times the others' 10 ms. */
+static void beat_windows(struct world *w, const char *node, int first_rank, int gen, int64_t first,
+                         int64_t last, int slow, double factor)
+{
+	char ranks[8192];
+	size_t len = 0;
+	len += (size_t)snprintf(ranks + len, sizeof ranks - len, "[");
+	for (int r = first_rank; r < first_rank + 4; r++) {
+		len +=
+		    (size_t)snprintf(ranks + len, sizeof ranks - len,
+		                     "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":%d,"
+		                     "\"state\":\"running\",\"step\":%lld,\"windows\":[",
+		                     r > first_rank ? "," : "", r, gen, (long long)(last + 1) * 10);
+		for (int64_t wi = first; wi <= last; wi++)
+			len +=
+			    (size_t)snprintf(ranks + len, sizeof ranks - len,
+			                     "%s{\"index\":%lld,\"steps\":10,\"compute_ms\":%.3f,"
+			                     "\"comm_wait_ms\":1}",
+			                     wi > first ? "," : "", (long long)wi,
+			                     (r == slow ? factor : 1.0) * (10 + 0.01 * r));
+		len += (size_t)snprintf(ranks + len, sizeof ranks - len, "]}");
+	}
+	snprintf(ranks + len, sizeof ranks - len, "]");
+	json_decref(heartbeat(w, node, ranks));
+	run(w, 100);
+}
+
+static void test_straggler_report_and_recovery(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"parallel\":{\"dp\":4},"
+	                       "\"failure\":{\"straggler\":{\"policy\":\"report\",\"windows\":2,"
+	                       "\"window_steps\":10}}}}"),
+	                 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	/* rank 2 is 1.5x: flagged after 2 windows; heartbeats repeat the last 4 windows */
+	for (int64_t k = 0; k < 6; k++)
+		beat_windows(w, "node-a", 0, 1, k > 3 ? k - 3 : 0, k, 2, 1.5);
+	run(w, 500); /* notes go out one per tick, after running/progress */
+	const char *flags = events_of(w, "j-000001", "job.straggler");
+	assert_int_equal(count_lines(flags), 1);
+	assert_non_null(strstr(flags, "rank 2 on node node-a: compute 15 ms per step, 1.50x the "
+	                              "median of pipeline stage 0 (10 ms) for 2 window(s) of 10 "
+	                              "steps (through step 20)"));
+	json_t *j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	json_t *list = json_object_get(j, "stragglers");
+	assert_int_equal(json_array_size(list), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 0), "rank")), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "node")),
+	                    "node-a");
+	assert_int_equal(json_integer_value(json_object_get(j, "straggler_windows_judged")), 6);
+	size_t i;
+	json_t *r;
+	json_array_foreach(json_object_get(j, "ranks"), i, r)
+	{
+		assert_int_equal(json_is_true(json_object_get(r, "straggler")),
+		                 json_integer_value(json_object_get(r, "rank")) == 2);
+		assert_null(json_object_get(r, "windows"));
+		assert_non_null(json_object_get(r, "window_compute_ms"));
+	}
+	json_decref(j);
+	/* the metric names the rank */
+	char *text = NULL;
+	size_t text_len = 0;
+	FILE *f = open_memstream(&text, &text_len);
+	sched_metrics_render(w->sched, f);
+	fclose(f);
+	assert_non_null(
+	    strstr(text, "yard_straggler_ratio{job=\"j-000001\",rank=\"2\",node=\"node-a\"} 1.5"));
+	assert_non_null(strstr(text, "yard_stragglers_flagged_total 1\n"));
+	free(text);
+	/* rank 2 back to normal for 2 windows: recovered, one event */
+	for (int64_t k = 6; k < 9; k++)
+		beat_windows(w, "node-a", 0, 1, k - 3, k, 2, 1.0);
+	run(w, 300);
+	assert_int_equal(count_lines(events_of(w, "j-000001", "job.straggler_ok")), 1);
+	assert_int_equal(count_lines(events_of(w, "j-000001", "job.straggler")), 1);
+	j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	assert_int_equal(json_array_size(json_object_get(j, "stragglers")), 0);
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	json_decref(j);
+	world_free(w);
+}
+
+static void test_straggler_replace_moves_and_is_capped(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"parallel\":{\"dp\":4},"
+	                       "\"failure\":{\"max_restarts\":0,\"straggler\":{\"policy\":"
+	                       "\"replace\",\"windows\":3,\"window_steps\":10,"
+	                       "\"max_replacements\":1}}}}"),
+	                 201);
+	run(w, 100);
+	json_t *j = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(j, "layout"), 0), "node")),
+	                    "node-a");
+	json_decref(j);
+	for (int64_t k = 0; k < 3; k++)
+		beat_windows(w, "node-a", 0, 1, 0, k, 1, 1.4);
+	run(w, 300);
+	/* node-a cordoned, the job restarting without counting a failure restart */
+	assert_string_equal(job_state(w, "j-000001"), "restarting");
+	struct yard_err err = {0};
+	json_t *n = fsm_node_get(&w->fsm, "node-a", &err);
+	assert_true(json_is_true(json_object_get(n, "cordoned")));
+	json_decref(n);
+	assert_non_null(strstr(events_of(w, "j-000001", "job.replacing"),
+	                       "straggler rank 1 off node node-a (replacement 1 of 1): "
+	                       "straggler: rank 1 on node node-a: compute 14 ms per step, 1.40x"));
+	/* once node-a's ranks are gone the gang goes to node-b, restoring a checkpoint */
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 300);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+	size_t i;
+	json_t *slot;
+	json_array_foreach(json_object_get(j, "layout"), i, slot)
+	    assert_string_equal(json_string_value(json_object_get(slot, "node")), "node-b");
+	json_decref(j);
+	json_t *d = heartbeat(w, "node-b", "[]");
+	assert_string_equal(env_of(d, 0, "YARD_RESUME"), "1");
+	assert_string_equal(env_of(d, 0, "YARD_NODE"), "node-b");
+	json_decref(d);
+	/* a straggler in generation 2: max_replacements (1) is used up, so it stays */
+	for (int64_t k = 5; k < 8; k++)
+		beat_windows(w, "node-b", 0, 2, 5, k, 3, 2.0);
+	run(w, 300);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_non_null(strstr(events_of(w, "j-000001", "job.straggler"),
+	                       "not replaced: 1 of max_replacements 1 used"));
+	n = fsm_node_get(&w->fsm, "node-b", &err);
+	assert_false(json_is_true(json_object_get(n, "cordoned")));
+	json_decref(n);
+	world_free(w);
+}
+
 static void test_heartbeat_refuses_bad_input(void **state)
 {
 	struct world *w = world_new();
@@ -399,6 +579,16 @@ static void test_heartbeat_refuses_bad_input(void **state)
 	    "{\"node\":\"node-a\",\"ranks\":[{\"job\":\"j\",\"rank\":0}]}", /* no generation */
 	    "{\"node\":\"node-a\",\"ranks\":[{\"job\":\"j\",\"rank\":0,\"generation\":1,"
 	    "\"state\":\"zombie\"}]}",
+	    /* window summaries: not an array, an unknown key, no compute, negative time */
+	    "{\"node\":\"node-a\",\"ranks\":[{\"job\":\"j\",\"rank\":0,\"generation\":1,"
+	    "\"state\":\"running\",\"windows\":{}}]}",
+	    "{\"node\":\"node-a\",\"ranks\":[{\"job\":\"j\",\"rank\":0,\"generation\":1,"
+	    "\"state\":\"running\",\"windows\":[{\"index\":0,\"steps\":10,\"compute_ms\":1,"
+	    "\"x\":1}]}]}",
+	    "{\"node\":\"node-a\",\"ranks\":[{\"job\":\"j\",\"rank\":0,\"generation\":1,"
+	    "\"state\":\"running\",\"windows\":[{\"index\":0,\"steps\":10}]}]}",
+	    "{\"node\":\"node-a\",\"ranks\":[{\"job\":\"j\",\"rank\":0,\"generation\":1,"
+	    "\"state\":\"running\",\"compute_ms\":-1}]}",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		json_t *b = json_loads(bad[i], 0, NULL);
@@ -595,6 +785,8 @@ int main(void)
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
+	    cmocka_unit_test(test_straggler_report_and_recovery),
+	    cmocka_unit_test(test_straggler_replace_moves_and_is_capped),
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),

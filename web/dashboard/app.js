@@ -498,11 +498,14 @@
 		return {ranks: rankIds, columns: cols, values: rankIds.map((r) => cols.map((c) => s.compute.get(c).get(r) ?? null))};
 	}
 
-	/* A rank is a straggler when the server says so, or when its compute time is over 1.25x
-	 * the step median in at least 3 of the last 5 columns. */
-	function stragglersOf(grid, ranks) {
+	/* A rank is a straggler when the server says so. When the server does not judge the job
+	 * (no "stragglers" list), also when its compute time is over 1.25x the step median in at
+	 * least 3 of the last 5 columns; the server's detector compares each rank with its own
+	 * pipeline stage only, which this estimate cannot. */
+	function stragglersOf(grid, ranks, job) {
 		const out = new Set((ranks || []).filter((r) => r.straggler).map((r) => r.rank));
-		if (!grid) return out;
+		if (Array.isArray(job.stragglers)) job.stragglers.forEach((f) => out.add(f.rank));
+		if (!grid || Array.isArray(job.stragglers)) return out;
 		const cols = grid.columns.length;
 		for (let c0 = Math.max(0, cols - 5), r = 0; r < grid.ranks.length; r++) {
 			let slow = 0;
@@ -565,7 +568,7 @@
 		const dims = dimsOf(job, ranks);
 		let layoutBody;
 		const grid = computeGrid(metrics, ranks, job);
-		const slow = stragglersOf(grid, ranks);
+		const slow = stragglersOf(grid, ranks, job);
 		if (!dims) layoutBody = note('no layout yet: the planner has not chosen dp × tp × pp for this job');
 		else if (dims.dp * dims.tp * dims.pp > 512) layoutBody = note(`${dims.dp * dims.tp * dims.pp} ranks: too many to draw`);
 		else {
