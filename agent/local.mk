@@ -1,9 +1,12 @@
 # agent/: yard-agent, the node daemon (register, heartbeat, run and watch ranks).
 bin_PROGRAMS += yard-agent
 yard_agent_SOURCES = agent/agent.h agent/main.c agent/client.c agent/ranks.c \
-	agent/heartbeat.c agent/metrics.c agent/shim.c
+	agent/heartbeat.c agent/metrics.c agent/shim.c agent/upgrade.c agent/guardian.c \
+	agent/selftest.c agent/buildinfo.c
 yard_agent_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)
-yard_agent_LDADD = common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) $(CURL_LIBS)
+# libyd for the self-test; jobs/libjobsfsm.a only for its sha256.o
+yard_agent_LDADD = $(YD_LIBS) jobs/libjobsfsm.a common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) \
+	$(CURL_LIBS)
 
 # yard-report: a command job's way to report steps to its agent (agent/report.c).
 bin_PROGRAMS += yard-report
