@@ -174,7 +174,8 @@ enum build_fault {
 	BUILD_FAULT_NO_HEARTBEAT
 };
 void buildinfo_version(char *out, size_t out_len);
-enum build_fault buildinfo_fault(void);
+/* The fault this build carries on node (NULL: a node-less context). */
+enum build_fault buildinfo_fault(const char *node);
 
 /* client.c: GET url with a bearer token into path, at most max_bytes; the sha256 of what
  * was written and its length. Blocking: call it from the thread pool. */

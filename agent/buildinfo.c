@@ -5,10 +5,10 @@
  * scripts/mark-build can make a real copy of a built binary that reports another version
  * (a "new build") or misbehaves on purpose (a "bad build") without recompiling. A marked copy
  * is byte-for-byte the same program otherwise; its sha256 changes like any new build's.
- * Faults (BUILD_FAULT_*): "self-test" makes --self-test fail, "crash" makes the agent abort
- * right after start-up, "no-heartbeat" makes it run without ever heartbeating. Release builds
- * carry "none". The slots are read through volatile pointers so the compiler cannot fold the
- * compiled-in values into the code. */
+ * Faults (BUILD_FAULT_*), optionally limited to some nodes: "self-test" makes --self-test fail,
+ * "crash" makes the agent abort right after start-up, "no-heartbeat" makes it run without ever
+ * heartbeating. Release builds carry "none". The slots are read through volatile pointers so the
+ * compiler cannot fold the compiled-in values into the code. */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,10 +38,22 @@ void buildinfo_version(char *out, size_t out_len)
 		snprintf(out, out_len, "%s", PACKAGE_VERSION);
 }
 
-enum build_fault buildinfo_fault(void)
+/* The fault slot holds "KIND" or "KIND:NODE,NODE,...": the fault only on those nodes, so one
+ * build can pass on a rollout's first wave and fail on its second. */
+enum build_fault buildinfo_fault(const char *node)
 {
-	char fault[32];
+	char fault[SLOT_LEN];
 	slot_value(fault_slot, sizeof FAULT_MARKER - 1, fault, sizeof fault);
+	char *nodes = strchr(fault, ':');
+	if (nodes != NULL) {
+		int listed = 0;
+		*nodes++ = '\0';
+		for (char *save = NULL, *n = strtok_r(nodes, ",", &save); n != NULL;
+		     n = strtok_r(NULL, ",", &save))
+			listed |= node != NULL && strcmp(n, node) == 0;
+		if (!listed)
+			return BUILD_FAULT_NONE;
+	}
 	if (strcmp(fault, "self-test") == 0)
 		return BUILD_FAULT_SELF_TEST;
 	if (strcmp(fault, "crash") == 0)

@@ -171,7 +171,8 @@ static void on_tick(uv_timer_t *t)
 
 	ranks_tick(a);
 	upgrade_tick(a);
-	if (a->heartbeat_in_flight || a->stopping || buildinfo_fault() == BUILD_FAULT_NO_HEARTBEAT)
+	if (a->heartbeat_in_flight || a->stopping ||
+	    buildinfo_fault(a->cfg.name) == BUILD_FAULT_NO_HEARTBEAT)
 		return;
 	c = calloc(1, sizeof *c);
 	if (c == NULL)

@@ -1,5 +1,5 @@
-/* selftest.c: `yard-agent --self-test`, the data-plane check a new build must pass on a node
- * before the running agent execs it (upgrade.c), and that a rollout's health gate relies on.
+/* selftest.c: `yard-agent --self-test [--node NAME]`, the data-plane check a new build must pass on
+ * a node before the running agent execs it (upgrade.c), and that a rollout's health gate relies on.
  *
  * For each transport this node's ranks use between themselves and with other nodes (shared
  * memory and TCP), two ranks are forked, meet through a rendezvous file on 127.0.0.1 (each
@@ -145,13 +145,15 @@ int selftest_main(int argc, char **argv)
 	static const char *const transports[] = {"shm", "tcp"};
 	char version[32];
 	int failed = 0;
-	(void)argv;
-	if (argc != 2) {
-		fprintf(stderr, "usage: yard-agent --self-test\n");
+	const char *node = NULL;
+	if (argc == 4 && strcmp(argv[2], "--node") == 0) {
+		node = argv[3];
+	} else if (argc != 2) {
+		fprintf(stderr, "usage: yard-agent --self-test [--node NAME]\n");
 		return 2;
 	}
 	buildinfo_version(version, sizeof version);
-	if (buildinfo_fault() == BUILD_FAULT_SELF_TEST) {
+	if (buildinfo_fault(node) == BUILD_FAULT_SELF_TEST) {
 		fprintf(stderr,
 		        "yard-agent %s self-test: failed on purpose (a build marked with "
 		        "the self-test fault by scripts/mark-build)\n",

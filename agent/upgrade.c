@@ -382,6 +382,7 @@ struct upgrade_work {
 	char token[256];
 	char part[PATH_MAX + 64], path[PATH_MAX + 64], log[PATH_MAX + 64];
 	char sha256[SHA256_HEX_LEN + 1];
+	char node[AGENT_NAME_MAX + 1];
 	int64_t size;
 	int gate_s;
 	int rc;
@@ -438,7 +439,7 @@ static void selftest_run(uv_work_t *w)
 {
 	struct upgrade_work *u = (struct upgrade_work *)w;
 	posix_spawn_file_actions_t fa;
-	char *argv[] = {u->path, "--self-test", NULL};
+	char *argv[] = {u->path, "--self-test", "--node", u->node, NULL};
 	pid_t pid;
 	int status = 0;
 	posix_spawn_file_actions_init(&fa);
@@ -654,6 +655,7 @@ void upgrade_offer(struct agent *a, const json_t *offer)
 	snprintf(url, sizeof url, "%s", u->url);
 	snprintf(u->url, sizeof u->url, "%s%s", a->leader_url, url);
 	snprintf(u->token, sizeof u->token, "%s", a->node_token);
+	snprintf(u->node, sizeof u->node, "%s", a->cfg.name);
 	char dir[PATH_MAX + 8];
 	snprintf(dir, sizeof dir, "%s/bin", a->cfg.data_dir);
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {

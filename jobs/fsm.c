@@ -114,7 +114,7 @@ int fsm_run(struct fsm *f, const char *sql, const char *types, ...)
 	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-static int64_t meta_next(struct fsm *f, const char *key)
+int64_t fsm_meta_next(struct fsm *f, const char *key)
 {
 	int64_t v = 0;
 	sqlite3_stmt *st =
@@ -310,7 +310,7 @@ int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *jo
 	vsnprintf(message, sizeof message, fmt, ap);
 	va_end(ap);
 
-	int64_t seq = meta_next(f, "event_seq");
+	int64_t seq = fsm_meta_next(f, "event_seq");
 	if (seq < 0)
 		return YARD_EINTERNAL;
 	snprintf(prev, sizeof prev, "%s", ZERO_HASH);
@@ -392,7 +392,7 @@ static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 	if (!json_is_object(spec))
 		return fsm_res_err(400, "spec", "spec: must be an object");
 
-	int64_t seq = meta_next(f, "job_seq");
+	int64_t seq = fsm_meta_next(f, "job_seq");
 	if (seq < 0)
 		return NULL;
 	char id[FSM_ID_MAX];
@@ -520,7 +520,7 @@ static int valid_hash(const char *h)
 static json_t *token_insert(struct fsm *f, const struct fsm_cmd *c, const char *name,
                             const char *role, const char *hash)
 {
-	int64_t seq = meta_next(f, "token_seq");
+	int64_t seq = fsm_meta_next(f, "token_seq");
 	if (seq < 0)
 		return NULL;
 	char id[FSM_ID_MAX];

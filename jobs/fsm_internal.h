@@ -6,6 +6,8 @@
 
 int fsm_exec(struct fsm *f, const char *sql);
 sqlite3_stmt *fsm_prepare(struct fsm *f, const char *sql);
+/* Increments and returns counter key of the meta table (ids, sequences); -1 on failure. */
+int64_t fsm_meta_next(struct fsm *f, const char *key);
 /* types: one letter per parameter, 's' text (NULL binds NULL), 'i' int64_t, 'd' double. */
 int fsm_run(struct fsm *f, const char *sql, const char *types, ...);
 /* hash = sha256(prev_hash || canonical JSON of the event with sorted keys). */
