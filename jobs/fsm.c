@@ -45,12 +45,18 @@ static const char SCHEMA[] =
     "CREATE TABLE config(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE checkpoints(job TEXT NOT NULL, step INTEGER NOT NULL, manifest TEXT NOT NULL,"
     " created_ms INTEGER NOT NULL, PRIMARY KEY(job, step));"
-    "CREATE TABLE builds(id TEXT PRIMARY KEY, version TEXT NOT NULL, sha256 TEXT NOT NULL,"
-    " notes TEXT, created_ms INTEGER NOT NULL);"
+    "CREATE TABLE builds(version TEXT PRIMARY KEY, component TEXT NOT NULL,"
+    " sha256 TEXT NOT NULL, size INTEGER NOT NULL, notes TEXT, advisory TEXT,"
+    " state TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
+    " actor TEXT NOT NULL);"
     "CREATE TABLE advisories(id TEXT PRIMARY KEY, state TEXT NOT NULL, embargo_until_ms INTEGER,"
     " visibility TEXT NOT NULL, text TEXT, created_ms INTEGER NOT NULL);"
-    "CREATE TABLE rollouts(id TEXT PRIMARY KEY, build TEXT NOT NULL, state TEXT NOT NULL,"
-    " wave INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);";
+    "CREATE TABLE rollouts(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE,"
+    " build TEXT NOT NULL, state TEXT NOT NULL, wave INTEGER NOT NULL DEFAULT 0,"
+    " phase TEXT NOT NULL DEFAULT '', phase_since_ms INTEGER NOT NULL,"
+    " failures INTEGER NOT NULL DEFAULT 0, spec TEXT NOT NULL, plan TEXT NOT NULL,"
+    " reason TEXT, actor TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+    " updated_ms INTEGER NOT NULL);";
 
 static const char *const ROLES[] = {"admin", "operator", "user", "security", "agent", NULL};
 
@@ -710,6 +716,10 @@ static const struct {
     {"job.restart", fsm_op_job_restart},
     {"job.finish", fsm_op_job_finish},
     {"job.note", fsm_op_job_note},
+    {"rollout.start", fsm_op_rollout_start},
+    {"rollout.advance", fsm_op_rollout_advance},
+    {"rollout.node", fsm_op_rollout_node},
+    {"rollout.control", fsm_op_rollout_control},
 };
 
 static int valid_request_id(const char *s)

@@ -92,6 +92,18 @@ int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
 /* Integer setting from the replicated config table (default when unset). */
 int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt);
 
+/* ---- rollouts (fsm_rollout.c) ---- */
+/* {"id","build","state","wave","phase","phase_since_ms","failures","spec","waves","nodes",
+ * "reason","actor","created_ms","updated_ms"}; wave is 0-based into waves. */
+json_t *fsm_rollout_get(struct fsm *f, const char *id, struct yard_err *err);
+json_t *fsm_rollouts_list(struct fsm *f, struct yard_err *err); /* oldest first */
+/* The one rollout that is pending, running, paused or rolling back, or NULL. */
+json_t *fsm_rollout_active(struct fsm *f);
+int fsm_rollout_state_active(const char *state);
+/* Whether the active rollout assigns build version to node (it is upgrading or upgraded to
+ * it): such a node may download the build while its advisory is embargoed. */
+int fsm_build_assigned_to_node(struct fsm *f, const char *version, const char *node);
+
 /* The field a jsonx/jobspec error names ("parallel.tp: ..." → "parallel.tp"), or "". */
 void fsm_err_field(const struct yard_err *e, char *field, size_t field_len);
 

@@ -51,4 +51,10 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c);
 
+/* fsm_rollout.c: rollout.start, .advance, .node, .control (see the file's comment). */
+json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_rollout_advance(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_rollout_node(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_rollout_control(struct fsm *f, const struct fsm_cmd *c);
+
 #endif

@@ -14,6 +14,7 @@
 #include "jobs/spec.h"
 #include "scheduler/desired.h"
 #include "scheduler/queue.h"
+#include "scheduler/rollout.h"
 
 #define REPORTS_MAX 256 /* rank reports in one heartbeat */
 
@@ -65,6 +66,7 @@ struct sched {
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
+	struct rollout_driver *rollouts; /* scheduler/rollout.h */
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -758,6 +760,7 @@ void sched_tick(struct sched *s)
 		s->last_full_ms = now;
 		run_jobs(s, nodes, now);
 	}
+	rollout_driver_tick(s->rollouts);
 	json_decref(nodes);
 }
 
@@ -773,6 +776,11 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	s->fsm = fsm;
 	s->cfg = *cfg;
 	s->io = *io;
+	s->rollouts = rollout_driver_create(fsm, io);
+	if (s->rollouts == NULL) {
+		free(s);
+		return NULL;
+	}
 	uv_timer_init(loop, &s->timer);
 	s->timer.data = s;
 	if (cfg->tick_ms > 0)
@@ -792,6 +800,7 @@ void sched_destroy(struct sched *s)
 	soft_clear(s);
 	free(s->nodes);
 	free(s->jobs);
+	rollout_driver_destroy(s->rollouts);
 	uv_timer_stop(&s->timer);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
 }
@@ -803,6 +812,7 @@ void sched_leader_up(struct sched *s)
 	s->leading = 1;
 	s->leader_since_ms = mono_now(s);
 	s->dirty = 1;
+	rollout_driver_leading(s->rollouts, 1);
 	log_info("scheduler: leading; every node has %.1f s from now before it is suspect",
 	         (double)s->cfg.node_suspect_ms / 1000);
 }
@@ -814,6 +824,7 @@ void sched_leader_down(struct sched *s)
 	soft_clear(s);
 	s->epoch++;
 	s->leading = 0;
+	rollout_driver_leading(s->rollouts, 0);
 	log_info("scheduler: no longer leading; soft state dropped");
 }
 
@@ -934,8 +945,8 @@ static json_t *desired_for(struct sched *s, const char *node)
 
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
-	static const char *const keys[] = {
-	    "node", "version", "free_disk_mb", "link_gbps", "draining", "ranks", NULL};
+	static const char *const keys[] = {"node",     "version", "free_disk_mb", "link_gbps",
+	                                   "draining", "ranks",   "upgrade",      NULL};
 	const char *name = NULL, *version = "";
 	int64_t free_disk_mb = -1;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
@@ -948,9 +959,12 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		             name);
 		return NULL;
 	}
+	if (rollout_driver_check_report(json_object_get(body, "upgrade"), err) != 0)
+		return NULL;
 	json_t *reports = clean_reports(json_object_get(body, "ranks"), err);
 	if (reports == NULL)
 		return NULL;
+	rollout_driver_heartbeat(s->rollouts, node, body);
 	if (s->leading) {
 		struct soft_node *n = node_get(s, node);
 		if (n != NULL) {
@@ -964,7 +978,11 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		}
 	}
 	json_decref(reports);
-	return json_pack("{s:o,s:[]}", "desired", desired_for(s, node), "commands");
+	json_t *answer = json_pack("{s:o,s:[]}", "desired", desired_for(s, node), "commands");
+	json_t *upgrade = rollout_driver_offer(s->rollouts, node);
+	if (upgrade != NULL)
+		json_object_set_new(answer, "upgrade", upgrade);
+	return answer;
 }
 
 /* ---- overlays ---- */
@@ -1008,6 +1026,11 @@ void sched_overlay_job(struct sched *s, json_t *job)
 	json_object_set_new(job, "ranks", ranks);
 }
 
+void sched_overlay_rollout(struct sched *s, json_t *rollout)
+{
+	rollout_driver_overlay(s->rollouts, rollout);
+}
+
 void sched_overlay_node(struct sched *s, json_t *node)
 {
 	if (!s->leading)
@@ -1018,6 +1041,8 @@ void sched_overlay_node(struct sched *s, json_t *node)
 	json_object_set_new(node, "last_heartbeat_ms_ago",
 	                    json_integer((json_int_t)(mono_now(s) - n->last_seen_ms)));
 	json_object_set_new(node, "ranks", n->ranks ? json_deep_copy(n->ranks) : json_array());
+	if (n->version[0] != '\0') /* what the agent runs now; the row has what it registered */
+		json_object_set_new(node, "version", json_string(n->version));
 	if (n->free_disk_mb >= 0)
 		json_object_set_new(node, "free_disk_mb", json_integer(n->free_disk_mb));
 }

@@ -78,7 +78,8 @@ void sched_leader_down(struct sched *s);
 void sched_tick(struct sched *s);
 
 /* A heartbeat from node (already authenticated as that node). Records the soft state and
- * returns the answer {"desired": [...], "commands": []} (new reference), or NULL with err
+ * returns the answer {"desired": [...], "commands": [], "upgrade"?: {...}} (new reference;
+ * "upgrade" is an offer of the rollout driver, scheduler/rollout.h), or NULL with err
  * (YARD_EINVAL naming the field of a malformed body, YARD_EPERM for another node's name). */
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
                         struct yard_err *err);
@@ -89,5 +90,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
  * "free_devices". Without soft state (a follower, or nothing heard) objects are unchanged. */
 void sched_overlay_job(struct sched *s, json_t *job);
 void sched_overlay_node(struct sched *s, json_t *node);
+/* Adds each target node's live version and upgrade state to a rollout (fsm_rollout_get). */
+void sched_overlay_rollout(struct sched *s, json_t *rollout);
 
 #endif

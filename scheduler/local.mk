@@ -4,7 +4,8 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/place.c scheduler/place.h \
 	scheduler/queue.c scheduler/queue.h \
 	scheduler/desired.c scheduler/desired.h \
-	scheduler/leader.c scheduler/leader.h
+	scheduler/leader.c scheduler/leader.h \
+	scheduler/rollout.c scheduler/rollout.h
 scheduler_libsched_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
 check_PROGRAMS += tests/unit/test_place

@@ -577,7 +577,7 @@ static void h_digest(struct call *call)
 /* The authorisation table: every route, its roles, and how it is routed. */
 const struct route api_routes[] = {
     {"GET", "/healthz", 0, ROUTE_LOCAL, h_healthz},
-    {"GET", "/", 0, ROUTE_LOCAL, dashboard_serve},        /* static files, no data */
+    {"GET", "/", 0, ROUTE_LOCAL, dashboard_serve}, /* static files, no data */
     {"GET", "/assets/*", 0, ROUTE_LOCAL, dashboard_serve},
     {"GET", "/metrics", ROLES_ANY, ROUTE_LOCAL, h_metrics},
     {"GET", "/v1/cluster", ROLES_ANY, ROUTE_LOCAL, h_cluster},
@@ -599,5 +599,12 @@ const struct route api_routes[] = {
     {"GET", "/v1/nodes/*", ROLES_ANY, ROUTE_READ, h_nodes_get},
     {"POST", "/v1/nodes/*/cordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_cordon},
     {"POST", "/v1/nodes/*/uncordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_uncordon},
+    {"POST", "/v1/rollouts", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_start},
+    {"GET", "/v1/rollouts", ROLES_ROLLOUT, ROUTE_READ, h_rollouts_list},
+    {"GET", "/v1/rollouts/*", ROLES_ROLLOUT, ROUTE_READ, h_rollouts_get},
+    {"POST", "/v1/rollouts/*/pause", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_pause},
+    {"POST", "/v1/rollouts/*/resume", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_resume},
+    {"POST", "/v1/rollouts/*/abort", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_abort},
+    {"POST", "/v1/rollouts/*/rollback", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_rollback},
 };
 const int api_routes_count = (int)(sizeof api_routes / sizeof api_routes[0]);
