@@ -14,6 +14,33 @@
 #include "jobs/codec.h"
 #include "jobs/fsm_internal.h"
 
+/* Builds, advisories and the blob store (fsm_store.c, fsm_advisory.c). Kept apart so that
+ * schema_upgrade can add them to a database from a binary that had only placeholders. */
+#define STORE_SCHEMA                                                                               \
+	"CREATE TABLE builds(version TEXT PRIMARY KEY, component TEXT NOT NULL,"                   \
+	" sha256 TEXT NOT NULL, size INTEGER NOT NULL, notes TEXT, advisory TEXT,"                 \
+	" state TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"          \
+	" actor TEXT NOT NULL);"                                                                   \
+	"CREATE TABLE blobs(owner_kind TEXT NOT NULL, owner_id TEXT NOT NULL,"                     \
+	" size INTEGER NOT NULL, sha256 TEXT NOT NULL, chunks INTEGER NOT NULL,"                   \
+	" PRIMARY KEY(owner_kind, owner_id));"                                                     \
+	"CREATE TABLE blob_chunks(owner_kind TEXT NOT NULL, owner_id TEXT NOT NULL,"               \
+	" idx INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(owner_kind, owner_id, idx));"      \
+	"CREATE TABLE advisories(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE,"                \
+	" title TEXT NOT NULL, cve TEXT NOT NULL, severity TEXT NOT NULL, state TEXT NOT NULL,"    \
+	" embargo_start_ms INTEGER, embargo_until_ms INTEGER, published_ms INTEGER,"               \
+	" visibility TEXT NOT NULL, text TEXT NOT NULL, timeline TEXT NOT NULL,"                   \
+	" created_ms INTEGER NOT NULL, actor TEXT NOT NULL);"
+
+/* Rollouts (fsm_rollout.c), apart for the same reason. */
+#define ROLLOUT_SCHEMA                                                                             \
+	"CREATE TABLE rollouts(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE,"                  \
+	" build TEXT NOT NULL, state TEXT NOT NULL, wave INTEGER NOT NULL DEFAULT 0,"              \
+	" phase TEXT NOT NULL DEFAULT '', phase_since_ms INTEGER NOT NULL,"                        \
+	" failures INTEGER NOT NULL DEFAULT 0, spec TEXT NOT NULL, plan TEXT NOT NULL,"            \
+	" reason TEXT, actor TEXT NOT NULL, created_ms INTEGER NOT NULL,"                          \
+	" updated_ms INTEGER NOT NULL);"
+
 /* Tables for what later issues add (checkpoints, builds, advisories, rollouts, nodes) are
  * created now so a snapshot taken today restores into tomorrow's binary unchanged. */
 static const char SCHEMA[] =
@@ -44,19 +71,7 @@ static const char SCHEMA[] =
     "CREATE INDEX request_ids_ts ON request_ids(ts_ms);"
     "CREATE TABLE config(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE checkpoints(job TEXT NOT NULL, step INTEGER NOT NULL, manifest TEXT NOT NULL,"
-    " created_ms INTEGER NOT NULL, PRIMARY KEY(job, step));"
-    "CREATE TABLE builds(version TEXT PRIMARY KEY, component TEXT NOT NULL,"
-    " sha256 TEXT NOT NULL, size INTEGER NOT NULL, notes TEXT, advisory TEXT,"
-    " state TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
-    " actor TEXT NOT NULL);"
-    "CREATE TABLE advisories(id TEXT PRIMARY KEY, state TEXT NOT NULL, embargo_until_ms INTEGER,"
-    " visibility TEXT NOT NULL, text TEXT, created_ms INTEGER NOT NULL);"
-    "CREATE TABLE rollouts(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE,"
-    " build TEXT NOT NULL, state TEXT NOT NULL, wave INTEGER NOT NULL DEFAULT 0,"
-    " phase TEXT NOT NULL DEFAULT '', phase_since_ms INTEGER NOT NULL,"
-    " failures INTEGER NOT NULL DEFAULT 0, spec TEXT NOT NULL, plan TEXT NOT NULL,"
-    " reason TEXT, actor TEXT NOT NULL, created_ms INTEGER NOT NULL,"
-    " updated_ms INTEGER NOT NULL);";
+    " created_ms INTEGER NOT NULL, PRIMARY KEY(job, step));" STORE_SCHEMA ROLLOUT_SCHEMA;
 
 static const char *const ROLES[] = {"admin", "operator", "user", "security", "agent", NULL};
 
@@ -220,6 +235,38 @@ int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_
 	return 0;
 }
 
+/* Snapshots from binaries before the build store hold empty placeholder builds and
+ * advisories tables (no command ever wrote them): replace them with the real ones. Every
+ * member restoring the same image does the same, so the databases stay identical. */
+static int schema_upgrade(struct fsm *f)
+{
+	int has_store = 0;
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT count(*) FROM sqlite_schema WHERE name = 'blobs'");
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		has_store = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	if (!has_store &&
+	    fsm_exec(
+	        f, "DROP TABLE IF EXISTS builds; DROP TABLE IF EXISTS advisories;" STORE_SCHEMA) !=
+	        0)
+		return YARD_EINTERNAL;
+	/* the same for the placeholder rollouts table (it had no plan column) */
+	int has_rollouts = 0;
+	st = fsm_prepare(f,
+	                 "SELECT count(*) FROM pragma_table_info('rollouts') WHERE name = 'plan'");
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		has_rollouts = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	if (has_rollouts)
+		return 0;
+	return fsm_exec(f, "DROP TABLE IF EXISTS rollouts;" ROLLOUT_SCHEMA);
+}
+
 int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *err)
 {
 	if (len == 0)
@@ -227,7 +274,9 @@ int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *er
 	int rc = open_memdb(f, data, len, err);
 	if (rc != 0)
 		return rc;
-	return fsm_exec(f, "PRAGMA journal_mode=MEMORY");
+	if (fsm_exec(f, "PRAGMA journal_mode=MEMORY") != 0 || schema_upgrade(f) != 0)
+		return yard_err_set(err, YARD_EINTERNAL, "cannot upgrade the snapshot's schema");
+	return 0;
 }
 
 int fsm_digest(struct fsm *f, char hex[SHA256_HEX_LEN + 1], struct yard_err *err)
@@ -663,9 +712,15 @@ static const struct {
 	const char *key;
 	int64_t min, max;
 } CONFIG_KEYS[] = {
-    {"node_suspect_ms", 100, 3600000},    {"node_down_ms", 100, 3600000},
-    {"straggler_threshold_pct", 1, 1000}, {"straggler_windows", 1, 1000},
-    {"restart_backoff_ms", 0, 3600000},   {"heartbeat_interval_ms", 10, 60000},
+    {"node_suspect_ms", 100, 3600000},
+    {"node_down_ms", 100, 3600000},
+    {"straggler_threshold_pct", 1, 1000},
+    {"straggler_windows", 1, 1000},
+    {"restart_backoff_ms", 0, 3600000},
+    {"heartbeat_interval_ms", 10, 60000},
+    {"build_max_bytes", 1, 1LL << 32},
+    {"blob_store_max_bytes", 1, 1LL << 36},
+    {"embargo_max_days", 1, FSM_EMBARGO_MAX_DAYS},
 };
 
 static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
@@ -716,6 +771,14 @@ static const struct {
     {"job.restart", fsm_op_job_restart},
     {"job.finish", fsm_op_job_finish},
     {"job.note", fsm_op_job_note},
+    {"build.create", fsm_op_build_create},
+    {"build.chunk", fsm_op_build_chunk},
+    {"build.commit", fsm_op_build_commit},
+    {"advisory.create", fsm_op_advisory_create},
+    {"advisory.embargo", fsm_op_advisory_embargo},
+    {"advisory.share", fsm_op_advisory_share},
+    {"advisory.publish", fsm_op_advisory_publish},
+    {"audit.read", fsm_op_audit_read},
     {"rollout.start", fsm_op_rollout_start},
     {"rollout.advance", fsm_op_rollout_advance},
     {"rollout.node", fsm_op_rollout_node},

@@ -5,7 +5,8 @@ jobs_libjobsfsm_a_SOURCES = \
 	jobs/sha256.c jobs/sha256.h \
 	jobs/codec.c jobs/codec.h \
 	jobs/fsm.c jobs/fsm.h jobs/fsm_internal.h \
-	jobs/fsm_query.c jobs/fsm_cluster.c jobs/fsm_rollout.c
+	jobs/fsm_query.c jobs/fsm_cluster.c \
+	jobs/fsm_store.c jobs/fsm_advisory.c jobs/fsm_rollout.c
 jobs_libjobsfsm_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
 FSM_LIBS = jobs/libjobsfsm.a common/libcommon.a $(SQLITE_LIBS) $(JANSSON_LIBS)

@@ -51,6 +51,26 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c);
 
+/* fsm_store.c: the blob store (owner kind + id; see the file's comment) and builds. Each
+ * returns NULL on success or an error result. */
+json_t *fsm_blob_declare(struct fsm *f, const char *kind, const char *id, int64_t size,
+                         const char *sha256, int64_t owner_max_bytes);
+/* sealed: the owner is committed, so only an identical re-put is accepted. */
+json_t *fsm_blob_put_chunk(struct fsm *f, const char *kind, const char *id, int64_t index,
+                           const unsigned char *data, size_t len, int sealed);
+/* Every chunk present, total size and sha256 as declared. */
+json_t *fsm_blob_check_complete(struct fsm *f, const char *kind, const char *id);
+int64_t fsm_blob_chunks_present(struct fsm *f, const char *kind, const char *id);
+json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_build_chunk(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_build_commit(struct fsm *f, const struct fsm_cmd *c);
+/* fsm_advisory.c: advisory.create, .embargo, .share, .publish, and audit.read (an
+ * embargoed read, recorded as an event). */
+json_t *fsm_op_advisory_create(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_advisory_embargo(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_advisory_share(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_advisory_publish(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_audit_read(struct fsm *f, const struct fsm_cmd *c);
 /* fsm_rollout.c: rollout.start, .advance, .node, .control (see the file's comment). */
 json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_rollout_advance(struct fsm *f, const struct fsm_cmd *c);

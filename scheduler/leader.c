@@ -67,6 +67,7 @@ struct sched {
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
 	struct rollout_driver *rollouts; /* scheduler/rollout.h */
+	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -230,7 +231,10 @@ static void proposal_done(void *data, int status, const json_t *result)
 	struct proposal *p = data;
 	struct sched *s = p->s;
 	if (p->epoch == s->epoch && s->leading) {
-		set_proposing(s, p->is_node, p->id, 0);
+		if (strcmp(p->op, "advisory.publish") == 0)
+			s->publishing[0] = '\0';
+		else
+			set_proposing(s, p->is_node, p->id, 0);
 		const char *error =
 		    result ? json_string_value(json_object_get(result, "error")) : NULL;
 		if (status != 0)
@@ -734,6 +738,25 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	json_decref(jobs);
 }
 
+/* ---- embargo deadlines ---- */
+
+/* An embargoed advisory whose deadline has passed is published by a committed command; the
+ * state machine re-checks the deadline against the command's timestamp. One at a time. */
+static void publish_due_advisories(struct sched *s)
+{
+	if (s->publishing[0] != '\0')
+		return;
+	json_t *due = fsm_advisories_due(s->fsm, wall_now(s));
+	const char *id = json_string_value(json_array_get(due, 0));
+	if (id != NULL) {
+		snprintf(s->publishing, sizeof s->publishing, "%s", id);
+		log_info("scheduler: advisory %s reached its embargo deadline; publishing", id);
+		if (propose(s, 0, id, "advisory.publish", json_pack("{s:s}", "id", id)) != 0)
+			s->publishing[0] = '\0';
+	}
+	json_decref(due);
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	sched_tick(t->data);
@@ -751,6 +774,7 @@ void sched_tick(struct sched *s)
 		return;
 	}
 	check_nodes(s, nodes, now);
+	publish_due_advisories(s);
 	uint64_t applied = s->io.applied_index(s->io.data);
 	if (s->dirty || applied != s->last_applied || now >= s->wake_ms ||
 	    now - s->last_full_ms >= 1000) {
@@ -810,6 +834,7 @@ void sched_leader_up(struct sched *s)
 	soft_clear(s);
 	s->epoch++;
 	s->leading = 1;
+	s->publishing[0] = '\0';
 	s->leader_since_ms = mono_now(s);
 	s->dirty = 1;
 	rollout_driver_leading(s->rollouts, 1);
