@@ -185,6 +185,9 @@ int agent_http_download(const char *url, const char *token, const char *path, in
 /* metrics.c */
 int metrics_open(struct agent *a);
 void metrics_close(struct agent *a);
+/* Lets the metrics socket survive the next exec (and reach the guardian forked before it):
+ * clears its close-on-exec flag and names it in the environment. Loop thread only. */
+int metrics_handover(const struct agent *a);
 /* Parses one line from a rank (exposed for tests). */
 int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len);
 

@@ -349,6 +349,9 @@ static void exec_new_build(struct agent *a, int gate_s)
 	a->up.state = UPGRADE_RESTARTING;
 	a->up.error[0] = '\0';
 	ranks_save_state(a);
+	if (metrics_handover(a) != 0)
+		log_warn("cannot hand the metrics socket over: ranks' reports are lost until they "
+		         "reconnect");
 	a->up.guardian_pid = start_guardian(a, argv_back, gate_s);
 	if (a->up.guardian_pid < 0) {
 		free(argv_new);
@@ -365,6 +368,8 @@ static void exec_new_build(struct agent *a, int gate_s)
 	fflush(stderr);
 	execv(a->up.new_path, argv_new);
 	int e = errno;
+	fcntl(a->metrics_fd, F_SETFD, FD_CLOEXEC); /* not handed over after all */
+	unsetenv("YARD_AGENT_METRICS_FD");
 	kill(a->up.guardian_pid, SIGKILL);
 	waitpid(a->up.guardian_pid, NULL, 0);
 	a->up.guardian_pid = 0;
@@ -595,12 +600,15 @@ static void roll_back(struct agent *a, const char *version, const char *rollout)
 	snprintf(back_path, sizeof back_path, "%s", argv_back[0]);
 	snprintf(a->up.previous_path, sizeof a->up.previous_path, "%s", a->cfg.self_path);
 	save(a);
+	metrics_handover(a);
 	log_warn("rollout %s rolled back: exec %s (version %s) with %d rank(s) running", rollout,
 	         back_path, version, ranks_running(a));
 	fflush(stdout);
 	fflush(stderr);
 	execv(back_path, argv_back);
 	log_error("exec %s: %s", back_path, strerror(errno));
+	fcntl(a->metrics_fd, F_SETFD, FD_CLOEXEC);
+	unsetenv("YARD_AGENT_METRICS_FD");
 	free(argv_back);
 }
 
