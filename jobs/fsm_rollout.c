@@ -713,7 +713,8 @@ json_t *fsm_op_rollout_node(struct fsm *f, const struct fsm_cmd *c)
 			snprintf(msg, sizeof msg, "node %s is back on %s", node,
 			         version ? version : from);
 		set_str(pn, "state", state);
-		set_str(pn, "error", error);
+		if (error[0] != '\0') /* a node back on its build keeps the error that sent it */
+			set_str(pn, "error", error);
 		if (version != NULL)
 			set_str(pn, "version", version);
 		if (strcmp(state, "failed") == 0)
