@@ -18,8 +18,8 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_ha.sh tests/integration/test_dev.sh
 
 # Rollouts of agent builds over real agents and a running job.
-dist_check_SCRIPTS += tests/integration/test_rollout.sh
-TESTS += tests/integration/test_rollout.sh
+dist_check_SCRIPTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh
+TESTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh
 
 check_PROGRAMS += tests/unit/test_leader
 TESTS += tests/unit/test_leader
