@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +233,9 @@ static void on_signal(uv_signal_t *s, int signum)
 	         "restart",
 	         signum, ranks_running(a));
 	a->stopping = 1;
+	/* a stop is not a crash: an upgrade's guardian must not bring the agent back */
+	if (a->up.guardian_pid > 0 && kill(a->up.guardian_pid, SIGKILL) == 0)
+		log_info("upgrade guardian pid %d stopped with the agent", (int)a->up.guardian_pid);
 	ranks_save_state(a);
 	uv_stop(a->loop);
 }

@@ -232,8 +232,10 @@ void upgrade_tick(struct agent *a)
 	if (a->up.guardian_pid > 0) {
 		int status;
 		pid_t w = waitpid(a->up.guardian_pid, &status, WNOHANG);
-		if (w == a->up.guardian_pid || (w < 0 && errno == ECHILD))
+		if (w == a->up.guardian_pid || (w < 0 && errno == ECHILD)) {
 			a->up.guardian_pid = 0;
+			save(a); /* nobody may signal that pid any more: it can be reused */
+		}
 	}
 }
 

@@ -257,6 +257,7 @@ static void propose(struct rollout_driver *d, const char *op, json_t *args, cons
 	p->epoch = d->epoch;
 	snprintf(p->what, sizeof p->what, "%s", what);
 	d->proposing = 1;
+	log_info("rollouts: proposing %s", what);
 	if (d->io.propose(d->io.data, op, args, proposal_done, p) != 0) {
 		d->proposing = 0;
 		free(p);
