@@ -70,6 +70,7 @@ static const struct command_def commands[] = {
     {CTL_BUILD_LIST, "build", "list", 0, 0, 0, 0},
     {CTL_BUILD_SHOW, "build", "show", 1, 1, 0, 0},
     {CTL_BUILD_DOWNLOAD, "build", "download", 1, 1, 0, 0},
+    {CTL_BUILD_DELETE, "build", "delete", 1, 1, 0, 0},
     {CTL_ADVISORY_CREATE, "advisory", "create", 0, 0,
      OPT_TITLE | OPT_SEVERITY | OPT_CVE | OPT_TEXT | OPT_TEXT_FILE | OPT_EMBARGO_DAYS |
          OPT_VISIBLE_TO,
@@ -183,6 +184,8 @@ const char *ctl_usage(void)
 	       "                    [--advisory ID]      store a build (chunked, sha256-checked)\n"
 	       "  build list | build show V              builds (redacted under embargo)\n"
 	       "  build download V -o FILE               the build's bytes, sha256-checked\n"
+	       "  build delete V                         drop an unfinished upload (and its "
+	       "quota)\n"
 	       "  advisory create --title T --severity low|medium|high|critical [--cve ID]\n"
 	       "                  [--text T | --text-file F] [--embargo-days N]\n"
 	       "                  [--visible-to ROLE|NAME,...]\n"
@@ -476,6 +479,7 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 		return 0;
 	case CTL_BUILD_SHOW:
 	case CTL_BUILD_DOWNLOAD:
+	case CTL_BUILD_DELETE:
 	case CTL_ADVISORY_SHOW:
 	case CTL_ADVISORY_EMBARGO:
 	case CTL_ADVISORY_SHARE:

@@ -421,20 +421,26 @@ static void print_job(const json_t *j)
 	}
 }
 
-static int cmd_job_show(struct ctl *x)
+/* GET prefix + the first operand and print it with print (or as JSON with -o json). */
+static int show_object(struct ctl *x, const char *prefix, void (*print)(const json_t *))
 {
 	struct ctl_response r;
 	char path[128];
-	snprintf(path, sizeof path, "/v1/jobs/%s", x->args.operand[0]);
+	snprintf(path, sizeof path, "%s%s", prefix, x->args.operand[0]);
 	int rc = call(x, "GET", path, NULL, NULL, &r);
 	if (rc != 0)
 		return rc;
 	if (x->args.output == CTL_OUTPUT_JSON)
 		print_json(&r);
 	else
-		print_job(r.json);
+		print(r.json);
 	ctl_response_free(&r);
 	return 0;
+}
+
+static int cmd_job_show(struct ctl *x)
+{
+	return show_object(x, "/v1/jobs/", print_job);
 }
 
 static int cmd_job_cancel(struct ctl *x)
@@ -806,7 +812,7 @@ static int cmd_build_upload(struct ctl *x)
 
 static void print_build(const json_t *b)
 {
-	char buf[64];
+	char buf[128]; /* a sha256 is 64 characters */
 	static const char *const keys[] = {"version",         "component", "state", "size",
 	                                   "sha256",          "advisory",  "actor", "chunks",
 	                                   "chunks_received", NULL};
@@ -863,18 +869,7 @@ static int cmd_build_list(struct ctl *x)
 
 static int cmd_build_show(struct ctl *x)
 {
-	struct ctl_response r;
-	char path[128];
-	snprintf(path, sizeof path, "/v1/builds/%s", x->args.operand[0]);
-	int rc = call(x, "GET", path, NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		print_build(r.json);
-	ctl_response_free(&r);
-	return 0;
+	return show_object(x, "/v1/builds/", print_build);
 }
 
 /* Downloads into FILE.tmp, checks size and sha256 against the build's metadata, renames. */
@@ -919,6 +914,22 @@ static int cmd_build_download(struct ctl *x)
 	}
 	printf("build %s: %zu bytes, sha256 %s verified, written to %s\n", version, r.body_len, sha,
 	       out);
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_build_delete(struct ctl *x)
+{
+	struct ctl_response r;
+	char path[128];
+	snprintf(path, sizeof path, "/v1/builds/%s", x->args.operand[0]);
+	int rc = write_call(x, "DELETE", path, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("unfinished build %s deleted\n", x->args.operand[0]);
 	ctl_response_free(&r);
 	return 0;
 }
@@ -1053,18 +1064,7 @@ static int cmd_advisory_list(struct ctl *x)
 
 static int cmd_advisory_show(struct ctl *x)
 {
-	struct ctl_response r;
-	char path[128];
-	snprintf(path, sizeof path, "/v1/advisories/%s", x->args.operand[0]);
-	int rc = call(x, "GET", path, NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		print_advisory(r.json);
-	ctl_response_free(&r);
-	return 0;
+	return show_object(x, "/v1/advisories/", print_advisory);
 }
 
 static int cmd_advisory_change(struct ctl *x)
@@ -1380,28 +1380,21 @@ static int cmd_node_list(struct ctl *x)
 	return 0;
 }
 
+static void print_fields(const json_t *obj)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)obj, key, v)
+	{
+		char buf[1024];
+		ctl_format_json(v, buf, sizeof buf);
+		printf("%-14s %s\n", key, buf);
+	}
+}
+
 static int cmd_node_show(struct ctl *x)
 {
-	struct ctl_response r;
-	char path[128];
-	snprintf(path, sizeof path, "/v1/nodes/%s", x->args.operand[0]);
-	int rc = call(x, "GET", path, NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		const char *key;
-		json_t *v;
-		json_object_foreach(r.json, key, v)
-		{
-			char buf[1024];
-			ctl_format_json(v, buf, sizeof buf);
-			printf("%-14s %s\n", key, buf);
-		}
-	}
-	ctl_response_free(&r);
-	return 0;
+	return show_object(x, "/v1/nodes/", print_fields);
 }
 
 static int cmd_node_cordon(struct ctl *x)
@@ -1523,6 +1516,9 @@ int main(int argc, char **argv)
 		break;
 	case CTL_BUILD_DOWNLOAD:
 		rc = cmd_build_download(&x);
+		break;
+	case CTL_BUILD_DELETE:
+		rc = cmd_build_delete(&x);
 		break;
 	case CTL_ADVISORY_CREATE:
 		rc = cmd_advisory_create(&x);

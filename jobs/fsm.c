@@ -41,8 +41,9 @@
 	" reason TEXT, actor TEXT NOT NULL, created_ms INTEGER NOT NULL,"                          \
 	" updated_ms INTEGER NOT NULL);"
 
-/* Tables for what later issues add (checkpoints, builds, advisories, rollouts, nodes) are
- * created now so a snapshot taken today restores into tomorrow's binary unchanged. */
+/* Tables for what later issues add (checkpoints) are created now so a snapshot taken today
+ * restores into tomorrow's binary unchanged; when a placeholder had to change shape anyway
+ * (builds, advisories, rollouts), schema_upgrade replaces it on restore. */
 static const char SCHEMA[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE jobs(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL,"
@@ -562,7 +563,7 @@ static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
 	return fsm_job_result(f, id, 200);
 }
 
-static int valid_hash(const char *h)
+int fsm_valid_hash(const char *h)
 {
 	if (strlen(h) != SHA256_HEX_LEN)
 		return 0;
@@ -613,7 +614,7 @@ static json_t *op_token_create(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(
 		    400, "role", "role: '%s' is not one of admin, operator, user, security, agent",
 		    role);
-	if (!valid_hash(hash))
+	if (!fsm_valid_hash(hash))
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	return token_insert(f, c, name, role, hash);
 }
@@ -629,7 +630,7 @@ static json_t *op_token_bootstrap(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
 		return fsm_res_from_err(&e);
-	if (!valid_hash(hash))
+	if (!fsm_valid_hash(hash))
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	if (fsm_tokens_count(f) != 0)
 		return fsm_res_err(409, NULL,
@@ -774,6 +775,7 @@ static const struct {
     {"build.create", fsm_op_build_create},
     {"build.chunk", fsm_op_build_chunk},
     {"build.commit", fsm_op_build_commit},
+    {"build.delete", fsm_op_build_delete},
     {"advisory.create", fsm_op_advisory_create},
     {"advisory.embargo", fsm_op_advisory_embargo},
     {"advisory.share", fsm_op_advisory_share},

@@ -22,6 +22,11 @@ tests_unit_test_codec_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
 tests_unit_test_fsm_SOURCES = tests/unit/test_fsm.c
 tests_unit_test_fsm_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_fsm_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
+check_PROGRAMS += tests/unit/test_fsm_store
+TESTS += tests/unit/test_fsm_store
+tests_unit_test_fsm_store_SOURCES = tests/unit/test_fsm_store.c
+tests_unit_test_fsm_store_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
+tests_unit_test_fsm_store_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
 
 check_PROGRAMS += tests/unit/test_rollout
 TESTS += tests/unit/test_rollout

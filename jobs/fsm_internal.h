@@ -33,6 +33,8 @@ json_t *fsm_res_from_err(const struct yard_err *e);
 /* Appends a hash-chained event; 0 or YARD_EINTERNAL. */
 int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
                      const char *actor, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* 64 lower-case hex characters (a sha256). */
+int fsm_valid_hash(const char *h);
 /* 1-63 characters of [A-Za-z0-9._-]. */
 int fsm_valid_name(const char *s);
 int fsm_job_state_terminal(const char *s);
@@ -61,9 +63,12 @@ json_t *fsm_blob_put_chunk(struct fsm *f, const char *kind, const char *id, int6
 /* Every chunk present, total size and sha256 as declared. */
 json_t *fsm_blob_check_complete(struct fsm *f, const char *kind, const char *id);
 int64_t fsm_blob_chunks_present(struct fsm *f, const char *kind, const char *id);
+/* Removes a blob and its chunks (0 or YARD_EINTERNAL). */
+int fsm_blob_delete(struct fsm *f, const char *kind, const char *id);
 json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_build_chunk(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_build_commit(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_build_delete(struct fsm *f, const struct fsm_cmd *c);
 /* fsm_advisory.c: advisory.create, .embargo, .share, .publish, and audit.read (an
  * embargoed read, recorded as an event). */
 json_t *fsm_op_advisory_create(struct fsm *f, const struct fsm_cmd *c);

@@ -12,7 +12,6 @@
  * Builds: build.create (state "uploading"), build.chunk, build.commit (→ "ready"). Who may
  * read a build is decided in the HTTP layer from the embargo helpers of fsm_advisory.c; this
  * file does not know about principals. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +238,16 @@ json_t *fsm_blob_check_complete(struct fsm *f, const char *kind, const char *id)
 	return NULL;
 }
 
+int fsm_blob_delete(struct fsm *f, const char *kind, const char *id)
+{
+	if (fsm_run(f, "DELETE FROM blob_chunks WHERE owner_kind = ?1 AND owner_id = ?2", "ss",
+	            kind, id) != SQLITE_DONE ||
+	    fsm_run(f, "DELETE FROM blobs WHERE owner_kind = ?1 AND owner_id = ?2", "ss", kind,
+	            id) != SQLITE_DONE)
+		return YARD_EINTERNAL;
+	return 0;
+}
+
 int fsm_blob_read(struct fsm *f, const char *kind, const char *id, unsigned char **data,
                   size_t *len, struct yard_err *err)
 {
@@ -287,16 +296,6 @@ int fsm_blob_read(struct fsm *f, const char *kind, const char *id, unsigned char
 /* ---- builds ---- */
 
 static const char *const COMPONENTS[] = {"agent", "worker", NULL};
-
-static int valid_sha256_hex(const char *h)
-{
-	if (strlen(h) != SHA256_HEX_LEN)
-		return 0;
-	for (int i = 0; i < SHA256_HEX_LEN; i++)
-		if (!isxdigit((unsigned char)h[i]) || isupper((unsigned char)h[i]))
-			return 0;
-	return 1;
-}
 
 /* A build's state ("uploading"/"ready") into state; 404 result when there is none. */
 static json_t *build_lookup(struct fsm *f, const char *version, char state[16])
@@ -347,7 +346,7 @@ json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c)
 	if (!known)
 		return fsm_res_err(400, "component", "component: '%s' must be agent or worker",
 		                   component);
-	if (!valid_sha256_hex(sha))
+	if (!fsm_valid_hash(sha))
 		return fsm_res_err(400, "sha256", "sha256: must be 64 lower-case hex characters");
 	if (advisory != NULL && !fsm_advisory_exists(f, advisory))
 		return fsm_res_err(404, "advisory", "advisory: no advisory %s", advisory);
@@ -365,11 +364,10 @@ json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c)
 	            "sssissis", version, component, sha, size, notes, advisory, c->ts,
 	            c->actor) != SQLITE_DONE)
 		return NULL;
-	/* The message names no advisory and no notes: events are readable outside the
-	 * embargo's circle. */
+	/* The message names no advisory, notes, size or sha256 (what a redacted build hides):
+	 * events are readable outside the embargo's circle. */
 	if (fsm_event_append(f, c->ts, "build.created", NULL, c->actor,
-	                     "build %s (%s, %lld bytes) created by %s", version, component,
-	                     (long long)size, c->actor) != 0)
+	                     "build %s (%s) created by %s", version, component, c->actor) != 0)
 		return NULL;
 	return build_result(f, version, 201);
 }
@@ -440,6 +438,33 @@ json_t *fsm_op_build_commit(struct fsm *f, const struct fsm_cmd *c)
 	                     c->actor) != 0)
 		return NULL;
 	return build_result(f, version, 200);
+}
+
+/* Drops an upload that will not be finished, and the quota it holds. A committed build is
+ * kept: rollouts and nodes may refer to it. */
+json_t *fsm_op_build_delete(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"version", NULL};
+	struct yard_err e = {0};
+	const char *version = NULL;
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "version", 1, FSM_NAME_MAX, &version, &e) != 0)
+		return fsm_res_from_err(&e);
+	char state[16];
+	json_t *r = build_lookup(f, version, state);
+	if (r != NULL)
+		return r;
+	if (strcmp(state, "uploading") != 0)
+		return fsm_res_err(409, "version",
+		                   "build %s is %s; only an unfinished upload can be deleted",
+		                   version, state);
+	if (fsm_blob_delete(f, "build", version) != 0 ||
+	    fsm_run(f, "DELETE FROM builds WHERE version = ?1", "s", version) != SQLITE_DONE)
+		return NULL;
+	if (fsm_event_append(f, c->ts, "build.deleted", NULL, c->actor,
+	                     "unfinished build %s deleted by %s", version, c->actor) != 0)
+		return NULL;
+	return fsm_res_ok(200, json_pack("{s:s,s:b}", "version", version, "deleted", 1));
 }
 
 /* ---- reads ---- */

@@ -590,6 +590,7 @@ const struct route api_routes[] = {
     {"POST", "/v1/builds", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_create},
     {"PUT", "/v1/builds/*/chunks/*", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_chunk},
     {"POST", "/v1/builds/*/commit", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_commit},
+    {"DELETE", "/v1/builds/*", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_delete},
     {"GET", "/v1/builds", ROLES_ANY, ROUTE_READ, h_builds_list},
     {"GET", "/v1/builds/*", ROLES_ANY | ROLE_NODE, ROUTE_READ, h_builds_get},
     {"GET", "/v1/builds/*/binary", ROLES_ANY | ROLE_NODE, ROUTE_READ, h_builds_binary},

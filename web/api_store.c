@@ -164,6 +164,12 @@ void h_builds_commit(struct call *call)
 	            call_answer_result);
 }
 
+void h_builds_delete(struct call *call)
+{
+	call_submit(call, "build.delete", json_pack("{s:s}", "version", call->params[0]),
+	            call_answer_result);
+}
+
 void h_builds_list(struct call *call)
 {
 	struct yard_err err = {0};
@@ -172,7 +178,7 @@ void h_builds_list(struct call *call)
 		call_yard_error(call, &err);
 		return;
 	}
-	char what[300] = "";
+	char what[256] = ""; /* with its prefix, within audit.read's 300 characters */
 	size_t i;
 	json_t *b;
 	json_array_foreach(list, i, b)
@@ -184,7 +190,7 @@ void h_builds_list(struct call *call)
 			list_add(what, sizeof what,
 			         json_string_value(json_object_get(b, "version")));
 	}
-	char audit[340] = "";
+	char audit[300] = "";
 	if (what[0])
 		snprintf(audit, sizeof audit, "embargoed builds %s (list)", what);
 	answer_maybe_audited(call, json_pack("{s:o}", "builds", list), audit);
@@ -272,7 +278,7 @@ void h_advisories_list(struct call *call)
 		call_yard_error(call, &err);
 		return;
 	}
-	char what[300] = "";
+	char what[256] = ""; /* with its prefix, within audit.read's 300 characters */
 	size_t i;
 	json_t *a;
 	json_array_foreach(list, i, a)
@@ -284,7 +290,7 @@ void h_advisories_list(struct call *call)
 		else if (s == SIGHT_ALLOWED)
 			list_add(what, sizeof what, id);
 	}
-	char audit[340] = "";
+	char audit[300] = "";
 	if (what[0])
 		snprintf(audit, sizeof audit, "embargoed advisories %s (list)", what);
 	answer_maybe_audited(call, json_pack("{s:o}", "advisories", list), audit);

@@ -122,6 +122,7 @@ void call_answer_result(struct call *call, const json_t *result);
 void h_builds_create(struct call *call);
 void h_builds_chunk(struct call *call);
 void h_builds_commit(struct call *call);
+void h_builds_delete(struct call *call);
 void h_builds_list(struct call *call);
 void h_builds_get(struct call *call);
 void h_builds_binary(struct call *call);

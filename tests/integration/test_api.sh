@@ -43,6 +43,7 @@ ROUTES=(
 	"POST /v1/builds {} admin,security"
 	"PUT /v1/builds/nope/chunks/0 x admin,security"
 	"POST /v1/builds/nope/commit - admin,security"
+	"DELETE /v1/builds/nope - admin,security"
 	"GET /v1/builds - admin,operator,user,security"
 	"GET /v1/builds/nope - admin,operator,user,security"
 	"GET /v1/builds/nope/binary - admin,operator,user,security"
