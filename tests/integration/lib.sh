@@ -155,6 +155,20 @@ cleanup_agents() {
 }
 trap 'cleanup_agents; cleanup' EXIT
 
+# cleanup_upgraded_agents: for tests that upgrade agents (rollouts): a guardian (agent/
+# guardian.c) could start an agent again, and a rollback gives a node's agent a new pid, so
+# end the guardians first, then whatever pid each data dir names.
+cleanup_upgraded_agents() {
+	local f pid
+	for f in "$T"/agent-*/upgrade.json; do
+		[ -f "$f" ] || continue
+		pid=$(jget "$(cat "$f")" 'd.get("guardian_pid", 0)')
+		[ "$pid" -gt 0 ] 2>/dev/null && kill -9 "$pid" 2>/dev/null
+	done
+	for f in "$T"/agent-*/agent.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
+	return 0
+}
+
 # write_rank_script: $T/rank.sh, the command of the test jobs (run as ["sh", "$T/rank.sh",
 # MODE, ARGS...] with OUT=$T in the job's env). Every rank records its process group (the pid
 # of its shim: kill -- -PGID ends the rank) and environment

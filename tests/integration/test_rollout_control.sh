@@ -14,17 +14,7 @@
 YARDCTL=${YARDCTL:-yardctl}
 MARK_BUILD=${MARK_BUILD:-$top_srcdir/scripts/mark-build}
 AGENT_BIN=$(command -v "$YARD_AGENT")
-cleanup_rollout() {
-	local f pid
-	for f in "$T"/agent-*/upgrade.json; do
-		[ -f "$f" ] || continue
-		pid=$(jget "$(cat "$f")" 'd.get("guardian_pid", 0)')
-		[ "$pid" -gt 0 ] 2>/dev/null && kill -9 "$pid" 2>/dev/null
-	done
-	for f in "$T"/agent-*/agent.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
-	return 0
-}
-trap 'cleanup_rollout; cleanup_agents; cleanup' EXIT
+trap 'cleanup_upgraded_agents; cleanup_agents; cleanup' EXIT
 
 start_member 1 "$(members_arg 1)" --node-suspect-ms 2000 --node-down-ms 8000
 wait_leader 10 1 || fail "no leader"
