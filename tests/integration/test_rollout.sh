@@ -84,6 +84,10 @@ ctl rollout start --build 2.0.0-good --waves 1,0 >"$T/out" 2>&1 && fail "yardctl
 grep -q "waves\[1\]" "$T/out" || fail "yardctl's refusal does not name the wave: $(cat "$T/out")"
 get 1 /v1/rollouts
 [ "$(jget "$BODY" 'len(d["rollouts"])')" = 0 ] || fail "a refused rollout was recorded: $BODY"
+# a malformed upgrade report in a heartbeat is refused naming the field
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $(cat "$T/agent-node-3/node.token")" \
+	--data '{"node":"node-3","version":"x","upgrade":{"version":"x","rollout":"r","state":"exploded"}}' "$(api 1)/v1/agents/heartbeat")
+[ "$CODE" = 400 ] && grep -q '"field":"upgrade.state"' "$T/body" || fail "bad upgrade report: $CODE $(cat "$T/body")"
 
 # ---- 1. a healthy build in three waves ----
 t0=$(now_ms)
