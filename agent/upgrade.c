@@ -600,6 +600,7 @@ static void roll_back(struct agent *a, const char *version, const char *rollout)
 	/* the build we go back to ran here before; the current one stays as "previous" */
 	char back_path[PATH_MAX];
 	snprintf(back_path, sizeof back_path, "%s", argv_back[0]);
+	argv_back[0] = back_path; /* it pointed into previous_path, rewritten below */
 	snprintf(a->up.previous_path, sizeof a->up.previous_path, "%s", a->cfg.self_path);
 	save(a);
 	metrics_handover(a);
