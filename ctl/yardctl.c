@@ -1274,12 +1274,14 @@ static int cmd_rollout_status(struct ctl *x)
 				free(now);
 			}
 			int ok = state && strcmp(state, "completed") == 0;
-			ctl_response_free(&r);
+			char ended[32];
+			snprintf(ended, sizeof ended, "%s", state ? state : "?");
+			ctl_response_free(&r); /* state pointed into it */
 			if (!a->watch)
 				return 0;
 			if (done)
 				return ok ? 0
-				          : fail(x, "rollout %s ended %s", a->operand[0], state);
+				          : fail(x, "rollout %s ended %s", a->operand[0], ended);
 		}
 		uint64_t now = yard_now_mono_ms();
 		if (deadline && now >= deadline)
