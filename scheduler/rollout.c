@@ -8,6 +8,9 @@
 #include "common/common.h"
 
 #define RECENT_HEARTBEAT_MS 3000 /* a node heard within this is "still heartbeating" */
+/* A proposal without an outcome for this long no longer blocks the next one: the state
+ * machine refuses a step that was already taken, so proposing again is safe. */
+#define PROPOSAL_STALE_MS 10000
 
 struct rd_node {
 	char id[FSM_NAME_MAX + 1];
@@ -25,6 +28,9 @@ struct rollout_driver {
 	int leading;
 	uint64_t epoch;
 	int proposing;
+	uint64_t proposal_seq;       /* the in-flight proposal's number */
+	uint64_t proposing_since_ms; /* monotonic */
+	char proposing_what[96];
 	struct rd_node *nodes;
 	int n_nodes, cap_nodes;
 	/* policy "restart": jobs already restarted for (rollout, wave) */
@@ -226,7 +232,7 @@ void rollout_driver_overlay(struct rollout_driver *d, json_t *rollout)
 
 struct rd_proposal {
 	struct rollout_driver *d;
-	uint64_t epoch;
+	uint64_t epoch, seq;
 	char what[96];
 };
 
@@ -237,7 +243,8 @@ static void proposal_done(void *data, int status, const json_t *result)
 	if (p->epoch == d->epoch) {
 		const char *error =
 		    result ? json_string_value(json_object_get(result, "error")) : NULL;
-		d->proposing = 0;
+		if (p->seq == d->proposal_seq)
+			d->proposing = 0;
 		if (status != 0)
 			log_warn("rollouts: %s not committed: %s", p->what, yard_strerror(status));
 		else if (error != NULL)
@@ -255,8 +262,11 @@ static void propose(struct rollout_driver *d, const char *op, json_t *args, cons
 	}
 	p->d = d;
 	p->epoch = d->epoch;
+	p->seq = ++d->proposal_seq;
 	snprintf(p->what, sizeof p->what, "%s", what);
+	snprintf(d->proposing_what, sizeof d->proposing_what, "%s", what);
 	d->proposing = 1;
+	d->proposing_since_ms = mono_now(d);
 	log_info("rollouts: proposing %s", what);
 	if (d->io.propose(d->io.data, op, args, proposal_done, p) != 0) {
 		d->proposing = 0;
@@ -541,6 +551,12 @@ static void step_rolling_back(struct rollout_driver *d, const json_t *ro, int64_
 
 void rollout_driver_tick(struct rollout_driver *d)
 {
+	if (d->leading && d->proposing &&
+	    mono_now(d) - d->proposing_since_ms >= PROPOSAL_STALE_MS) {
+		log_warn("rollouts: %s has had no outcome for %d s; no longer waiting for it",
+		         d->proposing_what, PROPOSAL_STALE_MS / 1000);
+		d->proposing = 0;
+	}
 	if (!d->leading || d->proposing)
 		return;
 	json_t *ro = fsm_rollout_active(d->fsm);
