@@ -322,13 +322,39 @@ static pid_t start_guardian(struct agent *a, char **rollback_argv, int gate_s)
 	for (int i = 0; i < n; i++)
 		v[k++] = rollback_argv[i];
 	v[k] = NULL;
+	/* The child holds our descriptors, the data dir's lock among them, until its exec
+	 * closes them (close-on-exec): the new agent could not take the lock if we exec'd
+	 * first. A close-on-exec pipe tells when the child has exec'd (EOF) or why it could not
+	 * (errno), so this waits for exactly that. */
+	int sync_pipe[2];
+	if (pipe2(sync_pipe, O_CLOEXEC) != 0) {
+		free(v);
+		return -1;
+	}
 	fflush(stdout);
 	fflush(stderr);
 	pid_t pid = fork();
 	if (pid == 0) {
+		close(sync_pipe[0]);
 		execv(v[0], v);
+		int e = errno;
+		if (write(sync_pipe[1], &e, sizeof e) < 0)
+			_exit(126);
 		_exit(127);
 	}
+	close(sync_pipe[1]);
+	if (pid > 0) {
+		int e = 0;
+		ssize_t got;
+		while ((got = read(sync_pipe[0], &e, sizeof e)) < 0 && errno == EINTR)
+			;
+		if (got == (ssize_t)sizeof e) {
+			waitpid(pid, NULL, 0);
+			errno = e;
+			pid = -1;
+		}
+	}
+	close(sync_pipe[0]);
 	free(v);
 	return pid;
 }

@@ -7,6 +7,8 @@
 #     never ran it, wave 3 never starts;
 #  3. a build that crashes right after exec on node-2, in wave 2: node-2's guardian brings
 #     the previous build back by itself, the rollout rolls back, wave 3 never starts;
+#  4. a build under an embargoed advisory: a node token gets 403 for it until a rollout
+#     assigns it to the node, the rollout completes, and every node's download is audited;
 # and through all of it the job keeps training with the same ranks. Also: bad rollout input
 # is refused with a message naming the field, and yardctl rollout list/status work.
 . "$(dirname "$0")/lib.sh"
@@ -63,8 +65,8 @@ ranks_unchanged() {
 }
 node_version() { get 1 "/v1/nodes/$1"; jget "$BODY" 'd["version"]'; }
 node_on() { [ "$(node_version "$1")" = "$2" ]; }
-rollout_state() { get 1 "/v1/rollouts/$1"; jget "$BODY" 'd["state"]'; }
-rollout_is() { [ "$(rollout_state "$1")" = "$2" ]; }
+# (not through $(...): $BODY must be the last answer when a wait fails)
+rollout_is() { get 1 "/v1/rollouts/$1"; [ "$(jget "$BODY" 'd["state"]')" = "$2" ]; }
 start_rollout() { # BUILD WAVES: id in $RO
 	call POST 1 /v1/rollouts "{\"build\":\"$1\",\"waves\":\"$2\",\"soak_s\":1,\"gate_timeout_s\":30}"
 	[ "$CODE" = 201 ] || fail "rollout of $1: $CODE $BODY"
@@ -154,7 +156,33 @@ t_back=$(sed -n 's/^\([0-9]*\) rollout.node: .*node node-2 is back on.*/\1/p' "$
 ranks_unchanged
 note "rollout $RO3: node-2 crashed after exec and was back on 2.0.0-good by itself; wave 3 never started"
 
-# the job kept training through all three rollouts
+# ---- 4. an embargoed build: only the nodes a rollout assigns it to may download it ----
+call POST 1 /v1/tokens '{"name":"secteam","role":"security"}'
+[ "$CODE" = 201 ] || fail "security token: $CODE $BODY"
+SEC=$(jget "$BODY" 'd["token"]')
+"$YARDCTL" --endpoints "$(api 1)" --token "$SEC" advisory create --title "agent fix" --severity high \
+	--text "the fix" --embargo-days 7 -o json >"$T/adv.json" 2>&1 || fail "advisory: $(cat "$T/adv.json")"
+ADV=$(jget "$(cat "$T/adv.json")" 'd["id"]')
+mark 2.5.0-sec
+"$YARDCTL" --endpoints "$(api 1)" --token "$SEC" build upload "$T/builds/2.5.0-sec" --version 2.5.0-sec \
+	--component agent --advisory "$ADV" >"$T/out" 2>&1 || fail "upload 2.5.0-sec: $(cat "$T/out")"
+NT3=$(cat "$T/agent-node-3/node.token")
+CODE=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $NT3" "$(api 1)/v1/builds/2.5.0-sec/binary")
+[ "$CODE" = 403 ] || fail "node-3 downloaded an embargoed build no rollout assigned to it: $CODE"
+start_rollout 2.5.0-sec 100%
+wait_until 90 rollout_is "$RO" completed || fail "rollout $RO of the embargoed build: $BODY"
+for i in 1 2 3; do node_on "node-$i" 2.5.0-sec || fail "node-$i runs $(node_version "node-$i")"; done
+CODE=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $NT3" "$(api 1)/v1/builds/2.5.0-sec/binary")
+[ "$CODE" = 403 ] || fail "node-3 may still download the embargoed build after the rollout: $CODE"
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $SEC" "$(api 1)/v1/audit?reads=1&limit=1000")
+[ "$CODE" = 200 ] || fail "audit: $CODE"
+for i in 1 2 3; do
+	grep -q "node-$i (role node) read embargoed build 2.5.0-sec (binary)" "$T/body" || fail "no audited read by node-$i: $(cat "$T/body")"
+done
+ranks_unchanged
+note "$RO: embargoed 2.5.0-sec reached only the nodes it was assigned to (403 before and after), every download audited"
+
+# the job kept training through all the rollouts
 s1=$(step)
 wait_until 10 step_above "$s1" || fail "the job stopped stepping at $s1"
 ctl rollout list >"$T/list" || fail "rollout list"

@@ -57,8 +57,9 @@ node_version() { get 1 "/v1/nodes/$1"; jget "$BODY" 'd["version"]'; }
 node_on() { [ "$(node_version "$1")" = "$2" ]; }
 agent_pid() { cat "$T/agent-$1/agent.pid"; }
 ro_field() { get 1 "/v1/rollouts/$1"; jget "$BODY" "$2"; }
-ro_is() { [ "$(ro_field "$1" 'd["state"]')" = "$2" ]; }
-ro_phase_is() { [ "$(ro_field "$1" '"%s/%d/%s" % (d["state"], d["wave"], d["phase"])')" = "$2" ]; }
+# (not through $(ro_field): $BODY must be the last answer when a wait fails)
+ro_is() { get 1 "/v1/rollouts/$1"; [ "$(jget "$BODY" 'd["state"]')" = "$2" ]; }
+ro_phase_is() { get 1 "/v1/rollouts/$1"; [ "$(jget "$BODY" '"%s/%d/%s" % (d["state"], d["wave"], d["phase"])')" = "$2" ]; }
 start() { # BODY: id in $RO
 	call POST 1 /v1/rollouts "$1"
 	[ "$CODE" = 201 ] || fail "rollout $1: $CODE $BODY"
