@@ -768,6 +768,8 @@ static const struct {
     {"node.register", fsm_op_node_register},
     {"node.set_state", fsm_op_node_set_state},
     {"node.cordon", fsm_op_node_cordon},
+    {"node.drain", fsm_op_node_drain},
+    {"node.drained", fsm_op_node_drained},
     {"job.assign", fsm_op_job_assign},
     {"job.restart", fsm_op_job_restart},
     {"job.finish", fsm_op_job_finish},

@@ -33,7 +33,7 @@ as() { # as NAME METHOD PATH [BODY]: like call, with NAME's token; a 503 (electi
 	# leadership lost mid-read) is retried for up to 10 s, as any client does
 	local who=$1 m=$2 path=$3 body=${4:-} tries=0
 	while :; do
-		CODE=$(curl -s -L --max-redirs 3 -o "$T/body" -w '%{http_code}' -X "$m" \
+		CODE=$(curl -s -L --location-trusted --max-redirs 3 -o "$T/body" -w '%{http_code}' -X "$m" \
 			-H "Authorization: Bearer ${TOK[$who]}" \
 			${body:+-H 'Content-Type: application/json' --data "$body"} "$(api "$LEADER")$path")
 		[ "$CODE" = 503 ] && [ $((tries += 1)) -lt 100 ] || break
