@@ -7,7 +7,9 @@
  * its exit status), heartbeat.c (register, heartbeat, reconcile), metrics.c (per-step lines
  * from the trainer over YARD_AGENT_SOCK), ranklog.c (a rank's log file: rotation, the pieces
  * heartbeats carry to the leader), ckpt.c (the controller checkpoint store: shard uploads and
- * restores).
+ * restores), upgrade.c (in-place upgrade to a new build), guardian.c (rolls a node back when a
+ * new build does not come up), selftest.c (the data-plane self-test a build must pass),
+ * buildinfo.c (version and test faults).
  */
 #ifndef YARD_AGENT_H
 #define YARD_AGENT_H
@@ -57,6 +59,34 @@ struct agent_config {
 	char worker_path[PATH_MAX]; /* yard-worker */
 	char self_path[PATH_MAX];   /* this binary, which runs as every rank's shim */
 	char version[32];
+};
+
+enum upgrade_state {
+	UPGRADE_IDLE,
+	UPGRADE_DOWNLOADING,
+	UPGRADE_SELF_TEST,
+	UPGRADE_RESTARTING, /* exec'd the new build, no healthy heartbeat yet */
+	UPGRADE_DONE,
+	UPGRADE_FAILED,      /* the new build was never exec'd */
+	UPGRADE_ROLLED_BACK, /* it was, and the node went back to the previous build */
+};
+
+#define UPGRADE_REFUSED_MAX 16
+
+/* The latest upgrade (upgrade.c), persisted in DATA_DIR/upgrade.json. */
+struct agent_upgrade {
+	enum upgrade_state state;
+	char version[32]; /* the build offered */
+	char rollout[32];
+	char error[400];
+	char previous_version[32]; /* the build kept to go back to */
+	char previous_path[PATH_MAX];
+	char new_path[PATH_MAX];
+	pid_t guardian_pid;
+	char refused[UPGRADE_REFUSED_MAX][72]; /* "ROLLOUT/VERSION" not to take again */
+	int n_refused;
+	int busy;            /* a download or self-test is on the thread pool */
+	int pending_healthy; /* started as the new build: healthy after a heartbeat */
 };
 
 /* One rank process this node runs (or ran). */
@@ -129,6 +159,9 @@ struct agent {
 	uint64_t ckpt_retry_mono_ms;  /* no upload before this (after a failure) */
 	struct agent_restore restores[AGENT_MAX_RESTORES];
 	unsigned restore_next;
+	int argc; /* as started, for an exec into another build */
+	char **argv;
+	struct agent_upgrade up;
 };
 
 /* client.c: one request to the leader. body may hold any bytes (content_type defaults to
@@ -200,10 +233,49 @@ int ckpt_is_controller(const json_t *desired);
 int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d);
 /* Starts the upload of one finished shard when none is in flight. */
 void ckpt_tick(struct agent *a);
+/* upgrade.c */
+void upgrade_init(struct agent *a); /* reads DATA_DIR/upgrade.json at start */
+void upgrade_tick(struct agent *a);
+/* An "upgrade" object from a heartbeat answer: starts, or keeps reporting, an upgrade. */
+void upgrade_offer(struct agent *a, const json_t *offer);
+/* The leader answered a heartbeat with 200: a new build is healthy. */
+void upgrade_heartbeat_ok(struct agent *a);
+/* The "upgrade" object of a heartbeat (new reference), or NULL when there is none. */
+json_t *upgrade_report(const struct agent *a);
+const char *upgrade_state_name(enum upgrade_state s);
+int upgrade_version_valid(const char *v);
+int upgrade_state_load(const char *data_dir, struct agent_upgrade *u);
+int upgrade_state_save(const char *data_dir, const struct agent_upgrade *u);
+void upgrade_refuse(struct agent_upgrade *u);
+
+/* guardian.c: `yard-agent --upgrade-guardian ...` */
+int guardian_main(int argc, char **argv);
+
+/* selftest.c: `yard-agent --self-test` */
+int selftest_main(int argc, char **argv);
+
+/* buildinfo.c */
+enum build_fault {
+	BUILD_FAULT_NONE,
+	BUILD_FAULT_SELF_TEST,
+	BUILD_FAULT_CRASH,
+	BUILD_FAULT_NO_HEARTBEAT
+};
+void buildinfo_version(char *out, size_t out_len);
+/* The fault this build carries on node (NULL: a node-less context). */
+enum build_fault buildinfo_fault(const char *node);
+
+/* client.c: GET url with a bearer token into path, at most max_bytes; the sha256 of what
+ * was written and its length. Blocking: call it from the thread pool. */
+int agent_http_download(const char *url, const char *token, const char *path, int64_t max_bytes,
+                        char sha256_hex[65], int64_t *bytes, struct yard_err *err);
 
 /* metrics.c */
 int metrics_open(struct agent *a);
 void metrics_close(struct agent *a);
+/* Lets the metrics socket survive the next exec (and reach the guardian forked before it):
+ * clears its close-on-exec flag and names it in the environment. Loop thread only. */
+int metrics_handover(const struct agent *a);
 /* Parses one line from a rank (exposed for tests). */
 int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len);
 /* Sets W from a desired entry's spec (failure.straggler.window_steps; 0 when the policy is

@@ -3,13 +3,16 @@
  * or timed-out connection moves on to the next controller. Answers are bounded (8 MiB, or
  * what the caller allows). */
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "common/common.h"
+#include "jobs/sha256.h"
 
 #define CLIENT_MAX_RESPONSE (8u << 20)
 #define CLIENT_MAX_URLS 16
@@ -200,5 +203,86 @@ int agent_http_post(const char *controllers, char *leader_url, size_t leader_url
 	*status = rs.status;
 	*resp = rs.len > 0 ? json_loadb(rs.body, rs.len, 0, NULL) : NULL;
 	free(rs.body);
+	return 0;
+}
+
+struct download {
+	FILE *out;
+	struct sha256_ctx sha;
+	int64_t bytes, max_bytes;
+	int overflow, write_failed;
+};
+
+static size_t on_download(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct download *d = userdata;
+	size_t n = size * nmemb;
+	if (d->bytes + (int64_t)n > d->max_bytes) {
+		d->overflow = 1;
+		return 0;
+	}
+	if (fwrite(ptr, 1, n, d->out) != n) {
+		d->write_failed = 1;
+		return 0;
+	}
+	sha256_update(&d->sha, ptr, n);
+	d->bytes += (int64_t)n;
+	return n;
+}
+
+int agent_http_download(const char *url, const char *token, const char *path, int64_t max_bytes,
+                        char sha256_hex[SHA256_HEX_LEN + 1], int64_t *bytes, struct yard_err *err)
+{
+	char auth[300];
+	uint8_t digest[SHA256_DIGEST_LEN];
+	struct curl_slist *headers = NULL;
+	struct download d = {.max_bytes = max_bytes};
+	long status = 0;
+	CURL *curl;
+	CURLcode rc;
+
+	d.out = fopen(path, "wbe");
+	if (d.out == NULL)
+		return yard_err_set(err, YARD_EIO, "download to %s: %s", path, strerror(errno));
+	curl = curl_easy_init();
+	if (curl == NULL) {
+		fclose(d.out);
+		return yard_err_set(err, YARD_ENOMEM, "download %s: curl_easy_init failed", url);
+	}
+	sha256_init(&d.sha);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	headers = curl_slist_append(headers, auth);
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 120000L);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
+	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L); /* a follower names the leader */
+	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 3L);
+	curl_easy_setopt(curl, CURLOPT_UNRESTRICTED_AUTH, 0L);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_download);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &d);
+	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+	rc = curl_easy_perform(curl);
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(curl);
+	if (fflush(d.out) != 0 || fsync(fileno(d.out)) != 0)
+		d.write_failed = 1;
+	fclose(d.out);
+	if (d.overflow)
+		return yard_err_set(err, YARD_ECORRUPT,
+		                    "download %s: more than the %lld bytes expected", url,
+		                    (long long)max_bytes);
+	if (d.write_failed)
+		return yard_err_set(err, YARD_EIO, "download %s: cannot write %s: %s", url, path,
+		                    strerror(errno));
+	if (rc != CURLE_OK)
+		return yard_err_set(err, YARD_EPEER, "download %s: %s%s%ld", url,
+		                    curl_easy_strerror(rc), status ? ": HTTP " : "", status);
+	sha256_final(&d.sha, digest);
+	sha256_to_hex(digest, sha256_hex);
+	*bytes = d.bytes;
 	return 0;
 }

@@ -166,12 +166,15 @@ static void after_call(uv_work_t *w, int status)
 		}
 	} else if (c->status == 200) {
 		a->last_ok_mono_ms = yard_now_mono_ms();
+		upgrade_heartbeat_ok(a);
 		/* pieces count as sent only when a leading scheduler kept them */
 		const char *leader_id = json_string_value(json_object_get(c->resp, "leader_id"));
 		ranks_logs_done(a, leader_id != NULL);
 		apply_leader_id(a, leader_id);
 		apply_commands(a, json_object_get(c->resp, "commands"));
 		heartbeat_reconcile(a, json_object_get(c->resp, "desired"));
+		if (json_object_get(c->resp, "upgrade") != NULL)
+			upgrade_offer(a, json_object_get(c->resp, "upgrade"));
 	} else if (c->status == 401 || c->status == 404) {
 		log_warn("heartbeat refused (HTTP %ld: %s): registering again", c->status,
 		         resp_error(c->resp));
@@ -203,9 +206,13 @@ static json_t *heartbeat_body(struct agent *a)
 	json_int_t free_mb = -1;
 	if (statvfs(a->cfg.data_dir, &vfs) == 0)
 		free_mb = (json_int_t)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20);
-	return json_pack("{s:s, s:s, s:I, s:b, s:o, s:o}", "node", a->cfg.name, "version",
-	                 a->cfg.version, "free_disk_mb", free_mb, "draining", a->draining, "ranks",
-	                 ranks_report(a), "logs", ranks_logs(a));
+	json_t *body = json_pack("{s:s, s:s, s:I, s:b, s:o, s:o}", "node", a->cfg.name, "version",
+	                         a->cfg.version, "free_disk_mb", free_mb, "draining", a->draining,
+	                         "ranks", ranks_report(a), "logs", ranks_logs(a));
+	json_t *upgrade = upgrade_report(a);
+	if (upgrade != NULL)
+		json_object_set_new(body, "upgrade", upgrade);
+	return body;
 }
 
 static void on_tick(uv_timer_t *t)
@@ -216,7 +223,9 @@ static void on_tick(uv_timer_t *t)
 	ranks_tick(a);
 	if (!a->stopping)
 		ckpt_tick(a);
-	if (a->heartbeat_in_flight || a->stopping)
+	upgrade_tick(a);
+	if (a->heartbeat_in_flight || a->stopping ||
+	    buildinfo_fault(a->cfg.name) == BUILD_FAULT_NO_HEARTBEAT)
 		return;
 	c = calloc(1, sizeof *c);
 	if (c == NULL)

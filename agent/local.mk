@@ -2,10 +2,12 @@
 bin_PROGRAMS += yard-agent
 yard_agent_SOURCES = agent/agent.h agent/main.c agent/client.c agent/ranks.c \
 	agent/heartbeat.c agent/metrics.c agent/shim.c \
-	agent/ranklog.c agent/ranklog.h agent/ckpt.c
+	agent/ranklog.c agent/ranklog.h agent/ckpt.c agent/upgrade.c agent/guardian.c \
+	agent/selftest.c agent/buildinfo.c
 yard_agent_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS)
-yard_agent_LDADD = jobs/libjobsfsm.a common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) $(CURL_LIBS) \
-	$(SQLITE_LIBS)
+# libyd for the self-test; jobs/libjobsfsm.a for sha256 and the checkpoint store's names
+yard_agent_LDADD = $(YD_LIBS) jobs/libjobsfsm.a common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) \
+	$(CURL_LIBS) $(SQLITE_LIBS)
 
 # yard-report: a command job's way to report steps to its agent (agent/report.c).
 bin_PROGRAMS += yard-report

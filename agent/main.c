@@ -3,6 +3,7 @@
  *   yard-agent --controllers URLS --join-token T --data-dir DIR --devices cpu:N|cuda:auto
  *              --name NAME [--host ADDR] [--port-base P] [--heartbeat-ms MS] [--worker PATH]
  *              [--log-max-bytes N] [--log-ship-bytes N] [--log-resend-bytes N] [--config FILE]
+ *   yard-agent --self-test      the data-plane check a new build passes before it is run
  *
  * A config file holds the same settings as "key = value" lines (keys are the flag names
  * without dashes, e.g. "heartbeat-ms = 500"); flags given on the command line win.
@@ -14,6 +15,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +234,20 @@ static void load_node_token(struct agent *a)
 	fclose(f);
 }
 
+/* DATA_DIR/agent.pid: the agent's pid, which changes when a guardian rolls a node back. */
+static void write_pid_file(const struct agent *a)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof path, "%s/agent.pid", a->cfg.data_dir);
+	FILE *f = fopen(path, "we");
+	if (f == NULL) {
+		log_warn("cannot write %s: %s", path, strerror(errno));
+		return;
+	}
+	fprintf(f, "%d\n", (int)getpid());
+	fclose(f);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
 	struct agent *a = s->data;
@@ -239,6 +255,9 @@ static void on_signal(uv_signal_t *s, int signum)
 	         "restart",
 	         signum, ranks_running(a));
 	a->stopping = 1;
+	/* a stop is not a crash: an upgrade's guardian must not bring the agent back */
+	if (a->up.guardian_pid > 0 && kill(a->up.guardian_pid, SIGKILL) == 0)
+		log_info("upgrade guardian pid %d stopped with the agent", (int)a->up.guardian_pid);
 	ranks_save_state(a);
 	uv_stop(a->loop);
 }
@@ -269,10 +288,16 @@ int main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "--rank-shim") == 0)
 		return shim_main(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "--self-test") == 0)
+		return selftest_main(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "--upgrade-guardian") == 0)
+		return guardian_main(argc, argv);
+	a->argc = argc;
+	a->argv = argv;
 
 	a->metrics_fd = -1;
 	snprintf(a->cfg.host, sizeof a->cfg.host, "127.0.0.1");
-	snprintf(a->cfg.version, sizeof a->cfg.version, "%s", PACKAGE_VERSION);
+	buildinfo_version(a->cfg.version, sizeof a->cfg.version);
 	a->cfg.port_base = 29500;
 	a->cfg.n_devices = 0;
 	a->cfg.heartbeat_ms = 500;
@@ -337,6 +362,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	write_pid_file(a);
+	upgrade_init(a);
+	if (buildinfo_fault(a->cfg.name) == BUILD_FAULT_CRASH) {
+		log_error("version %s: crashing on purpose (a build marked with the crash fault "
+		          "by scripts/mark-build)",
+		          a->cfg.version);
+		abort();
+	}
+
 	a->loop = uv_default_loop();
 	a->loop->data = a;
 	if (metrics_open(a) != 0)
@@ -348,9 +382,9 @@ int main(int argc, char **argv)
 	a->sigterm.data = a->sigint.data = a;
 	uv_signal_start(&a->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&a->sigint, on_signal, SIGINT);
-	log_info("node %s: %d %s device(s), ranks listen from port %d, controllers %s", a->cfg.name,
-	         a->cfg.n_devices, a->cfg.cuda ? "CUDA" : "CPU", a->cfg.port_base,
-	         a->cfg.controllers);
+	log_info("node %s: version %s, %d %s device(s), ranks listen from port %d, controllers %s",
+	         a->cfg.name, a->cfg.version, a->cfg.n_devices, a->cfg.cuda ? "CUDA" : "CPU",
+	         a->cfg.port_base, a->cfg.controllers);
 	heartbeat_start(a);
 	uv_run(a->loop, UV_RUN_DEFAULT);
 	metrics_close(a);

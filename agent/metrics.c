@@ -11,6 +11,7 @@
  * slow rank. Only the summaries travel in heartbeats, a bounded few per rank, however fast
  * the steps are. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,8 @@ json_t *metrics_windows_json(const struct agent_rank *r)
 	return arr;
 }
 
+#define METRICS_FD_ENV "YARD_AGENT_METRICS_FD"
+
 int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len)
 {
 	struct agent_rank *r = ranks_find_pid(a, sender);
@@ -156,6 +159,41 @@ static void on_readable(uv_poll_t *poll, int status, int events)
 	}
 }
 
+/* The socket an agent that exec'd us (an upgrade, or the guardian's rollback) handed over
+ * in YARD_AGENT_METRICS_FD: ranks keep sending to the very socket they connected to (the
+ * built-in trainer connects once), and what they sent during the exec is still queued. */
+static int metrics_inherited(const char *path)
+{
+	const char *text = getenv(METRICS_FD_ENV);
+	struct sockaddr_un bound = {0};
+	socklen_t len = sizeof bound;
+	char *end;
+	if (text == NULL)
+		return -1;
+	long fd = strtol(text, &end, 10);
+	unsetenv(METRICS_FD_ENV);
+	if (*end != '\0' || fd < 3 || fd > 65535 ||
+	    getsockname((int)fd, (struct sockaddr *)&bound, &len) != 0 ||
+	    bound.sun_family != AF_UNIX || strcmp(bound.sun_path, path) != 0) {
+		log_warn("%s=%s is not the socket %s: binding a new one", METRICS_FD_ENV, text,
+		         path);
+		return -1;
+	}
+	fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+	return (int)fd;
+}
+
+int metrics_handover(const struct agent *a)
+{
+	char text[16];
+	if (a->metrics_fd < 0)
+		return YARD_EINVAL;
+	snprintf(text, sizeof text, "%d", a->metrics_fd);
+	if (fcntl(a->metrics_fd, F_SETFD, 0) != 0 || setenv(METRICS_FD_ENV, text, 1) != 0)
+		return YARD_EIO;
+	return 0;
+}
+
 int metrics_open(struct agent *a)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -167,6 +205,11 @@ int metrics_open(struct agent *a)
 		return YARD_EINVAL;
 	}
 	strcpy(addr.sun_path, a->metrics_path);
+	a->metrics_fd = metrics_inherited(a->metrics_path);
+	if (a->metrics_fd >= 0) {
+		log_info("metrics socket %s kept across the exec", a->metrics_path);
+		goto poll;
+	}
 	unlink(a->metrics_path);
 	a->metrics_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (a->metrics_fd < 0 ||
@@ -175,6 +218,7 @@ int metrics_open(struct agent *a)
 		log_error("cannot bind metrics socket %s: %s", a->metrics_path, strerror(errno));
 		return YARD_EIO;
 	}
+poll:
 	uv_poll_init(a->loop, &a->metrics_poll, a->metrics_fd);
 	a->metrics_poll.data = a;
 	uv_poll_start(&a->metrics_poll, UV_READABLE, on_readable);

@@ -31,7 +31,16 @@ enum opt_flag {
 	OPT_RANK = 1 << 19,
 	OPT_TAIL = 1 << 20,
 	OPT_FOLLOW = 1 << 21,
-	OPT_LAST = OPT_FOLLOW,
+	OPT_BUILD = 1 << 22,
+	OPT_WAVES = 1 << 23,
+	OPT_SOAK = 1 << 24,
+	OPT_SELECTOR = 1 << 25,
+	OPT_GATE_TIMEOUT = 1 << 26,
+	OPT_FAILURE_BUDGET = 1 << 27,
+	OPT_POLICY = 1 << 28,
+	OPT_REGRESSION = 1 << 29,
+	OPT_WATCH = 1 << 30,
+	OPT_LAST = OPT_WATCH,
 };
 
 struct command_def {
@@ -81,6 +90,16 @@ static const struct command_def commands[] = {
     {CTL_ADVISORY_SHARE, "advisory", "share", 1, 1, OPT_VISIBLE_TO, OPT_VISIBLE_TO},
     {CTL_ADVISORY_PUBLISH, "advisory", "publish", 1, 1, 0, 0},
     {CTL_AUDIT, "audit", NULL, 0, 0, OPT_AFTER | OPT_LIMIT | OPT_READS, 0},
+    {CTL_ROLLOUT_START, "rollout", "start", 0, 0,
+     OPT_BUILD | OPT_WAVES | OPT_SOAK | OPT_SELECTOR | OPT_GATE_TIMEOUT | OPT_FAILURE_BUDGET |
+         OPT_POLICY | OPT_REGRESSION,
+     OPT_BUILD},
+    {CTL_ROLLOUT_STATUS, "rollout", "status", 1, 1, OPT_WATCH | OPT_TIMEOUT, 0},
+    {CTL_ROLLOUT_LIST, "rollout", "list", 0, 0, 0, 0},
+    {CTL_ROLLOUT_PAUSE, "rollout", "pause", 1, 1, 0, 0},
+    {CTL_ROLLOUT_RESUME, "rollout", "resume", 1, 1, 0, 0},
+    {CTL_ROLLOUT_ABORT, "rollout", "abort", 1, 1, 0, 0},
+    {CTL_ROLLOUT_ROLLBACK, "rollout", "rollback", 1, 1, 0, 0},
 };
 
 struct option_def {
@@ -119,6 +138,15 @@ static const struct option_def options[] = {
     {"rank", 0, OPT_RANK, 1},
     {"tail", 0, OPT_TAIL, 1},
     {"follow", 'f', OPT_FOLLOW, 0},
+    {"build", 0, OPT_BUILD, 1},
+    {"waves", 0, OPT_WAVES, 1},
+    {"soak", 0, OPT_SOAK, 1},
+    {"selector", 0, OPT_SELECTOR, 1},
+    {"gate-timeout", 0, OPT_GATE_TIMEOUT, 1},
+    {"failure-budget", 0, OPT_FAILURE_BUDGET, 1},
+    {"policy", 0, OPT_POLICY, 1},
+    {"step-time-regression", 0, OPT_REGRESSION, 1},
+    {"watch", 'w', OPT_WATCH, 0},
 };
 
 static const char *const job_states[] = {"pending", "running",   "restarting", "succeeded",
@@ -192,6 +220,19 @@ const char *ctl_usage(void)
 	       "                                         (--reads: only the reads)\n"
 	       "  node list | node show ID               agents' nodes\n"
 	       "  node cordon ID | node uncordon ID      stop / resume placing ranks on a node\n"
+	       "  rollout start --build V [--waves 1,10%,100%] [--soak 30s] [--selector k=v,...]\n"
+	       "                [--gate-timeout 60s] [--failure-budget N] [--policy keep|restart]\n"
+	       "                [--step-time-regression PCT]\n"
+	       "                                         upgrade the agents in waves (cumulative\n"
+	       "                                         node counts or percentages; a final 100%\n"
+	       "                                         is implied)\n"
+	       "  rollout status ID [-w] [--timeout S]   progress per wave and node; -w follows "
+	       "it\n"
+	       "                                         until it ends (exit 0 only if completed)\n"
+	       "  rollout list                           rollouts, oldest first\n"
+	       "  rollout pause|resume|abort|rollback ID control a rollout (rollback: every node\n"
+	       "                                         it upgraded returns to its previous "
+	       "build)\n"
 	       "\n"
 	       "global flags (before or after the command):\n"
 	       "  --endpoints URL[,URL...]   controllers to ask (default: $YARD_ENDPOINTS)\n"
@@ -217,6 +258,24 @@ int ctl_id_valid(const char *id)
 		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
 			return 0;
 	return 1;
+}
+
+/* "30s", "2m", "1h", "500ms" or plain seconds ("1.5") into seconds; -1 if not a duration. */
+static double parse_duration_s(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || !(v >= 0) || v > 1e7)
+		return -1;
+	if (*end == '\0' || strcmp(end, "s") == 0)
+		return v;
+	if (strcmp(end, "ms") == 0)
+		return v / 1000;
+	if (strcmp(end, "m") == 0)
+		return v * 60;
+	if (strcmp(end, "h") == 0)
+		return v * 3600;
+	return -1;
 }
 
 static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
@@ -356,6 +415,44 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 		a->visible_to = value;
 	} else if (strcmp(o->long_name, "reads") == 0) {
 		a->reads = 1;
+	} else if (strcmp(o->long_name, "build") == 0) {
+		a->build = value;
+	} else if (strcmp(o->long_name, "waves") == 0) {
+		a->waves = value;
+	} else if (strcmp(o->long_name, "selector") == 0) {
+		if (strchr(value, '=') == NULL)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--selector: \"%s\" is not label=value[,label=value]",
+			                    value);
+		a->selector = value;
+	} else if (strcmp(o->long_name, "policy") == 0) {
+		if (strcmp(value, "keep") != 0 && strcmp(value, "restart") != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--policy: \"%s\" is not keep or restart", value);
+		a->policy = value;
+	} else if (strcmp(o->long_name, "soak") == 0 || strcmp(o->long_name, "gate-timeout") == 0) {
+		double d = parse_duration_s(value);
+		if (d < 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--%s: \"%s\" is not a duration (30s, 2m, 500ms, 1h)",
+			                    o->long_name, value);
+		if (strcmp(o->long_name, "soak") == 0)
+			a->soak_s = d;
+		else
+			a->gate_timeout_s = d;
+	} else if (strcmp(o->long_name, "failure-budget") == 0) {
+		if (parse_i64(value, 0, 4096, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--failure-budget: \"%s\" is not in 0..4096", value);
+		a->failure_budget = (int)n;
+	} else if (strcmp(o->long_name, "step-time-regression") == 0) {
+		if (parse_i64(value, 1, 1000, &n) != 0)
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "--step-time-regression: \"%s\" is not a percentage in 1..1000", value);
+		a->step_regression_pct = (int)n;
+	} else if (strcmp(o->long_name, "watch") == 0) {
+		a->watch = 1;
 	} else if (strcmp(o->long_name, "role") == 0) {
 		if (!in_list(value, roles))
 			return yard_err_set(err, YARD_EINVAL,
@@ -427,6 +524,11 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 	case CTL_ADVISORY_EMBARGO:
 	case CTL_ADVISORY_SHARE:
 	case CTL_ADVISORY_PUBLISH:
+	case CTL_ROLLOUT_STATUS:
+	case CTL_ROLLOUT_PAUSE:
+	case CTL_ROLLOUT_RESUME:
+	case CTL_ROLLOUT_ABORT:
+	case CTL_ROLLOUT_ROLLBACK:
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a valid id",
 			                    a->name, op[0]);
@@ -472,6 +574,10 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 
 	memset(a, 0, sizeof *a);
 	a->retries = -1;
+	a->soak_s = -1;
+	a->gate_timeout_s = -1;
+	a->failure_budget = -1;
+	a->step_regression_pct = -1;
 	a->after = -1;
 	a->rank = -1;
 	a->tail = -1;

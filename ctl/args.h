@@ -44,6 +44,13 @@ enum ctl_command {
 	CTL_ADVISORY_SHARE,
 	CTL_ADVISORY_PUBLISH,
 	CTL_AUDIT,
+	CTL_ROLLOUT_START,
+	CTL_ROLLOUT_STATUS,
+	CTL_ROLLOUT_LIST,
+	CTL_ROLLOUT_PAUSE,
+	CTL_ROLLOUT_RESUME,
+	CTL_ROLLOUT_ABORT,
+	CTL_ROLLOUT_ROLLBACK,
 };
 
 enum ctl_output { CTL_OUTPUT_TABLE, CTL_OUTPUT_JSON };
@@ -87,6 +94,16 @@ struct ctl_args {
 	int rank;          /* job logs --rank, -1 = every rank */
 	int tail;          /* job logs --tail, -1 = everything held */
 	int follow;        /* job logs -f */
+	/* rollout start; durations in seconds, -1 when not given */
+	const char *build;       /* --build V */
+	const char *waves;       /* --waves 1,10%,100% */
+	const char *selector;    /* --selector k=v[,k=v] */
+	const char *policy;      /* --policy keep|restart */
+	double soak_s;           /* --soak 30s */
+	double gate_timeout_s;   /* --gate-timeout 60s */
+	int failure_budget;      /* --failure-budget N, -1 */
+	int step_regression_pct; /* --step-time-regression PCT, -1 */
+	int watch;               /* rollout status -w */
 };
 
 /* Parses argv[1..argc). Usage errors return YARD_EINVAL with a message saying what is wrong

@@ -1630,6 +1630,241 @@ static int cmd_events_verify(struct ctl *x)
 	return 0;
 }
 
+/* ---- rollouts ---- */
+
+static int cmd_rollout_start(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	struct ctl_response r;
+	json_t *body = json_pack("{s:s}", "build", a->build);
+	if (a->waves != NULL)
+		json_object_set_new(body, "waves", json_string(a->waves));
+	if (a->selector != NULL)
+		json_object_set_new(body, "selector", json_string(a->selector));
+	if (a->policy != NULL)
+		json_object_set_new(body, "policy", json_string(a->policy));
+	if (a->soak_s >= 0)
+		json_object_set_new(body, "soak_s", json_real(a->soak_s));
+	if (a->gate_timeout_s >= 0)
+		json_object_set_new(body, "gate_timeout_s", json_real(a->gate_timeout_s));
+	if (a->failure_budget >= 0)
+		json_object_set_new(body, "failure_budget", json_integer(a->failure_budget));
+	if (a->step_regression_pct >= 0)
+		json_object_set_new(body, "step_time_regression_pct",
+		                    json_integer(a->step_regression_pct));
+	char *text = json_dumps(body, JSON_COMPACT);
+	int rc = write_call(x, "POST", "/v1/rollouts", text, &r);
+	free(text);
+	json_decref(body);
+	if (rc != 0)
+		return rc;
+	if (a->output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		printf("rollout %s of build %s started: %zu node(s) in %zu wave(s)\n",
+		       str(r.json, "id"), str(r.json, "build"),
+		       json_object_size(json_object_get(r.json, "nodes")),
+		       json_array_size(json_object_get(r.json, "waves")));
+		printf("follow it with: yardctl rollout status %s -w\n", str(r.json, "id"));
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int rollout_terminal(const char *state)
+{
+	return state && (strcmp(state, "completed") == 0 || strcmp(state, "aborted") == 0 ||
+	                 strcmp(state, "rolled-back") == 0);
+}
+
+/* "node-2 upgrading (running 0.1.0, upgrade self-test)" for one target. */
+static void rollout_node_cell(const char *id, const json_t *n, char *out, size_t len)
+{
+	const json_t *live = json_object_get(n, "live");
+	const char *state = str(n, "state"), *version = str(n, "version");
+	const char *error = str(n, "error");
+	int k = snprintf(out, len, "%s %s", id, state ? state : "?");
+	if (version && version[0] && k >= 0 && (size_t)k < len)
+		k += snprintf(out + k, len - (size_t)k, " %s", version);
+	if (json_is_object(live) && k >= 0 && (size_t)k < len)
+		k += snprintf(out + k, len - (size_t)k, " (running %s%s%s)", str(live, "version"),
+		              str(live, "upgrade") ? ", upgrade " : "",
+		              str(live, "upgrade") ? str(live, "upgrade") : "");
+	if (error && error[0] && k >= 0 && (size_t)k < len)
+		snprintf(out + k, len - (size_t)k, ": %s", error);
+}
+
+static void print_rollout(const json_t *ro)
+{
+	static const char *const headers[] = {"WAVE", "TARGET", "STATE", "NODES"};
+	const json_t *spec = json_object_get(ro, "spec");
+	const json_t *waves = json_object_get(ro, "waves");
+	const json_t *nodes = json_object_get(ro, "nodes");
+	json_int_t wave = json_integer_value(json_object_get(ro, "wave"));
+	const char *state = str(ro, "state"), *phase = str(ro, "phase");
+	char created[64];
+	ctl_format_time(json_integer_value(json_object_get(ro, "created_ms")), created,
+	                sizeof created);
+	printf("rollout %s  build %s  state %s", str(ro, "id"), str(ro, "build"), state);
+	if (phase && phase[0])
+		printf("  wave %lld/%zu (%s)", (long long)wave + 1, json_array_size(waves), phase);
+	printf("\n");
+	printf("created %s by %s; policy %s, soak %lld s, gate %lld s, failures %lld of budget "
+	       "%lld\n",
+	       created, str(ro, "actor"), str(spec, "policy"),
+	       (long long)json_integer_value(json_object_get(spec, "soak_ms")) / 1000,
+	       (long long)json_integer_value(json_object_get(spec, "gate_timeout_ms")) / 1000,
+	       (long long)json_integer_value(json_object_get(ro, "failures")),
+	       (long long)json_integer_value(json_object_get(spec, "failure_budget")));
+	struct ctl_table t;
+	size_t i, k;
+	json_t *w, *id;
+	ctl_table_init(&t, 4, headers);
+	json_array_foreach(waves, i, w)
+	{
+		char num[16], cells[2048] = "";
+		size_t n = 0;
+		snprintf(num, sizeof num, "%zu", i + 1);
+		json_array_foreach(json_object_get(w, "nodes"), k, id)
+		{
+			char one[600];
+			rollout_node_cell(json_string_value(id),
+			                  json_object_get(nodes, json_string_value(id)), one,
+			                  sizeof one);
+			if (n < sizeof cells)
+				n += (size_t)snprintf(cells + n, sizeof cells - n, "%s%s",
+				                      k ? "; " : "", one);
+		}
+		const char *row[] = {num, str(w, "target"), str(w, "state"), cells};
+		ctl_table_add(&t, row);
+	}
+	ctl_table_print(&t, stdout);
+	ctl_table_free(&t);
+	if (str(ro, "reason") != NULL)
+		printf("reason: %s\n", str(ro, "reason"));
+}
+
+static int cmd_rollout_status(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	char path[128], last[8192] = "";
+	int transport_failures = 0;
+	uint64_t start = yard_now_mono_ms();
+	uint64_t deadline = a->timeout_s > 0 ? start + (uint64_t)(a->timeout_s * 1000) : 0;
+	snprintf(path, sizeof path, "/v1/rollouts/%s", a->operand[0]);
+	for (;;) {
+		struct ctl_response r;
+		struct yard_err err = {0};
+		if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0) {
+			if (!a->watch || ++transport_failures >= WAIT_TRANSPORT_FAILURES_MAX)
+				return fail(x, "%s", err.msg);
+		} else if (r.status != 200) {
+			char what[1024];
+			ctl_response_describe(&r, what, sizeof what);
+			ctl_response_free(&r);
+			return fail(x, "%s", what);
+		} else {
+			const char *state = str(r.json, "state");
+			int done = rollout_terminal(state);
+			transport_failures = 0;
+			if (a->output == CTL_OUTPUT_JSON) {
+				if (!a->watch || done)
+					print_json(&r);
+			} else {
+				/* -w prints the view again whenever it changes */
+				json_t *copy = json_deep_copy(r.json);
+				json_t *nodes = json_object_get(copy, "nodes");
+				const char *k;
+				json_t *n;
+				json_object_foreach(nodes, k, n)
+				{
+					json_object_del(json_object_get(n, "live"),
+					                "last_heartbeat_ms_ago");
+				}
+				char *now = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+				json_decref(copy);
+				if (now != NULL && strncmp(now, last, sizeof last - 1) != 0) {
+					if (a->watch && last[0] != '\0')
+						printf("\n");
+					print_rollout(r.json);
+					fflush(stdout);
+					snprintf(last, sizeof last, "%s", now);
+				}
+				free(now);
+			}
+			int ok = state && strcmp(state, "completed") == 0;
+			char ended[32];
+			snprintf(ended, sizeof ended, "%s", state ? state : "?");
+			ctl_response_free(&r); /* state pointed into it */
+			if (!a->watch)
+				return 0;
+			if (done)
+				return ok ? 0
+				          : fail(x, "rollout %s ended %s", a->operand[0], ended);
+		}
+		uint64_t now = yard_now_mono_ms();
+		if (deadline && now >= deadline)
+			return fail(x, "timed out after %g s; rollout %s has not ended",
+			            a->timeout_s, a->operand[0]);
+		yard_sleep_ms(deadline ? YARD_MIN((uint64_t)WAIT_POLL_MS, deadline - now)
+		                       : WAIT_POLL_MS);
+	}
+}
+
+static int cmd_rollout_list(struct ctl *x)
+{
+	static const char *const headers[] = {"ID",    "BUILD",    "STATE",  "WAVE",
+	                                      "NODES", "FAILURES", "CREATED"};
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/rollouts", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		struct ctl_table t;
+		size_t i;
+		json_t *ro;
+		ctl_table_init(&t, 7, headers);
+		json_array_foreach(json_object_get(r.json, "rollouts"), i, ro)
+		{
+			char wave[48], nodes[16], failures[16], created[64];
+			snprintf(wave, sizeof wave, "%lld/%zu %s",
+			         (long long)json_integer_value(json_object_get(ro, "wave")) + 1,
+			         json_array_size(json_object_get(ro, "waves")), str(ro, "phase"));
+			snprintf(nodes, sizeof nodes, "%zu",
+			         json_object_size(json_object_get(ro, "nodes")));
+			cell(ro, "failures", failures, sizeof failures);
+			ctl_format_time(json_integer_value(json_object_get(ro, "created_ms")),
+			                created, sizeof created);
+			const char *row[] = {
+			    str(ro, "id"), str(ro, "build"), str(ro, "state"), wave,
+			    nodes,         failures,         created};
+			ctl_table_add(&t, row);
+		}
+		ctl_table_print(&t, stdout);
+		ctl_table_free(&t);
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_rollout_control(struct ctl *x, const char *action)
+{
+	struct ctl_response r;
+	char path[160];
+	snprintf(path, sizeof path, "/v1/rollouts/%s/%s", x->args.operand[0], action);
+	int rc = write_call(x, "POST", path, "{}", &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("rollout %s: %s\n", x->args.operand[0], str(r.json, "state"));
+	ctl_response_free(&r);
+	return 0;
+}
+
 static int usage_error(const char *msg)
 {
 	fprintf(stderr, "yardctl: %s\n\n%s", msg, ctl_usage());
@@ -1765,6 +2000,27 @@ int main(int argc, char **argv)
 		break;
 	case CTL_AUDIT:
 		rc = cmd_audit(&x);
+		break;
+	case CTL_ROLLOUT_START:
+		rc = cmd_rollout_start(&x);
+		break;
+	case CTL_ROLLOUT_STATUS:
+		rc = cmd_rollout_status(&x);
+		break;
+	case CTL_ROLLOUT_LIST:
+		rc = cmd_rollout_list(&x);
+		break;
+	case CTL_ROLLOUT_PAUSE:
+		rc = cmd_rollout_control(&x, "pause");
+		break;
+	case CTL_ROLLOUT_RESUME:
+		rc = cmd_rollout_control(&x, "resume");
+		break;
+	case CTL_ROLLOUT_ABORT:
+		rc = cmd_rollout_control(&x, "abort");
+		break;
+	case CTL_ROLLOUT_ROLLBACK:
+		rc = cmd_rollout_control(&x, "rollback");
 		break;
 	default:
 		rc = usage_error("unhandled command");

@@ -44,9 +44,18 @@
 	"CREATE TABLE checkpoint_restores(job TEXT NOT NULL, generation INTEGER NOT NULL,"         \
 	" step INTEGER NOT NULL, PRIMARY KEY(job, generation));"
 
-/* Tables for what later issues add (checkpoints, rollouts) are created now so a snapshot
- * taken today restores into tomorrow's binary unchanged; when a placeholder had to change
- * shape anyway (builds, advisories), schema_upgrade replaces it on restore. */
+/* Rollouts (fsm_rollout.c), apart for the same reason. */
+#define ROLLOUT_SCHEMA                                                                             \
+	"CREATE TABLE rollouts(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE,"                  \
+	" build TEXT NOT NULL, state TEXT NOT NULL, wave INTEGER NOT NULL DEFAULT 0,"              \
+	" phase TEXT NOT NULL DEFAULT '', phase_since_ms INTEGER NOT NULL,"                        \
+	" failures INTEGER NOT NULL DEFAULT 0, spec TEXT NOT NULL, plan TEXT NOT NULL,"            \
+	" reason TEXT, actor TEXT NOT NULL, created_ms INTEGER NOT NULL,"                          \
+	" updated_ms INTEGER NOT NULL);"
+
+/* Tables for what later issues add are created now so a snapshot taken today restores into
+ * tomorrow's binary unchanged; when a placeholder had to change shape anyway (builds,
+ * advisories, checkpoints, rollouts), schema_upgrade replaces it on restore. */
 static const char SCHEMA[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE jobs(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL,"
@@ -74,9 +83,7 @@ static const char SCHEMA[] =
     "CREATE TABLE request_ids(id TEXT PRIMARY KEY, ts_ms INTEGER NOT NULL, result TEXT NOT NULL);"
     "CREATE INDEX request_ids_ts ON request_ids(ts_ms);"
     "CREATE TABLE config(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
-    CKPT_SCHEMA STORE_SCHEMA
-    "CREATE TABLE rollouts(id TEXT PRIMARY KEY, build TEXT NOT NULL, state TEXT NOT NULL,"
-    " wave INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);";
+    CKPT_SCHEMA STORE_SCHEMA ROLLOUT_SCHEMA;
 
 static const char *const ROLES[] = {"admin", "operator", "user", "security", "agent", NULL};
 
@@ -409,10 +416,23 @@ static int schema_upgrade(struct fsm *f)
 	    (has_ckpt == 0 && fsm_exec(f, "DROP TABLE IF EXISTS checkpoints;" CKPT_SCHEMA) != 0))
 		return YARD_EINTERNAL;
 	int has_store = has_table(f, "blobs");
-	if (has_store != 0)
-		return has_store < 0 ? YARD_EINTERNAL : 0;
-	return fsm_exec(
-	    f, "DROP TABLE IF EXISTS builds; DROP TABLE IF EXISTS advisories;" STORE_SCHEMA);
+	if (has_store < 0 ||
+	    (has_store == 0 &&
+	     fsm_exec(f, "DROP TABLE IF EXISTS builds; DROP TABLE IF EXISTS advisories;"
+	                 STORE_SCHEMA) != 0))
+		return YARD_EINTERNAL;
+	/* the same for the placeholder rollouts table (it had no plan column) */
+	int has_rollouts = 0;
+	sqlite3_stmt *st = prepare_uncached(
+	    f, "SELECT count(*) FROM pragma_table_info('rollouts') WHERE name = 'plan'", 0);
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		has_rollouts = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	if (has_rollouts)
+		return 0;
+	return fsm_exec(f, "DROP TABLE IF EXISTS rollouts;" ROLLOUT_SCHEMA);
 }
 
 int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *err)
@@ -937,6 +957,10 @@ static const struct {
     {"advisory.share", fsm_op_advisory_share},
     {"advisory.publish", fsm_op_advisory_publish},
     {"audit.read", fsm_op_audit_read},
+    {"rollout.start", fsm_op_rollout_start},
+    {"rollout.advance", fsm_op_rollout_advance},
+    {"rollout.node", fsm_op_rollout_node},
+    {"rollout.control", fsm_op_rollout_control},
 };
 
 static int valid_request_id(const char *s)

@@ -165,9 +165,6 @@ json_t *fsm_build_get(struct fsm *f, const char *version, struct yard_err *err);
 /* A blob's bytes, chunks concatenated (malloc'd, caller frees). */
 int fsm_blob_read(struct fsm *f, const char *owner_kind, const char *owner_id, unsigned char **data,
                   size_t *len, struct yard_err *err);
-/* Whether a rollout assigns build version to node: such a node may download the build while
- * its advisory is embargoed. Rollouts are not recorded yet, so this is 0 for now. */
-int fsm_build_assigned_to_node(struct fsm *f, const char *version, const char *node);
 
 /* ---- checkpoints of the "controller" store (fsm_ckpt.c) ---- */
 /* [{"step","world","generation","shards" (stored),"bytes","complete","ts_ms"}...] by step. */
@@ -198,6 +195,18 @@ int fsm_advisory_restricted(struct fsm *f, const char *id);
 /* 1 when principal name with role may see advisory id's content: it is public, or role is
  * admin or security, or the visibility list names the role or the principal. */
 int fsm_advisory_visible(struct fsm *f, const char *id, const char *name, const char *role);
+
+/* ---- rollouts (fsm_rollout.c) ---- */
+/* {"id","build","state","wave","phase","phase_since_ms","failures","spec","waves","nodes",
+ * "reason","actor","created_ms","updated_ms"}; wave is 0-based into waves. */
+json_t *fsm_rollout_get(struct fsm *f, const char *id, struct yard_err *err);
+json_t *fsm_rollouts_list(struct fsm *f, struct yard_err *err); /* oldest first */
+/* The one rollout that is pending, running, paused or rolling back, or NULL. */
+json_t *fsm_rollout_active(struct fsm *f);
+int fsm_rollout_state_active(const char *state);
+/* Whether the active rollout assigns build version to node (it is upgrading or upgraded to
+ * it): such a node may download the build while its advisory is embargoed. */
+int fsm_build_assigned_to_node(struct fsm *f, const char *version, const char *node);
 
 /* The field a jsonx/jobspec error names ("parallel.tp: ..." → "parallel.tp"), or "". */
 void fsm_err_field(const struct yard_err *e, char *field, size_t field_len);

@@ -6,7 +6,7 @@ jobs_libjobsfsm_a_SOURCES = \
 	jobs/codec.c jobs/codec.h \
 	jobs/fsm.c jobs/fsm.h jobs/fsm_internal.h \
 	jobs/fsm_query.c jobs/fsm_cluster.c \
-	jobs/fsm_store.c jobs/fsm_advisory.c jobs/fsm_ckpt.c
+	jobs/fsm_store.c jobs/fsm_advisory.c jobs/fsm_ckpt.c jobs/fsm_rollout.c
 jobs_libjobsfsm_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
 FSM_LIBS = jobs/libjobsfsm.a common/libcommon.a $(SQLITE_LIBS) $(JANSSON_LIBS)
@@ -32,3 +32,9 @@ TESTS += tests/unit/test_fsm_ckpt
 tests_unit_test_fsm_ckpt_SOURCES = tests/unit/test_fsm_ckpt.c
 tests_unit_test_fsm_ckpt_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_fsm_ckpt_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
+
+check_PROGRAMS += tests/unit/test_rollout
+TESTS += tests/unit/test_rollout
+tests_unit_test_rollout_SOURCES = tests/unit/test_rollout.c
+tests_unit_test_rollout_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
+tests_unit_test_rollout_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)

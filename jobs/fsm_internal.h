@@ -95,5 +95,10 @@ json_t *fsm_op_advisory_embargo(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_advisory_share(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_advisory_publish(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_audit_read(struct fsm *f, const struct fsm_cmd *c);
+/* fsm_rollout.c: rollout.start, .advance, .node, .control (see the file's comment). */
+json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_rollout_advance(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_rollout_node(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_rollout_control(struct fsm *f, const struct fsm_cmd *c);
 
 #endif

@@ -528,12 +528,3 @@ json_t *fsm_build_get(struct fsm *f, const char *version, struct yard_err *err)
 	return b;
 }
 
-/* Rollouts (issue 7's other half) decide which nodes a build is assigned to; until they
- * record assignments no node is a target, so an embargoed build reaches no node. */
-int fsm_build_assigned_to_node(struct fsm *f, const char *version, const char *node)
-{
-	(void)f;
-	(void)version;
-	(void)node;
-	return 0;
-}

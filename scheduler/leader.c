@@ -19,6 +19,7 @@
 #include "scheduler/logstore.h"
 #include "scheduler/queue.h"
 #include "scheduler/straggler.h"
+#include "scheduler/rollout.h"
 
 #define REPORTS_MAX 256           /* rank reports (and log pieces) in one heartbeat */
 #define LOG_PIECE_MAX (256 << 10) /* raw bytes of one log piece (an agent sends ≤ 64 KiB) */
@@ -119,6 +120,7 @@ struct sched {
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
+	struct rollout_driver *rollouts; /* scheduler/rollout.h */
 	struct history *history; /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 	struct id_index node_index, job_index;
@@ -1334,6 +1336,7 @@ static void tick(struct sched *s, int with_nodes)
 		s->last_full_ms = now;
 		run_jobs(s, nodes, now);
 	}
+	rollout_driver_tick(s->rollouts);
 	json_decref(nodes);
 }
 
@@ -1354,11 +1357,13 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	s->fsm = fsm;
 	s->cfg = *cfg;
 	s->io = *io;
+	s->rollouts = rollout_driver_create(fsm, io);
 	s->history = history_create();
 	struct logstore_limits limits = {.rank_max_bytes = cfg->log_rank_max_bytes,
 	                                 .total_max_bytes = cfg->log_total_max_bytes};
 	s->logs = logstore_create(&limits);
-	if (s->history == NULL || s->logs == NULL) {
+	if (s->rollouts == NULL || s->history == NULL || s->logs == NULL) {
+		rollout_driver_destroy(s->rollouts);
 		history_destroy(s->history);
 		logstore_destroy(s->logs);
 		free(s);
@@ -1390,6 +1395,7 @@ void sched_destroy(struct sched *s)
 	logstore_destroy(s->logs);
 	free(s->nodes);
 	free(s->jobs);
+	rollout_driver_destroy(s->rollouts);
 	history_destroy(s->history);
 	free(s->node_index.slots);
 	free(s->job_index.slots);
@@ -1413,6 +1419,7 @@ void sched_leader_up(struct sched *s)
 	s->dirty = 1;
 	snprintf(s->leader_id, sizeof s->leader_id, "%lld-%d-%llu", (long long)wall_now(s),
 	         (int)getpid(), (unsigned long long)s->epoch);
+	rollout_driver_leading(s->rollouts, 1);
 	log_info("scheduler: leading; every node has %.1f s from now before it is suspect",
 	         (double)s->cfg.node_suspect_ms / 1000);
 }
@@ -1424,6 +1431,7 @@ void sched_leader_down(struct sched *s)
 	soft_clear(s);
 	s->epoch++;
 	s->leading = 0;
+	rollout_driver_leading(s->rollouts, 0);
 	log_info("scheduler: no longer leading; soft state dropped");
 }
 
@@ -1743,7 +1751,8 @@ json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, 
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
 	static const char *const keys[] = {"node",     "version", "free_disk_mb", "link_gbps",
-	                                   "draining", "ranks",   "logs",         NULL};
+	                                   "draining", "ranks",   "logs",         "upgrade",
+	                                   NULL};
 	const char *name = NULL, *version = "";
 	int64_t free_disk_mb = -1;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
@@ -1756,6 +1765,8 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		             name);
 		return NULL;
 	}
+	if (rollout_driver_check_report(json_object_get(body, "upgrade"), err) != 0)
+		return NULL;
 	json_t *reports = clean_reports(json_object_get(body, "ranks"), err);
 	if (reports == NULL)
 		return NULL;
@@ -1768,6 +1779,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	if (s->leading)
 		store_logs(s, node, reports, pieces, n_pieces);
 	free_pieces(pieces, n_pieces);
+	rollout_driver_heartbeat(s->rollouts, node, body);
 	if (s->leading) {
 		record_history(s, reports);
 		struct soft_node *n = node_get(s, node);
@@ -1789,8 +1801,13 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		json_array_append_new(commands, json_pack("{s:s}", "op", "drain"));
 	json_decref(me);
 	/* leader_id only while leading: it says the pieces of this heartbeat were kept */
-	return json_pack("{s:o,s:o,s:o}", "desired", desired_for(s, node), "commands", commands,
-	                 "leader_id", s->leading ? json_string(s->leader_id) : json_null());
+	json_t *answer =
+	    json_pack("{s:o,s:o,s:o}", "desired", desired_for(s, node), "commands", commands,
+	              "leader_id", s->leading ? json_string(s->leader_id) : json_null());
+	json_t *upgrade = rollout_driver_offer(s->rollouts, node);
+	if (upgrade != NULL)
+		json_object_set_new(answer, "upgrade", upgrade);
+	return answer;
 }
 
 /* ---- overlays ---- */
@@ -1887,6 +1904,11 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        (double)s->straggler_judge_ns_total / 1e9);
 }
 
+void sched_overlay_rollout(struct sched *s, json_t *rollout)
+{
+	rollout_driver_overlay(s->rollouts, rollout);
+}
+
 void sched_overlay_node(struct sched *s, json_t *node)
 {
 	if (!s->leading)
@@ -1897,6 +1919,8 @@ void sched_overlay_node(struct sched *s, json_t *node)
 	json_object_set_new(node, "last_heartbeat_ms_ago",
 	                    json_integer((json_int_t)(mono_now(s) - n->last_seen_ms)));
 	json_object_set_new(node, "ranks", n->ranks ? json_deep_copy(n->ranks) : json_array());
+	if (n->version[0] != '\0') /* what the agent runs now; the row has what it registered */
+		json_object_set_new(node, "version", json_string(n->version));
 	if (n->free_disk_mb >= 0)
 		json_object_set_new(node, "free_disk_mb", json_integer(n->free_disk_mb));
 }

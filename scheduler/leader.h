@@ -94,7 +94,8 @@ void sched_tick(struct sched *s);
 
 /* A heartbeat from node (already authenticated as that node). Records the soft state and
  * the pieces of rank output it carries, and returns the answer {"desired": [...],
- * "commands": [{"op": "drain"}?], "leader_id": "..."} (new reference), or NULL with err
+ * "commands": [{"op": "drain"}?], "leader_id": "...", "upgrade"?: {...}} (new reference;
+ * "upgrade" is an offer of the rollout driver, scheduler/rollout.h), or NULL with err
  * (YARD_EINVAL naming the field of a malformed body, YARD_EPERM for another node's name);
  * a malformed body stores nothing. */
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
@@ -111,6 +112,8 @@ void sched_overlay_job(struct sched *s, json_t *job);
 json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, int limit,
                           int64_t batch_size);
 void sched_overlay_node(struct sched *s, json_t *node);
+/* Adds each target node's live version and upgrade state to a rollout (fsm_rollout_get). */
+void sched_overlay_rollout(struct sched *s, json_t *rollout);
 
 /* Appends the scheduler's Prometheus metrics (stragglers) to f. */
 void sched_metrics_render(struct sched *s, FILE *f);

@@ -7,7 +7,8 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/straggler.c scheduler/straggler.h \
 	scheduler/history.c scheduler/history.h \
 	scheduler/logstore.c scheduler/logstore.h \
-	scheduler/leader.c scheduler/leader.h
+	scheduler/leader.c scheduler/leader.h \
+	scheduler/rollout.c scheduler/rollout.h
 scheduler_libsched_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
 check_PROGRAMS += tests/unit/test_place

@@ -24,6 +24,12 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_logs.sh tests/integration/test_drain.sh \
 	tests/integration/test_stragglers.sh
 
+# Rollouts of agent builds over real agents and a running job.
+dist_check_SCRIPTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh \
+	tests/integration/train_rollout.sh
+TESTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh \
+	tests/integration/train_rollout.sh
+
 check_PROGRAMS += tests/unit/test_leader
 TESTS += tests/unit/test_leader
 tests_unit_test_leader_SOURCES = tests/unit/test_leader.c

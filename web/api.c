@@ -690,5 +690,12 @@ const struct route api_routes[] = {
     {"GET", "/v1/audit", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_audit},
     {"GET", "/v1/events/verify", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_events_verify},
     {"POST", "/v1/nodes/*/drain", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_drain},
+    {"POST", "/v1/rollouts", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_start},
+    {"GET", "/v1/rollouts", ROLES_ROLLOUT, ROUTE_READ, h_rollouts_list},
+    {"GET", "/v1/rollouts/*", ROLES_ROLLOUT, ROUTE_READ, h_rollouts_get},
+    {"POST", "/v1/rollouts/*/pause", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_pause},
+    {"POST", "/v1/rollouts/*/resume", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_resume},
+    {"POST", "/v1/rollouts/*/abort", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_abort},
+    {"POST", "/v1/rollouts/*/rollback", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_rollback},
 };
 const int api_routes_count = (int)(sizeof api_routes / sizeof api_routes[0]);

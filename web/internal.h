@@ -21,6 +21,8 @@ enum {
 };
 #define ROLES_ANY (ROLE_ADMIN | ROLE_OPERATOR | ROLE_USER | ROLE_SECURITY)
 #define ROLES_JOBS (ROLE_ADMIN | ROLE_OPERATOR | ROLE_USER)
+/* rollouts move patched builds: operators run them, the security team may too */
+#define ROLES_ROLLOUT (ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY)
 
 /* LOCAL: served by whichever member receives it; READ: linearizable unless ?stale=1
  * (barrier on the leader, 307 on a follower); WRITE: leader only. */
@@ -142,5 +144,14 @@ void h_checkpoint_shard_commit(struct call *call);
 void h_checkpoint_shard_get(struct call *call);
 
 char *metrics_render(struct http_server *s, size_t *len);
+
+/* api_rollout.c: the rollout routes (listed in api.c's table). */
+void h_rollouts_start(struct call *call);
+void h_rollouts_list(struct call *call);
+void h_rollouts_get(struct call *call);
+void h_rollouts_pause(struct call *call);
+void h_rollouts_resume(struct call *call);
+void h_rollouts_abort(struct call *call);
+void h_rollouts_rollback(struct call *call);
 
 #endif

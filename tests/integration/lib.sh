@@ -173,6 +173,20 @@ cleanup_agents() {
 }
 trap 'cleanup_agents; cleanup' EXIT
 
+# cleanup_upgraded_agents: for tests that upgrade agents (rollouts): a guardian (agent/
+# guardian.c) could start an agent again, and a rollback gives a node's agent a new pid, so
+# end the guardians first, then whatever pid each data dir names.
+cleanup_upgraded_agents() {
+	local f pid
+	for f in "$T"/agent-*/upgrade.json; do
+		[ -f "$f" ] || continue
+		pid=$(jget "$(cat "$f")" 'd.get("guardian_pid", 0)')
+		[ "$pid" -gt 0 ] 2>/dev/null && kill -9 "$pid" 2>/dev/null
+	done
+	for f in "$T"/agent-*/agent.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
+	return 0
+}
+
 # write_rank_script: $T/rank.sh, the command of the test jobs (run as ["sh", "$T/rank.sh",
 # MODE, ARGS...] with OUT=$T in the job's env). Every rank records its process group (the pid
 # of its shim: kill -- -PGID ends the rank) and environment
@@ -188,7 +202,7 @@ write_rank_script() {
 	cat >"$T/rank.sh" <<'SCRIPT'
 out=$OUT
 tag="$YARD_JOB_ID.$RANK.$YARD_GENERATION"
-ps -o pgid= -p $$ | tr -d " " >"$out/pids/$tag"
+ps -o pgid= -p $$ | tr -d " " >"$out/pids/.$tag.tmp" && mv "$out/pids/.$tag.tmp" "$out/pids/$tag" # whole or absent
 echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT YARD_RANK=$YARD_RANK YARD_WORLD_SIZE=$YARD_WORLD_SIZE YARD_HOSTS=$YARD_HOSTS YARD_PEERS=$YARD_PEERS YARD_CKPT_DIR=$YARD_CKPT_DIR YARD_RESUME=${YARD_RESUME:-0}" >"$out/env/$tag"
 case $1 in
 sleep) sleep "$2" ;;

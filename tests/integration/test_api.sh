@@ -55,6 +55,13 @@ ROUTES=(
 	"POST /v1/advisories/a-999999/publish - security"
 	"GET /v1/audit - admin,security"
 	"GET /v1/events/verify - admin,security"
+	"POST /v1/rollouts {} admin,operator,security"
+	"GET /v1/rollouts - admin,operator,security"
+	"GET /v1/rollouts/ro-999999 - admin,operator,security"
+	"POST /v1/rollouts/ro-999999/pause - admin,operator,security"
+	"POST /v1/rollouts/ro-999999/resume - admin,operator,security"
+	"POST /v1/rollouts/ro-999999/abort - admin,operator,security"
+	"POST /v1/rollouts/ro-999999/rollback - admin,operator,security"
 )
 checked=0
 for r in "${ROUTES[@]}"; do

@@ -490,6 +490,45 @@ static void test_cell_formats(void **state)
 	json_decref(v);
 }
 
+static void test_rollout_commands(void **state)
+{
+	struct ctl_args a;
+	(void)state;
+	expect_ok("rollout start --build 2.0.1 --waves 1,10%,100% --soak 30s --selector rack=r1 "
+	          "--gate-timeout 2m --failure-budget 1 --policy restart --step-time-regression 20",
+	          &a);
+	assert_int_equal(a.command, CTL_ROLLOUT_START);
+	assert_string_equal(a.build, "2.0.1");
+	assert_string_equal(a.waves, "1,10%,100%");
+	assert_string_equal(a.selector, "rack=r1");
+	assert_string_equal(a.policy, "restart");
+	assert_true(a.soak_s == 30);
+	assert_true(a.gate_timeout_s == 120);
+	assert_int_equal(a.failure_budget, 1);
+	assert_int_equal(a.step_regression_pct, 20);
+	expect_ok("rollout start --build 2.0.1 --soak 500ms", &a);
+	assert_true(a.soak_s == 0.5);
+	assert_true(a.gate_timeout_s < 0); /* not given: the server's default */
+	assert_int_equal(a.failure_budget, -1);
+	expect_ok("rollout status ro-000001 -w --timeout 60", &a);
+	assert_int_equal(a.command, CTL_ROLLOUT_STATUS);
+	assert_int_equal(a.watch, 1);
+	expect_ok("rollout list", &a);
+	assert_int_equal(a.command, CTL_ROLLOUT_LIST);
+	expect_ok("rollout rollback ro-000001", &a);
+	assert_int_equal(a.command, CTL_ROLLOUT_ROLLBACK);
+	expect_usage_error("rollout start", "rollout start: needs --build");
+	expect_usage_error("rollout start --build 2 --soak 3x", "--soak: \"3x\" is not a duration");
+	expect_usage_error("rollout start --build 2 --policy yolo", "--policy");
+	expect_usage_error("rollout start --build 2 --selector rack", "--selector");
+	expect_usage_error("rollout start --build 2 --failure-budget -1", "--failure-budget");
+	expect_usage_error("rollout start --build 2 --step-time-regression 0",
+	                   "--step-time-regression");
+	expect_usage_error("rollout status", "missing arguments");
+	expect_usage_error("rollout pause ro/1", "is not a valid id");
+	expect_usage_error("rollout list -w", "does not take --watch");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -498,6 +537,7 @@ int main(void)
 	    cmocka_unit_test(test_store_commands),
 	    cmocka_unit_test(test_usage_errors),
 	    cmocka_unit_test(test_logs_and_node_commands),
+	    cmocka_unit_test(test_rollout_commands),
 	    cmocka_unit_test(test_endpoint_lists),
 	    cmocka_unit_test(test_redirect_base),
 	    cmocka_unit_test(test_request_ids),
