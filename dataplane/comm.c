@@ -132,6 +132,7 @@ static void comm_free(yd_comm *c)
 	free(c->peers);
 	free(c->host_of);
 	free(c->scratch);
+	dp_cuda_comm_free(c);
 	pthread_mutex_destroy(&c->err_lock);
 	pthread_mutex_destroy(&c->q_lock);
 	pthread_cond_destroy(&c->q_cond);
@@ -158,6 +159,7 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 	pthread_mutex_init(&c->q_lock, NULL);
 	pthread_cond_init(&c->q_cond, NULL);
 	c->wake_fd = -1;
+	c->cuda_device = -1;
 	c->rank = cfg->rank;
 	c->size = cfg->world_size;
 	c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
@@ -235,6 +237,12 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 	c->costs.alpha_tcp = 15e-6;
 	c->costs.beta_tcp = 0.35e-9;
 	c->costs.gamma = 0.25e-9;
+	if (cfg->cuda) {
+		char why[200];
+		/* a CPU-only machine runs on: every buffer is host memory there */
+		if (dp_cuda_enable(c, why, sizeof why) != 0 && c->rank == 0)
+			log_debug("device buffers requested but unavailable: %s", why);
+	}
 	*out = c;
 	return 0;
 fail:
@@ -426,6 +434,14 @@ int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len)
 		cfg.algo = (enum yd_algo)v;
 	}
 	cfg.tcp_sockets_per_peer = env_int("YARD_TCP_SOCKETS", 0);
+	const char *cu = getenv("YARD_CUDA");
+	if (cu && *cu) {
+		if (strcmp(cu, "0") != 0 && strcmp(cu, "1") != 0) {
+			snprintf(errbuf, errbuf_len, "YARD_CUDA=%s: expected 0 or 1", cu);
+			return YARD_EINVAL;
+		}
+		cfg.cuda = cu[0] == '1';
+	}
 	const char *peers = getenv("YARD_PEERS"), *file = getenv("YARD_RENDEZVOUS_FILE");
 	const char *hosts = getenv("YARD_HOSTS");
 	if (hosts && *hosts) {
@@ -563,6 +579,7 @@ int yd_comm_split(yd_comm *comm, int color, int key, yd_comm **out)
 	cfg.transport = comm->transport_cfg;
 	cfg.algo = comm->algo;
 	cfg.tcp_sockets_per_peer = comm->socks_per_peer;
+	cfg.cuda = comm->cuda_enabled;
 	rc = comm_create(&cfg, fd, out, err, sizeof err);
 	fd = -1;
 	if (rc)

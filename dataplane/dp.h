@@ -173,6 +173,10 @@ struct yd_comm {
 	pthread_mutex_t q_lock;
 	pthread_cond_t q_cond;
 	struct yd_request *q_head, *q_tail;
+	/* CUDA (cuda.c): buffers are classified only once enabled; one GPU per communicator */
+	int cuda_enabled;
+	int cuda_device; /* ordinal of the first device buffer seen, -1 before */
+	void *cuda;      /* struct dp_cuda: stream, pinned staging, NCCL communicator */
 };
 
 /* An operation, as the public call described it. */
@@ -188,6 +192,8 @@ struct dp_op {
 	int is_send;
 	enum yd_algo algo;
 	uint64_t seq;
+	int device;       /* 1 + CUDA ordinal of the buffers, 0 = host memory (cuda.c) */
+	int no_avg_scale; /* YD_AVG: leave the sum undivided (the caller divides on the GPU) */
 };
 
 /* comm.c */
@@ -219,6 +225,8 @@ void dp_x_recv_reduce(struct dp_xfer *x, const struct dp_op *o, int peer, void *
 void dp_op_reduce(const struct dp_op *o, void *dst, const void *a, const void *b, size_t count);
 int dp_hdr_check(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *got);
 int dp_poll_ctl(yd_comm *c, int timeout_ms);
+/* Same, naming operation o if a peer turns out to be dead (for waits outside the engine). */
+int dp_poll_ctl_op(yd_comm *c, const struct dp_op *o, int timeout_ms);
 /* The data path lost peer p: fails the communicator, preferring the peer's own failure
  * notice if one is on its way. */
 int dp_peer_lost(yd_comm *c, struct dp_peer *p, const struct dp_xfer *x, const char *why);
@@ -244,6 +252,15 @@ void dp_shm_ring_doorbell(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting)
 
 /* transport_rdma.c */
 int dp_rdma_device_present(void);
+
+/* cuda.c (stubs without HAVE_CUDA) */
+/* Enables device buffers on c; YARD_EUNSUPPORTED with the reason in why when impossible. */
+int dp_cuda_enable(yd_comm *c, char *why, size_t len);
+/* 1 + the CUDA ordinal p lives on, or 0 for host memory (always 0 until enabled). */
+int dp_cuda_buffer_device(yd_comm *c, const void *p);
+/* Runs an operation whose buffers are device memory (o->device != 0). */
+int dp_cuda_execute(yd_comm *c, struct dp_op *o);
+void dp_cuda_comm_free(yd_comm *c);
 
 /* reduce.c */
 void dp_reduce(void *dst, const void *a, const void *b, size_t count, enum yd_dtype dt,

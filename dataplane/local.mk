@@ -8,10 +8,33 @@ dataplane_libyd_a_SOURCES = \
 	dataplane/transport_tcp.c dataplane/transport_shm.c dataplane/transport_rdma.c \
 	dataplane/reduce.c dataplane/algo_select.c \
 	dataplane/coll_ring.c dataplane/coll_rd.c dataplane/coll_hd.c dataplane/coll_tree.c \
-	dataplane/coll_naive.c dataplane/coll_ps.c dataplane/coll_hier.c
-dataplane_libyd_a_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS)
+	dataplane/coll_naive.c dataplane/coll_ps.c dataplane/coll_hier.c \
+	dataplane/cuda.c dataplane/dp_cuda.h
+dataplane_libyd_a_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS) $(CUDA_CFLAGS)
 # What a program linking libyd.a needs after it.
-YD_LIBS = dataplane/libyd.a common/libcommon.a $(IBVERBS_LIBS) -lrt -lm
+YD_LIBS = dataplane/libyd.a common/libcommon.a $(IBVERBS_LIBS) -lrt -lm -lpthread
+
+# CUDA kernels (nvcc) join libyd whenever the toolkit exists; the GPU is chosen at run time.
+EXTRA_DIST += dataplane/dp_cuda_kernels.cu
+if HAVE_CUDA
+dataplane_libyd_a_LIBADD = dataplane/dp_cuda_kernels.$(OBJEXT)
+CLEANFILES += dataplane/dp_cuda_kernels.$(OBJEXT)
+dataplane/dp_cuda_kernels.$(OBJEXT): dataplane/dp_cuda_kernels.cu dataplane/dp_cuda.h
+	$(AM_V_GEN)$(NVCC) -O2 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra -I$(top_srcdir) \
+		-I$(top_builddir) $(CUDA_CFLAGS) -c $(srcdir)/dataplane/dp_cuda_kernels.cu -o $@
+YD_LIBS += $(CUDA_LIBS) -lstdc++
+# Both skip (exit 77) where no GPU exists.
+check_PROGRAMS += tests/unit/test_cuda_kernels
+TESTS += tests/unit/test_cuda_kernels
+tests_unit_test_cuda_kernels_SOURCES = tests/unit/test_cuda_kernels.c
+tests_unit_test_cuda_kernels_CFLAGS = $(DP_TEST_CFLAGS) $(CUDA_CFLAGS)
+tests_unit_test_cuda_kernels_LDADD = $(DP_TEST_LIBS)
+check_PROGRAMS += tests/integration/test_coll_cuda
+TESTS += tests/integration/test_coll_cuda
+tests_integration_test_coll_cuda_SOURCES = tests/integration/test_coll_cuda.c $(DP_HARNESS)
+tests_integration_test_coll_cuda_CFLAGS = $(DP_TEST_CFLAGS) $(CUDA_CFLAGS)
+tests_integration_test_coll_cuda_LDADD = $(DP_TEST_LIBS)
+endif
 
 # Tests: reductions (cmocka), then real multi-process runs on 127.0.0.1.
 DP_TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)

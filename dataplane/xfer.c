@@ -316,6 +316,14 @@ int dp_poll_ctl(yd_comm *c, int timeout_ms)
 	return poll_all(c, NULL, timeout_ms, 0);
 }
 
+int dp_poll_ctl_op(yd_comm *c, const struct dp_op *o, int timeout_ms)
+{
+	struct dp_xfer x;
+	dp_x_recv(&x, o, -1, NULL, 0);
+	struct dp_xset s = {.x = &x, .n = 1};
+	return poll_all(c, &s, timeout_ms, 0);
+}
+
 int dp_xset_wait(yd_comm *c, struct dp_xset *s, int max_wait_ms)
 {
 	int tcp_pending = 0, rc;
