@@ -127,6 +127,7 @@ static void comm_free(yd_comm *c)
 		free(p->label);
 	}
 	dp_shm_teardown(c);
+	dp_rdma_teardown(c);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	free(c->peers);
@@ -197,26 +198,26 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 				h = c->host_of[j];
 		c->host_of[i] = h >= 0 ? h : c->nhosts++;
 	}
-	int rdma = cfg->transport == YD_TRANSPORT_RDMA || cfg->transport == YD_TRANSPORT_AUTO
-	               ? dp_rdma_device_present()
-	               : 0;
-	if (cfg->transport == YD_TRANSPORT_RDMA) {
-		snprintf(err, errlen, "transport rdma: %s",
-		         rdma ? "the RDMA data path is not implemented yet"
-		              : "no RDMA device found");
-		rc = YARD_EUNSUPPORTED;
-		goto fail;
-	}
-	if (rdma && c->rank == 0)
-		log_warn("RDMA device present but the RDMA data path is not implemented; using TCP "
-		         "between hosts");
+	/* shm between equal host labels (unless TCP or RDMA is forced), TCP otherwise; RDMA
+	 * replaces TCP per pair in dp_rdma_setup (forced: every pair, or an error naming why) */
 	for (int i = 0; i < c->size; i++) {
 		int same = c->host_of[i] == c->host_of[c->rank];
 		enum yd_transport t = YD_TRANSPORT_TCP;
-		if (same &&
-		    (cfg->transport == YD_TRANSPORT_AUTO || cfg->transport == YD_TRANSPORT_SHM))
+		if (cfg->transport == YD_TRANSPORT_RDMA)
+			t = YD_TRANSPORT_RDMA;
+		else if (same && (cfg->transport == YD_TRANSPORT_AUTO ||
+		                  cfg->transport == YD_TRANSPORT_SHM))
 			t = YD_TRANSPORT_SHM;
 		c->peers[i].transport = i == c->rank ? YD_TRANSPORT_AUTO : t;
+	}
+	if (cfg->transport == YD_TRANSPORT_RDMA) {
+		char why[200];
+		/* before connecting anyone: every rank of a forced-RDMA job fails the same way */
+		if (!dp_rdma_device_present(why, sizeof why)) {
+			snprintf(err, errlen, "transport rdma: %s", why);
+			rc = YARD_EUNSUPPORTED;
+			goto fail;
+		}
 	}
 	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (c->wake_fd < 0) {
@@ -227,6 +228,9 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 	rc = dp_tcp_connect_mesh(c, listen_fd, err, errlen);
 	close(listen_fd);
 	listen_fd = -1;
+	if (rc)
+		goto fail;
+	rc = dp_rdma_setup(c, err, errlen);
 	if (rc)
 		goto fail;
 	rc = dp_shm_setup(c, err, errlen);

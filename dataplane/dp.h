@@ -93,6 +93,8 @@ struct dp_tcp_sock {
 };
 
 struct dp_shm_ring;
+struct dp_rdma_peer;
+struct dp_rdma_dev;
 
 /* Control notices on the control socket (one per peer, always TCP): a goodbye before a clean
  * close, or a failure report so that every survivor learns which rank failed. */
@@ -122,8 +124,10 @@ struct dp_peer {
 	struct dp_shm_ring *shm_tx, *shm_rx;
 	_Atomic uint32_t *shm_doorbell; /* the peer's doorbell */
 	_Atomic uint32_t *shm_waiting;
-	int shm_tx_cur, shm_rx_cur;   /* transfer in progress, -1 when idle */
-	int shm_tx_last, shm_rx_last; /* last finished, -1 at set start */
+	int shm_tx_cur, shm_rx_cur;   /* transfer in progress, -1 when idle (shm and RDMA) */
+	int shm_tx_last, shm_rx_last; /* last finished, -1 at set start (shm and RDMA) */
+	/* RDMA: queue pair, registered rings, credits */
+	struct dp_rdma_peer *rdma;
 	pid_t pid;
 };
 
@@ -158,6 +162,7 @@ struct yd_comm {
 	char shm_name[64];
 	void *shm_self;
 	size_t shm_self_len;
+	struct dp_rdma_dev *rdma; /* the device, protection domain (transport_rdma.c) */
 	void **shm_map;
 	size_t *shm_map_len;
 	_Atomic uint32_t *doorbell, *waiting;
@@ -250,8 +255,19 @@ int dp_shm_progress_rx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *pr
 void dp_shm_wait(yd_comm *c, int timeout_ms);
 void dp_shm_ring_doorbell(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting);
 
-/* transport_rdma.c */
-int dp_rdma_device_present(void);
+/* transport_rdma.c (stubs without HAVE_IBVERBS) */
+/* 1 if an RDMA device with an active port exists; else 0 and why says what is missing. */
+int dp_rdma_device_present(char *why, size_t len);
+/* After the TCP mesh: sets up a queue pair with every peer that should use RDMA (forced, or
+ * auto between hosts) and switches those pairs to YD_TRANSPORT_RDMA; auto falls back to TCP
+ * per pair (logged). Uses the control sockets. */
+int dp_rdma_setup(yd_comm *c, char *err, size_t errlen);
+void dp_rdma_teardown(yd_comm *c);
+int dp_rdma_progress(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
+/* The fd that becomes readable when p's completion queue has news (-1 if none), and the
+ * call that consumes those events after poll(). */
+int dp_rdma_wait_fd(struct dp_peer *p);
+void dp_rdma_ack_events(struct dp_peer *p);
 
 /* cuda.c (stubs without HAVE_CUDA) */
 /* Enables device buffers on c; YARD_EUNSUPPORTED with the reason in why when impossible. */

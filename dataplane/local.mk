@@ -60,6 +60,13 @@ tests_integration_test_comm_split_SOURCES = tests/integration/test_comm_split.c 
 tests_integration_test_comm_split_CFLAGS = $(DP_TEST_CFLAGS)
 tests_integration_test_comm_split_LDADD = $(DP_TEST_LIBS)
 
+# RDMA: the fallback checks run everywhere; the data path where a device exists (else 77).
+check_PROGRAMS += tests/integration/test_coll_rdma
+TESTS += tests/integration/test_coll_rdma
+tests_integration_test_coll_rdma_SOURCES = tests/integration/test_coll_rdma.c $(DP_HARNESS)
+tests_integration_test_coll_rdma_CFLAGS = $(DP_TEST_CFLAGS)
+tests_integration_test_coll_rdma_LDADD = $(DP_TEST_LIBS)
+
 check_PROGRAMS += tests/unit/test_coll_reduce
 TESTS += tests/unit/test_coll_reduce
 tests_unit_test_coll_reduce_SOURCES = tests/unit/test_coll_reduce.c

@@ -80,7 +80,7 @@ void dp_xfer_prepare(yd_comm *c, struct dp_xfer *x)
 	struct dp_peer *p = &c->peers[x->peer];
 	x->done = 0;
 	x->complete = 0;
-	x->parts_left = p->transport == YD_TRANSPORT_SHM ? 1 : dp_tcp_parts(c, p, x->len);
+	x->parts_left = p->transport == YD_TRANSPORT_TCP ? dp_tcp_parts(c, p, x->len) : 1;
 }
 
 static void x_fill(struct dp_xfer *x, const struct dp_op *o, int peer, size_t len)
@@ -166,6 +166,8 @@ int dp_xset_progress(yd_comm *c, struct dp_xset *s, int *progressed)
 			rc = dp_shm_progress_rx(c, p, s, progressed);
 			if (rc == 0)
 				rc = dp_shm_progress_tx(c, p, s, progressed);
+		} else if (p->transport == YD_TRANSPORT_RDMA) {
+			rc = dp_rdma_progress(c, p, s, progressed);
 		} else {
 			rc = dp_tcp_progress_rx(c, p, s, progressed);
 			if (rc == 0)
@@ -256,6 +258,12 @@ static int poll_all(yd_comm *c, struct dp_xset *s, int timeout_ms, int with_data
 			struct dp_peer *p = &c->peers[i];
 			if (i == c->rank || p->transport == YD_TRANSPORT_SHM)
 				continue;
+			if (p->transport == YD_TRANSPORT_RDMA &&
+			    nf < (int)(sizeof fds / sizeof fds[0])) {
+				fds[nf++] =
+				    (struct pollfd){.fd = dp_rdma_wait_fd(p), .events = POLLIN};
+				continue;
+			}
 			for (int k = 0; k < p->nsock && nf < (int)(sizeof fds / sizeof fds[0]);
 			     k++) {
 				short ev = 0;
@@ -277,6 +285,11 @@ static int poll_all(yd_comm *c, struct dp_xset *s, int timeout_ms, int with_data
 		ssize_t r = read(c->wake_fd, &v, sizeof v);
 		(void)r;
 	}
+	for (int i = nctl; i < nf; i++)
+		for (int j = 0; fds[i].revents && j < c->size; j++)
+			if (j != c->rank && c->peers[j].transport == YD_TRANSPORT_RDMA &&
+			    dp_rdma_wait_fd(&c->peers[j]) == fds[i].fd)
+				dp_rdma_ack_events(&c->peers[j]);
 	for (int i = 1; i < nctl; i++) {
 		if (!fds[i].revents)
 			continue;
