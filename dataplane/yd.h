@@ -134,7 +134,8 @@ void yd_comm_set_algo(yd_comm *comm, enum yd_algo algo);
  * not detect mismatched arguments. Otherwise (YARD_NCCL=0, send/recv, no NCCL) buffers are
  * staged through pinned host memory in 4 MiB chunks per rank block, copies overlapping the
  * transfer, and reduced on the CPU as host buffers are; the average divides on the GPU.
- * Results equal the CPU path's bit for bit (NCCL: except float sums' order). */
+ * Staged results equal the host path's bit for bit; NCCL's float reductions may round
+ * differently (another summation order). */
 int yd_cuda_device_count(void); /* GPUs visible to this process; 0 without CUDA */
 int yd_comm_use_cuda(yd_comm *c);
 /* "off" (not enabled), "undecided" (NCCL is tried at the first device collective),
