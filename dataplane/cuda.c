@@ -43,7 +43,10 @@
 #include <sched.h>
 
 #include "common/clock.h"
-#ifdef HAVE_NCCL
+/* YD_CUDA_NO_NCCL: staging only (test_coll_cuda_emul builds this file against an emulated
+ * CUDA runtime) */
+#if defined(HAVE_NCCL) && !defined(YD_CUDA_NO_NCCL)
+#define DP_USE_NCCL 1
 #include <nccl.h>
 #endif
 
@@ -60,7 +63,7 @@ struct dp_cuda {
 	void *pin[2];          /* pinned host staging, pin_len bytes each */
 	size_t pin_len;
 	int nccl_state;
-#ifdef HAVE_NCCL
+#ifdef DP_USE_NCCL
 	ncclComm_t nccl;
 #endif
 };
@@ -320,7 +323,7 @@ static int staged_p2p(yd_comm *c, struct dp_cuda *g, const struct dp_op *o)
 
 /* ---- NCCL ---- */
 
-#ifdef HAVE_NCCL
+#ifdef DP_USE_NCCL
 static void nccl_drop(struct dp_cuda *g)
 {
 	if (g->nccl)
@@ -550,7 +553,7 @@ int dp_cuda_execute(yd_comm *c, struct dp_op *o)
 		return rc;
 	if (o->kind == DP_P2P)
 		return staged_p2p(c, g, o);
-#ifdef HAVE_NCCL
+#ifdef DP_USE_NCCL
 	if (g->nccl_state == NCCL_UNTRIED && (rc = nccl_start(c, g, o)) != 0)
 		return rc;
 	if (g->nccl_state == NCCL_ON)
@@ -565,7 +568,7 @@ void dp_cuda_comm_free(yd_comm *c)
 	if (!g)
 		return;
 	cudaSetDevice(g->device);
-#ifdef HAVE_NCCL
+#ifdef DP_USE_NCCL
 	if (g->nccl)
 		ncclCommAbort(g->nccl); /* local: never waits for peers that may be gone */
 #endif
@@ -589,7 +592,7 @@ const char *yd_comm_cuda_path(const yd_comm *c)
 	if (!c || !c->cuda_enabled)
 		return "off";
 	if (!g || g->nccl_state == NCCL_UNTRIED)
-#ifdef HAVE_NCCL
+#ifdef DP_USE_NCCL
 		return "undecided";
 #else
 		return "staged";

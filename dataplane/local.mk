@@ -34,6 +34,16 @@ TESTS += tests/integration/test_coll_cuda
 tests_integration_test_coll_cuda_SOURCES = tests/integration/test_coll_cuda.c $(DP_HARNESS)
 tests_integration_test_coll_cuda_CFLAGS = $(DP_TEST_CFLAGS) $(CUDA_CFLAGS)
 tests_integration_test_coll_cuda_LDADD = $(DP_TEST_LIBS)
+# The same test on an emulated CUDA runtime (host memory, one ordered worker thread per
+# stream, delayed copies), so the staging path runs everywhere the toolkit's headers exist.
+check_PROGRAMS += tests/integration/test_coll_cuda_emul
+TESTS += tests/integration/test_coll_cuda_emul
+tests_integration_test_coll_cuda_emul_SOURCES = tests/integration/test_coll_cuda.c \
+	tests/integration/cuda_emul.c dataplane/cuda.c $(DP_HARNESS)
+tests_integration_test_coll_cuda_emul_CFLAGS = $(DP_TEST_CFLAGS) $(CUDA_CFLAGS) \
+	-DYD_CUDA_NO_NCCL -DYD_CUDA_EMULATED
+tests_integration_test_coll_cuda_emul_LDADD = dataplane/libyd.a common/libcommon.a \
+	$(IBVERBS_LIBS) $(CMOCKA_LIBS) -lrt -lm -lpthread
 endif
 
 # Tests: reductions (cmocka), then real multi-process runs on 127.0.0.1.
