@@ -12,7 +12,8 @@ dataplane_libyd_a_SOURCES = \
 	dataplane/cuda.c dataplane/dp_cuda.h
 dataplane_libyd_a_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS) $(CUDA_CFLAGS)
 # What a program linking libyd.a needs after it.
-YD_LIBS = dataplane/libyd.a common/libcommon.a $(IBVERBS_LIBS) -lrt -lm -lpthread
+YD_LIBS = dataplane/libyd.a common/libcommon.a $(IBVERBS_LIBS) $(YD_CUDA_LIBS) -lrt -lm -lpthread
+YD_CUDA_LIBS =
 
 # CUDA kernels (nvcc) join libyd whenever the toolkit exists; the GPU is chosen at run time.
 EXTRA_DIST += dataplane/dp_cuda_kernels.cu
@@ -22,7 +23,7 @@ CLEANFILES += dataplane/dp_cuda_kernels.$(OBJEXT)
 dataplane/dp_cuda_kernels.$(OBJEXT): dataplane/dp_cuda_kernels.cu dataplane/dp_cuda.h
 	$(AM_V_GEN)$(NVCC) -O2 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra -I$(top_srcdir) \
 		-I$(top_builddir) $(CUDA_CFLAGS) -c $(srcdir)/dataplane/dp_cuda_kernels.cu -o $@
-YD_LIBS += $(CUDA_LIBS) -lstdc++
+YD_CUDA_LIBS += $(CUDA_LIBS) -lstdc++
 # Both skip (exit 77) where no GPU exists.
 check_PROGRAMS += tests/unit/test_cuda_kernels
 TESTS += tests/unit/test_cuda_kernels
@@ -76,6 +77,18 @@ TESTS += tests/integration/test_coll_rdma
 tests_integration_test_coll_rdma_SOURCES = tests/integration/test_coll_rdma.c $(DP_HARNESS)
 tests_integration_test_coll_rdma_CFLAGS = $(DP_TEST_CFLAGS)
 tests_integration_test_coll_rdma_LDADD = $(DP_TEST_LIBS)
+if HAVE_IBVERBS
+# The same test on an emulated verbs layer (tests/integration/verbs_emul.c: queue pairs as
+# datagram sockets between the rank processes), so the RDMA data path runs here.
+check_PROGRAMS += tests/integration/test_coll_rdma_emul
+TESTS += tests/integration/test_coll_rdma_emul
+tests_integration_test_coll_rdma_emul_SOURCES = tests/integration/test_coll_rdma.c \
+	tests/integration/verbs_emul.c $(DP_HARNESS)
+tests_integration_test_coll_rdma_emul_CFLAGS = $(DP_TEST_CFLAGS) $(IBVERBS_CFLAGS) \
+	-DYD_VERBS_EMULATED
+tests_integration_test_coll_rdma_emul_LDADD = dataplane/libyd.a common/libcommon.a \
+	$(YD_CUDA_LIBS) $(CMOCKA_LIBS) -lrt -lm -lpthread
+endif
 
 check_PROGRAMS += tests/unit/test_coll_reduce
 TESTS += tests/unit/test_coll_reduce

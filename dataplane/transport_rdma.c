@@ -483,15 +483,20 @@ void dp_rdma_ack_events(struct dp_peer *p)
 
 static int rdma_lost(yd_comm *c, struct dp_peer *p, struct dp_xset *s, const char *why)
 {
-	/* name the operation in progress with this peer, if any */
+	char peer[160];
+	/* name the operation: a transfer with this peer, else any pending one of the set */
 	int i = p->shm_rx_cur >= 0 ? p->shm_rx_cur : p->shm_tx_cur;
 	if (i < 0)
 		i = dp_xset_next(s, -1, p->rank, 0);
 	if (i < 0)
 		i = dp_xset_next(s, -1, p->rank, 1);
+	for (int k = 0; i < 0 && k < s->n; k++)
+		if (!s->x[k].complete)
+			i = k;
 	if (i >= 0)
 		return dp_peer_lost(c, p, &s->x[i], why);
-	return dp_fail(c, YARD_EPEER, p->rank, "rank %d: %s", p->rank, why);
+	return dp_fail(c, YARD_EPEER, p->rank, "%s: %s",
+	               dp_peer_desc(c, p->rank, peer, sizeof peer), why);
 }
 
 /* Drains the completion queue: send completions free queue slots, receive completions are

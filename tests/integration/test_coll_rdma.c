@@ -216,6 +216,10 @@ int main(void)
 		       why);
 		return 77;
 	}
+#ifdef YD_VERBS_EMULATED
+	printf("emulated verbs (tests/integration/verbs_emul.c): queue pairs are datagram "
+	       "sockets between the rank processes\n");
+#endif
 	for (int world = 2; world <= 4; world += 2) {
 		struct dp_spawn forced = {.world = world,
 		                          .transport = "rdma",
