@@ -285,7 +285,7 @@ static int poll_all(yd_comm *c, struct dp_xset *s, int timeout_ms, int with_data
 		ssize_t r = read(c->wake_fd, &v, sizeof v);
 		(void)r;
 	}
-	for (int i = nctl; i < nf; i++)
+	for (int i = nctl; c->rdma && i < nf; i++)
 		for (int j = 0; fds[i].revents && j < c->size; j++)
 			if (j != c->rank && c->peers[j].transport == YD_TRANSPORT_RDMA &&
 			    dp_rdma_wait_fd(&c->peers[j]) == fds[i].fd)
