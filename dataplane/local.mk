@@ -98,4 +98,5 @@ tests_unit_test_coll_reduce_LDADD = $(DP_TEST_LIBS)
 
 bin_PROGRAMS += yard-bench
 yard_bench_SOURCES = dataplane/yard_bench.c
+yard_bench_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
 yard_bench_LDADD = $(YD_LIBS)
