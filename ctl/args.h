@@ -21,10 +21,29 @@ enum ctl_command {
 	CTL_JOB_CANCEL,
 	CTL_JOB_WAIT,
 	CTL_JOB_WATCH,
+	CTL_JOB_LOGS,
+	CTL_NODE_LIST,
+	CTL_NODE_SHOW,
+	CTL_NODE_CORDON,
+	CTL_NODE_UNCORDON,
+	CTL_NODE_DRAIN,
 	CTL_EVENTS,
 	CTL_TOKEN_CREATE,
 	CTL_TOKEN_LIST,
 	CTL_TOKEN_REVOKE,
+	CTL_EVENTS_VERIFY,
+	CTL_BUILD_UPLOAD,
+	CTL_BUILD_LIST,
+	CTL_BUILD_SHOW,
+	CTL_BUILD_DOWNLOAD,
+	CTL_BUILD_DELETE,
+	CTL_ADVISORY_CREATE,
+	CTL_ADVISORY_LIST,
+	CTL_ADVISORY_SHOW,
+	CTL_ADVISORY_EMBARGO,
+	CTL_ADVISORY_SHARE,
+	CTL_ADVISORY_PUBLISH,
+	CTL_AUDIT,
 };
 
 enum ctl_output { CTL_OUTPUT_TABLE, CTL_OUTPUT_JSON };
@@ -51,6 +70,23 @@ struct ctl_args {
 	int64_t after;     /* events --after, -1 when not given */
 	int limit;         /* job list / events --limit, 0 = server default */
 	double timeout_s;  /* job wait --timeout, 0 = wait without limit */
+	/* build and advisory options (NULL when not given) */
+	const char *version;    /* build upload --version */
+	const char *component;  /* build upload --component (default agent) */
+	const char *notes;      /* build upload --notes */
+	const char *advisory;   /* build upload --advisory */
+	const char *out_file;   /* build download -o FILE */
+	const char *title;      /* advisory create --title */
+	const char *severity;   /* advisory create --severity */
+	const char *cve;        /* advisory create --cve (default RESERVED) */
+	const char *text;       /* advisory create --text */
+	const char *text_file;  /* advisory create --text-file */
+	const char *visible_to; /* advisory create/share --visible-to ROLE|NAME[,...] */
+	int embargo_days;       /* advisory create/embargo --embargo-days, 0 = not given */
+	int reads;              /* audit --reads */
+	int rank;          /* job logs --rank, -1 = every rank */
+	int tail;          /* job logs --tail, -1 = everything held */
+	int follow;        /* job logs -f */
 };
 
 /* Parses argv[1..argc). Usage errors return YARD_EINVAL with a message saying what is wrong
@@ -60,7 +96,7 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 /* The usage text, ending in a newline. */
 const char *ctl_usage(void);
 
-/* A job, token or event-filter id: 1..64 characters from [A-Za-z0-9._-]. */
+/* A job, token, node or event-filter id: 1..64 characters from [A-Za-z0-9._-]. */
 int ctl_id_valid(const char *id);
 
 #endif

@@ -120,13 +120,17 @@ static json_t *node_from_row(sqlite3_stmt *st)
 	json_t *labels = sqlite3_column_type(st, 5) == SQLITE_NULL
 	                     ? NULL
 	                     : json_loads((const char *)sqlite3_column_text(st, 5), 0, NULL);
+	int cordoned = sqlite3_column_int(st, 7); /* FSM_NODE_* */
 	return json_pack(
-	    "{s:s,s:s,s:o,s:I,s:o,s:o,s:o,s:b,s:I,s:I,s:o}", "id", sqlite3_column_text(st, 0),
+	    "{s:s,s:s,s:o,s:I,s:o,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sqlite3_column_text(st, 0),
 	    "state", sqlite3_column_text(st, 1), "host", col_text_or_null(st, 2), "port_base",
 	    (json_int_t)sqlite3_column_int64(st, 3), "devices", devices ? devices : json_array(),
 	    "labels", labels ? labels : json_object(), "version", col_text_or_null(st, 6),
-	    "cordoned", sqlite3_column_int(st, 7), "registered_ms",
-	    (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
+	    "cordoned", cordoned != FSM_NODE_SCHEDULABLE, "drain",
+	    cordoned == FSM_NODE_DRAINING  ? json_string("draining")
+	    : cordoned == FSM_NODE_DRAINED ? json_string("drained")
+	                                   : json_null(),
+	    "registered_ms", (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
 	    (json_int_t)sqlite3_column_int64(st, 9), "reason", col_text_or_null(st, 10));
 }
 
@@ -230,6 +234,25 @@ static json_t *event_from_row(sqlite3_stmt *st)
 	    sqlite3_column_text(st, 7));
 }
 
+/* {"events": [...], "next": seq|null} from a statement selecting up to limit + 1 events;
+ * finalizes st. */
+static json_t *events_page(sqlite3_stmt *st, int limit)
+{
+	json_t *events = json_array(), *next = json_null();
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (n++ == limit) {
+			json_decref(next);
+			next = json_integer(json_integer_value(json_object_get(
+			    json_array_get(events, json_array_size(events) - 1), "seq")));
+			break;
+		}
+		json_array_append_new(events, event_from_row(st));
+	}
+	sqlite3_finalize(st);
+	return json_pack("{s:o,s:o}", "events", events, "next", next);
+}
+
 json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
                         struct yard_err *err)
 {
@@ -245,19 +268,24 @@ json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job
 	if (job != NULL)
 		sqlite3_bind_text(st, 2, job, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
-	json_t *events = json_array(), *next = json_null();
-	int n = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (n++ == limit) {
-			json_decref(next);
-			next = json_integer(json_integer_value(json_object_get(
-			    json_array_get(events, json_array_size(events) - 1), "seq")));
-			break;
-		}
-		json_array_append_new(events, event_from_row(st));
+	return events_page(st, limit);
+}
+
+json_t *fsm_audit_list(struct fsm *f, int64_t after, int limit, int reads_only,
+                       struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(
+	    f, "SELECT seq, ts_ms, type, job, actor, message, prev_hash, hash FROM events"
+	       " WHERE seq > ?1 AND (type = 'audit.read' OR (?2 = 0 AND actor NOT IN"
+	       " ('scheduler', 'yardd'))) ORDER BY seq LIMIT ?3");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot list the audit log");
+		return NULL;
 	}
-	sqlite3_finalize(st);
-	return json_pack("{s:o,s:o}", "events", events, "next", next);
+	sqlite3_bind_int64(st, 1, after);
+	sqlite3_bind_int(st, 2, reads_only);
+	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
+	return events_page(st, limit);
 }
 
 int fsm_events_verify(struct fsm *f, struct yard_err *err)

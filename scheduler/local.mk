@@ -4,6 +4,8 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/place.c scheduler/place.h \
 	scheduler/queue.c scheduler/queue.h \
 	scheduler/desired.c scheduler/desired.h \
+	scheduler/history.c scheduler/history.h \
+	scheduler/logstore.c scheduler/logstore.h \
 	scheduler/leader.c scheduler/leader.h
 scheduler_libsched_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
@@ -21,3 +23,14 @@ tests_unit_test_planner_SOURCES = tests/unit/test_planner.c
 tests_unit_test_planner_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_planner_LDADD = scheduler/libplanner.a common/libcommon.a $(CMOCKA_LIBS) -lm
 TESTS += tests/unit/test_planner
+
+check_PROGRAMS += tests/unit/test_history
+tests_unit_test_history_SOURCES = tests/unit/test_history.c
+tests_unit_test_history_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_history_LDADD = scheduler/libsched.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
+TESTS += tests/unit/test_history
+check_PROGRAMS += tests/unit/test_logstore
+tests_unit_test_logstore_SOURCES = tests/unit/test_logstore.c
+tests_unit_test_logstore_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_logstore_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
+TESTS += tests/unit/test_logstore

@@ -14,21 +14,6 @@
 
 /* ---- helpers ---- */
 
-static int query_int(struct call *call, const char *key, int64_t min, int64_t max, int64_t *out)
-{
-	char buf[32], *end;
-	if (call_query(call, key, buf, sizeof buf) != 0)
-		return 0;
-	long long v = strtoll(buf, &end, 10);
-	if (buf[0] == '\0' || *end != '\0' || v < min || v > max) {
-		call_error(call, 400, key, "%s: '%s' must be an integer in [%lld, %lld]", key, buf,
-		           (long long)min, (long long)max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 static const char *raft_state_name(int state)
 {
 	switch (state) {
@@ -300,7 +285,7 @@ static void h_jobs_list(struct call *call)
 	int64_t limit = 50;
 	int has_state = call_query(call, "state", state, sizeof state) == 0;
 	int has_after = call_query(call, "after", after, sizeof after) == 0;
-	if (query_int(call, "limit", 1, 1000, &limit) != 0)
+	if (call_query_int(call, "limit", 1, 1000, &limit) != 0)
 		return;
 	if (has_state) {
 		int ok = 0;
@@ -336,10 +321,78 @@ static void h_jobs_get(struct call *call)
 	call_json(call, 200, job);
 }
 
+/* The job's per-step history (loss, step time, per-rank compute time) from the leader's
+ * memory: ?after=STEP returns only newer steps, ?limit=N the newest N (default 500). */
+static void h_jobs_metrics(struct call *call)
+{
+	int64_t after = 0, limit = 500;
+	if (call_query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
+	    call_query_int(call, "limit", 1, 100000, &limit) != 0)
+		return;
+	struct yard_err err = {0};
+	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
+	if (job == NULL) {
+		call_yard_error(call, &err);
+		return;
+	}
+	json_int_t batch = json_integer_value(
+	    json_object_get(json_object_get(json_object_get(job, "spec"), "train"), "batch_size"));
+	json_decref(job);
+	json_t *doc = call->s->sched != NULL
+	                  ? sched_job_metrics(call->s->sched, call->params[0], after, (int)limit,
+	                                      batch)
+	                  : NULL;
+	if (doc == NULL) {
+		call_error(call, 503, NULL,
+		           "per-step history is kept in the leader's memory and this member is not "
+		           "the leader: ask without ?stale=1");
+		return;
+	}
+	call_json(call, 200, doc);
+}
+
 static void h_jobs_cancel(struct call *call)
 {
 	call_submit(call, "job.cancel", json_pack("{s:s}", "id", call->params[0]),
 	            call_answer_result);
+}
+
+/* GET /v1/jobs/{id}/logs[?rank=R[&generation=G][&offset=O][&max_bytes=N]]: rank output
+ * from the leader's memory (scheduler/logstore.h); without rank, the index of what is held. */
+static void h_jobs_logs(struct call *call)
+{
+	struct yard_err err = {0};
+	char buf[32];
+	int64_t rank = -1, generation = -1, offset = -1, max_bytes = 256 << 10;
+	int has_rank = call_query(call, "rank", buf, sizeof buf) == 0;
+	if (call_query_int(call, "rank", 0, 65535, &rank) != 0 ||
+	    call_query_int(call, "generation", 1, INT32_MAX, &generation) != 0 ||
+	    call_query_int(call, "offset", 0, INT64_MAX / 2, &offset) != 0 ||
+	    call_query_int(call, "max_bytes", 1, 1 << 20, &max_bytes) != 0)
+		return;
+	if (!has_rank && (call_query(call, "generation", buf, sizeof buf) == 0 ||
+	                  call_query(call, "offset", buf, sizeof buf) == 0)) {
+		call_error(call, 400, "rank", "rank: needed with generation and offset");
+		return;
+	}
+	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
+	if (job == NULL) {
+		call_yard_error(call, &err);
+		return;
+	}
+	json_decref(job);
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "this controller runs no scheduler");
+		return;
+	}
+	json_t *out = sched_job_logs(call->s->sched, call->params[0], (int)rank, generation, offset,
+	                             (size_t)max_bytes, &err);
+	if (out == NULL && err.code == YARD_ENOTLEADER)
+		call_error(call, 503, NULL, "%s: ask the leader (without stale=1)", err.msg);
+	else if (out == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, out);
 }
 
 /* ---- events ---- */
@@ -349,8 +402,8 @@ static void h_events(struct call *call)
 	int64_t after = 0, limit = 100;
 	char job[40];
 	int has_job = call_query(call, "job", job, sizeof job) == 0;
-	if (query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
-	    query_int(call, "limit", 1, 1000, &limit) != 0)
+	if (call_query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
+	    call_query_int(call, "limit", 1, 1000, &limit) != 0)
 		return;
 	struct yard_err err = {0};
 	json_t *page = fsm_events_list(call->s->fsm, after, (int)limit, has_job ? job : NULL, &err);
@@ -557,6 +610,12 @@ static void h_nodes_uncordon(struct call *call)
 	            call_answer_result);
 }
 
+static void h_nodes_drain(struct call *call)
+{
+	call_submit(call, "node.drain", json_pack("{s:s}", "id", call->params[0]),
+	            call_answer_result);
+}
+
 /* ---- debug ---- */
 
 static void h_digest(struct call *call)
@@ -577,7 +636,7 @@ static void h_digest(struct call *call)
 /* The authorisation table: every route, its roles, and how it is routed. */
 const struct route api_routes[] = {
     {"GET", "/healthz", 0, ROUTE_LOCAL, h_healthz},
-    {"GET", "/", 0, ROUTE_LOCAL, dashboard_serve},        /* static files, no data */
+    {"GET", "/", 0, ROUTE_LOCAL, dashboard_serve}, /* static files, no data */
     {"GET", "/assets/*", 0, ROUTE_LOCAL, dashboard_serve},
     {"GET", "/metrics", ROLES_ANY, ROUTE_LOCAL, h_metrics},
     {"GET", "/v1/cluster", ROLES_ANY, ROUTE_LOCAL, h_cluster},
@@ -588,16 +647,37 @@ const struct route api_routes[] = {
     {"GET", "/v1/jobs", ROLES_JOBS, ROUTE_READ, h_jobs_list},
     {"GET", "/v1/jobs/*", ROLES_JOBS, ROUTE_READ, h_jobs_get},
     {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel},
+    {"GET", "/v1/jobs/*/metrics", ROLES_JOBS, ROUTE_READ, h_jobs_metrics},
+    {"GET", "/v1/jobs/*/logs", ROLES_JOBS, ROUTE_READ, h_jobs_logs},
     {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events},
     {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create},
     {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list},
     {"DELETE", "/v1/tokens/*", ROLE_ADMIN, ROUTE_WRITE, h_tokens_revoke},
     {"GET", "/v1/debug/digest", ROLE_ADMIN, ROUTE_LOCAL, h_digest},
+    {"GET", "/v1/debug/database", ROLE_ADMIN, ROUTE_READ, h_database},
     {"POST", "/v1/agents/register", ROLE_AGENT, ROUTE_WRITE, h_agents_register},
     {"POST", "/v1/agents/heartbeat", ROLE_NODE, ROUTE_WRITE, h_agents_heartbeat},
     {"GET", "/v1/nodes", ROLES_ANY, ROUTE_READ, h_nodes_list},
     {"GET", "/v1/nodes/*", ROLES_ANY, ROUTE_READ, h_nodes_get},
     {"POST", "/v1/nodes/*/cordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_cordon},
     {"POST", "/v1/nodes/*/uncordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_uncordon},
+    /* builds, advisories, audit (api_store.c): the roles here let a principal in; what an
+     * embargo hides from it is decided there */
+    {"POST", "/v1/builds", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_create},
+    {"PUT", "/v1/builds/*/chunks/*", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_chunk},
+    {"POST", "/v1/builds/*/commit", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_commit},
+    {"DELETE", "/v1/builds/*", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_delete},
+    {"GET", "/v1/builds", ROLES_ANY, ROUTE_READ, h_builds_list},
+    {"GET", "/v1/builds/*", ROLES_ANY | ROLE_NODE, ROUTE_READ, h_builds_get},
+    {"GET", "/v1/builds/*/binary", ROLES_ANY | ROLE_NODE, ROUTE_READ, h_builds_binary},
+    {"POST", "/v1/advisories", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_advisories_create},
+    {"GET", "/v1/advisories", ROLES_ANY, ROUTE_READ, h_advisories_list},
+    {"GET", "/v1/advisories/*", ROLES_ANY, ROUTE_READ, h_advisories_get},
+    {"POST", "/v1/advisories/*/embargo", ROLE_SECURITY, ROUTE_WRITE, h_advisories_embargo},
+    {"POST", "/v1/advisories/*/share", ROLE_SECURITY, ROUTE_WRITE, h_advisories_share},
+    {"POST", "/v1/advisories/*/publish", ROLE_SECURITY, ROUTE_WRITE, h_advisories_publish},
+    {"GET", "/v1/audit", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_audit},
+    {"GET", "/v1/events/verify", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_events_verify},
+    {"POST", "/v1/nodes/*/drain", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_drain},
 };
 const int api_routes_count = (int)(sizeof api_routes / sizeof api_routes[0]);

@@ -68,12 +68,14 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # get ID PATH: status in $CODE, body in $BODY
 get() { CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" "$(api "$1")$2"); BODY=$(cat "$T/body"); }
-# call METHOD ID PATH [BODY] [extra curl args]: follows redirects; status in $CODE, body in $BODY
+# call METHOD ID PATH [BODY] [extra curl args]: follows redirects (to another member: the
+# token goes along, which curl otherwise drops when the port changes); status in $CODE,
+# body in $BODY
 call() {
 	local m=$1 id=$2 path=$3 body=${4:-}
 	shift 3
 	[ $# -gt 0 ] && shift
-	CODE=$(curl -s -L --max-redirs 3 -o "$T/body" -w '%{http_code}' -X "$m" -H "$AUTH" \
+	CODE=$(curl -s -L --location-trusted --max-redirs 3 -o "$T/body" -w '%{http_code}' -X "$m" -H "$AUTH" \
 		${body:+-H 'Content-Type: application/json' --data "$body"} "$@" "$(api "$id")$path")
 	BODY=$(cat "$T/body")
 }

@@ -39,6 +39,22 @@ ROUTES=(
 	"GET /v1/tokens - admin"
 	"DELETE /v1/tokens/t-999999 - admin"
 	"GET /v1/debug/digest - admin"
+	"GET /v1/debug/database - admin"
+	"POST /v1/builds {} admin,security"
+	"PUT /v1/builds/nope/chunks/0 x admin,security"
+	"POST /v1/builds/nope/commit - admin,security"
+	"DELETE /v1/builds/nope - admin,security"
+	"GET /v1/builds - admin,operator,user,security"
+	"GET /v1/builds/nope - admin,operator,user,security"
+	"GET /v1/builds/nope/binary - admin,operator,user,security"
+	"POST /v1/advisories {} admin,security"
+	"GET /v1/advisories - admin,operator,user,security"
+	"GET /v1/advisories/a-999999 - admin,operator,user,security"
+	"POST /v1/advisories/a-999999/embargo {} security"
+	"POST /v1/advisories/a-999999/share {} security"
+	"POST /v1/advisories/a-999999/publish - security"
+	"GET /v1/audit - admin,security"
+	"GET /v1/events/verify - admin,security"
 )
 checked=0
 for r in "${ROUTES[@]}"; do

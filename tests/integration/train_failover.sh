@@ -87,3 +87,38 @@ for s in range(restored + 1, steps + 1):
 print(f"# steps {restored + 1}..{steps} equal the uninterrupted run; final loss {got[steps][-1]!r} vs {want[steps][0]!r}, worst relative difference {worst:.3g}")
 PY
 note "node $victim killed; restored from step $restored; final loss equals the uninterrupted run"
+
+# the leader's per-step history (GET /v1/jobs/ID/metrics, the dashboard's charts): steps read
+# forward across the restore, losses are the training's, every rank's compute time appears
+get 1 "/v1/jobs/$J/metrics?limit=100000"
+[ "$CODE" = 200 ] || fail "metrics: $CODE $BODY"
+python3 - "$BODY" "$T/whole" "$restored" <<'PY' || fail "the job's metrics history is wrong"
+import json, sys
+doc = json.loads(sys.argv[1])
+want = {}
+for line in open(sys.argv[2]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        want[r["step"]] = r["loss"]
+steps = doc["steps"]
+assert doc["generation"] == 2, doc["generation"]
+assert len(steps) >= 5, f"only {len(steps)} steps recorded"
+nums = [s["step"] for s in steps]
+assert nums == sorted(set(nums)), f"steps do not read forward: {nums}"
+after = [s for s in steps if s["step"] > int(sys.argv[3])]
+assert after, "nothing recorded after the restore"
+seen = set()
+for s in steps:
+    if s["loss"] is not None:
+        rel = abs(s["loss"] - want[s["step"]]) / abs(want[s["step"]])
+        assert rel <= 1e-5, f"step {s['step']}: loss {s['loss']} vs {want[s['step']]}"
+    assert len(s["compute_ms"]) == 8, s
+    assert s["samples_per_s"] is None or s["samples_per_s"] > 0, s
+    seen.update(i for i, v in enumerate(s["compute_ms"]) if v is not None)
+assert seen == set(range(8)), f"compute times of ranks {sorted(set(range(8)) - seen)} never recorded"
+print(f"# metrics history: {len(steps)} steps, {len(after)} after the restore, every rank's compute time seen")
+PY
+get 1 "/v1/jobs/$J/metrics?limit=0"
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"limit"' || fail "limit=0 accepted: $CODE $BODY"
+get 1 "/v1/jobs/j-999999/metrics"
+[ "$CODE" = 404 ] || fail "metrics of an unknown job: $CODE $BODY"
