@@ -77,6 +77,9 @@ struct dp_rdma_peer {
 	uint64_t rx_tail;     /* frames consumed */
 	uint32_t credits_owed;
 	int sq_used;
+	/* a completion failed while nothing was in flight with this peer (it may have left
+	 * cleanly): the reason, reported only if a transfer with it is attempted */
+	char broken[160];
 };
 
 /* What each side of a pair tells the other at setup, over the control socket. */
@@ -499,8 +502,21 @@ static int rdma_lost(yd_comm *c, struct dp_peer *p, struct dp_xset *s, const cha
 	               dp_peer_desc(c, p->rank, peer, sizeof peer), why);
 }
 
+/* The transfer with peer p this set is on or will start next, or -1. */
+static int peer_transfer(struct dp_peer *p, struct dp_xset *s)
+{
+	int i = p->shm_rx_cur >= 0 ? p->shm_rx_cur : p->shm_tx_cur;
+	if (i < 0)
+		i = dp_xset_next(s, p->shm_rx_last, p->rank, 0);
+	if (i < 0)
+		i = dp_xset_next(s, p->shm_tx_last, p->rank, 1);
+	return i;
+}
+
 /* Drains the completion queue: send completions free queue slots, receive completions are
- * either a full frame or credits. */
+ * either a full frame or credits. A failed completion fails the operation if it involves
+ * this peer; otherwise (a peer that left after its last transfer, like a TCP peer's close
+ * after its goodbye) it is remembered in r->broken for the next transfer with that peer. */
 static int drain_cq(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *got)
 {
 	struct dp_rdma_peer *r = p->rdma;
@@ -517,7 +533,10 @@ static int drain_cq(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *got)
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				snprintf(why, sizeof why, "RDMA completion failed: %s",
 				         ibv_wc_status_str(wc[i].status));
-				return rdma_lost(c, p, s, why);
+				if (peer_transfer(p, s) >= 0)
+					return rdma_lost(c, p, s, why);
+				snprintf(r->broken, sizeof r->broken, "%s", why);
+				return 0;
 			}
 			if (!(wc[i].opcode & IBV_WC_RECV)) {
 				r->sq_used--;
@@ -638,7 +657,9 @@ int dp_rdma_progress(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *prog
 {
 	struct dp_rdma_peer *r = p->rdma;
 	int got = 0, moved = 0, rc;
-	if ((rc = drain_cq(c, p, s, &got)) != 0)
+	if (r->broken[0])
+		return peer_transfer(p, s) >= 0 ? rdma_lost(c, p, s, r->broken) : 0;
+	if ((rc = drain_cq(c, p, s, &got)) != 0 || r->broken[0])
 		return rc;
 	if ((rc = progress_rx(c, p, s, &moved)) != 0 || (rc = progress_tx(c, p, s, &moved)) != 0)
 		return rc;
@@ -646,7 +667,7 @@ int dp_rdma_progress(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *prog
 	 * otherwise raise no event */
 	if (ibv_req_notify_cq(r->cq, 0))
 		return rdma_lost(c, p, s, "cannot arm the RDMA completion queue");
-	if ((rc = drain_cq(c, p, s, &got)) != 0)
+	if ((rc = drain_cq(c, p, s, &got)) != 0 || r->broken[0])
 		return rc;
 	if (got && (rc = progress_rx(c, p, s, &moved)) == 0)
 		rc = progress_tx(c, p, s, &moved);
