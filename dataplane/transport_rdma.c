@@ -635,7 +635,8 @@ static int progress_tx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *mo
 			sl->hdr = x->hdr;
 			sl->len = n;
 			sl->off = x->done;
-			memcpy(sl->data, (const char *)x->src + x->done, n);
+			if (n) /* a barrier's empty message has no buffer at all */
+				memcpy(sl->data, (const char *)x->src + x->done, n);
 			if (post_write(r, slot, offsetof(struct rd_slot, data) + n, slot))
 				return rdma_lost(c, p, s, "cannot post an RDMA write");
 			r->tx_head++;

@@ -228,7 +228,8 @@ int dp_shm_progress_tx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *pr
 			sl->hdr = x->hdr;
 			sl->len = n;
 			sl->off = x->done;
-			memcpy(sl->data, (const char *)x->src + x->done, n);
+			if (n) /* a barrier's empty message has no buffer at all */
+				memcpy(sl->data, (const char *)x->src + x->done, n);
 			head++;
 			atomic_store_explicit(&ring->head, head, memory_order_release);
 			x->done += n;
