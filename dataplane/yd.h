@@ -49,10 +49,12 @@ enum yd_algo {
 };
 
 enum yd_transport {
-	YD_TRANSPORT_AUTO, /* shm on the same host, RDMA if a device exists, else TCP */
+	YD_TRANSPORT_AUTO, /* shm on the same host; between hosts RDMA where both ends have an
+	                    * active RDMA port, else TCP (the fallback is logged) */
 	YD_TRANSPORT_SHM,
 	YD_TRANSPORT_TCP,
-	YD_TRANSPORT_RDMA,
+	YD_TRANSPORT_RDMA, /* every pair, one host included; init fails naming why if a rank
+	                    * has no active RDMA port */
 	YD_TRANSPORT_COUNT
 };
 
@@ -69,8 +71,8 @@ struct yd_config {
 	enum yd_transport transport; /* forced transport, or AUTO */
 	enum yd_algo algo;         /* forced algorithm for every collective, or AUTO */
 	int tcp_sockets_per_peer;  /* 0 = default */
-	int cuda; /* 1: buffers may be CUDA device memory (yd_comm_use_cuda); ignored, with a
-	           * debug log line, where no GPU exists */
+	int cuda; /* 1: buffers may be CUDA device memory (yd_comm_use_cuda); where no GPU
+	           * exists, ignored (one debug log line per process) */
 };
 
 const char *yd_dtype_name(enum yd_dtype d);
@@ -90,7 +92,8 @@ int yd_comm_init(const struct yd_config *cfg, yd_comm **out, char *errbuf, size_
  * (comma-separated host:port, one per rank) or YARD_RENDEZVOUS_FILE (a shared file each
  * rank appends "rank host:port" to, choosing a free port itself). Optional: YARD_HOSTS
  * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TRANSPORT, YARD_ALGO, YARD_CUDA (0|1),
- * YARD_NCCL (0|1|auto, read at the first device collective). */
+ * YARD_NCCL (0|1|auto, read at the first device collective), YARD_RDMA_GID_INDEX (RoCE GID
+ * table index, default 0). */
 int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len);
 
 /* Collective over comm: ranks with the same color form a new communicator, ordered by
@@ -121,8 +124,9 @@ void yd_comm_set_algo(yd_comm *comm, enum yd_algo algo);
  * (host, pinned, managed) the host path. Rules for device buffers:
  *  - send and receive buffers of one call are both on one GPU, and one communicator uses
  *    one GPU (else YARD_EINVAL, nothing changes);
- *  - every rank passes the same kind of memory to one collective (a mix is YARD_EMISMATCH);
- *    send/recv may pair a device buffer with a host one;
+ *  - every rank passes the same kind of memory to one collective: a mix is not supported
+ *    (it fails with YARD_EMISMATCH once a message spans several staging chunks, and at the
+ *    deadline when the device ranks use NCCL); send/recv may pair device and host buffers;
  *  - calls return when the result is in the receive buffer. Our stream is a blocking stream,
  *    so kernels on the legacy default stream finish before we read; work on non-blocking
  *    streams must be synchronised by the caller first;
