@@ -131,7 +131,8 @@ static int check_case(yd_comm *c, enum kind k, enum yd_dtype dt, enum yd_op op, 
 		const char *bufs[2] = {got, res_h + res_off * esz};
 		for (int w = 0; w < 2 && !bad; w++)
 			for (size_t i = 0; i < res_elems && !bad; i++)
-				if (memcmp(bufs[w] + i * esz, ref + (ref_off + i) * esz, esz) != 0) {
+				if (memcmp(bufs[w] + i * esz, ref + (ref_off + i) * esz, esz) !=
+				    0) {
 					fprintf(stderr,
 					        "rank %d/%d %s %s %s count=%zu root=%d inplace=%d: "
 					        "%s result differs from the reference at element "
@@ -295,10 +296,40 @@ static int count_gpus(void)
 	return WEXITSTATUS(st);
 }
 
+/* No GPU: YARD_CUDA=1 must not stop a communicator from working on host buffers, and asking
+ * for device buffers explicitly must say why it cannot. */
+static int body_without_gpu(yd_comm *c, void *arg)
+{
+	float x[3] = {1, 2, 3};
+	(void)arg;
+	DP_CHECK(c, "init with YARD_CUDA=1 failed on a machine without a GPU");
+	DP_CHECK(strcmp(yd_comm_cuda_path(c), "off") == 0, "CUDA path is %s without a GPU",
+	         yd_comm_cuda_path(c));
+	int rc = yd_comm_use_cuda(c);
+	DP_CHECK(rc == YARD_EUNSUPPORTED && strstr(yd_comm_last_error(c), "no CUDA device"),
+	         "yd_comm_use_cuda without a GPU: rc=%d (%s)", rc, yd_comm_last_error(c));
+	DP_CHECK(yd_allreduce(c, x, x, 3, YD_F32, YD_SUM) == 0 && x[2] == 3.0f * yd_comm_size(c),
+	         "host allreduce after the refusal: %s", yd_comm_last_error(c));
+	return 0;
+}
+
 int main(void)
 {
 	int ngpu = count_gpus(), bad = 0;
 	if (ngpu == 0) {
+		struct dp_spawn sp = {.world = 2,
+		                      .timeout_ms = 10000,
+		                      .wall_s = 60,
+		                      .kill_rank = -1,
+		                      .skip_rank = -1};
+		int status[2];
+		setenv("YARD_CUDA", "1", 1);
+		if (dp_spawn_run(&sp, body_without_gpu, NULL, status) != 0) {
+			printf("FAIL: YARD_CUDA=1 on a machine without a GPU\n");
+			return 1;
+		}
+		printf("ok: without a GPU, YARD_CUDA=1 leaves host buffers working and "
+		       "yd_comm_use_cuda says why it cannot\n");
 		printf("SKIP: no CUDA device on this machine (cudaGetDeviceCount found none): "
 		       "device-buffer collectives were compiled but not run\n");
 		return 77;
