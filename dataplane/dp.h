@@ -229,6 +229,10 @@ void dp_x_recv_reduce(struct dp_xfer *x, const struct dp_op *o, int peer, void *
 /* dst = a (op) b for count elements of the operation's dtype (average sums). */
 void dp_op_reduce(const struct dp_op *o, void *dst, const void *a, const void *b, size_t count);
 int dp_hdr_check(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *got);
+/* A ring transport's frame (shm, RDMA) for receive x: checks its header and offset, reduces
+ * or copies its len bytes into place, advances x->done. transport names it in errors. */
+int dp_frame_deliver(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *h, uint64_t off,
+                     uint64_t len, const void *data, const char *transport);
 int dp_poll_ctl(yd_comm *c, int timeout_ms);
 /* Same, naming operation o if a peer turns out to be dead (for waits outside the engine). */
 int dp_poll_ctl_op(yd_comm *c, const struct dp_op *o, int timeout_ms);

@@ -585,21 +585,9 @@ static int progress_rx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *mo
 		}
 		struct dp_xfer *x = &s->x[p->shm_rx_cur];
 		struct rd_slot *sl = &r->rx[r->rx_tail % RD_SLOTS];
-		if ((rc = dp_hdr_check(c, x, &sl->hdr)) != 0)
+		rc = dp_frame_deliver(c, x, &sl->hdr, sl->off, sl->len, sl->data, "RDMA");
+		if (rc)
 			return rc;
-		if (sl->off != x->done || sl->len > x->len - x->done)
-			return dp_fail(c, YARD_ECORRUPT, p->rank,
-			               "%s #%llu: RDMA frame out of order from rank %d", x->what,
-			               (unsigned long long)x->hdr.seq, p->rank);
-		if (x->reduce) {
-			enum yd_op op = x->hdr.op == YD_AVG ? YD_SUM : (enum yd_op)x->hdr.op;
-			dp_reduce((char *)x->dst + x->done, (const char *)x->src + x->done,
-			          sl->data, sl->len / yd_dtype_size(x->hdr.dtype), x->hdr.dtype,
-			          op);
-		} else if (sl->len) {
-			memcpy((char *)x->dst + x->done, sl->data, sl->len);
-		}
-		x->done += sl->len;
 		r->rx_tail++;
 		r->credits_owed++;
 		*moved = 1;

@@ -75,6 +75,27 @@ int dp_hdr_check(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *got)
 	               dp_peer_desc(c, x->peer, peer, sizeof peer), a, c->rank, b);
 }
 
+int dp_frame_deliver(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *h, uint64_t off,
+                     uint64_t len, const void *data, const char *transport)
+{
+	int rc = dp_hdr_check(c, x, h);
+	if (rc)
+		return rc;
+	if (off != x->done || len > x->len - x->done)
+		return dp_fail(c, YARD_ECORRUPT, x->peer,
+		               "%s #%llu: %s frame out of order from rank %d", x->what,
+		               (unsigned long long)x->hdr.seq, transport, x->peer);
+	if (x->reduce) {
+		enum yd_op op = x->hdr.op == YD_AVG ? YD_SUM : (enum yd_op)x->hdr.op;
+		dp_reduce((char *)x->dst + x->done, (const char *)x->src + x->done, data,
+		          len / yd_dtype_size(x->hdr.dtype), x->hdr.dtype, op);
+	} else if (len) {
+		memcpy((char *)x->dst + x->done, data, len);
+	}
+	x->done += len;
+	return 0;
+}
+
 void dp_xfer_prepare(yd_comm *c, struct dp_xfer *x)
 {
 	struct dp_peer *p = &c->peers[x->peer];
