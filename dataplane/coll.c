@@ -43,6 +43,40 @@ static int check(yd_comm *c, const char *what, const void *sbuf, const void *rbu
 	return 0;
 }
 
+static const char *mem_desc(int device, char *buf, size_t len)
+{
+	if (device)
+		snprintf(buf, len, "on GPU %d", device - 1);
+	else
+		snprintf(buf, len, "host memory");
+	return buf;
+}
+
+/* Which memory the buffers are in (o->device). Device buffers need CUDA enabled on the
+ * communicator (yd_comm_use_cuda), both buffers on one GPU, and one GPU per communicator.
+ * b NULL: only a matters. count 0 stays on the host path (nothing to copy). */
+static int locate(yd_comm *c, const char *what, struct dp_op *o, const void *a, const void *b)
+{
+	char x[32], y[32];
+	if (!c->cuda_enabled || o->count == 0)
+		return 0;
+	int da = dp_cuda_buffer_device(c, a), db = b ? dp_cuda_buffer_device(c, b) : da;
+	if (da != db)
+		return bad_arg(c,
+		               "%s: send buffer is %s but receive buffer is %s; both must be host "
+		               "memory or both on one GPU",
+		               what, mem_desc(da, x, sizeof x), mem_desc(db, y, sizeof y));
+	if (da && c->cuda_device >= 0 && da - 1 != c->cuda_device)
+		return bad_arg(c,
+		               "%s: buffer is on GPU %d but this communicator uses GPU %d (one GPU "
+		               "per communicator)",
+		               what, da - 1, c->cuda_device);
+	if (da)
+		c->cuda_device = da - 1;
+	o->device = da;
+	return 0;
+}
+
 int yd_allreduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, enum yd_dtype dt,
                  enum yd_op op)
 {
@@ -55,6 +89,8 @@ int yd_allreduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, e
 	                  .count = count,
 	                  .dtype = dt,
 	                  .op = op};
+	if ((rc = locate(c, "allreduce", &o, sendbuf, recvbuf)) != 0)
+		return rc;
 	return dp_run_blocking(c, &o);
 }
 
@@ -71,6 +107,8 @@ int yd_reduce_scatter(yd_comm *c, const void *sendbuf, void *recvbuf, size_t rec
 	                  .count = recvcount,
 	                  .dtype = dt,
 	                  .op = op};
+	if ((rc = locate(c, "reduce_scatter", &o, sendbuf, recvbuf)) != 0)
+		return rc;
 	return dp_run_blocking(c, &o);
 }
 
@@ -86,6 +124,8 @@ int yd_allgather(yd_comm *c, const void *sendbuf, void *recvbuf, size_t sendcoun
 	                  .count = sendcount,
 	                  .dtype = dt,
 	                  .op = YD_SUM};
+	if ((rc = locate(c, "allgather", &o, sendbuf, recvbuf)) != 0)
+		return rc;
 	return dp_run_blocking(c, &o);
 }
 
@@ -101,6 +141,8 @@ int yd_broadcast(yd_comm *c, void *buf, size_t count, enum yd_dtype dt, int root
 	                  .dtype = dt,
 	                  .op = YD_SUM,
 	                  .root = root};
+	if ((rc = locate(c, "broadcast", &o, buf, NULL)) != 0)
+		return rc;
 	return dp_run_blocking(c, &o);
 }
 
@@ -119,6 +161,8 @@ int yd_reduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, enum
 	                  .dtype = dt,
 	                  .op = op,
 	                  .root = root};
+	if ((rc = locate(c, "reduce", &o, sendbuf, c->rank == root ? recvbuf : NULL)) != 0)
+		return rc;
 	return dp_run_blocking(c, &o);
 }
 
@@ -147,7 +191,7 @@ static int p2p_op(yd_comm *c, struct dp_op *o, const void *buf, size_t count, en
 	                    .root = peer,
 	                    .tag = tag,
 	                    .is_send = is_send};
-	return 0;
+	return locate(c, is_send ? "send" : "recv", o, buf, NULL);
 }
 
 int yd_send(yd_comm *c, const void *buf, size_t count, enum yd_dtype dt, int peer, int tag)
@@ -176,7 +220,21 @@ int yd_iallreduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, 
 	                  .count = count,
 	                  .dtype = dt,
 	                  .op = op};
+	if ((rc = locate(c, "iallreduce", &o, sendbuf, recvbuf)) != 0)
+		return rc;
 	return dp_submit(c, &o, req);
+}
+
+/* Nonblocking point-to-point progresses straight from the user's buffer on the progress
+ * thread, which cannot read device memory. */
+static int p2p_submit(yd_comm *c, struct dp_op *o, yd_request **req)
+{
+	if (o->device)
+		return bad_arg(c,
+		               "%s: device buffers are not supported by nonblocking "
+		               "point-to-point; use yd_%s",
+		               o->is_send ? "isend" : "irecv", o->is_send ? "send" : "recv");
+	return dp_submit(c, o, req);
 }
 
 int yd_isend(yd_comm *c, const void *buf, size_t count, enum yd_dtype dt, int peer, int tag,
@@ -184,7 +242,7 @@ int yd_isend(yd_comm *c, const void *buf, size_t count, enum yd_dtype dt, int pe
 {
 	struct dp_op o;
 	int rc = p2p_op(c, &o, buf, count, dt, peer, tag, 1);
-	return rc ? rc : dp_submit(c, &o, req);
+	return rc ? rc : p2p_submit(c, &o, req);
 }
 
 int yd_irecv(yd_comm *c, void *buf, size_t count, enum yd_dtype dt, int peer, int tag,
@@ -192,7 +250,7 @@ int yd_irecv(yd_comm *c, void *buf, size_t count, enum yd_dtype dt, int peer, in
 {
 	struct dp_op o;
 	int rc = p2p_op(c, &o, buf, count, dt, peer, tag, 0);
-	return rc ? rc : dp_submit(c, &o, req);
+	return rc ? rc : p2p_submit(c, &o, req);
 }
 
 static int barrier(yd_comm *c, struct dp_op *o)
@@ -281,6 +339,8 @@ int dp_op_execute(yd_comm *c, struct dp_op *o)
 		return rc;
 	if (atomic_load(&c->aborted))
 		return dp_fail(c, YARD_EABORTED, c->rank, "operation aborted");
+	if (o->device)
+		return dp_cuda_execute(c, o);
 	if (c->size == 1 && o->kind != DP_P2P) {
 		size_t bytes = o->count * esz;
 		/* a split gathers in place (sendbuf NULL): nothing to copy with one rank */
@@ -292,12 +352,12 @@ int dp_op_execute(yd_comm *c, struct dp_op *o)
 	switch (o->kind) {
 	case DP_ALLREDUCE:
 		rc = allreduce(c, o);
-		if (rc == 0 && o->op == YD_AVG)
+		if (rc == 0 && o->op == YD_AVG && !o->no_avg_scale)
 			dp_scale_avg(o->recvbuf, o->count, o->dtype, c->size);
 		return rc;
 	case DP_REDUCE_SCATTER:
 		rc = reduce_scatter(c, o);
-		if (rc == 0 && o->op == YD_AVG)
+		if (rc == 0 && o->op == YD_AVG && !o->no_avg_scale)
 			dp_scale_avg(o->recvbuf, o->count, o->dtype, c->size);
 		return rc;
 	case DP_ALLGATHER:
@@ -326,7 +386,7 @@ int dp_op_execute(yd_comm *c, struct dp_op *o)
 			rc = dp_tree_reduce(c, o, o->sendbuf, o->recvbuf, o->count, o->root);
 		else
 			rc = dp_chain_reduce(c, o, o->sendbuf, o->recvbuf, o->count, o->root);
-		if (rc == 0 && o->op == YD_AVG && c->rank == o->root)
+		if (rc == 0 && o->op == YD_AVG && c->rank == o->root && !o->no_avg_scale)
 			dp_scale_avg(o->recvbuf, o->count, o->dtype, c->size);
 		return rc;
 	case DP_BARRIER:

@@ -127,11 +127,13 @@ static void comm_free(yd_comm *c)
 		free(p->label);
 	}
 	dp_shm_teardown(c);
+	dp_rdma_teardown(c);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	free(c->peers);
 	free(c->host_of);
 	free(c->scratch);
+	dp_cuda_comm_free(c);
 	pthread_mutex_destroy(&c->err_lock);
 	pthread_mutex_destroy(&c->q_lock);
 	pthread_cond_destroy(&c->q_cond);
@@ -158,6 +160,7 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 	pthread_mutex_init(&c->q_lock, NULL);
 	pthread_cond_init(&c->q_cond, NULL);
 	c->wake_fd = -1;
+	c->cuda_device = -1;
 	c->rank = cfg->rank;
 	c->size = cfg->world_size;
 	c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
@@ -195,26 +198,26 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 				h = c->host_of[j];
 		c->host_of[i] = h >= 0 ? h : c->nhosts++;
 	}
-	int rdma = cfg->transport == YD_TRANSPORT_RDMA || cfg->transport == YD_TRANSPORT_AUTO
-	               ? dp_rdma_device_present()
-	               : 0;
-	if (cfg->transport == YD_TRANSPORT_RDMA) {
-		snprintf(err, errlen, "transport rdma: %s",
-		         rdma ? "the RDMA data path is not implemented yet"
-		              : "no RDMA device found");
-		rc = YARD_EUNSUPPORTED;
-		goto fail;
-	}
-	if (rdma && c->rank == 0)
-		log_warn("RDMA device present but the RDMA data path is not implemented; using TCP "
-		         "between hosts");
+	/* shm between equal host labels (unless TCP or RDMA is forced), TCP otherwise; RDMA
+	 * replaces TCP per pair in dp_rdma_setup (forced: every pair, or an error naming why) */
 	for (int i = 0; i < c->size; i++) {
 		int same = c->host_of[i] == c->host_of[c->rank];
 		enum yd_transport t = YD_TRANSPORT_TCP;
-		if (same &&
-		    (cfg->transport == YD_TRANSPORT_AUTO || cfg->transport == YD_TRANSPORT_SHM))
+		if (cfg->transport == YD_TRANSPORT_RDMA)
+			t = YD_TRANSPORT_RDMA;
+		else if (same && (cfg->transport == YD_TRANSPORT_AUTO ||
+		                  cfg->transport == YD_TRANSPORT_SHM))
 			t = YD_TRANSPORT_SHM;
 		c->peers[i].transport = i == c->rank ? YD_TRANSPORT_AUTO : t;
+	}
+	if (cfg->transport == YD_TRANSPORT_RDMA) {
+		char why[200];
+		/* before connecting anyone: every rank of a forced-RDMA job fails the same way */
+		if (!dp_rdma_device_present(why, sizeof why)) {
+			snprintf(err, errlen, "transport rdma: %s", why);
+			rc = YARD_EUNSUPPORTED;
+			goto fail;
+		}
 	}
 	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (c->wake_fd < 0) {
@@ -227,6 +230,9 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 	listen_fd = -1;
 	if (rc)
 		goto fail;
+	rc = dp_rdma_setup(c, err, errlen);
+	if (rc)
+		goto fail;
 	rc = dp_shm_setup(c, err, errlen);
 	if (rc)
 		goto fail;
@@ -235,6 +241,12 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 	c->costs.alpha_tcp = 15e-6;
 	c->costs.beta_tcp = 0.35e-9;
 	c->costs.gamma = 0.25e-9;
+	/* a CPU-only machine runs on, silently: every buffer is host memory there (the
+	 * process's one debug line about the missing GPU comes from cuda.c) */
+	if (cfg->cuda) {
+		char why[200];
+		dp_cuda_enable(c, why, sizeof why);
+	}
 	*out = c;
 	return 0;
 fail:
@@ -426,6 +438,14 @@ int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len)
 		cfg.algo = (enum yd_algo)v;
 	}
 	cfg.tcp_sockets_per_peer = env_int("YARD_TCP_SOCKETS", 0);
+	const char *cu = getenv("YARD_CUDA");
+	if (cu && *cu) {
+		if (strcmp(cu, "0") != 0 && strcmp(cu, "1") != 0) {
+			snprintf(errbuf, errbuf_len, "YARD_CUDA=%s: expected 0 or 1", cu);
+			return YARD_EINVAL;
+		}
+		cfg.cuda = cu[0] == '1';
+	}
 	const char *peers = getenv("YARD_PEERS"), *file = getenv("YARD_RENDEZVOUS_FILE");
 	const char *hosts = getenv("YARD_HOSTS");
 	if (hosts && *hosts) {
@@ -563,6 +583,7 @@ int yd_comm_split(yd_comm *comm, int color, int key, yd_comm **out)
 	cfg.transport = comm->transport_cfg;
 	cfg.algo = comm->algo;
 	cfg.tcp_sockets_per_peer = comm->socks_per_peer;
+	cfg.cuda = comm->cuda_enabled;
 	rc = comm_create(&cfg, fd, out, err, sizeof err);
 	fd = -1;
 	if (rc)

@@ -93,6 +93,8 @@ struct dp_tcp_sock {
 };
 
 struct dp_shm_ring;
+struct dp_rdma_peer;
+struct dp_rdma_dev;
 
 /* Control notices on the control socket (one per peer, always TCP): a goodbye before a clean
  * close, or a failure report so that every survivor learns which rank failed. */
@@ -122,8 +124,10 @@ struct dp_peer {
 	struct dp_shm_ring *shm_tx, *shm_rx;
 	_Atomic uint32_t *shm_doorbell; /* the peer's doorbell */
 	_Atomic uint32_t *shm_waiting;
-	int shm_tx_cur, shm_rx_cur;   /* transfer in progress, -1 when idle */
-	int shm_tx_last, shm_rx_last; /* last finished, -1 at set start */
+	int shm_tx_cur, shm_rx_cur;   /* transfer in progress, -1 when idle (shm and RDMA) */
+	int shm_tx_last, shm_rx_last; /* last finished, -1 at set start (shm and RDMA) */
+	/* RDMA: queue pair, registered rings, credits */
+	struct dp_rdma_peer *rdma;
 	pid_t pid;
 };
 
@@ -158,6 +162,7 @@ struct yd_comm {
 	char shm_name[64];
 	void *shm_self;
 	size_t shm_self_len;
+	struct dp_rdma_dev *rdma; /* the device, protection domain (transport_rdma.c) */
 	void **shm_map;
 	size_t *shm_map_len;
 	_Atomic uint32_t *doorbell, *waiting;
@@ -173,6 +178,10 @@ struct yd_comm {
 	pthread_mutex_t q_lock;
 	pthread_cond_t q_cond;
 	struct yd_request *q_head, *q_tail;
+	/* CUDA (cuda.c): buffers are classified only once enabled; one GPU per communicator */
+	int cuda_enabled;
+	int cuda_device; /* ordinal of the first device buffer seen, -1 before */
+	void *cuda;      /* struct dp_cuda: stream, pinned staging, NCCL communicator */
 };
 
 /* An operation, as the public call described it. */
@@ -188,6 +197,8 @@ struct dp_op {
 	int is_send;
 	enum yd_algo algo;
 	uint64_t seq;
+	int device;       /* 1 + CUDA ordinal of the buffers, 0 = host memory (cuda.c) */
+	int no_avg_scale; /* YD_AVG: leave the sum undivided (the caller divides on the GPU) */
 };
 
 /* comm.c */
@@ -218,7 +229,13 @@ void dp_x_recv_reduce(struct dp_xfer *x, const struct dp_op *o, int peer, void *
 /* dst = a (op) b for count elements of the operation's dtype (average sums). */
 void dp_op_reduce(const struct dp_op *o, void *dst, const void *a, const void *b, size_t count);
 int dp_hdr_check(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *got);
+/* A ring transport's frame (shm, RDMA) for receive x: checks its header and offset, reduces
+ * or copies its len bytes into place, advances x->done. transport names it in errors. */
+int dp_frame_deliver(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *h, uint64_t off,
+                     uint64_t len, const void *data, const char *transport);
 int dp_poll_ctl(yd_comm *c, int timeout_ms);
+/* Same, naming operation o if a peer turns out to be dead (for waits outside the engine). */
+int dp_poll_ctl_op(yd_comm *c, const struct dp_op *o, int timeout_ms);
 /* The data path lost peer p: fails the communicator, preferring the peer's own failure
  * notice if one is on its way. */
 int dp_peer_lost(yd_comm *c, struct dp_peer *p, const struct dp_xfer *x, const char *why);
@@ -242,8 +259,28 @@ int dp_shm_progress_rx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *pr
 void dp_shm_wait(yd_comm *c, int timeout_ms);
 void dp_shm_ring_doorbell(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting);
 
-/* transport_rdma.c */
-int dp_rdma_device_present(void);
+/* transport_rdma.c (stubs without HAVE_IBVERBS) */
+/* 1 if an RDMA device with an active port exists; else 0 and why says what is missing. */
+int dp_rdma_device_present(char *why, size_t len);
+/* After the TCP mesh: sets up a queue pair with every peer that should use RDMA (forced, or
+ * auto between hosts) and switches those pairs to YD_TRANSPORT_RDMA; auto falls back to TCP
+ * per pair (logged). Uses the control sockets. */
+int dp_rdma_setup(yd_comm *c, char *err, size_t errlen);
+void dp_rdma_teardown(yd_comm *c);
+int dp_rdma_progress(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
+/* The fd that becomes readable when p's completion queue has news (-1 if none), and the
+ * call that consumes those events after poll(). */
+int dp_rdma_wait_fd(struct dp_peer *p);
+void dp_rdma_ack_events(struct dp_peer *p);
+
+/* cuda.c (stubs without HAVE_CUDA) */
+/* Enables device buffers on c; YARD_EUNSUPPORTED with the reason in why when impossible. */
+int dp_cuda_enable(yd_comm *c, char *why, size_t len);
+/* 1 + the CUDA ordinal p lives on, or 0 for host memory (always 0 until enabled). */
+int dp_cuda_buffer_device(yd_comm *c, const void *p);
+/* Runs an operation whose buffers are device memory (o->device != 0). */
+int dp_cuda_execute(yd_comm *c, struct dp_op *o);
+void dp_cuda_comm_free(yd_comm *c);
 
 /* reduce.c */
 void dp_reduce(void *dst, const void *a, const void *b, size_t count, enum yd_dtype dt,

@@ -92,7 +92,8 @@ static void *progress_main(void *arg)
 		c->thread_busy = 1;
 		/* point-to-point requests at the head join the active set */
 		int added = 0;
-		while (c->q_head && c->q_head->op.kind == DP_P2P) {
+		/* (device buffers are staged by dp_op_execute, one at a time) */
+		while (c->q_head && c->q_head->op.kind == DP_P2P && !c->q_head->op.device) {
 			struct yd_request *r = c->q_head;
 			c->q_head = r->next;
 			if (!c->q_head)

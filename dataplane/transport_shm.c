@@ -228,7 +228,8 @@ int dp_shm_progress_tx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *pr
 			sl->hdr = x->hdr;
 			sl->len = n;
 			sl->off = x->done;
-			memcpy(sl->data, (const char *)x->src + x->done, n);
+			if (n) /* a barrier's empty message has no buffer at all */
+				memcpy(sl->data, (const char *)x->src + x->done, n);
 			head++;
 			atomic_store_explicit(&ring->head, head, memory_order_release);
 			x->done += n;
@@ -272,23 +273,10 @@ int dp_shm_progress_rx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *pr
 		}
 		while (tail < head) {
 			struct shm_slot *sl = &ring->slot[tail % SHM_SLOTS];
-			if ((rc = dp_hdr_check(c, x, &sl->hdr)) != 0)
+			rc = dp_frame_deliver(c, x, &sl->hdr, sl->off, sl->len, sl->data,
+			                      "shared-memory");
+			if (rc)
 				return rc;
-			if (sl->off != x->done || sl->len > x->len - x->done)
-				return dp_fail(
-				    c, YARD_ECORRUPT, p->rank,
-				    "%s #%llu: shared-memory frame out of order from rank %d",
-				    x->what, (unsigned long long)x->hdr.seq, p->rank);
-			if (x->reduce) {
-				enum yd_op op =
-				    x->hdr.op == YD_AVG ? YD_SUM : (enum yd_op)x->hdr.op;
-				dp_reduce((char *)x->dst + x->done, (const char *)x->src + x->done,
-				          sl->data, sl->len / yd_dtype_size(x->hdr.dtype),
-				          x->hdr.dtype, op);
-			} else if (sl->len) {
-				memcpy((char *)x->dst + x->done, sl->data, sl->len);
-			}
-			x->done += sl->len;
 			tail++;
 			atomic_store_explicit(&ring->tail, tail, memory_order_release);
 			moved = 1;

@@ -148,7 +148,7 @@ struct conn {
 
 static int nsocks_for(yd_comm *c, int peer)
 {
-	return 1 + (c->peers[peer].transport == YD_TRANSPORT_SHM ? 0 : c->socks_per_peer);
+	return 1 + (c->peers[peer].transport == YD_TRANSPORT_TCP ? c->socks_per_peer : 0);
 }
 
 static void split_endpoint(const char *ep, char *host, size_t hl, int *port)
@@ -226,7 +226,7 @@ int dp_tcp_connect_mesh(yd_comm *c, int listen_fd, char *err, size_t errlen)
 	}
 	for (int j = 0; j < c->size; j++) {
 		struct dp_peer *p = &c->peers[j];
-		p->nsock = p->transport == YD_TRANSPORT_SHM ? 0 : c->socks_per_peer;
+		p->nsock = p->transport == YD_TRANSPORT_TCP ? c->socks_per_peer : 0;
 		p->ctl_fd = -1;
 		for (int k = 0; k < DP_TCP_MAX_SOCKS; k++)
 			p->tx[k].fd = p->rx[k].fd = -1;

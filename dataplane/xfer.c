@@ -75,12 +75,33 @@ int dp_hdr_check(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *got)
 	               dp_peer_desc(c, x->peer, peer, sizeof peer), a, c->rank, b);
 }
 
+int dp_frame_deliver(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *h, uint64_t off,
+                     uint64_t len, const void *data, const char *transport)
+{
+	int rc = dp_hdr_check(c, x, h);
+	if (rc)
+		return rc;
+	if (off != x->done || len > x->len - x->done)
+		return dp_fail(c, YARD_ECORRUPT, x->peer,
+		               "%s #%llu: %s frame out of order from rank %d", x->what,
+		               (unsigned long long)x->hdr.seq, transport, x->peer);
+	if (x->reduce) {
+		enum yd_op op = x->hdr.op == YD_AVG ? YD_SUM : (enum yd_op)x->hdr.op;
+		dp_reduce((char *)x->dst + x->done, (const char *)x->src + x->done, data,
+		          len / yd_dtype_size(x->hdr.dtype), x->hdr.dtype, op);
+	} else if (len) {
+		memcpy((char *)x->dst + x->done, data, len);
+	}
+	x->done += len;
+	return 0;
+}
+
 void dp_xfer_prepare(yd_comm *c, struct dp_xfer *x)
 {
 	struct dp_peer *p = &c->peers[x->peer];
 	x->done = 0;
 	x->complete = 0;
-	x->parts_left = p->transport == YD_TRANSPORT_SHM ? 1 : dp_tcp_parts(c, p, x->len);
+	x->parts_left = p->transport == YD_TRANSPORT_TCP ? dp_tcp_parts(c, p, x->len) : 1;
 }
 
 static void x_fill(struct dp_xfer *x, const struct dp_op *o, int peer, size_t len)
@@ -166,6 +187,8 @@ int dp_xset_progress(yd_comm *c, struct dp_xset *s, int *progressed)
 			rc = dp_shm_progress_rx(c, p, s, progressed);
 			if (rc == 0)
 				rc = dp_shm_progress_tx(c, p, s, progressed);
+		} else if (p->transport == YD_TRANSPORT_RDMA) {
+			rc = dp_rdma_progress(c, p, s, progressed);
 		} else {
 			rc = dp_tcp_progress_rx(c, p, s, progressed);
 			if (rc == 0)
@@ -256,6 +279,12 @@ static int poll_all(yd_comm *c, struct dp_xset *s, int timeout_ms, int with_data
 			struct dp_peer *p = &c->peers[i];
 			if (i == c->rank || p->transport == YD_TRANSPORT_SHM)
 				continue;
+			if (p->transport == YD_TRANSPORT_RDMA &&
+			    nf < (int)(sizeof fds / sizeof fds[0])) {
+				fds[nf++] =
+				    (struct pollfd){.fd = dp_rdma_wait_fd(p), .events = POLLIN};
+				continue;
+			}
 			for (int k = 0; k < p->nsock && nf < (int)(sizeof fds / sizeof fds[0]);
 			     k++) {
 				short ev = 0;
@@ -277,6 +306,11 @@ static int poll_all(yd_comm *c, struct dp_xset *s, int timeout_ms, int with_data
 		ssize_t r = read(c->wake_fd, &v, sizeof v);
 		(void)r;
 	}
+	for (int i = nctl; c->rdma && i < nf; i++)
+		for (int j = 0; fds[i].revents && j < c->size; j++)
+			if (j != c->rank && c->peers[j].transport == YD_TRANSPORT_RDMA &&
+			    dp_rdma_wait_fd(&c->peers[j]) == fds[i].fd)
+				dp_rdma_ack_events(&c->peers[j]);
 	for (int i = 1; i < nctl; i++) {
 		if (!fds[i].revents)
 			continue;
@@ -314,6 +348,14 @@ int dp_peer_lost(yd_comm *c, struct dp_peer *p, const struct dp_xfer *x, const c
 int dp_poll_ctl(yd_comm *c, int timeout_ms)
 {
 	return poll_all(c, NULL, timeout_ms, 0);
+}
+
+int dp_poll_ctl_op(yd_comm *c, const struct dp_op *o, int timeout_ms)
+{
+	struct dp_xfer x;
+	dp_x_recv(&x, o, -1, NULL, 0);
+	struct dp_xset s = {.x = &x, .n = 1};
+	return poll_all(c, &s, timeout_ms, 0);
 }
 
 int dp_xset_wait(yd_comm *c, struct dp_xset *s, int max_wait_ms)

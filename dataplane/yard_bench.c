@@ -2,7 +2,9 @@
  * ranks (rendezvous through a temp file; host labels emulate several hosts), runs each size
  * warmup + iters times, and prints per size: bytes, count, type, algo, time (us, slowest
  * rank), algbw and busbw (GB/s, nccl-tests definitions) and #wrong, from checking the
- * result of every size against a reference. -o json prints one JSON object instead. */
+ * result of every size against a reference. -o json prints one JSON object instead.
+ * --device cuda puts the buffers in GPU memory (rank r on GPU r mod count): the times then
+ * include libyd's staging copies or NCCL (YARD_NCCL), as an application would see them. */
 #include "config.h"
 
 #include <getopt.h>
@@ -14,10 +16,14 @@
 
 #include "common/clock.h"
 #include "dataplane/yd.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 struct opts {
 	const char *coll, *transport, *algo, *hosts, *dtype_name, *out;
 	int ranks, iters, warmup, dtype;
+	int cuda; /* --device cuda */
 	size_t min, max, factor;
 };
 
@@ -86,6 +92,37 @@ static int same(const void *b, int dt, size_t i, double v)
 	return memcmp((const char *)b + i * esz, tmp, esz) == 0;
 }
 
+/* Copies for --device cuda (never called otherwise). */
+static int to_device(void *dev, const void *host, size_t bytes)
+{
+#ifdef HAVE_CUDA
+	cudaError_t e = cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
+	if (e != cudaSuccess)
+		fprintf(stderr, "copy to GPU: %s\n", cudaGetErrorString(e));
+	return e != cudaSuccess;
+#else
+	(void)dev;
+	(void)host;
+	(void)bytes;
+	return 1;
+#endif
+}
+
+static int to_host(void *host, const void *dev, size_t bytes)
+{
+#ifdef HAVE_CUDA
+	cudaError_t e = cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
+	if (e != cudaSuccess)
+		fprintf(stderr, "copy from GPU: %s\n", cudaGetErrorString(e));
+	return e != cudaSuccess;
+#else
+	(void)host;
+	(void)dev;
+	(void)bytes;
+	return 1;
+#endif
+}
+
 static int run_rank(yd_comm *c, const struct opts *o)
 {
 	int n = yd_comm_size(c), me = yd_comm_rank(c), dt = o->dtype;
@@ -97,19 +134,41 @@ static int run_rank(yd_comm *c, const struct opts *o)
 	char *in = malloc(maxb), *out = malloc(maxb);
 	if (!in || !out)
 		return 1;
+	char *din = in, *dout = out; /* what the collectives see */
+#ifdef HAVE_CUDA
+	if (o->cuda) {
+		int ngpu = yd_cuda_device_count();
+		if (yd_comm_use_cuda(c) != 0 || ngpu < 1) {
+			fprintf(stderr, "rank %d: --device cuda: %s\n", me, yd_comm_last_error(c));
+			return 1;
+		}
+		cudaError_t e = cudaSetDevice(me % ngpu);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&din, maxb);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&dout, maxb);
+		if (e != cudaSuccess) {
+			fprintf(stderr, "rank %d: --device cuda: GPU %d: %s\n", me, me % ngpu,
+			        cudaGetErrorString(e));
+			return 1;
+		}
+	}
+#endif
 	if (me == 0) {
 		if (json)
 			printf("{\"collective\":\"%s\",\"ranks\":%d,\"transport\":\"%s\",\"dtype\":"
-			       "\"%s\","
+			       "\"%s\",\"device\":\"%s\","
 			       "\"results\":[",
-			       o->coll, n, o->transport ? o->transport : "auto", yd_dtype_name(dt));
+			       o->coll, n, o->transport ? o->transport : "auto", yd_dtype_name(dt),
+			       o->cuda ? "cuda" : "cpu");
 		else
-			printf("# yard-bench %s: %d ranks, transport %s%s%s, algo %s\n"
+			printf("# yard-bench %s: %d ranks, transport %s%s%s, algo %s%s\n"
 			       "#%12s %12s %6s %6s %10s %8s %8s %7s\n",
 			       o->coll, n, o->transport ? o->transport : "auto",
 			       o->hosts ? ", hosts " : "", o->hosts ? o->hosts : "",
-			       o->algo ? o->algo : "auto", "size", "count", "type", "algo",
-			       "time(us)", "algbw", "busbw", "#wrong");
+			       o->algo ? o->algo : "auto", o->cuda ? ", buffers on GPU" : "",
+			       "size", "count", "type", "algo", "time(us)", "algbw", "busbw",
+			       "#wrong");
 	}
 	for (size_t size = o->min; size <= o->max; size *= o->factor) {
 		size_t count = size / esz, per = count;
@@ -127,20 +186,23 @@ static int run_rank(yd_comm *c, const struct opts *o)
 				yd_barrier(c);
 				t0 = yard_now_mono_ns();
 			}
-			if (check || it == 0)
+			if (check || it == 0) {
 				for (size_t i = 0; i < total; i++)
 					set(in, dt, i, val(me, i));
+				if (din != in && to_device(din, in, total * esz) != 0)
+					return 1;
+			}
 			if (!strcmp(o->coll, "allreduce")) {
 				busf = 2.0 * (n - 1) / n;
-				rc = yd_allreduce(c, in, out, count, dt, YD_SUM);
+				rc = yd_allreduce(c, din, dout, count, dt, YD_SUM);
 			} else if (!strcmp(o->coll, "reduce_scatter")) {
 				busf = (double)(n - 1) / n;
-				rc = yd_reduce_scatter(c, in, out, per, dt, YD_SUM);
+				rc = yd_reduce_scatter(c, din, dout, per, dt, YD_SUM);
 			} else if (!strcmp(o->coll, "allgather")) {
 				busf = (double)(n - 1) / n;
-				rc = yd_allgather(c, in + (size_t)me * per * esz, out, per, dt);
+				rc = yd_allgather(c, din + (size_t)me * per * esz, dout, per, dt);
 			} else if (!strcmp(o->coll, "broadcast")) {
-				rc = yd_broadcast(c, check ? in : out, count, dt, 0);
+				rc = yd_broadcast(c, check ? din : dout, count, dt, 0);
 			} else {
 				yd_request *r;
 				rc = yd_isend(c, in, count, dt, (me + 1) % n, 0, &r);
@@ -159,6 +221,8 @@ static int run_rank(yd_comm *c, const struct opts *o)
 			return 1;
 		}
 		/* check the last run */
+		if (din != in && (to_host(in, din, total * esz) || to_host(out, dout, total * esz)))
+			return 1;
 		int64_t wrong = 0;
 		for (size_t i = 0; i < total; i++) {
 			double want = 0;
@@ -205,8 +269,16 @@ static int run_rank(yd_comm *c, const struct opts *o)
 		if (o->factor < 2)
 			break;
 	}
-	if (me == 0 && json)
+	if (me == 0 && json) {
 		printf("]}\n");
+		fflush(stdout); /* the rank ends with _exit */
+	}
+#ifdef HAVE_CUDA
+	if (din != in) {
+		cudaFree(din);
+		cudaFree(dout);
+	}
+#endif
 	free(in);
 	free(out);
 	return 0;
@@ -217,9 +289,10 @@ static void usage(void)
 	fprintf(
 	    stderr,
 	    "usage: yard-bench allreduce|reduce_scatter|allgather|broadcast|sendrecv --ranks N\n"
-	    "       [--transport auto|shm|tcp] [--algo auto|ring|rd|hd|tree|naive|ps|hier]\n"
+	    "       [--transport auto|shm|tcp|rdma] [--algo auto|ring|rd|hd|tree|naive|ps|hier]\n"
 	    "       [--hosts a,a,b,b] [--min 8] [--max 256M] [--factor 4] [--iters K]\n"
-	    "       [--warmup W] [--dtype f32|f64|f16|bf16|i32|i64] [-o json]\n");
+	    "       [--warmup W] [--dtype f32|f64|f16|bf16|i32|i64] [--device cpu|cuda]\n"
+	    "       [-o json]\n");
 	exit(2);
 }
 
@@ -236,7 +309,8 @@ int main(int argc, char **argv)
 	    {"ranks", 1, 0, 'n'},  {"transport", 1, 0, 't'}, {"algo", 1, 0, 'a'},
 	    {"hosts", 1, 0, 'H'},  {"min", 1, 0, 'b'},       {"max", 1, 0, 'e'},
 	    {"factor", 1, 0, 'f'}, {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'w'},
-	    {"dtype", 1, 0, 'd'},  {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+	    {"dtype", 1, 0, 'd'},  {"help", 0, 0, 'h'},      {"device", 1, 0, 'D'},
+	    {0, 0, 0, 0}};
 	int ch;
 	if (argc < 2 || argv[1][0] == '-')
 		usage();
@@ -288,12 +362,29 @@ int main(int argc, char **argv)
 		case 'o':
 			o.out = optarg;
 			break;
+		case 'D':
+			if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+				usage();
+			o.cuda = optarg[1] == 'u';
+			break;
 		default:
 			usage();
 		}
 	}
 	if (o.ranks < 1 || o.ranks > 64 || o.iters < 1 || o.min < 1 || o.max < o.min)
 		usage();
+#ifndef HAVE_CUDA
+	if (o.cuda) {
+		fprintf(stderr, "yard-bench: --device cuda: built without the CUDA toolkit\n");
+		return 2;
+	}
+#endif
+	if (o.cuda && !strcmp(o.coll, "sendrecv")) {
+		fprintf(stderr,
+		        "yard-bench: sendrecv --device cuda: not supported (it uses yd_isend, "
+		        "which refuses device buffers)\n");
+		return 2;
+	}
 	char dir[] = "/tmp/yard-bench-XXXXXX", file[64], buf[32];
 	if (!mkdtemp(dir))
 		return 1;

@@ -49,10 +49,12 @@ enum yd_algo {
 };
 
 enum yd_transport {
-	YD_TRANSPORT_AUTO, /* shm on the same host, RDMA if a device exists, else TCP */
+	YD_TRANSPORT_AUTO, /* shm on the same host; between hosts RDMA where both ends have an
+	                    * active RDMA port, else TCP (the fallback is logged) */
 	YD_TRANSPORT_SHM,
 	YD_TRANSPORT_TCP,
-	YD_TRANSPORT_RDMA,
+	YD_TRANSPORT_RDMA, /* every pair, one host included; init fails naming why if a rank
+	                    * has no active RDMA port */
 	YD_TRANSPORT_COUNT
 };
 
@@ -69,6 +71,8 @@ struct yd_config {
 	enum yd_transport transport; /* forced transport, or AUTO */
 	enum yd_algo algo;         /* forced algorithm for every collective, or AUTO */
 	int tcp_sockets_per_peer;  /* 0 = default */
+	int cuda; /* 1: buffers may be CUDA device memory (yd_comm_use_cuda); where no GPU
+	           * exists, ignored (one debug log line per process) */
 };
 
 const char *yd_dtype_name(enum yd_dtype d);
@@ -87,7 +91,9 @@ int yd_comm_init(const struct yd_config *cfg, yd_comm **out, char *errbuf, size_
 /* Same, from the environment: YARD_RANK, YARD_WORLD_SIZE, and either YARD_PEERS
  * (comma-separated host:port, one per rank) or YARD_RENDEZVOUS_FILE (a shared file each
  * rank appends "rank host:port" to, choosing a free port itself). Optional: YARD_HOSTS
- * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TRANSPORT, YARD_ALGO. */
+ * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TRANSPORT, YARD_ALGO, YARD_CUDA (0|1),
+ * YARD_NCCL (0|1|auto, read at the first device collective), YARD_RDMA_GID_INDEX (RoCE GID
+ * table index, default 0). */
 int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len);
 
 /* Collective over comm: ranks with the same color form a new communicator, ordered by
@@ -107,10 +113,43 @@ enum yd_transport yd_comm_transport(const yd_comm *comm, int peer);
 void yd_comm_set_timeout(yd_comm *comm, int timeout_ms);
 void yd_comm_set_algo(yd_comm *comm, enum yd_algo algo);
 
+/* CUDA device buffers (libyd built with the CUDA toolkit, a GPU present).
+ *
+ * Off by default: until enabled no CUDA call is made, so CPU programs never load the driver.
+ * yd_comm_use_cuda(c) (or yd_config.cuda = 1, or YARD_CUDA=1 for yd_comm_init_env; split
+ * children inherit it) enables it; YARD_EUNSUPPORTED, with the reason in
+ * yd_comm_last_error(), where the library has no CUDA or no GPU exists (the communicator
+ * stays usable with host buffers). Once enabled, every buffer is classified with
+ * cudaPointerGetAttributes: device memory (cudaMalloc) takes the GPU path, anything else
+ * (host, pinned, managed) the host path. Rules for device buffers:
+ *  - send and receive buffers of one call are both on one GPU, and one communicator uses
+ *    one GPU (else YARD_EINVAL, nothing changes);
+ *  - every rank passes the same kind of memory to one collective: a mix is not supported
+ *    (it fails with YARD_EMISMATCH once a message spans several staging chunks, and at the
+ *    deadline when the device ranks use NCCL); send/recv may pair device and host buffers;
+ *  - calls return when the result is in the receive buffer. Our stream is a blocking stream,
+ *    so kernels on the legacy default stream finish before we read; work on non-blocking
+ *    streams must be synchronised by the caller first;
+ *  - yd_isend/yd_irecv refuse device buffers (YARD_EINVAL); yd_iallreduce accepts them.
+ * Paths: with NCCL built in and YARD_NCCL=auto (default) or 1, allreduce, reduce_scatter,
+ * allgather, broadcast and reduce go through an NCCL communicator created at the first
+ * device collective (ncclUniqueId exchanged over libyd's transports; ranks agree, so all use
+ * NCCL or none: auto falls back to staging, 1 fails). NCCL needs one GPU per rank and does
+ * not detect mismatched arguments. Otherwise (YARD_NCCL=0, send/recv, no NCCL) buffers are
+ * staged through pinned host memory in 4 MiB chunks per rank block, copies overlapping the
+ * transfer, and reduced on the CPU as host buffers are; the average divides on the GPU.
+ * Staged results equal the host path's bit for bit; NCCL's float reductions may round
+ * differently (another summation order). */
+int yd_cuda_device_count(void); /* GPUs visible to this process; 0 without CUDA */
+int yd_comm_use_cuda(yd_comm *c);
+/* "off" (not enabled), "undecided" (NCCL is tried at the first device collective),
+ * "nccl" or "staged". */
+const char *yd_comm_cuda_path(const yd_comm *c);
+
 /* Collectives. sendbuf == recvbuf is in-place. count is elements per rank buffer as in
  * NCCL: allreduce count in and out; reduce_scatter recvcount per rank (send = count*size);
- * allgather sendcount per rank (recv = count*size). Buffers may be CUDA device pointers when
- * built with CUDA and a GPU is present. */
+ * allgather sendcount per rank (recv = count*size). Buffers may be CUDA device pointers on a
+ * communicator with CUDA enabled (see above). */
 int yd_allreduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, enum yd_dtype dt,
                  enum yd_op op);
 int yd_reduce_scatter(yd_comm *c, const void *sendbuf, void *recvbuf, size_t recvcount,
