@@ -5,7 +5,7 @@
  * Files: main.c (flags, config file, start-up), client.c (HTTP to the leader), ranks.c (rank
  * processes: start, stop, reap, adopt, logs), shim.c (the parent of each rank that records
  * its exit status), heartbeat.c (register, heartbeat, reconcile), metrics.c (per-step lines
- * from the trainer over YARD_AGENT_SOCK).
+ * from the trainer over YARD_AGENT_SOCK), perf.c (the node probe for the planner).
  */
 #ifndef YARD_AGENT_H
 #define YARD_AGENT_H
@@ -32,6 +32,7 @@ struct agent_config {
 	int n_devices;
 	int cuda; /* devices are CUDA GPUs */
 	int64_t device_memory_mb;
+	double link_gbps; /* inter-node bandwidth for the planner, 0 = measure TCP loopback */
 	int heartbeat_ms;
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
 	int64_t log_max_bytes;      /* per rank log before rotation */
@@ -80,6 +81,7 @@ struct agent {
 	int draining;
 	int stopping;
 	uint64_t last_ok_mono_ms;
+	json_t *perf; /* measured rates (perf.c), NULL until the probe has answered */
 };
 
 /* client.c: POSTs body (not consumed) to path on the leader, following 307 redirects and
@@ -111,6 +113,11 @@ int shim_read_exit(const char *exit_file, int *code, int *sig);
 void heartbeat_start(struct agent *a);
 /* Applies a desired set: starts missing ranks, stops unlisted or outdated ones. */
 void heartbeat_reconcile(struct agent *a, const json_t *desired);
+
+/* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
+void perf_start(struct agent *a);
+/* Memory of one device: configured, else the host's memory shared by the CPU devices. */
+int64_t agent_device_memory_mb(const struct agent_config *cfg);
 
 /* metrics.c */
 int metrics_open(struct agent *a);

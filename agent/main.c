@@ -2,7 +2,7 @@
  *
  *   yard-agent --controllers URLS --join-token T --data-dir DIR --devices cpu:N|cuda:auto
  *              --name NAME [--host ADDR] [--port-base P] [--heartbeat-ms MS] [--worker PATH]
- *              [--config FILE]
+ *              [--link-gbps G] [--config FILE]
  *
  * A config file holds the same settings as "key = value" lines (keys are the flag names
  * without dashes, e.g. "heartbeat-ms = 500"); flags given on the command line win.
@@ -31,7 +31,7 @@ static void usage(FILE *out)
 	        "usage: yard-agent --controllers URL[,URL...] --join-token TOKEN --data-dir DIR\n"
 	        "                  --devices cpu:N|cuda:auto --name NAME [--host ADDR]\n"
 	        "                  [--port-base PORT] [--heartbeat-ms MS] [--worker PATH]\n"
-	        "                  [--join-token-file FILE] [--config FILE]\n");
+	        "                  [--join-token-file FILE] [--link-gbps G] [--config FILE]\n");
 }
 
 /* Counts CUDA devices through the runtime library, loaded only when asked for, so the
@@ -100,6 +100,13 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			return yard_err_set(err, YARD_EINVAL,
 			                    "devices: '%s': want cpu:N or cuda:auto", value);
 		}
+	} else if (strcmp(key, "link-gbps") == 0) {
+		double g = strtod(value, &end);
+		if (*end != '\0' || !(g > 0 && g <= 1e5))
+			return yard_err_set(err, YARD_EINVAL,
+			                    "link-gbps: '%s' is not a bandwidth in Gbit/s (0..100000]",
+			                    value);
+		cfg->link_gbps = g;
 	} else if (strcmp(key, "port-base") == 0 || strcmp(key, "heartbeat-ms") == 0 ||
 	           strcmp(key, "stop-grace-ms") == 0) {
 		long n = strtol(value, &end, 10);
@@ -234,6 +241,7 @@ int main(int argc, char **argv)
 	                                          {"heartbeat-ms", required_argument, NULL, 0},
 	                                          {"stop-grace-ms", required_argument, NULL, 0},
 	                                          {"worker", required_argument, NULL, 0},
+	                                          {"link-gbps", required_argument, NULL, 0},
 	                                          {"config", required_argument, NULL, 0},
 	                                          {"help", no_argument, NULL, 'h'},
 	                                          {NULL, 0, NULL, 0}};
@@ -320,6 +328,7 @@ int main(int argc, char **argv)
 	log_info("node %s: %d %s device(s), ranks listen from port %d, controllers %s", a->cfg.name,
 	         a->cfg.n_devices, a->cfg.cuda ? "CUDA" : "CPU", a->cfg.port_base,
 	         a->cfg.controllers);
+	perf_start(a);
 	heartbeat_start(a);
 	uv_run(a->loop, UV_RUN_DEFAULT);
 	metrics_close(a);

@@ -42,6 +42,7 @@ static const struct command_def commands[] = {
     {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
     {CTL_TOKEN_REVOKE, "token", "revoke", 1, 1, 0, 0},
+    {CTL_PLAN, "plan", NULL, 1, 1, OPT_LIMIT, 0},
 };
 
 struct option_def {
@@ -87,6 +88,8 @@ const char *ctl_usage(void)
 	       "                                         or S seconds passed\n"
 	       "  job watch ID [--timeout S]             like wait, with a live progress bar\n"
 	       "                                         (step, loss, ETA)\n"
+	       "  plan FILE [--limit N]                  rank the layouts of a job spec for this\n"
+	       "                                         cluster's measured devices (best 10)\n"
 	       "  events [--job ID] [--after SEQ] [--limit N]\n"
 	       "                                         the event log\n"
 	       "  token create NAME --role ROLE          create a token (ROLE: admin, operator,\n"

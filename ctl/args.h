@@ -25,6 +25,7 @@ enum ctl_command {
 	CTL_TOKEN_CREATE,
 	CTL_TOKEN_LIST,
 	CTL_TOKEN_REVOKE,
+	CTL_PLAN,
 };
 
 enum ctl_output { CTL_OUTPUT_TABLE, CTL_OUTPUT_JSON };
@@ -49,7 +50,7 @@ struct ctl_args {
 	const char *job;   /* events --job */
 	const char *role;  /* token create --role */
 	int64_t after;     /* events --after, -1 when not given */
-	int limit;         /* job list / events --limit, 0 = server default */
+	int limit;         /* job list / events / plan --limit, 0 = server default */
 	double timeout_s;  /* job wait --timeout, 0 = wait without limit */
 };
 

@@ -9,7 +9,8 @@ dataplane_libtrainer_a_SOURCES = \
 	dataplane/optim.c dataplane/optim.h \
 	dataplane/ckpt.c dataplane/ckpt.h \
 	dataplane/trainer.c dataplane/trainer.h dataplane/trainer_ckpt.c \
-	dataplane/trainer_net.h dataplane/trainer_net_local.c dataplane/trainer_net_yd.c
+	dataplane/trainer_net.h dataplane/trainer_net_local.c dataplane/trainer_net_yd.c \
+	dataplane/probe.c dataplane/probe.h
 dataplane_libtrainer_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
 TRAINER_LIBS = dataplane/libtrainer.a common/libcommon.a $(BLAS_LIBS) $(JANSSON_LIBS) -lm
 

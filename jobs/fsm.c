@@ -22,7 +22,7 @@ static const char SCHEMA[] =
     " state TEXT NOT NULL, priority INTEGER NOT NULL, submitted_ms INTEGER NOT NULL,"
     " updated_ms INTEGER NOT NULL, actor TEXT NOT NULL, spec TEXT NOT NULL, reason TEXT,"
     " step INTEGER NOT NULL DEFAULT 0, loss REAL, restarts INTEGER NOT NULL DEFAULT 0,"
-    " generation INTEGER NOT NULL DEFAULT 0, noted TEXT NOT NULL DEFAULT ',');"
+    " generation INTEGER NOT NULL DEFAULT 0, noted TEXT NOT NULL DEFAULT ',', plan TEXT);"
     "CREATE INDEX jobs_state ON jobs(state, seq);"
     "CREATE TABLE nodes(id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
     " address TEXT, devices TEXT, version TEXT, updated_ms INTEGER NOT NULL,"
@@ -221,7 +221,18 @@ int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *er
 	int rc = open_memdb(f, data, len, err);
 	if (rc != 0)
 		return rc;
-	return fsm_exec(f, "PRAGMA journal_mode=MEMORY");
+	if (fsm_exec(f, "PRAGMA journal_mode=MEMORY") != 0)
+		return yard_err_set(err, YARD_EINTERNAL, "cannot set up the restored database");
+	/* snapshots taken before jobs recorded their plan: add the column (every member
+	 * restoring the same image does the same, so images stay identical) */
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT count(*) FROM pragma_table_info('jobs')"
+	                                  " WHERE name = 'plan'");
+	int has_plan = st != NULL && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0)
+		return yard_err_set(err, YARD_EINTERNAL,
+		                    "cannot add jobs.plan to a snapshot from an older version");
+	return 0;
 }
 
 int fsm_digest(struct fsm *f, char hex[SHA256_HEX_LEN + 1], struct yard_err *err)

@@ -18,7 +18,8 @@ void desired_ckpt_dir(const char *store, const char *controller_dir, const char 
                       size_t out_len);
 
 /* One desired entry for `rank` of `job` (a job object as fsm_job_get returns it, with its
- * "spec" and "generation"). slots: the job's slots, slots[r] = {"node","device"} for every
+ * "spec" and "generation"; for a parallel "auto" job its "plan", whose layout replaces
+ * "auto" in the spec the ranks get). slots: the job's slots, slots[r] = {"node","device"} for every
  * rank r in order. nodes: {"node-id": {"host","port_base","devices"}...} for at least the
  * nodes in slots. Returns a new object {"job","rank","generation","world_size","device",
  * "kind","env","argv","spec"} or NULL when the rows are inconsistent. */

@@ -12,6 +12,7 @@
 
 #include "common/common.h"
 #include "jobs/spec.h"
+#include "scheduler/autoplan.h"
 #include "scheduler/desired.h"
 #include "scheduler/queue.h"
 
@@ -24,6 +25,7 @@ struct soft_node {
 	json_t *ranks;           /* the latest validated rank reports (owned) */
 	char version[32];
 	int64_t free_disk_mb;
+	json_t *perf;  /* the rates the agent measured (autoplan_perf_clean), NULL: none yet */
 	int proposing; /* a node.set_state is in flight */
 };
 
@@ -32,6 +34,10 @@ struct soft_job {
 	int parsed; /* 1: req is valid; -1: the job cannot be placed (place_error says why) */
 	struct place_request req;
 	int world, is_command, max_restarts, hang_timeout_s;
+	/* parallel "auto": planned at placement until a plan is committed with it */
+	int is_auto;
+	json_t *spec; /* the normalized spec, kept for planning (owned) */
+	json_t *plan; /* the plan to commit with the next job.assign (owned), NULL: none */
 	char store[JOBSPEC_PATH_MAX + 1];
 	char place_error[QUEUE_REASON_MAX];
 	/* the phase (state, generation) the flags below refer to */
@@ -127,9 +133,12 @@ static struct soft_job *job_find(struct sched *s, const char *id)
 	return NULL;
 }
 
-/* Parses the placement request of a job from its normalized spec, once. */
-static void job_parse(struct soft_job *j, const json_t *spec)
+/* Parses the placement request of a job from its normalized spec (and, for parallel "auto",
+ * the plan it recorded), once. */
+static void job_parse(struct soft_job *j, const json_t *job)
 {
+	const json_t *spec = json_object_get(job, "spec");
+	const json_t *plan = json_object_get(job, "plan");
 	struct jobspec js;
 	struct yard_err err = {0};
 	if (jobspec_parse(spec, &js, &err) != 0) {
@@ -148,12 +157,24 @@ static void job_parse(struct soft_job *j, const json_t *spec)
 	j->req.memory_mb = js.memory_mb;
 	if (js.is_command) {
 		j->req.dp = js.ranks, j->req.tp = 1, j->req.pp = 1;
-	} else if (js.parallel.is_auto) {
-		j->parsed = -1;
-		snprintf(j->place_error, sizeof j->place_error,
-		         "parallel \"auto\" needs the planner, which is not available yet");
+	} else if (js.parallel.is_auto && plan == NULL) {
+		/* planned at placement (place()), against the cluster as it is then */
+		j->is_auto = 1;
+		j->spec = json_deep_copy(spec);
+		j->world = 0;
+		j->parsed = 1;
 		jobspec_free(&js);
 		return;
+	} else if (js.parallel.is_auto) {
+		struct jobspec_parallel p;
+		if (autoplan_layout(plan, &p, &err) != 0) {
+			j->parsed = -1;
+			snprintf(j->place_error, sizeof j->place_error,
+			         "recorded plan does not parse: %s", err.msg);
+			jobspec_free(&js);
+			return;
+		}
+		j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
 	} else {
 		j->req.dp = js.parallel.dp, j->req.tp = js.parallel.tp, j->req.pp = js.parallel.pp;
 	}
@@ -180,16 +201,26 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 	memset(j, 0, sizeof *j);
 	snprintf(j->id, sizeof j->id, "%s", id);
 	j->step = -1;
-	job_parse(j, json_object_get(job, "spec"));
+	job_parse(j, job);
 	return j;
+}
+
+static void soft_job_free(struct soft_job *j)
+{
+	json_decref(j->claim);
+	json_decref(j->spec);
+	json_decref(j->plan);
+	j->claim = j->spec = j->plan = NULL;
 }
 
 static void soft_clear(struct sched *s)
 {
-	for (int i = 0; i < s->n_nodes; i++)
+	for (int i = 0; i < s->n_nodes; i++) {
 		json_decref(s->nodes[i].ranks);
+		json_decref(s->nodes[i].perf);
+	}
 	for (int i = 0; i < s->n_jobs; i++)
-		json_decref(s->jobs[i].claim);
+		soft_job_free(&s->jobs[i]);
 	s->n_nodes = s->n_jobs = 0;
 }
 
@@ -572,6 +603,45 @@ static void mark_busy(struct place_node *pn, int n, const char *node, int64_t de
 		pn[k].busy_mask |= 1ull << device;
 }
 
+/* {"node-id": perf} of the nodes this leader has measured rates for (new reference). */
+static json_t *perf_by_node(const struct sched *s)
+{
+	json_t *map = json_object();
+	for (int i = 0; i < s->n_nodes; i++)
+		if (s->nodes[i].perf != NULL)
+			json_object_set(map, s->nodes[i].id, s->nodes[i].perf);
+	return map;
+}
+
+/* Plans a parallel "auto" job against the cluster as it is now: the winner becomes its
+ * placement request and the plan committed with its job.assign. Until a placement commits,
+ * every pass plans again, so a job waiting for devices follows changes of the cluster.
+ * Returns 0 when the job has a layout to place; otherwise the reason says why not. */
+static int plan_job(struct sched *s, struct soft_job *j, const json_t *nodes)
+{
+	struct yard_err err = {0};
+	json_t *perf = perf_by_node(s);
+	json_t *answer = autoplan_run(j->spec, nodes, perf, 2, &err);
+	json_decref(perf);
+	if (answer == NULL) {
+		snprintf(j->reason, sizeof j->reason, "parallel \"auto\": %s", err.msg);
+		return -1;
+	}
+	json_t *record = autoplan_record(answer);
+	json_decref(answer);
+	struct jobspec_parallel p;
+	if (record == NULL || autoplan_layout(record, &p, &err) != 0) {
+		json_decref(record);
+		snprintf(j->reason, sizeof j->reason, "parallel \"auto\": no plan");
+		return -1;
+	}
+	json_decref(j->plan);
+	j->plan = record;
+	j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
+	j->world = p.dp * p.tp * p.pp;
+	return 0;
+}
+
 static void place(struct sched *s, json_t *const *candidates, int n_cand, const json_t *nodes,
                   const json_t *slots)
 {
@@ -616,6 +686,8 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 			snprintf(j->reason, sizeof j->reason, "%s", j->place_error);
 			continue;
 		}
+		if (j->is_auto && plan_job(s, j, nodes) != 0)
+			continue;
 		struct queue_job *qj = &q[n_q++];
 		qj->id = j->id;
 		qj->priority = (int)json_integer_value(json_object_get(job, "priority"));
@@ -636,10 +708,20 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 		/* the position among the jobs still waiting, in queue order */
 		j->position = q[k].placed ? 0 : ++waiting;
 		if (!q[k].placed) {
-			snprintf(j->reason, sizeof j->reason, "%s", q[k].reason);
+			if (j->is_auto && j->plan != NULL) {
+				const json_t *l = json_object_get(j->plan, "layout");
+				snprintf(j->reason, sizeof j->reason,
+				         "planned dp%lld×tp%lld×pp%lld: %s",
+				         (long long)json_integer_value(json_object_get(l, "dp")),
+				         (long long)json_integer_value(json_object_get(l, "tp")),
+				         (long long)json_integer_value(json_object_get(l, "pp")),
+				         q[k].reason);
+			} else {
+				snprintf(j->reason, sizeof j->reason, "%s", q[k].reason);
+			}
 			if (!j->noted_waiting && n_nodes > 0) {
 				j->noted_waiting = 1;
-				note(s, j, "waiting", "%s", q[k].reason);
+				note(s, j, "waiting", "%s", j->reason);
 			}
 			continue;
 		}
@@ -662,10 +744,12 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 				         "no complete checkpoint: starting from step 0");
 		}
 		j->claim = json_deep_copy(ranks);
-		propose_job(s, j, "job.assign",
-		            json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
-		                      (json_int_t)j->generation + 1, "ranks", ranks, "note",
-		                      note_text));
+		json_t *args = json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
+		                         (json_int_t)j->generation + 1, "ranks", ranks, "note",
+		                         note_text);
+		if (j->is_auto && j->plan != NULL)
+			json_object_set(args, "plan", j->plan);
+		propose_job(s, j, "job.assign", args);
 	}
 out:
 	for (int k = 0; k < n_q; k++)
@@ -718,7 +802,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	}
 	for (int k = 0; k < s->n_jobs;) {
 		if (!s->jobs[k].present && !s->jobs[k].proposing) {
-			json_decref(s->jobs[k].claim);
+			soft_job_free(&s->jobs[k]);
 			s->jobs[k] = s->jobs[--s->n_jobs];
 		} else {
 			k++;
@@ -935,7 +1019,7 @@ static json_t *desired_for(struct sched *s, const char *node)
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
 	static const char *const keys[] = {
-	    "node", "version", "free_disk_mb", "link_gbps", "draining", "ranks", NULL};
+	    "node", "version", "free_disk_mb", "link_gbps", "draining", "ranks", "perf", NULL};
 	const char *name = NULL, *version = "";
 	int64_t free_disk_mb = -1;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
@@ -948,9 +1032,15 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		             name);
 		return NULL;
 	}
-	json_t *reports = clean_reports(json_object_get(body, "ranks"), err);
-	if (reports == NULL)
+	json_t *perf = NULL;
+	if (json_object_get(body, "perf") != NULL &&
+	    (perf = autoplan_perf_clean(json_object_get(body, "perf"), err)) == NULL)
 		return NULL;
+	json_t *reports = clean_reports(json_object_get(body, "ranks"), err);
+	if (reports == NULL) {
+		json_decref(perf);
+		return NULL;
+	}
 	if (s->leading) {
 		struct soft_node *n = node_get(s, node);
 		if (n != NULL) {
@@ -960,9 +1050,15 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 			n->last_seen_ms = mono_now(s);
 			snprintf(n->version, sizeof n->version, "%s", version);
 			n->free_disk_mb = free_disk_mb;
+			if (perf != NULL) {
+				json_decref(n->perf);
+				n->perf = perf;
+				perf = NULL;
+			}
 			s->dirty = 1;
 		}
 	}
+	json_decref(perf);
 	json_decref(reports);
 	return json_pack("{s:o,s:[]}", "desired", desired_for(s, node), "commands");
 }
@@ -1020,4 +1116,23 @@ void sched_overlay_node(struct sched *s, json_t *node)
 	json_object_set_new(node, "ranks", n->ranks ? json_deep_copy(n->ranks) : json_array());
 	if (n->free_disk_mb >= 0)
 		json_object_set_new(node, "free_disk_mb", json_integer(n->free_disk_mb));
+	if (n->perf != NULL)
+		json_object_set_new(node, "perf", json_deep_copy(n->perf));
+}
+
+json_t *sched_plan(struct sched *s, const json_t *spec, int limit, struct yard_err *err)
+{
+	if (!s->leading) {
+		yard_err_set(err, YARD_ENOTLEADER,
+		             "plan: this controller is not the leader; measured rates live there");
+		return NULL;
+	}
+	json_t *nodes = fsm_nodes_list(s->fsm, err);
+	if (nodes == NULL)
+		return NULL;
+	json_t *perf = perf_by_node(s);
+	json_t *answer = autoplan_run(spec, nodes, perf, limit, err);
+	json_decref(perf);
+	json_decref(nodes);
+	return answer;
 }

@@ -78,6 +78,35 @@ static void in_flight(const struct plan_model *m, const struct plan_candidate *c
 	}
 }
 
+double plan_device_rate(const struct plan_cluster *k, double call_flops, int ranks_on_node)
+{
+	double rate = k->flops_per_s;
+	int n = k->rate_points < PLAN_RATE_POINTS_MAX ? k->rate_points : PLAN_RATE_POINTS_MAX;
+	if (n == 1 || (n > 1 && call_flops <= k->rate_call_flops[0]))
+		rate = k->rate_flops_per_s[0];
+	else if (n > 1 && call_flops >= k->rate_call_flops[n - 1])
+		rate = k->rate_flops_per_s[n - 1];
+	else if (n > 1)
+		for (int i = 1; i < n; i++) {
+			double x0 = k->rate_call_flops[i - 1], x1 = k->rate_call_flops[i];
+			if (call_flops > x1 || x1 <= x0)
+				continue;
+			/* linear in log(size): the curve is measured at sizes a factor apart */
+			double t = log(call_flops / x0) / log(x1 / x0);
+			rate = k->rate_flops_per_s[i - 1] +
+			       t * (k->rate_flops_per_s[i] - k->rate_flops_per_s[i - 1]);
+			break;
+		}
+	/* the node computes at most efficiency × devices_per_node devices' worth at once */
+	double eff = k->parallel_efficiency > 0 && k->parallel_efficiency < 1
+	                 ? k->parallel_efficiency
+	                 : 1;
+	double capacity = eff * k->devices_per_node;
+	if (ranks_on_node > capacity && capacity > 0)
+		rate *= capacity / ranks_on_node;
+	return rate;
+}
+
 void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
                   struct plan_candidate *c)
 {
@@ -96,15 +125,21 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double act_bytes = mbs * d * 4;
 	double params = device_params(m, c);
 	double units = 0, blocks_per_unit = 0, backward_last_mb;
+	double inter_latency = k->inter_latency_s > 0 ? k->inter_latency_s : k->latency_s;
+	double pp_latency = pp_fits_node ? k->latency_s : inter_latency;
+	double dp_latency = world_fits_node ? k->latency_s : inter_latency;
+	int world = c->dp * c->tp * c->pp;
+	int ranks_on_node = world < k->devices_per_node ? world : k->devices_per_node;
+	double rate = plan_device_rate(k, 2.0 * mbs * d * f / c->tp, ranks_on_node);
 
-	c->compute_s = 3.0 * fwd_flops / k->flops_per_s;
+	c->compute_s = 3.0 * fwd_flops / rate;
 	c->tp_comm_s = c->tp > 1 ? 2.0 * blocks * c->m *
 	                               ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s,
 	                                                k->latency_s)
 	                         : 0;
-	c->pp_comm_s = c->pp > 1 ? 2.0 * c->v * c->m * (k->latency_s + act_bytes / pp_bw) : 0;
+	c->pp_comm_s = c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw) : 0;
 	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
-	c->dp_comm_s = ring_allreduce_s(c->dp, params * 4, dp_bw, k->latency_s);
+	c->dp_comm_s = ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency);
 	backward_last_mb = (2.0 / 3.0) * c->compute_s / c->m;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
@@ -205,9 +240,11 @@ int plan_run(const struct plan_model *m, const struct plan_cluster *k, struct pl
 		    err, YARD_EINVAL,
 		    "cluster: devices, memory, FLOP rate and bandwidths must be measured "
 		    "(positive) before planning");
-	for (int tp = 1; tp <= k->devices; tp++)
+	/* bounds that rules reject anyway keep the enumeration small on large clusters: a TP
+	 * group fits a node, dp·m divides the batch */
+	for (int tp = 1; tp <= k->devices && tp <= k->devices_per_node; tp++)
 		for (int pp = 1; tp * pp <= k->devices && pp <= PLAN_MAX_PP; pp++)
-			for (int dp = 1; dp * tp * pp <= k->devices; dp++)
+			for (int dp = 1; dp * tp * pp <= k->devices && dp <= m->batch_size; dp++)
 				for (int mb = 1; mb <= PLAN_MAX_M; mb++)
 					for (int s = 0; s < 3; s++)
 						for (int vi = 0;

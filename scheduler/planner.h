@@ -8,8 +8,13 @@
  *
  * Cost model, per optimiser step, for the slowest pipeline stage (all stages are cut to
  * within one block of each other):
- *   compute   = 3 × forward FLOPs of the stage's share of the batch / flops_per_s
- *               (backward ≈ 2 × forward); TP divides the block matmuls by tp
+ *   compute   = 3 × forward FLOPs of the stage's share of the batch / rate
+ *               (backward ≈ 2 × forward); TP divides the block matmuls by tp. The rate is
+ *               the measured rate at the size of the layout's block GEMM (micro-batch rows ×
+ *               d_model × d_ff/tp), interpolated on the measured curve (small GEMMs run far
+ *               below peak), times the share of a device a rank gets when the ranks on one
+ *               node outnumber what the node can compute at once (CPU devices on fewer
+ *               cores: the measured parallel efficiency)
  *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
  *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency)
  *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
@@ -32,6 +37,8 @@
 
 #include "common/err.h"
 
+#define PLAN_RATE_POINTS_MAX 16
+
 struct plan_model {
 	int d_in, d_model, d_ff, layers, classes;
 	int batch_size; /* global samples per step */
@@ -45,7 +52,16 @@ struct plan_cluster {
 	double flops_per_s;          /* measured f32 matmul rate of one device */
 	double intra_bw_bytes_per_s; /* measured between devices of one node (shm) */
 	double inter_bw_bytes_per_s; /* measured between nodes (TCP/RDMA) */
-	double latency_s;            /* per message */
+	double latency_s;            /* per message between devices of one node */
+	double inter_latency_s;      /* per message between nodes; 0: latency_s */
+	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
+	 * 0 points: flops_per_s at every size */
+	int rate_points;
+	double rate_call_flops[PLAN_RATE_POINTS_MAX];
+	double rate_flops_per_s[PLAN_RATE_POINTS_MAX];
+	/* measured: sum of the rates of devices_per_node devices computing at once over
+	 * devices_per_node × one alone, in (0, 1]; 0 means 1 (devices do not share compute) */
+	double parallel_efficiency;
 };
 
 enum plan_schedule { PLAN_GPIPE, PLAN_1F1B, PLAN_INTERLEAVED };
@@ -69,6 +85,10 @@ struct plan_result {
 
 const char *plan_schedule_name(enum plan_schedule s);
 
+/* The compute rate of one device for a GEMM call of call_flops when ranks_on_node ranks of
+ * the layout share a node (see the cost model above). */
+double plan_device_rate(const struct plan_cluster *cluster, double call_flops,
+                        int ranks_on_node);
 /* Predicts one layout (no rule checks). */
 void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
                   struct plan_candidate *c);

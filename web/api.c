@@ -9,6 +9,7 @@
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "jobs/spec.h"
+#include "scheduler/autoplan.h"
 #include "web/dashboard.h"
 #include "web/internal.h"
 
@@ -281,6 +282,30 @@ static void h_jobs_submit(struct call *call)
 	                         "spec", jobspec_to_json(&spec));
 	jobspec_free(&spec);
 	call_submit(call, "job.submit", args, call_answer_result);
+}
+
+/* POST /v1/plan: ranks the layouts of a job spec for the cluster's devices and measured rates
+ * (the leader's view, sched_plan); changes nothing. ?limit=N candidates, 0 for all. */
+static void h_plan(struct call *call)
+{
+	int64_t limit = AUTOPLAN_DEFAULT_LIMIT;
+	if (query_int(call, "limit", 0, 100000, &limit) != 0)
+		return;
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "plan: this controller runs no scheduler");
+		return;
+	}
+	json_t *body = call_body_object(call);
+	if (body == NULL)
+		return;
+	struct yard_err err = {0};
+	json_t *answer = sched_plan(call->s->sched, body, (int)limit, &err);
+	json_decref(body);
+	if (answer == NULL) {
+		call_yard_error(call, &err);
+		return;
+	}
+	call_json(call, 200, answer);
 }
 
 /* Soft state (queue position, pending reason, step, loss, rank pids) is known only to the
@@ -588,6 +613,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/jobs", ROLES_JOBS, ROUTE_READ, h_jobs_list},
     {"GET", "/v1/jobs/*", ROLES_JOBS, ROUTE_READ, h_jobs_get},
     {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel},
+    {"POST", "/v1/plan", ROLES_JOBS, ROUTE_WRITE, h_plan}, /* leader: measured rates */
     {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events},
     {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create},
     {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list},

@@ -1,0 +1,289 @@
+/* probe.c: the node measurements behind the planner's rates (see probe.h). Helper processes
+ * are forked (not threads) so that each measures what a rank measures: one single-threaded
+ * process per device, communicating through its own libyd communicator. */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "common/common.h"
+#include "dataplane/model.h"
+#include "dataplane/probe.h"
+#include "dataplane/yd.h"
+
+/* (rows, in, out) of a linear layer: micro-batch rows × d_model × d_ff/tp as the trainer's
+ * examples run them, up to a size where one call takes milliseconds. */
+static const int GEMM_SHAPES[PROBE_GEMM_POINTS][3] = {
+    {4, 32, 32}, {8, 64, 64}, {16, 64, 128}, {32, 128, 256}, {64, 256, 512}, {128, 512, 1024}};
+
+#define PROBE_MAX_CONCURRENT 16
+#define PROBE_BW_BYTES (4u << 20)
+#define PROBE_LAT_REPS 50
+#define PROBE_BW_REPS 4
+
+static double now_s(void)
+{
+	return (double)yard_now_mono_ns() / 1e9;
+}
+
+/* Forward + backward (3 GEMMs) of one linear layer, repeated for window_s; flops/s. */
+static double gemm_rate(const int shape[3], double window_s)
+{
+	int n = shape[0], i = shape[1], o = shape[2];
+	size_t ni = (size_t)n * i, oi = (size_t)o * i, no = (size_t)n * o;
+	float *buf = calloc(ni * 2 + oi * 2 + no * 2, sizeof *buf);
+	if (buf == NULL)
+		return 0;
+	float *in = buf, *din = in + ni, *w = din + ni, *dw = w + oi, *out = dw + oi,
+	      *dout = out + no;
+	for (size_t k = 0; k < ni; k++)
+		in[k] = (float)(k % 7) * 0.1f;
+	for (size_t k = 0; k < oi; k++)
+		w[k] = (float)(k % 5) * 0.01f;
+	for (size_t k = 0; k < no; k++)
+		dout[k] = 0.001f;
+	model_matmul_forward(out, in, w, NULL, n, i, o); /* warm the caches and the library */
+	double start = now_s(), elapsed = 0;
+	long reps = 0;
+	/* bounded by the window: at most a few million calls of the smallest shape */
+	while (elapsed < window_s && reps < 50000000L) {
+		model_matmul_forward(out, in, w, NULL, n, i, o);
+		model_matmul_backward(din, dw, NULL, dout, in, w, n, i, o);
+		reps++;
+		if ((reps & 7) == 0 || ni * o > 100000)
+			elapsed = now_s() - start;
+	}
+	elapsed = now_s() - start;
+	free(buf);
+	return elapsed > 0 ? (double)reps * 3.0 * 2.0 * n * i * o / elapsed : 0;
+}
+
+/* Reads exactly len bytes from fd before deadline_s (monotonic). */
+static int read_full(int fd, void *buf, size_t len, double deadline_s)
+{
+	size_t got = 0;
+	while (got < len) {
+		double left = deadline_s - now_s();
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (left <= 0)
+			return YARD_ETIMEDOUT;
+		int rc = poll(&p, 1, (int)(left * 1000) + 1);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			return rc == 0 ? YARD_ETIMEDOUT : YARD_EIO;
+		ssize_t r = read(fd, (char *)buf + got, len - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return YARD_EIO;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static void reap(const pid_t *pids, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (pids[k] > 0) {
+			kill(pids[k], SIGKILL);
+			waitpid(pids[k], NULL, 0);
+		}
+}
+
+/* k processes run the largest GEMM at once, released together; the sum of their rates. */
+static int concurrent_rate(int k, double window_s, double deadline_s, double *sum,
+                           struct yard_err *err)
+{
+	int results[2], go[2];
+	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
+	if (pipe(results) != 0 || pipe(go) != 0)
+		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
+	for (int c = 0; c < k; c++) {
+		pids[c] = fork();
+		if (pids[c] < 0) {
+			reap(pids, c);
+			return yard_err_set(err, YARD_EIO, "probe: fork: %s", strerror(errno));
+		}
+		if (pids[c] == 0) {
+			char byte;
+			close(go[1]);
+			close(results[0]);
+			/* wait for the release (EOF when the parent closes its end) */
+			while (read(go[0], &byte, 1) < 0 && errno == EINTR)
+				;
+			double rate =
+			    gemm_rate(GEMM_SHAPES[PROBE_GEMM_POINTS - 1], window_s);
+			ssize_t w = write(results[1], &rate, sizeof rate);
+			_exit(w == (ssize_t)sizeof rate ? 0 : 1);
+		}
+	}
+	close(go[0]);
+	close(go[1]); /* releases every child at once */
+	close(results[1]);
+	*sum = 0;
+	int rc = 0;
+	for (int c = 0; c < k && rc == 0; c++) {
+		double rate = 0;
+		rc = read_full(results[0], &rate, sizeof rate, deadline_s);
+		*sum += rate;
+	}
+	close(results[0]);
+	reap(pids, k);
+	if (rc != 0)
+		return yard_err_set(err, rc, "probe: %d concurrent matmul processes did not report "
+		                             "within the budget", k);
+	return 0;
+}
+
+/* One rank of the two-rank allreduce probe; writes {latency_s, bw} to out_fd (rank 0). */
+static void allreduce_child(int rank, const char *rendezvous, const char *transport,
+                            int timeout_ms, int out_fd)
+{
+	char errbuf[256] = "", buf[32];
+	yd_comm *comm = NULL;
+	setenv("YARD_RANK", rank ? "1" : "0", 1);
+	setenv("YARD_WORLD_SIZE", "2", 1);
+	setenv("YARD_RENDEZVOUS_FILE", rendezvous, 1);
+	setenv("YARD_TRANSPORT", transport, 1);
+	unsetenv("YARD_PEERS");
+	unsetenv("YARD_HOSTS");
+	unsetenv("YARD_ALGO");
+	snprintf(buf, sizeof buf, "%d", timeout_ms);
+	setenv("YARD_TIMEOUT_MS", buf, 1);
+	if (yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
+		_exit(3);
+	size_t count = PROBE_BW_BYTES / sizeof(float);
+	float *data = calloc(count, sizeof *data);
+	if (data == NULL || yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0 ||
+	    yd_allreduce(comm, data, data, 1, YD_F32, YD_SUM) != 0)
+		_exit(4);
+	double t0 = now_s();
+	for (int r = 0; r < PROBE_LAT_REPS; r++)
+		if (yd_allreduce(comm, data, data, 1, YD_F32, YD_SUM) != 0)
+			_exit(4);
+	double t1 = now_s();
+	for (int r = 0; r < PROBE_BW_REPS; r++)
+		if (yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0)
+			_exit(4);
+	double t2 = now_s();
+	double latency = (t1 - t0) / PROBE_LAT_REPS / 2; /* a 2-rank allreduce: 2 steps */
+	double per = (t2 - t1) / PROBE_BW_REPS - 2 * latency;
+	/* ring allreduce over 2 ranks moves the buffer once each way: t = bytes / bw */
+	double result[2] = {latency, per > 0 ? PROBE_BW_BYTES / per : 0};
+	yd_barrier(comm);
+	yd_comm_destroy(comm);
+	free(data);
+	if (rank == 0 && write(out_fd, result, sizeof result) != (ssize_t)sizeof result)
+		_exit(5);
+	_exit(0);
+}
+
+static int allreduce_probe(const char *transport, int timeout_ms, double deadline_s,
+                           double *latency_s, double *bw, struct yard_err *err)
+{
+	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
+	int fd = mkstemp(rendezvous), results[2];
+	pid_t pids[2] = {0};
+	double result[2] = {0};
+	if (fd < 0)
+		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
+	close(fd);
+	if (pipe(results) != 0) {
+		unlink(rendezvous);
+		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
+	}
+	for (int r = 0; r < 2; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			close(results[0]);
+			allreduce_child(r, rendezvous, transport, timeout_ms, results[1]);
+		}
+	}
+	close(results[1]);
+	int rc = pids[0] > 0 && pids[1] > 0
+	             ? read_full(results[0], result, sizeof result, deadline_s)
+	             : YARD_EIO;
+	close(results[0]);
+	reap(pids, 2);
+	unlink(rendezvous);
+	if (rc != 0 || result[1] <= 0)
+		return yard_err_set(err, rc ? rc : YARD_EIO,
+		                    "probe: the two-rank %s allreduce did not complete within the "
+		                    "budget",
+		                    transport);
+	*latency_s = result[0];
+	*bw = result[1];
+	return 0;
+}
+
+int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err)
+{
+	double start = now_s();
+	double budget_s = budget_ms / 1000.0;
+	/* budget shares: 2 allreduces 25% each (mostly connection set-up), concurrency 15%, the
+	 * single-device curve 35% */
+	double window_s = budget_s * 0.35 / PROBE_GEMM_POINTS;
+	int rc;
+	memset(out, 0, sizeof *out);
+	if (devices < 1 || budget_ms < 100)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "probe: devices %d and budget %d ms must be ≥ 1 and ≥ 100",
+		                    devices, budget_ms);
+#ifdef HAVE_OPENBLAS
+	openblas_set_num_threads(1); /* one process per device, as ranks run */
+#endif
+	fflush(NULL); /* forked children must not flush the parent's buffers */
+	if ((rc = allreduce_probe("shm", (int)(budget_s * 250), start + budget_s * 0.5,
+	                          &out->shm_latency_s, &out->shm_bw_bytes_per_s, err)) != 0 ||
+	    (rc = allreduce_probe("tcp", (int)(budget_s * 250), now_s() + budget_s * 0.3,
+	                          &out->tcp_latency_s, &out->tcp_bw_bytes_per_s, err)) != 0)
+		return rc;
+	out->gemm_points = PROBE_GEMM_POINTS;
+	for (int p = 0; p < PROBE_GEMM_POINTS; p++) {
+		const int *s = GEMM_SHAPES[p];
+		out->gemm_call_flops[p] = 2.0 * s[0] * s[1] * s[2];
+		out->gemm_flops_per_s[p] = gemm_rate(s, window_s);
+		if (out->gemm_flops_per_s[p] <= 0)
+			return yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d GEMM",
+			                    s[0], s[1], s[2]);
+	}
+	out->flops_per_s = out->gemm_flops_per_s[PROBE_GEMM_POINTS - 1];
+	out->devices = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
+	out->parallel_efficiency = 1;
+	if (out->devices > 1) {
+		double sum = 0;
+		if ((rc = concurrent_rate(out->devices, budget_s * 0.15, now_s() + budget_s * 0.5,
+		                          &sum, err)) != 0)
+			return rc;
+		out->parallel_efficiency = sum / (out->devices * out->flops_per_s);
+		if (out->parallel_efficiency > 1)
+			out->parallel_efficiency = 1;
+	}
+	out->elapsed_s = now_s() - start;
+	return 0;
+}
+
+json_t *probe_to_json(const struct probe_result *r)
+{
+	json_t *gemm = json_array();
+	for (int p = 0; p < r->gemm_points; p++)
+		json_array_append_new(gemm, json_pack("[f,f]", r->gemm_call_flops[p],
+		                                      r->gemm_flops_per_s[p]));
+	return json_pack("{s:f,s:o,s:f,s:i,s:f,s:f,s:f,s:f,s:i}", "flops_per_s", r->flops_per_s,
+	                 "gemm", gemm, "parallel_efficiency", r->parallel_efficiency, "devices",
+	                 r->devices, "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s,
+	                 "intra_latency_s", r->shm_latency_s, "tcp_bw_bytes_per_s",
+	                 r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
+	                 (int)(r->elapsed_s * 1000));
+}

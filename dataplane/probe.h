@@ -1,0 +1,45 @@
+/* probe.h: what a node measures at start for the parallelism planner (`yard-worker --probe`,
+ * run by yard-agent): the f32 matmul rate of one device through the trainer's own matmul
+ * (model_matmul_forward/backward, i.e. OpenBLAS single-threaded or the plain loops) at the
+ * GEMM sizes the trainer runs, how much of that rate survives when every device of the node
+ * computes at once, and the bandwidth and latency of a two-rank libyd allreduce between two
+ * local processes over shared memory and over TCP (loopback).
+ *
+ * Bounded: the whole probe takes about budget_ms (a fraction per measurement), never hangs on
+ * a communicator (its timeout is the budget), and reports what it could not measure as an
+ * error rather than a guess. Not here: inter-node bandwidth between two machines (the agent
+ * takes it from its configuration, see docs/api.md "perf").
+ */
+#ifndef YARD_DATAPLANE_PROBE_H
+#define YARD_DATAPLANE_PROBE_H
+
+#include <jansson.h>
+
+#include "common/err.h"
+
+#define PROBE_GEMM_POINTS 6
+
+struct probe_result {
+	int devices; /* devices measured concurrently for parallel_efficiency */
+	/* one device, alone: rate of forward + backward of one linear layer (n, i) -> o, keyed by
+	 * the flops of one GEMM call (2·n·i·o), ascending */
+	int gemm_points;
+	double gemm_call_flops[PROBE_GEMM_POINTS];
+	double gemm_flops_per_s[PROBE_GEMM_POINTS];
+	double flops_per_s; /* the largest size's rate */
+	/* sum of the rates of `devices` processes computing at once / (devices × alone rate):
+	 * 1 when devices do not share compute, ~cores/devices when CPU devices oversubscribe */
+	double parallel_efficiency;
+	double shm_bw_bytes_per_s, shm_latency_s;
+	double tcp_bw_bytes_per_s, tcp_latency_s;
+	double elapsed_s;
+};
+
+/* Runs every measurement (forks helper processes). err names the part that failed. */
+int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err);
+/* {"flops_per_s", "gemm": [[call_flops, flops_per_s]...], "parallel_efficiency",
+ *  "intra_bw_bytes_per_s", "intra_latency_s", "tcp_bw_bytes_per_s", "tcp_latency_s",
+ *  "devices", "probe_ms"} (new reference). */
+json_t *probe_to_json(const struct probe_result *r);
+
+#endif
