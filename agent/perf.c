@@ -13,7 +13,7 @@
 #include "agent/agent.h"
 #include "common/common.h"
 
-#define PERF_BUDGET_MS 1500
+#define PERF_BUDGET_MS 1200
 #define PERF_KILL_MS 5000
 #define PERF_OUTPUT_MAX 8192
 

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "common/common.h"
 #include "dataplane/model.h"
+#include "dataplane/optim.h"
 #include "dataplane/probe.h"
 #include "dataplane/yd.h"
 
@@ -25,6 +27,12 @@
  * examples run them, up to a size where one call takes milliseconds. */
 static const int GEMM_SHAPES[PROBE_GEMM_POINTS][3] = {
     {4, 32, 32}, {8, 64, 64}, {16, 64, 128}, {32, 128, 256}, {64, 256, 512}, {128, 512, 1024}};
+
+/* (rows, d_model, d_ff) of one block: spread over rows and widths so the fit separates the
+ * matmul, per-hidden-unit (GELU), per-model-unit (layernorm, residual) and per-call costs */
+static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
+    {1, 64, 128},   {4, 64, 256},   {16, 64, 128},  {64, 64, 256},
+    {4, 256, 1024}, {16, 256, 256}, {32, 128, 512}, {64, 256, 1024}};
 
 #define PROBE_MAX_CONCURRENT 16
 #define PROBE_BW_BYTES (4u << 20)
@@ -66,6 +74,167 @@ static double gemm_rate(const int shape[3], double window_s)
 	elapsed = now_s() - start;
 	free(buf);
 	return elapsed > 0 ? (double)reps * 3.0 * 2.0 * n * i * o / elapsed : 0;
+}
+
+/* Builds a model whose only chunk is one middle block (no input projection, no head), as a
+ * middle pipeline stage holds it. */
+static int one_block_model(struct model *m, int d, int f, struct yard_err *err)
+{
+	struct model_config cfg = {
+	    .d_in = 8, .d_model = d, .d_ff = f, .layers = 3, .classes = 2, .seed = 1};
+	struct model_layout lay = {.tp = 1, .tp_i = 0, .pp = 3, .pp_i = 1, .v = 1};
+	return model_init(m, &cfg, &lay, err);
+}
+
+/* Seconds per forward + backward of one block of (n, d, f), over window_s. */
+static double block_time(const int shape[3], double window_s, struct yard_err *err)
+{
+	int n = shape[0], d = shape[1], f = shape[2];
+	struct model m;
+	double per = -1;
+	if (one_block_model(&m, d, f, err) != 0)
+		return -1;
+	struct model_acts *a = model_acts_new(&m, 0, n);
+	float *dresid = calloc((size_t)n * d, sizeof *dresid);
+	if (a == NULL || dresid == NULL) {
+		yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d block", n, d, f);
+		goto out;
+	}
+	for (size_t k = 0; k < (size_t)n * d; k++)
+		a->resid[0][k] = (float)(k % 13) * 0.05f - 0.3f;
+	double start = now_s(), elapsed = 0;
+	long reps = 0;
+	while (elapsed < window_s && reps < 10000000L) {
+		double loss = 0;
+		int correct = 0;
+		for (size_t k = 0; k < (size_t)n * d; k++)
+			dresid[k] = 1e-3f;
+		if (model_chunk_forward(&m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
+		    model_chunk_backward(&m, 0, a, dresid, 1.0f, NULL, NULL, NULL, NULL) != 0) {
+			yard_err_set(err, YARD_EINTERNAL, "probe: block %dx%dx%d failed", n, d, f);
+			goto out;
+		}
+		reps++;
+		elapsed = now_s() - start;
+	}
+	per = elapsed / reps;
+out:
+	free(dresid);
+	if (a != NULL)
+		model_acts_free(a);
+	model_free(&m);
+	return per;
+}
+
+/* Seconds per parameter of optim_step + model_zero_grad on a block of 256 × 1024. */
+static double optim_time(enum optim_kind kind, double window_s, struct yard_err *err)
+{
+	struct model m;
+	struct optim o;
+	struct optim_config cfg = {.kind = kind,
+	                           .lr = 1e-3,
+	                           .momentum = 0.9,
+	                           .beta1 = 0.9,
+	                           .beta2 = 0.999,
+	                           .eps = 1e-8,
+	                           .weight_decay = 0.01};
+	double per = -1;
+	if (one_block_model(&m, 256, 1024, err) != 0)
+		return -1;
+	if (optim_init(&o, &cfg, m.numel, err) == 0) {
+		double start = now_s(), elapsed = 0;
+		long reps = 0;
+		while (elapsed < window_s && reps < 100000L) {
+			model_zero_grad(&m);
+			optim_step(&o, &m, 1.0f);
+			reps++;
+			elapsed = now_s() - start;
+		}
+		per = elapsed / reps / (double)m.numel;
+		optim_free(&o);
+	}
+	model_free(&m);
+	return per;
+}
+
+/* Solves the k×k system a·x = b (Gaussian elimination, partial pivoting); -1 if singular. */
+static int solve(int k, double a[4][4], double b[4], double x[4])
+{
+	for (int c = 0; c < k; c++) {
+		int p = c;
+		for (int r = c + 1; r < k; r++)
+			if (fabs(a[r][c]) > fabs(a[p][c]))
+				p = r;
+		if (fabs(a[p][c]) < 1e-300)
+			return -1;
+		for (int j = 0; j < k; j++) {
+			double t = a[c][j];
+			a[c][j] = a[p][j];
+			a[p][j] = t;
+		}
+		double t = b[c];
+		b[c] = b[p];
+		b[p] = t;
+		for (int r = c + 1; r < k; r++) {
+			double f = a[r][c] / a[c][c];
+			for (int j = c; j < k; j++)
+				a[r][j] -= f * a[c][j];
+			b[r] -= f * b[c];
+		}
+	}
+	for (int r = k - 1; r >= 0; r--) {
+		double s = b[r];
+		for (int j = r + 1; j < k; j++)
+			s -= a[r][j] * x[j];
+		x[r] = s / a[r][r];
+	}
+	return 0;
+}
+
+/* Fits the block cost (probe.h) to the measured times, minimising relative error; a
+ * negative coefficient (noise) is dropped and the rest refitted. */
+static int block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result *r)
+{
+	int use[4] = {1, 1, 1, 1};
+	double x[4] = {0};
+	for (int round = 0; round < 4; round++) {
+		double a[4][4] = {{0}}, b[4] = {0}, xs[4] = {0};
+		int idx[4], k = 0;
+		for (int j = 0; j < 4; j++)
+			if (use[j])
+				idx[k++] = j;
+		for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+			double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
+			double feat[4] = {n * d * f, n * f, n * d, 1}, w = 1 / times[s];
+			for (int i = 0; i < k; i++) {
+				for (int j = 0; j < k; j++)
+					a[i][j] += feat[idx[i]] * w * feat[idx[j]] * w;
+				b[i] += feat[idx[i]] * w * times[s] * w;
+			}
+		}
+		if (solve(k, a, b, xs) != 0)
+			return -1;
+		memset(x, 0, sizeof x);
+		int negative = -1;
+		for (int i = 0; i < k; i++) {
+			x[idx[i]] = xs[i];
+			if (xs[i] < 0 && (negative < 0 || xs[i] < x[negative]))
+				negative = idx[i];
+		}
+		if (negative < 0)
+			break;
+		use[negative] = 0;
+		x[negative] = 0;
+	}
+	r->block_mac_s = x[0], r->block_hidden_s = x[1], r->block_model_s = x[2];
+	r->block_call_s = x[3];
+	r->block_fit_error = 0;
+	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+		double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
+		double fit = x[0] * n * d * f + x[1] * n * f + x[2] * n * d + x[3];
+		r->block_fit_error = fmax(r->block_fit_error, fabs(fit - times[s]) / times[s]);
+	}
+	return x[0] > 0 ? 0 : -1;
 }
 
 /* Reads exactly len bytes from fd before deadline_s (monotonic). */
@@ -231,9 +400,11 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 {
 	double start = now_s();
 	double budget_s = budget_ms / 1000.0;
-	/* budget shares: 2 allreduces 25% each (mostly connection set-up), concurrency 15%, the
-	 * single-device curve 35% */
-	double window_s = budget_s * 0.35 / PROBE_GEMM_POINTS;
+	/* budget shares: 2 allreduces (mostly connection set-up) 10% each, concurrency 10%, the
+	 * GEMM curve 15%, blocks 40%, optimisers 5% each */
+	double window_s = budget_s * 0.15 / PROBE_GEMM_POINTS;
+	double block_window_s = budget_s * 0.40 / PROBE_BLOCK_SHAPES;
+	double block_times[PROBE_BLOCK_SHAPES];
 	int rc;
 	memset(out, 0, sizeof *out);
 	if (devices < 1 || budget_ms < 100)
@@ -259,11 +430,21 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 			                    s[0], s[1], s[2]);
 	}
 	out->flops_per_s = out->gemm_flops_per_s[PROBE_GEMM_POINTS - 1];
+	for (int b = 0; b < PROBE_BLOCK_SHAPES; b++)
+		if ((block_times[b] = block_time(BLOCK_SHAPES[b], block_window_s, err)) <= 0)
+			return err->code ? err->code : YARD_EINTERNAL;
+	if (block_fit(block_times, out) != 0)
+		return yard_err_set(err, YARD_EINTERNAL,
+		                    "probe: block times do not fit a cost model (largest %.3g s)",
+		                    block_times[PROBE_BLOCK_SHAPES - 1]);
+	if ((out->adamw_s_per_param = optim_time(OPTIM_ADAMW, budget_s * 0.05, err)) <= 0 ||
+	    (out->sgd_s_per_param = optim_time(OPTIM_SGD, budget_s * 0.05, err)) <= 0)
+		return err->code ? err->code : YARD_EINTERNAL;
 	out->devices = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
 	out->parallel_efficiency = 1;
 	if (out->devices > 1) {
 		double sum = 0;
-		if ((rc = concurrent_rate(out->devices, budget_s * 0.15, now_s() + budget_s * 0.5,
+		if ((rc = concurrent_rate(out->devices, budget_s * 0.10, now_s() + budget_s * 0.5,
 		                          &sum, err)) != 0)
 			return rc;
 		out->parallel_efficiency = sum / (out->devices * out->flops_per_s);
@@ -280,8 +461,14 @@ json_t *probe_to_json(const struct probe_result *r)
 	for (int p = 0; p < r->gemm_points; p++)
 		json_array_append_new(gemm, json_pack("[f,f]", r->gemm_call_flops[p],
 		                                      r->gemm_flops_per_s[p]));
-	return json_pack("{s:f,s:o,s:f,s:i,s:f,s:f,s:f,s:f,s:i}", "flops_per_s", r->flops_per_s,
-	                 "gemm", gemm, "parallel_efficiency", r->parallel_efficiency, "devices",
+	json_t *block = json_pack("{s:f,s:f,s:f,s:f,s:f}", "mac_s", r->block_mac_s, "hidden_s",
+	                          r->block_hidden_s, "model_s", r->block_model_s, "call_s",
+	                          r->block_call_s, "fit_error", r->block_fit_error);
+	json_t *optim = json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd",
+	                          r->sgd_s_per_param);
+	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:i,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
+	                 r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
+	                 "parallel_efficiency", r->parallel_efficiency, "devices",
 	                 r->devices, "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s,
 	                 "intra_latency_s", r->shm_latency_s, "tcp_bw_bytes_per_s",
 	                 r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",

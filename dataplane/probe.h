@@ -18,6 +18,7 @@
 #include "common/err.h"
 
 #define PROBE_GEMM_POINTS 6
+#define PROBE_BLOCK_SHAPES 8
 
 struct probe_result {
 	int devices; /* devices measured concurrently for parallel_efficiency */
@@ -30,6 +31,14 @@ struct probe_result {
 	/* sum of the rates of `devices` processes computing at once / (devices × alone rate):
 	 * 1 when devices do not share compute, ~cores/devices when CPU devices oversubscribe */
 	double parallel_efficiency;
+	/* one residual block of the trainer (layernorm, two linears, GELU, residual: the real
+	 * model_chunk_forward + model_chunk_backward) timed at PROBE_BLOCK_SHAPES (rows n, d,
+	 * f) and fitted (least squares, relative error) as
+	 *   seconds = mac_s·n·d·f + hidden_s·n·f + model_s·n·d + call_s */
+	double block_mac_s, block_hidden_s, block_model_s, block_call_s;
+	double block_fit_error; /* largest relative misfit over the shapes */
+	/* optimiser step (optim_step + model_zero_grad) per parameter */
+	double adamw_s_per_param, sgd_s_per_param;
 	double shm_bw_bytes_per_s, shm_latency_s;
 	double tcp_bw_bytes_per_s, tcp_latency_s;
 	double elapsed_s;
@@ -38,6 +47,8 @@ struct probe_result {
 /* Runs every measurement (forks helper processes). err names the part that failed. */
 int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err);
 /* {"flops_per_s", "gemm": [[call_flops, flops_per_s]...], "parallel_efficiency",
+ *  "block": {"mac_s", "hidden_s", "model_s", "call_s", "fit_error"},
+ *  "optim_s_per_param": {"adamw", "sgd"},
  *  "intra_bw_bytes_per_s", "intra_latency_s", "tcp_bw_bytes_per_s", "tcp_latency_s",
  *  "devices", "probe_ms"} (new reference). */
 json_t *probe_to_json(const struct probe_result *r);

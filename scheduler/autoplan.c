@@ -12,6 +12,8 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 {
 	static const char *const keys[] = {"flops_per_s",
 	                                   "gemm",
+	                                   "block",
+	                                   "optim_s_per_param",
 	                                   "parallel_efficiency",
 	                                   "devices",
 	                                   "intra_bw_bytes_per_s",
@@ -52,6 +54,38 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 			return NULL;
 		}
 		json_object_set_new(out, positive[i], json_real(v));
+	}
+	static const char *const block_keys[] = {"mac_s", "hidden_s", "model_s", "call_s",
+	                                         "fit_error", NULL};
+	static const char *const optim_keys[] = {"adamw", "sgd", NULL};
+	const struct {
+		const char *key, *prefix;
+		const char *const *fields;
+	} parts[] = {{"block", "perf.block", block_keys},
+	             {"optim_s_per_param", "perf.optim_s_per_param", optim_keys}};
+	for (size_t p = 0; p < 2; p++) {
+		const json_t *part = json_object_get(perf, parts[p].key);
+		if (part == NULL)
+			continue;
+		if (!json_is_object(part) || jsonx_only_keys(part, parts[p].prefix, parts[p].fields,
+		                                             err) != 0) {
+			if (err->code == 0)
+				yard_err_set(err, YARD_EINVAL, "%s: must be an object",
+				             parts[p].prefix);
+			json_decref(out);
+			return NULL;
+		}
+		json_t *clean = json_object();
+		for (int i = 0; parts[p].fields[i] != NULL; i++) {
+			if (jsonx_get_double(part, parts[p].prefix, parts[p].fields[i], 1, 0, 1e6, &v,
+			                     err) != 0) {
+				json_decref(clean);
+				json_decref(out);
+				return NULL;
+			}
+			json_object_set_new(clean, parts[p].fields[i], json_real(v));
+		}
+		json_object_set_new(out, parts[p].key, clean);
 	}
 	const json_t *gemm = json_object_get(perf, "gemm");
 	if (gemm != NULL) {
@@ -168,6 +202,14 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 	if (spec->ranks > 0 && spec->ranks < k->devices)
 		k->devices = spec->ranks;
 	k->flops_per_s = num(slowest, "flops_per_s");
+	const json_t *block = json_object_get(slowest, "block");
+	const json_t *optim = json_object_get(slowest, "optim_s_per_param");
+	k->block_mac_s = num(block, "mac_s");
+	k->block_hidden_s = num(block, "hidden_s");
+	k->block_model_s = num(block, "model_s");
+	k->block_call_s = num(block, "call_s");
+	k->adamw_s_per_param = num(optim, "adamw");
+	k->sgd_s_per_param = num(optim, "sgd");
 	const json_t *gemm = json_object_get(slowest, "gemm");
 	json_t *point;
 	json_array_foreach(gemm, i, point)
@@ -201,6 +243,7 @@ static json_t *candidate_json(const struct plan_candidate *c)
 	json_object_set_new(o, "pp_comm_ms", json_real(c->pp_comm_s * 1e3));
 	json_object_set_new(o, "dp_comm_ms", json_real(c->dp_comm_s * 1e3));
 	json_object_set_new(o, "dp_exposed_ms", json_real(c->dp_exposed_s * 1e3));
+	json_object_set_new(o, "optim_ms", json_real(c->optim_s * 1e3));
 	json_object_set_new(o, "bubble_fraction", json_real(c->bubble_fraction));
 	json_object_set_new(o, "memory_mb", json_real(c->memory_bytes / 1048576.0));
 	json_object_set_new(o, "comm_mb", json_real(c->comm_bytes / 1048576.0));

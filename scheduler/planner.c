@@ -78,7 +78,7 @@ static void in_flight(const struct plan_model *m, const struct plan_candidate *c
 	}
 }
 
-double plan_device_rate(const struct plan_cluster *k, double call_flops, int ranks_on_node)
+double plan_device_rate(const struct plan_cluster *k, double call_flops)
 {
 	double rate = k->flops_per_s;
 	int n = k->rate_points < PLAN_RATE_POINTS_MAX ? k->rate_points : PLAN_RATE_POINTS_MAX;
@@ -97,14 +97,19 @@ double plan_device_rate(const struct plan_cluster *k, double call_flops, int ran
 			       t * (k->rate_flops_per_s[i] - k->rate_flops_per_s[i - 1]);
 			break;
 		}
+	return rate;
+}
+
+double plan_device_share(const struct plan_cluster *k, int ranks_on_node)
+{
 	/* the node computes at most efficiency × devices_per_node devices' worth at once */
 	double eff = k->parallel_efficiency > 0 && k->parallel_efficiency < 1
 	                 ? k->parallel_efficiency
 	                 : 1;
 	double capacity = eff * k->devices_per_node;
-	if (ranks_on_node > capacity && capacity > 0)
-		rate *= capacity / ranks_on_node;
-	return rate;
+	if (capacity < 1)
+		capacity = 1;
+	return ranks_on_node > capacity ? capacity / ranks_on_node : 1;
 }
 
 void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
@@ -130,9 +135,19 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double dp_latency = world_fits_node ? k->latency_s : inter_latency;
 	int world = c->dp * c->tp * c->pp;
 	int ranks_on_node = world < k->devices_per_node ? world : k->devices_per_node;
-	double rate = plan_device_rate(k, 2.0 * mbs * d * f / c->tp, ranks_on_node);
+	double share = plan_device_share(k, ranks_on_node);
+	double fl = f / c->tp;
 
-	c->compute_s = 3.0 * fwd_flops / rate;
+	if (k->block_mac_s > 0) {
+		double block_s = k->block_mac_s * mbs * d * fl + k->block_hidden_s * mbs * fl +
+		                 k->block_model_s * mbs * d + k->block_call_s;
+		double ends_s =
+		    3.0 * replica_samples * ends / plan_device_rate(k, 2.0 * mbs * d * m->classes);
+		c->compute_s = (blocks * c->m * block_s + ends_s) / share;
+	} else {
+		c->compute_s = 3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * share);
+	}
+	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / share;
 	c->tp_comm_s = c->tp > 1 ? 2.0 * blocks * c->m *
 	                               ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s,
 	                                                k->latency_s)
@@ -143,7 +158,7 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	backward_last_mb = (2.0 / 3.0) * c->compute_s / c->m;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
-	            c->dp_exposed_s;
+	            c->dp_exposed_s + c->optim_s;
 
 	in_flight(m, c, &units, &blocks_per_unit);
 	c->memory_bytes = params * 4 * (m->adamw ? 4 : 3) +

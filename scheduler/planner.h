@@ -8,13 +8,14 @@
  *
  * Cost model, per optimiser step, for the slowest pipeline stage (all stages are cut to
  * within one block of each other):
- *   compute   = 3 × forward FLOPs of the stage's share of the batch / rate
- *               (backward ≈ 2 × forward); TP divides the block matmuls by tp. The rate is
- *               the measured rate at the size of the layout's block GEMM (micro-batch rows ×
- *               d_model × d_ff/tp), interpolated on the measured curve (small GEMMs run far
- *               below peak), times the share of a device a rank gets when the ranks on one
- *               node outnumber what the node can compute at once (CPU devices on fewer
- *               cores: the measured parallel efficiency)
+ *   compute   = blocks × m × the measured block cost at (micro-batch rows, d_model,
+ *               d_ff/tp) (matmuls, GELU, layernorm and a per-call cost, fitted by the
+ *               agent's probe), plus the input projection / head as 3 × forward FLOPs at the
+ *               measured GEMM rate for their size (interpolated on the measured curve: small
+ *               GEMMs run far below peak). Without a block cost: 3 × forward FLOPs / rate.
+ *               Divided by the share of a device a rank gets when the ranks on one node
+ *               outnumber what the node can compute at once (CPU devices on fewer cores:
+ *               the measured parallel efficiency)
  *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
  *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency)
  *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
@@ -22,6 +23,8 @@
  *               node, else inter-node)
  *   bubble    = (p−1)/(v·m + p−1) of the pipelined time: step = (compute + tp + pp) /
  *               (1 − bubble)
+ *   optimiser = the device's parameters × the measured step cost per parameter, after the
+ *               pipeline drains (not part of the bubble)
  *   dp comm   = ring allreduce of the stage's gradients over dp replicas; buckets start
  *               during the backward of the last micro-batch (gradients accumulate until
  *               then), so that backward hides up to its own length and only the rest is
@@ -62,6 +65,12 @@ struct plan_cluster {
 	/* measured: sum of the rates of devices_per_node devices computing at once over
 	 * devices_per_node × one alone, in (0, 1]; 0 means 1 (devices do not share compute) */
 	double parallel_efficiency;
+	/* optional measured cost of one trainer block (forward + backward) of n rows, width d and
+	 * local hidden width fl: block_mac_s·n·d·fl + block_hidden_s·n·fl + block_model_s·n·d +
+	 * block_call_s seconds; block_mac_s 0: blocks are costed from the GEMM rate alone */
+	double block_mac_s, block_hidden_s, block_model_s, block_call_s;
+	/* optional measured optimiser step (with zeroing the gradients), seconds per parameter */
+	double adamw_s_per_param, sgd_s_per_param;
 };
 
 enum plan_schedule { PLAN_GPIPE, PLAN_1F1B, PLAN_INTERLEAVED };
@@ -71,6 +80,7 @@ struct plan_candidate {
 	enum plan_schedule schedule;
 	double step_s; /* predicted step time */
 	double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, dp_exposed_s;
+	double optim_s; /* optimiser step after the pipeline drains */
 	double bubble_fraction;
 	double memory_bytes; /* per device, the largest stage */
 	double comm_bytes;   /* bytes each device sends per step */
@@ -85,10 +95,11 @@ struct plan_result {
 
 const char *plan_schedule_name(enum plan_schedule s);
 
-/* The compute rate of one device for a GEMM call of call_flops when ranks_on_node ranks of
- * the layout share a node (see the cost model above). */
-double plan_device_rate(const struct plan_cluster *cluster, double call_flops,
-                        int ranks_on_node);
+/* The measured GEMM rate of one device for a call of call_flops (the curve, interpolated). */
+double plan_device_rate(const struct plan_cluster *cluster, double call_flops);
+/* The share (0, 1] of a device's compute each rank gets when ranks_on_node ranks share a
+ * node (see the cost model above). */
+double plan_device_share(const struct plan_cluster *cluster, int ranks_on_node);
 /* Predicts one layout (no rule checks). */
 void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
                   struct plan_candidate *c);
