@@ -193,7 +193,12 @@ static int solve(int k, double a[4][4], double b[4], double x[4])
 
 /* Fits the block cost (probe.h) to the measured times, minimising relative error; a
  * negative coefficient (noise) is dropped and the rest refitted. */
-static int block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result *r)
+void probe_block_shape(int i, int shape[3])
+{
+	memcpy(shape, BLOCK_SHAPES[i], sizeof BLOCK_SHAPES[i]);
+}
+
+int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result *r)
 {
 	int use[4] = {1, 1, 1, 1};
 	double x[4] = {0};
@@ -415,9 +420,12 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	openblas_set_num_threads(1); /* one process per device, as ranks run */
 #endif
 	fflush(NULL); /* forked children must not flush the parent's buffers */
-	if ((rc = allreduce_probe("shm", (int)(budget_s * 250), start + budget_s * 0.5,
+	/* a loaded machine may be slow to schedule the helpers: the communicator gets at least a
+	 * second, so the probe stays bounded (a few seconds) without failing under load */
+	int comm_timeout_ms = budget_ms / 4 > 1000 ? budget_ms / 4 : 1000;
+	if ((rc = allreduce_probe("shm", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
 	                          &out->shm_latency_s, &out->shm_bw_bytes_per_s, err)) != 0 ||
-	    (rc = allreduce_probe("tcp", (int)(budget_s * 250), now_s() + budget_s * 0.3,
+	    (rc = allreduce_probe("tcp", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
 	                          &out->tcp_latency_s, &out->tcp_bw_bytes_per_s, err)) != 0)
 		return rc;
 	out->gemm_points = PROBE_GEMM_POINTS;
@@ -433,7 +441,7 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	for (int b = 0; b < PROBE_BLOCK_SHAPES; b++)
 		if ((block_times[b] = block_time(BLOCK_SHAPES[b], block_window_s, err)) <= 0)
 			return err->code ? err->code : YARD_EINTERNAL;
-	if (block_fit(block_times, out) != 0)
+	if (probe_block_fit(block_times, out) != 0)
 		return yard_err_set(err, YARD_EINTERNAL,
 		                    "probe: block times do not fit a cost model (largest %.3g s)",
 		                    block_times[PROBE_BLOCK_SHAPES - 1]);
@@ -444,7 +452,7 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	out->parallel_efficiency = 1;
 	if (out->devices > 1) {
 		double sum = 0;
-		if ((rc = concurrent_rate(out->devices, budget_s * 0.10, now_s() + budget_s * 0.5,
+		if ((rc = concurrent_rate(out->devices, budget_s * 0.10, now_s() + budget_s + 1,
 		                          &sum, err)) != 0)
 			return rc;
 		out->parallel_efficiency = sum / (out->devices * out->flops_per_s);

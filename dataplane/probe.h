@@ -44,6 +44,11 @@ struct probe_result {
 	double elapsed_s;
 };
 
+/* The i-th block shape (rows, d_model, d_ff) the probe times. */
+void probe_block_shape(int i, int shape[3]);
+/* Fits the block cost terms of r to seconds measured at the block shapes; -1 when the fit
+ * has no positive matmul term. */
+int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result *r);
 /* Runs every measurement (forks helper processes). err names the part that failed. */
 int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err);
 /* {"flops_per_s", "gemm": [[call_flops, flops_per_s]...], "parallel_efficiency",

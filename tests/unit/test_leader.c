@@ -385,6 +385,129 @@ static void test_node_death_moves_the_job(void **state)
 	world_free(w);
 }
 
+#define PERF                                                                                       \
+	"{\"flops_per_s\":5e10,\"gemm\":[[8192,2e10],[1.3e8,5e10]],\"block\":{\"mac_s\":1e-10,"   \
+	"\"hidden_s\":1e-9,\"model_s\":1e-9,\"call_s\":1e-5,\"fit_error\":0.1},"                   \
+	"\"optim_s_per_param\":{\"adamw\":5e-9,\"sgd\":1e-9},\"parallel_efficiency\":1,"          \
+	"\"intra_bw_bytes_per_s\":5e9,\"intra_latency_s\":2e-6,\"inter_bw_bytes_per_s\":1e9,"      \
+	"\"inter_latency_s\":2e-5,\"inter_source\":\"configured\",\"device_memory_mb\":4096}"
+
+#define AUTO_SPEC                                                                                  \
+	"{\"name\":\"auto\",\"model\":{\"d_in\":32,\"d_model\":256,\"d_ff\":1024,\"layers\":8,"   \
+	"\"classes\":10},\"train\":{\"steps\":10,\"batch_size\":64},\"parallel\":\"auto\"}"
+
+static void heartbeat_perf(struct world *w, const char *node, const char *perf)
+{
+	char body[2048];
+	struct yard_err err = {0};
+	snprintf(body, sizeof body, "{\"node\":\"%s\",\"ranks\":[],\"perf\":%s}", node, perf);
+	json_t *b = json_loads(body, 0, NULL);
+	json_t *answer = sched_heartbeat(w->sched, node, b, &err);
+	json_decref(b);
+	assert_non_null(answer);
+	json_decref(answer);
+}
+
+/* parallel "auto": waits (saying why) until nodes report measured rates, is then planned,
+ * placed in the planned layout, and the plan is committed with the job; its ranks get the
+ * planned layout in their spec. */
+static void test_auto_job_is_planned_and_recorded(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit", "{\"name\":\"auto\",\"spec\":" AUTO_SPEC "}"),
+	                 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "pending");
+	json_t *j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	const char *reason = json_string_value(json_object_get(j, "reason"));
+	assert_non_null(reason);
+	assert_non_null(strstr(reason, "have not reported measured rates"));
+	json_decref(j);
+
+	/* the plan the API shows is the plan the job gets */
+	heartbeat_perf(w, "node-a", PERF);
+	heartbeat_perf(w, "node-b", PERF);
+	struct yard_err err = {0};
+	json_t *spec = json_loads(AUTO_SPEC, 0, NULL);
+	json_t *plan = sched_plan(w->sched, spec, 0, &err);
+	json_decref(spec);
+	assert_non_null(plan);
+	json_t *cands = json_object_get(plan, "candidates");
+	assert_true(json_array_size(cands) > 1);
+	assert_int_equal(json_integer_value(json_object_get(plan, "count")),
+	                 json_array_size(cands));
+	assert_int_equal(json_integer_value(
+	                     json_object_get(json_object_get(plan, "cluster"), "devices")),
+	                 8);
+	json_t *best = json_object_get(json_array_get(cands, 0), "layout");
+
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	j = job(w, "j-000001");
+	json_t *layout = json_deep_copy(json_object_get(json_object_get(j, "plan"), "layout"));
+	assert_non_null(layout);
+	assert_true(json_equal(layout, best));
+	json_int_t world = json_integer_value(json_object_get(layout, "dp")) *
+	                   json_integer_value(json_object_get(layout, "tp")) *
+	                   json_integer_value(json_object_get(layout, "pp"));
+	assert_int_equal(json_array_size(json_object_get(j, "layout")), world);
+	assert_non_null(json_string_value(json_object_get(json_object_get(j, "plan"), "explanation")));
+	json_decref(j);
+
+	/* every desired rank runs the planned layout, not "auto" */
+	json_t *da = heartbeat(w, "node-a", "[]"), *db = heartbeat(w, "node-b", "[]");
+	assert_int_equal(json_array_size(da) + json_array_size(db), world);
+	json_t *rank_spec = json_object_get(json_array_get(da, 0), "spec");
+	assert_true(json_equal(json_object_get(rank_spec, "parallel"), layout));
+	assert_int_equal(json_integer_value(json_object_get(rank_spec, "ranks")), world);
+	json_decref(da);
+	json_decref(db);
+	json_decref(layout);
+	json_decref(plan);
+	world_free(w);
+}
+
+static void test_plan_refuses_bad_specs_and_perf(void **state)
+{
+	struct world *w = world_new();
+	struct yard_err err = {0};
+	json_t *spec = json_loads("{\"name\":\"x\",\"command\":[\"true\"],\"ranks\":2}", 0, NULL);
+	assert_null(sched_plan(w->sched, spec, 0, &err));
+	assert_int_equal(err.code, YARD_EINVAL);
+	assert_non_null(strstr(err.msg, "command"));
+	json_decref(spec);
+	/* nothing measured yet: says so */
+	spec = json_loads(AUTO_SPEC, 0, NULL);
+	memset(&err, 0, sizeof err);
+	assert_null(sched_plan(w->sched, spec, 0, &err));
+	assert_int_equal(err.code, YARD_ENOSPACE);
+	assert_non_null(strstr(err.msg, "measured rates"));
+	json_decref(spec);
+	const char *bad[] = {
+	    "{\"node\":\"node-a\",\"perf\":[]}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":-1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"gemm\":[[10,1],[5,1]]}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"block\":{\"mac_s\":\"fast\"}}}",
+	};
+	const char *field[] = {"perf", "perf.flops_per_s", "perf.gemm[1]", "perf.block"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		json_t *b = json_loads(bad[i], 0, NULL);
+		memset(&err, 0, sizeof err);
+		assert_null(sched_heartbeat(w->sched, "node-a", b, &err));
+		assert_int_equal(err.code, YARD_EINVAL);
+		if (strstr(err.msg, field[i]) == NULL)
+			fail_msg("perf %zu: error '%s' does not name %s", i, err.msg, field[i]);
+		json_decref(b);
+	}
+	world_free(w);
+}
+
 static void test_heartbeat_refuses_bad_input(void **state)
 {
 	struct world *w = world_new();
@@ -415,6 +538,8 @@ int main(void)
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
+	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
+	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
