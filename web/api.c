@@ -301,11 +301,12 @@ static void h_plan(struct call *call)
 	struct yard_err err = {0};
 	json_t *answer = sched_plan(call->s->sched, body, (int)limit, &err);
 	json_decref(body);
-	if (answer == NULL) {
+	if (answer == NULL && err.code == YARD_ENOSPACE) /* the cluster's state, not a retry */
+		call_error(call, 409, NULL, "%s", err.msg);
+	else if (answer == NULL)
 		call_yard_error(call, &err);
-		return;
-	}
-	call_json(call, 200, answer);
+	else
+		call_json(call, 200, answer);
 }
 
 /* Soft state (queue position, pending reason, step, loss, rank pids) is known only to the
