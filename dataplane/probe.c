@@ -157,8 +157,11 @@ static double optim_time(enum optim_kind kind, double window_s, struct yard_err 
 	return per;
 }
 
+#define FIT_TERMS 5
+
 /* Solves the k×k system a·x = b (Gaussian elimination, partial pivoting); -1 if singular. */
-static int solve(int k, double a[4][4], double b[4], double x[4])
+static int solve(int k, double a[FIT_TERMS][FIT_TERMS], double b[FIT_TERMS],
+                 double x[FIT_TERMS])
 {
 	for (int c = 0; c < k; c++) {
 		int p = c;
@@ -200,17 +203,18 @@ void probe_block_shape(int i, int shape[3])
 
 int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result *r)
 {
-	int use[4] = {1, 1, 1, 1};
-	double x[4] = {0};
-	for (int round = 0; round < 4; round++) {
-		double a[4][4] = {{0}}, b[4] = {0}, xs[4] = {0};
-		int idx[4], k = 0;
-		for (int j = 0; j < 4; j++)
+	int use[FIT_TERMS] = {1, 1, 1, 1, 1};
+	double x[FIT_TERMS] = {0};
+	for (int round = 0; round < FIT_TERMS; round++) {
+		double a[FIT_TERMS][FIT_TERMS] = {{0}}, b[FIT_TERMS] = {0}, xs[FIT_TERMS] = {0};
+		int idx[FIT_TERMS], k = 0;
+		for (int j = 0; j < FIT_TERMS; j++)
 			if (use[j])
 				idx[k++] = j;
 		for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
 			double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
-			double feat[4] = {n * d * f, n * f, n * d, 1}, w = 1 / times[s];
+			double feat[FIT_TERMS] = {n * d * f, d * f, n * f, n * d, 1};
+			double w = 1 / times[s];
 			for (int i = 0; i < k; i++) {
 				for (int j = 0; j < k; j++)
 					a[i][j] += feat[idx[i]] * w * feat[idx[j]] * w;
@@ -231,12 +235,12 @@ int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result 
 		use[negative] = 0;
 		x[negative] = 0;
 	}
-	r->block_mac_s = x[0], r->block_hidden_s = x[1], r->block_model_s = x[2];
-	r->block_call_s = x[3];
+	r->block_mac_s = x[0], r->block_weight_s = x[1], r->block_hidden_s = x[2];
+	r->block_model_s = x[3], r->block_call_s = x[4];
 	r->block_fit_error = 0;
 	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
 		double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
-		double fit = x[0] * n * d * f + x[1] * n * f + x[2] * n * d + x[3];
+		double fit = x[0] * n * d * f + x[1] * d * f + x[2] * n * f + x[3] * n * d + x[4];
 		r->block_fit_error = fmax(r->block_fit_error, fabs(fit - times[s]) / times[s]);
 	}
 	return x[0] > 0 ? 0 : -1;
@@ -469,9 +473,10 @@ json_t *probe_to_json(const struct probe_result *r)
 	for (int p = 0; p < r->gemm_points; p++)
 		json_array_append_new(gemm, json_pack("[f,f]", r->gemm_call_flops[p],
 		                                      r->gemm_flops_per_s[p]));
-	json_t *block = json_pack("{s:f,s:f,s:f,s:f,s:f}", "mac_s", r->block_mac_s, "hidden_s",
-	                          r->block_hidden_s, "model_s", r->block_model_s, "call_s",
-	                          r->block_call_s, "fit_error", r->block_fit_error);
+	json_t *block = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "mac_s", r->block_mac_s,
+	                          "weight_s", r->block_weight_s, "hidden_s", r->block_hidden_s,
+	                          "model_s", r->block_model_s, "call_s", r->block_call_s,
+	                          "fit_error", r->block_fit_error);
 	json_t *optim = json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd",
 	                          r->sgd_s_per_param);
 	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:i,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",

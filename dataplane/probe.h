@@ -34,8 +34,10 @@ struct probe_result {
 	/* one residual block of the trainer (layernorm, two linears, GELU, residual: the real
 	 * model_chunk_forward + model_chunk_backward) timed at PROBE_BLOCK_SHAPES (rows n, d,
 	 * f) and fitted (least squares, relative error) as
-	 *   seconds = mac_s·n·d·f + hidden_s·n·f + model_s·n·d + call_s */
-	double block_mac_s, block_hidden_s, block_model_s, block_call_s;
+	 *   seconds = mac_s·n·d·f + weight_s·d·f + hidden_s·n·f + model_s·n·d + call_s
+	 * (weight_s: every micro-batch's backward reads and accumulates the whole weight
+	 * matrices, which dominates for few rows) */
+	double block_mac_s, block_weight_s, block_hidden_s, block_model_s, block_call_s;
 	double block_fit_error; /* largest relative misfit over the shapes */
 	/* optimiser step (optim_step + model_zero_grad) per parameter */
 	double adamw_s_per_param, sgd_s_per_param;
@@ -52,7 +54,7 @@ int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result 
 /* Runs every measurement (forks helper processes). err names the part that failed. */
 int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err);
 /* {"flops_per_s", "gemm": [[call_flops, flops_per_s]...], "parallel_efficiency",
- *  "block": {"mac_s", "hidden_s", "model_s", "call_s", "fit_error"},
+ *  "block": {"mac_s", "weight_s", "hidden_s", "model_s", "call_s", "fit_error"},
  *  "optim_s_per_param": {"adamw", "sgd"},
  *  "intra_bw_bytes_per_s", "intra_latency_s", "tcp_bw_bytes_per_s", "tcp_latency_s",
  *  "devices", "probe_ms"} (new reference). */

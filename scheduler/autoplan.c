@@ -55,8 +55,8 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 		}
 		json_object_set_new(out, positive[i], json_real(v));
 	}
-	static const char *const block_keys[] = {"mac_s", "hidden_s", "model_s", "call_s",
-	                                         "fit_error", NULL};
+	static const char *const block_keys[] = {"mac_s",  "weight_s", "hidden_s", "model_s",
+	                                         "call_s", "fit_error", NULL};
 	static const char *const optim_keys[] = {"adamw", "sgd", NULL};
 	const struct {
 		const char *key, *prefix;
@@ -205,6 +205,7 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 	const json_t *block = json_object_get(slowest, "block");
 	const json_t *optim = json_object_get(slowest, "optim_s_per_param");
 	k->block_mac_s = num(block, "mac_s");
+	k->block_weight_s = num(block, "weight_s");
 	k->block_hidden_s = num(block, "hidden_s");
 	k->block_model_s = num(block, "model_s");
 	k->block_call_s = num(block, "call_s");

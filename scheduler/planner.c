@@ -139,8 +139,9 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double fl = f / c->tp;
 
 	if (k->block_mac_s > 0) {
-		double block_s = k->block_mac_s * mbs * d * fl + k->block_hidden_s * mbs * fl +
-		                 k->block_model_s * mbs * d + k->block_call_s;
+		double block_s = k->block_mac_s * mbs * d * fl + k->block_weight_s * d * fl +
+		                 k->block_hidden_s * mbs * fl + k->block_model_s * mbs * d +
+		                 k->block_call_s;
 		double ends_s =
 		    3.0 * replica_samples * ends / plan_device_rate(k, 2.0 * mbs * d * m->classes);
 		c->compute_s = (blocks * c->m * block_s + ends_s) / share;

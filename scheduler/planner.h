@@ -9,8 +9,8 @@
  * Cost model, per optimiser step, for the slowest pipeline stage (all stages are cut to
  * within one block of each other):
  *   compute   = blocks × m × the measured block cost at (micro-batch rows, d_model,
- *               d_ff/tp) (matmuls, GELU, layernorm and a per-call cost, fitted by the
- *               agent's probe), plus the input projection / head as 3 × forward FLOPs at the
+ *               d_ff/tp) (matmuls, a pass over the weights per micro-batch, GELU,
+ *               layernorm and a per-call cost, fitted by the agent's probe), plus the input projection / head as 3 × forward FLOPs at the
  *               measured GEMM rate for their size (interpolated on the measured curve: small
  *               GEMMs run far below peak). Without a block cost: 3 × forward FLOPs / rate.
  *               Divided by the share of a device a rank gets when the ranks on one node
@@ -66,9 +66,10 @@ struct plan_cluster {
 	 * devices_per_node × one alone, in (0, 1]; 0 means 1 (devices do not share compute) */
 	double parallel_efficiency;
 	/* optional measured cost of one trainer block (forward + backward) of n rows, width d and
-	 * local hidden width fl: block_mac_s·n·d·fl + block_hidden_s·n·fl + block_model_s·n·d +
-	 * block_call_s seconds; block_mac_s 0: blocks are costed from the GEMM rate alone */
-	double block_mac_s, block_hidden_s, block_model_s, block_call_s;
+	 * local hidden width fl: block_mac_s·n·d·fl + block_weight_s·d·fl + block_hidden_s·n·fl
+	 * + block_model_s·n·d + block_call_s seconds; block_mac_s 0: blocks are costed from the
+	 * GEMM rate alone */
+	double block_mac_s, block_weight_s, block_hidden_s, block_model_s, block_call_s;
 	/* optional measured optimiser step (with zeroing the gradients), seconds per parameter */
 	double adamw_s_per_param, sgd_s_per_param;
 };

@@ -387,6 +387,7 @@ static void test_node_death_moves_the_job(void **state)
 
 #define PERF                                                                                       \
 	"{\"flops_per_s\":5e10,\"gemm\":[[8192,2e10],[1.3e8,5e10]],\"block\":{\"mac_s\":1e-10,"   \
+	"\"weight_s\":1e-9,"                                                                          \
 	"\"hidden_s\":1e-9,\"model_s\":1e-9,\"call_s\":1e-5,\"fit_error\":0.1},"                   \
 	"\"optim_s_per_param\":{\"adamw\":5e-9,\"sgd\":1e-9},\"parallel_efficiency\":1,"          \
 	"\"intra_bw_bytes_per_s\":5e9,\"intra_latency_s\":2e-6,\"inter_bw_bytes_per_s\":1e9,"      \

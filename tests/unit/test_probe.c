@@ -12,13 +12,14 @@
 
 #include "dataplane/probe.h"
 
-static void synth(double mac, double hidden, double model, double call,
+static void synth(double mac, double weight, double hidden, double model, double call,
                   double times[PROBE_BLOCK_SHAPES])
 {
 	for (int i = 0; i < PROBE_BLOCK_SHAPES; i++) {
 		int s[3];
 		probe_block_shape(i, s);
-		times[i] = mac * s[0] * s[1] * s[2] + hidden * s[0] * s[2] + model * s[0] * s[1] + call;
+		times[i] = mac * s[0] * s[1] * s[2] + weight * s[1] * s[2] + hidden * s[0] * s[2] +
+		           model * s[0] * s[1] + call;
 	}
 }
 
@@ -27,18 +28,20 @@ static void test_block_fit_recovers_coefficients(void **state)
 	double times[PROBE_BLOCK_SHAPES];
 	struct probe_result r;
 	memset(&r, 0, sizeof r);
-	synth(2e-10, 3e-9, 5e-9, 4e-6, times);
+	synth(2e-10, 1e-9, 3e-9, 5e-9, 4e-6, times);
 	assert_int_equal(probe_block_fit(times, &r), 0);
 	assert_float_equal(r.block_mac_s, 2e-10, 2e-13);
+	assert_float_equal(r.block_weight_s, 1e-9, 1e-12);
 	assert_float_equal(r.block_hidden_s, 3e-9, 3e-12);
 	assert_float_equal(r.block_model_s, 5e-9, 5e-12);
 	assert_float_equal(r.block_call_s, 4e-6, 4e-9);
 	assert_true(r.block_fit_error < 1e-6);
 	/* without a per-row term the fit finds none, never a negative one */
-	synth(2e-10, 0, 0, 1e-5, times);
+	synth(2e-10, 0, 0, 0, 1e-5, times);
 	times[0] *= 0.98; /* noise */
 	assert_int_equal(probe_block_fit(times, &r), 0);
-	assert_true(r.block_hidden_s >= 0 && r.block_model_s >= 0 && r.block_call_s >= 0);
+	assert_true(r.block_weight_s >= 0 && r.block_hidden_s >= 0 && r.block_model_s >= 0 &&
+	            r.block_call_s >= 0);
 	assert_float_equal(r.block_mac_s, 2e-10, 2e-11);
 }
 
