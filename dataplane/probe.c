@@ -279,7 +279,13 @@ static void reap(const pid_t *pids, int n)
 		}
 }
 
-/* k processes run the largest GEMM at once, released together; the sum of their rates. */
+/* The GEMM the concurrency measurement runs: big enough to be compute-bound, small enough
+ * for many calls in a short window. */
+#define CONCURRENT_SHAPE 4
+
+/* k processes run the same GEMM at once, released together; the sum of their rates. The
+ * one-process reference is measured the same way (a fresh process, the same window), so
+ * that a scheduler's favour for a newly woken process biases both alike. */
 static int concurrent_rate(int k, double window_s, double deadline_s, double *sum,
                            struct yard_err *err)
 {
@@ -301,7 +307,7 @@ static int concurrent_rate(int k, double window_s, double deadline_s, double *su
 			while (read(go[0], &byte, 1) < 0 && errno == EINTR)
 				;
 			double rate =
-			    gemm_rate(GEMM_SHAPES[PROBE_GEMM_POINTS - 1], window_s);
+			    gemm_rate(GEMM_SHAPES[CONCURRENT_SHAPE], window_s);
 			ssize_t w = write(results[1], &rate, sizeof rate);
 			_exit(w == (ssize_t)sizeof rate ? 0 : 1);
 		}
@@ -409,8 +415,8 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 {
 	double start = now_s();
 	double budget_s = budget_ms / 1000.0;
-	/* budget shares: 2 allreduces (mostly connection set-up) 10% each, concurrency 10%, the
-	 * GEMM curve 15%, blocks 40%, optimisers 5% each */
+	/* budget shares: 2 allreduces (mostly connection set-up) 10% each, concurrency 5% + 5%,
+	 * the GEMM curve 15%, blocks 40%, optimisers 5% each */
 	double window_s = budget_s * 0.15 / PROBE_GEMM_POINTS;
 	double block_window_s = budget_s * 0.40 / PROBE_BLOCK_SHAPES;
 	double block_times[PROBE_BLOCK_SHAPES];
@@ -455,11 +461,13 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	out->devices = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
 	out->parallel_efficiency = 1;
 	if (out->devices > 1) {
-		double sum = 0;
-		if ((rc = concurrent_rate(out->devices, budget_s * 0.10, now_s() + budget_s + 1,
+		double sum = 0, alone = 0;
+		if ((rc = concurrent_rate(1, budget_s * 0.05, now_s() + budget_s + 1, &alone,
+		                          err)) != 0 ||
+		    (rc = concurrent_rate(out->devices, budget_s * 0.05, now_s() + budget_s + 1,
 		                          &sum, err)) != 0)
 			return rc;
-		out->parallel_efficiency = sum / (out->devices * out->flops_per_s);
+		out->parallel_efficiency = alone > 0 ? sum / (out->devices * alone) : 0;
 		if (out->parallel_efficiency > 1)
 			out->parallel_efficiency = 1;
 	}
