@@ -103,9 +103,9 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 	} else if (strcmp(key, "link-gbps") == 0) {
 		double g = strtod(value, &end);
 		if (*end != '\0' || !(g > 0 && g <= 1e5))
-			return yard_err_set(err, YARD_EINVAL,
-			                    "link-gbps: '%s' is not a bandwidth in Gbit/s (0..100000]",
-			                    value);
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "link-gbps: '%s' is not a bandwidth in Gbit/s (0..100000]", value);
 		cfg->link_gbps = g;
 	} else if (strcmp(key, "port-base") == 0 || strcmp(key, "heartbeat-ms") == 0 ||
 	           strcmp(key, "stop-grace-ms") == 0) {

@@ -148,11 +148,8 @@ void perf_start(struct agent *a)
 	    {.flags = UV_IGNORE},
 	    {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out},
 	    {.flags = UV_INHERIT_FD, .data.fd = 2}};
-	uv_process_options_t opts = {.file = args[0],
-	                             .args = args,
-	                             .exit_cb = on_exit_cb,
-	                             .stdio_count = 3,
-	                             .stdio = stdio};
+	uv_process_options_t opts = {
+	    .file = args[0], .args = args, .exit_cb = on_exit_cb, .stdio_count = 3, .stdio = stdio};
 	uv_pipe_init(a->loop, &p->out, 0);
 	uv_timer_init(a->loop, &p->timer);
 	p->out.data = p->timer.data = p->process.data = p;

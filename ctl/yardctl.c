@@ -255,15 +255,14 @@ static double num(const json_t *o, const char *key)
 	return json_number_value(json_object_get(o, key));
 }
 
-
 static char *read_file(const char *path, size_t max, struct yard_err *err);
 
 /* plan FILE: the ranked layouts with their predicted costs and why the winner won. */
 static void print_plan_answer(const json_t *a)
 {
-	static const char *const headers[] = {"#",       "LAYOUT",  "RANKS",   "STEP_MS",
-	                                      "COMPUTE", "COMM_MS", "BUBBLE",  "MEM_MIB/DEV",
-	                                      "SENT_MIB/STEP"};
+	static const char *const headers[] = {"#",       "LAYOUT",      "RANKS",
+	                                      "STEP_MS", "COMPUTE",     "COMM_MS",
+	                                      "BUBBLE",  "MEM_MIB/DEV", "SENT_MIB/STEP"};
 	const json_t *k = json_object_get(a, "cluster");
 	struct ctl_table t;
 	size_t i;

@@ -160,8 +160,7 @@ static double optim_time(enum optim_kind kind, double window_s, struct yard_err 
 #define FIT_TERMS 5
 
 /* Solves the k×k system a·x = b (Gaussian elimination, partial pivoting); -1 if singular. */
-static int solve(int k, double a[FIT_TERMS][FIT_TERMS], double b[FIT_TERMS],
-                 double x[FIT_TERMS])
+static int solve(int k, double a[FIT_TERMS][FIT_TERMS], double b[FIT_TERMS], double x[FIT_TERMS])
 {
 	for (int c = 0; c < k; c++) {
 		int p = c;
@@ -212,7 +211,8 @@ int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result 
 			if (use[j])
 				idx[k++] = j;
 		for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
-			double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
+			double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1],
+			       f = BLOCK_SHAPES[s][2];
 			double feat[FIT_TERMS] = {n * d * f, d * f, n * f, n * d, 1};
 			double w = 1 / times[s];
 			for (int i = 0; i < k; i++) {
@@ -306,8 +306,7 @@ static int concurrent_rate(int k, double window_s, double deadline_s, double *su
 			/* wait for the release (EOF when the parent closes its end) */
 			while (read(go[0], &byte, 1) < 0 && errno == EINTR)
 				;
-			double rate =
-			    gemm_rate(GEMM_SHAPES[CONCURRENT_SHAPE], window_s);
+			double rate = gemm_rate(GEMM_SHAPES[CONCURRENT_SHAPE], window_s);
 			ssize_t w = write(results[1], &rate, sizeof rate);
 			_exit(w == (ssize_t)sizeof rate ? 0 : 1);
 		}
@@ -325,14 +324,16 @@ static int concurrent_rate(int k, double window_s, double deadline_s, double *su
 	close(results[0]);
 	reap(pids, k);
 	if (rc != 0)
-		return yard_err_set(err, rc, "probe: %d concurrent matmul processes did not report "
-		                             "within the budget", k);
+		return yard_err_set(err, rc,
+		                    "probe: %d concurrent matmul processes did not report "
+		                    "within the budget",
+		                    k);
 	return 0;
 }
 
 /* One rank of the two-rank allreduce probe; writes {latency_s, bw} to out_fd (rank 0). */
-static void allreduce_child(int rank, const char *rendezvous, const char *transport,
-                            int timeout_ms, int out_fd)
+static void allreduce_child(int rank, const char *rendezvous, const char *transport, int timeout_ms,
+                            int out_fd)
 {
 	char errbuf[256] = "", buf[32];
 	yd_comm *comm = NULL;
@@ -444,8 +445,9 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 		out->gemm_call_flops[p] = 2.0 * s[0] * s[1] * s[2];
 		out->gemm_flops_per_s[p] = gemm_rate(s, window_s);
 		if (out->gemm_flops_per_s[p] <= 0)
-			return yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d GEMM",
-			                    s[0], s[1], s[2]);
+			return yard_err_set(err, YARD_ENOMEM,
+			                    "probe: no memory for a %dx%dx%d GEMM", s[0], s[1],
+			                    s[2]);
 	}
 	out->flops_per_s = out->gemm_flops_per_s[PROBE_GEMM_POINTS - 1];
 	for (int b = 0; b < PROBE_BLOCK_SHAPES; b++)
@@ -479,19 +481,18 @@ json_t *probe_to_json(const struct probe_result *r)
 {
 	json_t *gemm = json_array();
 	for (int p = 0; p < r->gemm_points; p++)
-		json_array_append_new(gemm, json_pack("[f,f]", r->gemm_call_flops[p],
-		                                      r->gemm_flops_per_s[p]));
-	json_t *block = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "mac_s", r->block_mac_s,
-	                          "weight_s", r->block_weight_s, "hidden_s", r->block_hidden_s,
-	                          "model_s", r->block_model_s, "call_s", r->block_call_s,
-	                          "fit_error", r->block_fit_error);
-	json_t *optim = json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd",
-	                          r->sgd_s_per_param);
+		json_array_append_new(
+		    gemm, json_pack("[f,f]", r->gemm_call_flops[p], r->gemm_flops_per_s[p]));
+	json_t *block =
+	    json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "mac_s", r->block_mac_s, "weight_s",
+	              r->block_weight_s, "hidden_s", r->block_hidden_s, "model_s", r->block_model_s,
+	              "call_s", r->block_call_s, "fit_error", r->block_fit_error);
+	json_t *optim =
+	    json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd", r->sgd_s_per_param);
 	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:i,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
 	                 r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
-	                 "parallel_efficiency", r->parallel_efficiency, "devices",
-	                 r->devices, "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s,
-	                 "intra_latency_s", r->shm_latency_s, "tcp_bw_bytes_per_s",
-	                 r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
-	                 (int)(r->elapsed_s * 1000));
+	                 "parallel_efficiency", r->parallel_efficiency, "devices", r->devices,
+	                 "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s, "intra_latency_s",
+	                 r->shm_latency_s, "tcp_bw_bytes_per_s", r->tcp_bw_bytes_per_s,
+	                 "tcp_latency_s", r->tcp_latency_s, "probe_ms", (int)(r->elapsed_s * 1000));
 }

@@ -238,10 +238,10 @@ struct job_row {
 
 static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
 {
-	sqlite3_stmt *st = fsm_prepare(
-	    f, "SELECT state, generation, restarts, json_extract(spec, '$.ranks'),"
-	       " json_extract(spec, '$.parallel') = 'auto', plan IS NOT NULL FROM jobs"
-	       " WHERE id = ?1");
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT state, generation, restarts, json_extract(spec, '$.ranks'),"
+	                   " json_extract(spec, '$.parallel') = 'auto', plan IS NOT NULL FROM jobs"
+	                   " WHERE id = ?1");
 	if (st == NULL)
 		return fsm_res_err(500, NULL, "internal error reading job %s", id);
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -446,8 +446,9 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	const json_t *plan = json_object_get(c->args, "plan");
 	if (plan != NULL) {
 		char *text = json_dumps(plan, JSON_COMPACT | JSON_SORT_KEYS);
-		int rc = text ? fsm_run(f, "UPDATE jobs SET plan = ?2 WHERE id = ?1", "ss", id, text)
-		              : SQLITE_NOMEM;
+		int rc = text
+		             ? fsm_run(f, "UPDATE jobs SET plan = ?2 WHERE id = ?1", "ss", id, text)
+		             : SQLITE_NOMEM;
 		free(text);
 		if (rc != SQLITE_DONE)
 			return NULL;

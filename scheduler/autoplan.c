@@ -55,7 +55,7 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 		}
 		json_object_set_new(out, positive[i], json_real(v));
 	}
-	static const char *const block_keys[] = {"mac_s",  "weight_s", "hidden_s", "model_s",
+	static const char *const block_keys[] = {"mac_s",  "weight_s",  "hidden_s", "model_s",
 	                                         "call_s", "fit_error", NULL};
 	static const char *const optim_keys[] = {"adamw", "sgd", NULL};
 	const struct {
@@ -67,8 +67,8 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 		const json_t *part = json_object_get(perf, parts[p].key);
 		if (part == NULL)
 			continue;
-		if (!json_is_object(part) || jsonx_only_keys(part, parts[p].prefix, parts[p].fields,
-		                                             err) != 0) {
+		if (!json_is_object(part) ||
+		    jsonx_only_keys(part, parts[p].prefix, parts[p].fields, err) != 0) {
 			if (err->code == 0)
 				yard_err_set(err, YARD_EINVAL, "%s: must be an object",
 				             parts[p].prefix);
@@ -77,8 +77,8 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 		}
 		json_t *clean = json_object();
 		for (int i = 0; parts[p].fields[i] != NULL; i++) {
-			if (jsonx_get_double(part, parts[p].prefix, parts[p].fields[i], 1, 0, 1e6, &v,
-			                     err) != 0) {
+			if (jsonx_get_double(part, parts[p].prefix, parts[p].fields[i], 1, 0, 1e6,
+			                     &v, err) != 0) {
 				json_decref(clean);
 				json_decref(out);
 				return NULL;
@@ -107,10 +107,11 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 			if (!json_is_array(point) || json_array_size(point) != 2 || !(x > last) ||
 			    !(y > 0) || !isfinite(x) || !isfinite(y)) {
 				json_decref(out);
-				yard_err_set(err, YARD_EINVAL,
-				             "perf.gemm[%zu]: want [call_flops, flops_per_s], positive, "
-				             "call_flops ascending",
-				             i);
+				yard_err_set(
+				    err, YARD_EINVAL,
+				    "perf.gemm[%zu]: want [call_flops, flops_per_s], positive, "
+				    "call_flops ascending",
+				    i);
 				return NULL;
 			}
 			last = x;
@@ -237,7 +238,8 @@ static json_t *layout_json(const struct plan_candidate *c)
 
 static json_t *candidate_json(const struct plan_candidate *c)
 {
-	json_t *o = json_pack("{s:o,s:i}", "layout", layout_json(c), "world", c->dp * c->tp * c->pp);
+	json_t *o =
+	    json_pack("{s:o,s:i}", "layout", layout_json(c), "world", c->dp * c->tp * c->pp);
 	json_object_set_new(o, "step_ms", json_real(c->step_s * 1e3));
 	json_object_set_new(o, "compute_ms", json_real(c->compute_s * 1e3));
 	json_object_set_new(o, "tp_comm_ms", json_real(c->tp_comm_s * 1e3));
@@ -253,8 +255,8 @@ static json_t *candidate_json(const struct plan_candidate *c)
 
 static json_t *cluster_json(const struct plan_cluster *k)
 {
-	json_t *o = json_pack("{s:i,s:i}", "devices", k->devices, "devices_per_node",
-	                      k->devices_per_node);
+	json_t *o =
+	    json_pack("{s:i,s:i}", "devices", k->devices, "devices_per_node", k->devices_per_node);
 	json_object_set_new(o, "device_memory_mb", json_real(k->device_memory_bytes / 1048576.0));
 	json_object_set_new(o, "flops_per_s", json_real(k->flops_per_s));
 	json_object_set_new(o, "parallel_efficiency",
@@ -292,10 +294,10 @@ json_t *autoplan_run(const json_t *spec_json, const json_t *nodes, const json_t 
 	json_t *candidates = json_array();
 	for (int i = 0; i < result.count && (limit <= 0 || i < limit); i++)
 		json_array_append_new(candidates, candidate_json(&result.candidates[i]));
-	json_t *answer = json_pack("{s:o,s:i,s:i,s:i,s:s,s:o}", "cluster", cluster_json(&cluster),
-	                           "count", result.count, "rejected_memory",
-	                           result.rejected_memory, "rejected_rules", result.rejected_rules,
-	                           "explanation", why, "candidates", candidates);
+	json_t *answer =
+	    json_pack("{s:o,s:i,s:i,s:i,s:s,s:o}", "cluster", cluster_json(&cluster), "count",
+	              result.count, "rejected_memory", result.rejected_memory, "rejected_rules",
+	              result.rejected_rules, "explanation", why, "candidates", candidates);
 	plan_result_free(&result);
 	return answer;
 }
@@ -318,10 +320,8 @@ json_t *autoplan_record(const json_t *answer)
 
 int autoplan_layout(const json_t *plan, struct jobspec_parallel *p, struct yard_err *err)
 {
-	static const char *const keys[] = {"dp",       "tp",
-	                                   "pp",       "schedule",
-	                                   "virtual_stages", "micro_batches",
-	                                   NULL};
+	static const char *const keys[] = {
+	    "dp", "tp", "pp", "schedule", "virtual_stages", "micro_batches", NULL};
 	const json_t *layout = json_object_get(plan, "layout");
 	int64_t dp = 0, tp = 0, pp = 0, v = 0, m = 0;
 	const char *schedule = NULL;

@@ -40,8 +40,8 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
  * micro_batches}, "world", "step_ms", "compute_ms", "tp_comm_ms", "pp_comm_ms", "dp_comm_ms",
  * "dp_exposed_ms", "bubble_fraction", "memory_mb", "comm_mb"}. NULL with err for a bad spec
  * (YARD_EINVAL naming the field), a command job, or a cluster where nothing fits. */
-json_t *autoplan_run(const json_t *spec, const json_t *nodes, const json_t *perf_by_node,
-                     int limit, struct yard_err *err);
+json_t *autoplan_run(const json_t *spec, const json_t *nodes, const json_t *perf_by_node, int limit,
+                     struct yard_err *err);
 
 /* The plan a job records: the winner with the cluster it was made for, the explanation and
  * the runner-up (new reference), from autoplan_run's answer. */

@@ -744,9 +744,9 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 				         "no complete checkpoint: starting from step 0");
 		}
 		j->claim = json_deep_copy(ranks);
-		json_t *args = json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
-		                         (json_int_t)j->generation + 1, "ranks", ranks, "note",
-		                         note_text);
+		json_t *args =
+		    json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
+		              (json_int_t)j->generation + 1, "ranks", ranks, "note", note_text);
 		if (j->is_auto && j->plan != NULL)
 			json_object_set(args, "plan", j->plan);
 		propose_job(s, j, "job.assign", args);
@@ -1018,8 +1018,8 @@ static json_t *desired_for(struct sched *s, const char *node)
 
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
-	static const char *const keys[] = {
-	    "node", "version", "free_disk_mb", "link_gbps", "draining", "ranks", "perf", NULL};
+	static const char *const keys[] = {"node",     "version", "free_disk_mb", "link_gbps",
+	                                   "draining", "ranks",   "perf",         NULL};
 	const char *name = NULL, *version = "";
 	int64_t free_disk_mb = -1;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||

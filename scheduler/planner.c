@@ -103,9 +103,8 @@ double plan_device_rate(const struct plan_cluster *k, double call_flops)
 double plan_device_share(const struct plan_cluster *k, int ranks_on_node)
 {
 	/* the node computes at most efficiency × devices_per_node devices' worth at once */
-	double eff = k->parallel_efficiency > 0 && k->parallel_efficiency < 1
-	                 ? k->parallel_efficiency
-	                 : 1;
+	double eff =
+	    k->parallel_efficiency > 0 && k->parallel_efficiency < 1 ? k->parallel_efficiency : 1;
 	double capacity = eff * k->devices_per_node;
 	if (capacity < 1)
 		capacity = 1;

@@ -603,7 +603,7 @@ static void h_digest(struct call *call)
 /* The authorisation table: every route, its roles, and how it is routed. */
 const struct route api_routes[] = {
     {"GET", "/healthz", 0, ROUTE_LOCAL, h_healthz},
-    {"GET", "/", 0, ROUTE_LOCAL, dashboard_serve},        /* static files, no data */
+    {"GET", "/", 0, ROUTE_LOCAL, dashboard_serve}, /* static files, no data */
     {"GET", "/assets/*", 0, ROUTE_LOCAL, dashboard_serve},
     {"GET", "/metrics", ROLES_ANY, ROUTE_LOCAL, h_metrics},
     {"GET", "/v1/cluster", ROLES_ANY, ROUTE_LOCAL, h_cluster},

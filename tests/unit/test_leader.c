@@ -386,15 +386,15 @@ static void test_node_death_moves_the_job(void **state)
 }
 
 #define PERF                                                                                       \
-	"{\"flops_per_s\":5e10,\"gemm\":[[8192,2e10],[1.3e8,5e10]],\"block\":{\"mac_s\":1e-10,"   \
-	"\"weight_s\":1e-9,"                                                                          \
+	"{\"flops_per_s\":5e10,\"gemm\":[[8192,2e10],[1.3e8,5e10]],\"block\":{\"mac_s\":1e-10,"    \
+	"\"weight_s\":1e-9,"                                                                       \
 	"\"hidden_s\":1e-9,\"model_s\":1e-9,\"call_s\":1e-5,\"fit_error\":0.1},"                   \
-	"\"optim_s_per_param\":{\"adamw\":5e-9,\"sgd\":1e-9},\"parallel_efficiency\":1,"          \
+	"\"optim_s_per_param\":{\"adamw\":5e-9,\"sgd\":1e-9},\"parallel_efficiency\":1,"           \
 	"\"intra_bw_bytes_per_s\":5e9,\"intra_latency_s\":2e-6,\"inter_bw_bytes_per_s\":1e9,"      \
 	"\"inter_latency_s\":2e-5,\"inter_source\":\"configured\",\"device_memory_mb\":4096}"
 
 #define AUTO_SPEC                                                                                  \
-	"{\"name\":\"auto\",\"model\":{\"d_in\":32,\"d_model\":256,\"d_ff\":1024,\"layers\":8,"   \
+	"{\"name\":\"auto\",\"model\":{\"d_in\":32,\"d_model\":256,\"d_ff\":1024,\"layers\":8,"    \
 	"\"classes\":10},\"train\":{\"steps\":10,\"batch_size\":64},\"parallel\":\"auto\"}"
 
 static void heartbeat_perf(struct world *w, const char *node, const char *perf)
@@ -417,8 +417,7 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 	struct world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
-	assert_int_equal(apply(w, "job.submit", "{\"name\":\"auto\",\"spec\":" AUTO_SPEC "}"),
-	                 201);
+	assert_int_equal(apply(w, "job.submit", "{\"name\":\"auto\",\"spec\":" AUTO_SPEC "}"), 201);
 	run(w, 100);
 	assert_string_equal(job_state(w, "j-000001"), "pending");
 	json_t *j = job(w, "j-000001");
@@ -440,9 +439,8 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 	assert_true(json_array_size(cands) > 1);
 	assert_int_equal(json_integer_value(json_object_get(plan, "count")),
 	                 json_array_size(cands));
-	assert_int_equal(json_integer_value(
-	                     json_object_get(json_object_get(plan, "cluster"), "devices")),
-	                 8);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(plan, "cluster"), "devices")), 8);
 	json_t *best = json_object_get(json_array_get(cands, 0), "layout");
 
 	run(w, 100);
@@ -455,7 +453,8 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 	                   json_integer_value(json_object_get(layout, "tp")) *
 	                   json_integer_value(json_object_get(layout, "pp"));
 	assert_int_equal(json_array_size(json_object_get(j, "layout")), world);
-	assert_non_null(json_string_value(json_object_get(json_object_get(j, "plan"), "explanation")));
+	assert_non_null(
+	    json_string_value(json_object_get(json_object_get(j, "plan"), "explanation")));
 	json_decref(j);
 
 	/* every desired rank runs the planned layout, not "auto" */

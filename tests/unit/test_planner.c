@@ -175,12 +175,12 @@ static void test_rate_curve_interpolates(void **state)
 static void test_oversubscribed_node_shares_compute(void **state)
 {
 	struct plan_cluster k = cluster(); /* 4 per node */
-	k.parallel_efficiency = 0.5;      /* the node computes 2 devices' worth at once */
+	k.parallel_efficiency = 0.5;       /* the node computes 2 devices' worth at once */
 	assert_float_equal(plan_device_share(&k, 1), 1, 1e-12);
 	assert_float_equal(plan_device_share(&k, 2), 1, 1e-12);
 	assert_float_equal(plan_device_share(&k, 4), 0.5, 1e-12);
-	struct plan_candidate one = {.dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1,
-	                             .schedule = PLAN_1F1B};
+	struct plan_candidate one = {
+	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
 	struct plan_candidate four = one;
 	four.dp = 4;
 	plan_predict(&model, &k, &one);
@@ -202,16 +202,16 @@ static void test_measured_block_and_optimiser_costs(void **state)
 	k.block_model_s = 1e-9;
 	k.block_call_s = 1e-4;
 	k.adamw_s_per_param = 1e-8;
-	struct plan_candidate c = {.dp = 1, .tp = 1, .pp = 2, .v = 1, .m = 1,
-	                           .schedule = PLAN_1F1B};
+	struct plan_candidate c = {
+	    .dp = 1, .tp = 1, .pp = 2, .v = 1, .m = 1, .schedule = PLAN_1F1B};
 	plan_predict(&model, &k, &c);
 	double m1 = c.compute_s;
 	c.m = 16;
 	plan_predict(&model, &k, &c);
 	/* 4 blocks per stage: 15 more micro-batches cost 60 more calls */
 	assert_float_equal(c.compute_s - m1, 60 * k.block_call_s, 1e-9);
-	struct plan_candidate d1 = {.dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1,
-	                            .schedule = PLAN_1F1B};
+	struct plan_candidate d1 = {
+	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
 	struct plan_candidate d2 = d1, t2 = d1;
 	d2.dp = 2;
 	t2.tp = 2;
