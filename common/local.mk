@@ -5,5 +5,6 @@ common_libcommon_a_SOURCES = \
 	common/err.c common/err.h \
 	common/log.c common/log.h \
 	common/clock.c common/clock.h \
-	common/jsonx.c common/jsonx.h
+	common/jsonx.c common/jsonx.h \
+	common/base64.c common/base64.h
 common_libcommon_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)

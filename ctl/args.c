@@ -16,6 +16,19 @@ enum opt_flag {
 	OPT_AFTER = 1 << 4,
 	OPT_LIMIT = 1 << 5,
 	OPT_ROLE = 1 << 6,
+	OPT_VERSION = 1 << 7,
+	OPT_COMPONENT = 1 << 8,
+	OPT_NOTES = 1 << 9,
+	OPT_ADVISORY = 1 << 10,
+	OPT_TITLE = 1 << 11,
+	OPT_SEVERITY = 1 << 12,
+	OPT_CVE = 1 << 13,
+	OPT_TEXT = 1 << 14,
+	OPT_TEXT_FILE = 1 << 15,
+	OPT_EMBARGO_DAYS = 1 << 16,
+	OPT_VISIBLE_TO = 1 << 17,
+	OPT_READS = 1 << 18,
+	OPT_LAST = OPT_READS,
 };
 
 struct command_def {
@@ -38,10 +51,31 @@ static const struct command_def commands[] = {
     {CTL_JOB_CANCEL, "job", "cancel", 1, 1, 0, 0},
     {CTL_JOB_WAIT, "job", "wait", 1, 1, OPT_TIMEOUT, 0},
     {CTL_JOB_WATCH, "job", "watch", 1, 1, OPT_TIMEOUT, 0},
+    {CTL_EVENTS_VERIFY, "events", "verify", 0, 0, 0, 0}, /* before "events" alone */
     {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT, 0},
     {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
     {CTL_TOKEN_REVOKE, "token", "revoke", 1, 1, 0, 0},
+    {CTL_BUILD_UPLOAD, "build", "upload", 1, 1,
+     OPT_VERSION | OPT_COMPONENT | OPT_NOTES | OPT_ADVISORY, OPT_VERSION},
+    {CTL_BUILD_LIST, "build", "list", 0, 0, 0, 0},
+    {CTL_BUILD_SHOW, "build", "show", 1, 1, 0, 0},
+    {CTL_BUILD_DOWNLOAD, "build", "download", 1, 1, 0, 0},
+    {CTL_BUILD_DELETE, "build", "delete", 1, 1, 0, 0},
+    {CTL_ADVISORY_CREATE, "advisory", "create", 0, 0,
+     OPT_TITLE | OPT_SEVERITY | OPT_CVE | OPT_TEXT | OPT_TEXT_FILE | OPT_EMBARGO_DAYS |
+         OPT_VISIBLE_TO,
+     OPT_TITLE | OPT_SEVERITY},
+    {CTL_ADVISORY_LIST, "advisory", "list", 0, 0, 0, 0},
+    {CTL_ADVISORY_SHOW, "advisory", "show", 1, 1, 0, 0},
+    {CTL_ADVISORY_EMBARGO, "advisory", "embargo", 1, 1, OPT_EMBARGO_DAYS, OPT_EMBARGO_DAYS},
+    {CTL_ADVISORY_SHARE, "advisory", "share", 1, 1, OPT_VISIBLE_TO, OPT_VISIBLE_TO},
+    {CTL_ADVISORY_PUBLISH, "advisory", "publish", 1, 1, 0, 0},
+    {CTL_AUDIT, "audit", NULL, 0, 0, OPT_AFTER | OPT_LIMIT | OPT_READS, 0},
+    {CTL_NODE_LIST, "node", "list", 0, 0, 0, 0},
+    {CTL_NODE_SHOW, "node", "show", 1, 1, 0, 0},
+    {CTL_NODE_CORDON, "node", "cordon", 1, 1, 0, 0},
+    {CTL_NODE_UNCORDON, "node", "uncordon", 1, 1, 0, 0},
     {CTL_PLAN, "plan", NULL, 1, 1, OPT_LIMIT, 0},
 };
 
@@ -53,16 +87,38 @@ struct option_def {
 };
 
 static const struct option_def options[] = {
-    {"endpoints", 0, 0, 1},     {"token", 0, 0, 1},         {"output", 'o', 0, 1},
-    {"retries", 0, 0, 1},       {"verbose", 'v', 0, 0},     {"help", 'h', 0, 0},
-    {"spare", 0, OPT_SPARE, 0}, {"state", 0, OPT_STATE, 1}, {"timeout", 0, OPT_TIMEOUT, 1},
-    {"job", 0, OPT_JOB, 1},     {"after", 0, OPT_AFTER, 1}, {"limit", 0, OPT_LIMIT, 1},
+    {"endpoints", 0, 0, 1},
+    {"token", 0, 0, 1},
+    {"output", 'o', 0, 1},
+    {"retries", 0, 0, 1},
+    {"verbose", 'v', 0, 0},
+    {"help", 'h', 0, 0},
+    {"spare", 0, OPT_SPARE, 0},
+    {"state", 0, OPT_STATE, 1},
+    {"timeout", 0, OPT_TIMEOUT, 1},
+    {"job", 0, OPT_JOB, 1},
+    {"after", 0, OPT_AFTER, 1},
+    {"limit", 0, OPT_LIMIT, 1},
     {"role", 0, OPT_ROLE, 1},
+    {"version", 0, OPT_VERSION, 1},
+    {"component", 0, OPT_COMPONENT, 1},
+    {"notes", 0, OPT_NOTES, 1},
+    {"advisory", 0, OPT_ADVISORY, 1},
+    {"title", 0, OPT_TITLE, 1},
+    {"severity", 0, OPT_SEVERITY, 1},
+    {"cve", 0, OPT_CVE, 1},
+    {"text", 0, OPT_TEXT, 1},
+    {"text-file", 0, OPT_TEXT_FILE, 1},
+    {"embargo-days", 0, OPT_EMBARGO_DAYS, 1},
+    {"visible-to", 0, OPT_VISIBLE_TO, 1},
+    {"reads", 0, OPT_READS, 0},
 };
 
 static const char *const job_states[] = {"pending", "running",   "restarting", "succeeded",
                                          "failed",  "cancelled", NULL};
 static const char *const roles[] = {"admin", "operator", "user", "security", "agent", NULL};
+static const char *const components[] = {"agent", "worker", NULL};
+static const char *const severities[] = {"low", "medium", "high", "critical", NULL};
 
 const char *ctl_usage(void)
 {
@@ -97,11 +153,35 @@ const char *ctl_usage(void)
 	       "                                         printed once\n"
 	       "  token list                             tokens (never their secrets)\n"
 	       "  token revoke ID                        revoke a token\n"
+	       "  events verify                          check the event log's hash chain; names\n"
+	       "                                         the first broken link\n"
+	       "  build upload FILE --version V [--component agent|worker] [--notes TEXT]\n"
+	       "                    [--advisory ID]      store a build (chunked, sha256-checked)\n"
+	       "  build list | build show V              builds (redacted under embargo)\n"
+	       "  build download V -o FILE               the build's bytes, sha256-checked\n"
+	       "  build delete V                         drop an unfinished upload (and its "
+	       "quota)\n"
+	       "  advisory create --title T --severity low|medium|high|critical [--cve ID]\n"
+	       "                  [--text T | --text-file F] [--embargo-days N]\n"
+	       "                  [--visible-to ROLE|NAME,...]\n"
+	       "                                         report an advisory (embargo <= 14 days)\n"
+	       "  advisory list | advisory show ID       advisories (redacted outside the circle)\n"
+	       "  advisory embargo ID --embargo-days N   start the embargo of a reported advisory\n"
+	       "  advisory share ID --visible-to ROLE|NAME,...\n"
+	       "                                         widen the circle that may see it\n"
+	       "  advisory publish ID                    end the embargo (security role)\n"
+	       "  audit [--reads] [--after SEQ] [--limit N]\n"
+	       "                                         changes by principals and embargoed "
+	       "reads\n"
+	       "                                         (--reads: only the reads)\n"
+	       "  node list | node show ID               agents' nodes\n"
+	       "  node cordon ID | node uncordon ID      stop / resume placing ranks on a node\n"
 	       "\n"
 	       "global flags (before or after the command):\n"
 	       "  --endpoints URL[,URL...]   controllers to ask (default: $YARD_ENDPOINTS)\n"
 	       "  --token TOKEN              bearer token (default: $YARD_TOKEN)\n"
 	       "  -o, --output table|json    human tables (default) or the server's JSON\n"
+	       "                             (build download: -o FILE is the file to write)\n"
 	       "  --retries N                extra passes over the endpoints when none answers\n"
 	       "                             (default 4, with back-off)\n"
 	       "  -v, --verbose              log each request to stderr\n"
@@ -175,13 +255,7 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 	else if (strcmp(o->long_name, "token") == 0)
 		a->token = value;
 	else if (strcmp(o->long_name, "output") == 0) {
-		if (strcmp(value, "json") == 0)
-			a->output = CTL_OUTPUT_JSON;
-		else if (strcmp(value, "table") == 0)
-			a->output = CTL_OUTPUT_TABLE;
-		else
-			return yard_err_set(err, YARD_EINVAL,
-			                    "--output: \"%s\" is not \"table\" or \"json\"", value);
+		a->out_file = value; /* table|json or, for build download, a file: see below */
 	} else if (strcmp(o->long_name, "retries") == 0) {
 		if (parse_i64(value, 0, 100, &n) != 0)
 			return yard_err_set(err, YARD_EINVAL, "--retries: \"%s\" is not in 0..100",
@@ -222,6 +296,50 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 			return yard_err_set(err, YARD_EINVAL, "--limit: \"%s\" is not in 1..1000",
 			                    value);
 		a->limit = (int)n;
+	} else if (strcmp(o->long_name, "version") == 0) {
+		if (!ctl_id_valid(value) || strlen(value) > 63)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--version: \"%s\" must be 1..63 characters from "
+			                    "[A-Za-z0-9._-]",
+			                    value);
+		a->version = value;
+	} else if (strcmp(o->long_name, "component") == 0) {
+		if (!in_list(value, components))
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--component: \"%s\" is not agent or worker", value);
+		a->component = value;
+	} else if (strcmp(o->long_name, "notes") == 0) {
+		a->notes = value;
+	} else if (strcmp(o->long_name, "advisory") == 0) {
+		if (!ctl_id_valid(value))
+			return yard_err_set(err, YARD_EINVAL, "--advisory: \"%s\" is not an id",
+			                    value);
+		a->advisory = value;
+	} else if (strcmp(o->long_name, "title") == 0) {
+		a->title = value;
+	} else if (strcmp(o->long_name, "severity") == 0) {
+		if (!in_list(value, severities))
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "--severity: \"%s\" is not low, medium, high or critical", value);
+		a->severity = value;
+	} else if (strcmp(o->long_name, "cve") == 0) {
+		a->cve = value;
+	} else if (strcmp(o->long_name, "text") == 0) {
+		a->text = value;
+	} else if (strcmp(o->long_name, "text-file") == 0) {
+		a->text_file = value;
+	} else if (strcmp(o->long_name, "embargo-days") == 0) {
+		/* the server says why a longer embargo is refused (at most 14 days) */
+		if (parse_i64(value, 1, 1000, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--embargo-days: \"%s\" is not a number of days",
+			                    value);
+		a->embargo_days = (int)n;
+	} else if (strcmp(o->long_name, "visible-to") == 0) {
+		a->visible_to = value;
+	} else if (strcmp(o->long_name, "reads") == 0) {
+		a->reads = 1;
 	} else if (strcmp(o->long_name, "role") == 0) {
 		if (!in_list(value, roles))
 			return yard_err_set(err, YARD_EINVAL,
@@ -264,6 +382,28 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a job id", a->name,
 			                    op[0]);
+		return 0;
+	case CTL_BUILD_SHOW:
+	case CTL_BUILD_DOWNLOAD:
+	case CTL_BUILD_DELETE:
+	case CTL_ADVISORY_SHOW:
+	case CTL_ADVISORY_EMBARGO:
+	case CTL_ADVISORY_SHARE:
+	case CTL_ADVISORY_PUBLISH:
+	case CTL_NODE_SHOW:
+	case CTL_NODE_CORDON:
+	case CTL_NODE_UNCORDON:
+		if (!ctl_id_valid(op[0]))
+			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a valid id",
+			                    a->name, op[0]);
+		return 0;
+	case CTL_ADVISORY_CREATE:
+		if (a->text != NULL && a->text_file != NULL)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "%s: give --text or --text-file, not both", a->name);
+		if (a->text == NULL && a->text_file == NULL)
+			return yard_err_set(err, YARD_EINVAL, "%s: needs --text or --text-file",
+			                    a->name);
 		return 0;
 	case CTL_TOKEN_REVOKE:
 		if (!ctl_id_valid(op[0]))
@@ -371,7 +511,22 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 		                    words[first + def->max_operands]);
 	for (int i = 0; i < a->operand_count; i++)
 		a->operand[i] = words[first + i];
-	for (unsigned f = 1; f <= OPT_ROLE; f <<= 1) {
+	/* -o is the output format, except for build download where it names the file */
+	if (a->command == CTL_BUILD_DOWNLOAD) {
+		if (a->out_file == NULL)
+			return yard_err_set(err, YARD_EINVAL, "%s: needs -o FILE", name);
+	} else if (a->out_file != NULL) {
+		if (strcmp(a->out_file, "json") == 0)
+			a->output = CTL_OUTPUT_JSON;
+		else if (strcmp(a->out_file, "table") == 0)
+			a->output = CTL_OUTPUT_TABLE;
+		else
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--output: \"%s\" is not \"table\" or \"json\"",
+			                    a->out_file);
+		a->out_file = NULL;
+	}
+	for (unsigned f = 1; f <= OPT_LAST; f <<= 1) {
 		if ((seen & f) && !(def->options & f))
 			return yard_err_set(err, YARD_EINVAL, "%s: does not take --%s", name,
 			                    option_name(f));

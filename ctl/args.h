@@ -25,6 +25,23 @@ enum ctl_command {
 	CTL_TOKEN_CREATE,
 	CTL_TOKEN_LIST,
 	CTL_TOKEN_REVOKE,
+	CTL_EVENTS_VERIFY,
+	CTL_BUILD_UPLOAD,
+	CTL_BUILD_LIST,
+	CTL_BUILD_SHOW,
+	CTL_BUILD_DOWNLOAD,
+	CTL_BUILD_DELETE,
+	CTL_ADVISORY_CREATE,
+	CTL_ADVISORY_LIST,
+	CTL_ADVISORY_SHOW,
+	CTL_ADVISORY_EMBARGO,
+	CTL_ADVISORY_SHARE,
+	CTL_ADVISORY_PUBLISH,
+	CTL_AUDIT,
+	CTL_NODE_LIST,
+	CTL_NODE_SHOW,
+	CTL_NODE_CORDON,
+	CTL_NODE_UNCORDON,
 	CTL_PLAN,
 };
 
@@ -52,6 +69,20 @@ struct ctl_args {
 	int64_t after;     /* events --after, -1 when not given */
 	int limit;         /* job list / events / plan --limit, 0 = server default */
 	double timeout_s;  /* job wait --timeout, 0 = wait without limit */
+	/* build and advisory options (NULL when not given) */
+	const char *version;    /* build upload --version */
+	const char *component;  /* build upload --component (default agent) */
+	const char *notes;      /* build upload --notes */
+	const char *advisory;   /* build upload --advisory */
+	const char *out_file;   /* build download -o FILE */
+	const char *title;      /* advisory create --title */
+	const char *severity;   /* advisory create --severity */
+	const char *cve;        /* advisory create --cve (default RESERVED) */
+	const char *text;       /* advisory create --text */
+	const char *text_file;  /* advisory create --text-file */
+	const char *visible_to; /* advisory create/share --visible-to ROLE|NAME[,...] */
+	int embargo_days;       /* advisory create/embargo --embargo-days, 0 = not given */
+	int reads;              /* audit --reads */
 };
 
 /* Parses argv[1..argc). Usage errors return YARD_EINVAL with a message saying what is wrong

@@ -198,7 +198,7 @@ void ctl_response_free(struct ctl_response *r)
 
 struct body_buf {
 	char *data;
-	size_t len, cap;
+	size_t len, cap, max;
 	int too_big;
 };
 
@@ -206,7 +206,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct body_buf *b = userdata;
 	size_t n = size * nmemb;
-	if (b->len + n + 1 > BODY_MAX_BYTES) {
+	if (b->len + n + 1 > b->max) {
 		b->too_big = 1;
 		return 0;
 	}
@@ -229,12 +229,14 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 /* One HTTP exchange with base+path. Returns 0 with resp filled when a status came back, or
  * an error describing the transport failure. */
 static int perform(struct ctl_client *c, const char *base, const char *method, const char *path,
-                   const char *body, const char *request_id, struct ctl_response *resp,
+                   const struct ctl_body *body, const char *request_id, struct ctl_response *resp,
                    char *location, size_t location_len, struct yard_err *err)
 {
 	CURL *curl = c->curl;
 	struct curl_slist *headers = NULL;
-	struct body_buf buf = {0};
+	struct body_buf buf = {.max =
+	                           c->max_response_bytes ? c->max_response_bytes : BODY_MAX_BYTES};
+	char content_type[96];
 	char url[CTL_URL_MAX + 2048], rid_header[CTL_REQUEST_ID_LEN + 32];
 	CURLcode cc;
 	int rc = 0;
@@ -244,8 +246,11 @@ static int perform(struct ctl_client *c, const char *base, const char *method, c
 	curl_easy_reset(curl);
 	headers = curl_slist_append(headers, c->auth_header);
 	headers = curl_slist_append(headers, "Accept: application/json");
-	if (body != NULL)
-		headers = curl_slist_append(headers, "Content-Type: application/json");
+	if (body != NULL) {
+		snprintf(content_type, sizeof content_type, "Content-Type: %s",
+		         body->content_type ? body->content_type : "application/json");
+		headers = curl_slist_append(headers, content_type);
+	}
 	if (request_id != NULL) {
 		snprintf(rid_header, sizeof rid_header, "X-Request-Id: %s", request_id);
 		headers = curl_slist_append(headers, rid_header);
@@ -265,14 +270,14 @@ static int perform(struct ctl_client *c, const char *base, const char *method, c
 		curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
 	} else {
 		curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body ? body : "");
-		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)(body ? strlen(body) : 0));
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body ? body->data : "");
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)(body ? body->len : 0));
 	}
 	cc = curl_easy_perform(curl);
 	curl_slist_free_all(headers);
 	if (cc != CURLE_OK) {
 		if (buf.too_big)
-			rc = yard_err_set(err, YARD_EIO, "response over %u bytes", BODY_MAX_BYTES);
+			rc = yard_err_set(err, YARD_EIO, "response over %zu bytes", buf.max);
 		else
 			rc = yard_err_set(
 			    err, cc == CURLE_OPERATION_TIMEDOUT ? YARD_ETIMEDOUT : YARD_EIO, "%s",
@@ -313,6 +318,14 @@ static void log_failure(struct attempt_log *log, const char *base, const char *w
 
 int ctl_client_request(struct ctl_client *c, const char *method, const char *path, const char *body,
                        const char *request_id, struct ctl_response *resp, struct yard_err *err)
+{
+	struct ctl_body json = {body, body ? strlen(body) : 0, NULL};
+	return ctl_client_send(c, method, path, body ? &json : NULL, request_id, resp, err);
+}
+
+int ctl_client_send(struct ctl_client *c, const char *method, const char *path,
+                    const struct ctl_body *body, const char *request_id, struct ctl_response *resp,
+                    struct yard_err *err)
 {
 	struct attempt_log log = {{0}};
 	int saw_503 = 0;

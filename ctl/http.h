@@ -27,7 +27,15 @@ struct ctl_client {
 	int retry_rounds;         /* passes over all endpoints after the first */
 	long backoff_first_ms;    /* sleep after a failed pass, doubling up to backoff_max_ms */
 	long backoff_max_ms;
-	void *curl; /* CURL *, reused so connections stay open */
+	void *curl;                /* CURL *, reused so connections stay open */
+	size_t max_response_bytes; /* 0: 16 MiB; larger for build downloads */
+};
+
+/* A request body: data[0..len) sent as content_type (NULL: application/json). */
+struct ctl_body {
+	const void *data;
+	size_t len;
+	const char *content_type;
 };
 
 struct ctl_response {
@@ -64,6 +72,10 @@ void ctl_client_close(struct ctl_client *c);
  * endpoint tried and what it said. */
 int ctl_client_request(struct ctl_client *c, const char *method, const char *path, const char *body,
                        const char *request_id, struct ctl_response *resp, struct yard_err *err);
+/* The same with any body (binary chunks). */
+int ctl_client_send(struct ctl_client *c, const char *method, const char *path,
+                    const struct ctl_body *body, const char *request_id, struct ctl_response *resp,
+                    struct yard_err *err);
 void ctl_response_free(struct ctl_response *r);
 
 /* "400 from http://...: <error> (field <field>)" for an error response. */

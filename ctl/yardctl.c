@@ -2,6 +2,7 @@
  * The grammar is in args.c, the transport (leader redirects, retries) in http.c and the
  * table layout in output.c; this file maps commands to requests and answers to output.
  * Exit status: 0 success, 1 error, 2 usage error. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +13,15 @@
 #include "ctl/args.h"
 #include "ctl/http.h"
 #include "ctl/output.h"
+#include "jobs/fsm.h"
+#include "jobs/sha256.h"
 #include "jobs/spec.h"
 
 #define EXIT_USAGE 2
 #define JOB_LIST_PAGES_MAX 1000
 #define WAIT_POLL_MS 1000
 #define WAIT_TRANSPORT_FAILURES_MAX 5
+#define BUILD_CHUNK_BYTES FSM_CHUNK_MAX /* the server's chunk size (jobs/fsm.h) */
 
 struct ctl {
 	struct ctl_args args;
@@ -525,20 +529,26 @@ static void print_job(const json_t *j)
 	}
 }
 
-static int cmd_job_show(struct ctl *x)
+/* GET prefix + the first operand and print it with print (or as JSON with -o json). */
+static int show_object(struct ctl *x, const char *prefix, void (*print)(const json_t *))
 {
 	struct ctl_response r;
 	char path[128];
-	snprintf(path, sizeof path, "/v1/jobs/%s", x->args.operand[0]);
+	snprintf(path, sizeof path, "%s%s", prefix, x->args.operand[0]);
 	int rc = call(x, "GET", path, NULL, NULL, &r);
 	if (rc != 0)
 		return rc;
 	if (x->args.output == CTL_OUTPUT_JSON)
 		print_json(&r);
 	else
-		print_job(r.json);
+		print(r.json);
 	ctl_response_free(&r);
 	return 0;
+}
+
+static int cmd_job_show(struct ctl *x)
+{
+	return show_object(x, "/v1/jobs/", print_job);
 }
 
 static int cmd_job_cancel(struct ctl *x)
@@ -672,22 +682,22 @@ static int cmd_job_wait(struct ctl *x)
 
 /* ---- events ---- */
 
-static int cmd_events(struct ctl *x)
+/* GET path (an event page: events or the audit log) and prints it. */
+static int events_page(struct ctl *x, char *path)
 {
 	static const char *const headers[] = {"SEQ", "TIME", "TYPE", "JOB", "ACTOR", "MESSAGE"};
 	const struct ctl_args *a = &x->args;
 	struct ctl_response r;
-	char path[256] = "/v1/events", num[32];
+	char num[32];
+	size_t path_len = 256;
 	if (a->after >= 0) {
 		snprintf(num, sizeof num, "%lld", (long long)a->after);
-		add_query(path, sizeof path, "after", num);
+		add_query(path, path_len, "after", num);
 	}
 	if (a->limit > 0) {
 		snprintf(num, sizeof num, "%d", a->limit);
-		add_query(path, sizeof path, "limit", num);
+		add_query(path, path_len, "limit", num);
 	}
-	if (a->job != NULL)
-		add_query(path, sizeof path, "job", a->job);
 	int rc = call(x, "GET", path, NULL, NULL, &r);
 	if (rc != 0)
 		return rc;
@@ -722,6 +732,14 @@ static int cmd_events(struct ctl *x)
 	}
 	ctl_response_free(&r);
 	return 0;
+}
+
+static int cmd_events(struct ctl *x)
+{
+	char path[256] = "/v1/events";
+	if (x->args.job != NULL)
+		add_query(path, sizeof path, "job", x->args.job);
+	return events_page(x, path);
 }
 
 /* ---- tokens ---- */
@@ -793,6 +811,481 @@ static int cmd_token_revoke(struct ctl *x)
 		print_json(&r);
 	else
 		printf("token %s revoked\n", x->args.operand[0]);
+	ctl_response_free(&r);
+	return 0;
+}
+
+/* ---- builds ---- */
+
+#define BUILD_FILE_MAX (4LL << 30)
+#define TEXT_FILE_MAX (64 * 1024)
+
+/* Reads a whole binary file (malloc'd, sized first) of at most max bytes. */
+static int binary_file_read(const struct ctl *x, const char *path, long long max,
+                            unsigned char **data, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return fail(x, "%s: %s", path, strerror(errno));
+	long long size = -1;
+	if (fseeko(f, 0, SEEK_END) == 0)
+		size = (long long)ftello(f);
+	if (size < 0 || fseeko(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return fail(x, "%s: cannot tell its size", path);
+	}
+	if (size > max) {
+		fclose(f);
+		return fail(x, "%s: %lld bytes, more than the %lld this command sends", path, size,
+		            max);
+	}
+	unsigned char *buf = malloc((size_t)size + 1);
+	if (buf == NULL || fread(buf, 1, (size_t)size, f) != (size_t)size) {
+		free(buf);
+		fclose(f);
+		return fail(x, "%s: cannot read %lld bytes", path, size);
+	}
+	fclose(f);
+	buf[size] = '\0';
+	*data = buf;
+	*len = (size_t)size;
+	return 0;
+}
+
+static int cmd_build_upload(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	struct ctl_response r;
+	unsigned char *data = NULL;
+	size_t len = 0;
+	char sha[SHA256_HEX_LEN + 1], path[256];
+	int rc = binary_file_read(x, a->operand[0], BUILD_FILE_MAX, &data, &len);
+	if (rc != 0)
+		return rc;
+	if (len == 0) {
+		free(data);
+		return fail(x, "%s is empty", a->operand[0]);
+	}
+	sha256_hex(data, len, sha);
+	json_t *body = json_pack("{s:s,s:s,s:s,s:I}", "version", a->version, "component",
+	                         a->component ? a->component : "agent", "sha256", sha, "size",
+	                         (json_int_t)len);
+	if (a->notes != NULL)
+		json_object_set_new(body, "notes", json_string(a->notes));
+	if (a->advisory != NULL)
+		json_object_set_new(body, "advisory", json_string(a->advisory));
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	rc = write_call(x, "POST", "/v1/builds", text, &r);
+	free(text);
+	if (rc != 0) {
+		free(data);
+		return rc;
+	}
+	ctl_response_free(&r);
+	size_t chunks = (len + BUILD_CHUNK_BYTES - 1) / BUILD_CHUNK_BYTES;
+	for (size_t i = 0; i < chunks; i++) {
+		struct yard_err err = {0};
+		char request_id[CTL_REQUEST_ID_LEN + 1], what[1024];
+		size_t off = i * BUILD_CHUNK_BYTES;
+		struct ctl_body chunk = {data + off, YARD_MIN((size_t)BUILD_CHUNK_BYTES, len - off),
+		                         "application/octet-stream"};
+		snprintf(path, sizeof path, "/v1/builds/%s/chunks/%zu", a->version, i);
+		ctl_request_id(request_id);
+		if (ctl_client_send(&x->client, "PUT", path, &chunk, request_id, &r, &err) != 0) {
+			free(data);
+			return fail(x, "chunk %zu of %zu: %s", i, chunks, err.msg);
+		}
+		if (r.status != 200) {
+			ctl_response_describe(&r, what, sizeof what);
+			ctl_response_free(&r);
+			free(data);
+			return fail(x, "chunk %zu of %zu: %s", i, chunks, what);
+		}
+		ctl_response_free(&r);
+	}
+	free(data);
+	snprintf(path, sizeof path, "/v1/builds/%s/commit", a->version);
+	if ((rc = write_call(x, "POST", path, "{}", &r)) != 0)
+		return rc;
+	if (a->output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("build %s (%s): %zu bytes in %zu chunks, sha256 %s, %s\n", a->version,
+		       a->component ? a->component : "agent", len, chunks, sha,
+		       str(r.json, "state") ? str(r.json, "state") : "?");
+	ctl_response_free(&r);
+	return 0;
+}
+
+static void print_build(const json_t *b)
+{
+	char buf[128]; /* a sha256 is 64 characters */
+	static const char *const keys[] = {"version",         "component", "state", "size",
+	                                   "sha256",          "advisory",  "actor", "chunks",
+	                                   "chunks_received", NULL};
+	for (int i = 0; keys[i] != NULL; i++)
+		printf("%-16s %s\n", keys[i], cell(b, keys[i], buf, sizeof buf));
+	json_t *c = json_object_get(b, "created_ms");
+	if (json_is_integer(c)) {
+		ctl_format_time(json_integer_value(c), buf, sizeof buf);
+		printf("%-16s %s\n", "created", buf);
+	}
+	if (json_is_true(json_object_get(b, "redacted")))
+		printf("%-16s %s\n", "redacted", "yes: under embargo, outside its visibility list");
+	printf("notes:\n%s\n", str(b, "notes") ? str(b, "notes") : "-");
+}
+
+static int cmd_build_list(struct ctl *x)
+{
+	static const char *const headers[] = {"VERSION", "COMPONENT", "STATE", "SIZE",
+	                                      "SHA256",  "ADVISORY",  "NOTES"};
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/builds", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		struct ctl_table t;
+		size_t i;
+		json_t *b;
+		ctl_table_init(&t, 7, headers);
+		json_array_foreach(json_object_get(r.json, "builds"), i, b)
+		{
+			char size[32], sha[16] = "-", notes[48];
+			const char *s = str(b, "sha256");
+			if (s != NULL)
+				snprintf(sha, sizeof sha, "%.12s", s);
+			snprintf(notes, sizeof notes, "%.40s",
+			         str(b, "notes") ? str(b, "notes") : "");
+			const char *row[] = {str(b, "version"),
+			                     str(b, "component"),
+			                     str(b, "state"),
+			                     cell(b, "size", size, sizeof size),
+			                     sha,
+			                     str(b, "advisory"),
+			                     notes[0] ? notes : NULL};
+			ctl_table_add(&t, row);
+		}
+		ctl_table_print(&t, stdout);
+		ctl_table_free(&t);
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_build_show(struct ctl *x)
+{
+	return show_object(x, "/v1/builds/", print_build);
+}
+
+/* Downloads into FILE.tmp, checks size and sha256 against the build's metadata, renames. */
+static int cmd_build_download(struct ctl *x)
+{
+	const char *version = x->args.operand[0], *out = x->args.out_file;
+	struct ctl_response meta, r;
+	char path[128], tmp[4096], sha[SHA256_HEX_LEN + 1];
+	snprintf(path, sizeof path, "/v1/builds/%s", version);
+	int rc = call(x, "GET", path, NULL, NULL, &meta);
+	if (rc != 0)
+		return rc;
+	const char *want = str(meta.json, "sha256");
+	json_int_t size = json_integer_value(json_object_get(meta.json, "size"));
+	if (want == NULL || size <= 0) {
+		ctl_response_free(&meta);
+		return fail(x, "build %s is under embargo and not visible to this token", version);
+	}
+	snprintf(sha, sizeof sha, "%s", want);
+	ctl_response_free(&meta);
+	x->client.max_response_bytes = (size_t)size + 1024;
+	snprintf(path, sizeof path, "/v1/builds/%s/binary", version);
+	if ((rc = call(x, "GET", path, NULL, NULL, &r)) != 0)
+		return rc;
+	char got[SHA256_HEX_LEN + 1];
+	sha256_hex(r.body, r.body_len, got);
+	if ((json_int_t)r.body_len != size || strcmp(got, sha) != 0) {
+		ctl_response_free(&r);
+		return fail(x, "build %s: got %zu bytes with sha256 %s, want %lld bytes with %s",
+		            version, r.body_len, got, (long long)size, sha);
+	}
+	snprintf(tmp, sizeof tmp, "%s.tmp", out);
+	FILE *f = fopen(tmp, "wb");
+	int ok = f != NULL && fwrite(r.body, 1, r.body_len, f) == r.body_len;
+	if (f != NULL && fclose(f) != 0)
+		ok = 0;
+	if (!ok || rename(tmp, out) != 0) {
+		int e = errno;
+		unlink(tmp);
+		ctl_response_free(&r);
+		return fail(x, "%s: %s", out, strerror(e));
+	}
+	printf("build %s: %zu bytes, sha256 %s verified, written to %s\n", version, r.body_len, sha,
+	       out);
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_build_delete(struct ctl *x)
+{
+	struct ctl_response r;
+	char path[128];
+	snprintf(path, sizeof path, "/v1/builds/%s", x->args.operand[0]);
+	int rc = write_call(x, "DELETE", path, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("unfinished build %s deleted\n", x->args.operand[0]);
+	ctl_response_free(&r);
+	return 0;
+}
+
+/* ---- advisories ---- */
+
+/* "security,alice" → {"roles": ["security"], "principals": ["alice"]} */
+static json_t *visibility_of(const char *list)
+{
+	static const char *const role_names[] = {"admin",    "operator", "user",
+	                                         "security", "agent",    NULL};
+	json_t *v = json_pack("{s:[],s:[]}", "roles", "principals");
+	char buf[1024];
+	snprintf(buf, sizeof buf, "%s", list);
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+		int is_role = 0;
+		for (int i = 0; role_names[i] != NULL; i++)
+			is_role |= strcmp(tok, role_names[i]) == 0;
+		json_array_append_new(json_object_get(v, is_role ? "roles" : "principals"),
+		                      json_string(tok));
+	}
+	return v;
+}
+
+static void print_advisory(const json_t *a)
+{
+	char buf[64];
+	static const char *const keys[] = {"id",    "title", "cve", "severity",
+	                                   "state", "actor", NULL};
+	static const char *const times[] = {"embargo_start_ms", "embargo_until_ms", "published_ms",
+	                                    NULL};
+	for (int i = 0; keys[i] != NULL; i++)
+		printf("%-14s %s\n", keys[i], str(a, keys[i]) ? str(a, keys[i]) : "-");
+	for (int i = 0; times[i] != NULL; i++) {
+		json_t *t = json_object_get(a, times[i]);
+		if (json_is_integer(t)) {
+			ctl_format_time(json_integer_value(t), buf, sizeof buf);
+			printf("%-14.*s %s\n", (int)strlen(times[i]) - 3, times[i], buf);
+		}
+	}
+	char *vis = json_dumps(json_object_get(a, "visibility"), JSON_COMPACT);
+	printf("%-14s %s\n", "visible to", vis ? vis : "-");
+	free(vis);
+	printf("text:\n%s\n", str(a, "text") ? str(a, "text") : "-");
+	size_t i;
+	json_t *e;
+	if (json_array_size(json_object_get(a, "timeline")) > 0)
+		printf("timeline:\n");
+	json_array_foreach(json_object_get(a, "timeline"), i, e)
+	{
+		ctl_format_time(json_integer_value(json_object_get(e, "ts_ms")), buf, sizeof buf);
+		printf("  %s  %-12s %s\n", buf, str(e, "actor") ? str(e, "actor") : "-",
+		       str(e, "what") ? str(e, "what") : "-");
+	}
+}
+
+/* Sends body (stolen) and prints the advisory the server answers with. */
+static int advisory_write(struct ctl *x, const char *path, json_t *body)
+{
+	struct ctl_response r;
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	int rc = write_call(x, "POST", path, text, &r);
+	free(text);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		print_advisory(r.json);
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_advisory_create(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	struct yard_err err = {0};
+	char *file_text = NULL;
+	if (a->text_file != NULL &&
+	    (file_text = read_file(a->text_file, TEXT_FILE_MAX, &err)) == NULL)
+		return fail(x, "--text-file %s", err.msg);
+	json_t *body =
+	    json_pack("{s:s,s:s,s:s,s:s}", "title", a->title, "severity", a->severity, "cve",
+	              a->cve ? a->cve : "RESERVED", "text", file_text ? file_text : a->text);
+	free(file_text);
+	if (body == NULL)
+		return fail(x, "the advisory text is not valid UTF-8");
+	if (a->embargo_days > 0)
+		json_object_set_new(body, "embargo_days", json_integer(a->embargo_days));
+	if (a->visible_to != NULL)
+		json_object_set_new(body, "visibility", visibility_of(a->visible_to));
+	return advisory_write(x, "/v1/advisories", body);
+}
+
+static int cmd_advisory_list(struct ctl *x)
+{
+	static const char *const headers[] = {"ID",  "STATE",         "SEVERITY",
+	                                      "CVE", "EMBARGO_UNTIL", "TITLE"};
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/advisories", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		struct ctl_table t;
+		size_t i;
+		json_t *adv;
+		ctl_table_init(&t, 6, headers);
+		json_array_foreach(json_object_get(r.json, "advisories"), i, adv)
+		{
+			char until[64] = "-";
+			json_t *u = json_object_get(adv, "embargo_until_ms");
+			if (json_is_integer(u))
+				ctl_format_time(json_integer_value(u), until, sizeof until);
+			const char *row[] = {str(adv, "id"),
+			                     str(adv, "state"),
+			                     str(adv, "severity"),
+			                     str(adv, "cve"),
+			                     until,
+			                     str(adv, "title")};
+			ctl_table_add(&t, row);
+		}
+		ctl_table_print(&t, stdout);
+		ctl_table_free(&t);
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static int cmd_advisory_show(struct ctl *x)
+{
+	return show_object(x, "/v1/advisories/", print_advisory);
+}
+
+static int cmd_advisory_change(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	char path[128];
+	const char *verb = a->command == CTL_ADVISORY_EMBARGO ? "embargo"
+	                   : a->command == CTL_ADVISORY_SHARE ? "share"
+	                                                      : "publish";
+	snprintf(path, sizeof path, "/v1/advisories/%s/%s", a->operand[0], verb);
+	json_t *body = json_object();
+	if (a->command == CTL_ADVISORY_EMBARGO)
+		json_object_set_new(body, "embargo_days", json_integer(a->embargo_days));
+	if (a->command == CTL_ADVISORY_SHARE) {
+		json_t *vis = visibility_of(a->visible_to);
+		json_object_update(body, vis);
+		json_decref(vis);
+	}
+	return advisory_write(x, path, body);
+}
+
+/* ---- audit, event chain ---- */
+
+static int cmd_audit(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	char path[256] = "/v1/audit";
+	if (a->reads)
+		add_query(path, sizeof path, "reads", "1");
+	return events_page(x, path);
+}
+
+static int cmd_events_verify(struct ctl *x)
+{
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/events/verify", NULL, NULL, &r);
+	if (rc != 0)
+		return rc; /* a broken chain is a 409 naming the first bad event */
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("event chain verified by %s\n", r.endpoint);
+	ctl_response_free(&r);
+	return 0;
+}
+
+/* ---- nodes ---- */
+
+static int cmd_node_list(struct ctl *x)
+{
+	static const char *const headers[] = {"ID",      "STATE",    "HOST",  "DEVICES",
+	                                      "VERSION", "CORDONED", "REASON"};
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/nodes", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		struct ctl_table t;
+		size_t i;
+		json_t *n;
+		ctl_table_init(&t, 7, headers);
+		json_array_foreach(json_object_get(r.json, "nodes"), i, n)
+		{
+			char devices[16], cordoned[8];
+			snprintf(devices, sizeof devices, "%zu",
+			         json_array_size(json_object_get(n, "devices")));
+			const char *row[] = {
+			    str(n, "id"),      str(n, "state"),
+			    str(n, "host"),    devices,
+			    str(n, "version"), cell(n, "cordoned", cordoned, sizeof cordoned),
+			    str(n, "reason")};
+			ctl_table_add(&t, row);
+		}
+		ctl_table_print(&t, stdout);
+		ctl_table_free(&t);
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static void print_fields(const json_t *obj)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)obj, key, v)
+	{
+		char buf[1024];
+		ctl_format_json(v, buf, sizeof buf);
+		printf("%-14s %s\n", key, buf);
+	}
+}
+
+static int cmd_node_show(struct ctl *x)
+{
+	return show_object(x, "/v1/nodes/", print_fields);
+}
+
+static int cmd_node_cordon(struct ctl *x)
+{
+	struct ctl_response r;
+	char path[128];
+	int cordon = x->args.command == CTL_NODE_CORDON;
+	snprintf(path, sizeof path, "/v1/nodes/%s/%s", x->args.operand[0],
+	         cordon ? "cordon" : "uncordon");
+	int rc = write_call(x, "POST", path, "{}", &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		printf("node %s %s\n", x->args.operand[0], cordon ? "cordoned" : "uncordoned");
 	ctl_response_free(&r);
 	return 0;
 }
@@ -883,6 +1376,51 @@ int main(int argc, char **argv)
 		break;
 	case CTL_TOKEN_REVOKE:
 		rc = cmd_token_revoke(&x);
+		break;
+	case CTL_EVENTS_VERIFY:
+		rc = cmd_events_verify(&x);
+		break;
+	case CTL_BUILD_UPLOAD:
+		rc = cmd_build_upload(&x);
+		break;
+	case CTL_BUILD_LIST:
+		rc = cmd_build_list(&x);
+		break;
+	case CTL_BUILD_SHOW:
+		rc = cmd_build_show(&x);
+		break;
+	case CTL_BUILD_DOWNLOAD:
+		rc = cmd_build_download(&x);
+		break;
+	case CTL_BUILD_DELETE:
+		rc = cmd_build_delete(&x);
+		break;
+	case CTL_ADVISORY_CREATE:
+		rc = cmd_advisory_create(&x);
+		break;
+	case CTL_ADVISORY_LIST:
+		rc = cmd_advisory_list(&x);
+		break;
+	case CTL_ADVISORY_SHOW:
+		rc = cmd_advisory_show(&x);
+		break;
+	case CTL_ADVISORY_EMBARGO:
+	case CTL_ADVISORY_SHARE:
+	case CTL_ADVISORY_PUBLISH:
+		rc = cmd_advisory_change(&x);
+		break;
+	case CTL_AUDIT:
+		rc = cmd_audit(&x);
+		break;
+	case CTL_NODE_LIST:
+		rc = cmd_node_list(&x);
+		break;
+	case CTL_NODE_SHOW:
+		rc = cmd_node_show(&x);
+		break;
+	case CTL_NODE_CORDON:
+	case CTL_NODE_UNCORDON:
+		rc = cmd_node_cordon(&x);
 		break;
 	case CTL_PLAN:
 		rc = cmd_plan(&x);

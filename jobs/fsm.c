@@ -14,8 +14,27 @@
 #include "jobs/codec.h"
 #include "jobs/fsm_internal.h"
 
-/* Tables for what later issues add (checkpoints, builds, advisories, rollouts, nodes) are
- * created now so a snapshot taken today restores into tomorrow's binary unchanged. */
+/* Builds, advisories and the blob store (fsm_store.c, fsm_advisory.c). Kept apart so that
+ * schema_upgrade can add them to a database from a binary that had only placeholders. */
+#define STORE_SCHEMA                                                                               \
+	"CREATE TABLE builds(version TEXT PRIMARY KEY, component TEXT NOT NULL,"                   \
+	" sha256 TEXT NOT NULL, size INTEGER NOT NULL, notes TEXT, advisory TEXT,"                 \
+	" state TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"          \
+	" actor TEXT NOT NULL);"                                                                   \
+	"CREATE TABLE blobs(owner_kind TEXT NOT NULL, owner_id TEXT NOT NULL,"                     \
+	" size INTEGER NOT NULL, sha256 TEXT NOT NULL, chunks INTEGER NOT NULL,"                   \
+	" PRIMARY KEY(owner_kind, owner_id));"                                                     \
+	"CREATE TABLE blob_chunks(owner_kind TEXT NOT NULL, owner_id TEXT NOT NULL,"               \
+	" idx INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(owner_kind, owner_id, idx));"      \
+	"CREATE TABLE advisories(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE,"                \
+	" title TEXT NOT NULL, cve TEXT NOT NULL, severity TEXT NOT NULL, state TEXT NOT NULL,"    \
+	" embargo_start_ms INTEGER, embargo_until_ms INTEGER, published_ms INTEGER,"               \
+	" visibility TEXT NOT NULL, text TEXT NOT NULL, timeline TEXT NOT NULL,"                   \
+	" created_ms INTEGER NOT NULL, actor TEXT NOT NULL);"
+
+/* Tables for what later issues add (checkpoints, rollouts) are created now so a snapshot
+ * taken today restores into tomorrow's binary unchanged; when a placeholder had to change
+ * shape anyway (builds, advisories), schema_upgrade replaces it on restore. */
 static const char SCHEMA[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE jobs(id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL,"
@@ -44,11 +63,7 @@ static const char SCHEMA[] =
     "CREATE INDEX request_ids_ts ON request_ids(ts_ms);"
     "CREATE TABLE config(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE checkpoints(job TEXT NOT NULL, step INTEGER NOT NULL, manifest TEXT NOT NULL,"
-    " created_ms INTEGER NOT NULL, PRIMARY KEY(job, step));"
-    "CREATE TABLE builds(id TEXT PRIMARY KEY, version TEXT NOT NULL, sha256 TEXT NOT NULL,"
-    " notes TEXT, created_ms INTEGER NOT NULL);"
-    "CREATE TABLE advisories(id TEXT PRIMARY KEY, state TEXT NOT NULL, embargo_until_ms INTEGER,"
-    " visibility TEXT NOT NULL, text TEXT, created_ms INTEGER NOT NULL);"
+    " created_ms INTEGER NOT NULL, PRIMARY KEY(job, step));" STORE_SCHEMA
     "CREATE TABLE rollouts(id TEXT PRIMARY KEY, build TEXT NOT NULL, state TEXT NOT NULL,"
     " wave INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);";
 
@@ -114,7 +129,7 @@ int fsm_run(struct fsm *f, const char *sql, const char *types, ...)
 	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-static int64_t meta_next(struct fsm *f, const char *key)
+int64_t fsm_meta_next(struct fsm *f, const char *key)
 {
 	int64_t v = 0;
 	sqlite3_stmt *st =
@@ -214,6 +229,36 @@ int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_
 	return 0;
 }
 
+/* Snapshots from binaries before the build store hold empty placeholder builds and
+ * advisories tables (no command ever wrote them): replace them with the real ones; those
+ * from before jobs.plan get the column. Every member restoring the same image does the
+ * same, so the databases stay identical. */
+static int schema_upgrade(struct fsm *f)
+{
+	int has_store = 0, has_plan = 0;
+	/* snapshots taken before jobs recorded their plan (parallel "auto"): add the column */
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT count(*) FROM pragma_table_info('jobs')"
+	                                  " WHERE name = 'plan'");
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		has_plan = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	if (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0)
+		return YARD_EINTERNAL;
+	st =
+	    fsm_prepare(f, "SELECT count(*) FROM sqlite_schema WHERE name = 'blobs'");
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		has_store = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	if (has_store)
+		return 0;
+	return fsm_exec(
+	    f, "DROP TABLE IF EXISTS builds; DROP TABLE IF EXISTS advisories;" STORE_SCHEMA);
+}
+
 int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *err)
 {
 	if (len == 0)
@@ -221,17 +266,8 @@ int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *er
 	int rc = open_memdb(f, data, len, err);
 	if (rc != 0)
 		return rc;
-	if (fsm_exec(f, "PRAGMA journal_mode=MEMORY") != 0)
-		return yard_err_set(err, YARD_EINTERNAL, "cannot set up the restored database");
-	/* snapshots taken before jobs recorded their plan: add the column (every member
-	 * restoring the same image does the same, so images stay identical) */
-	sqlite3_stmt *st = fsm_prepare(f, "SELECT count(*) FROM pragma_table_info('jobs')"
-	                                  " WHERE name = 'plan'");
-	int has_plan = st != NULL && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	if (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0)
-		return yard_err_set(err, YARD_EINTERNAL,
-		                    "cannot add jobs.plan to a snapshot from an older version");
+	if (fsm_exec(f, "PRAGMA journal_mode=MEMORY") != 0 || schema_upgrade(f) != 0)
+		return yard_err_set(err, YARD_EINTERNAL, "cannot upgrade the snapshot's schema");
 	return 0;
 }
 
@@ -321,7 +357,7 @@ int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *jo
 	vsnprintf(message, sizeof message, fmt, ap);
 	va_end(ap);
 
-	int64_t seq = meta_next(f, "event_seq");
+	int64_t seq = fsm_meta_next(f, "event_seq");
 	if (seq < 0)
 		return YARD_EINTERNAL;
 	snprintf(prev, sizeof prev, "%s", ZERO_HASH);
@@ -403,7 +439,7 @@ static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 	if (!json_is_object(spec))
 		return fsm_res_err(400, "spec", "spec: must be an object");
 
-	int64_t seq = meta_next(f, "job_seq");
+	int64_t seq = fsm_meta_next(f, "job_seq");
 	if (seq < 0)
 		return NULL;
 	char id[FSM_ID_MAX];
@@ -518,7 +554,7 @@ static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
 	return fsm_job_result(f, id, 200);
 }
 
-static int valid_hash(const char *h)
+int fsm_valid_hash(const char *h)
 {
 	if (strlen(h) != SHA256_HEX_LEN)
 		return 0;
@@ -531,7 +567,7 @@ static int valid_hash(const char *h)
 static json_t *token_insert(struct fsm *f, const struct fsm_cmd *c, const char *name,
                             const char *role, const char *hash)
 {
-	int64_t seq = meta_next(f, "token_seq");
+	int64_t seq = fsm_meta_next(f, "token_seq");
 	if (seq < 0)
 		return NULL;
 	char id[FSM_ID_MAX];
@@ -569,7 +605,7 @@ static json_t *op_token_create(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(
 		    400, "role", "role: '%s' is not one of admin, operator, user, security, agent",
 		    role);
-	if (!valid_hash(hash))
+	if (!fsm_valid_hash(hash))
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	return token_insert(f, c, name, role, hash);
 }
@@ -585,7 +621,7 @@ static json_t *op_token_bootstrap(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
 		return fsm_res_from_err(&e);
-	if (!valid_hash(hash))
+	if (!fsm_valid_hash(hash))
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
 	if (fsm_tokens_count(f) != 0)
 		return fsm_res_err(409, NULL,
@@ -668,9 +704,15 @@ static const struct {
 	const char *key;
 	int64_t min, max;
 } CONFIG_KEYS[] = {
-    {"node_suspect_ms", 100, 3600000},    {"node_down_ms", 100, 3600000},
-    {"straggler_threshold_pct", 1, 1000}, {"straggler_windows", 1, 1000},
-    {"restart_backoff_ms", 0, 3600000},   {"heartbeat_interval_ms", 10, 60000},
+    {"node_suspect_ms", 100, 3600000},
+    {"node_down_ms", 100, 3600000},
+    {"straggler_threshold_pct", 1, 1000},
+    {"straggler_windows", 1, 1000},
+    {"restart_backoff_ms", 0, 3600000},
+    {"heartbeat_interval_ms", 10, 60000},
+    {"build_max_bytes", 1, 1LL << 32},
+    {"blob_store_max_bytes", 1, 1LL << 36},
+    {"embargo_max_days", 1, FSM_EMBARGO_MAX_DAYS},
 };
 
 static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
@@ -721,6 +763,15 @@ static const struct {
     {"job.restart", fsm_op_job_restart},
     {"job.finish", fsm_op_job_finish},
     {"job.note", fsm_op_job_note},
+    {"build.create", fsm_op_build_create},
+    {"build.chunk", fsm_op_build_chunk},
+    {"build.commit", fsm_op_build_commit},
+    {"build.delete", fsm_op_build_delete},
+    {"advisory.create", fsm_op_advisory_create},
+    {"advisory.embargo", fsm_op_advisory_embargo},
+    {"advisory.share", fsm_op_advisory_share},
+    {"advisory.publish", fsm_op_advisory_publish},
+    {"audit.read", fsm_op_audit_read},
 };
 
 static int valid_request_id(const char *s)

@@ -30,6 +30,15 @@
 #define FSM_ID_MAX 32
 #define FSM_NAME_MAX 63
 #define FSM_REQUEST_ID_MAX 64
+/* The blob store (fsm_store.c): bytes travel in chunks of FSM_CHUNK_MAX, one raft command
+ * each; a build may hold at most build_max_bytes and the store blob_store_max_bytes
+ * (replicated settings, these defaults). */
+#define FSM_CHUNK_MAX (512u * 1024)
+#define FSM_BUILD_MAX_DEFAULT (256LL << 20)
+#define FSM_BLOB_STORE_MAX_DEFAULT (1LL << 30)
+/* An embargo lasts at most 14 days (the linux-distros rule); setting embargo_max_days may
+ * lower it. */
+#define FSM_EMBARGO_MAX_DAYS 14
 /* How long request ids are remembered for deduplication (command time, not local time). */
 #define FSM_REQUEST_ID_TTL_MS (24LL * 3600 * 1000)
 
@@ -65,6 +74,11 @@ json_t *fsm_jobs_list(struct fsm *f, const char *state, const char *after, int l
 /* {"events": [...], "next": seq|null}; job may be NULL. */
 json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
                         struct yard_err *err);
+/* The audit log: events made by principals (every committed change names its actor; the
+ * leader's own "scheduler" and "yardd" commands are left out) and embargoed reads (type
+ * audit.read); reads_only keeps only the latter. {"events": [...], "next": seq|null}. */
+json_t *fsm_audit_list(struct fsm *f, int64_t after, int limit, int reads_only,
+                       struct yard_err *err);
 /* Recomputes the event hash chain; fails naming the first event that does not verify. */
 int fsm_events_verify(struct fsm *f, struct yard_err *err);
 /* [{"rank","node","device","generation"}...] of a job's latest placement, by rank. */
@@ -91,6 +105,34 @@ json_t *fsm_members_list(struct fsm *f, struct yard_err *err);
 int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
 /* Integer setting from the replicated config table (default when unset). */
 int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt);
+
+/* ---- builds and the blob store (fsm_store.c) ---- */
+/* [{"version","component","sha256","size","notes","advisory","state","created_ms",
+ * "updated_ms","actor","chunks","chunks_received"}...], oldest first, unredacted: callers
+ * apply the embargo rules (fsm_advisory_restricted, fsm_advisory_visible). */
+json_t *fsm_builds_list(struct fsm *f, struct yard_err *err);
+json_t *fsm_build_get(struct fsm *f, const char *version, struct yard_err *err);
+/* A blob's bytes, chunks concatenated (malloc'd, caller frees). */
+int fsm_blob_read(struct fsm *f, const char *owner_kind, const char *owner_id, unsigned char **data,
+                  size_t *len, struct yard_err *err);
+/* Whether a rollout assigns build version to node: such a node may download the build while
+ * its advisory is embargoed. Rollouts are not recorded yet, so this is 0 for now. */
+int fsm_build_assigned_to_node(struct fsm *f, const char *version, const char *node);
+
+/* ---- advisories and embargo rules (fsm_advisory.c) ---- */
+/* [{"id","title","cve","severity","state","embargo_start_ms","embargo_until_ms",
+ * "published_ms","visibility","text","timeline","created_ms","actor"}...], unredacted. */
+json_t *fsm_advisories_list(struct fsm *f, struct yard_err *err);
+json_t *fsm_advisory_get(struct fsm *f, const char *id, struct yard_err *err);
+/* ids of embargoed advisories whose deadline is at or before now_ms (the leader publishes
+ * them). */
+json_t *fsm_advisories_due(struct fsm *f, int64_t now_ms);
+int fsm_advisory_exists(struct fsm *f, const char *id);
+/* 1 while advisory id exists and is not public (reported or embargoed). */
+int fsm_advisory_restricted(struct fsm *f, const char *id);
+/* 1 when principal name with role may see advisory id's content: it is public, or role is
+ * admin or security, or the visibility list names the role or the principal. */
+int fsm_advisory_visible(struct fsm *f, const char *id, const char *name, const char *role);
 
 /* The field a jsonx/jobspec error names ("parallel.tp: ..." → "parallel.tp"), or "". */
 void fsm_err_field(const struct yard_err *e, char *field, size_t field_len);

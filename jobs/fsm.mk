@@ -5,7 +5,8 @@ jobs_libjobsfsm_a_SOURCES = \
 	jobs/sha256.c jobs/sha256.h \
 	jobs/codec.c jobs/codec.h \
 	jobs/fsm.c jobs/fsm.h jobs/fsm_internal.h \
-	jobs/fsm_query.c jobs/fsm_cluster.c
+	jobs/fsm_query.c jobs/fsm_cluster.c \
+	jobs/fsm_store.c jobs/fsm_advisory.c
 jobs_libjobsfsm_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
 FSM_LIBS = jobs/libjobsfsm.a common/libcommon.a $(SQLITE_LIBS) $(JANSSON_LIBS)
@@ -21,3 +22,8 @@ tests_unit_test_codec_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
 tests_unit_test_fsm_SOURCES = tests/unit/test_fsm.c
 tests_unit_test_fsm_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_fsm_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
+check_PROGRAMS += tests/unit/test_fsm_store
+TESTS += tests/unit/test_fsm_store
+tests_unit_test_fsm_store_SOURCES = tests/unit/test_fsm_store.c
+tests_unit_test_fsm_store_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
+tests_unit_test_fsm_store_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)

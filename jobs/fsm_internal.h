@@ -6,6 +6,8 @@
 
 int fsm_exec(struct fsm *f, const char *sql);
 sqlite3_stmt *fsm_prepare(struct fsm *f, const char *sql);
+/* Increments and returns counter key of the meta table (ids, sequences); -1 on failure. */
+int64_t fsm_meta_next(struct fsm *f, const char *key);
 /* types: one letter per parameter, 's' text (NULL binds NULL), 'i' int64_t, 'd' double. */
 int fsm_run(struct fsm *f, const char *sql, const char *types, ...);
 /* hash = sha256(prev_hash || canonical JSON of the event with sorted keys). */
@@ -31,6 +33,8 @@ json_t *fsm_res_from_err(const struct yard_err *e);
 /* Appends a hash-chained event; 0 or YARD_EINTERNAL. */
 int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
                      const char *actor, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* 64 lower-case hex characters (a sha256). */
+int fsm_valid_hash(const char *h);
 /* 1-63 characters of [A-Za-z0-9._-]. */
 int fsm_valid_name(const char *s);
 int fsm_job_state_terminal(const char *s);
@@ -48,5 +52,29 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c);
+
+/* fsm_store.c: the blob store (owner kind + id; see the file's comment) and builds. Each
+ * returns NULL on success or an error result. */
+json_t *fsm_blob_declare(struct fsm *f, const char *kind, const char *id, int64_t size,
+                         const char *sha256, int64_t owner_max_bytes);
+/* sealed: the owner is committed, so only an identical re-put is accepted. */
+json_t *fsm_blob_put_chunk(struct fsm *f, const char *kind, const char *id, int64_t index,
+                           const unsigned char *data, size_t len, int sealed);
+/* Every chunk present, total size and sha256 as declared. */
+json_t *fsm_blob_check_complete(struct fsm *f, const char *kind, const char *id);
+int64_t fsm_blob_chunks_present(struct fsm *f, const char *kind, const char *id);
+/* Removes a blob and its chunks (0 or YARD_EINTERNAL). */
+int fsm_blob_delete(struct fsm *f, const char *kind, const char *id);
+json_t *fsm_op_build_create(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_build_chunk(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_build_commit(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_build_delete(struct fsm *f, const struct fsm_cmd *c);
+/* fsm_advisory.c: advisory.create, .embargo, .share, .publish, and audit.read (an
+ * embargoed read, recorded as an event). */
+json_t *fsm_op_advisory_create(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_advisory_embargo(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_advisory_share(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_advisory_publish(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_audit_read(struct fsm *f, const struct fsm_cmd *c);
 
 #endif

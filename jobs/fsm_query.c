@@ -236,6 +236,25 @@ static json_t *event_from_row(sqlite3_stmt *st)
 	    sqlite3_column_text(st, 7));
 }
 
+/* {"events": [...], "next": seq|null} from a statement selecting up to limit + 1 events;
+ * finalizes st. */
+static json_t *events_page(sqlite3_stmt *st, int limit)
+{
+	json_t *events = json_array(), *next = json_null();
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (n++ == limit) {
+			json_decref(next);
+			next = json_integer(json_integer_value(json_object_get(
+			    json_array_get(events, json_array_size(events) - 1), "seq")));
+			break;
+		}
+		json_array_append_new(events, event_from_row(st));
+	}
+	sqlite3_finalize(st);
+	return json_pack("{s:o,s:o}", "events", events, "next", next);
+}
+
 json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
                         struct yard_err *err)
 {
@@ -251,19 +270,24 @@ json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job
 	if (job != NULL)
 		sqlite3_bind_text(st, 2, job, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
-	json_t *events = json_array(), *next = json_null();
-	int n = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (n++ == limit) {
-			json_decref(next);
-			next = json_integer(json_integer_value(json_object_get(
-			    json_array_get(events, json_array_size(events) - 1), "seq")));
-			break;
-		}
-		json_array_append_new(events, event_from_row(st));
+	return events_page(st, limit);
+}
+
+json_t *fsm_audit_list(struct fsm *f, int64_t after, int limit, int reads_only,
+                       struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(
+	    f, "SELECT seq, ts_ms, type, job, actor, message, prev_hash, hash FROM events"
+	       " WHERE seq > ?1 AND (type = 'audit.read' OR (?2 = 0 AND actor NOT IN"
+	       " ('scheduler', 'yardd'))) ORDER BY seq LIMIT ?3");
+	if (st == NULL) {
+		yard_err_set(err, YARD_EINTERNAL, "cannot list the audit log");
+		return NULL;
 	}
-	sqlite3_finalize(st);
-	return json_pack("{s:o,s:o}", "events", events, "next", next);
+	sqlite3_bind_int64(st, 1, after);
+	sqlite3_bind_int(st, 2, reads_only);
+	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
+	return events_page(st, limit);
 }
 
 int fsm_events_verify(struct fsm *f, struct yard_err *err)

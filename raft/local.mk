@@ -25,6 +25,8 @@ yardd_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLI
 yardd_LDADD = web/libweb.a scheduler/libsched.a jobs/libjobspec.a $(CONSENSUS_LIBS) $(FSM_LIBS) $(H2O_LIBS) $(UV_LIBS)
 
 # Controller integration tests: real yardd processes on 127.0.0.1 (tests/integration/lib.sh).
-dist_check_SCRIPTS += tests/integration/test_api.sh tests/integration/test_cluster.sh
-TESTS += tests/integration/test_api.sh tests/integration/test_cluster.sh
+dist_check_SCRIPTS += tests/integration/test_api.sh tests/integration/test_cluster.sh \
+	tests/integration/test_embargo.sh
+TESTS += tests/integration/test_api.sh tests/integration/test_cluster.sh \
+	tests/integration/test_embargo.sh
 EXTRA_DIST += tests/integration/lib.sh

@@ -45,6 +45,7 @@ static struct {
 	char admin_secret[SHA256_HEX_LEN + 1]; /* generated when no file was given */
 	int bootstrap_in_flight;
 	int exit_code;
+	int embargo_max_days; /* --embargo-max-days, 0 when not given */
 } yd;
 
 static void usage(FILE *out)
@@ -63,6 +64,9 @@ static void usage(FILE *out)
 	    "127.0.0.1:7100]\n"
 	    "             [--raft-address 127.0.0.1:7000]: one member plus a supervised "
 	    "yard-agent\n"
+	    "       yardd --verify-db FILE: check the event hash chain of a database image\n"
+	    "             (GET /v1/debug/database) and name the first broken link\n"
+	    "[--embargo-max-days N] lowers the longest embargo (1..14 days) for the cluster.\n"
 	    "All initial members bootstrap with the same --members; a member started with --join\n"
 	    "starts empty and is added through POST /v1/cluster/members.\n");
 }
@@ -209,6 +213,46 @@ static void submit_bootstrap(const char *op, json_t *args, const char *request_i
 	free(cmd);
 }
 
+/* --verify-db FILE: loads a database image offline and checks its event chain. Exit status
+ * 0 when it verifies, 1 when a link is broken or the file is not a database, 2 on usage. */
+static int verify_db(const char *path)
+{
+	struct yard_err err = {0};
+	struct fsm f;
+	FILE *in = fopen(path, "rb");
+	unsigned char *data = NULL;
+	long size = -1;
+	if (in == NULL) {
+		fprintf(stderr, "yardd: --verify-db %s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	if (fseek(in, 0, SEEK_END) == 0)
+		size = ftell(in);
+	if (size > 0 && fseek(in, 0, SEEK_SET) == 0 && (data = malloc((size_t)size)) != NULL &&
+	    fread(data, 1, (size_t)size, in) != (size_t)size) {
+		free(data);
+		data = NULL;
+	}
+	fclose(in);
+	if (data == NULL) {
+		fprintf(stderr, "yardd: --verify-db %s: cannot read it\n", path);
+		return 1;
+	}
+	int rc = fsm_init(&f, &err);
+	if (rc == 0)
+		rc = fsm_restore(&f, data, (size_t)size, &err);
+	free(data);
+	if (rc == 0)
+		rc = fsm_events_verify(&f, &err);
+	fsm_close(&f);
+	if (rc != 0) {
+		fprintf(stderr, "yardd: --verify-db %s: %s\n", path, err.msg);
+		return 1;
+	}
+	printf("%s: event chain verified\n", path);
+	return 0;
+}
+
 static void on_leader_down(struct consensus *c, void *data)
 {
 	sched_leader_down(yd.sched);
@@ -232,6 +276,12 @@ static void on_leader_up(struct consensus *c, void *data)
 		                 json_pack("{s:s,s:s}", "name", "admin", "hash", yd.admin_hash),
 		                 NULL, "admin token");
 	}
+	if (yd.embargo_max_days > 0 && fsm_config_get(&yd.fsm, "embargo_max_days",
+	                                              FSM_EMBARGO_MAX_DAYS) != yd.embargo_max_days)
+		submit_bootstrap(
+		    "config.set",
+		    json_pack("{s:s,s:i}", "key", "embargo_max_days", "value", yd.embargo_max_days),
+		    NULL, "embargo_max_days");
 	for (int i = 0; i < yd.n_members; i++) {
 		char url[256], rid[40];
 		if (fsm_member_api_url(&yd.fsm, yd.members[i].id, url, sizeof url) == 0)
@@ -306,6 +356,8 @@ int main(int argc, char **argv)
 	    {"checkpoint-dir", required_argument, NULL, 'C'},
 	    {"dev", no_argument, NULL, 'V'},
 	    {"devices", required_argument, NULL, 'N'},
+	    {"embargo-max-days", required_argument, NULL, 'X'},
+	    {"verify-db", required_argument, NULL, 'Y'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -410,6 +462,19 @@ int main(int argc, char **argv)
 			}
 			dev_devices = (int)v;
 			break;
+		case 'X':
+			if (!numeric_ok || v < 1 || v > FSM_EMBARGO_MAX_DAYS) {
+				fprintf(
+				    stderr,
+				    "yardd: --embargo-max-days: '%s' is not 1..%d (an embargo lasts"
+				    " at most 14 days)\n",
+				    optarg, FSM_EMBARGO_MAX_DAYS);
+				return 2;
+			}
+			yd.embargo_max_days = (int)v;
+			break;
+		case 'Y':
+			return verify_db(optarg);
 		case 'h':
 			usage(stdout);
 			return 0;

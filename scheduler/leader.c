@@ -14,6 +14,7 @@
 #include "jobs/spec.h"
 #include "scheduler/autoplan.h"
 #include "scheduler/desired.h"
+#include "scheduler/history.h"
 #include "scheduler/queue.h"
 
 #define REPORTS_MAX 256 /* rank reports in one heartbeat */
@@ -71,6 +72,8 @@ struct sched {
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
+	struct history *history; /* per-step series of running jobs (history.h) */
+	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -222,6 +225,7 @@ static void soft_clear(struct sched *s)
 	for (int i = 0; i < s->n_jobs; i++)
 		soft_job_free(&s->jobs[i]);
 	s->n_nodes = s->n_jobs = 0;
+	history_clear(s->history);
 }
 
 /* ---- proposals ---- */
@@ -259,7 +263,10 @@ static void proposal_done(void *data, int status, const json_t *result)
 	struct proposal *p = data;
 	struct sched *s = p->s;
 	if (p->epoch == s->epoch && s->leading) {
-		set_proposing(s, p->is_node, p->id, 0);
+		if (strcmp(p->op, "advisory.publish") == 0)
+			s->publishing[0] = '\0';
+		else
+			set_proposing(s, p->is_node, p->id, 0);
 		const char *error =
 		    result ? json_string_value(json_object_get(result, "error")) : NULL;
 		if (status != 0)
@@ -816,6 +823,25 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	json_decref(jobs);
 }
 
+/* ---- embargo deadlines ---- */
+
+/* An embargoed advisory whose deadline has passed is published by a committed command; the
+ * state machine re-checks the deadline against the command's timestamp. One at a time. */
+static void publish_due_advisories(struct sched *s)
+{
+	if (s->publishing[0] != '\0')
+		return;
+	json_t *due = fsm_advisories_due(s->fsm, wall_now(s));
+	const char *id = json_string_value(json_array_get(due, 0));
+	if (id != NULL) {
+		snprintf(s->publishing, sizeof s->publishing, "%s", id);
+		log_info("scheduler: advisory %s reached its embargo deadline; publishing", id);
+		if (propose(s, 0, id, "advisory.publish", json_pack("{s:s}", "id", id)) != 0)
+			s->publishing[0] = '\0';
+	}
+	json_decref(due);
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	sched_tick(t->data);
@@ -833,6 +859,7 @@ void sched_tick(struct sched *s)
 		return;
 	}
 	check_nodes(s, nodes, now);
+	publish_due_advisories(s);
 	uint64_t applied = s->io.applied_index(s->io.data);
 	if (s->dirty || applied != s->last_applied || now >= s->wake_ms ||
 	    now - s->last_full_ms >= 1000) {
@@ -857,6 +884,11 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	s->fsm = fsm;
 	s->cfg = *cfg;
 	s->io = *io;
+	s->history = history_create();
+	if (s->history == NULL) {
+		free(s);
+		return NULL;
+	}
 	uv_timer_init(loop, &s->timer);
 	s->timer.data = s;
 	if (cfg->tick_ms > 0)
@@ -876,6 +908,7 @@ void sched_destroy(struct sched *s)
 	soft_clear(s);
 	free(s->nodes);
 	free(s->jobs);
+	history_destroy(s->history);
 	uv_timer_stop(&s->timer);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
 }
@@ -885,6 +918,7 @@ void sched_leader_up(struct sched *s)
 	soft_clear(s);
 	s->epoch++;
 	s->leading = 1;
+	s->publishing[0] = '\0';
 	s->leader_since_ms = mono_now(s);
 	s->dirty = 1;
 	log_info("scheduler: leading; every node has %.1f s from now before it is suspect",
@@ -967,6 +1001,19 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 		    (json_int_t)step, "last_step_ms_ago", (json_int_t)ago);
 		if (json_is_number(json_object_get(r, "loss")))
 			json_object_set_new(clean, "loss", json_real(loss));
+		/* step timings (ms), kept when present and sane */
+		static const char *const timings[] = {"step_ms", "compute_ms", "comm_wait_ms"};
+		for (size_t t = 0; t < sizeof timings / sizeof timings[0]; t++) {
+			double v = 0;
+			if (json_object_get(r, timings[t]) == NULL)
+				continue;
+			if (jsonx_get_double(r, prefix, timings[t], 0, 0, 1e9, &v, err) != 0) {
+				json_decref(clean);
+				json_decref(out);
+				return NULL;
+			}
+			json_object_set_new(clean, timings[t], json_real(v));
+		}
 		json_array_append_new(out, clean);
 	}
 	return out;
@@ -1016,6 +1063,38 @@ static json_t *desired_for(struct sched *s, const char *node)
 	return desired;
 }
 
+/* Every rank report that carries a step goes into its job's per-step history. */
+static void record_history(struct sched *s, const json_t *reports)
+{
+	size_t i;
+	const json_t *r;
+	uint64_t now = mono_now(s);
+	json_array_foreach(reports, i, r)
+	{
+		const json_t *step = json_object_get(r, "step"), *loss = json_object_get(r, "loss");
+		const json_t *step_ms = json_object_get(r, "step_ms");
+		const json_t *compute_ms = json_object_get(r, "compute_ms");
+		if (!json_is_integer(step) || json_integer_value(step) < 1)
+			continue;
+		history_record(s->history, json_string_value(json_object_get(r, "job")),
+		               json_integer_value(json_object_get(r, "generation")),
+		               (int)json_integer_value(json_object_get(r, "rank")),
+		               json_integer_value(step), json_is_number(loss),
+		               json_number_value(loss),
+		               json_is_number(step_ms) ? json_number_value(step_ms) : -1,
+		               json_is_number(compute_ms) ? json_number_value(compute_ms) : -1, now);
+	}
+}
+
+json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, int limit,
+                          int64_t batch_size)
+{
+	if (!s->leading)
+		return NULL;
+	json_t *doc = history_json(s->history, job, after_step, limit, batch_size);
+	return doc != NULL ? doc : json_pack("{s:s,s:[]}", "job", job, "steps");
+}
+
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
 	static const char *const keys[] = {"node",     "version", "free_disk_mb", "link_gbps",
@@ -1042,6 +1121,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		return NULL;
 	}
 	if (s->leading) {
+		record_history(s, reports);
 		struct soft_node *n = node_get(s, node);
 		if (n != NULL) {
 			json_decref(n->ranks);

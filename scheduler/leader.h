@@ -90,6 +90,11 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
  * (per-rank pid, state, step); a node gets "last_heartbeat_ms_ago", "ranks" and
  * "free_devices". Without soft state (a follower, or nothing heard) objects are unchanged. */
 void sched_overlay_job(struct sched *s, json_t *job);
+/* The job's per-step history ({"job", "generation", "steps": [...]}, scheduler/history.h),
+ * empty steps when none was recorded; NULL when this member is not the leader (followers
+ * keep no soft state). batch_size > 0 adds samples_per_s. */
+json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, int limit,
+                          int64_t batch_size);
 void sched_overlay_node(struct sched *s, json_t *node);
 
 /* POST /v1/plan: plans a job spec (JSON as submitted) for the cluster as this leader sees it

@@ -6,6 +6,7 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/desired.c scheduler/desired.h \
 	scheduler/autoplan.c scheduler/autoplan.h \
 	scheduler/planner.c scheduler/planner.h \
+	scheduler/history.c scheduler/history.h \
 	scheduler/leader.c scheduler/leader.h
 scheduler_libsched_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
@@ -23,3 +24,9 @@ tests_unit_test_planner_SOURCES = tests/unit/test_planner.c
 tests_unit_test_planner_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_planner_LDADD = scheduler/libplanner.a common/libcommon.a $(CMOCKA_LIBS) -lm
 TESTS += tests/unit/test_planner
+
+check_PROGRAMS += tests/unit/test_history
+tests_unit_test_history_SOURCES = tests/unit/test_history.c
+tests_unit_test_history_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_history_LDADD = scheduler/libsched.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
+TESTS += tests/unit/test_history

@@ -15,21 +15,6 @@
 
 /* ---- helpers ---- */
 
-static int query_int(struct call *call, const char *key, int64_t min, int64_t max, int64_t *out)
-{
-	char buf[32], *end;
-	if (call_query(call, key, buf, sizeof buf) != 0)
-		return 0;
-	long long v = strtoll(buf, &end, 10);
-	if (buf[0] == '\0' || *end != '\0' || v < min || v > max) {
-		call_error(call, 400, key, "%s: '%s' must be an integer in [%lld, %lld]", key, buf,
-		           (long long)min, (long long)max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 static const char *raft_state_name(int state)
 {
 	switch (state) {
@@ -289,7 +274,7 @@ static void h_jobs_submit(struct call *call)
 static void h_plan(struct call *call)
 {
 	int64_t limit = AUTOPLAN_DEFAULT_LIMIT;
-	if (query_int(call, "limit", 0, 100000, &limit) != 0)
+	if (call_query_int(call, "limit", 0, 100000, &limit) != 0)
 		return;
 	if (call->s->sched == NULL) {
 		call_error(call, 503, NULL, "plan: this controller runs no scheduler");
@@ -326,7 +311,7 @@ static void h_jobs_list(struct call *call)
 	int64_t limit = 50;
 	int has_state = call_query(call, "state", state, sizeof state) == 0;
 	int has_after = call_query(call, "after", after, sizeof after) == 0;
-	if (query_int(call, "limit", 1, 1000, &limit) != 0)
+	if (call_query_int(call, "limit", 1, 1000, &limit) != 0)
 		return;
 	if (has_state) {
 		int ok = 0;
@@ -362,6 +347,36 @@ static void h_jobs_get(struct call *call)
 	call_json(call, 200, job);
 }
 
+/* The job's per-step history (loss, step time, per-rank compute time) from the leader's
+ * memory: ?after=STEP returns only newer steps, ?limit=N the newest N (default 500). */
+static void h_jobs_metrics(struct call *call)
+{
+	int64_t after = 0, limit = 500;
+	if (call_query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
+	    call_query_int(call, "limit", 1, 100000, &limit) != 0)
+		return;
+	struct yard_err err = {0};
+	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
+	if (job == NULL) {
+		call_yard_error(call, &err);
+		return;
+	}
+	json_int_t batch = json_integer_value(
+	    json_object_get(json_object_get(json_object_get(job, "spec"), "train"), "batch_size"));
+	json_decref(job);
+	json_t *doc = call->s->sched != NULL
+	                  ? sched_job_metrics(call->s->sched, call->params[0], after, (int)limit,
+	                                      batch)
+	                  : NULL;
+	if (doc == NULL) {
+		call_error(call, 503, NULL,
+		           "per-step history is kept in the leader's memory and this member is not "
+		           "the leader: ask without ?stale=1");
+		return;
+	}
+	call_json(call, 200, doc);
+}
+
 static void h_jobs_cancel(struct call *call)
 {
 	call_submit(call, "job.cancel", json_pack("{s:s}", "id", call->params[0]),
@@ -375,8 +390,8 @@ static void h_events(struct call *call)
 	int64_t after = 0, limit = 100;
 	char job[40];
 	int has_job = call_query(call, "job", job, sizeof job) == 0;
-	if (query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
-	    query_int(call, "limit", 1, 1000, &limit) != 0)
+	if (call_query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
+	    call_query_int(call, "limit", 1, 1000, &limit) != 0)
 		return;
 	struct yard_err err = {0};
 	json_t *page = fsm_events_list(call->s->fsm, after, (int)limit, has_job ? job : NULL, &err);
@@ -614,17 +629,36 @@ const struct route api_routes[] = {
     {"GET", "/v1/jobs", ROLES_JOBS, ROUTE_READ, h_jobs_list},
     {"GET", "/v1/jobs/*", ROLES_JOBS, ROUTE_READ, h_jobs_get},
     {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel},
+    {"GET", "/v1/jobs/*/metrics", ROLES_JOBS, ROUTE_READ, h_jobs_metrics},
     {"POST", "/v1/plan", ROLES_JOBS, ROUTE_WRITE, h_plan}, /* leader: measured rates */
     {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events},
     {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create},
     {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list},
     {"DELETE", "/v1/tokens/*", ROLE_ADMIN, ROUTE_WRITE, h_tokens_revoke},
     {"GET", "/v1/debug/digest", ROLE_ADMIN, ROUTE_LOCAL, h_digest},
+    {"GET", "/v1/debug/database", ROLE_ADMIN, ROUTE_READ, h_database},
     {"POST", "/v1/agents/register", ROLE_AGENT, ROUTE_WRITE, h_agents_register},
     {"POST", "/v1/agents/heartbeat", ROLE_NODE, ROUTE_WRITE, h_agents_heartbeat},
     {"GET", "/v1/nodes", ROLES_ANY, ROUTE_READ, h_nodes_list},
     {"GET", "/v1/nodes/*", ROLES_ANY, ROUTE_READ, h_nodes_get},
     {"POST", "/v1/nodes/*/cordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_cordon},
     {"POST", "/v1/nodes/*/uncordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_uncordon},
+    /* builds, advisories, audit (api_store.c): the roles here let a principal in; what an
+     * embargo hides from it is decided there */
+    {"POST", "/v1/builds", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_create},
+    {"PUT", "/v1/builds/*/chunks/*", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_chunk},
+    {"POST", "/v1/builds/*/commit", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_commit},
+    {"DELETE", "/v1/builds/*", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_builds_delete},
+    {"GET", "/v1/builds", ROLES_ANY, ROUTE_READ, h_builds_list},
+    {"GET", "/v1/builds/*", ROLES_ANY | ROLE_NODE, ROUTE_READ, h_builds_get},
+    {"GET", "/v1/builds/*/binary", ROLES_ANY | ROLE_NODE, ROUTE_READ, h_builds_binary},
+    {"POST", "/v1/advisories", ROLE_ADMIN | ROLE_SECURITY, ROUTE_WRITE, h_advisories_create},
+    {"GET", "/v1/advisories", ROLES_ANY, ROUTE_READ, h_advisories_list},
+    {"GET", "/v1/advisories/*", ROLES_ANY, ROUTE_READ, h_advisories_get},
+    {"POST", "/v1/advisories/*/embargo", ROLE_SECURITY, ROUTE_WRITE, h_advisories_embargo},
+    {"POST", "/v1/advisories/*/share", ROLE_SECURITY, ROUTE_WRITE, h_advisories_share},
+    {"POST", "/v1/advisories/*/publish", ROLE_SECURITY, ROUTE_WRITE, h_advisories_publish},
+    {"GET", "/v1/audit", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_audit},
+    {"GET", "/v1/events/verify", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_events_verify},
 };
 const int api_routes_count = (int)(sizeof api_routes / sizeof api_routes[0]);

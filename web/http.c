@@ -21,6 +21,8 @@ static void call_free(struct call *call)
 {
 	if (call->guard != NULL)
 		call->guard->call = NULL;
+	json_decref(call->audited_json);
+	free(call->audited_bytes);
 	free(call);
 }
 
@@ -178,6 +180,21 @@ int call_query(struct call *call, const char *key, char *out, size_t out_len)
 		p = stop + 1;
 	}
 	return -1;
+}
+
+int call_query_int(struct call *call, const char *key, int64_t min, int64_t max, int64_t *out)
+{
+	char buf[32], *end;
+	if (call_query(call, key, buf, sizeof buf) != 0)
+		return 0;
+	long long v = strtoll(buf, &end, 10);
+	if (buf[0] == '\0' || *end != '\0' || v < min || v > max) {
+		call_error(call, 400, key, "%s: '%s' must be an integer in [%lld, %lld]", key, buf,
+		           (long long)min, (long long)max);
+		return -1;
+	}
+	*out = v;
+	return 0;
 }
 
 /* ---- replication plumbing ---- */

@@ -83,6 +83,10 @@ struct call {
 	char member_addr[CONSENSUS_ADDR_MAX];
 	char member_url[256];
 	int member_voter;
+	/* an embargoed read, answered once audit.read commits (owned; freed with the call) */
+	json_t *audited_json;
+	unsigned char *audited_bytes;
+	size_t audited_len;
 };
 
 extern const struct route api_routes[];
@@ -102,11 +106,33 @@ json_t *call_body_object(struct call *call);
 /* Query parameter (URL-decoded) into out; 0 if present. */
 int call_query(struct call *call, const char *key, char *out, size_t out_len);
 
+/* Integer query parameter in [min, max] into *out (unchanged when absent): 0, or -1 after
+ * answering 400. */
+int call_query_int(struct call *call, const char *key, int64_t min, int64_t max, int64_t *out);
+
 /* Replicates a command (op, args stolen) and answers with the FSM's result. */
 void call_submit(struct call *call, const char *op, json_t *args,
                  void (*on_result)(struct call *call, const json_t *result));
 /* Default on_result: {"status", "body"|"error"} → the HTTP response. */
 void call_answer_result(struct call *call, const json_t *result);
+
+/* api_store.c: builds, advisories, the audit log and events verify. */
+void h_builds_create(struct call *call);
+void h_builds_chunk(struct call *call);
+void h_builds_commit(struct call *call);
+void h_builds_delete(struct call *call);
+void h_builds_list(struct call *call);
+void h_builds_get(struct call *call);
+void h_builds_binary(struct call *call);
+void h_advisories_create(struct call *call);
+void h_advisories_list(struct call *call);
+void h_advisories_get(struct call *call);
+void h_advisories_embargo(struct call *call);
+void h_advisories_share(struct call *call);
+void h_advisories_publish(struct call *call);
+void h_audit(struct call *call);
+void h_events_verify(struct call *call);
+void h_database(struct call *call);
 
 char *metrics_render(struct http_server *s, size_t *len);
 

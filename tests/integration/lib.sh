@@ -5,16 +5,25 @@ set -u
 
 YARDD=${YARDD:-yardd}
 T=$(mktemp -d "${TMPDIR:-/tmp}/yard-it.XXXXXX")
-# 50 ports per test, spread over 20000-32699 by pid so parallel tests rarely collide: below the
-# kernel's ephemeral range (32768-60999), where outgoing connections take ports, and above
-# 10000-19999, which tests/integration/yardctl_cluster.sh uses.
-PORT_BASE=$((20000 + ($$ % 254) * 50))
+# 100 ports per test, spread over 20000-32699 by pid so parallel tests rarely collide: below
+# the kernel's ephemeral range (32768-60999), where outgoing connections take ports, and
+# above 10000-19999, which tests/integration/yardctl_cluster.sh uses. +1..+9: raft, +21..+29:
+# API, +40..+99: the agents' rank ports (12 per agent, see start_agent).
+PORT_BASE=$((20000 + ($$ % 127) * 100))
 TOKEN=admin-token-for-tests-$$
 echo "$TOKEN" > "$T/admin.token"
 AUTH="Authorization: Bearer $TOKEN"
 declare -A PID
 
-fail() { echo "FAIL: $*" >&2; for f in "$T"/log.*; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 30 "$f" >&2; }; done; exit 1; }
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$T"/log.*; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 30 "$f" >&2; }; done
+	# the errors of ranks that agents ran (their logs are in the agents' data dirs)
+	for f in "$T"/agent-*/jobs/*/rank-*.log; do
+		[ -f "$f" ] && grep -q "ERROR\|FATAL" "$f" && { echo "== $f" >&2; grep "ERROR\|FATAL" "$f" | tail -n 5 >&2; }
+	done
+	exit 1
+}
 note() { echo "# $*"; }
 
 cleanup() {
@@ -59,12 +68,14 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # get ID PATH: status in $CODE, body in $BODY
 get() { CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" "$(api "$1")$2"); BODY=$(cat "$T/body"); }
-# call METHOD ID PATH [BODY] [extra curl args]: follows redirects; status in $CODE, body in $BODY
+# call METHOD ID PATH [BODY] [extra curl args]: follows redirects (to another member: the
+# token goes along, which curl otherwise drops when the port changes); status in $CODE,
+# body in $BODY
 call() {
 	local m=$1 id=$2 path=$3 body=${4:-}
 	shift 3
 	[ $# -gt 0 ] && shift
-	CODE=$(curl -s -L --max-redirs 3 -o "$T/body" -w '%{http_code}' -X "$m" -H "$AUTH" \
+	CODE=$(curl -s -L --location-trusted --max-redirs 3 -o "$T/body" -w '%{http_code}' -X "$m" -H "$AUTH" \
 		${body:+-H 'Content-Type: application/json' --data "$body"} "$@" "$(api "$id")$path")
 	BODY=$(cat "$T/body")
 }
@@ -107,7 +118,8 @@ metric() { curl -s -H "$AUTH" "$(api "$1")/metrics" | awk -v k="$2" '$1 == k { p
 # ---- agents and jobs (tests of scheduling and failover) ----
 
 YARD_AGENT=${YARD_AGENT:-yard-agent}
-declare -A APID
+declare -A APID APORT
+AGENT_COUNT=0
 
 # jq-less JSON access: jget JSON PYTHON_EXPR (the document is `d`), e.g. jget "$BODY" 'd["state"]'
 jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if isinstance(v,(dict,list)) else v)' "$1" "$2"; }
@@ -123,8 +135,14 @@ make_join_token() {
 start_agent() {
 	local name=$1 devices=$2 urls=$3
 	shift 3
+	# every agent of a test gets its own range of rank ports (one machine plays many nodes);
+	# a restarted agent keeps its range
+	if [ -z "${APORT[$name]:-}" ]; then
+		APORT[$name]=$((PORT_BASE + 40 + 12 * AGENT_COUNT))
+		AGENT_COUNT=$((AGENT_COUNT + 1))
+	fi
 	"$YARD_AGENT" --controllers "$urls" --join-token "$JOIN" --data-dir "$T/agent-$name" \
-		--name "$name" --devices "cpu:$devices" --port-base $((PORT_BASE + 100)) \
+		--name "$name" --devices "cpu:$devices" --port-base "${APORT[$name]}" \
 		--heartbeat-ms 200 --stop-grace-ms 1000 "$@" >>"$T/log.agent-$name" 2>&1 &
 	APID[$name]=$!
 }

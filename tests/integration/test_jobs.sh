@@ -23,16 +23,17 @@ get 1 "/v1/jobs/$ENVJOB"
 layout=$(jget "$BODY" '" ".join("%d:%s:%d" % (s["rank"], s["node"], s["device"]) for s in d["layout"])')
 note "layout: $layout"
 [ "$(jget "$BODY" 'd["spec"]["failure"]["hang_timeout_s"]')" = 60 ] || fail "spec not normalized: $BODY"
-python3 - "$T/env" "$ENVJOB" "$layout" "$PORT_BASE" "$T/checkpoints/$ENVJOB" <<'PY' || fail "rank environments are inconsistent"
+python3 - "$T/env" "$ENVJOB" "$layout" "node-a=${APORT[node-a]},node-b=${APORT[node-b]}" "$T/checkpoints/$ENVJOB" <<'PY' || fail "rank environments are inconsistent"
 import os, sys
-envdir, job, layout, port_base, ckpt = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) + 100, sys.argv[5]
+envdir, job, layout, ckpt = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5]
+port_base = {k: int(v) for k, v in (kv.split("=") for kv in sys.argv[4].split(","))}
 slots = [tuple(x.split(":")) for x in layout.split()]
 assert len(slots) == 6, slots
 nodes = []
 for _, node, _ in slots:
     if node not in nodes:
         nodes.append(node)
-peers = ",".join("127.0.0.1:%d" % (port_base + int(dev)) for _, _, dev in slots)
+peers = ",".join("127.0.0.1:%d" % (port_base[node] + int(dev)) for _, node, dev in slots)
 hosts = ",".join(node for _, node, _ in slots)
 for r, node, dev in slots:
     line = open(os.path.join(envdir, "%s.%s.1" % (job, r))).read().split()
@@ -40,7 +41,7 @@ for r, node, dev in slots:
     same = [s for s in slots if s[1] == node]
     want = {"RANK": r, "WORLD_SIZE": "6", "LOCAL_RANK": str([s[0] for s in same].index(r)),
             "LOCAL_WORLD_SIZE": str(len(same)), "NODE_RANK": str(nodes.index(node)),
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port_base + int(slots[0][2])),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port_base[slots[0][1]] + int(slots[0][2])),
             "YARD_RANK": r, "YARD_WORLD_SIZE": "6", "YARD_PEERS": peers, "YARD_HOSTS": hosts,
             "YARD_CKPT_DIR": ckpt, "YARD_RESUME": "0"}
     for k, v in want.items():

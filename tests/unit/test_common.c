@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "common/base64.h"
 #include "common/common.h"
 
 static void test_parse_rejects_oversized_body(void **state)
@@ -81,6 +82,42 @@ static void test_strerror_covers_codes(void **state)
 	assert_string_equal(yard_strerror(12345), "unknown error");
 }
 
+/* RFC 4648 §10 vectors, a round trip of every byte value, and strict decoding. */
+static void test_base64_vectors_round_trip_and_strictness(void **state)
+{
+	static const char *const vectors[][2] = {{"", ""},
+	                                         {"f", "Zg=="},
+	                                         {"fo", "Zm8="},
+	                                         {"foo", "Zm9v"},
+	                                         {"foob", "Zm9vYg=="},
+	                                         {"fooba", "Zm9vYmE="},
+	                                         {"foobar", "Zm9vYmFy"}};
+	char text[64];
+	unsigned char out[64];
+	size_t n;
+	for (size_t i = 0; i < sizeof vectors / sizeof vectors[0]; i++) {
+		base64_encode(vectors[i][0], strlen(vectors[i][0]), text);
+		assert_string_equal(text, vectors[i][1]);
+		assert_int_equal(base64_encoded_len(strlen(vectors[i][0])), strlen(vectors[i][1]));
+		assert_int_equal(base64_decode(text, strlen(text), out, &n), 0);
+		assert_int_equal(n, strlen(vectors[i][0]));
+		assert_memory_equal(out, vectors[i][0], n);
+	}
+	unsigned char all[256], back[256];
+	char all_text[400];
+	for (int i = 0; i < 256; i++)
+		all[i] = (unsigned char)i;
+	base64_encode(all, sizeof all, all_text);
+	assert_int_equal(base64_decode(all_text, strlen(all_text), back, &n), 0);
+	assert_int_equal(n, 256);
+	assert_memory_equal(all, back, 256);
+	static const char *const bad[] = {
+	    "Zg=", "Zg", "Z===", "Zh==", "Zm9v\n", "Zm 9", "Zm9v!A==", "=Zg="};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		if (base64_decode(bad[i], strlen(bad[i]), out, &n) == 0)
+			fail_msg("'%s' decoded, but is not strict base64", bad[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -90,6 +127,7 @@ int main(void)
 	    cmocka_unit_test(test_only_keys_names_unknown_field),
 	    cmocka_unit_test(test_typed_getters_name_field_and_range),
 	    cmocka_unit_test(test_strerror_covers_codes),
+	    cmocka_unit_test(test_base64_vectors_round_trip_and_strictness),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

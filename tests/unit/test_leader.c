@@ -530,9 +530,31 @@ static void test_heartbeat_refuses_bad_input(void **state)
 	world_free(w);
 }
 
+/* An embargo ends at its deadline by a command the leader proposes, not a moment before. */
+static void test_leader_publishes_advisory_at_its_deadline(void **state)
+{
+	struct world *w = world_new();
+	struct yard_err err = {0};
+	assert_int_equal(apply(w, "advisory.create",
+	                       "{\"title\":\"t\",\"severity\":\"high\",\"text\":\"x\","
+	                       "\"embargo_days\":1}"),
+	                 201);
+	advance(w, 24LL * 3600 * 1000 - 200);
+	sched_tick(w->sched);
+	assert_true(fsm_advisory_restricted(&w->fsm, "a-000001"));
+	run(w, 300);
+	assert_false(fsm_advisory_restricted(&w->fsm, "a-000001"));
+	json_t *a = fsm_advisory_get(&w->fsm, "a-000001", &err);
+	assert_string_equal(json_string_value(json_object_get(a, "state")), "public");
+	assert_string_equal(json_string_value(json_object_get(a, "actor")), "test");
+	json_decref(a);
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_leader_publishes_advisory_at_its_deadline),
 	    cmocka_unit_test(test_grace_period_then_suspect_then_down),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),

@@ -175,6 +175,57 @@ static void test_usage_errors(void **state)
 	expect_usage_error("cluster status --spare=yes", "--spare takes no value");
 	expect_usage_error("cluster status --retries 101", "--retries");
 	assert_non_null(strstr(ctl_usage(), "job wait ID [--timeout S]"));
+	/* builds, advisories, audit, nodes */
+	expect_usage_error("build upload f.bin", "build upload: needs --version");
+	expect_usage_error("build upload f.bin --version a/b", "--version");
+	expect_usage_error("build upload f.bin --version 1 --component kernel", "--component");
+	expect_usage_error("build download 1.0", "build download: needs -o FILE");
+	expect_usage_error("build list -o xml", "--output: \"xml\"");
+	expect_usage_error("advisory create --title t --severity high", "--text");
+	expect_usage_error("advisory create --title t --severity grave --text x", "--severity");
+	expect_usage_error("advisory create --title t --severity low --text x --text-file f",
+	                   "not both");
+	expect_usage_error("advisory create --severity low --text x", "needs --title");
+	expect_usage_error("advisory embargo a-1", "needs --embargo-days");
+	expect_usage_error("advisory embargo a-1 --embargo-days soon", "--embargo-days");
+	expect_usage_error("advisory share a-1", "needs --visible-to");
+	expect_usage_error("audit --job j-1", "does not take --job");
+	expect_usage_error("events verify --after 3", "does not take --after");
+	expect_usage_error("node cordon a/b", "not a valid id");
+}
+
+static void test_store_commands(void **state)
+{
+	struct ctl_args a;
+	expect_ok("build download 2.0.1 -o /tmp/agent.bin", &a);
+	assert_int_equal(a.command, CTL_BUILD_DOWNLOAD);
+	assert_string_equal(a.out_file, "/tmp/agent.bin");
+	assert_int_equal(a.output, CTL_OUTPUT_TABLE);
+	expect_ok("-o json build list", &a);
+	assert_int_equal(a.command, CTL_BUILD_LIST);
+	assert_int_equal(a.output, CTL_OUTPUT_JSON);
+	assert_null(a.out_file);
+	expect_ok("build upload f.bin --version 2.0.1 --advisory a-000001 --notes n", &a);
+	assert_int_equal(a.command, CTL_BUILD_UPLOAD);
+	assert_string_equal(a.version, "2.0.1");
+	assert_string_equal(a.advisory, "a-000001");
+	assert_null(a.component);
+	expect_ok("advisory create --title t --severity critical --text x --embargo-days 15 "
+	          "--visible-to security,distro",
+	          &a);
+	assert_int_equal(a.command, CTL_ADVISORY_CREATE);
+	assert_int_equal(a.embargo_days, 15); /* the server refuses it, naming the rule */
+	assert_string_equal(a.visible_to, "security,distro");
+	expect_ok("events verify", &a);
+	assert_int_equal(a.command, CTL_EVENTS_VERIFY);
+	expect_ok("events --limit 5", &a);
+	assert_int_equal(a.command, CTL_EVENTS);
+	expect_ok("audit --reads", &a);
+	assert_int_equal(a.command, CTL_AUDIT);
+	assert_int_equal(a.reads, 1);
+	expect_ok("node uncordon node-a", &a);
+	assert_int_equal(a.command, CTL_NODE_UNCORDON);
+	assert_string_equal(a.operand[0], "node-a");
 }
 
 static void test_endpoint_lists(void **state)
@@ -411,6 +462,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_commands_and_operands),
 	    cmocka_unit_test(test_global_flags_anywhere),
+	    cmocka_unit_test(test_store_commands),
 	    cmocka_unit_test(test_usage_errors),
 	    cmocka_unit_test(test_endpoint_lists),
 	    cmocka_unit_test(test_redirect_base),
