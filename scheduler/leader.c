@@ -37,8 +37,9 @@ struct soft_job {
 	int world, is_command, max_restarts, hang_timeout_s;
 	/* parallel "auto": planned at placement until a plan is committed with it */
 	int is_auto;
-	json_t *spec; /* the normalized spec, kept for planning (owned) */
-	json_t *plan; /* the plan to commit with the next job.assign (owned), NULL: none */
+	json_t *spec;       /* the normalized spec, kept for planning (owned) */
+	json_t *plan;       /* the plan to commit with the next job.assign (owned), NULL: none */
+	int plan_committed; /* plan is the job's committed one: placements reuse it */
 	char store[JOBSPEC_PATH_MAX + 1];
 	char place_error[QUEUE_REASON_MAX];
 	/* the phase (state, generation) the flags below refer to */
@@ -72,7 +73,7 @@ struct sched {
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
-	struct history *history; /* per-step series of running jobs (history.h) */
+	struct history *history;     /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 };
 
@@ -136,12 +137,11 @@ static struct soft_job *job_find(struct sched *s, const char *id)
 	return NULL;
 }
 
-/* Parses the placement request of a job from its normalized spec (and, for parallel "auto",
- * the plan it recorded), once. */
+/* Parses the placement request of a job from its normalized spec, once (parallel "auto":
+ * at each placement, plan_job). */
 static void job_parse(struct soft_job *j, const json_t *job)
 {
 	const json_t *spec = json_object_get(job, "spec");
-	const json_t *plan = json_object_get(job, "plan");
 	struct jobspec js;
 	struct yard_err err = {0};
 	if (jobspec_parse(spec, &js, &err) != 0) {
@@ -160,24 +160,15 @@ static void job_parse(struct soft_job *j, const json_t *job)
 	j->req.memory_mb = js.memory_mb;
 	if (js.is_command) {
 		j->req.dp = js.ranks, j->req.tp = 1, j->req.pp = 1;
-	} else if (js.parallel.is_auto && plan == NULL) {
-		/* planned at placement (place()), against the cluster as it is then */
+	} else if (js.parallel.is_auto) {
+		/* planned at placement (plan_job), against the cluster as it is then, or the
+		 * plan it committed */
 		j->is_auto = 1;
 		j->spec = json_deep_copy(spec);
 		j->world = 0;
 		j->parsed = 1;
 		jobspec_free(&js);
 		return;
-	} else if (js.parallel.is_auto) {
-		struct jobspec_parallel p;
-		if (autoplan_layout(plan, &p, &err) != 0) {
-			j->parsed = -1;
-			snprintf(j->place_error, sizeof j->place_error,
-			         "recorded plan does not parse: %s", err.msg);
-			jobspec_free(&js);
-			return;
-		}
-		j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
 	} else {
 		j->req.dp = js.parallel.dp, j->req.tp = js.parallel.tp, j->req.pp = js.parallel.pp;
 	}
@@ -622,11 +613,27 @@ static json_t *perf_by_node(const struct sched *s)
 
 /* Plans a parallel "auto" job against the cluster as it is now: the winner becomes its
  * placement request and the plan committed with its job.assign. Until a placement commits,
- * every pass plans again, so a job waiting for devices follows changes of the cluster.
- * Returns 0 when the job has a layout to place; otherwise the reason says why not. */
-static int plan_job(struct sched *s, struct soft_job *j, const json_t *nodes)
+ * every pass plans again, so a job waiting for devices follows changes of the cluster; once
+ * a plan is committed (job's "plan") every later placement, a restart's included, uses it,
+ * so the ranks restore checkpoints of their own layout. Returns 0 when the job has a layout
+ * to place; otherwise the reason says why not. */
+static int plan_job(struct sched *s, struct soft_job *j, const json_t *job, const json_t *nodes)
 {
 	struct yard_err err = {0};
+	const json_t *recorded = json_object_get(job, "plan");
+	struct jobspec_parallel p;
+	if (recorded != NULL) {
+		if (autoplan_layout(recorded, &p, &err) != 0) {
+			snprintf(j->reason, sizeof j->reason, "recorded plan: %s", err.msg);
+			return -1;
+		}
+		json_decref(j->plan);
+		j->plan = json_incref((json_t *)recorded);
+		j->plan_committed = 1;
+		j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
+		j->world = p.dp * p.tp * p.pp;
+		return 0;
+	}
 	json_t *perf = perf_by_node(s);
 	json_t *answer = autoplan_run(j->spec, nodes, perf, 2, &err);
 	json_decref(perf);
@@ -636,7 +643,6 @@ static int plan_job(struct sched *s, struct soft_job *j, const json_t *nodes)
 	}
 	json_t *record = autoplan_record(answer);
 	json_decref(answer);
-	struct jobspec_parallel p;
 	if (record == NULL || autoplan_layout(record, &p, &err) != 0) {
 		json_decref(record);
 		snprintf(j->reason, sizeof j->reason, "parallel \"auto\": no plan");
@@ -693,7 +699,7 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 			snprintf(j->reason, sizeof j->reason, "%s", j->place_error);
 			continue;
 		}
-		if (j->is_auto && plan_job(s, j, nodes) != 0)
+		if (j->is_auto && plan_job(s, j, job, nodes) != 0)
 			continue;
 		struct queue_job *qj = &q[n_q++];
 		qj->id = j->id;
@@ -754,7 +760,7 @@ static void place(struct sched *s, json_t *const *candidates, int n_cand, const 
 		json_t *args =
 		    json_pack("{s:s,s:I,s:o,s:s}", "id", j->id, "generation",
 		              (json_int_t)j->generation + 1, "ranks", ranks, "note", note_text);
-		if (j->is_auto && j->plan != NULL)
+		if (j->is_auto && j->plan != NULL && !j->plan_committed)
 			json_object_set(args, "plan", j->plan);
 		propose_job(s, j, "job.assign", args);
 	}
@@ -1076,13 +1082,13 @@ static void record_history(struct sched *s, const json_t *reports)
 		const json_t *compute_ms = json_object_get(r, "compute_ms");
 		if (!json_is_integer(step) || json_integer_value(step) < 1)
 			continue;
-		history_record(s->history, json_string_value(json_object_get(r, "job")),
-		               json_integer_value(json_object_get(r, "generation")),
-		               (int)json_integer_value(json_object_get(r, "rank")),
-		               json_integer_value(step), json_is_number(loss),
-		               json_number_value(loss),
-		               json_is_number(step_ms) ? json_number_value(step_ms) : -1,
-		               json_is_number(compute_ms) ? json_number_value(compute_ms) : -1, now);
+		history_record(
+		    s->history, json_string_value(json_object_get(r, "job")),
+		    json_integer_value(json_object_get(r, "generation")),
+		    (int)json_integer_value(json_object_get(r, "rank")), json_integer_value(step),
+		    json_is_number(loss), json_number_value(loss),
+		    json_is_number(step_ms) ? json_number_value(step_ms) : -1,
+		    json_is_number(compute_ms) ? json_number_value(compute_ms) : -1, now);
 	}
 }
 

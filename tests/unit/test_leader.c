@@ -463,6 +463,47 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 	json_t *rank_spec = json_object_get(json_array_get(da, 0), "spec");
 	assert_true(json_equal(json_object_get(rank_spec, "parallel"), layout));
 	assert_int_equal(json_integer_value(json_object_get(rank_spec, "ranks")), world);
+	/* a restart keeps the committed layout, even when the rates now favour another */
+	char slow[2048];
+	snprintf(slow, sizeof slow, "%s", PERF);
+	char *bw = strstr(slow, "\"intra_bw_bytes_per_s\":5e9");
+	memcpy(bw, "\"intra_bw_bytes_per_s\":1e3", strlen("\"intra_bw_bytes_per_s\":1e3"));
+	heartbeat_perf(w, "node-a", slow);
+	heartbeat_perf(w, "node-b", slow);
+	spec = json_loads(AUTO_SPEC, 0, NULL);
+	json_t *replan = sched_plan(w->sched, spec, 1, &err);
+	json_decref(spec);
+	assert_non_null(replan);
+	assert_false(json_equal(
+	    json_object_get(json_array_get(json_object_get(replan, "candidates"), 0), "layout"),
+	    layout));
+	json_decref(replan);
+	char reports[2][4096];
+	json_t *ds[2] = {da, db};
+	for (int n = 0; n < 2; n++) {
+		size_t at = 0, i;
+		json_t *d;
+		at += (size_t)snprintf(reports[n] + at, sizeof reports[n] - at, "[");
+		json_array_foreach(ds[n], i, d) at += (size_t)snprintf(
+		    reports[n] + at, sizeof reports[n] - at,
+		    "%s{\"job\":\"j-000001\",\"rank\":%lld,\"generation\":1,\"state\":\"exited\","
+		    "\"exit_code\":%d}",
+		    i ? "," : "", (long long)json_integer_value(json_object_get(d, "rank")),
+		    n == 0 && i == 0 ? 1 : 0);
+		snprintf(reports[n] + at, sizeof reports[n] - at, "]");
+	}
+	json_decref(heartbeat(w, "node-a", reports[0]));
+	json_decref(heartbeat(w, "node-b", reports[1]));
+	run(w, 100);
+	json_decref(heartbeat(w, "node-a", reports[0]));
+	json_decref(heartbeat(w, "node-b", reports[1]));
+	run(w, 300);
+	j = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_true(json_equal(json_object_get(json_object_get(j, "plan"), "layout"), layout));
+	assert_int_equal(json_array_size(json_object_get(j, "layout")), world);
+	json_decref(j);
 	json_decref(da);
 	json_decref(db);
 	json_decref(layout);
