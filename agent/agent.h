@@ -82,6 +82,7 @@ struct agent {
 	int stopping;
 	uint64_t last_ok_mono_ms;
 	json_t *perf; /* measured rates (perf.c), NULL until the probe has answered */
+	int perf_unwanted; /* the leader said it has them (want_perf false): not sent */
 };
 
 /* client.c: POSTs body (not consumed) to path on the leader, following 307 redirects and

@@ -120,6 +120,9 @@ static void after_call(uv_work_t *w, int status)
 		}
 	} else if (c->status == 200) {
 		a->last_ok_mono_ms = yard_now_mono_ms();
+		const json_t *want_perf = json_object_get(c->resp, "want_perf");
+		if (want_perf != NULL)
+			a->perf_unwanted = json_is_false(want_perf);
 		heartbeat_reconcile(a, json_object_get(c->resp, "desired"));
 	} else if (c->status == 401 || c->status == 404) {
 		log_warn("heartbeat refused (HTTP %ld: %s): registering again", c->status,
@@ -155,7 +158,7 @@ static json_t *heartbeat_body(const struct agent *a)
 	json_t *body =
 	    json_pack("{s:s, s:s, s:I, s:b, s:o}", "node", a->cfg.name, "version", a->cfg.version,
 	              "free_disk_mb", free_mb, "draining", a->draining, "ranks", ranks_report(a));
-	if (a->perf != NULL)
+	if (a->perf != NULL && !a->perf_unwanted)
 		json_object_set(body, "perf", a->perf);
 	return body;
 }

@@ -1146,7 +1146,14 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	}
 	json_decref(perf);
 	json_decref(reports);
-	return json_pack("{s:o,s:[]}", "desired", desired_for(s, node), "commands");
+	json_t *answer = json_pack("{s:o,s:[]}", "desired", desired_for(s, node), "commands");
+	if (s->leading) {
+		/* the agent sends its rates until this leader has them (a new leader asks again) */
+		const struct soft_node *n = node_find(s, node);
+		json_object_set_new(answer, "want_perf",
+		                    json_boolean(n == NULL || n->perf == NULL));
+	}
+	return answer;
 }
 
 /* ---- overlays ---- */

@@ -397,6 +397,7 @@ static void test_node_death_moves_the_job(void **state)
 	"{\"name\":\"auto\",\"model\":{\"d_in\":32,\"d_model\":256,\"d_ff\":1024,\"layers\":8,"    \
 	"\"classes\":10},\"train\":{\"steps\":10,\"batch_size\":64},\"parallel\":\"auto\"}"
 
+/* A heartbeat carrying perf; the answer says the leader needs no more. */
 static void heartbeat_perf(struct world *w, const char *node, const char *perf)
 {
 	char body[2048];
@@ -406,7 +407,23 @@ static void heartbeat_perf(struct world *w, const char *node, const char *perf)
 	json_t *answer = sched_heartbeat(w->sched, node, b, &err);
 	json_decref(b);
 	assert_non_null(answer);
+	assert_true(json_is_false(json_object_get(answer, "want_perf")));
 	json_decref(answer);
+}
+
+/* Whether the answer to a heartbeat without perf asks for it. */
+static int wants_perf(struct world *w, const char *node)
+{
+	char body[256];
+	struct yard_err err = {0};
+	snprintf(body, sizeof body, "{\"node\":\"%s\",\"ranks\":[]}", node);
+	json_t *b = json_loads(body, 0, NULL);
+	json_t *answer = sched_heartbeat(w->sched, node, b, &err);
+	json_decref(b);
+	assert_non_null(answer);
+	int want = json_is_true(json_object_get(answer, "want_perf"));
+	json_decref(answer);
+	return want;
 }
 
 /* parallel "auto": waits (saying why) until nodes report measured rates, is then planned,
@@ -427,7 +444,14 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 	assert_non_null(strstr(reason, "have not reported measured rates"));
 	json_decref(j);
 
-	/* the plan the API shows is the plan the job gets */
+	/* the plan the API shows is the plan the job gets; rates are asked for until known,
+	 * and asked for again by a new leader */
+	assert_true(wants_perf(w, "node-a"));
+	heartbeat_perf(w, "node-a", PERF);
+	assert_false(wants_perf(w, "node-a"));
+	sched_leader_down(w->sched);
+	sched_leader_up(w->sched);
+	assert_true(wants_perf(w, "node-a"));
 	heartbeat_perf(w, "node-a", PERF);
 	heartbeat_perf(w, "node-b", PERF);
 	struct yard_err err = {0};
