@@ -264,9 +264,9 @@ static char *read_file(const char *path, size_t max, struct yard_err *err);
 /* plan FILE: the ranked layouts with their predicted costs and why the winner won. */
 static void print_plan_answer(const json_t *a)
 {
-	static const char *const headers[] = {"#",       "LAYOUT",      "RANKS",
-	                                      "STEP_MS", "COMPUTE",     "COMM_MS",
-	                                      "BUBBLE",  "MEM_MIB/DEV", "SENT_MIB/STEP"};
+	static const char *const headers[] = {"#",           "LAYOUT",       "RANKS",    "STEP_MS",
+	                                      "COMPUTE",     "COMM_MS",      "OPTIM_MS", "BUBBLE",
+	                                      "MEM_MIB/DEV", "SENT_MIB/STEP"};
 	const json_t *k = json_object_get(a, "cluster");
 	struct ctl_table t;
 	size_t i;
@@ -279,10 +279,10 @@ static void print_plan_answer(const json_t *a)
 	       num(k, "flops_per_s") / 1e9, num(k, "parallel_efficiency") * 100,
 	       num(k, "device_memory_mb"), num(k, "intra_bw_bytes_per_s") / 1e9,
 	       num(k, "inter_bw_bytes_per_s") / 1e9);
-	ctl_table_init(&t, 9, headers);
+	ctl_table_init(&t, 10, headers);
 	json_array_foreach(json_object_get(a, "candidates"), i, c)
 	{
-		char b[9][96];
+		char b[10][96];
 		snprintf(b[0], sizeof b[0], "%zu", i + 1);
 		format_layout(json_object_get(c, "layout"), b[1], sizeof b[1]);
 		snprintf(b[2], sizeof b[2], "%lld",
@@ -291,10 +291,11 @@ static void print_plan_answer(const json_t *a)
 		snprintf(b[4], sizeof b[4], "%.3f", num(c, "compute_ms"));
 		snprintf(b[5], sizeof b[5], "%.3f",
 		         num(c, "tp_comm_ms") + num(c, "pp_comm_ms") + num(c, "dp_exposed_ms"));
-		snprintf(b[6], sizeof b[6], "%.0f%%", num(c, "bubble_fraction") * 100);
-		snprintf(b[7], sizeof b[7], "%.2f", num(c, "memory_mb"));
-		snprintf(b[8], sizeof b[8], "%.3f", num(c, "comm_mb"));
-		const char *row[] = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8]};
+		snprintf(b[6], sizeof b[6], "%.3f", num(c, "optim_ms"));
+		snprintf(b[7], sizeof b[7], "%.0f%%", num(c, "bubble_fraction") * 100);
+		snprintf(b[8], sizeof b[8], "%.2f", num(c, "memory_mb"));
+		snprintf(b[9], sizeof b[9], "%.3f", num(c, "comm_mb"));
+		const char *row[] = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]};
 		ctl_table_add(&t, row);
 	}
 	ctl_table_print(&t, stdout);

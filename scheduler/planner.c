@@ -321,13 +321,14 @@ void plan_explain(const struct plan_result *r, char *out, int out_len)
 	    out, (size_t)out_len,
 	    "dp%d×tp%d×pp%d %s v=%d m=%d predicts %.2f ms/step, %.1f%% faster than dp%d×tp%d×pp%d "
 	    "%s v=%d m=%d (%.2f ms): compute %.2f vs %.2f ms, bubble %.0f%% vs %.0f%%, "
-	    "communication %.2f vs %.2f ms",
+	    "exposed communication %.2f vs %.2f ms, optimiser %.2f vs %.2f ms",
 	    a->dp, a->tp, a->pp, plan_schedule_name(a->schedule), a->v, a->m, a->step_s * 1e3,
 	    (b->step_s - a->step_s) / b->step_s * 100, b->dp, b->tp, b->pp,
 	    plan_schedule_name(b->schedule), b->v, b->m, b->step_s * 1e3, a->compute_s * 1e3,
 	    b->compute_s * 1e3, a->bubble_fraction * 100, b->bubble_fraction * 100,
 	    (a->tp_comm_s + a->pp_comm_s + a->dp_exposed_s) * 1e3,
-	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s) * 1e3);
+	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s) * 1e3, a->optim_s * 1e3,
+	    b->optim_s * 1e3);
 }
 
 void plan_result_free(struct plan_result *r)
