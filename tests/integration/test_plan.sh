@@ -9,6 +9,9 @@
 	--api-address "127.0.0.1:$(api_port 1)" >"$T/dev.out" 2>>"$T/log.1" &
 PID[1]=$!
 wait_until 10 grep -q "token:" "$T/dev.out" || fail "no banner: $(cat "$T/dev.out")"
+# lib.sh's cleanup SIGKILLs yardd, which then cannot stop its agent: the agent is killed too
+wait_until 10 pgrep -P "${PID[1]}" -f yard-agent || fail "yardd --dev started no agent"
+PID[agent]=$(pgrep -P "${PID[1]}" -f yard-agent)
 AUTH="Authorization: Bearer $(cat "$T/dev/admin.token")"
 export YARD_ENDPOINTS=$(api 1) YARD_TOKEN=$(cat "$T/dev/admin.token")
 
@@ -64,4 +67,8 @@ world=$(jget "$BODY" 'd["plan"]["layout"]["dp"] * d["plan"]["layout"]["tp"] * d[
 [ "$(jget "$BODY" 'd["step"] > 0')" = True ] || fail "the job reported no step: $BODY"
 timeout 10 yardctl job show "$JOB" >"$T/show.out" || fail "yardctl job show"
 grep -q "^plan: *dp" "$T/show.out" || fail "job show has no plan: $(cat "$T/show.out")"
+kill -TERM "${PID[1]}"
+wait_until 10 sh -c "! kill -0 ${PID[1]} 2>/dev/null" || fail "yardd --dev did not stop on SIGTERM"
+wait_until 10 sh -c "! kill -0 ${PID[agent]} 2>/dev/null" || fail "its agent kept running"
+unset "PID[1]" "PID[agent]"
 note "ok: rates measured (${flops} flop/s), plan ranked $rows+ layouts (best $best), auto job ran $plan and succeeded"
