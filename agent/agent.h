@@ -81,8 +81,10 @@ struct agent {
 	int draining;
 	int stopping;
 	uint64_t last_ok_mono_ms;
-	json_t *perf; /* measured rates (perf.c), NULL until the probe has answered */
+	json_t *perf;      /* measured rates (perf.c), NULL until the probe has answered */
 	int perf_unwanted; /* the leader said it has them (want_perf false): not sent */
+	int perf_attempts; /* probes started */
+	uv_timer_t perf_retry;
 };
 
 /* client.c: POSTs body (not consumed) to path on the leader, following 307 redirects and

@@ -16,6 +16,10 @@
 #define PERF_BUDGET_MS 1200
 #define PERF_KILL_MS 5000
 #define PERF_OUTPUT_MAX 8192
+/* a probe that fails (e.g. on a machine busy with other work) runs again after a pause, up
+ * to this many times in all */
+#define PERF_ATTEMPTS 3
+#define PERF_RETRY_MS 2000
 
 struct perf_run {
 	struct agent *agent;
@@ -36,6 +40,11 @@ static void handle_closed(uv_handle_t *h)
 		free(p);
 }
 
+static void on_retry(uv_timer_t *t)
+{
+	perf_start(t->data);
+}
+
 static void finish(struct perf_run *p)
 {
 	struct agent *a = p->agent;
@@ -45,11 +54,16 @@ static void finish(struct perf_run *p)
 	if (p->exit_status == 0)
 		o = json_loads(p->buf, 0, &jerr);
 	if (!json_is_object(o) || json_real_value(json_object_get(o, "flops_per_s")) <= 0) {
-		log_warn("node probe (%s --probe) failed (exit %lld): %s; heartbeats carry no "
-		         "perf and the planner will not use this node's rates",
-		         a->cfg.worker_path, (long long)p->exit_status,
-		         p->len ? p->buf : "no output");
+		int again = a->perf_attempts < PERF_ATTEMPTS;
+		log_warn("node probe (%s --probe, attempt %d of %d) failed (exit %lld): %s; %s",
+		         a->cfg.worker_path, a->perf_attempts, PERF_ATTEMPTS,
+		         (long long)p->exit_status, p->len ? p->buf : "no output",
+		         again ? "trying again shortly"
+		               : "heartbeats carry no perf and the planner will not use this "
+		                 "node's rates");
 		json_decref(o);
+		if (again)
+			uv_timer_start(&a->perf_retry, on_retry, PERF_RETRY_MS, 0);
 	} else {
 		double tcp_bw = json_real_value(json_object_get(o, "tcp_bw_bytes_per_s"));
 		double tcp_lat = json_real_value(json_object_get(o, "tcp_latency_s"));
@@ -138,6 +152,10 @@ void perf_start(struct agent *a)
 	char devices[16], budget[16];
 	if (p == NULL)
 		return;
+	if (a->perf_attempts++ == 0) {
+		uv_timer_init(a->loop, &a->perf_retry);
+		a->perf_retry.data = a;
+	}
 	p->agent = a;
 	p->started_ms = yard_now_mono_ms();
 	snprintf(devices, sizeof devices, "%d", a->cfg.n_devices);

@@ -35,6 +35,10 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
     {4, 256, 1024}, {16, 256, 256}, {32, 128, 512}, {64, 256, 1024}};
 
 #define PROBE_MAX_CONCURRENT 16
+/* Each timing is the best of the short slices its window is cut into (a slice holds at least
+ * one call): another program's burst on a shared machine slows some slices, not the figure.
+ * The best slice is also what an undisturbed rank sees. */
+#define PROBE_SLICE_S 0.002
 #define PROBE_BW_BYTES (4u << 20)
 #define PROBE_LAT_REPS 50
 #define PROBE_BW_REPS 4
@@ -61,19 +65,25 @@ static double gemm_rate(const int shape[3], double window_s)
 	for (size_t k = 0; k < no; k++)
 		dout[k] = 0.001f;
 	model_matmul_forward(out, in, w, NULL, n, i, o); /* warm the caches and the library */
-	double start = now_s(), elapsed = 0;
-	long reps = 0;
-	/* bounded by the window: at most a few million calls of the smallest shape */
-	while (elapsed < window_s && reps < 50000000L) {
-		model_matmul_forward(out, in, w, NULL, n, i, o);
-		model_matmul_backward(din, dw, NULL, dout, in, w, n, i, o);
-		reps++;
-		if ((reps & 7) == 0 || ni * o > 100000)
-			elapsed = now_s() - start;
+	double best = 0, begin = now_s();
+	while (best == 0 || now_s() - begin < window_s) {
+		double start = now_s(), elapsed = 0;
+		long reps = 0;
+		/* bounded by the slice: at most millions of calls of the smallest shape */
+		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
+			model_matmul_forward(out, in, w, NULL, n, i, o);
+			model_matmul_backward(din, dw, NULL, dout, in, w, n, i, o);
+			reps++;
+			if ((reps & 7) == 0 || ni * o > 100000)
+				elapsed = now_s() - start;
+		}
+		elapsed = now_s() - start;
+		double rate = elapsed > 0 ? (double)reps * 3.0 * 2.0 * n * i * o / elapsed : 0;
+		if (rate > best)
+			best = rate;
 	}
-	elapsed = now_s() - start;
 	free(buf);
-	return elapsed > 0 ? (double)reps * 3.0 * 2.0 * n * i * o / elapsed : 0;
+	return best;
 }
 
 /* Builds a model whose only chunk is one middle block (no input projection, no head), as a
@@ -102,22 +112,28 @@ static double block_time(const int shape[3], double window_s, struct yard_err *e
 	}
 	for (size_t k = 0; k < (size_t)n * d; k++)
 		a->resid[0][k] = (float)(k % 13) * 0.05f - 0.3f;
-	double start = now_s(), elapsed = 0;
-	long reps = 0;
-	while (elapsed < window_s && reps < 10000000L) {
-		double loss = 0;
-		int correct = 0;
-		for (size_t k = 0; k < (size_t)n * d; k++)
-			dresid[k] = 1e-3f;
-		if (model_chunk_forward(&m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
-		    model_chunk_backward(&m, 0, a, dresid, 1.0f, NULL, NULL, NULL, NULL) != 0) {
-			yard_err_set(err, YARD_EINTERNAL, "probe: block %dx%dx%d failed", n, d, f);
-			goto out;
+	double begin = now_s();
+	while (per < 0 || now_s() - begin < window_s) {
+		double start = now_s(), elapsed = 0;
+		long reps = 0;
+		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
+			double loss = 0;
+			int correct = 0;
+			for (size_t k = 0; k < (size_t)n * d; k++)
+				dresid[k] = 1e-3f;
+			if (model_chunk_forward(&m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
+			    model_chunk_backward(&m, 0, a, dresid, 1.0f, NULL, NULL, NULL, NULL) !=
+			        0) {
+				yard_err_set(err, YARD_EINTERNAL, "probe: block %dx%dx%d failed", n,
+				             d, f);
+				goto out;
+			}
+			reps++;
+			elapsed = now_s() - start;
 		}
-		reps++;
-		elapsed = now_s() - start;
+		if (per < 0 || elapsed / reps < per)
+			per = elapsed / reps;
 	}
-	per = elapsed / reps;
 out:
 	free(dresid);
 	if (a != NULL)
@@ -142,15 +158,20 @@ static double optim_time(enum optim_kind kind, double window_s, struct yard_err 
 	if (one_block_model(&m, 256, 1024, err) != 0)
 		return -1;
 	if (optim_init(&o, &cfg, m.numel, err) == 0) {
-		double start = now_s(), elapsed = 0;
-		long reps = 0;
-		while (elapsed < window_s && reps < 100000L) {
-			model_zero_grad(&m);
-			optim_step(&o, &m, 1.0f);
-			reps++;
-			elapsed = now_s() - start;
+		double begin = now_s();
+		while (per < 0 || now_s() - begin < window_s) {
+			double start = now_s(), elapsed = 0;
+			long reps = 0;
+			while (elapsed < PROBE_SLICE_S && reps < 100000L) {
+				model_zero_grad(&m);
+				optim_step(&o, &m, 1.0f);
+				reps++;
+				elapsed = now_s() - start;
+			}
+			double t = elapsed / reps / (double)m.numel;
+			if (per < 0 || t < per)
+				per = t;
 		}
-		per = elapsed / reps / (double)m.numel;
 		optim_free(&o);
 	}
 	model_free(&m);
@@ -225,11 +246,12 @@ int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result 
 			return -1;
 		memset(x, 0, sizeof x);
 		int negative = -1;
-		for (int i = 0; i < k; i++) {
+		for (int i = 0; i < k; i++)
 			x[idx[i]] = xs[i];
-			if (xs[i] < 0 && (negative < 0 || xs[i] < x[negative]))
+		/* drop the most negative term other than the matmuls' (the one that must stay) */
+		for (int i = 0; i < k; i++)
+			if (idx[i] != 0 && xs[i] < 0 && (negative < 0 || xs[i] < x[negative]))
 				negative = idx[i];
-		}
 		if (negative < 0)
 			break;
 		use[negative] = 0;
@@ -242,6 +264,25 @@ int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result 
 		double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
 		double fit = x[0] * n * d * f + x[1] * d * f + x[2] * n * f + x[3] * n * d + x[4];
 		r->block_fit_error = fmax(r->block_fit_error, fabs(fit - times[s]) / times[s]);
+	}
+	if (x[0] > 0)
+		return 0;
+	/* noise left no positive matmul term: cost the block by its matmuls alone */
+	double num = 0, den = 0;
+	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+		double mac = (double)BLOCK_SHAPES[s][0] * BLOCK_SHAPES[s][1] * BLOCK_SHAPES[s][2];
+		num += mac / times[s];
+		den += mac * mac / (times[s] * times[s]);
+	}
+	memset(x, 0, sizeof x);
+	x[0] = den > 0 ? num / den : 0;
+	r->block_mac_s = x[0], r->block_weight_s = r->block_hidden_s = r->block_model_s = 0;
+	r->block_call_s = 0;
+	r->block_fit_error = 0;
+	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+		double mac = (double)BLOCK_SHAPES[s][0] * BLOCK_SHAPES[s][1] * BLOCK_SHAPES[s][2];
+		r->block_fit_error =
+		    fmax(r->block_fit_error, fabs(x[0] * mac - times[s]) / times[s]);
 	}
 	return x[0] > 0 ? 0 : -1;
 }
