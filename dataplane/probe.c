@@ -373,13 +373,17 @@ static int concurrent_rate(int k, double window_s, double deadline_s, double *su
 }
 
 /* One rank of the two-rank allreduce probe; writes {latency_s, bw} to out_fd (rank 0). */
-static void allreduce_child(int rank, const char *rendezvous, const char *transport, int timeout_ms,
-                            int out_fd)
+/* One rank of a world-rank allreduce probe; rank 0 writes {latency per ring step, bandwidth}
+ * to out_fd (bandwidth only for 2 ranks, 0 otherwise). */
+static void allreduce_child(int rank, int world, const char *rendezvous, const char *transport,
+                            int timeout_ms, int out_fd)
 {
 	char errbuf[256] = "", buf[32];
 	yd_comm *comm = NULL;
-	setenv("YARD_RANK", rank ? "1" : "0", 1);
-	setenv("YARD_WORLD_SIZE", "2", 1);
+	snprintf(buf, sizeof buf, "%d", rank);
+	setenv("YARD_RANK", buf, 1);
+	snprintf(buf, sizeof buf, "%d", world);
+	setenv("YARD_WORLD_SIZE", buf, 1);
 	setenv("YARD_RENDEZVOUS_FILE", rendezvous, 1);
 	setenv("YARD_TRANSPORT", transport, 1);
 	unsetenv("YARD_PEERS");
@@ -389,7 +393,7 @@ static void allreduce_child(int rank, const char *rendezvous, const char *transp
 	setenv("YARD_TIMEOUT_MS", buf, 1);
 	if (yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
 		_exit(3);
-	size_t count = PROBE_BW_BYTES / sizeof(float);
+	size_t count = world == 2 ? PROBE_BW_BYTES / sizeof(float) : 1;
 	float *data = calloc(count, sizeof *data);
 	if (data == NULL || yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0 ||
 	    yd_allreduce(comm, data, data, 1, YD_F32, YD_SUM) != 0)
@@ -399,14 +403,15 @@ static void allreduce_child(int rank, const char *rendezvous, const char *transp
 		if (yd_allreduce(comm, data, data, 1, YD_F32, YD_SUM) != 0)
 			_exit(4);
 	double t1 = now_s();
-	for (int r = 0; r < PROBE_BW_REPS; r++)
+	for (int r = 0; world == 2 && r < PROBE_BW_REPS; r++)
 		if (yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0)
 			_exit(4);
 	double t2 = now_s();
-	double latency = (t1 - t0) / PROBE_LAT_REPS / 2; /* a 2-rank allreduce: 2 steps */
+	/* as the planner counts it: a ring allreduce over n ranks takes 2(n-1) steps */
+	double latency = (t1 - t0) / PROBE_LAT_REPS / (2.0 * (world - 1));
 	double per = (t2 - t1) / PROBE_BW_REPS - 2 * latency;
 	/* ring allreduce over 2 ranks moves the buffer once each way: t = bytes / bw */
-	double result[2] = {latency, per > 0 ? PROBE_BW_BYTES / per : 0};
+	double result[2] = {latency, world == 2 && per > 0 ? PROBE_BW_BYTES / per : 0};
 	yd_barrier(comm);
 	yd_comm_destroy(comm);
 	free(data);
@@ -415,12 +420,13 @@ static void allreduce_child(int rank, const char *rendezvous, const char *transp
 	_exit(0);
 }
 
-static int allreduce_probe(const char *transport, int timeout_ms, double deadline_s,
+/* world ranks (≤ PROBE_MAX_CONCURRENT) in as many processes; bw is measured for 2 only. */
+static int allreduce_probe(int world, const char *transport, int timeout_ms, double deadline_s,
                            double *latency_s, double *bw, struct yard_err *err)
 {
 	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
 	int fd = mkstemp(rendezvous), results[2];
-	pid_t pids[2] = {0};
+	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
 	double result[2] = {0};
 	if (fd < 0)
 		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
@@ -429,27 +435,28 @@ static int allreduce_probe(const char *transport, int timeout_ms, double deadlin
 		unlink(rendezvous);
 		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
 	}
-	for (int r = 0; r < 2; r++) {
+	int forked = 1;
+	for (int r = 0; r < world; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0) {
 			close(results[0]);
-			allreduce_child(r, rendezvous, transport, timeout_ms, results[1]);
+			allreduce_child(r, world, rendezvous, transport, timeout_ms, results[1]);
 		}
+		forked = forked && pids[r] > 0;
 	}
 	close(results[1]);
-	int rc = pids[0] > 0 && pids[1] > 0
-	             ? read_full(results[0], result, sizeof result, deadline_s)
-	             : YARD_EIO;
+	int rc = forked ? read_full(results[0], result, sizeof result, deadline_s) : YARD_EIO;
 	close(results[0]);
-	reap(pids, 2);
+	reap(pids, world);
 	unlink(rendezvous);
-	if (rc != 0 || result[1] <= 0)
+	if (rc != 0 || result[0] <= 0 || (world == 2 && result[1] <= 0))
 		return yard_err_set(err, rc ? rc : YARD_EIO,
-		                    "probe: the two-rank %s allreduce did not complete within the "
+		                    "probe: the %d-rank %s allreduce did not complete within the "
 		                    "budget",
-		                    transport);
+		                    world, transport);
 	*latency_s = result[0];
-	*bw = result[1];
+	if (bw != NULL)
+		*bw = result[1];
 	return 0;
 }
 
@@ -475,10 +482,16 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	/* a loaded machine may be slow to schedule the helpers: the communicator gets at least a
 	 * second, so the probe stays bounded (a few seconds) without failing under load */
 	int comm_timeout_ms = budget_ms / 4 > 1000 ? budget_ms / 4 : 1000;
-	if ((rc = allreduce_probe("shm", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
+	int all = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
+	if ((rc = allreduce_probe(2, "shm", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
 	                          &out->shm_latency_s, &out->shm_bw_bytes_per_s, err)) != 0 ||
-	    (rc = allreduce_probe("tcp", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
+	    (rc = allreduce_probe(2, "tcp", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
 	                          &out->tcp_latency_s, &out->tcp_bw_bytes_per_s, err)) != 0)
+		return rc;
+	out->shm_busy_latency_s = out->shm_latency_s;
+	if (all > 2 &&
+	    (rc = allreduce_probe(all, "shm", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
+	                          &out->shm_busy_latency_s, NULL, err)) != 0)
 		return rc;
 	out->gemm_points = PROBE_GEMM_POINTS;
 	for (int p = 0; p < PROBE_GEMM_POINTS; p++) {
@@ -530,10 +543,11 @@ json_t *probe_to_json(const struct probe_result *r)
 	              "call_s", r->block_call_s, "fit_error", r->block_fit_error);
 	json_t *optim =
 	    json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd", r->sgd_s_per_param);
-	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:i,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
+	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
 	                 r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
 	                 "parallel_efficiency", r->parallel_efficiency, "devices", r->devices,
 	                 "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s, "intra_latency_s",
-	                 r->shm_latency_s, "tcp_bw_bytes_per_s", r->tcp_bw_bytes_per_s,
-	                 "tcp_latency_s", r->tcp_latency_s, "probe_ms", (int)(r->elapsed_s * 1000));
+	                 r->shm_latency_s, "intra_busy_latency_s", r->shm_busy_latency_s,
+	                 "tcp_bw_bytes_per_s", r->tcp_bw_bytes_per_s, "tcp_latency_s",
+	                 r->tcp_latency_s, "probe_ms", (int)(r->elapsed_s * 1000));
 }

@@ -42,6 +42,9 @@ struct probe_result {
 	/* optimiser step (optim_step + model_zero_grad) per parameter */
 	double adamw_s_per_param, sgd_s_per_param;
 	double shm_bw_bytes_per_s, shm_latency_s;
+	/* per ring step of a 1-float allreduce over all the node's devices (at most 16) at once:
+	 * above shm_latency_s when they outnumber the cores and every wait needs a switch */
+	double shm_busy_latency_s;
 	double tcp_bw_bytes_per_s, tcp_latency_s;
 	double elapsed_s;
 };
@@ -56,7 +59,8 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 /* {"flops_per_s", "gemm": [[call_flops, flops_per_s]...], "parallel_efficiency",
  *  "block": {"mac_s", "weight_s", "hidden_s", "model_s", "call_s", "fit_error"},
  *  "optim_s_per_param": {"adamw", "sgd"},
- *  "intra_bw_bytes_per_s", "intra_latency_s", "tcp_bw_bytes_per_s", "tcp_latency_s",
+ *  "intra_bw_bytes_per_s", "intra_latency_s", "intra_busy_latency_s", "tcp_bw_bytes_per_s",
+ *  "tcp_latency_s",
  *  "devices", "probe_ms"} (new reference). */
 json_t *probe_to_json(const struct probe_result *r);
 

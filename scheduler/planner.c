@@ -129,12 +129,14 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double act_bytes = mbs * d * 4;
 	double params = device_params(m, c);
 	double units = 0, blocks_per_unit = 0, backward_last_mb;
-	double inter_latency = k->inter_latency_s > 0 ? k->inter_latency_s : k->latency_s;
-	double pp_latency = pp_fits_node ? k->latency_s : inter_latency;
-	double dp_latency = world_fits_node ? k->latency_s : inter_latency;
 	int world = c->dp * c->tp * c->pp;
 	int ranks_on_node = world < k->devices_per_node ? world : k->devices_per_node;
 	double share = plan_device_share(k, ranks_on_node);
+	double intra_latency =
+	    share < 1 && k->busy_latency_s > k->latency_s ? k->busy_latency_s : k->latency_s;
+	double inter_latency = k->inter_latency_s > 0 ? k->inter_latency_s : k->latency_s;
+	double pp_latency = pp_fits_node ? intra_latency : inter_latency;
+	double dp_latency = world_fits_node ? intra_latency : inter_latency;
 	double fl = f / c->tp;
 
 	if (k->block_mac_s > 0) {
@@ -150,7 +152,7 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / share;
 	c->tp_comm_s = c->tp > 1 ? 2.0 * blocks * c->m *
 	                               ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s,
-	                                                k->latency_s)
+	                                                intra_latency)
 	                         : 0;
 	c->pp_comm_s = c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw) : 0;
 	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);

@@ -10,21 +10,28 @@
  * within one block of each other):
  *   compute   = blocks × m × the measured block cost at (micro-batch rows, d_model,
  *               d_ff/tp) (matmuls, a pass over the weights per micro-batch, GELU,
- *               layernorm and a per-call cost, fitted by the agent's probe), plus the input
- * projection / head as 3 × forward FLOPs at the measured GEMM rate for their size (interpolated on
- * the measured curve: small GEMMs run far below peak). Without a block cost: 3 × forward FLOPs /
- * rate. Divided by the share of a device a rank gets when the ranks on one node outnumber what the
- * node can compute at once (CPU devices on fewer cores: the measured parallel efficiency) tp comm
- * = 2 allreduces per block per micro-batch (forward output + backward input gradient), each a ring:
- * 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency) pp comm   = one activation forward and one
- * gradient backward per micro-batch per chunk boundary, on the link between the stages (intra-node
- * when p·tp fits in a node, else inter-node) bubble    = (p−1)/(v·m + p−1) of the pipelined time:
- * step = (compute + tp + pp) / (1 − bubble) optimiser = the device's parameters × the measured step
- * cost per parameter, after the pipeline drains (not part of the bubble) dp comm   = ring allreduce
- * of the stage's gradients over dp replicas; buckets start during the backward of the last
- * micro-batch (gradients accumulate until then), so that backward hides up to its own length and
- * only the rest is exposed Memory per device = parameters + gradients + optimiser state (AdamW 2,
- * SGD 1 extra copy)
+ *               layernorm and a per-call cost, fitted by the agent's probe), plus the
+ *               input projection / head as 3 × forward FLOPs at the measured GEMM rate for
+ *               their size (interpolated on the measured curve: small GEMMs run far below
+ *               peak). Without a block cost: 3 × forward FLOPs / rate. Divided by the
+ *               share of a device a rank gets when the ranks on one node outnumber what
+ *               the node can compute at once (CPU devices on fewer cores: the measured
+ *               parallel efficiency); messages within such a node cost the measured busy
+ *               latency (all devices exchanging at once) instead of the two-device one
+ *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
+ *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency
+ *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
+ *               boundary, on the link between the stages (intra-node when p·tp fits in a
+ *               node, else inter-node)
+ *   bubble    = (p−1)/(v·m + p−1) of the pipelined time: step = (compute + tp + pp) /
+ *               (1 − bubble)
+ *   optimiser = the device's parameters × the measured step cost per parameter, after the
+ *               pipeline drains (not part of the bubble)
+ *   dp comm   = ring allreduce of the stage's gradients over dp replicas; buckets start
+ *               during the backward of the last micro-batch (gradients accumulate until
+ *               then), so that backward hides up to its own length and only the rest is
+ *               exposed
+ * Memory per device = parameters + gradients + optimiser state (AdamW 2, SGD 1 extra copy)
  * + activations of the micro-batches in flight (GPipe m, 1F1B min(m, p), interleaved
  * Megatron's warm-up depth), all f32.
  */
@@ -51,7 +58,10 @@ struct plan_cluster {
 	double intra_bw_bytes_per_s; /* measured between devices of one node (shm) */
 	double inter_bw_bytes_per_s; /* measured between nodes (TCP/RDMA) */
 	double latency_s;            /* per message between devices of one node */
-	double inter_latency_s;      /* per message between nodes; 0: latency_s */
+	/* per message between devices of one node when all its devices run ranks (measured
+	 * over all of them: higher when they outnumber the cores); 0: latency_s */
+	double busy_latency_s;
+	double inter_latency_s; /* per message between nodes; 0: latency_s */
 	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
 	 * 0 points: flops_per_s at every size */
 	int rate_points;

@@ -187,6 +187,17 @@ static void test_oversubscribed_node_shares_compute(void **state)
 	plan_predict(&model, &k, &four);
 	/* dp4 does a quarter of the work at half the speed */
 	assert_float_equal(four.compute_s, one.compute_s / 4 * 2, one.compute_s * 1e-9);
+	/* tensor-parallel allreduces on the crowded node pay the measured busy latency */
+	struct plan_candidate tp2 = one, tp4 = one;
+	tp2.tp = 2;
+	tp4.tp = 4;
+	k.busy_latency_s = 1e-3;
+	plan_predict(&model, &k, &tp2);
+	plan_predict(&model, &k, &tp4);
+	double per_step_tp2 = tp2.tp_comm_s / (2.0 * 8 * 2); /* 8 blocks, 2 ring steps */
+	double per_step_tp4 = tp4.tp_comm_s / (2.0 * 8 * 6); /* 6 ring steps */
+	assert_true(per_step_tp2 < 1e-4);                    /* 2 ranks fit: two-device latency */
+	assert_true(per_step_tp4 >= 1e-3);                   /* 4 ranks crowd 2 devices' worth */
 	k.parallel_efficiency = 0;
 	assert_float_equal(plan_device_share(&k, 4), 1, 1e-12);
 }
