@@ -5,7 +5,8 @@
  * Files: main.c (flags, config file, start-up), client.c (HTTP to the leader), ranks.c (rank
  * processes: start, stop, reap, adopt, logs), shim.c (the parent of each rank that records
  * its exit status), heartbeat.c (register, heartbeat, reconcile), metrics.c (per-step lines
- * from the trainer over YARD_AGENT_SOCK), perf.c (the node probe for the planner).
+ * from the trainer over YARD_AGENT_SOCK), ranklog.c (a rank's log file: rotation, the pieces
+ * heartbeats carry to the leader), perf.c (the node probe for the planner).
  */
 #ifndef YARD_AGENT_H
 #define YARD_AGENT_H
@@ -16,6 +17,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "agent/ranklog.h"
 #include "common/err.h"
 
 #define AGENT_NAME_MAX 63
@@ -35,7 +37,9 @@ struct agent_config {
 	double link_gbps; /* inter-node bandwidth for the planner, 0 = measure TCP loopback */
 	int heartbeat_ms;
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
-	int64_t log_max_bytes;      /* per rank log before rotation */
+	int64_t log_max_bytes;      /* a rank's log is rotated past this (FILE + FILE.1 kept) */
+	int64_t log_ship_bytes;     /* at most this much of one rank's log per heartbeat */
+	int64_t log_resend_bytes;   /* the tail of each log sent again to a new leader */
 	char worker_path[PATH_MAX]; /* yard-worker */
 	char self_path[PATH_MAX];   /* this binary, which runs as every rank's shim */
 	char version[32];
@@ -55,8 +59,9 @@ struct agent_rank {
 	int term_signal;
 	int stopping; /* SIGTERM sent */
 	uint64_t stop_sent_ms;
-	uv_process_t *process; /* our child: libuv reports its exit */
-	char log_path[PATH_MAX];
+	uv_process_t *process;    /* our child: libuv reports its exit */
+	struct rank_log log;      /* DATA_DIR/jobs/JOB/rank-R.gen-G.log */
+	int forget_deferred;      /* heartbeats an exited rank was kept to finish sending its log */
 	char exit_path[PATH_MAX]; /* where the rank's shim records how it ended */
 	/* latest metrics line from the rank */
 	int64_t step;
@@ -72,6 +77,8 @@ struct agent {
 	uv_signal_t sigterm, sigint;
 	char node_token[256];
 	char leader_url[512]; /* last URL that answered as leader */
+	char leader_id[64];   /* the leader's "leader_id": a change means it holds no logs */
+	int log_cursor;       /* rank slot the next heartbeat's logs start from (fairness) */
 	int heartbeat_in_flight;
 	int registered;
 	struct agent_rank ranks[AGENT_MAX_RANKS];
@@ -104,6 +111,13 @@ void ranks_tick(struct agent *a); /* escalate stops, poll adopted pids, rotate l
 struct agent_rank *ranks_find(struct agent *a, const char *job, int rank);
 struct agent_rank *ranks_find_pid(struct agent *a, pid_t pid);
 json_t *ranks_report(const struct agent *a); /* the "ranks" array of a heartbeat */
+/* The "logs" array of a heartbeat: the next piece of each rank's log, bounded per rank and
+ * in total; marks what it took as in flight. */
+json_t *ranks_logs(struct agent *a);
+/* The heartbeat carrying the pieces in flight was answered (ok) or not. */
+void ranks_logs_done(struct agent *a, int ok);
+/* A new leader: every rank's log tail goes again. */
+void ranks_logs_rewind(struct agent *a);
 void ranks_forget_exited(struct agent *a, const json_t *desired);
 int ranks_running(const struct agent *a);
 

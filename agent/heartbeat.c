@@ -1,7 +1,9 @@
 /* heartbeat.c: registration and the heartbeat cycle. The loop builds the request from the
  * rank table, a thread-pool worker does the HTTP round trip, and the answer (the complete
  * set of ranks this node must run) is applied back on the loop. One call is in flight at a
- * time; a slow controller delays heartbeats, it never piles them up. */
+ * time; a slow controller delays heartbeats, it never piles them up. Heartbeats also carry
+ * the next piece of every rank's log; a piece counts as sent only once a heartbeat carrying
+ * it was answered 200, and a new leader (a changed "leader_id") gets every log's tail again. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,12 +101,50 @@ void heartbeat_reconcile(struct agent *a, const json_t *desired)
 	}
 }
 
+/* A leader that did not answer before holds none of the logs: send their tails again. */
+static void apply_leader_id(struct agent *a, const char *leader_id)
+{
+	if (leader_id == NULL || strcmp(leader_id, a->leader_id) == 0)
+		return;
+	if (a->leader_id[0] != '\0') {
+		log_info("leader changed (%s -> %s): sending the last %lld bytes of every rank log "
+		         "again",
+		         a->leader_id, leader_id, (long long)a->cfg.log_resend_bytes);
+		ranks_logs_rewind(a);
+	}
+	snprintf(a->leader_id, sizeof a->leader_id, "%s", leader_id);
+}
+
+/* Commands ride on heartbeat answers; "drain" says the node is being drained (its ranks
+ * move elsewhere through the desired set: nothing else to do here but say so). */
+static void apply_commands(struct agent *a, const json_t *commands)
+{
+	size_t i;
+	json_t *cmd;
+	int draining = 0;
+	json_array_foreach(commands, i, cmd)
+	{
+		const char *op = json_string_value(json_object_get(cmd, "op"));
+		if (op != NULL && strcmp(op, "drain") == 0)
+			draining = 1;
+		else
+			log_warn("heartbeat answer: unknown command '%s' ignored", op ? op : "?");
+	}
+	if (draining != a->draining)
+		log_info("%s", draining
+		                   ? "this node is being drained: its ranks move to other nodes"
+		                   : "this node is no longer being drained");
+	a->draining = draining;
+}
+
 static void after_call(uv_work_t *w, int status)
 {
 	struct call *c = (struct call *)w;
 	struct agent *a = c->agent;
 
 	a->heartbeat_in_flight = 0;
+	if (c->kind == CALL_HEARTBEAT && (c->rc != 0 || c->status != 200))
+		ranks_logs_done(a, 0); /* the pieces go again with the next heartbeat */
 	if (c->rc != 0) {
 		log_warn("%s", c->err.msg);
 	} else if (c->kind == CALL_REGISTER) {
@@ -120,6 +160,11 @@ static void after_call(uv_work_t *w, int status)
 		}
 	} else if (c->status == 200) {
 		a->last_ok_mono_ms = yard_now_mono_ms();
+		/* pieces count as sent only when a leading scheduler kept them */
+		const char *leader_id = json_string_value(json_object_get(c->resp, "leader_id"));
+		ranks_logs_done(a, leader_id != NULL);
+		apply_leader_id(a, leader_id);
+		apply_commands(a, json_object_get(c->resp, "commands"));
 		const json_t *want_perf = json_object_get(c->resp, "want_perf");
 		if (want_perf != NULL)
 			a->perf_unwanted = json_is_false(want_perf);
@@ -149,15 +194,15 @@ static json_t *register_body(const struct agent *a)
 	                 devices);
 }
 
-static json_t *heartbeat_body(const struct agent *a)
+static json_t *heartbeat_body(struct agent *a)
 {
 	struct statvfs vfs;
 	json_int_t free_mb = -1;
 	if (statvfs(a->cfg.data_dir, &vfs) == 0)
 		free_mb = (json_int_t)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20);
-	json_t *body =
-	    json_pack("{s:s, s:s, s:I, s:b, s:o}", "node", a->cfg.name, "version", a->cfg.version,
-	              "free_disk_mb", free_mb, "draining", a->draining, "ranks", ranks_report(a));
+	json_t *body = json_pack("{s:s, s:s, s:I, s:b, s:o, s:o}", "node", a->cfg.name, "version",
+	                         a->cfg.version, "free_disk_mb", free_mb, "draining", a->draining,
+	                         "ranks", ranks_report(a), "logs", ranks_logs(a));
 	if (a->perf != NULL && !a->perf_unwanted)
 		json_object_set(body, "perf", a->perf);
 	return body;

@@ -2,6 +2,7 @@
  *
  *   yard-agent --controllers URLS --join-token T --data-dir DIR --devices cpu:N|cuda:auto
  *              --name NAME [--host ADDR] [--port-base P] [--heartbeat-ms MS] [--worker PATH]
+ *              [--log-max-bytes N] [--log-ship-bytes N] [--log-resend-bytes N]
  *              [--link-gbps G] [--config FILE]
  *
  * A config file holds the same settings as "key = value" lines (keys are the flag names
@@ -27,11 +28,17 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-	        "usage: yard-agent --controllers URL[,URL...] --join-token TOKEN --data-dir DIR\n"
-	        "                  --devices cpu:N|cuda:auto --name NAME [--host ADDR]\n"
-	        "                  [--port-base PORT] [--heartbeat-ms MS] [--worker PATH]\n"
-	        "                  [--join-token-file FILE] [--link-gbps G] [--config FILE]\n");
+	fprintf(
+	    out,
+	    "usage: yard-agent --controllers URL[,URL...] --join-token TOKEN --data-dir DIR\n"
+	    "                  --devices cpu:N|cuda:auto --name NAME [--host ADDR]\n"
+	    "                  [--port-base PORT] [--heartbeat-ms MS] [--worker PATH]\n"
+	    "                  [--join-token-file FILE] [--config FILE]\n"
+	    "                  [--log-max-bytes N] (rotate a rank's log past N; default 16 MiB)\n"
+	    "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
+	    "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n"
+	    "                  [--link-gbps G] (inter-node bandwidth for the planner; default:\n"
+	    "                                   the TCP loopback rate the probe measures)\n");
 }
 
 /* Counts CUDA devices through the runtime library, loaded only when asked for, so the
@@ -123,6 +130,24 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			cfg->heartbeat_ms = (int)n;
 		else
 			cfg->stop_grace_ms = (int)n;
+	} else if (strcmp(key, "log-max-bytes") == 0 || strcmp(key, "log-ship-bytes") == 0 ||
+	           strcmp(key, "log-resend-bytes") == 0) {
+		/* limits: a rotation needs room to be worth it; a piece must fit a heartbeat */
+		long long min = strcmp(key, "log-resend-bytes") == 0 ? 0 : 1024;
+		long long max = strcmp(key, "log-max-bytes") == 0    ? 1LL << 40
+		                : strcmp(key, "log-ship-bytes") == 0 ? 256LL << 10
+		                                                     : 64LL << 20;
+		long long n = strtoll(value, &end, 10);
+		if (*end != '\0' || end == value || n < min || n > max)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "%s: '%s' is not a byte count in %lld..%lld", key,
+			                    value, min, max);
+		if (strcmp(key, "log-max-bytes") == 0)
+			cfg->log_max_bytes = n;
+		else if (strcmp(key, "log-ship-bytes") == 0)
+			cfg->log_ship_bytes = n;
+		else
+			cfg->log_resend_bytes = n;
 	} else
 		return yard_err_set(err, YARD_EINVAL, "unknown setting '%s'", key);
 	return 0;
@@ -241,6 +266,9 @@ int main(int argc, char **argv)
 	                                          {"heartbeat-ms", required_argument, NULL, 0},
 	                                          {"stop-grace-ms", required_argument, NULL, 0},
 	                                          {"worker", required_argument, NULL, 0},
+	                                          {"log-max-bytes", required_argument, NULL, 0},
+	                                          {"log-ship-bytes", required_argument, NULL, 0},
+	                                          {"log-resend-bytes", required_argument, NULL, 0},
 	                                          {"link-gbps", required_argument, NULL, 0},
 	                                          {"config", required_argument, NULL, 0},
 	                                          {"help", no_argument, NULL, 'h'},
@@ -261,6 +289,8 @@ int main(int argc, char **argv)
 	a->cfg.heartbeat_ms = 500;
 	a->cfg.stop_grace_ms = 5000;
 	a->cfg.log_max_bytes = 16 << 20;
+	a->cfg.log_ship_bytes = 64 << 10;
+	a->cfg.log_resend_bytes = 256 << 10;
 	default_worker_path(&a->cfg);
 
 	/* the config file first, so that flags override it */

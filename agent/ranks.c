@@ -1,9 +1,9 @@
 /* ranks.c: the rank processes of one node. Each rank runs in its own session (process
- * group = pid) so a stop reaches everything it forked. Output goes straight to a per-rank log
- * file, not through the agent, so ranks keep running while the agent restarts or re-execs;
- * the table is persisted to DATA_DIR/ranks.json after every change and re-adopted at start,
- * with the process start time guarding against pid reuse. Logs are rotated by copy-truncate
- * (the rank's O_APPEND descriptor stays valid). */
+ * group = pid) so a stop reaches everything it forked. Output goes straight to a per-rank,
+ * per-generation log file, not through the agent, so ranks keep running while the agent
+ * restarts or re-execs; the table is persisted to DATA_DIR/ranks.json after every change and
+ * re-adopted at start, with the process start time guarding against pid reuse. Logs are
+ * rotated and sent to the leader in pieces by ranklog.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,11 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/base64.h"
 #include "common/common.h"
+
+#define LOGS_PER_HEARTBEAT_MAX (384 << 10) /* raw bytes: base64 keeps a heartbeat under 1 MiB */
+#define FORGET_DEFER_MAX 20 /* heartbeats an exited rank waits for its log to be sent */
 
 extern char **environ;
 
@@ -107,10 +111,13 @@ int ranks_save_state(const struct agent *a)
 		    arr, json_pack("{s:s, s:i, s:I, s:i, s:I, s:s, s:b, s:i, s:i}", "job", r->job,
 		                   "rank", r->rank, "generation", (json_int_t)r->generation, "pid",
 		                   (int)r->pid, "start_ticks", (json_int_t)r->start_ticks, "log",
-		                   r->log_path, "exited", r->exited, "exit_code", r->exit_code,
+		                   r->log.path, "exited", r->exited, "exit_code", r->exit_code,
 		                   "signal", r->term_signal));
-		json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "exit_file",
-		                    json_string(r->exit_path));
+		json_t *saved = json_array_get(arr, json_array_size(arr) - 1);
+		json_object_set_new(saved, "exit_file", json_string(r->exit_path));
+		json_object_set_new(saved, "log_base", json_integer(r->log.base));
+		json_object_set_new(saved, "log_rot_start", json_integer(r->log.rot_start));
+		json_object_set_new(saved, "log_rot_len", json_integer(r->log.rot_len));
 	}
 	snprintf(path, sizeof path, "%s/ranks.json", a->cfg.data_dir);
 	snprintf(tmp, sizeof tmp, "%s/ranks.json.tmp", a->cfg.data_dir);
@@ -180,7 +187,13 @@ int ranks_load_state(struct agent *a)
 		r->start_ticks = ticks;
 		r->started_mono_ms = yard_now_mono_ms();
 		r->last_step_mono_ms = yard_now_mono_ms();
-		snprintf(r->log_path, sizeof r->log_path, "%s", log != NULL ? log : "");
+		rank_log_init(&r->log, log != NULL ? log : "");
+		r->log.base = json_integer_value(json_object_get(item, "log_base"));
+		r->log.rot_start = json_integer_value(json_object_get(item, "log_rot_start"));
+		r->log.rot_len = json_integer_value(json_object_get(item, "log_rot_len"));
+		/* what the leader already has is unknown: its tail goes again */
+		r->log.shipped = rank_log_end(&r->log);
+		rank_log_rewind(&r->log, a->cfg.log_resend_bytes);
 		snprintf(r->exit_path, sizeof r->exit_path, "%s",
 		         json_string_value(json_object_get(item, "exit_file"))
 		             ? json_string_value(json_object_get(item, "exit_file"))
@@ -351,12 +364,17 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 			                    spec_path);
 		}
 	}
-	snprintf(r->log_path, sizeof r->log_path, "%s/rank-%d.log", dir, r->rank);
-	log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	{
+		char log_path[PATH_MAX + 64];
+		snprintf(log_path, sizeof log_path, "%s/rank-%d.gen-%lld.log", dir, r->rank,
+		         (long long)r->generation);
+		rank_log_init(&r->log, log_path);
+	}
+	log_fd = open(r->log.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (log_fd < 0) {
 		rank_start_failed(a, r);
 		return yard_err_set(err, YARD_EIO, "job %s rank %d: cannot open log %s: %s", job,
-		                    r->rank, r->log_path, strerror(errno));
+		                    r->rank, r->log.path, strerror(errno));
 	}
 
 	/* every rank runs under its shim (shim.c): argv = self --rank-shim EXIT_FILE -- CMD... */
@@ -441,32 +459,6 @@ void ranks_stop(struct agent *a, struct agent_rank *r, const char *why)
 		kill(r->pid, SIGTERM);
 }
 
-static void rotate_log(const struct agent *a, struct agent_rank *r)
-{
-	struct stat st;
-	char rotated[PATH_MAX + 4], buf[65536];
-	int in, out;
-	ssize_t n;
-
-	if (r->log_path[0] == '\0' || stat(r->log_path, &st) != 0 ||
-	    st.st_size <= a->cfg.log_max_bytes)
-		return;
-	snprintf(rotated, sizeof rotated, "%s.1", r->log_path);
-	in = open(r->log_path, O_RDWR | O_CLOEXEC);
-	out = open(rotated, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (in >= 0 && out >= 0) {
-		while ((n = read(in, buf, sizeof buf)) > 0)
-			if (write(out, buf, (size_t)n) != n)
-				break;
-		if (ftruncate(in, 0) != 0)
-			log_warn("cannot truncate %s: %s", r->log_path, strerror(errno));
-	}
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-}
-
 void ranks_tick(struct agent *a)
 {
 	uint64_t now = yard_now_mono_ms();
@@ -502,7 +494,8 @@ void ranks_tick(struct agent *a)
 				kill(r->pid, SIGKILL);
 			r->stop_sent_ms = now;
 		}
-		rotate_log(a, r);
+		if (rank_log_rotate(&r->log, a->cfg.log_max_bytes) > 0)
+			changed = 1;
 	}
 	if (changed)
 		ranks_save_state(a);
@@ -548,11 +541,67 @@ static int desired_lists(const json_t *desired, const struct agent_rank *r)
 	return 0;
 }
 
+/* An exited rank that is no longer wanted is forgotten once its log is sent (or after
+ * FORGET_DEFER_MAX heartbeats: a log that cannot be sent does not hold the slot forever). */
 void ranks_forget_exited(struct agent *a, const json_t *desired)
 {
 	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
 		struct agent_rank *r = &a->ranks[i];
-		if (r->in_use && r->exited && !desired_lists(desired, r))
-			r->in_use = 0;
+		if (!r->in_use || !r->exited || desired_lists(desired, r))
+			continue;
+		if (r->log.shipped < rank_log_end(&r->log) &&
+		    r->forget_deferred++ < FORGET_DEFER_MAX)
+			continue;
+		r->in_use = 0;
 	}
+}
+
+json_t *ranks_logs(struct agent *a)
+{
+	json_t *logs = json_array();
+	size_t budget = LOGS_PER_HEARTBEAT_MAX;
+	size_t per_rank = (size_t)a->cfg.log_ship_bytes;
+	char *buf = malloc(per_rank), *text = malloc(base64_encoded_len(per_rank) + 1);
+	if (buf == NULL || text == NULL)
+		goto out;
+	a->log_cursor = (a->log_cursor + 1) % AGENT_MAX_RANKS;
+	for (int k = 0; k < AGENT_MAX_RANKS && budget > 0; k++) {
+		struct agent_rank *r = &a->ranks[(a->log_cursor + k) % AGENT_MAX_RANKS];
+		int64_t offset;
+		if (!r->in_use || r->log.path[0] == '\0')
+			continue;
+		size_t n = rank_log_next(&r->log, YARD_MIN(per_rank, budget), &offset, buf);
+		if (n == 0)
+			continue;
+		base64_encode(buf, n, text);
+		json_array_append_new(logs,
+		                      json_pack("{s:s,s:i,s:I,s:I,s:s}", "job", r->job, "rank",
+		                                r->rank, "generation", (json_int_t)r->generation,
+		                                "offset", (json_int_t)offset, "data", text));
+		r->log.pending_end = offset + (int64_t)n;
+		budget -= n;
+	}
+out:
+	free(buf);
+	free(text);
+	return logs;
+}
+
+void ranks_logs_done(struct agent *a, int ok)
+{
+	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
+		struct agent_rank *r = &a->ranks[i];
+		if (!r->in_use || r->log.pending_end < 0)
+			continue;
+		if (ok && r->log.pending_end > r->log.shipped)
+			r->log.shipped = r->log.pending_end;
+		r->log.pending_end = -1;
+	}
+}
+
+void ranks_logs_rewind(struct agent *a)
+{
+	for (int i = 0; i < AGENT_MAX_RANKS; i++)
+		if (a->ranks[i].in_use)
+			rank_log_rewind(&a->ranks[i].log, a->cfg.log_resend_bytes);
 }

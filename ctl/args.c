@@ -28,7 +28,10 @@ enum opt_flag {
 	OPT_EMBARGO_DAYS = 1 << 16,
 	OPT_VISIBLE_TO = 1 << 17,
 	OPT_READS = 1 << 18,
-	OPT_LAST = OPT_READS,
+	OPT_RANK = 1 << 19,
+	OPT_TAIL = 1 << 20,
+	OPT_FOLLOW = 1 << 21,
+	OPT_LAST = OPT_FOLLOW,
 };
 
 struct command_def {
@@ -52,6 +55,12 @@ static const struct command_def commands[] = {
     {CTL_JOB_WAIT, "job", "wait", 1, 1, OPT_TIMEOUT, 0},
     {CTL_JOB_WATCH, "job", "watch", 1, 1, OPT_TIMEOUT, 0},
     {CTL_EVENTS_VERIFY, "events", "verify", 0, 0, 0, 0}, /* before "events" alone */
+    {CTL_JOB_LOGS, "job", "logs", 1, 1, OPT_RANK | OPT_TAIL | OPT_FOLLOW, 0},
+    {CTL_NODE_LIST, "node", "list", 0, 0, 0, 0},
+    {CTL_NODE_SHOW, "node", "show", 1, 1, 0, 0},
+    {CTL_NODE_CORDON, "node", "cordon", 1, 1, 0, 0},
+    {CTL_NODE_UNCORDON, "node", "uncordon", 1, 1, 0, 0},
+    {CTL_NODE_DRAIN, "node", "drain", 1, 1, 0, 0},
     {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT, 0},
     {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
@@ -72,10 +81,6 @@ static const struct command_def commands[] = {
     {CTL_ADVISORY_SHARE, "advisory", "share", 1, 1, OPT_VISIBLE_TO, OPT_VISIBLE_TO},
     {CTL_ADVISORY_PUBLISH, "advisory", "publish", 1, 1, 0, 0},
     {CTL_AUDIT, "audit", NULL, 0, 0, OPT_AFTER | OPT_LIMIT | OPT_READS, 0},
-    {CTL_NODE_LIST, "node", "list", 0, 0, 0, 0},
-    {CTL_NODE_SHOW, "node", "show", 1, 1, 0, 0},
-    {CTL_NODE_CORDON, "node", "cordon", 1, 1, 0, 0},
-    {CTL_NODE_UNCORDON, "node", "uncordon", 1, 1, 0, 0},
     {CTL_PLAN, "plan", NULL, 1, 1, OPT_LIMIT, 0},
 };
 
@@ -112,6 +117,9 @@ static const struct option_def options[] = {
     {"embargo-days", 0, OPT_EMBARGO_DAYS, 1},
     {"visible-to", 0, OPT_VISIBLE_TO, 1},
     {"reads", 0, OPT_READS, 0},
+    {"rank", 0, OPT_RANK, 1},
+    {"tail", 0, OPT_TAIL, 1},
+    {"follow", 'f', OPT_FOLLOW, 0},
 };
 
 static const char *const job_states[] = {"pending", "running",   "restarting", "succeeded",
@@ -144,6 +152,17 @@ const char *ctl_usage(void)
 	       "                                         or S seconds passed\n"
 	       "  job watch ID [--timeout S]             like wait, with a live progress bar\n"
 	       "                                         (step, loss, ETA)\n"
+	       "  job logs ID [--rank R] [--tail N] [-f] what the job's ranks print (every rank,\n"
+	       "                                         lines prefixed [rank R], or one rank);\n"
+	       "                                         --tail: the last N lines of each rank;\n"
+	       "                                         -f: follow until the job ends\n"
+	       "  node list                              nodes: state, drain, devices, heartbeat\n"
+	       "  node show NAME                         one node with its devices and ranks\n"
+	       "  node cordon NAME                       no new ranks on the node\n"
+	       "  node uncordon NAME                     allow ranks again (ends a drain)\n"
+	       "  node drain NAME                        cordon, and move its running jobs to\n"
+	       "                                         other nodes (restart from their newest\n"
+	       "                                         checkpoint); draining, then drained\n"
 	       "  plan FILE [--limit N]                  rank the layouts of a job spec for this\n"
 	       "                                         cluster's measured devices (best 10)\n"
 	       "  events [--job ID] [--after SEQ] [--limit N]\n"
@@ -347,7 +366,19 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 			                    "security, agent)",
 			                    value);
 		a->role = value;
-	}
+	} else if (strcmp(o->long_name, "rank") == 0) {
+		if (parse_i64(value, 0, 65535, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL, "--rank: \"%s\" is not in 0..65535",
+			                    value);
+		a->rank = (int)n;
+	} else if (strcmp(o->long_name, "tail") == 0) {
+		if (parse_i64(value, 0, 1000000, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "--tail: \"%s\" is not a line count in 0..1000000",
+			                    value);
+		a->tail = (int)n;
+	} else if (strcmp(o->long_name, "follow") == 0)
+		a->follow = 1;
 	return 0;
 }
 
@@ -375,10 +406,19 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 			                    "%s: member ID \"%s\" is not a positive integer",
 			                    a->name, op[0]);
 		return 0;
+	case CTL_NODE_SHOW:
+	case CTL_NODE_CORDON:
+	case CTL_NODE_UNCORDON:
+	case CTL_NODE_DRAIN:
+		if (!ctl_id_valid(op[0]))
+			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a node name",
+			                    a->name, op[0]);
+		return 0;
 	case CTL_JOB_SHOW:
 	case CTL_JOB_CANCEL:
 	case CTL_JOB_WAIT:
 	case CTL_JOB_WATCH:
+	case CTL_JOB_LOGS:
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a job id", a->name,
 			                    op[0]);
@@ -390,9 +430,6 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 	case CTL_ADVISORY_EMBARGO:
 	case CTL_ADVISORY_SHARE:
 	case CTL_ADVISORY_PUBLISH:
-	case CTL_NODE_SHOW:
-	case CTL_NODE_CORDON:
-	case CTL_NODE_UNCORDON:
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a valid id",
 			                    a->name, op[0]);
@@ -439,6 +476,8 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 	memset(a, 0, sizeof *a);
 	a->retries = -1;
 	a->after = -1;
+	a->rank = -1;
+	a->tail = -1;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *value;
 		if (!only_operands && strcmp(arg, "--") == 0) {

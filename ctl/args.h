@@ -21,6 +21,12 @@ enum ctl_command {
 	CTL_JOB_CANCEL,
 	CTL_JOB_WAIT,
 	CTL_JOB_WATCH,
+	CTL_JOB_LOGS,
+	CTL_NODE_LIST,
+	CTL_NODE_SHOW,
+	CTL_NODE_CORDON,
+	CTL_NODE_UNCORDON,
+	CTL_NODE_DRAIN,
 	CTL_EVENTS,
 	CTL_TOKEN_CREATE,
 	CTL_TOKEN_LIST,
@@ -38,10 +44,6 @@ enum ctl_command {
 	CTL_ADVISORY_SHARE,
 	CTL_ADVISORY_PUBLISH,
 	CTL_AUDIT,
-	CTL_NODE_LIST,
-	CTL_NODE_SHOW,
-	CTL_NODE_CORDON,
-	CTL_NODE_UNCORDON,
 	CTL_PLAN,
 };
 
@@ -83,6 +85,9 @@ struct ctl_args {
 	const char *visible_to; /* advisory create/share --visible-to ROLE|NAME[,...] */
 	int embargo_days;       /* advisory create/embargo --embargo-days, 0 = not given */
 	int reads;              /* audit --reads */
+	int rank;               /* job logs --rank, -1 = every rank */
+	int tail;               /* job logs --tail, -1 = everything held */
+	int follow;             /* job logs -f */
 };
 
 /* Parses argv[1..argc). Usage errors return YARD_EINVAL with a message saying what is wrong
@@ -92,7 +97,7 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 /* The usage text, ending in a newline. */
 const char *ctl_usage(void);
 
-/* A job, token or event-filter id: 1..64 characters from [A-Za-z0-9._-]. */
+/* A job, token, node or event-filter id: 1..64 characters from [A-Za-z0-9._-]. */
 int ctl_id_valid(const char *id);
 
 #endif

@@ -681,6 +681,494 @@ static int cmd_job_wait(struct ctl *x)
 	}
 }
 
+/* ---- job logs ---- */
+
+#define LOGS_READ_BYTES (256 << 10)
+#define LOGS_POLL_MS 500
+#define LOGS_RANKS_MAX 4096
+#define LOGS_PARTIAL_MAX (64 << 10) /* a line longer than this is printed in pieces */
+
+/* Where `job logs` is in one stream (rank, generation), and the line it has not finished. */
+struct log_cursor {
+	int rank;
+	int64_t generation;
+	int64_t offset;
+	char node[64];
+	char *partial;
+	size_t partial_len;
+	int announced; /* the generation header was printed */
+};
+
+struct log_view {
+	struct log_cursor *cursors;
+	int n, cap;
+	int prefix; /* every rank: "[rank R] " before each line */
+	int json;
+	FILE *out; /* stdout, or the temporary file --tail reads back */
+};
+
+/* Prints one complete line of a stream (prefixed when every rank is shown). */
+static void log_line(const struct log_view *v, const struct log_cursor *c, const char *line,
+                     size_t len)
+{
+	if (v->prefix)
+		fprintf(v->out, "[rank %d] ", c->rank);
+	fwrite(line, 1, len, v->out);
+	fputc('\n', v->out);
+}
+
+/* Appends text to the cursor's output: complete lines are printed, the rest is kept. */
+static void log_feed(const struct log_view *v, struct log_cursor *c, const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] != '\n') {
+			if (c->partial_len == LOGS_PARTIAL_MAX) {
+				log_line(v, c, c->partial, c->partial_len);
+				c->partial_len = 0;
+			}
+			if (c->partial == NULL && (c->partial = malloc(LOGS_PARTIAL_MAX)) == NULL)
+				return;
+			c->partial[c->partial_len++] = text[i];
+			continue;
+		}
+		log_line(v, c, c->partial ? c->partial : "", c->partial_len);
+		c->partial_len = 0;
+	}
+}
+
+static void log_flush(const struct log_view *v, struct log_cursor *c)
+{
+	if (c->partial_len > 0)
+		log_line(v, c, c->partial, c->partial_len);
+	c->partial_len = 0;
+}
+
+static struct log_cursor *log_cursor_get(struct log_view *v, const json_t *stream)
+{
+	int rank = (int)json_integer_value(json_object_get(stream, "rank"));
+	int64_t gen = json_integer_value(json_object_get(stream, "generation"));
+	for (int i = 0; i < v->n; i++)
+		if (v->cursors[i].rank == rank && v->cursors[i].generation == gen)
+			return &v->cursors[i];
+	if (v->n == LOGS_RANKS_MAX)
+		return NULL;
+	if (v->n == v->cap) {
+		int cap = v->cap ? v->cap * 2 : 16;
+		struct log_cursor *grown = realloc(v->cursors, (size_t)cap * sizeof *grown);
+		if (grown == NULL)
+			return NULL;
+		v->cursors = grown;
+		v->cap = cap;
+	}
+	struct log_cursor *c = &v->cursors[v->n++];
+	memset(c, 0, sizeof *c);
+	c->rank = rank;
+	c->generation = gen;
+	/* from byte 0: what the leader no longer holds (or a new leader does not hold yet) is
+	 * said (skipped) or waited for, never silently left out */
+	c->offset = 0;
+	snprintf(c->node, sizeof c->node, "%s", str(stream, "node") ? str(stream, "node") : "?");
+	return c;
+}
+
+/* Reads what is new in one stream and prints it. Returns bytes read, or -1 when the
+ * controller could not be asked (the caller decides whether that is fatal). */
+static long log_pull(struct ctl *x, struct log_view *v, struct log_cursor *c, int first_gen)
+{
+	long total = 0;
+	for (int round = 0; round < 64; round++) {
+		char path[256], num[32];
+		struct ctl_response r;
+		struct yard_err err = {0};
+		snprintf(path, sizeof path, "/v1/jobs/%s/logs", x->args.operand[0]);
+		snprintf(num, sizeof num, "%d", c->rank);
+		add_query(path, sizeof path, "rank", num);
+		snprintf(num, sizeof num, "%lld", (long long)c->generation);
+		add_query(path, sizeof path, "generation", num);
+		snprintf(num, sizeof num, "%lld", (long long)c->offset);
+		add_query(path, sizeof path, "offset", num);
+		snprintf(num, sizeof num, "%d", LOGS_READ_BYTES);
+		add_query(path, sizeof path, "max_bytes", num);
+		if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0) {
+			fprintf(stderr, "yardctl: job logs: %s\n", err.msg);
+			return -1;
+		}
+		if (r.status == 404) { /* a new leader that has not heard this stream yet */
+			ctl_response_free(&r);
+			return total;
+		}
+		if (r.status != 200) {
+			char what[1024];
+			ctl_response_describe(&r, what, sizeof what);
+			fprintf(stderr, "yardctl: job logs: %s\n", what);
+			ctl_response_free(&r);
+			return -1;
+		}
+		const char *data = str(r.json, "data");
+		size_t len = data ? strlen(data) : 0;
+		json_int_t skipped = json_integer_value(json_object_get(r.json, "skipped"));
+		json_int_t next = json_integer_value(json_object_get(r.json, "next_offset"));
+		json_int_t end = json_integer_value(json_object_get(r.json, "end_offset"));
+		if (!c->announced && (len > 0 || skipped > 0)) {
+			c->announced = 1;
+			if (c->generation != first_gen && !v->json) {
+				char header[160];
+				int n = snprintf(header, sizeof header,
+				                 "--- generation %lld on node %s ---\n",
+				                 (long long)c->generation, c->node);
+				log_feed(v, c, header, (size_t)n);
+			}
+		}
+		if (v->json) {
+			if (len > 0 || skipped > 0) {
+				json_dumpf(r.json, v->out, JSON_COMPACT);
+				fputc('\n', v->out);
+			}
+		} else {
+			if (skipped > 0) {
+				char marker[96];
+				int n = snprintf(
+				    marker, sizeof marker, "%s[... %lld bytes skipped ...]\n",
+				    c->partial_len > 0 ? "\n" : "", (long long)skipped);
+				log_feed(v, c, marker, (size_t)n);
+			}
+			log_feed(v, c, data ? data : "", len);
+		}
+		int advanced = next > c->offset;
+		if (advanced)
+			c->offset = next;
+		total += (long)len + (long)skipped;
+		ctl_response_free(&r);
+		if (!advanced || next >= end)
+			return total;
+	}
+	return total;
+}
+
+/* Asks for the job's streams and pulls each selected one. Returns bytes read or -1. */
+static long log_pass(struct ctl *x, struct log_view *v)
+{
+	char path[160];
+	struct ctl_response r;
+	struct yard_err err = {0};
+	long total = 0;
+	snprintf(path, sizeof path, "/v1/jobs/%s/logs", x->args.operand[0]);
+	if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0) {
+		fprintf(stderr, "yardctl: job logs: %s\n", err.msg);
+		return -1;
+	}
+	if (r.status != 200) {
+		char what[1024];
+		ctl_response_describe(&r, what, sizeof what);
+		fprintf(stderr, "yardctl: job logs: %s\n", what);
+		ctl_response_free(&r);
+		return r.status == 404 ? -2 : -1;
+	}
+	size_t i;
+	json_t *stream;
+	json_t *streams = json_object_get(r.json, "streams");
+	json_array_foreach(streams, i, stream)
+	{
+		int rank = (int)json_integer_value(json_object_get(stream, "rank"));
+		if (x->args.rank >= 0 && rank != x->args.rank)
+			continue;
+		/* the lowest generation held of this rank prints without a header */
+		int first_gen = (int)json_integer_value(json_object_get(stream, "generation"));
+		for (size_t k = 0; k < i; k++)
+			if (json_integer_value(
+			        json_object_get(json_array_get(streams, k), "rank")) == rank) {
+				first_gen = (int)json_integer_value(
+				    json_object_get(json_array_get(streams, k), "generation"));
+				break;
+			}
+		struct log_cursor *c = log_cursor_get(v, stream);
+		if (c == NULL)
+			continue;
+		long n = log_pull(x, v, c, first_gen);
+		if (n < 0) {
+			ctl_response_free(&r);
+			return -1;
+		}
+		total += n;
+	}
+	ctl_response_free(&r);
+	fflush(v->out);
+	return total;
+}
+
+static int job_has_ended(struct ctl *x, int *ended)
+{
+	char path[128];
+	struct ctl_response r;
+	struct yard_err err = {0};
+	snprintf(path, sizeof path, "/v1/jobs/%s", x->args.operand[0]);
+	if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0)
+		return -1;
+	*ended = r.status == 200 && is_terminal(str(r.json, "state"));
+	int rc = r.status == 200 ? 0 : -1;
+	ctl_response_free(&r);
+	return rc;
+}
+
+/* --tail N: the first pass goes to a temporary file, of which the last N lines of each rank
+ * are printed; later passes (with -f) print as they come. */
+static int print_tail(FILE *tmp, int n, int prefix)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int ranks = 0;
+	struct {
+		int rank;
+		long count;
+	} seen[LOGS_RANKS_MAX];
+	rewind(tmp);
+	/* count lines per rank ("[rank R] " prefix), then print each rank's last n */
+	while ((len = getline(&line, &cap, tmp)) > 0) {
+		int rank = 0;
+		if (prefix)
+			sscanf(line, "[rank %d]", &rank);
+		int k = 0;
+		while (k < ranks && seen[k].rank != rank)
+			k++;
+		if (k == ranks && ranks < LOGS_RANKS_MAX)
+			seen[ranks].rank = rank, seen[ranks++].count = 0;
+		if (k < ranks)
+			seen[k].count++;
+	}
+	rewind(tmp);
+	long index[LOGS_RANKS_MAX] = {0};
+	while ((len = getline(&line, &cap, tmp)) > 0) {
+		int rank = 0;
+		if (prefix)
+			sscanf(line, "[rank %d]", &rank);
+		for (int k = 0; k < ranks; k++)
+			if (seen[k].rank == rank && index[k]++ >= seen[k].count - n)
+				fwrite(line, 1, (size_t)len, stdout);
+	}
+	free(line);
+	return 0;
+}
+
+static int cmd_job_logs(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	struct log_view v = {
+	    .prefix = a->rank < 0, .json = a->output == CTL_OUTPUT_JSON, .out = stdout};
+	int rc = 0, failures = 0, quiet_after_end = 0;
+	FILE *tmp = NULL;
+
+	if (a->tail >= 0 && !v.json) {
+		tmp = tmpfile();
+		if (tmp == NULL)
+			return fail(x, "--tail: cannot create a temporary file");
+		v.out = tmp;
+	}
+	long n = log_pass(x, &v);
+	if (tmp != NULL) {
+		for (int i = 0; i < v.n && !a->follow; i++)
+			log_flush(&v, &v.cursors[i]);
+		fflush(tmp);
+		v.out = stdout;
+		print_tail(tmp, a->tail, v.prefix);
+		fclose(tmp);
+	}
+	if (n == -2) {
+		rc = EXIT_FAILURE;
+		goto out;
+	}
+	if (n < 0 && !a->follow) {
+		rc = EXIT_FAILURE;
+		goto out;
+	}
+	/* -f: poll until two passes after the job ended brought nothing new (the ranks' last
+	 * words come with the heartbeat that reports them exited; a longer backlog follows in
+	 * the next heartbeats) */
+	while (a->follow) {
+		int ended = 0;
+		if (job_has_ended(x, &ended) != 0 || n < 0) {
+			if (++failures >= WAIT_TRANSPORT_FAILURES_MAX) {
+				rc = fail(x, "the cluster did not answer %d times in a row",
+				          failures);
+				break;
+			}
+		} else {
+			failures = 0;
+		}
+		yard_sleep_ms(LOGS_POLL_MS);
+		n = log_pass(x, &v);
+		quiet_after_end = ended && n == 0 ? quiet_after_end + 1 : 0;
+		if (quiet_after_end >= 2)
+			break;
+	}
+	for (int i = 0; i < v.n; i++)
+		if (!v.json && (a->tail < 0 || a->follow))
+			log_flush(&v, &v.cursors[i]);
+out:
+	for (int i = 0; i < v.n; i++)
+		free(v.cursors[i].partial);
+	free(v.cursors);
+	return rc;
+}
+
+/* ---- nodes ---- */
+
+/* "ok", "cordoned", "draining" or "drained". */
+static const char *node_sched(const json_t *n)
+{
+	if (str(n, "drain") != NULL)
+		return str(n, "drain");
+	return json_is_true(json_object_get(n, "cordoned")) ? "cordoned" : "ok";
+}
+
+static int running_ranks(const json_t *n)
+{
+	size_t i;
+	json_t *r;
+	int count = 0;
+	json_array_foreach(json_object_get(n, "ranks"), i, r) count +=
+	    str(r, "state") != NULL && strcmp(str(r, "state"), "running") == 0;
+	return count;
+}
+
+static void heartbeat_age(const json_t *n, char *out, size_t len)
+{
+	json_t *ago = json_object_get(n, "last_heartbeat_ms_ago");
+	if (!json_is_integer(ago)) {
+		snprintf(out, len, "-");
+		return;
+	}
+	if (json_integer_value(ago) < 10000)
+		snprintf(out, len, "%.1fs", (double)json_integer_value(ago) / 1000);
+	else
+		ctl_format_age(json_integer_value(ago), out, len);
+}
+
+static int cmd_node_list(struct ctl *x)
+{
+	static const char *const headers[] = {"NAME",    "STATE",     "SCHEDULING", "DEVICES",
+	                                      "VERSION", "HEARTBEAT", "RANKS",      "REASON"};
+	struct ctl_response r;
+	int rc = call(x, "GET", "/v1/nodes", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON) {
+		print_json(&r);
+	} else {
+		struct ctl_table t;
+		size_t i;
+		json_t *n;
+		ctl_table_init(&t, 8, headers);
+		json_array_foreach(json_object_get(r.json, "nodes"), i, n)
+		{
+			char devices[64], age[32], ranks[16];
+			const json_t *devs = json_object_get(n, "devices");
+			snprintf(devices, sizeof devices, "%zu %s", json_array_size(devs),
+			         str(json_array_get(devs, 0), "kind")
+			             ? str(json_array_get(devs, 0), "kind")
+			             : "?");
+			heartbeat_age(n, age, sizeof age);
+			if (json_is_array(json_object_get(n, "ranks")))
+				snprintf(ranks, sizeof ranks, "%d", running_ranks(n));
+			else
+				snprintf(ranks, sizeof ranks, "-");
+			const char *row[] = {str(n, "id"), str(n, "state"),   node_sched(n),
+			                     devices,      str(n, "version"), age,
+			                     ranks,        str(n, "reason")};
+			ctl_table_add(&t, row);
+		}
+		ctl_table_print(&t, stdout);
+		ctl_table_free(&t);
+	}
+	ctl_response_free(&r);
+	return 0;
+}
+
+static void print_node(const json_t *n)
+{
+	char b[256];
+	size_t i;
+	json_t *v;
+	printf("%-14s %s\n", "name", str(n, "id") ? str(n, "id") : "-");
+	printf("%-14s %s\n", "state", str(n, "state") ? str(n, "state") : "-");
+	printf("%-14s %s\n", "scheduling", node_sched(n));
+	printf("%-14s %s\n", "reason", cell(n, "reason", b, sizeof b));
+	printf("%-14s %s, rank ports from %s\n", "address", str(n, "host") ? str(n, "host") : "-",
+	       cell(n, "port_base", b, sizeof b));
+	printf("%-14s %s\n", "version", cell(n, "version", b, sizeof b));
+	heartbeat_age(n, b, sizeof b);
+	printf("%-14s %s%s\n", "heartbeat", b,
+	       strcmp(b, "-") ? " ago" : " (not heard by this leader)");
+	if (json_is_integer(json_object_get(n, "free_disk_mb")))
+		printf("%-14s %s MiB\n", "free disk", cell(n, "free_disk_mb", b, sizeof b));
+	if (json_object_size(json_object_get(n, "labels")) > 0)
+		printf("%-14s %s\n", "labels", cell(n, "labels", b, sizeof b));
+	printf("devices:\n");
+	json_array_foreach(json_object_get(n, "devices"), i, v)
+	{
+		char idx[16], mem[32];
+		printf("  %-4s %-5s %s MiB\n", cell(v, "index", idx, sizeof idx),
+		       str(v, "kind") ? str(v, "kind") : "?",
+		       cell(v, "memory_mb", mem, sizeof mem));
+	}
+	const json_t *ranks = json_object_get(n, "ranks");
+	if (!json_is_array(ranks))
+		return;
+	printf("ranks:%s\n", json_array_size(ranks) == 0 ? " none" : "");
+	if (json_array_size(ranks) == 0)
+		return;
+	static const char *const headers[] = {"JOB",   "RANK", "GENERATION", "PID",
+	                                      "STATE", "EXIT", "STEP"};
+	struct ctl_table t;
+	ctl_table_init(&t, 7, headers);
+	json_array_foreach(ranks, i, v)
+	{
+		char c[5][32];
+		const char *row[] = {str(v, "job"),
+		                     cell(v, "rank", c[0], sizeof c[0]),
+		                     cell(v, "generation", c[1], sizeof c[1]),
+		                     cell(v, "pid", c[2], sizeof c[2]),
+		                     str(v, "state"),
+		                     cell(v, "exit_code", c[3], sizeof c[3]),
+		                     cell(v, "step", c[4], sizeof c[4])};
+		ctl_table_add(&t, row);
+	}
+	ctl_table_print(&t, stdout);
+	ctl_table_free(&t);
+}
+
+static int cmd_node_show(struct ctl *x)
+{
+	return show_object(x, "/v1/nodes/", print_node);
+}
+
+/* node cordon | uncordon | drain NAME */
+static int cmd_node_change(struct ctl *x)
+{
+	const char *verb = x->args.command == CTL_NODE_CORDON     ? "cordon"
+	                   : x->args.command == CTL_NODE_UNCORDON ? "uncordon"
+	                                                          : "drain";
+	struct ctl_response r;
+	char path[160];
+	snprintf(path, sizeof path, "/v1/nodes/%s/%s", x->args.operand[0], verb);
+	int rc = write_call(x, "POST", path, "{}", &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else if (x->args.command == CTL_NODE_DRAIN)
+		printf("node %s %s: no new ranks; its running jobs restart on other nodes from "
+		       "their newest checkpoint (yardctl events)\n",
+		       x->args.operand[0], node_sched(r.json));
+	else
+		printf("node %s %s\n", x->args.operand[0],
+		       x->args.command == CTL_NODE_CORDON
+		           ? "cordoned: no new ranks"
+		           : "uncordoned: ranks may be placed on it");
+	ctl_response_free(&r);
+	return 0;
+}
+
 /* ---- events ---- */
 
 /* GET path (an event page: events or the audit log) and prints it. */
@@ -1220,77 +1708,6 @@ static int cmd_events_verify(struct ctl *x)
 	return 0;
 }
 
-/* ---- nodes ---- */
-
-static int cmd_node_list(struct ctl *x)
-{
-	static const char *const headers[] = {"ID",      "STATE",    "HOST",  "DEVICES",
-	                                      "VERSION", "CORDONED", "REASON"};
-	struct ctl_response r;
-	int rc = call(x, "GET", "/v1/nodes", NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		struct ctl_table t;
-		size_t i;
-		json_t *n;
-		ctl_table_init(&t, 7, headers);
-		json_array_foreach(json_object_get(r.json, "nodes"), i, n)
-		{
-			char devices[16], cordoned[8];
-			snprintf(devices, sizeof devices, "%zu",
-			         json_array_size(json_object_get(n, "devices")));
-			const char *row[] = {
-			    str(n, "id"),      str(n, "state"),
-			    str(n, "host"),    devices,
-			    str(n, "version"), cell(n, "cordoned", cordoned, sizeof cordoned),
-			    str(n, "reason")};
-			ctl_table_add(&t, row);
-		}
-		ctl_table_print(&t, stdout);
-		ctl_table_free(&t);
-	}
-	ctl_response_free(&r);
-	return 0;
-}
-
-static void print_fields(const json_t *obj)
-{
-	const char *key;
-	json_t *v;
-	json_object_foreach((json_t *)obj, key, v)
-	{
-		char buf[1024];
-		ctl_format_json(v, buf, sizeof buf);
-		printf("%-14s %s\n", key, buf);
-	}
-}
-
-static int cmd_node_show(struct ctl *x)
-{
-	return show_object(x, "/v1/nodes/", print_fields);
-}
-
-static int cmd_node_cordon(struct ctl *x)
-{
-	struct ctl_response r;
-	char path[128];
-	int cordon = x->args.command == CTL_NODE_CORDON;
-	snprintf(path, sizeof path, "/v1/nodes/%s/%s", x->args.operand[0],
-	         cordon ? "cordon" : "uncordon");
-	int rc = write_call(x, "POST", path, "{}", &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		printf("node %s %s\n", x->args.operand[0], cordon ? "cordoned" : "uncordoned");
-	ctl_response_free(&r);
-	return 0;
-}
-
 static int usage_error(const char *msg)
 {
 	fprintf(stderr, "yardctl: %s\n\n%s", msg, ctl_usage());
@@ -1366,6 +1783,20 @@ int main(int argc, char **argv)
 	case CTL_JOB_WATCH:
 		rc = cmd_job_wait(&x);
 		break;
+	case CTL_JOB_LOGS:
+		rc = cmd_job_logs(&x);
+		break;
+	case CTL_NODE_LIST:
+		rc = cmd_node_list(&x);
+		break;
+	case CTL_NODE_SHOW:
+		rc = cmd_node_show(&x);
+		break;
+	case CTL_NODE_CORDON:
+	case CTL_NODE_UNCORDON:
+	case CTL_NODE_DRAIN:
+		rc = cmd_node_change(&x);
+		break;
 	case CTL_EVENTS:
 		rc = cmd_events(&x);
 		break;
@@ -1412,16 +1843,6 @@ int main(int argc, char **argv)
 		break;
 	case CTL_AUDIT:
 		rc = cmd_audit(&x);
-		break;
-	case CTL_NODE_LIST:
-		rc = cmd_node_list(&x);
-		break;
-	case CTL_NODE_SHOW:
-		rc = cmd_node_show(&x);
-		break;
-	case CTL_NODE_CORDON:
-	case CTL_NODE_UNCORDON:
-		rc = cmd_node_cordon(&x);
 		break;
 	case CTL_PLAN:
 		rc = cmd_plan(&x);

@@ -246,8 +246,7 @@ static int schema_upgrade(struct fsm *f)
 	sqlite3_finalize(st);
 	if (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0)
 		return YARD_EINTERNAL;
-	st =
-	    fsm_prepare(f, "SELECT count(*) FROM sqlite_schema WHERE name = 'blobs'");
+	st = fsm_prepare(f, "SELECT count(*) FROM sqlite_schema WHERE name = 'blobs'");
 	if (st == NULL)
 		return YARD_EINTERNAL;
 	if (sqlite3_step(st) == SQLITE_ROW)
@@ -759,6 +758,8 @@ static const struct {
     {"node.register", fsm_op_node_register},
     {"node.set_state", fsm_op_node_set_state},
     {"node.cordon", fsm_op_node_cordon},
+    {"node.drain", fsm_op_node_drain},
+    {"node.drained", fsm_op_node_drained},
     {"job.assign", fsm_op_job_assign},
     {"job.restart", fsm_op_job_restart},
     {"job.finish", fsm_op_job_finish},

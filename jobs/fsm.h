@@ -87,8 +87,18 @@ json_t *fsm_job_layout(struct fsm *f, const char *id);
 json_t *fsm_jobs_active(struct fsm *f);
 /* [{"job","rank","node","device","generation"}...]: every slot of every running job. */
 json_t *fsm_running_slots(struct fsm *f);
+/* Values of the nodes.cordoned column: a drain is a cordon that also moves the node's ranks
+ * away (the scheduler restarts their jobs elsewhere); "drained" once none is left. The
+ * column keeps its name and type so older snapshots restore unchanged. */
+enum {
+	FSM_NODE_SCHEDULABLE = 0,
+	FSM_NODE_CORDONED = 1,
+	FSM_NODE_DRAINING = 2,
+	FSM_NODE_DRAINED = 3
+};
 /* Nodes without their token hashes: [{"id","state","host","port_base","devices","labels",
- * "version","cordoned","registered_ms","updated_ms","reason"}...] by id. */
+ * "version","cordoned","drain","registered_ms","updated_ms","reason"}...] by id; "drain" is
+ * "draining", "drained" or null. */
 json_t *fsm_nodes_list(struct fsm *f, struct yard_err *err);
 json_t *fsm_node_get(struct fsm *f, const char *id, struct yard_err *err);
 /* The node whose current node token hashes to hash_hex. */

@@ -1,5 +1,5 @@
 /* fsm_cluster.c: the replicated half of running jobs on nodes: node registration and
- * health states, cordons, and a job's placements (job.assign), restarts and finish.
+ * health states, cordons and drains, and a job's placements (job.assign), restarts and finish.
  *
  * The leader's scheduler (scheduler/leader.h) decides; these commands record the decision
  * and re-check what must never be wrong whatever the leader believed: a device is held by at
@@ -204,6 +204,8 @@ json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c)
 	return fsm_res_ok(200, json_pack("{s:s,s:s,s:b}", "id", id, "state", to, "changed", 1));
 }
 
+/* Cordon (no new ranks) or uncordon (which also ends a drain). Cordoning a draining or
+ * drained node leaves it as it is. */
 json_t *fsm_op_node_cordon(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id", "cordoned", NULL};
@@ -214,14 +216,91 @@ json_t *fsm_op_node_cordon(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "id", 1, FSM_NAME_MAX, &id, &e) != 0 ||
 	    jsonx_get_bool(c->args, "", "cordoned", 1, &cordoned, &e) != 0)
 		return fsm_res_from_err(&e);
-	if (fsm_run(f, "UPDATE nodes SET cordoned = ?2, updated_ms = ?3 WHERE id = ?1", "sii", id,
-	            (int64_t)cordoned, c->ts) != SQLITE_DONE)
+	if (fsm_run(f,
+	            "UPDATE nodes SET cordoned = CASE WHEN ?2 = 0 THEN 0 WHEN cordoned = 0 THEN 1"
+	            " ELSE cordoned END, updated_ms = ?3 WHERE id = ?1",
+	            "sii", id, (int64_t)cordoned, c->ts) != SQLITE_DONE)
 		return NULL;
 	if (sqlite3_changes(f->db) == 0)
 		return fsm_res_err(404, "id", "no node %s", id);
 	if (fsm_event_append(f, c->ts, cordoned ? "node.cordoned" : "node.uncordoned", NULL,
 	                     c->actor, "node %s %s by %s", id,
 	                     cordoned ? "cordoned (no new ranks)" : "uncordoned", c->actor) != 0)
+		return NULL;
+	struct yard_err qe = {0};
+	json_t *node = fsm_node_get(f, id, &qe);
+	return node ? fsm_res_ok(200, node) : NULL;
+}
+
+/* Reads the {"id"} args of node.drain / node.drained and the node's cordoned column
+ * (FSM_NODE_*) into *was. Returns an error result, or NULL. */
+static json_t *drain_args(struct fsm *f, const struct fsm_cmd *c, const char **id, int *was)
+{
+	static const char *const keys[] = {"id", NULL};
+	struct yard_err e = {0};
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "id", 1, FSM_NAME_MAX, id, &e) != 0)
+		return fsm_res_from_err(&e);
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT cordoned FROM nodes WHERE id = ?1");
+	if (st == NULL)
+		return fsm_res_err(500, NULL, "internal error reading node %s", *id);
+	sqlite3_bind_text(st, 1, *id, -1, SQLITE_STATIC);
+	*was = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+	sqlite3_finalize(st);
+	return *was < 0 ? fsm_res_err(404, "id", "no node %s", *id) : NULL;
+}
+
+/* Drain: a cordon, and the scheduler moves every running rank of the node elsewhere (its
+ * jobs restart from their newest checkpoint, not counted against max_restarts). */
+json_t *fsm_op_node_drain(struct fsm *f, const struct fsm_cmd *c)
+{
+	const char *id = NULL;
+	int was = -1;
+	json_t *r = drain_args(f, c, &id, &was);
+	if (r != NULL)
+		return r;
+	if (was != FSM_NODE_DRAINING && was != FSM_NODE_DRAINED) {
+		int64_t ranks = 0, jobs = 0;
+		sqlite3_stmt *st = fsm_prepare(
+		    f, "SELECT count(*), count(DISTINCT a.job) FROM assignments a"
+		       " JOIN jobs j ON j.id = a.job WHERE a.node = ?1 AND j.state = 'running'");
+		if (st == NULL)
+			return NULL;
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			ranks = sqlite3_column_int64(st, 0);
+			jobs = sqlite3_column_int64(st, 1);
+		}
+		sqlite3_finalize(st);
+		if (fsm_run(f, "UPDATE nodes SET cordoned = ?2, updated_ms = ?3 WHERE id = ?1",
+		            "sii", id, (int64_t)FSM_NODE_DRAINING, c->ts) != SQLITE_DONE)
+			return NULL;
+		if (fsm_event_append(f, c->ts, "node.draining", NULL, c->actor,
+		                     "node %s draining by %s: no new ranks; %lld running rank(s) "
+		                     "of %lld job(s) move to other nodes",
+		                     id, c->actor, (long long)ranks, (long long)jobs) != 0)
+			return NULL;
+	}
+	struct yard_err qe = {0};
+	json_t *node = fsm_node_get(f, id, &qe);
+	return node ? fsm_res_ok(200, node) : NULL;
+}
+
+/* The scheduler saw no rank left on a draining node. */
+json_t *fsm_op_node_drained(struct fsm *f, const struct fsm_cmd *c)
+{
+	const char *id = NULL;
+	int was = -1;
+	json_t *r = drain_args(f, c, &id, &was);
+	if (r != NULL)
+		return r;
+	if (was != FSM_NODE_DRAINING)
+		return fsm_res_err(409, "id", "node %s is not draining", id);
+	if (fsm_run(f, "UPDATE nodes SET cordoned = ?2, updated_ms = ?3 WHERE id = ?1", "sii", id,
+	            (int64_t)FSM_NODE_DRAINED, c->ts) != SQLITE_DONE)
+		return NULL;
+	if (fsm_event_append(f, c->ts, "node.drained", NULL, c->actor,
+	                     "node %s drained: no rank runs on it", id) != 0)
 		return NULL;
 	struct yard_err qe = {0};
 	json_t *node = fsm_node_get(f, id, &qe);
@@ -495,9 +574,10 @@ static json_t *progress_args(const json_t *args, int64_t *step, double *loss)
 json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id",   "generation", "reason", "max_restarts",
-	                                   "step", "loss",       NULL};
+	                                   "step", "loss",       "drain",  NULL};
 	struct yard_err e = {0};
 	const char *id = NULL, *reason = NULL;
+	int drain = 0; /* moving off a draining node: not a failure, not counted */
 	int64_t generation = 0, max_restarts = 0, step = -1;
 	double loss = -1e301;
 	struct job_row row;
@@ -506,7 +586,8 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "generation", 1, 1, INT32_MAX, &generation, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "reason", 1, 256, &reason, &e) != 0 ||
-	    jsonx_get_int(c->args, "", "max_restarts", 1, 0, 1000, &max_restarts, &e) != 0)
+	    jsonx_get_int(c->args, "", "max_restarts", 1, 0, 1000, &max_restarts, &e) != 0 ||
+	    jsonx_get_bool(c->args, "", "drain", 0, &drain, &e) != 0)
 		return fsm_res_from_err(&e);
 	if ((r = progress_args(c->args, &step, &loss)) != NULL)
 		return r;
@@ -517,17 +598,21 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 		    409, "generation",
 		    "job %s is %s at generation %lld, not running at generation %lld", id,
 		    row.state, (long long)row.generation, (long long)generation);
-	int give_up = row.restarts >= max_restarts;
+	int give_up = !drain && row.restarts >= max_restarts;
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = ?2, updated_ms = ?3, reason = ?4, noted = ',',"
 	            " restarts = restarts + ?5,"
 	            " step = CASE WHEN ?6 >= 0 THEN ?6 ELSE step END,"
 	            " loss = CASE WHEN ?7 > -1e300 THEN ?7 ELSE loss END WHERE id = ?1",
 	            "ssisiid", id, give_up ? "failed" : "restarting", c->ts, reason,
-	            (int64_t)(give_up ? 0 : 1), step, loss) != SQLITE_DONE)
+	            (int64_t)(give_up || drain ? 0 : 1), step, loss) != SQLITE_DONE)
 		return NULL;
 	int rc =
-	    give_up
+	    drain ? fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
+	                             "job %s restarting elsewhere (not counted against "
+	                             "max_restarts): %s",
+	                             id, reason)
+	    : give_up
 	        ? fsm_event_append(f, c->ts, "job.failed", id, c->actor,
 	                           "job %s failed: %s; %lld restart(s) used of %lld", id, reason,
 	                           (long long)row.restarts, (long long)max_restarts)

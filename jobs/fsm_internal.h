@@ -48,6 +48,8 @@ json_t *fsm_job_result(struct fsm *f, const char *id, int status);
 json_t *fsm_op_node_register(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_node_set_state(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_node_cordon(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_node_drain(struct fsm *f, const struct fsm_cmd *c);
+json_t *fsm_op_node_drained(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c);
 json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c);

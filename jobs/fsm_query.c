@@ -126,13 +126,17 @@ static json_t *node_from_row(sqlite3_stmt *st)
 	json_t *labels = sqlite3_column_type(st, 5) == SQLITE_NULL
 	                     ? NULL
 	                     : json_loads((const char *)sqlite3_column_text(st, 5), 0, NULL);
+	int cordoned = sqlite3_column_int(st, 7); /* FSM_NODE_* */
 	return json_pack(
-	    "{s:s,s:s,s:o,s:I,s:o,s:o,s:o,s:b,s:I,s:I,s:o}", "id", sqlite3_column_text(st, 0),
+	    "{s:s,s:s,s:o,s:I,s:o,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sqlite3_column_text(st, 0),
 	    "state", sqlite3_column_text(st, 1), "host", col_text_or_null(st, 2), "port_base",
 	    (json_int_t)sqlite3_column_int64(st, 3), "devices", devices ? devices : json_array(),
 	    "labels", labels ? labels : json_object(), "version", col_text_or_null(st, 6),
-	    "cordoned", sqlite3_column_int(st, 7), "registered_ms",
-	    (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
+	    "cordoned", cordoned != FSM_NODE_SCHEDULABLE, "drain",
+	    cordoned == FSM_NODE_DRAINING  ? json_string("draining")
+	    : cordoned == FSM_NODE_DRAINED ? json_string("drained")
+	                                   : json_null(),
+	    "registered_ms", (json_int_t)sqlite3_column_int64(st, 8), "updated_ms",
 	    (json_int_t)sqlite3_column_int64(st, 9), "reason", col_text_or_null(st, 10));
 }
 

@@ -60,6 +60,8 @@ static void usage(FILE *out)
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
 	    "             [--checkpoint-dir DIR (default DATA_DIR/../checkpoints)]\n"
+	    "             [--log-rank-bytes N (rank output kept per rank, default 1 MiB)]\n"
+	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
 	    "127.0.0.1:7100]\n"
 	    "             [--raft-address 127.0.0.1:7000]: one member plus a supervised "
@@ -354,6 +356,8 @@ int main(int argc, char **argv)
 	    {"node-down-ms", required_argument, NULL, 'D'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"checkpoint-dir", required_argument, NULL, 'C'},
+	    {"log-rank-bytes", required_argument, NULL, 'L'},
+	    {"log-total-bytes", required_argument, NULL, 'G'},
 	    {"dev", no_argument, NULL, 'V'},
 	    {"devices", required_argument, NULL, 'N'},
 	    {"embargo-max-days", required_argument, NULL, 'X'},
@@ -440,6 +444,20 @@ int main(int argc, char **argv)
 				yd.sched_cfg.node_down_ms = v;
 			else
 				yd.sched_cfg.restart_backoff_ms = v;
+			break;
+		case 'L':
+		case 'G':
+			if (!numeric_ok || v < 4096 || v > (1ULL << 36)) {
+				fprintf(stderr,
+				        "yardd: --%s: '%s' is not a byte count in 4096..%llu\n",
+				        opt == 'L' ? "log-rank-bytes" : "log-total-bytes", optarg,
+				        1ULL << 36);
+				return 2;
+			}
+			if (opt == 'L')
+				yd.sched_cfg.log_rank_max_bytes = (size_t)v;
+			else
+				yd.sched_cfg.log_total_max_bytes = (size_t)v;
 			break;
 		case 'C':
 			if (optarg[0] != '/' ||

@@ -9,15 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/base64.h"
 #include "common/common.h"
 #include "jobs/spec.h"
 #include "scheduler/autoplan.h"
 #include "scheduler/desired.h"
 #include "scheduler/history.h"
+#include "scheduler/logstore.h"
 #include "scheduler/queue.h"
 
-#define REPORTS_MAX 256 /* rank reports in one heartbeat */
+#define REPORTS_MAX 256           /* rank reports (and log pieces) in one heartbeat */
+#define LOG_PIECE_MAX (256 << 10) /* raw bytes of one log piece (an agent sends ≤ 64 KiB) */
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
@@ -69,6 +73,8 @@ struct sched {
 	uint64_t last_applied, last_full_ms;
 	uint64_t wake_ms; /* a time-based condition (back-off, stop wait) comes due then */
 	int dirty;
+	struct logstore *logs;
+	char leader_id[64]; /* names this leadership in heartbeat answers */
 	struct soft_node *nodes;
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
@@ -98,6 +104,8 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->stop_wait_ms = 10000;
 	cfg->reserve_after_ms = 60000;
 	snprintf(cfg->checkpoint_dir, sizeof cfg->checkpoint_dir, "checkpoints");
+	cfg->log_rank_max_bytes = 1 << 20;
+	cfg->log_total_max_bytes = 64 << 20;
 }
 
 /* ---- soft tables ---- */
@@ -209,6 +217,7 @@ static void soft_job_free(struct soft_job *j)
 
 static void soft_clear(struct sched *s)
 {
+	logstore_clear(s->logs);
 	for (int i = 0; i < s->n_nodes; i++) {
 		json_decref(s->nodes[i].ranks);
 		json_decref(s->nodes[i].perf);
@@ -380,6 +389,13 @@ static const char *node_state_of(const json_t *nodes_by_id, const char *node)
 	return st ? st : "unknown";
 }
 
+static int node_draining(const json_t *nodes_by_id, const char *node)
+{
+	const char *drain =
+	    json_string_value(json_object_get(json_object_get(nodes_by_id, node), "drain"));
+	return drain != NULL && strcmp(drain, "draining") == 0;
+}
+
 /* Looks at every rank of a running job's generation; proposes at most one decision. */
 static void check_running(struct sched *s, struct soft_job *j, const json_t *layout,
                           const json_t *nodes_by_id, uint64_t now)
@@ -387,7 +403,7 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 	size_t i;
 	json_t *slot;
 	int world = (int)json_array_size(layout), exited_ok = 0, running = 0;
-	char failure[256] = "";
+	char failure[256] = "", drain[256] = "";
 	int64_t max_step = -1;
 	json_array_foreach(layout, i, slot)
 	{
@@ -398,6 +414,9 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 			         (long long)rank, node);
 			break;
 		}
+		if (drain[0] == '\0' && node_draining(nodes_by_id, node))
+			snprintf(drain, sizeof drain, "rank %lld on node %s: node draining",
+			         (long long)rank, node);
 		const struct soft_node *n = node_find(s, node);
 		const json_t *rep = report_find(n, j->id, rank, j->generation);
 		if (rep == NULL)
@@ -454,10 +473,14 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		j->step = max_step;
 	if (j->proposing)
 		return;
-	if (failure[0] != '\0') {
+	/* a real failure wins over a drain: it is counted, a drain is not */
+	if (failure[0] != '\0' || (drain[0] != '\0' && !(world > 0 && exited_ok == world))) {
 		json_t *args = json_pack("{s:s,s:I,s:s,s:i}", "id", j->id, "generation",
-		                         (json_int_t)j->generation, "reason", failure,
-		                         "max_restarts", j->max_restarts);
+		                         (json_int_t)j->generation, "reason",
+		                         failure[0] != '\0' ? failure : drain, "max_restarts",
+		                         j->max_restarts);
+		if (failure[0] == '\0')
+			json_object_set_new(args, "drain", json_true());
 		if (j->step >= 0)
 			json_object_set_new(args, "step", json_integer(j->step));
 		if (j->has_loss)
@@ -771,6 +794,34 @@ out:
 	free(pn);
 }
 
+/* ---- drains ---- */
+
+/* A draining node with no running slot and no running rank in its latest report is
+ * drained. */
+static void check_drains(struct sched *s, const json_t *nodes, const json_t *slots)
+{
+	size_t i, k;
+	json_t *node, *v;
+	json_array_foreach(nodes, i, node)
+	{
+		const char *id = json_string_value(json_object_get(node, "id"));
+		const char *drain = json_string_value(json_object_get(node, "drain"));
+		if (drain == NULL || strcmp(drain, "draining") != 0)
+			continue;
+		struct soft_node *n = node_get(s, id);
+		if (n == NULL || n->proposing)
+			continue;
+		int busy = 0;
+		json_array_foreach(slots, k, v) busy |=
+		    strcmp(json_string_value(json_object_get(v, "node")), id) == 0;
+		if (strcmp(json_string_value(json_object_get(node, "state")), "down") != 0)
+			json_array_foreach(n->ranks, k, v) busy |=
+			    strcmp(json_string_value(json_object_get(v, "state")), "running") == 0;
+		if (!busy)
+			propose(s, 1, id, "node.drained", json_pack("{s:s}", "id", id));
+	}
+}
+
 /* ---- the tick ---- */
 
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
@@ -823,6 +874,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	}
 	if (candidates != NULL)
 		place(s, candidates, n_cand, nodes, slots);
+	check_drains(s, nodes, slots);
 	free(candidates);
 	json_decref(nodes_by_id);
 	json_decref(slots);
@@ -891,7 +943,12 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	s->cfg = *cfg;
 	s->io = *io;
 	s->history = history_create();
-	if (s->history == NULL) {
+	struct logstore_limits limits = {.rank_max_bytes = cfg->log_rank_max_bytes,
+	                                 .total_max_bytes = cfg->log_total_max_bytes};
+	s->logs = logstore_create(&limits);
+	if (s->history == NULL || s->logs == NULL) {
+		history_destroy(s->history);
+		logstore_destroy(s->logs);
 		free(s);
 		return NULL;
 	}
@@ -912,6 +969,7 @@ void sched_destroy(struct sched *s)
 	if (s == NULL)
 		return;
 	soft_clear(s);
+	logstore_destroy(s->logs);
 	free(s->nodes);
 	free(s->jobs);
 	history_destroy(s->history);
@@ -927,6 +985,8 @@ void sched_leader_up(struct sched *s)
 	s->publishing[0] = '\0';
 	s->leader_since_ms = mono_now(s);
 	s->dirty = 1;
+	snprintf(s->leader_id, sizeof s->leader_id, "%lld-%d-%llu", (long long)wall_now(s),
+	         (int)getpid(), (unsigned long long)s->epoch);
 	log_info("scheduler: leading; every node has %.1f s from now before it is suspect",
 	         (double)s->cfg.node_suspect_ms / 1000);
 }
@@ -1025,6 +1085,105 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 	return out;
 }
 
+struct log_piece {
+	const char *job;
+	int rank;
+	int64_t generation, offset;
+	char *data;
+	long len;
+};
+
+static void free_pieces(struct log_piece *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(p[i].data);
+	free(p);
+}
+
+/* Checks and decodes the "logs" array of a heartbeat: [{"job","rank","generation","offset",
+ * "data" (base64)}]. All or nothing: NULL with err naming the first bad field. */
+static struct log_piece *clean_logs(const json_t *logs, size_t *count, struct yard_err *err)
+{
+	static const char *const keys[] = {"job", "rank", "generation", "offset", "data", NULL};
+	*count = 0;
+	if (logs == NULL || json_is_null(logs))
+		return calloc(1, sizeof(struct log_piece));
+	if (!json_is_array(logs) || json_array_size(logs) > REPORTS_MAX) {
+		yard_err_set(err, YARD_EINVAL, "logs: must be an array of at most %d pieces",
+		             REPORTS_MAX);
+		return NULL;
+	}
+	struct log_piece *pieces = calloc(json_array_size(logs) + 1, sizeof *pieces);
+	size_t i;
+	json_t *l;
+	if (pieces == NULL) {
+		yard_err_set(err, YARD_ENOMEM, "logs: out of memory");
+		return NULL;
+	}
+	json_array_foreach(logs, i, l)
+	{
+		char prefix[32];
+		const char *data = NULL;
+		int64_t rank = 0;
+		struct log_piece *p = &pieces[i];
+		snprintf(prefix, sizeof prefix, "logs[%zu]", i);
+		if (!json_is_object(l) || jsonx_only_keys(l, prefix, keys, err) != 0 ||
+		    jsonx_get_string(l, prefix, "job", 1, LOGSTORE_JOB_MAX, &p->job, err) != 0 ||
+		    jsonx_get_int(l, prefix, "rank", 1, 0, 65535, &rank, err) != 0 ||
+		    jsonx_get_int(l, prefix, "generation", 1, 0, INT32_MAX, &p->generation, err) !=
+		        0 ||
+		    jsonx_get_int(l, prefix, "offset", 1, 0, INT64_MAX / 2, &p->offset, err) != 0 ||
+		    jsonx_get_string(l, prefix, "data", 1, (int)base64_encoded_len(LOG_PIECE_MAX),
+		                     &data, err) != 0) {
+			if (err->code == 0)
+				yard_err_set(err, YARD_EINVAL, "%s: must be an object", prefix);
+			free_pieces(pieces, i);
+			return NULL;
+		}
+		p->rank = (int)rank;
+		size_t text_len = strlen(data);
+		p->data = malloc(text_len / 4 * 3 + 1);
+		size_t decoded = 0;
+		if (p->data == NULL ||
+		    base64_decode(data, text_len, (unsigned char *)p->data, &decoded) != 0) {
+			yard_err_set(err, YARD_EINVAL, "%s.data: not padded base64", prefix);
+			free_pieces(pieces, i + 1);
+			return NULL;
+		}
+		p->len = (long)decoded;
+	}
+	*count = json_array_size(logs);
+	return pieces;
+}
+
+/* Keeps the pieces of ranks this heartbeat reports (a node speaks for its own ranks only;
+ * the agent never sends others, so anything else is dropped with a warning). */
+static void store_logs(struct sched *s, const char *node, const json_t *reports,
+                       const struct log_piece *pieces, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		const struct log_piece *p = &pieces[i];
+		size_t k;
+		json_t *r;
+		int reported = 0;
+		json_array_foreach(reports, k, r) reported |=
+		    json_integer_value(json_object_get(r, "rank")) == p->rank &&
+		    json_integer_value(json_object_get(r, "generation")) == p->generation &&
+		    strcmp(json_string_value(json_object_get(r, "job")), p->job) == 0;
+		if (!reported) {
+			log_warn("heartbeat of %s: log piece of rank %d of %s (generation %lld) it "
+			         "does not report: dropped",
+			         node, p->rank, p->job, (long long)p->generation);
+			continue;
+		}
+		long rc = logstore_add(s->logs, p->job, p->rank, p->generation, node, p->offset,
+		                       p->data, (size_t)p->len);
+		if (rc < 0)
+			log_warn("heartbeat of %s: log piece of rank %d of %s not kept: %s", node,
+			         p->rank, p->job, yard_strerror((int)rc));
+	}
+}
+
 static json_t *desired_for(struct sched *s, const char *node)
 {
 	struct yard_err err = {0};
@@ -1103,8 +1262,9 @@ json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, 
 
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
-	static const char *const keys[] = {"node",     "version", "free_disk_mb", "link_gbps",
-	                                   "draining", "ranks",   "perf",         NULL};
+	static const char *const keys[] = {"node",      "version",  "free_disk_mb",
+	                                   "link_gbps", "draining", "ranks",
+	                                   "logs",      "perf",     NULL};
 	const char *name = NULL, *version = "";
 	int64_t free_disk_mb = -1;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
@@ -1126,6 +1286,16 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		json_decref(perf);
 		return NULL;
 	}
+	size_t n_pieces = 0;
+	struct log_piece *pieces = clean_logs(json_object_get(body, "logs"), &n_pieces, err);
+	if (pieces == NULL) {
+		json_decref(reports);
+		json_decref(perf);
+		return NULL;
+	}
+	if (s->leading)
+		store_logs(s, node, reports, pieces, n_pieces);
+	free_pieces(pieces, n_pieces);
 	if (s->leading) {
 		record_history(s, reports);
 		struct soft_node *n = node_get(s, node);
@@ -1146,7 +1316,16 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	}
 	json_decref(perf);
 	json_decref(reports);
-	json_t *answer = json_pack("{s:o,s:[]}", "desired", desired_for(s, node), "commands");
+	json_t *commands = json_array();
+	struct yard_err node_err = {0};
+	json_t *me = fsm_node_get(s->fsm, node, &node_err);
+	if (me != NULL && json_is_string(json_object_get(me, "drain")))
+		json_array_append_new(commands, json_pack("{s:s}", "op", "drain"));
+	json_decref(me);
+	/* leader_id only while leading: it says the pieces of this heartbeat were kept */
+	json_t *answer =
+	    json_pack("{s:o,s:o,s:o}", "desired", desired_for(s, node), "commands", commands,
+	              "leader_id", s->leading ? json_string(s->leader_id) : json_null());
 	if (s->leading) {
 		/* the agent sends its rates until this leader has them (a new leader asks again) */
 		const struct soft_node *n = node_find(s, node);
@@ -1228,4 +1407,58 @@ json_t *sched_plan(struct sched *s, const json_t *spec, int limit, struct yard_e
 	json_decref(perf);
 	json_decref(nodes);
 	return answer;
+}
+
+/* ---- rank output ---- */
+
+json_t *sched_job_logs(struct sched *s, const char *job, int rank, int64_t generation,
+                       int64_t offset, size_t max_bytes, struct yard_err *err)
+{
+	if (!s->leading) {
+		yard_err_set(err, YARD_ENOTLEADER, "rank output is kept by the leader only");
+		return NULL;
+	}
+	if (rank < 0)
+		return json_pack("{s:s,s:o}", "job", job, "streams",
+		                 logstore_streams(s->logs, job));
+	if (generation < 0)
+		generation = logstore_latest_generation(s->logs, job, rank);
+	struct logstore_read r;
+	int rc = generation < 0 ? YARD_ENOTFOUND
+	                        : logstore_read(s->logs, job, rank, generation, 0, 0, &r);
+	if (rc == 0 && offset < 0)
+		offset = r.first_offset;
+	if (rc == 0)
+		rc = logstore_read(s->logs, job, rank, generation, offset, max_bytes, &r);
+	if (rc == YARD_ENOTFOUND) {
+		yard_err_set(err, rc,
+		             generation < 0
+		                 ? "job %s: no output of rank %d is held"
+		                 : "job %s: no output of rank %d generation %lld is held",
+		             job, rank, (long long)generation);
+		return NULL;
+	}
+	if (rc != 0) {
+		yard_err_set(err, rc, "job %s rank %d: cannot read its output", job, rank);
+		return NULL;
+	}
+	/* A young leadership is still receiving the tails agents resend: a hole before what it
+	 * holds may be filled in a moment, so it is not reported (and skipped) yet. */
+	if (r.skipped > 0 && mono_now(s) - s->leader_since_ms < s->cfg.node_down_ms) {
+		free(r.data);
+		r.data = NULL;
+		r.len = 0;
+		r.offset = offset;
+		r.skipped = 0;
+	}
+	size_t used = 0;
+	json_t *text = logstore_text(r.data != NULL ? r.data : "", r.len, &used);
+	json_t *out = json_pack("{s:s,s:i,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:o}", "job", job, "rank",
+	                        rank, "generation", (json_int_t)generation, "node", r.node,
+	                        "offset", (json_int_t)r.offset, "skipped", (json_int_t)r.skipped,
+	                        "next_offset", (json_int_t)(r.offset + (int64_t)used),
+	                        "first_offset", (json_int_t)r.first_offset, "end_offset",
+	                        (json_int_t)r.end_offset, "data", text);
+	free(r.data);
+	return out;
 }

@@ -22,6 +22,13 @@
  *  3. placement: pending jobs, and restarting jobs whose old ranks are confirmed stopped
  *     and whose back-off has passed, go through queue_pass (scheduler/queue.h) over the
  *     free devices of up, uncordoned nodes; each placed gang is proposed as job.assign.
+ * Drains: a running job with a rank on a draining node restarts (job.restart with "drain":
+ * not counted against max_restarts) and is placed elsewhere like any restart; a draining
+ * node that runs no rank any more (no running slot, no running rank in its reports) is
+ * proposed as node.drained.
+ * Rank output arrives with heartbeats and is kept in a logstore (scheduler/logstore.h); every
+ * answer carries this leadership's "leader_id" so agents notice a new leader and send their
+ * logs' tails again.
  * One proposal per job or node is in flight at a time; the state machine re-checks every
  * decision (a device is never given twice, a stale generation is refused). */
 #ifndef YARD_SCHED_LEADER_H
@@ -44,6 +51,8 @@ struct sched_config {
 	uint64_t stop_wait_ms;           /* how long a restart waits for old ranks to stop, 10000 */
 	uint64_t reserve_after_ms;       /* queue anti-starvation (queue.h), default 60000 */
 	char checkpoint_dir[1024];       /* the "controller" store's shared directory */
+	size_t log_rank_max_bytes;       /* rank output kept per (job, rank), default 1 MiB */
+	size_t log_total_max_bytes;      /* rank output kept in all, default 64 MiB */
 };
 
 void sched_config_defaults(struct sched_config *cfg);
@@ -80,8 +89,10 @@ void sched_leader_down(struct sched *s);
 void sched_tick(struct sched *s);
 
 /* A heartbeat from node (already authenticated as that node). Records the soft state and
- * returns the answer {"desired": [...], "commands": []} (new reference), or NULL with err
- * (YARD_EINVAL naming the field of a malformed body, YARD_EPERM for another node's name). */
+ * the pieces of rank output it carries, and returns the answer {"desired": [...],
+ * "commands": [{"op": "drain"}?], "leader_id": "..."} (new reference), or NULL with err
+ * (YARD_EINVAL naming the field of a malformed body, YARD_EPERM for another node's name);
+ * a malformed body stores nothing. */
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
                         struct yard_err *err);
 
@@ -96,6 +107,17 @@ void sched_overlay_job(struct sched *s, json_t *job);
 json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, int limit,
                           int64_t batch_size);
 void sched_overlay_node(struct sched *s, json_t *node);
+
+/* Rank output of a job, from the leader's memory (docs/api.md, GET /v1/jobs/{id}/logs).
+ * rank < 0: the index {"job", "streams": [...]}; else up to max_bytes of (rank, generation)
+ * from offset, generation < 0 meaning the newest held, offset < 0 meaning the first byte
+ * held: {"job","rank","generation","node","offset","skipped","next_offset","first_offset",
+ * "end_offset","data"}. Until node_down_ms after this member became leader, bytes missing
+ * before what is held are waited for (no data, next_offset = offset) rather than skipped:
+ * agents are still resending. NULL with err: YARD_ENOTLEADER when this member is not
+ * leading, YARD_ENOTFOUND when no output of that rank is held. */
+json_t *sched_job_logs(struct sched *s, const char *job, int rank, int64_t generation,
+                       int64_t offset, size_t max_bytes, struct yard_err *err);
 
 /* POST /v1/plan: plans a job spec (JSON as submitted) for the cluster as this leader sees it
  * (committed nodes + the rates their heartbeats carry, "perf"); autoplan_run's answer with

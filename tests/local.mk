@@ -13,9 +13,11 @@ tests_tools_yard_loadgen_LDADD = $(CURL_LIBS)
 
 # Scheduling and failover integration tests: yardd, yard-agent and command jobs on 127.0.0.1.
 dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
-	tests/integration/test_ha.sh tests/integration/test_dev.sh tests/integration/test_plan.sh
+	tests/integration/test_ha.sh tests/integration/test_dev.sh \
+	tests/integration/test_logs.sh tests/integration/test_drain.sh tests/integration/test_plan.sh
 TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
-	tests/integration/test_ha.sh tests/integration/test_dev.sh tests/integration/test_plan.sh
+	tests/integration/test_ha.sh tests/integration/test_dev.sh \
+	tests/integration/test_logs.sh tests/integration/test_drain.sh tests/integration/test_plan.sh
 
 check_PROGRAMS += tests/unit/test_leader
 TESTS += tests/unit/test_leader

@@ -364,10 +364,9 @@ static void h_jobs_metrics(struct call *call)
 	json_int_t batch = json_integer_value(
 	    json_object_get(json_object_get(json_object_get(job, "spec"), "train"), "batch_size"));
 	json_decref(job);
-	json_t *doc = call->s->sched != NULL
-	                  ? sched_job_metrics(call->s->sched, call->params[0], after, (int)limit,
-	                                      batch)
-	                  : NULL;
+	json_t *doc = call->s->sched != NULL ? sched_job_metrics(call->s->sched, call->params[0],
+	                                                         after, (int)limit, batch)
+	                                     : NULL;
 	if (doc == NULL) {
 		call_error(call, 503, NULL,
 		           "per-step history is kept in the leader's memory and this member is not "
@@ -381,6 +380,44 @@ static void h_jobs_cancel(struct call *call)
 {
 	call_submit(call, "job.cancel", json_pack("{s:s}", "id", call->params[0]),
 	            call_answer_result);
+}
+
+/* GET /v1/jobs/{id}/logs[?rank=R[&generation=G][&offset=O][&max_bytes=N]]: rank output
+ * from the leader's memory (scheduler/logstore.h); without rank, the index of what is held. */
+static void h_jobs_logs(struct call *call)
+{
+	struct yard_err err = {0};
+	char buf[32];
+	int64_t rank = -1, generation = -1, offset = -1, max_bytes = 256 << 10;
+	int has_rank = call_query(call, "rank", buf, sizeof buf) == 0;
+	if (call_query_int(call, "rank", 0, 65535, &rank) != 0 ||
+	    call_query_int(call, "generation", 1, INT32_MAX, &generation) != 0 ||
+	    call_query_int(call, "offset", 0, INT64_MAX / 2, &offset) != 0 ||
+	    call_query_int(call, "max_bytes", 1, 1 << 20, &max_bytes) != 0)
+		return;
+	if (!has_rank && (call_query(call, "generation", buf, sizeof buf) == 0 ||
+	                  call_query(call, "offset", buf, sizeof buf) == 0)) {
+		call_error(call, 400, "rank", "rank: needed with generation and offset");
+		return;
+	}
+	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
+	if (job == NULL) {
+		call_yard_error(call, &err);
+		return;
+	}
+	json_decref(job);
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "this controller runs no scheduler");
+		return;
+	}
+	json_t *out = sched_job_logs(call->s->sched, call->params[0], (int)rank, generation, offset,
+	                             (size_t)max_bytes, &err);
+	if (out == NULL && err.code == YARD_ENOTLEADER)
+		call_error(call, 503, NULL, "%s: ask the leader (without stale=1)", err.msg);
+	else if (out == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, out);
 }
 
 /* ---- events ---- */
@@ -598,6 +635,12 @@ static void h_nodes_uncordon(struct call *call)
 	            call_answer_result);
 }
 
+static void h_nodes_drain(struct call *call)
+{
+	call_submit(call, "node.drain", json_pack("{s:s}", "id", call->params[0]),
+	            call_answer_result);
+}
+
 /* ---- debug ---- */
 
 static void h_digest(struct call *call)
@@ -630,6 +673,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/jobs/*", ROLES_JOBS, ROUTE_READ, h_jobs_get},
     {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel},
     {"GET", "/v1/jobs/*/metrics", ROLES_JOBS, ROUTE_READ, h_jobs_metrics},
+    {"GET", "/v1/jobs/*/logs", ROLES_JOBS, ROUTE_READ, h_jobs_logs},
     {"POST", "/v1/plan", ROLES_JOBS, ROUTE_WRITE, h_plan}, /* leader: measured rates */
     {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events},
     {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create},
@@ -660,5 +704,6 @@ const struct route api_routes[] = {
     {"POST", "/v1/advisories/*/publish", ROLE_SECURITY, ROUTE_WRITE, h_advisories_publish},
     {"GET", "/v1/audit", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_audit},
     {"GET", "/v1/events/verify", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_events_verify},
+    {"POST", "/v1/nodes/*/drain", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_drain},
 };
 const int api_routes_count = (int)(sizeof api_routes / sizeof api_routes[0]);

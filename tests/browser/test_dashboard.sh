@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_dashboard.sh: end-to-end test of the web dashboard in a real browser: Debian's chromium
 # driven by playwright-core (npm, installed at test time into tests/browser/node_modules, not
-# committed). Starts a one-member yardd, creates admin/user/security tokens, submits jobs,
+# committed). Starts three yardd members and one agent, creates admin/user/security tokens, submits jobs,
 # then runs dashboard.test.cjs, which signs in, walks every page and takes screenshots into
 # tests/browser/artifacts/ (in the build tree).
 #
@@ -65,6 +65,11 @@ submit_spec() {
 	done
 	return 1
 }
+# One agent with 4 CPU devices: the single-rank jobs really train on it (live loss chart from
+# the leader's per-step history), while the 8-rank hybrid job waits with a pending reason.
+make_join_token "$L"
+start_agent node-a 4 "$(api 1),$(api 2),$(api 3)"
+wait_until 15 node_state_is "$L" node-a up || fail "node-a did not register"
 JOB_SINGLE=$(submit_spec "$top_srcdir/examples/single.json") || fail "cannot submit examples/single.json"
 JOB_HYBRID=$(submit_spec "$top_srcdir/examples/hybrid.json") || fail "cannot submit examples/hybrid.json"
 JOB_USER=$(submit_spec "$top_srcdir/examples/single.json" "$USER_TOKEN") || fail "cannot submit as user"

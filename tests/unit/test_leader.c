@@ -2,7 +2,7 @@
  * clocks and a fake raft that applies every proposal to a real in-memory state machine at
  * once: the grace period after an election, suspect/down thresholds, gang placement and the
  * desired set with its environment, restarts on exits and hangs with back-off, success,
- * and what a heartbeat may not do. */
+ * drains, rank output carried by heartbeats, and what a heartbeat may not do. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -616,6 +616,162 @@ static void test_leader_publishes_advisory_at_its_deadline(void **state)
 	world_free(w);
 }
 
+/* The whole answer to a heartbeat with body (owned by the caller). */
+static json_t *heartbeat_answer(struct world *w, const char *node, const char *body)
+{
+	struct yard_err err = {0};
+	json_t *b = json_loads(body, 0, NULL);
+	assert_non_null(b);
+	json_t *answer = sched_heartbeat(w->sched, node, b, &err);
+	json_decref(b);
+	if (answer == NULL)
+		fail_msg("heartbeat refused: %s", err.msg);
+	return answer;
+}
+
+static void test_drain_moves_the_job_without_a_restart(void **state)
+{
+	struct world *w = world_new();
+	char ranks[1024];
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"d\",\"spec\":{\"name\":\"d\",\"command\":[\"x\"],"
+	                       "\"ranks\":4,\"failure\":{\"max_restarts\":0}}}"),
+	                 201);
+	run(w, 100);
+	snprintf(ranks, sizeof ranks, "[");
+	for (int r = 0; r < 4; r++)
+		snprintf(
+		    ranks + strlen(ranks), sizeof ranks - strlen(ranks),
+		    "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,\"state\":\"running\"}",
+		    r ? "," : "", r);
+	strcat(ranks, "]");
+	json_decref(heartbeat(w, "node-a", ranks));
+	run(w, 100);
+	assert_int_equal(apply(w, "node.drain", "{\"id\":\"node-nope\"}"), 404);
+	assert_int_equal(apply(w, "node.drain", "{\"id\":\"node-a\",\"now\":1}"), 400);
+	assert_int_equal(apply(w, "node.drained", "{\"id\":\"node-a\"}"), 409); /* not draining */
+	assert_int_equal(apply(w, "node.drain", "{\"id\":\"node-a\"}"), 200);
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 100);
+	/* restarting, not counted; node-a is told to drain and to run nothing */
+	assert_string_equal(job_state(w, "j-000001"), "restarting");
+	json_t *j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+	json_decref(j);
+	json_t *answer = heartbeat_answer(w, "node-a", "{\"node\":\"node-a\",\"ranks\":[]}");
+	assert_int_equal(json_array_size(json_object_get(answer, "desired")), 0);
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(answer, "commands"), 0), "op")),
+	                    "drain");
+	json_decref(answer);
+	/* node-a reported no running rank: the job goes to node-b, node-a is drained */
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 200);
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 200);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(j, "layout"), 0), "node")),
+	                    "node-b");
+	json_decref(j);
+	struct yard_err err = {0};
+	json_t *n = fsm_node_get(&w->fsm, "node-a", &err);
+	assert_string_equal(json_string_value(json_object_get(n, "drain")), "drained");
+	assert_true(json_is_true(json_object_get(n, "cordoned")));
+	json_decref(n);
+	/* uncordon ends it */
+	assert_int_equal(apply(w, "node.cordon", "{\"id\":\"node-a\",\"cordoned\":false}"), 200);
+	n = fsm_node_get(&w->fsm, "node-a", &err);
+	assert_true(json_is_null(json_object_get(n, "drain")));
+	assert_false(json_is_true(json_object_get(n, "cordoned")));
+	json_decref(n);
+	world_free(w);
+}
+
+static void test_heartbeat_logs_are_kept_once_and_read(void **state)
+{
+	struct world *w = world_new();
+	struct yard_err err = {0};
+	const char *rank0 =
+	    "{\"job\":\"j-000001\",\"rank\":0,\"generation\":1,\"state\":\"running\"}";
+	char body[1024];
+	/* "hello\n" at offset 0, sent twice (a retried heartbeat), and a piece of a rank the
+	 * node does not report (dropped) */
+	snprintf(body, sizeof body,
+	         "{\"node\":\"node-a\",\"ranks\":[%s],\"logs\":[{\"job\":\"j-000001\",\"rank\":0,"
+	         "\"generation\":1,\"offset\":0,\"data\":\"aGVsbG8K\"},{\"job\":\"j-000001\","
+	         "\"rank\":3,\"generation\":1,\"offset\":0,\"data\":\"aGVsbG8K\"}]}",
+	         rank0);
+	json_t *answer = heartbeat_answer(w, "node-a", body);
+	char leader_id[64];
+	snprintf(leader_id, sizeof leader_id, "%s",
+	         json_string_value(json_object_get(answer, "leader_id")));
+	assert_true(strlen(leader_id) > 0);
+	json_decref(answer);
+	json_decref(heartbeat_answer(w, "node-a", body));
+	json_t *out = sched_job_logs(w->sched, "j-000001", 0, -1, -1, 1000, &err);
+	assert_non_null(out);
+	assert_string_equal(json_string_value(json_object_get(out, "data")), "hello\n");
+	assert_int_equal(json_integer_value(json_object_get(out, "next_offset")), 6);
+	assert_int_equal(json_integer_value(json_object_get(out, "generation")), 1);
+	assert_string_equal(json_string_value(json_object_get(out, "node")), "node-a");
+	json_decref(out);
+	assert_null(sched_job_logs(w->sched, "j-000001", 3, -1, -1, 1000, &err));
+	assert_int_equal(err.code, YARD_ENOTFOUND);
+	out = sched_job_logs(w->sched, "j-000001", -1, -1, -1, 0, &err);
+	assert_int_equal(json_array_size(json_object_get(out, "streams")), 1);
+	json_decref(out);
+	/* malformed pieces: refused whole, nothing stored */
+	snprintf(body, sizeof body,
+	         "{\"node\":\"node-a\",\"ranks\":[%s],\"logs\":[{\"job\":\"j-000001\",\"rank\":0,"
+	         "\"generation\":1,\"offset\":6,\"data\":\"d29ybGQK\"},{\"job\":\"j-000001\","
+	         "\"rank\":0,\"generation\":1,\"offset\":12,\"data\":\"!!\"}]}",
+	         rank0);
+	json_t *b = json_loads(body, 0, NULL);
+	memset(&err, 0, sizeof err);
+	assert_null(sched_heartbeat(w->sched, "node-a", b, &err));
+	assert_int_equal(err.code, YARD_EINVAL);
+	assert_non_null(strstr(err.msg, "logs[1].data"));
+	json_decref(b);
+	out = sched_job_logs(w->sched, "j-000001", 0, -1, -1, 1000, &err);
+	assert_int_equal(json_integer_value(json_object_get(out, "end_offset")), 6);
+	json_decref(out);
+	/* a new leadership starts empty, under another leader_id */
+	sched_leader_down(w->sched);
+	assert_null(sched_job_logs(w->sched, "j-000001", 0, -1, -1, 1000, &err));
+	assert_int_equal(err.code, YARD_ENOTLEADER);
+	advance(w, 5);
+	sched_leader_up(w->sched);
+	assert_null(sched_job_logs(w->sched, "j-000001", 0, -1, -1, 1000, &err));
+	answer = heartbeat_answer(w, "node-a", "{\"node\":\"node-a\",\"ranks\":[]}");
+	assert_string_not_equal(json_string_value(json_object_get(answer, "leader_id")), leader_id);
+	json_decref(answer);
+	/* the new leader first hears "world\n" at offset 6: a reader at 0 waits for the resent
+	 * tail while the leadership is young, and is told of the gap after node_down_ms */
+	snprintf(body, sizeof body,
+	         "{\"node\":\"node-a\",\"ranks\":[%s],\"logs\":[{\"job\":\"j-000001\",\"rank\":0,"
+	         "\"generation\":1,\"offset\":6,\"data\":\"d29ybGQK\"}]}",
+	         rank0);
+	json_decref(heartbeat_answer(w, "node-a", body));
+	out = sched_job_logs(w->sched, "j-000001", 0, 1, 0, 1000, &err);
+	assert_int_equal(json_integer_value(json_object_get(out, "skipped")), 0);
+	assert_int_equal(json_integer_value(json_object_get(out, "next_offset")), 0);
+	assert_string_equal(json_string_value(json_object_get(out, "data")), "");
+	json_decref(out);
+	advance(w, 3001);
+	out = sched_job_logs(w->sched, "j-000001", 0, 1, 0, 1000, &err);
+	assert_int_equal(json_integer_value(json_object_get(out, "skipped")), 6);
+	assert_string_equal(json_string_value(json_object_get(out, "data")), "world\n");
+	assert_int_equal(json_integer_value(json_object_get(out, "next_offset")), 12);
+	json_decref(out);
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -625,6 +781,8 @@ int main(void)
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
+	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
+	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	};

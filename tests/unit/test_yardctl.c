@@ -191,7 +191,7 @@ static void test_usage_errors(void **state)
 	expect_usage_error("advisory share a-1", "needs --visible-to");
 	expect_usage_error("audit --job j-1", "does not take --job");
 	expect_usage_error("events verify --after 3", "does not take --after");
-	expect_usage_error("node cordon a/b", "not a valid id");
+	expect_usage_error("node cordon a/b", "is not a node name");
 }
 
 static void test_store_commands(void **state)
@@ -226,6 +226,46 @@ static void test_store_commands(void **state)
 	expect_ok("node uncordon node-a", &a);
 	assert_int_equal(a.command, CTL_NODE_UNCORDON);
 	assert_string_equal(a.operand[0], "node-a");
+}
+
+static void test_logs_and_node_commands(void **state)
+{
+	struct ctl_args a;
+	expect_ok("job logs j-1", &a);
+	assert_int_equal(a.command, CTL_JOB_LOGS);
+	assert_int_equal(a.rank, -1);
+	assert_int_equal(a.tail, -1);
+	assert_int_equal(a.follow, 0);
+	expect_ok("job logs j-1 --rank 3 --tail 20 -f", &a);
+	assert_int_equal(a.rank, 3);
+	assert_int_equal(a.tail, 20);
+	assert_int_equal(a.follow, 1);
+	expect_ok("job logs --follow j-1 --rank=0", &a);
+	assert_int_equal(a.follow, 1);
+	assert_int_equal(a.rank, 0);
+	expect_ok("node list", &a);
+	assert_int_equal(a.command, CTL_NODE_LIST);
+	expect_ok("node drain node-a", &a);
+	assert_int_equal(a.command, CTL_NODE_DRAIN);
+	assert_string_equal(a.operand[0], "node-a");
+	expect_ok("node show n.1", &a);
+	assert_int_equal(a.command, CTL_NODE_SHOW);
+	expect_ok("node cordon n1", &a);
+	assert_int_equal(a.command, CTL_NODE_CORDON);
+	expect_ok("node uncordon n1", &a);
+	assert_int_equal(a.command, CTL_NODE_UNCORDON);
+	expect_usage_error("job logs j-1 --rank -1", "--rank: \"-1\"");
+	expect_usage_error("job logs j-1 --rank 65536", "--rank");
+	expect_usage_error("job logs j-1 --tail x", "--tail: \"x\"");
+	expect_usage_error("job logs j-1 --follow=1", "--follow takes no value");
+	expect_usage_error("job logs j/1", "is not a job id");
+	expect_usage_error("job show j-1 -f", "job show: does not take --follow");
+	expect_usage_error("node drain", "node drain: missing arguments");
+	expect_usage_error("node drain a/b", "is not a node name");
+	expect_usage_error("node list x", "unexpected argument \"x\"");
+	expect_usage_error("node reboot n1", "unknown subcommand \"reboot\"");
+	assert_non_null(strstr(ctl_usage(), "job logs ID [--rank R] [--tail N] [-f]"));
+	assert_non_null(strstr(ctl_usage(), "node drain NAME"));
 }
 
 static void test_endpoint_lists(void **state)
@@ -464,6 +504,7 @@ int main(void)
 	    cmocka_unit_test(test_global_flags_anywhere),
 	    cmocka_unit_test(test_store_commands),
 	    cmocka_unit_test(test_usage_errors),
+	    cmocka_unit_test(test_logs_and_node_commands),
 	    cmocka_unit_test(test_endpoint_lists),
 	    cmocka_unit_test(test_redirect_base),
 	    cmocka_unit_test(test_request_ids),

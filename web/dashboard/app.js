@@ -102,9 +102,24 @@
 	}
 
 	/* For data a view can live without: {ok, data} or {ok: false, why, status}. */
+	/* The API names a node by "id" and reports the heartbeat's age; the pages use the
+	 * documented name and a timestamp (docs/dashboard.md). */
+	function nodeShape(n) {
+		if (!n || typeof n !== 'object') return n;
+		if (n.name === undefined && typeof n.id === 'string') n.name = n.id;
+		if (n.last_heartbeat_ms === undefined && typeof n.last_heartbeat_ms_ago === 'number')
+			n.last_heartbeat_ms = Date.now() - n.last_heartbeat_ms_ago;
+		return n;
+	}
+
 	async function optional(path) {
 		try {
-			return {ok: true, data: await api(path)};
+			const data = await api(path);
+			if (path.startsWith('/v1/nodes') && data) {
+				if (Array.isArray(data.nodes)) data.nodes.forEach(nodeShape);
+				else nodeShape(data.node || data);
+			}
+			return {ok: true, data};
 		} catch (e) {
 			if (e.status === 401 || e.status === 0) throw e;
 			if (e.status === 403) return {ok: false, status: 403, why: `not visible to your role (${e.message})`};
@@ -501,6 +516,15 @@
 		return out;
 	}
 
+	/* The job's committed layout (rank -> node/device) with the leader's live per-rank
+	 * reports (state, step, compute time) laid over it; null before the first placement. */
+	function placedRanks(job) {
+		const live = new Map((Array.isArray(job.ranks) ? job.ranks : []).map((r) => [r.rank, r]));
+		if (!Array.isArray(job.layout) || job.layout.length === 0)
+			return live.size ? {ok: true, data: {ranks: [...live.values()]}} : null;
+		return {ok: true, data: {ranks: job.layout.map((s) => ({...s, ...(live.get(s.rank) || {}), node: s.node, device: s.device}))}};
+	}
+
 	async function jobView(id) {
 		let job;
 		try {
@@ -512,7 +536,7 @@
 		}
 		const base = '/v1/jobs/' + encodeURIComponent(id);
 		const [ranksR, metricsR, ckptR, evs] = await Promise.all([
-			Array.isArray(job.ranks) ? {ok: true, data: {ranks: job.ranks}} : optional(base + '/ranks'),
+			placedRanks(job) || optional(base + '/ranks'),
 			optional(base + '/metrics'),
 			Array.isArray(job.checkpoints) ? {ok: true, data: {checkpoints: job.checkpoints}} : optional(base + '/checkpoints'),
 			jobEvents(id),
@@ -525,7 +549,7 @@
 
 		const facts = [
 			['state', badge(job.state)], ['priority', String(job.priority || 0)],
-			['pending reason', job.reason || '—'], ['progress', progress(job)], ['loss', num(job.loss)],
+			[job.state === 'pending' || job.state === 'restarting' ? 'pending reason' : 'reason', job.reason || '—'], ['progress', progress(job)], ['loss', num(job.loss)],
 			['restarts', String(job.restarts || 0)], ['submitted', `${clock(job.submitted_ms)} by ${job.actor || '?'}`],
 			['updated', ago(job.updated_ms)],
 			['parallel', par === 'auto' ? 'auto (planner)' : par ? `dp ${par.dp} × tp ${par.tp} × pp ${par.pp}` + (par.schedule ? `, ${par.schedule}` : '') : spec.command ? `command, ${spec.ranks} ranks` : '—'],
