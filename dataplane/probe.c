@@ -48,8 +48,10 @@ static double now_s(void)
 	return (double)yard_now_mono_ns() / 1e9;
 }
 
-/* Forward + backward (3 GEMMs) of one linear layer, repeated for window_s; flops/s. */
-static double gemm_rate(const int shape[3], double window_s)
+/* Forward + backward (3 GEMMs) of one linear layer, repeated for window_s; flops/s of the
+ * best slice (what the device does undisturbed), and in *sustained (may be NULL) over the
+ * whole window (what this process got, sharing the machine). */
+static double gemm_rate(const int shape[3], double window_s, double *sustained)
 {
 	int n = shape[0], i = shape[1], o = shape[2];
 	size_t ni = (size_t)n * i, oi = (size_t)o * i, no = (size_t)n * o;
@@ -65,7 +67,7 @@ static double gemm_rate(const int shape[3], double window_s)
 	for (size_t k = 0; k < no; k++)
 		dout[k] = 0.001f;
 	model_matmul_forward(out, in, w, NULL, n, i, o); /* warm the caches and the library */
-	double best = 0, begin = now_s();
+	double best = 0, begin = now_s(), total_reps = 0;
 	while (best == 0 || now_s() - begin < window_s) {
 		double start = now_s(), elapsed = 0;
 		long reps = 0;
@@ -81,7 +83,10 @@ static double gemm_rate(const int shape[3], double window_s)
 		double rate = elapsed > 0 ? (double)reps * 3.0 * 2.0 * n * i * o / elapsed : 0;
 		if (rate > best)
 			best = rate;
+		total_reps += (double)reps;
 	}
+	if (sustained != NULL)
+		*sustained = total_reps * 3.0 * 2.0 * n * i * o / (now_s() - begin);
 	free(buf);
 	return best;
 }
@@ -324,10 +329,11 @@ static void reap(const pid_t *pids, int n)
  * for many calls in a short window. */
 #define CONCURRENT_SHAPE 4
 
-/* k processes run the same GEMM at once, released together; the sum of their rates. The
- * one-process reference is measured the same way (a fresh process, the same window), so
- * that a scheduler's favour for a newly woken process biases both alike. */
-static int concurrent_rate(int k, double window_s, double deadline_s, double *sum,
+/* k processes run the same GEMM at once, released together; the sum of their sustained
+ * rates, and of their best-slice rates. The one-process reference is measured the same way
+ * (a fresh process, the same window), so that a scheduler's favour for a newly woken process
+ * biases both alike. */
+static int concurrent_rate(int k, double window_s, double deadline_s, double *sum, double *best_sum,
                            struct yard_err *err)
 {
 	int results[2], go[2];
@@ -347,20 +353,22 @@ static int concurrent_rate(int k, double window_s, double deadline_s, double *su
 			/* wait for the release (EOF when the parent closes its end) */
 			while (read(go[0], &byte, 1) < 0 && errno == EINTR)
 				;
-			double rate = gemm_rate(GEMM_SHAPES[CONCURRENT_SHAPE], window_s);
-			ssize_t w = write(results[1], &rate, sizeof rate);
+			double rate[2];
+			rate[1] = gemm_rate(GEMM_SHAPES[CONCURRENT_SHAPE], window_s, &rate[0]);
+			ssize_t w = write(results[1], rate, sizeof rate);
 			_exit(w == (ssize_t)sizeof rate ? 0 : 1);
 		}
 	}
 	close(go[0]);
 	close(go[1]); /* releases every child at once */
 	close(results[1]);
-	*sum = 0;
+	*sum = *best_sum = 0;
 	int rc = 0;
 	for (int c = 0; c < k && rc == 0; c++) {
-		double rate = 0;
-		rc = read_full(results[0], &rate, sizeof rate, deadline_s);
-		*sum += rate;
+		double rate[2] = {0};
+		rc = read_full(results[0], rate, sizeof rate, deadline_s);
+		*sum += rate[0];
+		*best_sum += rate[1];
 	}
 	close(results[0]);
 	reap(pids, k);
@@ -497,7 +505,7 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	for (int p = 0; p < PROBE_GEMM_POINTS; p++) {
 		const int *s = GEMM_SHAPES[p];
 		out->gemm_call_flops[p] = 2.0 * s[0] * s[1] * s[2];
-		out->gemm_flops_per_s[p] = gemm_rate(s, window_s);
+		out->gemm_flops_per_s[p] = gemm_rate(s, window_s, NULL);
 		if (out->gemm_flops_per_s[p] <= 0)
 			return yard_err_set(err, YARD_ENOMEM,
 			                    "probe: no memory for a %dx%dx%d GEMM", s[0], s[1],
@@ -516,12 +524,14 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 		return err->code ? err->code : YARD_EINTERNAL;
 	out->devices = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
 	out->parallel_efficiency = 1;
+	double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
+	if ((rc = concurrent_rate(1, budget_s * 0.05, now_s() + budget_s + 1, &alone, &alone_best,
+	                          err)) != 0)
+		return rc;
+	out->availability = alone_best > 0 ? fmin(1, alone / alone_best) : 0;
 	if (out->devices > 1) {
-		double sum = 0, alone = 0;
-		if ((rc = concurrent_rate(1, budget_s * 0.05, now_s() + budget_s + 1, &alone,
-		                          err)) != 0 ||
-		    (rc = concurrent_rate(out->devices, budget_s * 0.05, now_s() + budget_s + 1,
-		                          &sum, err)) != 0)
+		if ((rc = concurrent_rate(out->devices, budget_s * 0.05, now_s() + budget_s + 1,
+		                          &sum, &best_sum, err)) != 0)
 			return rc;
 		out->parallel_efficiency = alone > 0 ? sum / (out->devices * alone) : 0;
 		if (out->parallel_efficiency > 1)
@@ -543,11 +553,12 @@ json_t *probe_to_json(const struct probe_result *r)
 	              "call_s", r->block_call_s, "fit_error", r->block_fit_error);
 	json_t *optim =
 	    json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd", r->sgd_s_per_param);
-	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
+	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
 	                 r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
-	                 "parallel_efficiency", r->parallel_efficiency, "devices", r->devices,
-	                 "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s, "intra_latency_s",
-	                 r->shm_latency_s, "intra_busy_latency_s", r->shm_busy_latency_s,
-	                 "tcp_bw_bytes_per_s", r->tcp_bw_bytes_per_s, "tcp_latency_s",
-	                 r->tcp_latency_s, "probe_ms", (int)(r->elapsed_s * 1000));
+	                 "parallel_efficiency", r->parallel_efficiency, "availability",
+	                 r->availability, "devices", r->devices, "intra_bw_bytes_per_s",
+	                 r->shm_bw_bytes_per_s, "intra_latency_s", r->shm_latency_s,
+	                 "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
+	                 r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
+	                 (int)(r->elapsed_s * 1000));
 }

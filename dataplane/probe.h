@@ -31,6 +31,10 @@ struct probe_result {
 	/* sum of the rates of `devices` processes computing at once / (devices × alone rate):
 	 * 1 when devices do not share compute, ~cores/devices when CPU devices oversubscribe */
 	double parallel_efficiency;
+	/* the share of a core one process got over a window, against its best slice: 1 on an
+	 * idle machine, less when other programs compete for it; the GEMM curve and the block
+	 * and optimiser costs are best-slice figures (what the device does undisturbed) */
+	double availability;
 	/* one residual block of the trainer (layernorm, two linears, GELU, residual: the real
 	 * model_chunk_forward + model_chunk_backward) timed at PROBE_BLOCK_SHAPES (rows n, d,
 	 * f) and fitted (least squares, relative error) as
@@ -58,7 +62,7 @@ int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result 
 int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err);
 /* {"flops_per_s", "gemm": [[call_flops, flops_per_s]...], "parallel_efficiency",
  *  "block": {"mac_s", "weight_s", "hidden_s", "model_s", "call_s", "fit_error"},
- *  "optim_s_per_param": {"adamw", "sgd"},
+ *  "optim_s_per_param": {"adamw", "sgd"}, "availability",
  *  "intra_bw_bytes_per_s", "intra_latency_s", "intra_busy_latency_s", "tcp_bw_bytes_per_s",
  *  "tcp_latency_s",
  *  "devices", "probe_ms"} (new reference). */

@@ -15,6 +15,7 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "block",
 	                                   "optim_s_per_param",
 	                                   "parallel_efficiency",
+	                                   "availability",
 	                                   "devices",
 	                                   "intra_bw_bytes_per_s",
 	                                   "intra_latency_s",
@@ -29,7 +30,7 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   NULL};
 	static const char *const positive[] = {"flops_per_s", "intra_bw_bytes_per_s",
 	                                       "inter_bw_bytes_per_s", NULL};
-	double v = 0, eff = 1, intra_lat = 0, inter_lat = 0, busy_lat = 0;
+	double v = 0, eff = 1, avail = 1, intra_lat = 0, inter_lat = 0, busy_lat = 0;
 	int64_t memory_mb = 0, probe_ms = 0;
 	const char *source = "configured";
 	if (!json_is_object(perf)) {
@@ -38,6 +39,7 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	}
 	if (jsonx_only_keys(perf, "perf", keys, err) != 0 ||
 	    jsonx_get_double(perf, "perf", "parallel_efficiency", 0, 1e-6, 1, &eff, err) != 0 ||
+	    jsonx_get_double(perf, "perf", "availability", 0, 1e-6, 1, &avail, err) != 0 ||
 	    jsonx_get_double(perf, "perf", "intra_latency_s", 0, 0, 10, &intra_lat, err) != 0 ||
 	    jsonx_get_double(perf, "perf", "inter_latency_s", 0, 0, 10, &inter_lat, err) != 0 ||
 	    jsonx_get_double(perf, "perf", "intra_busy_latency_s", 0, 0, 10, &busy_lat, err) != 0 ||
@@ -46,11 +48,11 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	    jsonx_get_int(perf, "perf", "probe_ms", 0, 0, 3600000, &probe_ms, err) != 0 ||
 	    jsonx_get_string(perf, "perf", "inter_source", 0, 31, &source, err) != 0)
 		return NULL;
-	json_t *out =
-	    json_pack("{s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "parallel_efficiency", eff,
-	              "intra_latency_s", intra_lat, "intra_busy_latency_s", busy_lat,
-	              "inter_latency_s", inter_lat, "device_memory_mb", (json_int_t)memory_mb,
-	              "probe_ms", (json_int_t)probe_ms, "inter_source", source);
+	json_t *out = json_pack("{s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "parallel_efficiency", eff,
+	                        "availability", avail, "intra_latency_s", intra_lat,
+	                        "intra_busy_latency_s", busy_lat, "inter_latency_s", inter_lat,
+	                        "device_memory_mb", (json_int_t)memory_mb, "probe_ms",
+	                        (json_int_t)probe_ms, "inter_source", source);
 	for (int i = 0; positive[i] != NULL; i++) {
 		if (jsonx_get_double(perf, "perf", positive[i], 1, 1e-300, 1e300, &v, err) != 0) {
 			json_decref(out);
@@ -197,6 +199,8 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 		if (k->parallel_efficiency == 0 ||
 		    num(perf, "parallel_efficiency") < k->parallel_efficiency)
 			k->parallel_efficiency = num(perf, "parallel_efficiency");
+		if (k->availability == 0 || num(perf, "availability") < k->availability)
+			k->availability = num(perf, "availability");
 	}
 	if (slowest == NULL)
 		return yard_err_set(err, YARD_ENOSPACE,
@@ -265,6 +269,8 @@ static json_t *cluster_json(const struct plan_cluster *k)
 	json_object_set_new(o, "flops_per_s", json_real(k->flops_per_s));
 	json_object_set_new(o, "parallel_efficiency",
 	                    json_real(k->parallel_efficiency > 0 ? k->parallel_efficiency : 1));
+	json_object_set_new(o, "availability",
+	                    json_real(k->availability > 0 ? k->availability : 1));
 	json_object_set_new(o, "intra_bw_bytes_per_s", json_real(k->intra_bw_bytes_per_s));
 	json_object_set_new(o, "inter_bw_bytes_per_s", json_real(k->inter_bw_bytes_per_s));
 	json_object_set_new(o, "intra_latency_s", json_real(k->latency_s));

@@ -102,13 +102,14 @@ double plan_device_rate(const struct plan_cluster *k, double call_flops)
 
 double plan_device_share(const struct plan_cluster *k, int ranks_on_node)
 {
+	double avail = k->availability > 0 && k->availability < 1 ? k->availability : 1;
 	/* the node computes at most efficiency × devices_per_node devices' worth at once */
 	double eff =
 	    k->parallel_efficiency > 0 && k->parallel_efficiency < 1 ? k->parallel_efficiency : 1;
 	double capacity = eff * k->devices_per_node;
 	if (capacity < 1)
 		capacity = 1;
-	return ranks_on_node > capacity ? capacity / ranks_on_node : 1;
+	return avail * (ranks_on_node > capacity ? capacity / ranks_on_node : 1);
 }
 
 void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
@@ -132,8 +133,10 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	int world = c->dp * c->tp * c->pp;
 	int ranks_on_node = world < k->devices_per_node ? world : k->devices_per_node;
 	double share = plan_device_share(k, ranks_on_node);
+	/* the node's ranks outnumber what it computes at once */
+	int crowded = share < plan_device_share(k, 1) * (1 - 1e-9);
 	double intra_latency =
-	    share < 1 && k->busy_latency_s > k->latency_s ? k->busy_latency_s : k->latency_s;
+	    crowded && k->busy_latency_s > k->latency_s ? k->busy_latency_s : k->latency_s;
 	double inter_latency = k->inter_latency_s > 0 ? k->inter_latency_s : k->latency_s;
 	double pp_latency = pp_fits_node ? intra_latency : inter_latency;
 	double dp_latency = world_fits_node ? intra_latency : inter_latency;

@@ -70,6 +70,9 @@ struct plan_cluster {
 	/* measured: sum of the rates of devices_per_node devices computing at once over
 	 * devices_per_node × one alone, in (0, 1]; 0 means 1 (devices do not share compute) */
 	double parallel_efficiency;
+	/* measured share of a core a lone process gets (other programs on the machine), in
+	 * (0, 1]; 0 means 1. Scales every compute cost, as the parallel efficiency does */
+	double availability;
 	/* optional measured cost of one trainer block (forward + backward) of n rows, width d and
 	 * local hidden width fl: block_mac_s·n·d·fl + block_weight_s·d·fl + block_hidden_s·n·fl
 	 * + block_model_s·n·d + block_call_s seconds; block_mac_s 0: blocks are costed from the

@@ -200,6 +200,11 @@ static void test_oversubscribed_node_shares_compute(void **state)
 	assert_true(per_step_tp4 >= 1e-3);                   /* 4 ranks crowd 2 devices' worth */
 	k.parallel_efficiency = 0;
 	assert_float_equal(plan_device_share(&k, 4), 1, 1e-12);
+	/* other programs leave a lone process 40% of a core: every compute cost grows */
+	k.availability = 0.4;
+	struct plan_candidate shared = one;
+	plan_predict(&model, &k, &shared);
+	assert_float_equal(shared.compute_s, one.compute_s / 0.4, one.compute_s * 1e-9);
 }
 
 /* With a measured block cost, every micro-batch pays the per-call cost (many tiny
