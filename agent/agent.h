@@ -9,7 +9,7 @@
  * heartbeats carry to the leader), ckpt.c (the controller checkpoint store: shard uploads and
  * restores), upgrade.c (in-place upgrade to a new build), guardian.c (rolls a node back when a
  * new build does not come up), selftest.c (the data-plane self-test a build must pass),
- * buildinfo.c (version and test faults).
+ * buildinfo.c (version and test faults), perf.c (the node probe for the planner).
  */
 #ifndef YARD_AGENT_H
 #define YARD_AGENT_H
@@ -51,6 +51,7 @@ struct agent_config {
 	int n_devices;
 	int cuda; /* devices are CUDA GPUs */
 	int64_t device_memory_mb;
+	double link_gbps; /* inter-node bandwidth for the planner, 0 = measure TCP loopback */
 	int heartbeat_ms;
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
 	int64_t log_max_bytes;      /* a rank's log is rotated past this (FILE + FILE.1 kept) */
@@ -162,6 +163,10 @@ struct agent {
 	int argc; /* as started, for an exec into another build */
 	char **argv;
 	struct agent_upgrade up;
+	json_t *perf;      /* measured rates (perf.c), NULL until the probe has answered */
+	int perf_unwanted; /* the leader said it has them (want_perf false): not sent */
+	int perf_attempts; /* probes started */
+	uv_timer_t perf_retry;
 };
 
 /* client.c: one request to the leader. body may hold any bytes (content_type defaults to
@@ -269,6 +274,10 @@ enum build_fault buildinfo_fault(const char *node);
  * was written and its length. Blocking: call it from the thread pool. */
 int agent_http_download(const char *url, const char *token, const char *path, int64_t max_bytes,
                         char sha256_hex[65], int64_t *bytes, struct yard_err *err);
+/* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
+void perf_start(struct agent *a);
+/* Memory of one device: configured, else the host's memory shared by the CPU devices. */
+int64_t agent_device_memory_mb(const struct agent_config *cfg);
 
 /* metrics.c */
 int metrics_open(struct agent *a);

@@ -172,6 +172,9 @@ static void after_call(uv_work_t *w, int status)
 		ranks_logs_done(a, leader_id != NULL);
 		apply_leader_id(a, leader_id);
 		apply_commands(a, json_object_get(c->resp, "commands"));
+		const json_t *want_perf = json_object_get(c->resp, "want_perf");
+		if (want_perf != NULL)
+			a->perf_unwanted = json_is_false(want_perf);
 		heartbeat_reconcile(a, json_object_get(c->resp, "desired"));
 		if (json_object_get(c->resp, "upgrade") != NULL)
 			upgrade_offer(a, json_object_get(c->resp, "upgrade"));
@@ -212,6 +215,8 @@ static json_t *heartbeat_body(struct agent *a)
 	json_t *upgrade = upgrade_report(a);
 	if (upgrade != NULL)
 		json_object_set_new(body, "upgrade", upgrade);
+	if (a->perf != NULL && !a->perf_unwanted)
+		json_object_set(body, "perf", a->perf);
 	return body;
 }
 

@@ -2,7 +2,8 @@
  *
  *   yard-agent --controllers URLS --join-token T --data-dir DIR --devices cpu:N|cuda:auto
  *              --name NAME [--host ADDR] [--port-base P] [--heartbeat-ms MS] [--worker PATH]
- *              [--log-max-bytes N] [--log-ship-bytes N] [--log-resend-bytes N] [--config FILE]
+ *              [--log-max-bytes N] [--log-ship-bytes N] [--log-resend-bytes N]
+ *              [--link-gbps G] [--config FILE]
  *   yard-agent --self-test      the data-plane check a new build passes before it is run
  *
  * A config file holds the same settings as "key = value" lines (keys are the flag names
@@ -37,7 +38,9 @@ static void usage(FILE *out)
 	    "                  [--join-token-file FILE] [--config FILE]\n"
 	    "                  [--log-max-bytes N] (rotate a rank's log past N; default 16 MiB)\n"
 	    "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
-	    "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n");
+	    "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n"
+	    "                  [--link-gbps G] (inter-node bandwidth for the planner; default:\n"
+	    "                                   the TCP loopback rate the probe measures)\n");
 }
 
 /* Counts CUDA devices through the runtime library, loaded only when asked for, so the
@@ -106,6 +109,13 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			return yard_err_set(err, YARD_EINVAL,
 			                    "devices: '%s': want cpu:N or cuda:auto", value);
 		}
+	} else if (strcmp(key, "link-gbps") == 0) {
+		double g = strtod(value, &end);
+		if (*end != '\0' || !(g > 0 && g <= 1e5))
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "link-gbps: '%s' is not a bandwidth in Gbit/s (0..100000]", value);
+		cfg->link_gbps = g;
 	} else if (strcmp(key, "port-base") == 0 || strcmp(key, "heartbeat-ms") == 0 ||
 	           strcmp(key, "stop-grace-ms") == 0) {
 		long n = strtol(value, &end, 10);
@@ -278,6 +288,7 @@ int main(int argc, char **argv)
 	                                          {"log-max-bytes", required_argument, NULL, 0},
 	                                          {"log-ship-bytes", required_argument, NULL, 0},
 	                                          {"log-resend-bytes", required_argument, NULL, 0},
+	                                          {"link-gbps", required_argument, NULL, 0},
 	                                          {"config", required_argument, NULL, 0},
 	                                          {"help", no_argument, NULL, 'h'},
 	                                          {NULL, 0, NULL, 0}};
@@ -385,6 +396,7 @@ int main(int argc, char **argv)
 	log_info("node %s: version %s, %d %s device(s), ranks listen from port %d, controllers %s",
 	         a->cfg.name, a->cfg.version, a->cfg.n_devices, a->cfg.cuda ? "CUDA" : "CPU",
 	         a->cfg.port_base, a->cfg.controllers);
+	perf_start(a);
 	heartbeat_start(a);
 	uv_run(a->loop, UV_RUN_DEFAULT);
 	metrics_close(a);

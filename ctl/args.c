@@ -100,6 +100,7 @@ static const struct command_def commands[] = {
     {CTL_ROLLOUT_RESUME, "rollout", "resume", 1, 1, 0, 0},
     {CTL_ROLLOUT_ABORT, "rollout", "abort", 1, 1, 0, 0},
     {CTL_ROLLOUT_ROLLBACK, "rollout", "rollback", 1, 1, 0, 0},
+    {CTL_PLAN, "plan", NULL, 1, 1, OPT_LIMIT, 0},
 };
 
 struct option_def {
@@ -190,6 +191,8 @@ const char *ctl_usage(void)
 	       "  node drain NAME                        cordon, and move its running jobs to\n"
 	       "                                         other nodes (restart from their newest\n"
 	       "                                         checkpoint); draining, then drained\n"
+	       "  plan FILE [--limit N]                  rank the layouts of a job spec for this\n"
+	       "                                         cluster's measured devices (best 10)\n"
 	       "  events [--job ID] [--after SEQ] [--limit N]\n"
 	       "                                         the event log\n"
 	       "  token create NAME --role ROLE          create a token (ROLE: admin, operator,\n"

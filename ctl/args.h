@@ -51,6 +51,7 @@ enum ctl_command {
 	CTL_ROLLOUT_RESUME,
 	CTL_ROLLOUT_ABORT,
 	CTL_ROLLOUT_ROLLBACK,
+	CTL_PLAN,
 };
 
 enum ctl_output { CTL_OUTPUT_TABLE, CTL_OUTPUT_JSON };
@@ -75,7 +76,7 @@ struct ctl_args {
 	const char *job;   /* events --job */
 	const char *role;  /* token create --role */
 	int64_t after;     /* events --after, -1 when not given */
-	int limit;         /* job list / events --limit, 0 = server default */
+	int limit;         /* job list / events / plan --limit, 0 = server default */
 	double timeout_s;  /* job wait --timeout, 0 = wait without limit */
 	/* build and advisory options (NULL when not given) */
 	const char *version;    /* build upload --version */

@@ -237,6 +237,98 @@ static int cmd_cluster_transfer(struct ctl *x)
 
 /* ---- jobs ---- */
 
+/* A plan candidate's layout as "dp2×tp1×pp2 1f1b m4" (v shown when interleaved). */
+static void format_layout(const json_t *layout, char *out, size_t len)
+{
+	const char *schedule = str(layout, "schedule");
+	int interleaved = schedule != NULL && strcmp(schedule, "interleaved") == 0;
+	char v[16] = "";
+	if (interleaved)
+		snprintf(v, sizeof v, " v%lld",
+		         (long long)json_integer_value(json_object_get(layout, "virtual_stages")));
+	snprintf(out, len, "dp%lld×tp%lld×pp%lld %s%s m%lld",
+	         (long long)json_integer_value(json_object_get(layout, "dp")),
+	         (long long)json_integer_value(json_object_get(layout, "tp")),
+	         (long long)json_integer_value(json_object_get(layout, "pp")),
+	         schedule ? schedule : "?", v,
+	         (long long)json_integer_value(json_object_get(layout, "micro_batches")));
+}
+
+static double num(const json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+static char *read_file(const char *path, size_t max, struct yard_err *err);
+
+/* plan FILE: the ranked layouts with their predicted costs and why the winner won. */
+static void print_plan_answer(const json_t *a)
+{
+	static const char *const headers[] = {"#",           "LAYOUT",       "RANKS",    "STEP_MS",
+	                                      "COMPUTE",     "COMM_MS",      "OPTIM_MS", "BUBBLE",
+	                                      "MEM_MIB/DEV", "SENT_MIB/STEP"};
+	const json_t *k = json_object_get(a, "cluster");
+	struct ctl_table t;
+	size_t i;
+	json_t *c;
+	printf("cluster: %lld device(s), up to %lld per node; per device %.2f GFLOP/s (%.0f%% "
+	       "each when a node's devices all compute), %.0f MiB; intra-node %.2f GB/s, "
+	       "inter-node %.2f GB/s\n",
+	       (long long)json_integer_value(json_object_get(k, "devices")),
+	       (long long)json_integer_value(json_object_get(k, "devices_per_node")),
+	       num(k, "flops_per_s") / 1e9, num(k, "parallel_efficiency") * 100,
+	       num(k, "device_memory_mb"), num(k, "intra_bw_bytes_per_s") / 1e9,
+	       num(k, "inter_bw_bytes_per_s") / 1e9);
+	ctl_table_init(&t, 10, headers);
+	json_array_foreach(json_object_get(a, "candidates"), i, c)
+	{
+		char b[10][96];
+		snprintf(b[0], sizeof b[0], "%zu", i + 1);
+		format_layout(json_object_get(c, "layout"), b[1], sizeof b[1]);
+		snprintf(b[2], sizeof b[2], "%lld",
+		         (long long)json_integer_value(json_object_get(c, "world")));
+		snprintf(b[3], sizeof b[3], "%.3f", num(c, "step_ms"));
+		snprintf(b[4], sizeof b[4], "%.3f", num(c, "compute_ms"));
+		snprintf(b[5], sizeof b[5], "%.3f",
+		         num(c, "tp_comm_ms") + num(c, "pp_comm_ms") + num(c, "dp_exposed_ms"));
+		snprintf(b[6], sizeof b[6], "%.3f", num(c, "optim_ms"));
+		snprintf(b[7], sizeof b[7], "%.0f%%", num(c, "bubble_fraction") * 100);
+		snprintf(b[8], sizeof b[8], "%.2f", num(c, "memory_mb"));
+		snprintf(b[9], sizeof b[9], "%.3f", num(c, "comm_mb"));
+		const char *row[] = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]};
+		ctl_table_add(&t, row);
+	}
+	ctl_table_print(&t, stdout);
+	ctl_table_free(&t);
+	printf("%lld layout(s) fit (%lld over device memory, %lld against the trainer's "
+	       "rules); shown: %zu\n",
+	       (long long)json_integer_value(json_object_get(a, "count")),
+	       (long long)json_integer_value(json_object_get(a, "rejected_memory")),
+	       (long long)json_integer_value(json_object_get(a, "rejected_rules")),
+	       json_array_size(json_object_get(a, "candidates")));
+	printf("why: %s\n", str(a, "explanation") ? str(a, "explanation") : "-");
+}
+
+static int cmd_plan(struct ctl *x)
+{
+	struct yard_err err = {0};
+	struct ctl_response r;
+	char path[64], *text;
+	if ((text = read_file(x->args.operand[0], 1 << 20, &err)) == NULL)
+		return fail(x, "%s", err.msg);
+	snprintf(path, sizeof path, "/v1/plan?limit=%d", x->args.limit ? x->args.limit : 10);
+	int rc = call(x, "POST", path, text, NULL, &r);
+	free(text);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else
+		print_plan_answer(r.json);
+	ctl_response_free(&r);
+	return 0;
+}
+
 static char *read_file(const char *path, size_t max, struct yard_err *err)
 {
 	FILE *f = fopen(path, "rb");
@@ -367,6 +459,22 @@ static int cmd_job_list(struct ctl *x)
 	return rc;
 }
 
+/* The plan a parallel "auto" job got (job show). */
+static void print_plan(const json_t *plan)
+{
+	char layout[96];
+	if (!json_is_object(plan))
+		return;
+	format_layout(json_object_get(plan, "layout"), layout, sizeof layout);
+	printf("plan:          %s, predicted %.2f ms/step (compute %.2f ms, bubble %.0f%%, "
+	       "%.2f MiB/device, %.3f MiB sent/step), best of %lld\n",
+	       layout, num(plan, "step_ms"), num(plan, "compute_ms"),
+	       num(plan, "bubble_fraction") * 100, num(plan, "memory_mb"), num(plan, "comm_mb"),
+	       (long long)json_integer_value(json_object_get(plan, "candidates")));
+	if (str(plan, "explanation") != NULL)
+		printf("               %s\n", str(plan, "explanation"));
+}
+
 /* The rank → node/device table, with each rank's (dp, pp, tp) coordinates (tp innermost,
  * DESIGN.md §5) for trainer jobs. */
 static void print_layout(const json_t *j)
@@ -434,6 +542,7 @@ static void print_job(const json_t *j)
 	for (int i = 0; keys[i]; i++)
 		if (json_object_get(j, keys[i]) != NULL)
 			printf("%-14s %s\n", keys[i], cell(j, keys[i], b, sizeof b));
+	print_plan(json_object_get(j, "plan"));
 	print_layout(j);
 	print_stragglers(j);
 	for (int i = 0; i < 2; i++) {
@@ -1888,7 +1997,7 @@ int main(int argc, char **argv)
 	if (x.args.verbose)
 		yard_log_set_level(YARD_LOG_DEBUG);
 	/* A bad job file is reported before anything about the cluster is needed. */
-	if (x.args.command == CTL_JOB_SUBMIT) {
+	if (x.args.command == CTL_JOB_SUBMIT || x.args.command == CTL_PLAN) {
 		struct jobspec spec;
 		if (jobspec_load_file(x.args.operand[0], &spec, &err) != 0)
 			return fail(&x, "%s", err.msg);
@@ -2021,6 +2130,9 @@ int main(int argc, char **argv)
 		break;
 	case CTL_ROLLOUT_ROLLBACK:
 		rc = cmd_rollout_control(&x, "rollback");
+		break;
+	case CTL_PLAN:
+		rc = cmd_plan(&x);
 		break;
 	default:
 		rc = usage_error("unhandled command");

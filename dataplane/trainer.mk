@@ -9,7 +9,8 @@ dataplane_libtrainer_a_SOURCES = \
 	dataplane/optim.c dataplane/optim.h \
 	dataplane/ckpt.c dataplane/ckpt.h \
 	dataplane/trainer.c dataplane/trainer.h dataplane/trainer_ckpt.c \
-	dataplane/trainer_net.h dataplane/trainer_net_local.c dataplane/trainer_net_yd.c
+	dataplane/trainer_net.h dataplane/trainer_net_local.c dataplane/trainer_net_yd.c \
+	dataplane/probe.c dataplane/probe.h
 dataplane_libtrainer_a_CFLAGS = $(AM_CFLAGS) $(BLAS_CFLAGS) $(JANSSON_CFLAGS)
 TRAINER_LIBS = dataplane/libtrainer.a common/libcommon.a $(BLAS_LIBS) $(JANSSON_LIBS) -lm
 
@@ -31,6 +32,11 @@ TESTS += tests/unit/test_ckpt
 tests_unit_test_ckpt_SOURCES = tests/unit/test_ckpt.c
 tests_unit_test_ckpt_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_ckpt_LDADD = $(TRAINER_TEST_LIBS)
+check_PROGRAMS += tests/unit/test_probe
+TESTS += tests/unit/test_probe
+tests_unit_test_probe_SOURCES = tests/unit/test_probe.c
+tests_unit_test_probe_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_probe_LDADD = $(TRAINER_LIBS) $(YD_LIBS) $(CMOCKA_LIBS)
 check_PROGRAMS += tests/unit/test_trainer
 TESTS += tests/unit/test_trainer
 tests_unit_test_trainer_SOURCES = tests/unit/test_trainer.c

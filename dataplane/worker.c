@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "dataplane/probe.h"
 #include "dataplane/trainer.h"
 #include "dataplane/trainer_net.h"
 #include "dataplane/yd.h"
@@ -58,8 +59,45 @@ static int agent_socket_open(const char *path)
 	return fd;
 }
 
+/* `yard-worker --probe [--devices N] [--budget-ms MS]`: the node measurements for the planner
+ * (dataplane/probe.h) as one JSON line on stdout; exit 1 naming what could not be measured. */
+static int probe_main(int argc, char **argv)
+{
+	int devices = 1, budget_ms = 1500;
+	for (int i = 2; i < argc; i++) {
+		int *target = strcmp(argv[i], "--devices") == 0     ? &devices
+		              : strcmp(argv[i], "--budget-ms") == 0 ? &budget_ms
+		                                                    : NULL;
+		char *end = NULL;
+		long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+		if (target == NULL || end == NULL || *end != '\0' || v < 1 || v > 60000) {
+			fprintf(stderr,
+			        "yard-worker --probe: bad argument '%s' (want --devices N, "
+			        "--budget-ms MS)\n",
+			        argv[i]);
+			return 2;
+		}
+		*target = (int)v;
+		i++;
+	}
+	struct probe_result r;
+	struct yard_err err = {0};
+	if (probe_run(devices, budget_ms, &r, &err) != 0) {
+		fprintf(stderr, "yard-worker --probe: %s\n", err.msg);
+		return 1;
+	}
+	json_t *o = probe_to_json(&r);
+	char *text = json_dumps(o, JSON_COMPACT);
+	printf("%s\n", text);
+	free(text);
+	json_decref(o);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[1], "--probe") == 0)
+		return probe_main(argc, argv);
 	int rank = env_int("YARD_RANK", -1);
 	char component[64];
 	snprintf(component, sizeof component, "yard-worker[%d]", rank);

@@ -62,7 +62,7 @@ static const char SCHEMA[] =
     " state TEXT NOT NULL, priority INTEGER NOT NULL, submitted_ms INTEGER NOT NULL,"
     " updated_ms INTEGER NOT NULL, actor TEXT NOT NULL, spec TEXT NOT NULL, reason TEXT,"
     " step INTEGER NOT NULL DEFAULT 0, loss REAL, restarts INTEGER NOT NULL DEFAULT 0,"
-    " generation INTEGER NOT NULL DEFAULT 0, noted TEXT NOT NULL DEFAULT ',');"
+    " generation INTEGER NOT NULL DEFAULT 0, noted TEXT NOT NULL DEFAULT ',', plan TEXT);"
     "CREATE INDEX jobs_state ON jobs(state, seq);"
     "CREATE TABLE nodes(id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
     " address TEXT, devices TEXT, version TEXT, updated_ms INTEGER NOT NULL,"
@@ -390,9 +390,6 @@ int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_
 	return 0;
 }
 
-/* Snapshots from binaries before the build store hold empty placeholder builds and
- * advisories tables (no command ever wrote them): replace them with the real ones. Every
- * member restoring the same image does the same, so the databases stay identical. */
 /* 1 when the database has table name, 0 when not, -1 on failure. */
 static int has_table(struct fsm *f, const char *name)
 {
@@ -409,8 +406,23 @@ static int has_table(struct fsm *f, const char *name)
 	return has;
 }
 
+/* Snapshots from binaries before the build store hold empty placeholder builds and
+ * advisories tables (no command ever wrote them): replace them with the real ones. Every
+ * member restoring the same image does the same, so the databases stay identical; images
+ * from before jobs.plan get the column. */
 static int schema_upgrade(struct fsm *f)
 {
+	/* snapshots taken before jobs recorded their plan (parallel "auto"): add the column */
+	int has_plan = 0;
+	sqlite3_stmt *pst = prepare_uncached(
+	    f, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'plan'", 0);
+	if (pst == NULL)
+		return YARD_EINTERNAL;
+	if (sqlite3_step(pst) == SQLITE_ROW)
+		has_plan = sqlite3_column_int(pst, 0) > 0;
+	sqlite3_finalize(pst);
+	if (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0)
+		return YARD_EINTERNAL;
 	int has_ckpt = has_table(f, "checkpoint_shards");
 	if (has_ckpt < 0 ||
 	    (has_ckpt == 0 && fsm_exec(f, "DROP TABLE IF EXISTS checkpoints;" CKPT_SCHEMA) != 0))

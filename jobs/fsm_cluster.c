@@ -312,13 +312,15 @@ json_t *fsm_op_node_drained(struct fsm *f, const struct fsm_cmd *c)
 struct job_row {
 	char state[16];
 	int64_t generation, restarts, world;
+	int is_auto, has_plan; /* parallel "auto"; a plan is recorded */
 };
 
 static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
 {
-	sqlite3_stmt *st = fsm_prepare(
-	    f, "SELECT state, generation, restarts, json_extract(spec, '$.ranks') FROM jobs"
-	       " WHERE id = ?1");
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT state, generation, restarts, json_extract(spec, '$.ranks'),"
+	                   " json_extract(spec, '$.parallel') = 'auto', plan IS NOT NULL FROM jobs"
+	                   " WHERE id = ?1");
 	if (st == NULL)
 		return fsm_res_err(500, NULL, "internal error reading job %s", id);
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -330,6 +332,8 @@ static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
 		row->restarts = sqlite3_column_int64(st, 2);
 		row->world =
 		    sqlite3_column_type(st, 3) == SQLITE_INTEGER ? sqlite3_column_int64(st, 3) : -1;
+		row->is_auto = sqlite3_column_int(st, 4);
+		row->has_plan = sqlite3_column_int(st, 5);
 	} else {
 		r = fsm_res_err(404, "id", "no job %s", id);
 	}
@@ -406,9 +410,54 @@ static void placement_summary(const json_t *ranks, char *out, size_t out_len)
 	}
 }
 
+#define PLAN_MAX_BYTES 8192
+
+/* The plan of a job.assign: required for a parallel "auto" job placed for the first time
+ * (later placements may repeat it), refused for other jobs; its layout must have as many
+ * ranks as the placement. */
+static json_t *check_plan(const char *id, const struct job_row *row, const json_t *plan,
+                          const json_t *ranks)
+{
+	const json_t *layout = json_object_get(plan, "layout");
+	int64_t world = 1;
+	static const char *const sizes[] = {"dp", "tp", "pp", NULL};
+	if (plan == NULL)
+		return row->is_auto && !row->has_plan
+		           ? fsm_res_err(400, "plan",
+		                         "plan: job %s has parallel \"auto\"; its first "
+		                         "placement must carry the planner's layout",
+		                         id)
+		           : NULL;
+	if (!row->is_auto)
+		return fsm_res_err(400, "plan",
+		                   "plan: job %s has a fixed layout; only parallel \"auto\" jobs "
+		                   "record a plan",
+		                   id);
+	char *text = json_dumps(plan, JSON_COMPACT);
+	size_t len = text ? strlen(text) : 0;
+	free(text);
+	if (!json_is_object(layout) || len > PLAN_MAX_BYTES)
+		return fsm_res_err(400, "plan",
+		                   "plan: must be an object of at most %d bytes with a layout",
+		                   PLAN_MAX_BYTES);
+	for (int i = 0; sizes[i] != NULL; i++) {
+		json_int_t v = json_integer_value(json_object_get(layout, sizes[i]));
+		if (v < 1 || v > 1024)
+			return fsm_res_err(400, "plan", "plan.layout.%s: must be 1..1024",
+			                   sizes[i]);
+		world *= v;
+	}
+	if (world != (int64_t)json_array_size(ranks))
+		return fsm_res_err(400, "ranks",
+		                   "ranks: the plan's layout has %lld ranks, placement has %zu",
+		                   (long long)world, json_array_size(ranks));
+	return NULL;
+}
+
 json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id", "generation", "ranks", "note", "restore_step", NULL};
+	static const char *const keys[] = {"id",   "generation",   "ranks", "note",
+	                                   "plan", "restore_step", NULL};
 	static const char *const slot_keys[] = {"node", "device", NULL};
 	struct yard_err e = {0};
 	const char *id = NULL, *note = "";
@@ -436,7 +485,9 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 		    409, "generation",
 		    "generation: job %s is at generation %lld; a placement must be %lld", id,
 		    (long long)row.generation, (long long)row.generation + 1);
-	if (row.world >= 0 && (int64_t)json_array_size(ranks) != row.world)
+	if ((r = check_plan(id, &row, json_object_get(c->args, "plan"), ranks)) != NULL)
+		return r;
+	if (!row.is_auto && row.world >= 0 && (int64_t)json_array_size(ranks) != row.world)
 		return fsm_res_err(400, "ranks", "ranks: job %s has %lld ranks, placement has %zu",
 		                   id, (long long)row.world, json_array_size(ranks));
 	json_array_foreach(ranks, i, slot)
@@ -475,6 +526,16 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	}
 	if ((r = fsm_ckpt_on_assign(f, id, generation, restore_step)) != NULL)
 		return r;
+	const json_t *plan = json_object_get(c->args, "plan");
+	if (plan != NULL) {
+		char *text = json_dumps(plan, JSON_COMPACT | JSON_SORT_KEYS);
+		int rc = text
+		             ? fsm_run(f, "UPDATE jobs SET plan = ?2 WHERE id = ?1", "ss", id, text)
+		             : SQLITE_NOMEM;
+		free(text);
+		if (rc != SQLITE_DONE)
+			return NULL;
+	}
 	if (fsm_run(f, "DELETE FROM assignments WHERE job = ?1", "s", id) != SQLITE_DONE)
 		return NULL;
 	json_array_foreach(ranks, i, slot)

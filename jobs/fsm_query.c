@@ -16,7 +16,7 @@ static json_t *col_text_or_null(sqlite3_stmt *st, int i)
 
 #define JOB_COLUMNS                                                                                \
 	"id, name, state, priority, submitted_ms, updated_ms, actor, spec, reason, step, loss,"    \
-	" restarts, seq, generation"
+	" restarts, seq, generation, plan"
 
 static json_t *job_from_row(sqlite3_stmt *st)
 {
@@ -24,16 +24,22 @@ static json_t *job_from_row(sqlite3_stmt *st)
 	json_t *loss = sqlite3_column_type(st, 10) == SQLITE_NULL
 	                   ? json_null()
 	                   : json_real(sqlite3_column_double(st, 10));
-	return json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o,s:o,s:I,s:o,s:I,s:I}", "id",
-	                 sqlite3_column_text(st, 0), "name", sqlite3_column_text(st, 1), "state",
-	                 sqlite3_column_text(st, 2), "priority",
-	                 (json_int_t)sqlite3_column_int64(st, 3), "submitted_ms",
-	                 (json_int_t)sqlite3_column_int64(st, 4), "updated_ms",
-	                 (json_int_t)sqlite3_column_int64(st, 5), "actor",
-	                 sqlite3_column_text(st, 6), "spec", spec ? spec : json_object(), "reason",
-	                 col_text_or_null(st, 8), "step", (json_int_t)sqlite3_column_int64(st, 9),
-	                 "loss", loss, "restarts", (json_int_t)sqlite3_column_int64(st, 11),
-	                 "generation", (json_int_t)sqlite3_column_int64(st, 13));
+	json_t *plan = sqlite3_column_type(st, 14) == SQLITE_NULL
+	                   ? NULL
+	                   : json_loads((const char *)sqlite3_column_text(st, 14), 0, NULL);
+	json_t *job = json_pack(
+	    "{s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o,s:o,s:I,s:o,s:I,s:I}", "id",
+	    sqlite3_column_text(st, 0), "name", sqlite3_column_text(st, 1), "state",
+	    sqlite3_column_text(st, 2), "priority", (json_int_t)sqlite3_column_int64(st, 3),
+	    "submitted_ms", (json_int_t)sqlite3_column_int64(st, 4), "updated_ms",
+	    (json_int_t)sqlite3_column_int64(st, 5), "actor", sqlite3_column_text(st, 6), "spec",
+	    spec ? spec : json_object(), "reason", col_text_or_null(st, 8), "step",
+	    (json_int_t)sqlite3_column_int64(st, 9), "loss", loss, "restarts",
+	    (json_int_t)sqlite3_column_int64(st, 11), "generation",
+	    (json_int_t)sqlite3_column_int64(st, 13));
+	if (plan != NULL)
+		json_object_set_new(job, "plan", plan); /* parallel "auto": the layout it got */
+	return job;
 }
 
 json_t *fsm_job_get(struct fsm *f, const char *id, struct yard_err *err)

@@ -145,10 +145,18 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 	const json_t *command = json_object_get(spec, "command");
 	json_t *argv =
 	    json_is_array(command) ? json_deep_copy(command) : json_pack("[s]", "yard-worker");
+	/* parallel "auto": the ranks run the layout the job's recorded plan chose */
+	const json_t *layout = json_object_get(json_object_get(job, "plan"), "layout");
+	json_t *run_spec = json_deep_copy(spec);
+	if (json_is_string(json_object_get(spec, "parallel")) && json_is_object(layout)) {
+		json_object_set_new(run_spec, "parallel", json_deep_copy(layout));
+		json_object_set_new(run_spec, "ranks", json_integer(world));
+	}
 	json_t *entry = json_pack(
-	    "{s:s,s:i,s:I,s:i,s:i,s:s,s:o,s:o,s:O}", "job", job_id, "rank", rank, "generation",
+	    "{s:s,s:i,s:I,s:i,s:i,s:s,s:o,s:o,s:o}", "job", job_id, "rank", rank, "generation",
 	    generation, "world_size", world, "device", my_device, "kind",
-	    json_is_array(command) ? "command" : "trainer", "env", env, "argv", argv, "spec", spec);
+	    json_is_array(command) ? "command" : "trainer", "env", env, "argv", argv, "spec",
+	    run_spec);
 	if (entry != NULL && controller_store)
 		json_object_set_new(entry, "checkpoint",
 		                    json_pack("{s:s,s:I}", "store", "controller", "restore_step",

@@ -19,7 +19,8 @@
 int desired_ckpt_dir(const char *store, const char *job, char *out, size_t out_len);
 
 /* One desired entry for `rank` of `job` (a job object as fsm_job_get returns it, with its
- * "spec" and "generation"). slots: the job's slots, slots[r] = {"node","device"} for every
+ * "spec" and "generation"; for a parallel "auto" job its "plan", whose layout replaces
+ * "auto" in the spec the ranks get). slots: the job's slots, slots[r] = {"node","device"} for every
  * rank r in order. nodes: {"node-id": {"host","port_base","devices"}...} for at least the
  * nodes in slots. restore_step: for the "controller" store, the complete checkpoint this
  * generation restores (-1: none). Returns a new object {"job","rank","generation",

@@ -14,6 +14,7 @@
 #include "common/base64.h"
 #include "common/common.h"
 #include "jobs/spec.h"
+#include "scheduler/autoplan.h"
 #include "scheduler/desired.h"
 #include "scheduler/history.h"
 #include "scheduler/logstore.h"
@@ -33,6 +34,7 @@ struct soft_node {
 	json_t *ranks;           /* the latest validated rank reports (owned) */
 	char version[32];
 	int64_t free_disk_mb;
+	json_t *perf;  /* the rates the agent measured (autoplan_perf_clean), NULL: none yet */
 	int proposing; /* a node.set_state is in flight */
 };
 
@@ -55,6 +57,11 @@ struct soft_job {
 	int parsed; /* 1: req is valid; -1: the job cannot be placed (place_error says why) */
 	struct place_request req;
 	int world, is_command, max_restarts, hang_timeout_s;
+	/* parallel "auto": planned at placement until a plan is committed with it */
+	int is_auto;
+	json_t *spec;       /* the normalized spec, kept for planning (owned) */
+	json_t *plan;       /* the plan to commit with the next job.assign (owned), NULL: none */
+	int plan_committed; /* plan is the job's committed one: placements reuse it */
 	char store[JOBSPEC_PATH_MAX + 1];
 	char place_error[QUEUE_REASON_MAX];
 	/* the phase (state, generation) the flags below refer to */
@@ -260,9 +267,11 @@ static struct soft_job *job_find(struct sched *s, const char *id)
 	return i < 0 ? NULL : &s->jobs[i];
 }
 
-/* Parses the placement request of a job from its normalized spec, once. */
-static void job_parse(struct soft_job *j, const json_t *spec)
+/* Parses the placement request of a job from its normalized spec, once (parallel "auto":
+ * at each placement, plan_job). */
+static void job_parse(struct soft_job *j, const json_t *job)
 {
+	const json_t *spec = json_object_get(job, "spec");
 	struct jobspec js;
 	struct yard_err err = {0};
 	if (jobspec_parse(spec, &js, &err) != 0) {
@@ -287,9 +296,12 @@ static void job_parse(struct soft_job *j, const json_t *spec)
 	if (js.is_command) {
 		j->req.dp = js.ranks, j->req.tp = 1, j->req.pp = 1;
 	} else if (js.parallel.is_auto) {
-		j->parsed = -1;
-		snprintf(j->place_error, sizeof j->place_error,
-		         "parallel \"auto\" needs the planner, which is not available yet");
+		/* planned at placement (plan_job), against the cluster as it is then, or the
+		 * plan it committed */
+		j->is_auto = 1;
+		j->spec = json_deep_copy(spec);
+		j->world = 0;
+		j->parsed = 1;
 		jobspec_free(&js);
 		return;
 	} else {
@@ -324,7 +336,7 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 	id_index_put(&s->job_index, j->id, s->n_jobs++);
 	j->step = -1;
 	j->replace_rank = -1;
-	job_parse(j, json_object_get(job, "spec"));
+	job_parse(j, job);
 	return j;
 }
 
@@ -349,14 +361,19 @@ static void job_release(struct soft_job *j)
 	j->row = NULL;
 	json_decref(j->layout);
 	j->layout = NULL;
+	json_decref(j->spec);
+	json_decref(j->plan);
+	j->spec = j->plan = NULL;
 	straggler_reset(j);
 }
 
 static void soft_clear(struct sched *s)
 {
 	logstore_clear(s->logs);
-	for (int i = 0; i < s->n_nodes; i++)
+	for (int i = 0; i < s->n_nodes; i++) {
 		json_decref(s->nodes[i].ranks);
+		json_decref(s->nodes[i].perf);
+	}
 	for (int i = 0; i < s->n_jobs; i++)
 		job_release(&s->jobs[i]);
 	s->n_nodes = s->n_jobs = 0;
@@ -910,6 +927,60 @@ static void mark_busy(struct place_node *pn, const struct id_index *pn_index, co
 		pn[k].busy_mask |= 1ull << device;
 }
 
+/* {"node-id": perf} of the nodes this leader has measured rates for (new reference). */
+static json_t *perf_by_node(const struct sched *s)
+{
+	json_t *map = json_object();
+	for (int i = 0; i < s->n_nodes; i++)
+		if (s->nodes[i].perf != NULL)
+			json_object_set(map, s->nodes[i].id, s->nodes[i].perf);
+	return map;
+}
+
+/* Plans a parallel "auto" job against the cluster as it is now: the winner becomes its
+ * placement request and the plan committed with its job.assign. Until a placement commits,
+ * every pass plans again, so a job waiting for devices follows changes of the cluster; once
+ * a plan is committed (job's "plan") every later placement, a restart's included, uses it,
+ * so the ranks restore checkpoints of their own layout. Returns 0 when the job has a layout
+ * to place; otherwise the reason says why not. */
+static int plan_job(struct sched *s, struct soft_job *j, const json_t *job, const json_t *nodes)
+{
+	struct yard_err err = {0};
+	const json_t *recorded = json_object_get(job, "plan");
+	struct jobspec_parallel p;
+	if (recorded != NULL) {
+		if (autoplan_layout(recorded, &p, &err) != 0) {
+			snprintf(j->reason, sizeof j->reason, "recorded plan: %s", err.msg);
+			return -1;
+		}
+		json_decref(j->plan);
+		j->plan = json_incref((json_t *)recorded);
+		j->plan_committed = 1;
+		j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
+		j->world = p.dp * p.tp * p.pp;
+		return 0;
+	}
+	json_t *perf = perf_by_node(s);
+	json_t *answer = autoplan_run(j->spec, nodes, perf, 2, &err);
+	json_decref(perf);
+	if (answer == NULL) {
+		snprintf(j->reason, sizeof j->reason, "parallel \"auto\": %s", err.msg);
+		return -1;
+	}
+	json_t *record = autoplan_record(answer);
+	json_decref(answer);
+	if (record == NULL || autoplan_layout(record, &p, &err) != 0) {
+		json_decref(record);
+		snprintf(j->reason, sizeof j->reason, "parallel \"auto\": no plan");
+		return -1;
+	}
+	json_decref(j->plan);
+	j->plan = record;
+	j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
+	j->world = p.dp * p.tp * p.pp;
+	return 0;
+}
+
 static void mark_busy_all(struct place_node *pn, const struct id_index *pn_index,
                           const json_t *slots)
 {
@@ -998,6 +1069,8 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			snprintf(j->reason, sizeof j->reason, "%s", j->place_error);
 			continue;
 		}
+		if (j->is_auto && plan_job(s, j, j->row, nodes) != 0)
+			continue;
 		struct queue_job *qj = &q[n_q++];
 		qj->id = j->id;
 		qj->priority = (int)j->row_priority;
@@ -1018,10 +1091,20 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		/* the position among the jobs still waiting, in queue order */
 		j->position = q[k].placed ? 0 : ++waiting;
 		if (!q[k].placed) {
-			snprintf(j->reason, sizeof j->reason, "%s", q[k].reason);
+			if (j->is_auto && j->plan != NULL) {
+				const json_t *l = json_object_get(j->plan, "layout");
+				snprintf(j->reason, sizeof j->reason,
+				         "planned dp%lld×tp%lld×pp%lld: %s",
+				         (long long)json_integer_value(json_object_get(l, "dp")),
+				         (long long)json_integer_value(json_object_get(l, "tp")),
+				         (long long)json_integer_value(json_object_get(l, "pp")),
+				         q[k].reason);
+			} else {
+				snprintf(j->reason, sizeof j->reason, "%s", q[k].reason);
+			}
 			if (!j->noted_waiting && n_nodes > 0) {
 				j->noted_waiting = 1;
-				note(s, j, "waiting", "%s", q[k].reason);
+				note(s, j, "waiting", "%s", j->reason);
 			}
 			continue;
 		}
@@ -1049,10 +1132,12 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 				         "no complete checkpoint: starting from step 0");
 		}
 		j->claim = json_deep_copy(ranks);
-		propose_job(s, j, "job.assign",
-		            json_pack("{s:s,s:I,s:o,s:s,s:I}", "id", j->id, "generation",
-		                      (json_int_t)j->generation + 1, "ranks", ranks, "note",
-		                      note_text, "restore_step", (json_int_t)restore_step));
+		json_t *args = json_pack("{s:s,s:I,s:o,s:s,s:I}", "id", j->id, "generation",
+		                         (json_int_t)j->generation + 1, "ranks", ranks, "note",
+		                         note_text, "restore_step", (json_int_t)restore_step);
+		if (j->is_auto && j->plan != NULL && !j->plan_committed)
+			json_object_set(args, "plan", j->plan);
+		propose_job(s, j, "job.assign", args);
 	}
 out:
 	for (int k = 0; k < n_q; k++)
@@ -1614,8 +1699,8 @@ static struct log_piece *clean_logs(const json_t *logs, size_t *count, struct ya
 		    jsonx_get_int(l, prefix, "generation", 1, 0, INT32_MAX, &p->generation, err) !=
 		        0 ||
 		    jsonx_get_int(l, prefix, "offset", 1, 0, INT64_MAX / 2, &p->offset, err) != 0 ||
-		    jsonx_get_string(l, prefix, "data", 1, (int)base64_encoded_len(LOG_PIECE_MAX), &data,
-		                     err) != 0) {
+		    jsonx_get_string(l, prefix, "data", 1, (int)base64_encoded_len(LOG_PIECE_MAX),
+		                     &data, err) != 0) {
 			if (err->code == 0)
 				yard_err_set(err, YARD_EINVAL, "%s: must be an object", prefix);
 			free_pieces(pieces, i);
@@ -1729,13 +1814,13 @@ static void record_history(struct sched *s, const json_t *reports)
 		const json_t *compute_ms = json_object_get(r, "compute_ms");
 		if (!json_is_integer(step) || json_integer_value(step) < 1)
 			continue;
-		history_record(s->history, json_string_value(json_object_get(r, "job")),
-		               json_integer_value(json_object_get(r, "generation")),
-		               (int)json_integer_value(json_object_get(r, "rank")),
-		               json_integer_value(step), json_is_number(loss),
-		               json_number_value(loss),
-		               json_is_number(step_ms) ? json_number_value(step_ms) : -1,
-		               json_is_number(compute_ms) ? json_number_value(compute_ms) : -1, now);
+		history_record(
+		    s->history, json_string_value(json_object_get(r, "job")),
+		    json_integer_value(json_object_get(r, "generation")),
+		    (int)json_integer_value(json_object_get(r, "rank")), json_integer_value(step),
+		    json_is_number(loss), json_number_value(loss),
+		    json_is_number(step_ms) ? json_number_value(step_ms) : -1,
+		    json_is_number(compute_ms) ? json_number_value(compute_ms) : -1, now);
 	}
 }
 
@@ -1752,7 +1837,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 {
 	static const char *const keys[] = {"node",     "version", "free_disk_mb", "link_gbps",
 	                                   "draining", "ranks",   "logs",         "upgrade",
-	                                   NULL};
+	                                   "perf",     NULL};
 	const char *name = NULL, *version = "";
 	int64_t free_disk_mb = -1;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
@@ -1767,13 +1852,20 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	}
 	if (rollout_driver_check_report(json_object_get(body, "upgrade"), err) != 0)
 		return NULL;
-	json_t *reports = clean_reports(json_object_get(body, "ranks"), err);
-	if (reports == NULL)
+	json_t *perf = NULL;
+	if (json_object_get(body, "perf") != NULL &&
+	    (perf = autoplan_perf_clean(json_object_get(body, "perf"), err)) == NULL)
 		return NULL;
+	json_t *reports = clean_reports(json_object_get(body, "ranks"), err);
+	if (reports == NULL) {
+		json_decref(perf);
+		return NULL;
+	}
 	size_t n_pieces = 0;
 	struct log_piece *pieces = clean_logs(json_object_get(body, "logs"), &n_pieces, err);
 	if (pieces == NULL) {
 		json_decref(reports);
+		json_decref(perf);
 		return NULL;
 	}
 	if (s->leading)
@@ -1790,9 +1882,15 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 			n->last_seen_ms = mono_now(s);
 			snprintf(n->version, sizeof n->version, "%s", version);
 			n->free_disk_mb = free_disk_mb;
+			if (perf != NULL) {
+				json_decref(n->perf);
+				n->perf = perf;
+				perf = NULL;
+			}
 			s->dirty = 1;
 		}
 	}
+	json_decref(perf);
 	json_decref(reports);
 	json_t *commands = json_array();
 	struct yard_err node_err = {0};
@@ -1807,6 +1905,12 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	json_t *upgrade = rollout_driver_offer(s->rollouts, node);
 	if (upgrade != NULL)
 		json_object_set_new(answer, "upgrade", upgrade);
+	if (s->leading) {
+		/* the agent sends its rates until this leader has them (a new leader asks again) */
+		const struct soft_node *n = node_find(s, node);
+		json_object_set_new(answer, "want_perf",
+		                    json_boolean(n == NULL || n->perf == NULL));
+	}
 	return answer;
 }
 
@@ -1923,6 +2027,25 @@ void sched_overlay_node(struct sched *s, json_t *node)
 		json_object_set_new(node, "version", json_string(n->version));
 	if (n->free_disk_mb >= 0)
 		json_object_set_new(node, "free_disk_mb", json_integer(n->free_disk_mb));
+	if (n->perf != NULL)
+		json_object_set_new(node, "perf", json_deep_copy(n->perf));
+}
+
+json_t *sched_plan(struct sched *s, const json_t *spec, int limit, struct yard_err *err)
+{
+	if (!s->leading) {
+		yard_err_set(err, YARD_ENOTLEADER,
+		             "plan: this controller is not the leader; measured rates live there");
+		return NULL;
+	}
+	json_t *nodes = fsm_nodes_list(s->fsm, err);
+	if (nodes == NULL)
+		return NULL;
+	json_t *perf = perf_by_node(s);
+	json_t *answer = autoplan_run(spec, nodes, perf, limit, err);
+	json_decref(perf);
+	json_decref(nodes);
+	return answer;
 }
 
 /* ---- rank output ---- */

@@ -1,8 +1,10 @@
 /* leader.h: the scheduler and failure detector that run on the raft leader only.
  *
  * Soft state lives here, in the leader's memory, and is never replicated: when each node
- * was last heard, the ranks it reports (pid, state, exit code, step, loss), queue positions
- * and pending reasons. Only decisions are committed, through sched_io.propose: node state
+ * was last heard, the ranks it reports (pid, state, exit code, step, loss), the rates it
+ * measured at start ("perf": every heartbeat repeats them, so a new leader has them within
+ * one heartbeat; only the plan a job gets from them is committed), queue positions and
+ * pending reasons. Only decisions are committed, through sched_io.propose: node state
  * changes (up → suspect → down), placements (job.assign: rank → node/device, generation),
  * restarts, finishes and the notes that make a job's events tell its story. Agents learn
  * their ranks from heartbeat answers computed from committed placements, so nothing an
@@ -127,5 +129,11 @@ void sched_metrics_render(struct sched *s, FILE *f);
  * leading, YARD_ENOTFOUND when no output of that rank is held. */
 json_t *sched_job_logs(struct sched *s, const char *job, int rank, int64_t generation,
                        int64_t offset, size_t max_bytes, struct yard_err *err);
+
+/* POST /v1/plan: plans a job spec (JSON as submitted) for the cluster as this leader sees it
+ * (committed nodes + the rates their heartbeats carry, "perf"); autoplan_run's answer with
+ * the best `limit` candidates (all when ≤ 0). NULL with err: a bad spec (YARD_EINVAL naming
+ * the field), nothing measured or nothing fits (YARD_ENOSPACE), not the leader. */
+json_t *sched_plan(struct sched *s, const json_t *spec, int limit, struct yard_err *err);
 
 #endif

@@ -5,6 +5,8 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/queue.c scheduler/queue.h \
 	scheduler/desired.c scheduler/desired.h \
 	scheduler/straggler.c scheduler/straggler.h \
+	scheduler/autoplan.c scheduler/autoplan.h \
+	scheduler/planner.c scheduler/planner.h \
 	scheduler/history.c scheduler/history.h \
 	scheduler/logstore.c scheduler/logstore.h \
 	scheduler/leader.c scheduler/leader.h \

@@ -78,6 +78,40 @@ static void in_flight(const struct plan_model *m, const struct plan_candidate *c
 	}
 }
 
+double plan_device_rate(const struct plan_cluster *k, double call_flops)
+{
+	double rate = k->flops_per_s;
+	int n = k->rate_points < PLAN_RATE_POINTS_MAX ? k->rate_points : PLAN_RATE_POINTS_MAX;
+	if (n == 1 || (n > 1 && call_flops <= k->rate_call_flops[0]))
+		rate = k->rate_flops_per_s[0];
+	else if (n > 1 && call_flops >= k->rate_call_flops[n - 1])
+		rate = k->rate_flops_per_s[n - 1];
+	else if (n > 1)
+		for (int i = 1; i < n; i++) {
+			double x0 = k->rate_call_flops[i - 1], x1 = k->rate_call_flops[i];
+			if (call_flops > x1 || x1 <= x0)
+				continue;
+			/* linear in log(size): the curve is measured at sizes a factor apart */
+			double t = log(call_flops / x0) / log(x1 / x0);
+			rate = k->rate_flops_per_s[i - 1] +
+			       t * (k->rate_flops_per_s[i] - k->rate_flops_per_s[i - 1]);
+			break;
+		}
+	return rate;
+}
+
+double plan_device_share(const struct plan_cluster *k, int ranks_on_node)
+{
+	double avail = k->availability > 0 && k->availability < 1 ? k->availability : 1;
+	/* the node computes at most efficiency × devices_per_node devices' worth at once */
+	double eff =
+	    k->parallel_efficiency > 0 && k->parallel_efficiency < 1 ? k->parallel_efficiency : 1;
+	double capacity = eff * k->devices_per_node;
+	if (capacity < 1)
+		capacity = 1;
+	return avail * (ranks_on_node > capacity ? capacity / ranks_on_node : 1);
+}
+
 void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
                   struct plan_candidate *c)
 {
@@ -96,19 +130,40 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double act_bytes = mbs * d * 4;
 	double params = device_params(m, c);
 	double units = 0, blocks_per_unit = 0, backward_last_mb;
+	int world = c->dp * c->tp * c->pp;
+	int ranks_on_node = world < k->devices_per_node ? world : k->devices_per_node;
+	double share = plan_device_share(k, ranks_on_node);
+	/* the node's ranks outnumber what it computes at once */
+	int crowded = share < plan_device_share(k, 1) * (1 - 1e-9);
+	double intra_latency =
+	    crowded && k->busy_latency_s > k->latency_s ? k->busy_latency_s : k->latency_s;
+	double inter_latency = k->inter_latency_s > 0 ? k->inter_latency_s : k->latency_s;
+	double pp_latency = pp_fits_node ? intra_latency : inter_latency;
+	double dp_latency = world_fits_node ? intra_latency : inter_latency;
+	double fl = f / c->tp;
 
-	c->compute_s = 3.0 * fwd_flops / k->flops_per_s;
+	if (k->block_mac_s > 0) {
+		double block_s = k->block_mac_s * mbs * d * fl + k->block_weight_s * d * fl +
+		                 k->block_hidden_s * mbs * fl + k->block_model_s * mbs * d +
+		                 k->block_call_s;
+		double ends_s =
+		    3.0 * replica_samples * ends / plan_device_rate(k, 2.0 * mbs * d * m->classes);
+		c->compute_s = (blocks * c->m * block_s + ends_s) / share;
+	} else {
+		c->compute_s = 3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * share);
+	}
+	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / share;
 	c->tp_comm_s = c->tp > 1 ? 2.0 * blocks * c->m *
 	                               ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s,
-	                                                k->latency_s)
+	                                                intra_latency)
 	                         : 0;
-	c->pp_comm_s = c->pp > 1 ? 2.0 * c->v * c->m * (k->latency_s + act_bytes / pp_bw) : 0;
+	c->pp_comm_s = c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw) : 0;
 	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
-	c->dp_comm_s = ring_allreduce_s(c->dp, params * 4, dp_bw, k->latency_s);
+	c->dp_comm_s = ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency);
 	backward_last_mb = (2.0 / 3.0) * c->compute_s / c->m;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
-	            c->dp_exposed_s;
+	            c->dp_exposed_s + c->optim_s;
 
 	in_flight(m, c, &units, &blocks_per_unit);
 	c->memory_bytes = params * 4 * (m->adamw ? 4 : 3) +
@@ -205,9 +260,11 @@ int plan_run(const struct plan_model *m, const struct plan_cluster *k, struct pl
 		    err, YARD_EINVAL,
 		    "cluster: devices, memory, FLOP rate and bandwidths must be measured "
 		    "(positive) before planning");
-	for (int tp = 1; tp <= k->devices; tp++)
+	/* bounds that rules reject anyway keep the enumeration small on large clusters: a TP
+	 * group fits a node, dp·m divides the batch */
+	for (int tp = 1; tp <= k->devices && tp <= k->devices_per_node; tp++)
 		for (int pp = 1; tp * pp <= k->devices && pp <= PLAN_MAX_PP; pp++)
-			for (int dp = 1; dp * tp * pp <= k->devices; dp++)
+			for (int dp = 1; dp * tp * pp <= k->devices && dp <= m->batch_size; dp++)
 				for (int mb = 1; mb <= PLAN_MAX_M; mb++)
 					for (int s = 0; s < 3; s++)
 						for (int vi = 0;
@@ -269,13 +326,14 @@ void plan_explain(const struct plan_result *r, char *out, int out_len)
 	    out, (size_t)out_len,
 	    "dp%d×tp%d×pp%d %s v=%d m=%d predicts %.2f ms/step, %.1f%% faster than dp%d×tp%d×pp%d "
 	    "%s v=%d m=%d (%.2f ms): compute %.2f vs %.2f ms, bubble %.0f%% vs %.0f%%, "
-	    "communication %.2f vs %.2f ms",
+	    "exposed communication %.2f vs %.2f ms, optimiser %.2f vs %.2f ms",
 	    a->dp, a->tp, a->pp, plan_schedule_name(a->schedule), a->v, a->m, a->step_s * 1e3,
 	    (b->step_s - a->step_s) / b->step_s * 100, b->dp, b->tp, b->pp,
 	    plan_schedule_name(b->schedule), b->v, b->m, b->step_s * 1e3, a->compute_s * 1e3,
 	    b->compute_s * 1e3, a->bubble_fraction * 100, b->bubble_fraction * 100,
 	    (a->tp_comm_s + a->pp_comm_s + a->dp_exposed_s) * 1e3,
-	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s) * 1e3);
+	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s) * 1e3, a->optim_s * 1e3,
+	    b->optim_s * 1e3);
 }
 
 void plan_result_free(struct plan_result *r)

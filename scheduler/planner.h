@@ -8,15 +8,25 @@
  *
  * Cost model, per optimiser step, for the slowest pipeline stage (all stages are cut to
  * within one block of each other):
- *   compute   = 3 × forward FLOPs of the stage's share of the batch / flops_per_s
- *               (backward ≈ 2 × forward); TP divides the block matmuls by tp
+ *   compute   = blocks × m × the measured block cost at (micro-batch rows, d_model,
+ *               d_ff/tp) (matmuls, a pass over the weights per micro-batch, GELU,
+ *               layernorm and a per-call cost, fitted by the agent's probe), plus the
+ *               input projection / head as 3 × forward FLOPs at the measured GEMM rate for
+ *               their size (interpolated on the measured curve: small GEMMs run far below
+ *               peak). Without a block cost: 3 × forward FLOPs / rate. Divided by the
+ *               share of a device a rank gets when the ranks on one node outnumber what
+ *               the node can compute at once (CPU devices on fewer cores: the measured
+ *               parallel efficiency); messages within such a node cost the measured busy
+ *               latency (all devices exchanging at once) instead of the two-device one
  *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
- *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency)
+ *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency
  *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
  *               boundary, on the link between the stages (intra-node when p·tp fits in a
  *               node, else inter-node)
  *   bubble    = (p−1)/(v·m + p−1) of the pipelined time: step = (compute + tp + pp) /
  *               (1 − bubble)
+ *   optimiser = the device's parameters × the measured step cost per parameter, after the
+ *               pipeline drains (not part of the bubble)
  *   dp comm   = ring allreduce of the stage's gradients over dp replicas; buckets start
  *               during the backward of the last micro-batch (gradients accumulate until
  *               then), so that backward hides up to its own length and only the rest is
@@ -32,6 +42,8 @@
 
 #include "common/err.h"
 
+#define PLAN_RATE_POINTS_MAX 16
+
 struct plan_model {
 	int d_in, d_model, d_ff, layers, classes;
 	int batch_size; /* global samples per step */
@@ -45,7 +57,29 @@ struct plan_cluster {
 	double flops_per_s;          /* measured f32 matmul rate of one device */
 	double intra_bw_bytes_per_s; /* measured between devices of one node (shm) */
 	double inter_bw_bytes_per_s; /* measured between nodes (TCP/RDMA) */
-	double latency_s;            /* per message */
+	double latency_s;            /* per message between devices of one node */
+	/* per message between devices of one node when all its devices run ranks (measured
+	 * over all of them: higher when they outnumber the cores); 0: latency_s */
+	double busy_latency_s;
+	double inter_latency_s; /* per message between nodes; 0: latency_s */
+	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
+	 * 0 points: flops_per_s at every size */
+	int rate_points;
+	double rate_call_flops[PLAN_RATE_POINTS_MAX];
+	double rate_flops_per_s[PLAN_RATE_POINTS_MAX];
+	/* measured: sum of the rates of devices_per_node devices computing at once over
+	 * devices_per_node × one alone, in (0, 1]; 0 means 1 (devices do not share compute) */
+	double parallel_efficiency;
+	/* measured share of a core a lone process gets (other programs on the machine), in
+	 * (0, 1]; 0 means 1. Scales every compute cost, as the parallel efficiency does */
+	double availability;
+	/* optional measured cost of one trainer block (forward + backward) of n rows, width d and
+	 * local hidden width fl: block_mac_s·n·d·fl + block_weight_s·d·fl + block_hidden_s·n·fl
+	 * + block_model_s·n·d + block_call_s seconds; block_mac_s 0: blocks are costed from the
+	 * GEMM rate alone */
+	double block_mac_s, block_weight_s, block_hidden_s, block_model_s, block_call_s;
+	/* optional measured optimiser step (with zeroing the gradients), seconds per parameter */
+	double adamw_s_per_param, sgd_s_per_param;
 };
 
 enum plan_schedule { PLAN_GPIPE, PLAN_1F1B, PLAN_INTERLEAVED };
@@ -55,6 +89,7 @@ struct plan_candidate {
 	enum plan_schedule schedule;
 	double step_s; /* predicted step time */
 	double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, dp_exposed_s;
+	double optim_s; /* optimiser step after the pipeline drains */
 	double bubble_fraction;
 	double memory_bytes; /* per device, the largest stage */
 	double comm_bytes;   /* bytes each device sends per step */
@@ -69,6 +104,11 @@ struct plan_result {
 
 const char *plan_schedule_name(enum plan_schedule s);
 
+/* The measured GEMM rate of one device for a call of call_flops (the curve, interpolated). */
+double plan_device_rate(const struct plan_cluster *cluster, double call_flops);
+/* The share (0, 1] of a device's compute each rank gets when ranks_on_node ranks share a
+ * node (see the cost model above). */
+double plan_device_share(const struct plan_cluster *cluster, int ranks_on_node);
 /* Predicts one layout (no rule checks). */
 void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
                   struct plan_candidate *c);

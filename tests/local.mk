@@ -18,11 +18,11 @@ tests_tools_yard_simnodes_LDADD = $(CURL_LIBS) $(JANSSON_LIBS)
 dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_ha.sh tests/integration/test_dev.sh \
 	tests/integration/test_logs.sh tests/integration/test_drain.sh \
-	tests/integration/test_stragglers.sh
+	tests/integration/test_stragglers.sh tests/integration/test_plan.sh
 TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_ha.sh tests/integration/test_dev.sh \
 	tests/integration/test_logs.sh tests/integration/test_drain.sh \
-	tests/integration/test_stragglers.sh
+	tests/integration/test_stragglers.sh tests/integration/test_plan.sh
 
 # Rollouts of agent builds over real agents and a running job.
 dist_check_SCRIPTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh \

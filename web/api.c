@@ -9,6 +9,7 @@
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "jobs/spec.h"
+#include "scheduler/autoplan.h"
 #include "web/dashboard.h"
 #include "web/internal.h"
 
@@ -268,6 +269,31 @@ static void h_jobs_submit(struct call *call)
 	call_submit(call, "job.submit", args, call_answer_result);
 }
 
+/* POST /v1/plan: ranks the layouts of a job spec for the cluster's devices and measured rates
+ * (the leader's view, sched_plan); changes nothing. ?limit=N candidates, 0 for all. */
+static void h_plan(struct call *call)
+{
+	int64_t limit = AUTOPLAN_DEFAULT_LIMIT;
+	if (call_query_int(call, "limit", 0, 100000, &limit) != 0)
+		return;
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "plan: this controller runs no scheduler");
+		return;
+	}
+	json_t *body = call_body_object(call);
+	if (body == NULL)
+		return;
+	struct yard_err err = {0};
+	json_t *answer = sched_plan(call->s->sched, body, (int)limit, &err);
+	json_decref(body);
+	if (answer == NULL && err.code == YARD_ENOSPACE) /* the cluster's state, not a retry */
+		call_error(call, 409, NULL, "%s", err.msg);
+	else if (answer == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, answer);
+}
+
 /* Soft state (queue position, pending reason, step, loss, rank pids) is known only to the
  * leader's scheduler; a ?stale=1 read elsewhere shows the committed fields alone. */
 static void overlay_job(struct call *call, json_t *job)
@@ -338,10 +364,9 @@ static void h_jobs_metrics(struct call *call)
 	json_int_t batch = json_integer_value(
 	    json_object_get(json_object_get(json_object_get(job, "spec"), "train"), "batch_size"));
 	json_decref(job);
-	json_t *doc = call->s->sched != NULL
-	                  ? sched_job_metrics(call->s->sched, call->params[0], after, (int)limit,
-	                                      batch)
-	                  : NULL;
+	json_t *doc = call->s->sched != NULL ? sched_job_metrics(call->s->sched, call->params[0],
+	                                                         after, (int)limit, batch)
+	                                     : NULL;
 	if (doc == NULL) {
 		call_error(call, 503, NULL,
 		           "per-step history is kept in the leader's memory and this member is not "
@@ -660,6 +685,7 @@ const struct route api_routes[] = {
      h_checkpoint_shard_commit},
     {"GET", "/v1/jobs/*/checkpoints/*/shards/*", ROLES_JOBS | ROLE_NODE, ROUTE_READ,
      h_checkpoint_shard_get},
+    {"POST", "/v1/plan", ROLES_JOBS, ROUTE_WRITE, h_plan}, /* leader: measured rates */
     {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events},
     {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create},
     {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list},

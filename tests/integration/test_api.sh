@@ -34,6 +34,7 @@ ROUTES=(
 	"GET /v1/jobs - admin,operator,user"
 	"GET /v1/jobs/j-000001 - admin,operator,user"
 	"POST /v1/jobs/j-000099/cancel - admin,operator,user"
+	"POST /v1/plan {} admin,operator,user"
 	"GET /v1/events - admin,operator,security"
 	"POST /v1/tokens {} admin"
 	"GET /v1/tokens - admin"

@@ -712,6 +712,77 @@ static void test_job_change_journal(void **state)
 	fsm_close(&b);
 }
 
+/* parallel "auto": the first placement must carry the planner's layout, with as many ranks
+ * as the placement; a fixed-layout job may not carry one; the plan is stored with the job
+ * and survives a snapshot, and a snapshot from before jobs had plans gains the column. */
+static void test_auto_job_placement_records_plan(void **state)
+{
+	struct fsm f, g;
+	struct yard_err err = {0};
+	const json_t *r;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	apply(&f, "job.submit", "{\"name\":\"a\",\"spec\":{\"parallel\":\"auto\"}}", NULL, T0,
+	      "alice", "user", NULL);
+	apply(&f, "job.submit", "{\"name\":\"b\",\"spec\":{\"ranks\":2}}", NULL, T0, "alice",
+	      "user", NULL);
+	const char *two = "[{\"node\":\"node-a\",\"device\":0},{\"node\":\"node-a\",\"device\":1}]";
+	const char *plan2 = "{\"layout\":{\"dp\":2,\"tp\":1,\"pp\":1,\"schedule\":\"1f1b\","
+	                    "\"virtual_stages\":1,\"micro_batches\":1},\"step_ms\":3.5}";
+	const char *plan1 = "{\"layout\":{\"dp\":1,\"tp\":1,\"pp\":1,\"schedule\":\"1f1b\","
+	                    "\"virtual_stages\":1,\"micro_batches\":1}}";
+	char args[1024];
+	snprintf(args, sizeof args, "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":%s}", two);
+	assert_int_equal(apply(&f, "job.assign", args, NULL, T0, "yardd", "admin", &r), 400);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "plan");
+	snprintf(args, sizeof args,
+	         "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":%s,\"plan\":%s}", two, plan1);
+	assert_int_equal(apply(&f, "job.assign", args, NULL, T0, "yardd", "admin", &r), 400);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "ranks");
+	snprintf(args, sizeof args,
+	         "{\"id\":\"j-000002\",\"generation\":1,\"ranks\":%s,\"plan\":%s}", two, plan2);
+	assert_int_equal(apply(&f, "job.assign", args, NULL, T0, "yardd", "admin", &r), 400);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "plan");
+	assert_string_equal(job_state(&f, "j-000001", NULL, NULL), "pending");
+	snprintf(args, sizeof args,
+	         "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":%s,\"plan\":%s}", two, plan2);
+	assert_int_equal(apply(&f, "job.assign", args, NULL, T0, "yardd", "admin", NULL), 200);
+	json_t *job = fsm_job_get(&f, "j-000001", &err);
+	json_t *want = json_loads(plan2, 0, NULL);
+	assert_true(json_equal(json_object_get(job, "plan"), want));
+	json_decref(job);
+	job = fsm_job_get(&f, "j-000002", &err);
+	assert_null(json_object_get(job, "plan"));
+	json_decref(job);
+
+	/* snapshot round trip keeps it */
+	unsigned char *img = NULL;
+	size_t len = 0;
+	assert_int_equal(fsm_serialize(&f, &img, &len, &err), 0);
+	assert_int_equal(fsm_init(&g, &err), 0);
+	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
+	sqlite3_free(img);
+	job = fsm_job_get(&g, "j-000001", &err);
+	assert_true(json_equal(json_object_get(job, "plan"), want));
+	json_decref(job);
+	fsm_close(&g);
+
+	/* an image from before jobs.plan existed restores with the column added */
+	assert_int_equal(sqlite3_exec(f.db, "ALTER TABLE jobs DROP COLUMN plan", NULL, NULL, NULL),
+	                 SQLITE_OK);
+	assert_int_equal(fsm_serialize(&f, &img, &len, &err), 0);
+	assert_int_equal(fsm_init(&g, &err), 0);
+	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
+	sqlite3_free(img);
+	job = fsm_job_get(&g, "j-000001", &err);
+	assert_non_null(job);
+	assert_null(json_object_get(job, "plan"));
+	json_decref(job);
+	fsm_close(&g);
+	json_decref(want);
+	fsm_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -726,6 +797,7 @@ int main(void)
 	    cmocka_unit_test(test_tokens_members_config),
 	    cmocka_unit_test(test_jobs_list_filters_and_pages),
 	    cmocka_unit_test(test_nodes_and_placements),
+	    cmocka_unit_test(test_auto_job_placement_records_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

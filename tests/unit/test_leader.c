@@ -777,6 +777,194 @@ static void test_heartbeat_logs_are_kept_once_and_read(void **state)
 	world_free(w);
 }
 
+#define PERF                                                                                       \
+	"{\"flops_per_s\":5e10,\"gemm\":[[8192,2e10],[1.3e8,5e10]],\"block\":{\"mac_s\":1e-10,"    \
+	"\"weight_s\":1e-9,"                                                                       \
+	"\"hidden_s\":1e-9,\"model_s\":1e-9,\"call_s\":1e-5,\"fit_error\":0.1},"                   \
+	"\"optim_s_per_param\":{\"adamw\":5e-9,\"sgd\":1e-9},\"parallel_efficiency\":1,"           \
+	"\"intra_bw_bytes_per_s\":5e9,\"intra_latency_s\":2e-6,\"inter_bw_bytes_per_s\":1e9,"      \
+	"\"inter_latency_s\":2e-5,\"inter_source\":\"configured\",\"device_memory_mb\":4096}"
+
+#define AUTO_SPEC                                                                                  \
+	"{\"name\":\"auto\",\"model\":{\"d_in\":32,\"d_model\":256,\"d_ff\":1024,\"layers\":8,"    \
+	"\"classes\":10},\"train\":{\"steps\":10,\"batch_size\":64},\"parallel\":\"auto\"}"
+
+/* A heartbeat carrying perf; the answer says the leader needs no more. */
+static void heartbeat_perf(struct world *w, const char *node, const char *perf)
+{
+	char body[2048];
+	struct yard_err err = {0};
+	snprintf(body, sizeof body, "{\"node\":\"%s\",\"ranks\":[],\"perf\":%s}", node, perf);
+	json_t *b = json_loads(body, 0, NULL);
+	json_t *answer = sched_heartbeat(w->sched, node, b, &err);
+	json_decref(b);
+	assert_non_null(answer);
+	assert_true(json_is_false(json_object_get(answer, "want_perf")));
+	json_decref(answer);
+}
+
+/* Whether the answer to a heartbeat without perf asks for it. */
+static int wants_perf(struct world *w, const char *node)
+{
+	char body[256];
+	struct yard_err err = {0};
+	snprintf(body, sizeof body, "{\"node\":\"%s\",\"ranks\":[]}", node);
+	json_t *b = json_loads(body, 0, NULL);
+	json_t *answer = sched_heartbeat(w->sched, node, b, &err);
+	json_decref(b);
+	assert_non_null(answer);
+	int want = json_is_true(json_object_get(answer, "want_perf"));
+	json_decref(answer);
+	return want;
+}
+
+/* parallel "auto": waits (saying why) until nodes report measured rates, is then planned,
+ * placed in the planned layout, and the plan is committed with the job; its ranks get the
+ * planned layout in their spec. */
+static void test_auto_job_is_planned_and_recorded(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit", "{\"name\":\"auto\",\"spec\":" AUTO_SPEC "}"), 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "pending");
+	json_t *j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	const char *reason = json_string_value(json_object_get(j, "reason"));
+	assert_non_null(reason);
+	assert_non_null(strstr(reason, "have not reported measured rates"));
+	json_decref(j);
+
+	/* the plan the API shows is the plan the job gets; rates are asked for until known,
+	 * and asked for again by a new leader */
+	assert_true(wants_perf(w, "node-a"));
+	heartbeat_perf(w, "node-a", PERF);
+	assert_false(wants_perf(w, "node-a"));
+	sched_leader_down(w->sched);
+	sched_leader_up(w->sched);
+	assert_true(wants_perf(w, "node-a"));
+	heartbeat_perf(w, "node-a", PERF);
+	heartbeat_perf(w, "node-b", PERF);
+	struct yard_err err = {0};
+	json_t *spec = json_loads(AUTO_SPEC, 0, NULL);
+	json_t *plan = sched_plan(w->sched, spec, 0, &err);
+	json_decref(spec);
+	assert_non_null(plan);
+	json_t *cands = json_object_get(plan, "candidates");
+	assert_true(json_array_size(cands) > 1);
+	assert_int_equal(json_integer_value(json_object_get(plan, "count")),
+	                 json_array_size(cands));
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(plan, "cluster"), "devices")), 8);
+	json_t *best = json_object_get(json_array_get(cands, 0), "layout");
+
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	j = job(w, "j-000001");
+	json_t *layout = json_deep_copy(json_object_get(json_object_get(j, "plan"), "layout"));
+	assert_non_null(layout);
+	assert_true(json_equal(layout, best));
+	json_int_t world = json_integer_value(json_object_get(layout, "dp")) *
+	                   json_integer_value(json_object_get(layout, "tp")) *
+	                   json_integer_value(json_object_get(layout, "pp"));
+	assert_int_equal(json_array_size(json_object_get(j, "layout")), world);
+	assert_non_null(
+	    json_string_value(json_object_get(json_object_get(j, "plan"), "explanation")));
+	json_decref(j);
+
+	/* every desired rank runs the planned layout, not "auto" */
+	json_t *da = heartbeat(w, "node-a", "[]"), *db = heartbeat(w, "node-b", "[]");
+	assert_int_equal(json_array_size(da) + json_array_size(db), world);
+	json_t *rank_spec = json_object_get(json_array_get(da, 0), "spec");
+	assert_true(json_equal(json_object_get(rank_spec, "parallel"), layout));
+	assert_int_equal(json_integer_value(json_object_get(rank_spec, "ranks")), world);
+	/* a restart keeps the committed layout, even when the rates now favour another */
+	char slow[2048];
+	snprintf(slow, sizeof slow, "%s", PERF);
+	char *bw = strstr(slow, "\"intra_bw_bytes_per_s\":5e9");
+	memcpy(bw, "\"intra_bw_bytes_per_s\":1e3", strlen("\"intra_bw_bytes_per_s\":1e3"));
+	heartbeat_perf(w, "node-a", slow);
+	heartbeat_perf(w, "node-b", slow);
+	spec = json_loads(AUTO_SPEC, 0, NULL);
+	json_t *replan = sched_plan(w->sched, spec, 1, &err);
+	json_decref(spec);
+	assert_non_null(replan);
+	assert_false(json_equal(
+	    json_object_get(json_array_get(json_object_get(replan, "candidates"), 0), "layout"),
+	    layout));
+	json_decref(replan);
+	char reports[2][4096];
+	json_t *ds[2] = {da, db};
+	for (int n = 0; n < 2; n++) {
+		size_t at = 0, i;
+		json_t *d;
+		at += (size_t)snprintf(reports[n] + at, sizeof reports[n] - at, "[");
+		json_array_foreach(ds[n], i, d) at += (size_t)snprintf(
+		    reports[n] + at, sizeof reports[n] - at,
+		    "%s{\"job\":\"j-000001\",\"rank\":%lld,\"generation\":1,\"state\":\"exited\","
+		    "\"exit_code\":%d}",
+		    i ? "," : "", (long long)json_integer_value(json_object_get(d, "rank")),
+		    n == 0 && i == 0 ? 1 : 0);
+		snprintf(reports[n] + at, sizeof reports[n] - at, "]");
+	}
+	json_decref(heartbeat(w, "node-a", reports[0]));
+	json_decref(heartbeat(w, "node-b", reports[1]));
+	run(w, 100);
+	json_decref(heartbeat(w, "node-a", reports[0]));
+	json_decref(heartbeat(w, "node-b", reports[1]));
+	run(w, 300);
+	j = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_true(json_equal(json_object_get(json_object_get(j, "plan"), "layout"), layout));
+	assert_int_equal(json_array_size(json_object_get(j, "layout")), world);
+	json_decref(j);
+	json_decref(da);
+	json_decref(db);
+	json_decref(layout);
+	json_decref(plan);
+	world_free(w);
+}
+
+static void test_plan_refuses_bad_specs_and_perf(void **state)
+{
+	struct world *w = world_new();
+	struct yard_err err = {0};
+	json_t *spec = json_loads("{\"name\":\"x\",\"command\":[\"true\"],\"ranks\":2}", 0, NULL);
+	assert_null(sched_plan(w->sched, spec, 0, &err));
+	assert_int_equal(err.code, YARD_EINVAL);
+	assert_non_null(strstr(err.msg, "command"));
+	json_decref(spec);
+	/* nothing measured yet: says so */
+	spec = json_loads(AUTO_SPEC, 0, NULL);
+	memset(&err, 0, sizeof err);
+	assert_null(sched_plan(w->sched, spec, 0, &err));
+	assert_int_equal(err.code, YARD_ENOSPACE);
+	assert_non_null(strstr(err.msg, "measured rates"));
+	json_decref(spec);
+	const char *bad[] = {
+	    "{\"node\":\"node-a\",\"perf\":[]}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":-1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"gemm\":[[10,1],[5,1]]}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"block\":{\"mac_s\":\"fast\"}}}",
+	};
+	const char *field[] = {"perf", "perf.flops_per_s", "perf.gemm[1]", "perf.block"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		json_t *b = json_loads(bad[i], 0, NULL);
+		memset(&err, 0, sizeof err);
+		assert_null(sched_heartbeat(w->sched, "node-a", b, &err));
+		assert_int_equal(err.code, YARD_EINVAL);
+		if (strstr(err.msg, field[i]) == NULL)
+			fail_msg("perf %zu: error '%s' does not name %s", i, err.msg, field[i]);
+		json_decref(b);
+	}
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -790,6 +978,8 @@ int main(void)
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
+	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
+	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,6 +155,91 @@ static void test_unmeasured_cluster_is_refused(void **state)
 	assert_non_null(strstr(err.msg, "measured"));
 }
 
+/* The measured GEMM curve is interpolated in log(size) and clamped at its ends. */
+static void test_rate_curve_interpolates(void **state)
+{
+	struct plan_cluster k = cluster();
+	k.rate_points = 3;
+	k.rate_call_flops[0] = 1e3, k.rate_flops_per_s[0] = 1e9;
+	k.rate_call_flops[1] = 1e5, k.rate_flops_per_s[1] = 3e9;
+	k.rate_call_flops[2] = 1e7, k.rate_flops_per_s[2] = 5e9;
+	assert_float_equal(plan_device_rate(&k, 10), 1e9, 1);
+	assert_float_equal(plan_device_rate(&k, 1e4), 2e9, 1);
+	assert_float_equal(plan_device_rate(&k, 1e6), 4e9, 1);
+	assert_float_equal(plan_device_rate(&k, 1e9), 5e9, 1);
+	k.rate_points = 0;
+	assert_float_equal(plan_device_rate(&k, 1e4), k.flops_per_s, 1);
+}
+
+/* Ranks that outnumber what a node computes at once share it; otherwise each has a device. */
+static void test_oversubscribed_node_shares_compute(void **state)
+{
+	struct plan_cluster k = cluster(); /* 4 per node */
+	k.parallel_efficiency = 0.5;       /* the node computes 2 devices' worth at once */
+	assert_float_equal(plan_device_share(&k, 1), 1, 1e-12);
+	assert_float_equal(plan_device_share(&k, 2), 1, 1e-12);
+	assert_float_equal(plan_device_share(&k, 4), 0.5, 1e-12);
+	struct plan_candidate one = {
+	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	struct plan_candidate four = one;
+	four.dp = 4;
+	plan_predict(&model, &k, &one);
+	plan_predict(&model, &k, &four);
+	/* dp4 does a quarter of the work at half the speed */
+	assert_float_equal(four.compute_s, one.compute_s / 4 * 2, one.compute_s * 1e-9);
+	/* tensor-parallel allreduces on the crowded node pay the measured busy latency */
+	struct plan_candidate tp2 = one, tp4 = one;
+	tp2.tp = 2;
+	tp4.tp = 4;
+	k.busy_latency_s = 1e-3;
+	plan_predict(&model, &k, &tp2);
+	plan_predict(&model, &k, &tp4);
+	double per_step_tp2 = tp2.tp_comm_s / (2.0 * 8 * 2); /* 8 blocks, 2 ring steps */
+	double per_step_tp4 = tp4.tp_comm_s / (2.0 * 8 * 6); /* 6 ring steps */
+	assert_true(per_step_tp2 < 1e-4);                    /* 2 ranks fit: two-device latency */
+	assert_true(per_step_tp4 >= 1e-3);                   /* 4 ranks crowd 2 devices' worth */
+	k.parallel_efficiency = 0;
+	assert_float_equal(plan_device_share(&k, 4), 1, 1e-12);
+	/* other programs leave a lone process 40% of a core: every compute cost grows */
+	k.availability = 0.4;
+	struct plan_candidate shared = one;
+	plan_predict(&model, &k, &shared);
+	assert_float_equal(shared.compute_s, one.compute_s / 0.4, one.compute_s * 1e-9);
+}
+
+/* With a measured block cost, every micro-batch pays the per-call cost (many tiny
+ * micro-batches stop being free) and the optimiser step is not shared by data parallelism
+ * but is split by tensor and pipeline parallelism. */
+static void test_measured_block_and_optimiser_costs(void **state)
+{
+	struct plan_cluster k = cluster();
+	k.block_mac_s = 1e-10;
+	k.block_hidden_s = 1e-9;
+	k.block_model_s = 1e-9;
+	k.block_call_s = 1e-4;
+	k.adamw_s_per_param = 1e-8;
+	struct plan_candidate c = {
+	    .dp = 1, .tp = 1, .pp = 2, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	plan_predict(&model, &k, &c);
+	double m1 = c.compute_s;
+	c.m = 16;
+	plan_predict(&model, &k, &c);
+	/* 4 blocks per stage: 15 more micro-batches cost 60 more calls */
+	assert_float_equal(c.compute_s - m1, 60 * k.block_call_s, 1e-9);
+	struct plan_candidate d1 = {
+	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	struct plan_candidate d2 = d1, t2 = d1;
+	d2.dp = 2;
+	t2.tp = 2;
+	plan_predict(&model, &k, &d1);
+	plan_predict(&model, &k, &d2);
+	plan_predict(&model, &k, &t2);
+	assert_true(d1.optim_s > 0);
+	assert_float_equal(d2.optim_s, d1.optim_s, 1e-15);
+	assert_true(t2.optim_s < d1.optim_s * 0.7);
+	assert_float_equal(d1.step_s, d1.compute_s + d1.optim_s, 1e-12);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -166,6 +251,9 @@ int main(void)
 	    cmocka_unit_test(test_slow_links_keep_the_job_small),
 	    cmocka_unit_test(test_ranking_is_deterministic),
 	    cmocka_unit_test(test_unmeasured_cluster_is_refused),
+	    cmocka_unit_test(test_rate_curve_interpolates),
+	    cmocka_unit_test(test_oversubscribed_node_shares_compute),
+	    cmocka_unit_test(test_measured_block_and_optimiser_costs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

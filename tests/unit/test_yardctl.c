@@ -74,6 +74,11 @@ static void test_commands_and_operands(void **state)
 	assert_int_equal(a.command, CTL_JOB_SUBMIT);
 	assert_string_equal(a.operand[0], "examples/hybrid.json");
 
+	expect_ok("plan examples/hybrid.json --limit 3", &a);
+	assert_int_equal(a.command, CTL_PLAN);
+	assert_string_equal(a.operand[0], "examples/hybrid.json");
+	assert_int_equal(a.limit, 3);
+
 	expect_ok("job list --state running --limit 5", &a);
 	assert_int_equal(a.command, CTL_JOB_LIST);
 	assert_string_equal(a.state, "running");
@@ -140,6 +145,8 @@ static void test_usage_errors(void **state)
 	expect_usage_error("job", "job: needs a subcommand");
 	expect_usage_error("job explode", "unknown subcommand \"explode\"");
 	expect_usage_error("job submit", "job submit: missing arguments");
+	expect_usage_error("plan", "plan: missing arguments");
+	expect_usage_error("plan a.json --state running", "plan: does not take --state");
 	expect_usage_error("job show a b", "unexpected argument \"b\"");
 	expect_usage_error("cluster status extra", "unexpected argument \"extra\"");
 	expect_usage_error("job list --state sleeping", "--state: \"sleeping\"");

@@ -1,0 +1,185 @@
+/* perf.c: the node's measured rates for the planner. At start the agent runs
+ * `yard-worker --probe --devices N` (dataplane/probe.h: matmul rate through the trainer's own
+ * matmul, two-process shared-memory and TCP allreduce through libyd) on the loop, bounded by a
+ * kill timer, and keeps the answer with what it cannot measure alone added: the inter-node
+ * link (configured --link-gbps, else the TCP loopback figure, labelled as such) and each
+ * device's memory. Heartbeats carry the result as "perf" once it exists; a failed probe is
+ * logged and heartbeats go on without it (the planner then names the node as unmeasured). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "common/common.h"
+
+#define PERF_BUDGET_MS 1200
+#define PERF_KILL_MS 5000
+#define PERF_OUTPUT_MAX 8192
+/* a probe that fails (e.g. on a machine busy with other work) runs again after a pause, up
+ * to this many times in all */
+#define PERF_ATTEMPTS 3
+#define PERF_RETRY_MS 2000
+
+struct perf_run {
+	struct agent *agent;
+	uv_process_t process;
+	uv_pipe_t out;
+	uv_timer_t timer;
+	char buf[PERF_OUTPUT_MAX];
+	size_t len;
+	int exited, closed_handles;
+	int64_t exit_status;
+	uint64_t started_ms;
+};
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct perf_run *p = h->data;
+	if (++p->closed_handles == 3)
+		free(p);
+}
+
+static void on_retry(uv_timer_t *t)
+{
+	perf_start(t->data);
+}
+
+static void finish(struct perf_run *p)
+{
+	struct agent *a = p->agent;
+	json_error_t jerr;
+	json_t *o = NULL;
+	p->buf[p->len] = '\0';
+	if (p->exit_status == 0)
+		o = json_loads(p->buf, 0, &jerr);
+	if (!json_is_object(o) || json_real_value(json_object_get(o, "flops_per_s")) <= 0) {
+		int again = a->perf_attempts < PERF_ATTEMPTS;
+		log_warn("node probe (%s --probe, attempt %d of %d) failed (exit %lld): %s; %s",
+		         a->cfg.worker_path, a->perf_attempts, PERF_ATTEMPTS,
+		         (long long)p->exit_status, p->len ? p->buf : "no output",
+		         again ? "trying again shortly"
+		               : "heartbeats carry no perf and the planner will not use this "
+		                 "node's rates");
+		json_decref(o);
+		if (again)
+			uv_timer_start(&a->perf_retry, on_retry, PERF_RETRY_MS, 0);
+	} else {
+		double tcp_bw = json_real_value(json_object_get(o, "tcp_bw_bytes_per_s"));
+		double tcp_lat = json_real_value(json_object_get(o, "tcp_latency_s"));
+		if (a->cfg.link_gbps > 0) {
+			json_object_set_new(o, "inter_bw_bytes_per_s",
+			                    json_real(a->cfg.link_gbps * 1e9 / 8));
+			json_object_set_new(o, "inter_source", json_string("configured"));
+		} else {
+			json_object_set_new(o, "inter_bw_bytes_per_s", json_real(tcp_bw));
+			json_object_set_new(o, "inter_source", json_string("tcp-loopback"));
+		}
+		json_object_set_new(o, "inter_latency_s", json_real(tcp_lat));
+		json_object_set_new(o, "device_memory_mb",
+		                    json_integer(agent_device_memory_mb(&a->cfg)));
+		json_decref(a->perf);
+		a->perf = o;
+		log_info("node probe: %.1f GFLOP/s per device (%.0f%% when all %d compute), "
+		         "shm %.2f GB/s, inter-node %.2f GB/s (%s), in %lld ms",
+		         json_real_value(json_object_get(o, "flops_per_s")) / 1e9,
+		         json_real_value(json_object_get(o, "parallel_efficiency")) * 100,
+		         a->cfg.n_devices,
+		         json_real_value(json_object_get(o, "intra_bw_bytes_per_s")) / 1e9,
+		         json_real_value(json_object_get(o, "inter_bw_bytes_per_s")) / 1e9,
+		         json_string_value(json_object_get(o, "inter_source")),
+		         (long long)(yard_now_mono_ms() - p->started_ms));
+	}
+	uv_close((uv_handle_t *)&p->process, handle_closed);
+	uv_close((uv_handle_t *)&p->timer, handle_closed);
+	if (!uv_is_closing((uv_handle_t *)&p->out))
+		uv_close((uv_handle_t *)&p->out, handle_closed);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct perf_run *p = s->data;
+	(void)buf;
+	if (n > 0) {
+		p->len += (size_t)n;
+		return;
+	}
+	if (n < 0) {
+		uv_close((uv_handle_t *)&p->out, handle_closed);
+		if (p->exited)
+			finish(p);
+	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct perf_run *p = h->data;
+	(void)suggested;
+	*buf = uv_buf_init(p->buf + p->len, (unsigned)(sizeof p->buf - 1 - p->len));
+}
+
+static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
+{
+	struct perf_run *p = proc->data;
+	p->exited = 1;
+	p->exit_status = sig ? 128 + sig : status;
+	uv_timer_stop(&p->timer);
+	if (uv_is_closing((uv_handle_t *)&p->out))
+		finish(p);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	struct perf_run *p = t->data;
+	log_warn("node probe still running after %d ms: killing it", PERF_KILL_MS);
+	uv_process_kill(&p->process, SIGKILL);
+}
+
+int64_t agent_device_memory_mb(const struct agent_config *cfg)
+{
+	if (cfg->device_memory_mb > 0)
+		return cfg->device_memory_mb;
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || page <= 0)
+		return 0;
+	/* CPU devices share the host's memory */
+	return (int64_t)pages * page / (1 << 20) / cfg->n_devices;
+}
+
+void perf_start(struct agent *a)
+{
+	struct perf_run *p = calloc(1, sizeof *p);
+	char devices[16], budget[16];
+	if (p == NULL)
+		return;
+	if (a->perf_attempts++ == 0) {
+		uv_timer_init(a->loop, &a->perf_retry);
+		a->perf_retry.data = a;
+	}
+	p->agent = a;
+	p->started_ms = yard_now_mono_ms();
+	snprintf(devices, sizeof devices, "%d", a->cfg.n_devices);
+	snprintf(budget, sizeof budget, "%d", PERF_BUDGET_MS);
+	char *args[] = {a->cfg.worker_path, "--probe", "--devices", devices,
+	                "--budget-ms",      budget,    NULL};
+	uv_stdio_container_t stdio[3] = {
+	    {.flags = UV_IGNORE},
+	    {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out},
+	    {.flags = UV_INHERIT_FD, .data.fd = 2}};
+	uv_process_options_t opts = {
+	    .file = args[0], .args = args, .exit_cb = on_exit_cb, .stdio_count = 3, .stdio = stdio};
+	uv_pipe_init(a->loop, &p->out, 0);
+	uv_timer_init(a->loop, &p->timer);
+	p->out.data = p->timer.data = p->process.data = p;
+	int rc = uv_spawn(a->loop, &p->process, &opts);
+	if (rc != 0) {
+		log_warn("node probe: cannot start %s: %s; heartbeats carry no perf",
+		         a->cfg.worker_path, uv_strerror(rc));
+		uv_close((uv_handle_t *)&p->process, handle_closed); /* libuv: close it anyway */
+		uv_close((uv_handle_t *)&p->out, handle_closed);
+		uv_close((uv_handle_t *)&p->timer, handle_closed);
+		return;
+	}
+	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
+	uv_timer_start(&p->timer, on_timeout, PERF_KILL_MS, 0);
+}

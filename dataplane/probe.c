@@ -1,0 +1,564 @@
+/* probe.c: the node measurements behind the planner's rates (see probe.h). Helper processes
+ * are forked (not threads) so that each measures what a rank measures: one single-threaded
+ * process per device, communicating through its own libyd communicator. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "common/common.h"
+#include "dataplane/model.h"
+#include "dataplane/optim.h"
+#include "dataplane/probe.h"
+#include "dataplane/yd.h"
+
+/* (rows, in, out) of a linear layer: micro-batch rows × d_model × d_ff/tp as the trainer's
+ * examples run them, up to a size where one call takes milliseconds. */
+static const int GEMM_SHAPES[PROBE_GEMM_POINTS][3] = {
+    {4, 32, 32}, {8, 64, 64}, {16, 64, 128}, {32, 128, 256}, {64, 256, 512}, {128, 512, 1024}};
+
+/* (rows, d_model, d_ff) of one block: spread over rows and widths so the fit separates the
+ * matmul, per-hidden-unit (GELU), per-model-unit (layernorm, residual) and per-call costs */
+static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
+    {1, 64, 128},   {4, 64, 256},   {16, 64, 128},  {64, 64, 256},
+    {4, 256, 1024}, {16, 256, 256}, {32, 128, 512}, {64, 256, 1024}};
+
+#define PROBE_MAX_CONCURRENT 16
+/* Each timing is the best of the short slices its window is cut into (a slice holds at least
+ * one call): another program's burst on a shared machine slows some slices, not the figure.
+ * The best slice is also what an undisturbed rank sees. */
+#define PROBE_SLICE_S 0.002
+#define PROBE_BW_BYTES (4u << 20)
+#define PROBE_LAT_REPS 50
+#define PROBE_BW_REPS 4
+
+static double now_s(void)
+{
+	return (double)yard_now_mono_ns() / 1e9;
+}
+
+/* Forward + backward (3 GEMMs) of one linear layer, repeated for window_s; flops/s of the
+ * best slice (what the device does undisturbed), and in *sustained (may be NULL) over the
+ * whole window (what this process got, sharing the machine). */
+static double gemm_rate(const int shape[3], double window_s, double *sustained)
+{
+	int n = shape[0], i = shape[1], o = shape[2];
+	size_t ni = (size_t)n * i, oi = (size_t)o * i, no = (size_t)n * o;
+	float *buf = calloc(ni * 2 + oi * 2 + no * 2, sizeof *buf);
+	if (buf == NULL)
+		return 0;
+	float *in = buf, *din = in + ni, *w = din + ni, *dw = w + oi, *out = dw + oi,
+	      *dout = out + no;
+	for (size_t k = 0; k < ni; k++)
+		in[k] = (float)(k % 7) * 0.1f;
+	for (size_t k = 0; k < oi; k++)
+		w[k] = (float)(k % 5) * 0.01f;
+	for (size_t k = 0; k < no; k++)
+		dout[k] = 0.001f;
+	model_matmul_forward(out, in, w, NULL, n, i, o); /* warm the caches and the library */
+	double best = 0, begin = now_s(), total_reps = 0;
+	while (best == 0 || now_s() - begin < window_s) {
+		double start = now_s(), elapsed = 0;
+		long reps = 0;
+		/* bounded by the slice: at most millions of calls of the smallest shape */
+		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
+			model_matmul_forward(out, in, w, NULL, n, i, o);
+			model_matmul_backward(din, dw, NULL, dout, in, w, n, i, o);
+			reps++;
+			if ((reps & 7) == 0 || ni * o > 100000)
+				elapsed = now_s() - start;
+		}
+		elapsed = now_s() - start;
+		double rate = elapsed > 0 ? (double)reps * 3.0 * 2.0 * n * i * o / elapsed : 0;
+		if (rate > best)
+			best = rate;
+		total_reps += (double)reps;
+	}
+	if (sustained != NULL)
+		*sustained = total_reps * 3.0 * 2.0 * n * i * o / (now_s() - begin);
+	free(buf);
+	return best;
+}
+
+/* Builds a model whose only chunk is one middle block (no input projection, no head), as a
+ * middle pipeline stage holds it. */
+static int one_block_model(struct model *m, int d, int f, struct yard_err *err)
+{
+	struct model_config cfg = {
+	    .d_in = 8, .d_model = d, .d_ff = f, .layers = 3, .classes = 2, .seed = 1};
+	struct model_layout lay = {.tp = 1, .tp_i = 0, .pp = 3, .pp_i = 1, .v = 1};
+	return model_init(m, &cfg, &lay, err);
+}
+
+/* Seconds per forward + backward of one block of (n, d, f), over window_s. */
+static double block_time(const int shape[3], double window_s, struct yard_err *err)
+{
+	int n = shape[0], d = shape[1], f = shape[2];
+	struct model m;
+	double per = -1;
+	if (one_block_model(&m, d, f, err) != 0)
+		return -1;
+	struct model_acts *a = model_acts_new(&m, 0, n);
+	float *dresid = calloc((size_t)n * d, sizeof *dresid);
+	if (a == NULL || dresid == NULL) {
+		yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d block", n, d, f);
+		goto out;
+	}
+	for (size_t k = 0; k < (size_t)n * d; k++)
+		a->resid[0][k] = (float)(k % 13) * 0.05f - 0.3f;
+	double begin = now_s();
+	while (per < 0 || now_s() - begin < window_s) {
+		double start = now_s(), elapsed = 0;
+		long reps = 0;
+		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
+			double loss = 0;
+			int correct = 0;
+			for (size_t k = 0; k < (size_t)n * d; k++)
+				dresid[k] = 1e-3f;
+			if (model_chunk_forward(&m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
+			    model_chunk_backward(&m, 0, a, dresid, 1.0f, NULL, NULL, NULL, NULL) !=
+			        0) {
+				yard_err_set(err, YARD_EINTERNAL, "probe: block %dx%dx%d failed", n,
+				             d, f);
+				goto out;
+			}
+			reps++;
+			elapsed = now_s() - start;
+		}
+		if (per < 0 || elapsed / reps < per)
+			per = elapsed / reps;
+	}
+out:
+	free(dresid);
+	if (a != NULL)
+		model_acts_free(a);
+	model_free(&m);
+	return per;
+}
+
+/* Seconds per parameter of optim_step + model_zero_grad on a block of 256 × 1024. */
+static double optim_time(enum optim_kind kind, double window_s, struct yard_err *err)
+{
+	struct model m;
+	struct optim o;
+	struct optim_config cfg = {.kind = kind,
+	                           .lr = 1e-3,
+	                           .momentum = 0.9,
+	                           .beta1 = 0.9,
+	                           .beta2 = 0.999,
+	                           .eps = 1e-8,
+	                           .weight_decay = 0.01};
+	double per = -1;
+	if (one_block_model(&m, 256, 1024, err) != 0)
+		return -1;
+	if (optim_init(&o, &cfg, m.numel, err) == 0) {
+		double begin = now_s();
+		while (per < 0 || now_s() - begin < window_s) {
+			double start = now_s(), elapsed = 0;
+			long reps = 0;
+			while (elapsed < PROBE_SLICE_S && reps < 100000L) {
+				model_zero_grad(&m);
+				optim_step(&o, &m, 1.0f);
+				reps++;
+				elapsed = now_s() - start;
+			}
+			double t = elapsed / reps / (double)m.numel;
+			if (per < 0 || t < per)
+				per = t;
+		}
+		optim_free(&o);
+	}
+	model_free(&m);
+	return per;
+}
+
+#define FIT_TERMS 5
+
+/* Solves the k×k system a·x = b (Gaussian elimination, partial pivoting); -1 if singular. */
+static int solve(int k, double a[FIT_TERMS][FIT_TERMS], double b[FIT_TERMS], double x[FIT_TERMS])
+{
+	for (int c = 0; c < k; c++) {
+		int p = c;
+		for (int r = c + 1; r < k; r++)
+			if (fabs(a[r][c]) > fabs(a[p][c]))
+				p = r;
+		if (fabs(a[p][c]) < 1e-300)
+			return -1;
+		for (int j = 0; j < k; j++) {
+			double t = a[c][j];
+			a[c][j] = a[p][j];
+			a[p][j] = t;
+		}
+		double t = b[c];
+		b[c] = b[p];
+		b[p] = t;
+		for (int r = c + 1; r < k; r++) {
+			double f = a[r][c] / a[c][c];
+			for (int j = c; j < k; j++)
+				a[r][j] -= f * a[c][j];
+			b[r] -= f * b[c];
+		}
+	}
+	for (int r = k - 1; r >= 0; r--) {
+		double s = b[r];
+		for (int j = r + 1; j < k; j++)
+			s -= a[r][j] * x[j];
+		x[r] = s / a[r][r];
+	}
+	return 0;
+}
+
+/* Fits the block cost (probe.h) to the measured times, minimising relative error; a
+ * negative coefficient (noise) is dropped and the rest refitted. */
+void probe_block_shape(int i, int shape[3])
+{
+	memcpy(shape, BLOCK_SHAPES[i], sizeof BLOCK_SHAPES[i]);
+}
+
+int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result *r)
+{
+	int use[FIT_TERMS] = {1, 1, 1, 1, 1};
+	double x[FIT_TERMS] = {0};
+	for (int round = 0; round < FIT_TERMS; round++) {
+		double a[FIT_TERMS][FIT_TERMS] = {{0}}, b[FIT_TERMS] = {0}, xs[FIT_TERMS] = {0};
+		int idx[FIT_TERMS], k = 0;
+		for (int j = 0; j < FIT_TERMS; j++)
+			if (use[j])
+				idx[k++] = j;
+		for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+			double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1],
+			       f = BLOCK_SHAPES[s][2];
+			double feat[FIT_TERMS] = {n * d * f, d * f, n * f, n * d, 1};
+			double w = 1 / times[s];
+			for (int i = 0; i < k; i++) {
+				for (int j = 0; j < k; j++)
+					a[i][j] += feat[idx[i]] * w * feat[idx[j]] * w;
+				b[i] += feat[idx[i]] * w * times[s] * w;
+			}
+		}
+		if (solve(k, a, b, xs) != 0)
+			return -1;
+		memset(x, 0, sizeof x);
+		int negative = -1;
+		for (int i = 0; i < k; i++)
+			x[idx[i]] = xs[i];
+		/* drop the most negative term other than the matmuls' (the one that must stay) */
+		for (int i = 0; i < k; i++)
+			if (idx[i] != 0 && xs[i] < 0 && (negative < 0 || xs[i] < x[negative]))
+				negative = idx[i];
+		if (negative < 0)
+			break;
+		use[negative] = 0;
+		x[negative] = 0;
+	}
+	r->block_mac_s = x[0], r->block_weight_s = x[1], r->block_hidden_s = x[2];
+	r->block_model_s = x[3], r->block_call_s = x[4];
+	r->block_fit_error = 0;
+	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+		double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
+		double fit = x[0] * n * d * f + x[1] * d * f + x[2] * n * f + x[3] * n * d + x[4];
+		r->block_fit_error = fmax(r->block_fit_error, fabs(fit - times[s]) / times[s]);
+	}
+	if (x[0] > 0)
+		return 0;
+	/* noise left no positive matmul term: cost the block by its matmuls alone */
+	double num = 0, den = 0;
+	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+		double mac = (double)BLOCK_SHAPES[s][0] * BLOCK_SHAPES[s][1] * BLOCK_SHAPES[s][2];
+		num += mac / times[s];
+		den += mac * mac / (times[s] * times[s]);
+	}
+	memset(x, 0, sizeof x);
+	x[0] = den > 0 ? num / den : 0;
+	r->block_mac_s = x[0], r->block_weight_s = r->block_hidden_s = r->block_model_s = 0;
+	r->block_call_s = 0;
+	r->block_fit_error = 0;
+	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+		double mac = (double)BLOCK_SHAPES[s][0] * BLOCK_SHAPES[s][1] * BLOCK_SHAPES[s][2];
+		r->block_fit_error =
+		    fmax(r->block_fit_error, fabs(x[0] * mac - times[s]) / times[s]);
+	}
+	return x[0] > 0 ? 0 : -1;
+}
+
+/* Reads exactly len bytes from fd before deadline_s (monotonic). */
+static int read_full(int fd, void *buf, size_t len, double deadline_s)
+{
+	size_t got = 0;
+	while (got < len) {
+		double left = deadline_s - now_s();
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (left <= 0)
+			return YARD_ETIMEDOUT;
+		int rc = poll(&p, 1, (int)(left * 1000) + 1);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			return rc == 0 ? YARD_ETIMEDOUT : YARD_EIO;
+		ssize_t r = read(fd, (char *)buf + got, len - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return YARD_EIO;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static void reap(const pid_t *pids, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (pids[k] > 0) {
+			kill(pids[k], SIGKILL);
+			waitpid(pids[k], NULL, 0);
+		}
+}
+
+/* The GEMM the concurrency measurement runs: big enough to be compute-bound, small enough
+ * for many calls in a short window. */
+#define CONCURRENT_SHAPE 4
+
+/* k processes run the same GEMM at once, released together; the sum of their sustained
+ * rates, and of their best-slice rates. The one-process reference is measured the same way
+ * (a fresh process, the same window), so that a scheduler's favour for a newly woken process
+ * biases both alike. */
+static int concurrent_rate(int k, double window_s, double deadline_s, double *sum, double *best_sum,
+                           struct yard_err *err)
+{
+	int results[2], go[2];
+	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
+	if (pipe(results) != 0 || pipe(go) != 0)
+		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
+	for (int c = 0; c < k; c++) {
+		pids[c] = fork();
+		if (pids[c] < 0) {
+			reap(pids, c);
+			return yard_err_set(err, YARD_EIO, "probe: fork: %s", strerror(errno));
+		}
+		if (pids[c] == 0) {
+			char byte;
+			close(go[1]);
+			close(results[0]);
+			/* wait for the release (EOF when the parent closes its end) */
+			while (read(go[0], &byte, 1) < 0 && errno == EINTR)
+				;
+			double rate[2];
+			rate[1] = gemm_rate(GEMM_SHAPES[CONCURRENT_SHAPE], window_s, &rate[0]);
+			ssize_t w = write(results[1], rate, sizeof rate);
+			_exit(w == (ssize_t)sizeof rate ? 0 : 1);
+		}
+	}
+	close(go[0]);
+	close(go[1]); /* releases every child at once */
+	close(results[1]);
+	*sum = *best_sum = 0;
+	int rc = 0;
+	for (int c = 0; c < k && rc == 0; c++) {
+		double rate[2] = {0};
+		rc = read_full(results[0], rate, sizeof rate, deadline_s);
+		*sum += rate[0];
+		*best_sum += rate[1];
+	}
+	close(results[0]);
+	reap(pids, k);
+	if (rc != 0)
+		return yard_err_set(err, rc,
+		                    "probe: %d concurrent matmul processes did not report "
+		                    "within the budget",
+		                    k);
+	return 0;
+}
+
+/* One rank of the two-rank allreduce probe; writes {latency_s, bw} to out_fd (rank 0). */
+/* One rank of a world-rank allreduce probe; rank 0 writes {latency per ring step, bandwidth}
+ * to out_fd (bandwidth only for 2 ranks, 0 otherwise). */
+static void allreduce_child(int rank, int world, const char *rendezvous, const char *transport,
+                            int timeout_ms, int out_fd)
+{
+	char errbuf[256] = "", buf[32];
+	yd_comm *comm = NULL;
+	snprintf(buf, sizeof buf, "%d", rank);
+	setenv("YARD_RANK", buf, 1);
+	snprintf(buf, sizeof buf, "%d", world);
+	setenv("YARD_WORLD_SIZE", buf, 1);
+	setenv("YARD_RENDEZVOUS_FILE", rendezvous, 1);
+	setenv("YARD_TRANSPORT", transport, 1);
+	unsetenv("YARD_PEERS");
+	unsetenv("YARD_HOSTS");
+	unsetenv("YARD_ALGO");
+	snprintf(buf, sizeof buf, "%d", timeout_ms);
+	setenv("YARD_TIMEOUT_MS", buf, 1);
+	if (yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
+		_exit(3);
+	size_t count = world == 2 ? PROBE_BW_BYTES / sizeof(float) : 1;
+	float *data = calloc(count, sizeof *data);
+	if (data == NULL || yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0 ||
+	    yd_allreduce(comm, data, data, 1, YD_F32, YD_SUM) != 0)
+		_exit(4);
+	double t0 = now_s();
+	for (int r = 0; r < PROBE_LAT_REPS; r++)
+		if (yd_allreduce(comm, data, data, 1, YD_F32, YD_SUM) != 0)
+			_exit(4);
+	double t1 = now_s();
+	for (int r = 0; world == 2 && r < PROBE_BW_REPS; r++)
+		if (yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0)
+			_exit(4);
+	double t2 = now_s();
+	/* as the planner counts it: a ring allreduce over n ranks takes 2(n-1) steps */
+	double latency = (t1 - t0) / PROBE_LAT_REPS / (2.0 * (world - 1));
+	double per = (t2 - t1) / PROBE_BW_REPS - 2 * latency;
+	/* ring allreduce over 2 ranks moves the buffer once each way: t = bytes / bw */
+	double result[2] = {latency, world == 2 && per > 0 ? PROBE_BW_BYTES / per : 0};
+	yd_barrier(comm);
+	yd_comm_destroy(comm);
+	free(data);
+	if (rank == 0 && write(out_fd, result, sizeof result) != (ssize_t)sizeof result)
+		_exit(5);
+	_exit(0);
+}
+
+/* world ranks (≤ PROBE_MAX_CONCURRENT) in as many processes; bw is measured for 2 only. */
+static int allreduce_probe(int world, const char *transport, int timeout_ms, double deadline_s,
+                           double *latency_s, double *bw, struct yard_err *err)
+{
+	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
+	int fd = mkstemp(rendezvous), results[2];
+	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
+	double result[2] = {0};
+	if (fd < 0)
+		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
+	close(fd);
+	if (pipe(results) != 0) {
+		unlink(rendezvous);
+		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
+	}
+	int forked = 1;
+	for (int r = 0; r < world; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			close(results[0]);
+			allreduce_child(r, world, rendezvous, transport, timeout_ms, results[1]);
+		}
+		forked = forked && pids[r] > 0;
+	}
+	close(results[1]);
+	int rc = forked ? read_full(results[0], result, sizeof result, deadline_s) : YARD_EIO;
+	close(results[0]);
+	reap(pids, world);
+	unlink(rendezvous);
+	if (rc != 0 || result[0] <= 0 || (world == 2 && result[1] <= 0))
+		return yard_err_set(err, rc ? rc : YARD_EIO,
+		                    "probe: the %d-rank %s allreduce did not complete within the "
+		                    "budget",
+		                    world, transport);
+	*latency_s = result[0];
+	if (bw != NULL)
+		*bw = result[1];
+	return 0;
+}
+
+int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err)
+{
+	double start = now_s();
+	double budget_s = budget_ms / 1000.0;
+	/* budget shares: 2 allreduces (mostly connection set-up) 10% each, concurrency 5% + 5%,
+	 * the GEMM curve 15%, blocks 40%, optimisers 5% each */
+	double window_s = budget_s * 0.15 / PROBE_GEMM_POINTS;
+	double block_window_s = budget_s * 0.40 / PROBE_BLOCK_SHAPES;
+	double block_times[PROBE_BLOCK_SHAPES];
+	int rc;
+	memset(out, 0, sizeof *out);
+	if (devices < 1 || budget_ms < 100)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "probe: devices %d and budget %d ms must be ≥ 1 and ≥ 100",
+		                    devices, budget_ms);
+#ifdef HAVE_OPENBLAS
+	openblas_set_num_threads(1); /* one process per device, as ranks run */
+#endif
+	fflush(NULL); /* forked children must not flush the parent's buffers */
+	/* a loaded machine may be slow to schedule the helpers: the communicator gets at least a
+	 * second, so the probe stays bounded (a few seconds) without failing under load */
+	int comm_timeout_ms = budget_ms / 4 > 1000 ? budget_ms / 4 : 1000;
+	int all = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
+	if ((rc = allreduce_probe(2, "shm", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
+	                          &out->shm_latency_s, &out->shm_bw_bytes_per_s, err)) != 0 ||
+	    (rc = allreduce_probe(2, "tcp", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
+	                          &out->tcp_latency_s, &out->tcp_bw_bytes_per_s, err)) != 0)
+		return rc;
+	out->shm_busy_latency_s = out->shm_latency_s;
+	if (all > 2 &&
+	    (rc = allreduce_probe(all, "shm", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
+	                          &out->shm_busy_latency_s, NULL, err)) != 0)
+		return rc;
+	out->gemm_points = PROBE_GEMM_POINTS;
+	for (int p = 0; p < PROBE_GEMM_POINTS; p++) {
+		const int *s = GEMM_SHAPES[p];
+		out->gemm_call_flops[p] = 2.0 * s[0] * s[1] * s[2];
+		out->gemm_flops_per_s[p] = gemm_rate(s, window_s, NULL);
+		if (out->gemm_flops_per_s[p] <= 0)
+			return yard_err_set(err, YARD_ENOMEM,
+			                    "probe: no memory for a %dx%dx%d GEMM", s[0], s[1],
+			                    s[2]);
+	}
+	out->flops_per_s = out->gemm_flops_per_s[PROBE_GEMM_POINTS - 1];
+	for (int b = 0; b < PROBE_BLOCK_SHAPES; b++)
+		if ((block_times[b] = block_time(BLOCK_SHAPES[b], block_window_s, err)) <= 0)
+			return err->code ? err->code : YARD_EINTERNAL;
+	if (probe_block_fit(block_times, out) != 0)
+		return yard_err_set(err, YARD_EINTERNAL,
+		                    "probe: block times do not fit a cost model (largest %.3g s)",
+		                    block_times[PROBE_BLOCK_SHAPES - 1]);
+	if ((out->adamw_s_per_param = optim_time(OPTIM_ADAMW, budget_s * 0.05, err)) <= 0 ||
+	    (out->sgd_s_per_param = optim_time(OPTIM_SGD, budget_s * 0.05, err)) <= 0)
+		return err->code ? err->code : YARD_EINTERNAL;
+	out->devices = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
+	out->parallel_efficiency = 1;
+	double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
+	if ((rc = concurrent_rate(1, budget_s * 0.05, now_s() + budget_s + 1, &alone, &alone_best,
+	                          err)) != 0)
+		return rc;
+	out->availability = alone_best > 0 ? fmin(1, alone / alone_best) : 0;
+	if (out->devices > 1) {
+		if ((rc = concurrent_rate(out->devices, budget_s * 0.05, now_s() + budget_s + 1,
+		                          &sum, &best_sum, err)) != 0)
+			return rc;
+		out->parallel_efficiency = alone > 0 ? sum / (out->devices * alone) : 0;
+		if (out->parallel_efficiency > 1)
+			out->parallel_efficiency = 1;
+	}
+	out->elapsed_s = now_s() - start;
+	return 0;
+}
+
+json_t *probe_to_json(const struct probe_result *r)
+{
+	json_t *gemm = json_array();
+	for (int p = 0; p < r->gemm_points; p++)
+		json_array_append_new(
+		    gemm, json_pack("[f,f]", r->gemm_call_flops[p], r->gemm_flops_per_s[p]));
+	json_t *block =
+	    json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "mac_s", r->block_mac_s, "weight_s",
+	              r->block_weight_s, "hidden_s", r->block_hidden_s, "model_s", r->block_model_s,
+	              "call_s", r->block_call_s, "fit_error", r->block_fit_error);
+	json_t *optim =
+	    json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd", r->sgd_s_per_param);
+	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
+	                 r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
+	                 "parallel_efficiency", r->parallel_efficiency, "availability",
+	                 r->availability, "devices", r->devices, "intra_bw_bytes_per_s",
+	                 r->shm_bw_bytes_per_s, "intra_latency_s", r->shm_latency_s,
+	                 "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
+	                 r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
+	                 (int)(r->elapsed_s * 1000));
+}

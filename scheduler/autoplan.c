@@ -1,0 +1,363 @@
+/* autoplan.c: job spec + node rows + measured rates → planner input and JSON answers (see
+ * autoplan.h). */
+#include "scheduler/autoplan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/jsonx.h"
+
+json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
+{
+	static const char *const keys[] = {"flops_per_s",
+	                                   "gemm",
+	                                   "block",
+	                                   "optim_s_per_param",
+	                                   "parallel_efficiency",
+	                                   "availability",
+	                                   "devices",
+	                                   "intra_bw_bytes_per_s",
+	                                   "intra_latency_s",
+	                                   "intra_busy_latency_s",
+	                                   "tcp_bw_bytes_per_s",
+	                                   "tcp_latency_s",
+	                                   "inter_bw_bytes_per_s",
+	                                   "inter_latency_s",
+	                                   "inter_source",
+	                                   "device_memory_mb",
+	                                   "probe_ms",
+	                                   NULL};
+	static const char *const positive[] = {"flops_per_s", "intra_bw_bytes_per_s",
+	                                       "inter_bw_bytes_per_s", NULL};
+	double v = 0, eff = 1, avail = 1, intra_lat = 0, inter_lat = 0, busy_lat = 0;
+	int64_t memory_mb = 0, probe_ms = 0;
+	const char *source = "configured";
+	if (!json_is_object(perf)) {
+		yard_err_set(err, YARD_EINVAL, "perf: must be an object");
+		return NULL;
+	}
+	if (jsonx_only_keys(perf, "perf", keys, err) != 0 ||
+	    jsonx_get_double(perf, "perf", "parallel_efficiency", 0, 1e-6, 1, &eff, err) != 0 ||
+	    jsonx_get_double(perf, "perf", "availability", 0, 1e-6, 1, &avail, err) != 0 ||
+	    jsonx_get_double(perf, "perf", "intra_latency_s", 0, 0, 10, &intra_lat, err) != 0 ||
+	    jsonx_get_double(perf, "perf", "inter_latency_s", 0, 0, 10, &inter_lat, err) != 0 ||
+	    jsonx_get_double(perf, "perf", "intra_busy_latency_s", 0, 0, 10, &busy_lat, err) != 0 ||
+	    jsonx_get_int(perf, "perf", "device_memory_mb", 0, 0, 1LL << 40, &memory_mb, err) !=
+	        0 ||
+	    jsonx_get_int(perf, "perf", "probe_ms", 0, 0, 3600000, &probe_ms, err) != 0 ||
+	    jsonx_get_string(perf, "perf", "inter_source", 0, 31, &source, err) != 0)
+		return NULL;
+	json_t *out = json_pack("{s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "parallel_efficiency", eff,
+	                        "availability", avail, "intra_latency_s", intra_lat,
+	                        "intra_busy_latency_s", busy_lat, "inter_latency_s", inter_lat,
+	                        "device_memory_mb", (json_int_t)memory_mb, "probe_ms",
+	                        (json_int_t)probe_ms, "inter_source", source);
+	for (int i = 0; positive[i] != NULL; i++) {
+		if (jsonx_get_double(perf, "perf", positive[i], 1, 1e-300, 1e300, &v, err) != 0) {
+			json_decref(out);
+			return NULL;
+		}
+		json_object_set_new(out, positive[i], json_real(v));
+	}
+	static const char *const block_keys[] = {"mac_s",  "weight_s",  "hidden_s", "model_s",
+	                                         "call_s", "fit_error", NULL};
+	static const char *const optim_keys[] = {"adamw", "sgd", NULL};
+	const struct {
+		const char *key, *prefix;
+		const char *const *fields;
+	} parts[] = {{"block", "perf.block", block_keys},
+	             {"optim_s_per_param", "perf.optim_s_per_param", optim_keys}};
+	for (size_t p = 0; p < 2; p++) {
+		const json_t *part = json_object_get(perf, parts[p].key);
+		if (part == NULL)
+			continue;
+		if (!json_is_object(part) ||
+		    jsonx_only_keys(part, parts[p].prefix, parts[p].fields, err) != 0) {
+			if (err->code == 0)
+				yard_err_set(err, YARD_EINVAL, "%s: must be an object",
+				             parts[p].prefix);
+			json_decref(out);
+			return NULL;
+		}
+		json_t *clean = json_object();
+		for (int i = 0; parts[p].fields[i] != NULL; i++) {
+			if (jsonx_get_double(part, parts[p].prefix, parts[p].fields[i], 1, 0, 1e6,
+			                     &v, err) != 0) {
+				json_decref(clean);
+				json_decref(out);
+				return NULL;
+			}
+			json_object_set_new(clean, parts[p].fields[i], json_real(v));
+		}
+		json_object_set_new(out, parts[p].key, clean);
+	}
+	const json_t *gemm = json_object_get(perf, "gemm");
+	if (gemm != NULL) {
+		size_t i;
+		json_t *point;
+		double last = 0;
+		if (!json_is_array(gemm) || json_array_size(gemm) > PLAN_RATE_POINTS_MAX) {
+			json_decref(out);
+			yard_err_set(err, YARD_EINVAL,
+			             "perf.gemm: must be an array of at most %d [call_flops, "
+			             "flops_per_s] pairs",
+			             PLAN_RATE_POINTS_MAX);
+			return NULL;
+		}
+		json_array_foreach(gemm, i, point)
+		{
+			double x = json_number_value(json_array_get(point, 0));
+			double y = json_number_value(json_array_get(point, 1));
+			if (!json_is_array(point) || json_array_size(point) != 2 || !(x > last) ||
+			    !(y > 0) || !isfinite(x) || !isfinite(y)) {
+				json_decref(out);
+				yard_err_set(
+				    err, YARD_EINVAL,
+				    "perf.gemm[%zu]: want [call_flops, flops_per_s], positive, "
+				    "call_flops ascending",
+				    i);
+				return NULL;
+			}
+			last = x;
+		}
+		json_object_set_new(out, "gemm", json_deep_copy(gemm));
+	}
+	return out;
+}
+
+void autoplan_model(const struct jobspec *spec, struct plan_model *out)
+{
+	memset(out, 0, sizeof *out);
+	out->d_in = spec->model.d_in;
+	out->d_model = spec->model.d_model;
+	out->d_ff = spec->model.d_ff;
+	out->layers = spec->model.layers;
+	out->classes = spec->model.classes;
+	out->batch_size = spec->train.batch_size;
+	out->adamw = spec->train.optimizer == JOBSPEC_ADAMW;
+}
+
+static double num(const json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const struct jobspec *spec,
+                     struct plan_cluster *k, struct yard_err *err)
+{
+	size_t i;
+	json_t *node;
+	int unmeasured = 0, other_kind = 0, unschedulable = 0;
+	const json_t *slowest = NULL;
+	memset(k, 0, sizeof *k);
+	json_array_foreach(nodes, i, node)
+	{
+		const char *id = json_string_value(json_object_get(node, "id"));
+		const json_t *devices = json_object_get(node, "devices");
+		const char *kind =
+		    json_string_value(json_object_get(json_array_get(devices, 0), "kind"));
+		int cuda = kind != NULL && strcmp(kind, "cuda") == 0;
+		const json_t *perf = id ? json_object_get(perf_by_node, id) : NULL;
+		int n = (int)json_array_size(devices);
+		if (strcmp(json_string_value(json_object_get(node, "state")), "up") != 0 ||
+		    json_is_true(json_object_get(node, "cordoned"))) {
+			unschedulable++;
+			continue;
+		}
+		if ((spec->device == JOBSPEC_DEVICE_CUDA && !cuda) ||
+		    (spec->device == JOBSPEC_DEVICE_CPU && cuda)) {
+			other_kind++;
+			continue;
+		}
+		if (perf == NULL) {
+			unmeasured++;
+			continue;
+		}
+		int64_t memory_mb =
+		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
+		if (memory_mb <= 0)
+			memory_mb = json_integer_value(json_object_get(perf, "device_memory_mb"));
+		double memory = (double)memory_mb * 1048576.0;
+		double inter_lat = num(perf, "inter_latency_s");
+		k->devices += n;
+		if (n > k->devices_per_node)
+			k->devices_per_node = n;
+		if (k->device_memory_bytes == 0 || memory < k->device_memory_bytes)
+			k->device_memory_bytes = memory;
+		if (slowest == NULL || num(perf, "flops_per_s") < num(slowest, "flops_per_s"))
+			slowest = perf;
+		if (k->intra_bw_bytes_per_s == 0 ||
+		    num(perf, "intra_bw_bytes_per_s") < k->intra_bw_bytes_per_s)
+			k->intra_bw_bytes_per_s = num(perf, "intra_bw_bytes_per_s");
+		if (k->inter_bw_bytes_per_s == 0 ||
+		    num(perf, "inter_bw_bytes_per_s") < k->inter_bw_bytes_per_s)
+			k->inter_bw_bytes_per_s = num(perf, "inter_bw_bytes_per_s");
+		k->latency_s = fmax(k->latency_s, num(perf, "intra_latency_s"));
+		k->busy_latency_s = fmax(k->busy_latency_s, num(perf, "intra_busy_latency_s"));
+		k->inter_latency_s = fmax(k->inter_latency_s, inter_lat);
+		if (k->parallel_efficiency == 0 ||
+		    num(perf, "parallel_efficiency") < k->parallel_efficiency)
+			k->parallel_efficiency = num(perf, "parallel_efficiency");
+		if (k->availability == 0 || num(perf, "availability") < k->availability)
+			k->availability = num(perf, "availability");
+	}
+	if (slowest == NULL)
+		return yard_err_set(err, YARD_ENOSPACE,
+		                    "no node to plan for: %d up node(s) of the job's device kind "
+		                    "have not reported measured rates yet, %d are of another "
+		                    "kind, %d are not up or cordoned",
+		                    unmeasured, other_kind, unschedulable);
+	if (spec->ranks > 0 && spec->ranks < k->devices)
+		k->devices = spec->ranks;
+	k->flops_per_s = num(slowest, "flops_per_s");
+	const json_t *block = json_object_get(slowest, "block");
+	const json_t *optim = json_object_get(slowest, "optim_s_per_param");
+	k->block_mac_s = num(block, "mac_s");
+	k->block_weight_s = num(block, "weight_s");
+	k->block_hidden_s = num(block, "hidden_s");
+	k->block_model_s = num(block, "model_s");
+	k->block_call_s = num(block, "call_s");
+	k->adamw_s_per_param = num(optim, "adamw");
+	k->sgd_s_per_param = num(optim, "sgd");
+	const json_t *gemm = json_object_get(slowest, "gemm");
+	json_t *point;
+	json_array_foreach(gemm, i, point)
+	{
+		if (k->rate_points == PLAN_RATE_POINTS_MAX)
+			break;
+		k->rate_call_flops[k->rate_points] = json_number_value(json_array_get(point, 0));
+		k->rate_flops_per_s[k->rate_points] = json_number_value(json_array_get(point, 1));
+		k->rate_points++;
+	}
+	if (k->device_memory_bytes <= 0)
+		return yard_err_set(err, YARD_ENOSPACE,
+		                    "no node to plan for: device memory is unknown (neither the "
+		                    "node's devices nor its perf give memory_mb)");
+	return 0;
+}
+
+static json_t *layout_json(const struct plan_candidate *c)
+{
+	return json_pack("{s:i,s:i,s:i,s:s,s:i,s:i}", "dp", c->dp, "tp", c->tp, "pp", c->pp,
+	                 "schedule", plan_schedule_name(c->schedule), "virtual_stages", c->v,
+	                 "micro_batches", c->m);
+}
+
+static json_t *candidate_json(const struct plan_candidate *c)
+{
+	json_t *o =
+	    json_pack("{s:o,s:i}", "layout", layout_json(c), "world", c->dp * c->tp * c->pp);
+	json_object_set_new(o, "step_ms", json_real(c->step_s * 1e3));
+	json_object_set_new(o, "compute_ms", json_real(c->compute_s * 1e3));
+	json_object_set_new(o, "tp_comm_ms", json_real(c->tp_comm_s * 1e3));
+	json_object_set_new(o, "pp_comm_ms", json_real(c->pp_comm_s * 1e3));
+	json_object_set_new(o, "dp_comm_ms", json_real(c->dp_comm_s * 1e3));
+	json_object_set_new(o, "dp_exposed_ms", json_real(c->dp_exposed_s * 1e3));
+	json_object_set_new(o, "optim_ms", json_real(c->optim_s * 1e3));
+	json_object_set_new(o, "bubble_fraction", json_real(c->bubble_fraction));
+	json_object_set_new(o, "memory_mb", json_real(c->memory_bytes / 1048576.0));
+	json_object_set_new(o, "comm_mb", json_real(c->comm_bytes / 1048576.0));
+	return o;
+}
+
+static json_t *cluster_json(const struct plan_cluster *k)
+{
+	json_t *o =
+	    json_pack("{s:i,s:i}", "devices", k->devices, "devices_per_node", k->devices_per_node);
+	json_object_set_new(o, "device_memory_mb", json_real(k->device_memory_bytes / 1048576.0));
+	json_object_set_new(o, "flops_per_s", json_real(k->flops_per_s));
+	json_object_set_new(o, "parallel_efficiency",
+	                    json_real(k->parallel_efficiency > 0 ? k->parallel_efficiency : 1));
+	json_object_set_new(o, "availability",
+	                    json_real(k->availability > 0 ? k->availability : 1));
+	json_object_set_new(o, "intra_bw_bytes_per_s", json_real(k->intra_bw_bytes_per_s));
+	json_object_set_new(o, "inter_bw_bytes_per_s", json_real(k->inter_bw_bytes_per_s));
+	json_object_set_new(o, "intra_latency_s", json_real(k->latency_s));
+	json_object_set_new(o, "intra_busy_latency_s", json_real(k->busy_latency_s));
+	json_object_set_new(o, "inter_latency_s", json_real(k->inter_latency_s));
+	return o;
+}
+
+json_t *autoplan_run(const json_t *spec_json, const json_t *nodes, const json_t *perf_by_node,
+                     int limit, struct yard_err *err)
+{
+	struct jobspec spec;
+	struct plan_model model;
+	struct plan_cluster cluster;
+	struct plan_result result;
+	char why[600];
+	if (jobspec_parse(spec_json, &spec, err) != 0)
+		return NULL;
+	if (spec.is_command) {
+		jobspec_free(&spec);
+		yard_err_set(err, YARD_EINVAL,
+		             "command: a command job has no layout to plan (the planner plans the "
+		             "built-in trainer's model)");
+		return NULL;
+	}
+	autoplan_model(&spec, &model);
+	int rc = autoplan_cluster(nodes, perf_by_node, &spec, &cluster, err);
+	jobspec_free(&spec);
+	if (rc != 0 || plan_run(&model, &cluster, &result, err) != 0)
+		return NULL;
+	plan_explain(&result, why, sizeof why);
+	json_t *candidates = json_array();
+	for (int i = 0; i < result.count && (limit <= 0 || i < limit); i++)
+		json_array_append_new(candidates, candidate_json(&result.candidates[i]));
+	json_t *answer =
+	    json_pack("{s:o,s:i,s:i,s:i,s:s,s:o}", "cluster", cluster_json(&cluster), "count",
+	              result.count, "rejected_memory", result.rejected_memory, "rejected_rules",
+	              result.rejected_rules, "explanation", why, "candidates", candidates);
+	plan_result_free(&result);
+	return answer;
+}
+
+json_t *autoplan_record(const json_t *answer)
+{
+	const json_t *candidates = json_object_get(answer, "candidates");
+	json_t *winner = json_deep_copy(json_array_get(candidates, 0));
+	if (winner == NULL)
+		return NULL;
+	json_object_set(winner, "cluster", json_object_get(answer, "cluster"));
+	json_object_set(winner, "explanation", json_object_get(answer, "explanation"));
+	json_object_set(winner, "candidates", json_object_get(answer, "count"));
+	if (json_array_size(candidates) > 1) {
+		json_t *runner_up = json_deep_copy(json_array_get(candidates, 1));
+		json_object_set_new(winner, "runner_up", runner_up);
+	}
+	return winner;
+}
+
+int autoplan_layout(const json_t *plan, struct jobspec_parallel *p, struct yard_err *err)
+{
+	static const char *const keys[] = {
+	    "dp", "tp", "pp", "schedule", "virtual_stages", "micro_batches", NULL};
+	const json_t *layout = json_object_get(plan, "layout");
+	int64_t dp = 0, tp = 0, pp = 0, v = 0, m = 0;
+	const char *schedule = NULL;
+	if (!json_is_object(layout))
+		return yard_err_set(err, YARD_EINVAL, "plan.layout: must be an object");
+	if (jsonx_only_keys(layout, "plan.layout", keys, err) != 0 ||
+	    jsonx_get_int(layout, "plan.layout", "dp", 1, 1, 1024, &dp, err) != 0 ||
+	    jsonx_get_int(layout, "plan.layout", "tp", 1, 1, 1024, &tp, err) != 0 ||
+	    jsonx_get_int(layout, "plan.layout", "pp", 1, 1, 64, &pp, err) != 0 ||
+	    jsonx_get_int(layout, "plan.layout", "virtual_stages", 1, 1, 64, &v, err) != 0 ||
+	    jsonx_get_int(layout, "plan.layout", "micro_batches", 1, 1, 4096, &m, err) != 0 ||
+	    jsonx_get_string(layout, "plan.layout", "schedule", 1, 16, &schedule, err) != 0)
+		return err->code;
+	memset(p, 0, sizeof *p);
+	if (strcmp(schedule, "gpipe") == 0)
+		p->schedule = JOBSPEC_GPIPE;
+	else if (strcmp(schedule, "1f1b") == 0)
+		p->schedule = JOBSPEC_1F1B;
+	else if (strcmp(schedule, "interleaved") == 0)
+		p->schedule = JOBSPEC_INTERLEAVED;
+	else
+		return yard_err_set(err, YARD_EINVAL,
+		                    "plan.layout.schedule: '%s' is not gpipe, 1f1b or interleaved",
+		                    schedule);
+	p->dp = (int)dp, p->tp = (int)tp, p->pp = (int)pp;
+	p->virtual_stages = (int)v, p->micro_batches = (int)m;
+	return 0;
+}

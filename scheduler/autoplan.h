@@ -1,0 +1,54 @@
+/* autoplan.h: the planner (planner.h) applied to a job spec and the cluster as the controller
+ * sees it: the committed node rows plus the rates each agent measured (its heartbeat "perf",
+ * leader soft state). Used by POST /v1/plan and by the scheduler when it places a job with
+ * `parallel: "auto"`; the plan a job got is committed with its placement (job.assign "plan")
+ * and turned back into a concrete layout for its ranks (desired.c).
+ *
+ * The cluster view for a job: up, uncordoned nodes whose devices match the job's device kind
+ * and that have measured rates; devices = their devices (at most the spec's "ranks" when it
+ * gives one); per-device figures are the slowest node's (a synchronous job runs at the pace
+ * of its slowest rank): least FLOP rate (with that node's GEMM curve and parallel
+ * efficiency), least device memory, least bandwidths, largest latencies.
+ * Pure functions over JSON: no I/O, no clock. */
+#ifndef YARD_SCHED_AUTOPLAN_H
+#define YARD_SCHED_AUTOPLAN_H
+
+#include <jansson.h>
+
+#include "common/err.h"
+#include "jobs/spec.h"
+#include "scheduler/planner.h"
+
+#define AUTOPLAN_DEFAULT_LIMIT 10
+
+/* Validates an agent's "perf" object; returns a clean copy (new reference) or NULL with err
+ * naming the field ("perf.flops_per_s: must be a positive number"). */
+json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err);
+
+/* Fills the planner's model from a parsed trainer spec. */
+void autoplan_model(const struct jobspec *spec, struct plan_model *out);
+
+/* The cluster view described above. nodes: committed node rows (fsm_nodes_list);
+ * perf_by_node: {"node-id": perf}. YARD_ENOSPACE with err when no node qualifies, naming how
+ * many were unmeasured or of the wrong kind. */
+int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const struct jobspec *spec,
+                     struct plan_cluster *out, struct yard_err *err);
+
+/* Plans spec (a normalized job spec object) for the cluster: {"cluster", "count",
+ * "rejected_memory", "rejected_rules", "explanation", "candidates": [the best `limit`, or all
+ * when limit ≤ 0]}; each candidate {"layout": {dp, tp, pp, schedule, virtual_stages,
+ * micro_batches}, "world", "step_ms", "compute_ms", "tp_comm_ms", "pp_comm_ms", "dp_comm_ms",
+ * "dp_exposed_ms", "bubble_fraction", "memory_mb", "comm_mb"}. NULL with err for a bad spec
+ * (YARD_EINVAL naming the field), a command job, or a cluster where nothing fits. */
+json_t *autoplan_run(const json_t *spec, const json_t *nodes, const json_t *perf_by_node, int limit,
+                     struct yard_err *err);
+
+/* The plan a job records: the winner with the cluster it was made for, the explanation and
+ * the runner-up (new reference), from autoplan_run's answer. */
+json_t *autoplan_record(const json_t *plan_answer);
+
+/* Reads the layout of a recorded plan ({"layout": {...}}) into p (validated: positive sizes,
+ * a known schedule). YARD_EINVAL with err naming the field otherwise. */
+int autoplan_layout(const json_t *plan, struct jobspec_parallel *p, struct yard_err *err);
+
+#endif
