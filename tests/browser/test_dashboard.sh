@@ -70,7 +70,10 @@ submit_spec() {
 make_join_token "$L"
 start_agent node-a 4 "$(api 1),$(api 2),$(api 3)"
 wait_until 15 node_state_is "$L" node-a up || fail "node-a did not register"
-JOB_SINGLE=$(submit_spec "$top_srcdir/examples/single.json") || fail "cannot submit examples/single.json"
+# examples/single.json with more steps: it must still be training while the page looks at it
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["train"]["steps"]=3000; json.dump(j, open(sys.argv[2], "w"))' \
+	"$top_srcdir/examples/single.json" "$T/single-long.json"
+JOB_SINGLE=$(submit_spec "$T/single-long.json") || fail "cannot submit examples/single.json (3000 steps)"
 JOB_HYBRID=$(submit_spec "$top_srcdir/examples/hybrid.json") || fail "cannot submit examples/hybrid.json"
 JOB_USER=$(submit_spec "$top_srcdir/examples/single.json" "$USER_TOKEN") || fail "cannot submit as user"
 note "jobs: $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # train_ckpt_ha.sh: the controller checkpoint store across a leader failover. Three
 # controllers, two agents (2 CPU devices each) that know all three; a 4-rank dp 2 x pp 2
-# trainer job with the controller store checkpoints every 50 steps. Once a checkpoint is
+# trainer job with the controller store checkpoints every 100 steps. Once a checkpoint is
 # complete, SIGKILL the leader: the agents' uploads go on through the new leader (retried,
 # redirected), later checkpoints complete there with every shard, the surviving members hold
 # the same replicated bytes, a shard downloaded from the new leader is intact, and the job
@@ -25,10 +25,10 @@ wait_until 10 node_state_is "$LEADER" node-b up || fail "node-b did not register
 
 submit "$LEADER" '{"name": "ckpt-ha",
  "model": {"d_in": 16, "d_model": 32, "d_ff": 64, "layers": 4, "classes": 4, "seed": 5},
- "train": {"steps": 1200, "batch_size": 32, "lr": 0.01, "optimizer": "adamw",
+ "train": {"steps": 2400, "batch_size": 32, "lr": 0.01, "optimizer": "adamw",
            "dataset": "synthetic", "data_seed": 3, "samples": 1024},
  "parallel": {"dp": 2, "pp": 2, "schedule": "1f1b", "micro_batches": 2},
- "checkpoint": {"every_steps": 50, "keep": 2, "store": "controller"},
+ "checkpoint": {"every_steps": 100, "keep": 2, "store": "controller"},
  "debug": {"slow_rank": 0, "slow_factor": 6.0},
  "failure": {"max_restarts": 0, "hang_timeout_s": 60}}'
 J=$JOB
