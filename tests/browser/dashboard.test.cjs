@@ -318,6 +318,28 @@ async function main() {
 	await shot(page, '09-overview-security');
 	await page.click('#signout');
 
+	/* ---- an embargoed advisory (live): redacted for a user, whole for security ---- */
+	const ADV_TITLE = env('ADV_TITLE'), ADV_ID = env('ADV_ID');
+	for (const [who, token] of [['user', USER], ['security', SECURITY]]) {
+		await signIn(page, token);
+		await page.goto(URL0 + '/#/rollouts');
+		await waitH1(page, 'Rollouts and advisories');
+		await page.waitForSelector('#view table, #view .nodata');
+		const text = await page.textContent('#view');
+		if (who === 'user') {
+			const red = await page.$$eval('tr.redacted', (rs) => rs.map((r) => r.textContent));
+			check(red.length === 1 && red[0].includes('maintenance') && red[0].includes(ADV_ID),
+				`user: the embargoed advisory ${ADV_ID} is one redacted "maintenance" row (${JSON.stringify(red)})`);
+			check(!text.includes(ADV_TITLE) && !text.includes('CVE'), 'user: neither its title nor its CVE appears anywhere on the page');
+			await shot(page, '09b-advisory-user');
+		} else {
+			check(text.includes(ADV_TITLE) && (await page.$$('tr.redacted')).length === 0,
+				`security: sees the embargoed advisory whole ("${ADV_TITLE}")`);
+			await shot(page, '09c-advisory-security');
+		}
+		await page.click('#signout');
+	}
+
 	/* ---- fixtures: documented shapes for routes the controller does not have yet ---- */
 	await signIn(page, ADMIN);
 	const base = `/v1/jobs/${JOB_HYBRID}`;

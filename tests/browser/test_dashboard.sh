@@ -43,6 +43,13 @@ make_token() { # make_token NAME ROLE: prints the secret
 }
 USER_TOKEN=$(make_token alice user) || exit 1
 SECURITY_TOKEN=$(make_token sam security) || exit 1
+# an embargoed advisory, reported by the security principal (visible to it, not to users)
+ADV_TITLE="agent heartbeat parser overflow (embargoed $$)"
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $SECURITY_TOKEN" \
+	-H 'Content-Type: application/json' --data "{\"title\": \"$ADV_TITLE\", \"severity\": \"high\",
+	\"cve\": \"RESERVED\", \"text\": \"details under embargo\", \"embargo_days\": 7}" "$(api "$L")/v1/advisories")
+[ "$CODE" = 201 ] || fail "advisory create: $CODE $(cat "$T/body")"
+ADV_ID=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' <"$T/body")
 
 # submit_spec FILE [TOKEN]: prints the job id. Fields the running API's validator does not
 # know yet are dropped one by one, loudly, so the test follows whichever validator is built.
@@ -83,6 +90,7 @@ mkdir -p "$ARTIFACTS"
 rm -f "$ARTIFACTS"/*.png
 YARD_URL=$(api "$L") FOLLOWER_URL=$(api "$F") ADMIN_TOKEN=$TOKEN USER_TOKEN=$USER_TOKEN SECURITY_TOKEN=$SECURITY_TOKEN \
 	JOB_SINGLE=$JOB_SINGLE JOB_HYBRID=$JOB_HYBRID JOB_USER=$JOB_USER ARTIFACTS=$ARTIFACTS \
+	ADV_TITLE="$ADV_TITLE" ADV_ID="$ADV_ID" \
 	CHROMIUM=$CHROMIUM NODE_PATH="$cache/node_modules" \
 	node "$top_srcdir/tests/browser/dashboard.test.cjs"
 rc=$?

@@ -25,11 +25,11 @@ wait_until 10 node_state_is "$LEADER" node-b up || fail "node-b did not register
 
 submit "$LEADER" '{"name": "ckpt-ha",
  "model": {"d_in": 16, "d_model": 32, "d_ff": 64, "layers": 4, "classes": 4, "seed": 5},
- "train": {"steps": 2400, "batch_size": 32, "lr": 0.01, "optimizer": "adamw",
+ "train": {"steps": 1000, "batch_size": 32, "lr": 0.01, "optimizer": "adamw",
            "dataset": "synthetic", "data_seed": 3, "samples": 1024},
  "parallel": {"dp": 2, "pp": 2, "schedule": "1f1b", "micro_batches": 2},
  "checkpoint": {"every_steps": 100, "keep": 2, "store": "controller"},
- "debug": {"slow_rank": 0, "slow_factor": 6.0},
+ "debug": {"block_ms": 1.0},
  "failure": {"max_restarts": 0, "hang_timeout_s": 60}}'
 J=$JOB
 # the newest complete step on member $1 into NEWEST (no python: polls must be quick)
