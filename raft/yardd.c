@@ -66,8 +66,8 @@ static void usage(FILE *out)
 	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
 	    "127.0.0.1:7100]\n"
-	    "             [--raft-address 127.0.0.1:7000]: one member plus a supervised "
-	    "yard-agent\n"
+	    "             [--raft-address 127.0.0.1:7000] [--dev-port-base 29500]: one member\n"
+	    "             plus a supervised yard-agent whose ranks listen from that port\n"
 	    "       yardd --verify-db FILE: check the event hash chain of a database image\n"
 	    "             (GET /v1/debug/database) and name the first broken link\n"
 	    "[--embargo-max-days N] lowers the longest embargo (1..14 days) for the cluster.\n"
@@ -353,6 +353,7 @@ int main(int argc, char **argv)
 	    {"log-total-bytes", required_argument, NULL, 'G'},
 	    {"dev", no_argument, NULL, 'V'},
 	    {"devices", required_argument, NULL, 'N'},
+	    {"dev-port-base", required_argument, NULL, 'P'},
 	    {"embargo-max-days", required_argument, NULL, 'X'},
 	    {"verify-db", required_argument, NULL, 'Y'},
 	    {"help", no_argument, NULL, 'h'},
@@ -362,7 +363,7 @@ int main(int argc, char **argv)
 	struct yard_err err = {0};
 	const char *members = NULL, *token_file = NULL, *api_address = NULL;
 	char component[32], dev_members[600], dev_api_url[128];
-	int dev_mode = 0, dev_devices = 8;
+	int dev_mode = 0, dev_devices = 8, dev_port_base = 29500;
 	int opt;
 
 	consensus_config_defaults(&cfg);
@@ -481,6 +482,14 @@ int main(int argc, char **argv)
 			}
 			dev_devices = (int)v;
 			break;
+		case 'P':
+			if (!numeric_ok || v < 1024 || v > 65535 - 64) {
+				fprintf(stderr, "yardd: --dev-port-base: '%s' is not 1024..65471\n",
+				        optarg);
+				return 2;
+			}
+			dev_port_base = (int)v;
+			break;
 		case 'X':
 			if (!numeric_ok || v < 1 || v > FSM_EMBARGO_MAX_DAYS) {
 				fprintf(
@@ -596,7 +605,7 @@ int main(int argc, char **argv)
 		struct dev_options dev_opt = {.data_dir = yd.data_dir,
 		                              .api_url = dev_api_url,
 		                              .devices = dev_devices,
-		                              .port_base = 29500,
+		                              .port_base = dev_port_base,
 		                              .admin_token_path =
 		                                  token_file ? token_file : admin_path};
 		if (dev_init(&yd.loop, &yd.cons, &yd.fsm, &dev_opt, &err) != 0) {

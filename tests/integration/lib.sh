@@ -19,7 +19,7 @@ fail() {
 	echo "FAIL: $*" >&2
 	for f in "$T"/log.*; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 30 "$f" >&2; }; done
 	# the errors of ranks that agents ran (their logs are in the agents' data dirs)
-	for f in "$T"/agent-*/jobs/*/rank-*.log; do
+	for f in "$T"/agent-*/jobs/*/rank-*.log "$T"/dev/agent/jobs/*/rank-*.log; do
 		[ -f "$f" ] && grep -q "ERROR\|FATAL" "$f" && { echo "== $f" >&2; grep "ERROR\|FATAL" "$f" | tail -n 5 >&2; }
 	done
 	exit 1

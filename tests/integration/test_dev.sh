@@ -4,7 +4,8 @@
 # stops yardd and its agent.
 . "$(dirname "$0")/lib.sh"
 
-"$YARDD" --dev --devices 4 --data-dir "$T/dev" --raft-address "127.0.0.1:$(raft_port 1)" \
+"$YARDD" --dev --devices 4 --dev-port-base $((PORT_BASE + 40)) --data-dir "$T/dev" \
+	--raft-address "127.0.0.1:$(raft_port 1)" \
 	--api-address "127.0.0.1:$(api_port 1)" >"$T/dev.out" 2>>"$T/log.1" &
 PID[1]=$!
 wait_until 10 grep -q "token:" "$T/dev.out" || fail "no banner: $(cat "$T/dev.out")"
