@@ -29,7 +29,9 @@ fi
 
 # Three members: the page is tested on the leader, and once on a follower (stale reads, banner).
 members=$(members_arg 1 2 3)
-for id in 1 2 3; do start_member "$id" "$members"; done
+# a 1 s election timeout: on a loaded 2-core CI machine the 200 ms default lets leadership
+# move mid-test, and the page is served by the member that led when it loaded
+for id in 1 2 3; do start_member "$id" "$members" --election-timeout-ms 1000; done
 wait_until 20 leader_of 1 2 3 || fail "no leader among members 1-3"
 L=$(leader_of 1 2 3)
 F=$((L % 3 + 1))
