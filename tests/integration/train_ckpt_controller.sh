@@ -96,7 +96,9 @@ get 1 "/v1/jobs/$J/checkpoints/999980/shards/0"
 [ "$CODE" = 404 ] && echo "$BODY" | grep -q "no complete checkpoint at step 999980" || fail "incomplete step served: $CODE $BODY"
 get 1 "/v1/jobs/$J/checkpoints/x1/shards/0"
 [ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"step"' || fail "bad step accepted: $CODE $BODY"
-# a shard of the newest complete checkpoint (which keep 2 may prune meanwhile: try again)
+wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after the node death: $(events_of 1 "$J")"
+# a shard of the newest complete checkpoint, once the job has ended (while it trains, keep 2
+# prunes checkpoints as fast as they complete when uploads come in bursts)
 shard_fetched() {
 	get 1 "/v1/jobs/$J/checkpoints"
 	newest=$(jget "$BODY" 'max(c["step"] for c in d["checkpoints"] if c["complete"])')
@@ -107,8 +109,6 @@ shard_fetched() {
 wait_until 10 shard_fetched || fail "shard 0 of step $newest: $code $(cat "$T/shard")"
 [ -n "$want" ] && [ "$(sha256sum <"$T/shard" | cut -d' ' -f1)" = "$want" ] &&
 	[ "$(head -c 8 "$T/shard")" = YARDCKPT ] || fail "shard 0 of step $newest: sha256 '$want' does not match its bytes"
-
-wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after the node death: $(events_of 1 "$J")"
 get 1 "/v1/jobs/$J"
 [ "$(jget "$BODY" 'd["generation"]')" = 2 ] || fail "generation: $BODY"
 [ "$(jget "$BODY" "all(s['node'] != '$victim' for s in d['layout'])")" = True ] || fail "re-placed on the dead node: $BODY"
