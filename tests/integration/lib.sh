@@ -124,6 +124,21 @@ AGENT_COUNT=0
 # jq-less JSON access: jget JSON PYTHON_EXPR (the document is `d`), e.g. jget "$BODY" 'd["state"]'
 jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if isinstance(v,(dict,list)) else v)' "$1" "$2"; }
 
+# pace_spec FILE BLOCK_MS [DEBUG_JSON]: sets the job spec's debug.block_ms (each block's
+# forward sleeps BLOCK_MS, its backward twice that; results do not change), merged with any
+# other debug fields, so that a test's timing does not depend on how fast this machine trains
+pace_spec() {
+	python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+dbg = d.setdefault("debug", {})
+dbg["block_ms"] = float(sys.argv[2])
+if len(sys.argv) > 3:
+    dbg.update(json.loads(sys.argv[3]))
+json.dump(d, open(sys.argv[1], "w"))
+PY
+}
+
 # make_join_token ID: an agent-role token in $JOIN
 make_join_token() {
 	call POST "$1" /v1/tokens '{"name":"nodes","role":"agent"}'

@@ -30,9 +30,10 @@ JSON
 
 # the reference: the same spec, uninterrupted, in one yard-run
 "$build/yard-run" "$T/job.json" >"$T/whole" 2>"$T/whole.err" || fail "uninterrupted run: $(tail -3 "$T/whole.err")"
-# the cluster's run has rank 0 sleep as long again as it computes (a timing hook that changes
-# no result), so the uploads and this script keep pace with training on a busy machine
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["debug"]={"slow_rank": 0, "slow_factor": 2.0}; json.dump(d, open(sys.argv[1], "w"))' "$T/job.json"
+# the cluster's run is paced (timing hooks that change no result): every block sleeps 0.1 ms
+# (1000 steps take well over 5 s however fast this machine is) and rank 0 sleeps as long again
+# as it computes, so the uploads and this script keep pace with training on a busy machine
+pace_spec "$T/job.json" 0.1 '{"slow_rank": 0, "slow_factor": 2.0}'
 
 start_member 1 "$(members_arg 1)" --node-suspect-ms 1500 --node-down-ms 3000 --restart-backoff-ms 200
 wait_leader 10 1 || fail "no leader"

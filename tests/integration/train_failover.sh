@@ -2,10 +2,10 @@
 # train_failover.sh: a node dies under a real hybrid-parallel training job, and the job's
 # result does not change. One controller, three agents with 4 CPU devices each; the built-in
 # trainer (yard-worker) runs an 8-rank dp 2 x tp 2 x pp 2 1F1B job, checkpointing every 20
-# steps to a shared directory. Early (after step 100), SIGKILL one of the job's nodes (its agent and its
-# ranks): the job restarts from its newest checkpoint on the two healthy nodes and succeeds,
-# and every step from the restore on has the loss of an uninterrupted run of the same spec
-# (yard-run, same layout) within a relative 1e-5 — deterministic data and an exact resume.
+# steps to a shared directory. Early (once step 100 is checkpointed), SIGKILL one of the job's
+# nodes (its agent and its ranks): the job restarts from its newest checkpoint on the two
+# healthy nodes and succeeds, and every step from the restore on has the loss of an
+# uninterrupted run of the same spec (yard-run, same layout) within a relative 1e-5 — deterministic data and an exact resume.
 . "$(dirname "$0")/lib.sh"
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
@@ -35,18 +35,34 @@ for n in node-a node-b node-c; do
 	wait_until 10 node_state_is 1 "$n" up || fail "$n did not register"
 done
 
+# the cluster's run is paced (debug.block_ms: 48 sleeps of 0.1 ms a step per stage, no change
+# to any result) so that 2000 steps take well over 10 s however fast this machine is
+pace_spec "$T/job.json" 0.1
 submit 1 "$(cat "$T/job.json")"
 J=$JOB
-step_at_least() { [ "$(job_field 1 "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
-wait_until 60 step_at_least 100 || fail "job did not reach step 100: $(job_field 1 "$J" '')"
-get 1 "/v1/jobs/$J"
+# the victim (the node of the last rank) and its rank processes, known before the wait so that
+# the kill follows the checkpoint at once
+placed() { get 1 "/v1/jobs/$J"; grep -q '"layout":\[{' <<<"$BODY"; }
+wait_until 30 placed || fail "job was not placed: $BODY"
 victim=$(jget "$BODY" 'd["layout"][-1]["node"]')
-note "job $J at step $(jget "$BODY" 'd["step"]') on $(jget "$BODY" '",".join(sorted(set(s["node"] for s in d["layout"])))'); killing $victim and its ranks"
+four_ranks() { [ "$(grep -o '"pid":[1-9]' "$T/agent-$victim/ranks.json" | wc -l)" = 4 ]; }
+wait_until 10 four_ranks || fail "$victim does not run 4 ranks: $(cat "$T/agent-$victim/ranks.json")"
+ranks=$(grep -o '"pid":[0-9]*' "$T/agent-$victim/ranks.json" | cut -d: -f2 | tr '\n' ' ')
+# the trigger is the shared checkpoint directory, not the step the controller last heard of
+# (heartbeats lag training by up to a second: hundreds of steps on a fast machine)
+ckpt_at_least() {
+	local m s
+	for m in "$T/ckpt/$J"/step-*/MANIFEST; do
+		[ -e "$m" ] || continue
+		s=${m%/MANIFEST}; s=${s##*/step-}
+		[ "$((10#$s))" -ge "$1" ] && return 0
+	done
+	return 1
+}
+wait_until 60 ckpt_at_least 100 || fail "no checkpoint at step 100 or later: $(ls "$T/ckpt/$J" 2>&1) $(job_field 1 "$J" '')"
+note "job $J has a checkpoint at step $(ls "$T/ckpt/$J" | tail -n 1); killing $victim (ranks $ranks) and its processes"
 
 # node death: the agent and every rank it runs, all at once
-ranks=$(python3 -c 'import json,sys; print(" ".join(str(r["pid"]) for r in json.load(open(sys.argv[1]))))' \
-	"$T/agent-$victim/ranks.json") || fail "cannot read $victim's ranks"
-[ -n "$ranks" ] || fail "$victim runs no ranks"
 kill -9 "${APID[$victim]}"
 for p in $ranks; do kill -9 -- "-$p" 2>/dev/null || kill -9 "$p" 2>/dev/null; done
 wait "${APID[$victim]}" 2>/dev/null

@@ -26,6 +26,9 @@ cat >"$T/job.json" <<JSON
  "failure": {"max_restarts": 0, "hang_timeout_s": 60}}
 JSON
 "$build/yard-run" "$T/job.json" >"$T/whole" 2>"$T/whole.err" || fail "uninterrupted run: $(tail -3 "$T/whole.err")"
+# the cluster's run is paced (debug.block_ms, no change to any result): 3000 steps take well
+# over 15 s however fast this machine is, longer than the rollout of three agents
+pace_spec "$T/job.json" 0.1
 
 start_member 1 "$(members_arg 1)"
 wait_leader 10 1 || fail "no leader"
