@@ -5,7 +5,8 @@
 # steps to a shared directory. Early (once step 100 is checkpointed), SIGKILL one of the job's
 # nodes (its agent and its ranks): the job restarts from its newest checkpoint on the two
 # healthy nodes and succeeds, and every step from the restore on has the loss of an
-# uninterrupted run of the same spec (yard-run, same layout) within a relative 1e-5 — deterministic data and an exact resume.
+# uninterrupted run of the same spec (yard-run, same layout) within a relative 1e-5 —
+# deterministic data and an exact resume.
 . "$(dirname "$0")/lib.sh"
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
