@@ -79,8 +79,9 @@ submit_spec() {
 make_join_token "$L"
 start_agent node-a 4 "$(api 1),$(api 2),$(api 3)"
 wait_until 15 node_state_is "$L" node-a up || fail "node-a did not register"
-# examples/single.json with more steps: it must still be training while the page looks at it
-python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["train"]["steps"]=3000; json.dump(j, open(sys.argv[2], "w"))' \
+# examples/single.json with more steps, paced (debug.block_ms: 6 ms a step however fast this
+# machine is): it must still be training while the page looks at it
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["train"]["steps"]=3000; j["debug"]={"block_ms": 0.5}; json.dump(j, open(sys.argv[2], "w"))' \
 	"$top_srcdir/examples/single.json" "$T/single-long.json"
 JOB_SINGLE=$(submit_spec "$T/single-long.json") || fail "cannot submit examples/single.json (3000 steps)"
 JOB_HYBRID=$(submit_spec "$top_srcdir/examples/hybrid.json") || fail "cannot submit examples/hybrid.json"
