@@ -98,6 +98,66 @@ static void add_query(char *path, size_t len, const char *key, const char *value
 	snprintf(path + n, len - n, "%c%s=%s", strchr(path, '?') ? '&' : '?', key, value);
 }
 
+/* How a command shows the controller's answer without -o json (x: its operands). */
+typedef void (*show_fn)(const struct ctl *x, const json_t *doc);
+
+enum { READ = 0, WRITE = 1 };
+
+/* Sends one request (body may be NULL; a WRITE carries one request id for all its attempts)
+ * and shows the answer: the document itself with -o json, else show(x, doc), else the line
+ * said (both NULL: nothing). */
+static int request(struct ctl *x, int write, const char *method, const char *path, const char *body,
+                   show_fn show, const char *said)
+{
+	struct ctl_response r;
+	int rc =
+	    write ? write_call(x, method, path, body, &r) : call(x, method, path, body, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (x->args.output == CTL_OUTPUT_JSON)
+		print_json(&r);
+	else if (show != NULL)
+		show(x, r.json);
+	else if (said != NULL)
+		printf("%s\n", said);
+	ctl_response_free(&r);
+	return 0;
+}
+
+/* A WRITE with a JSON body (stolen). */
+static int request_json(struct ctl *x, const char *method, const char *path, json_t *body,
+                        show_fn show, const char *said)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (text == NULL)
+		return fail(x, "cannot encode the request (out of memory or text not UTF-8)");
+	int rc = request(x, WRITE, method, path, text, show, said);
+	free(text);
+	return rc;
+}
+
+/* A table with one row per element of items: row fills an element's cells, formatting
+ * into buf where it must. */
+typedef void (*row_fn)(const json_t *item, char buf[][96], const char **cells);
+
+static void print_table(const json_t *items, int ncols, const char *const *headers, row_fn row)
+{
+	struct ctl_table t;
+	size_t i;
+	json_t *item;
+	ctl_table_init(&t, ncols, headers);
+	json_array_foreach(items, i, item)
+	{
+		char buf[CTL_TABLE_COLS_MAX][96];
+		const char *cells[CTL_TABLE_COLS_MAX] = {NULL};
+		row(item, buf, cells);
+		ctl_table_add(&t, cells);
+	}
+	ctl_table_print(&t, stdout);
+	ctl_table_free(&t);
+}
+
 /* ---- cluster ---- */
 
 static void print_members(const json_t *members, json_int_t leader_id)
@@ -173,66 +233,46 @@ static int cmd_cluster_members(struct ctl *x)
 	return 0;
 }
 
+static void show_member_added(const struct ctl *x, const json_t *doc)
+{
+	json_t *members = json_is_array(doc) ? (json_t *)doc : json_object_get(doc, "members");
+	printf("added member %s as %s\n", x->args.operand[0], x->args.spare ? "spare" : "voter");
+	if (json_is_array(members))
+		print_members(members, leader_id_of(doc));
+}
+
 static int cmd_cluster_add(struct ctl *x)
 {
 	const struct ctl_args *a = &x->args;
-	struct ctl_response r;
 	json_t *body = json_pack(
 	    "{s:I,s:s,s:s,s:s}", "id", (json_int_t)strtoll(a->operand[0], NULL, 10), "raft_address",
 	    a->operand[1], "api_url", a->operand[2], "role", a->spare ? "spare" : "voter");
-	char *text = json_dumps(body, JSON_COMPACT);
-	int rc = write_call(x, "POST", "/v1/cluster/members", text, &r);
-	free(text);
-	json_decref(body);
-	if (rc != 0)
-		return rc;
-	if (a->output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		json_t *members =
-		    json_is_array(r.json) ? r.json : json_object_get(r.json, "members");
-		printf("added member %s as %s\n", a->operand[0], a->spare ? "spare" : "voter");
-		if (json_is_array(members))
-			print_members(members, leader_id_of(r.json));
-	}
-	ctl_response_free(&r);
-	return 0;
+	return request_json(x, "POST", "/v1/cluster/members", body, show_member_added, NULL);
 }
 
 static int cmd_cluster_remove(struct ctl *x)
 {
-	struct ctl_response r;
-	char path[128];
+	char path[128], said[128];
 	snprintf(path, sizeof path, "/v1/cluster/members/%s", x->args.operand[0]);
-	int rc = write_call(x, "DELETE", path, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		printf("removed member %s\n", x->args.operand[0]);
-	ctl_response_free(&r);
-	return 0;
+	snprintf(said, sizeof said, "removed member %s", x->args.operand[0]);
+	return request(x, WRITE, "DELETE", path, NULL, NULL, said);
+}
+
+static void show_transferred(const struct ctl *x, const json_t *doc)
+{
+	char leader[32];
+	printf("leadership transferred to member %s\n",
+	       cell(doc, "leader_id", leader, sizeof leader));
 }
 
 static int cmd_cluster_transfer(struct ctl *x)
 {
-	struct ctl_response r;
-	char body[64], leader[32];
+	char body[64];
 	if (x->args.operand_count > 0)
 		snprintf(body, sizeof body, "{\"to\": %s}", x->args.operand[0]);
 	else
 		snprintf(body, sizeof body, "{}");
-	int rc = write_call(x, "POST", "/v1/cluster/transfer", body, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		printf("leadership transferred to member %s\n",
-		       cell(r.json, "leader_id", leader, sizeof leader));
-	ctl_response_free(&r);
-	return 0;
+	return request(x, WRITE, "POST", "/v1/cluster/transfer", body, show_transferred, NULL);
 }
 
 /* ---- jobs ---- */
@@ -262,7 +302,7 @@ static double num(const json_t *o, const char *key)
 static char *read_file(const char *path, size_t max, struct yard_err *err);
 
 /* plan FILE: the ranked layouts with their predicted costs and why the winner won. */
-static void print_plan_answer(const json_t *a)
+static void print_plan_answer(const struct ctl *x, const json_t *a)
 {
 	static const char *const headers[] = {"#",           "LAYOUT",       "RANKS",    "STEP_MS",
 	                                      "COMPUTE",     "COMM_MS",      "OPTIM_MS", "BUBBLE",
@@ -312,21 +352,14 @@ static void print_plan_answer(const json_t *a)
 static int cmd_plan(struct ctl *x)
 {
 	struct yard_err err = {0};
-	struct ctl_response r;
 	char path[64], *text;
 	if ((text = read_file(x->args.operand[0], 1 << 20, &err)) == NULL)
 		return fail(x, "%s", err.msg);
 	snprintf(path, sizeof path, "/v1/plan?limit=%d", x->args.limit ? x->args.limit : 10);
-	int rc = call(x, "POST", path, text, NULL, &r);
+	int rc =
+	    request(x, READ, "POST", path, text, print_plan_answer, NULL); /* changes nothing */
 	free(text);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		print_plan_answer(r.json);
-	ctl_response_free(&r);
-	return 0;
+	return rc;
 }
 
 static char *read_file(const char *path, size_t max, struct yard_err *err)
@@ -352,26 +385,24 @@ static char *read_file(const char *path, size_t max, struct yard_err *err)
 
 /* main has checked the file with jobspec_load_file; it is sent as written (the controller
  * normalizes it), so what the user reviewed is what the controller sees. */
+
+static void show_submitted(const struct ctl *x, const json_t *doc)
+{
+	printf("job %s submitted (%s)\n", str(doc, "id") ? str(doc, "id") : "?",
+	       str(doc, "state") ? str(doc, "state") : "?");
+}
+
+/* main has checked the file with jobspec_load_file; it is sent as written (the controller
+ * normalizes it), so what the user reviewed is what the controller sees. */
 static int cmd_job_submit(struct ctl *x)
 {
 	struct yard_err err = {0};
-	struct ctl_response r;
 	char *text;
-	int rc;
-
 	if ((text = read_file(x->args.operand[0], 1 << 20, &err)) == NULL)
 		return fail(x, "%s", err.msg);
-	rc = write_call(x, "POST", "/v1/jobs", text, &r);
+	int rc = request(x, WRITE, "POST", "/v1/jobs", text, show_submitted, NULL);
 	free(text);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		printf("job %s submitted (%s)\n", str(r.json, "id") ? str(r.json, "id") : "?",
-		       str(r.json, "state") ? str(r.json, "state") : "?");
-	ctl_response_free(&r);
-	return 0;
+	return rc;
 }
 
 static void print_jobs(const json_t *jobs)
@@ -533,7 +564,7 @@ static void print_stragglers(const json_t *j)
 	}
 }
 
-static void print_job(const json_t *j)
+static void print_job(const struct ctl *x, const json_t *j)
 {
 	static const char *const keys[] = {"id",         "name",   "state", "queue_position",
 	                                   "priority",   "step",   "loss",  "restarts",
@@ -561,21 +592,12 @@ static void print_job(const json_t *j)
 	}
 }
 
-/* GET prefix + the first operand and print it with print (or as JSON with -o json). */
-static int show_object(struct ctl *x, const char *prefix, void (*print)(const json_t *))
+/* GET prefix + the first operand and show it. */
+static int show_object(struct ctl *x, const char *prefix, show_fn show)
 {
-	struct ctl_response r;
 	char path[128];
 	snprintf(path, sizeof path, "%s%s", prefix, x->args.operand[0]);
-	int rc = call(x, "GET", path, NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		print(r.json);
-	ctl_response_free(&r);
-	return 0;
+	return request(x, READ, "GET", path, NULL, show, NULL);
 }
 
 static int cmd_job_show(struct ctl *x)
@@ -583,21 +605,17 @@ static int cmd_job_show(struct ctl *x)
 	return show_object(x, "/v1/jobs/", print_job);
 }
 
+static void show_cancelled(const struct ctl *x, const json_t *doc)
+{
+	printf("job %s: %s\n", x->args.operand[0],
+	       str(doc, "state") ? str(doc, "state") : "cancel requested");
+}
+
 static int cmd_job_cancel(struct ctl *x)
 {
-	struct ctl_response r;
 	char path[128];
 	snprintf(path, sizeof path, "/v1/jobs/%s/cancel", x->args.operand[0]);
-	int rc = write_call(x, "POST", path, "{}", &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		printf("job %s: %s\n", x->args.operand[0],
-		       str(r.json, "state") ? str(r.json, "state") : "cancel requested");
-	ctl_response_free(&r);
-	return 0;
+	return request(x, WRITE, "POST", path, "{}", show_cancelled, NULL);
 }
 
 static int is_terminal(const char *state)
@@ -1075,47 +1093,34 @@ static void heartbeat_age(const json_t *n, char *out, size_t len)
 		ctl_format_age(json_integer_value(ago), out, len);
 }
 
-static int cmd_node_list(struct ctl *x)
+static void node_row(const json_t *n, char buf[][96], const char **cells)
+{
+	const json_t *devs = json_object_get(n, "devices");
+	const char *kind = str(json_array_get(devs, 0), "kind");
+	snprintf(buf[3], sizeof buf[3], "%zu %s", json_array_size(devs), kind ? kind : "?");
+	heartbeat_age(n, buf[5], sizeof buf[5]);
+	if (json_is_array(json_object_get(n, "ranks")))
+		snprintf(buf[6], sizeof buf[6], "%d", running_ranks(n));
+	else
+		snprintf(buf[6], sizeof buf[6], "-");
+	const char *row[] = {str(n, "id"),      str(n, "state"), node_sched(n), buf[3],
+	                     str(n, "version"), buf[5],          buf[6],        str(n, "reason")};
+	memcpy(cells, row, sizeof row);
+}
+
+static void print_nodes(const struct ctl *x, const json_t *doc)
 {
 	static const char *const headers[] = {"NAME",    "STATE",     "SCHEDULING", "DEVICES",
 	                                      "VERSION", "HEARTBEAT", "RANKS",      "REASON"};
-	struct ctl_response r;
-	int rc = call(x, "GET", "/v1/nodes", NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		struct ctl_table t;
-		size_t i;
-		json_t *n;
-		ctl_table_init(&t, 8, headers);
-		json_array_foreach(json_object_get(r.json, "nodes"), i, n)
-		{
-			char devices[64], age[32], ranks[16];
-			const json_t *devs = json_object_get(n, "devices");
-			snprintf(devices, sizeof devices, "%zu %s", json_array_size(devs),
-			         str(json_array_get(devs, 0), "kind")
-			             ? str(json_array_get(devs, 0), "kind")
-			             : "?");
-			heartbeat_age(n, age, sizeof age);
-			if (json_is_array(json_object_get(n, "ranks")))
-				snprintf(ranks, sizeof ranks, "%d", running_ranks(n));
-			else
-				snprintf(ranks, sizeof ranks, "-");
-			const char *row[] = {str(n, "id"), str(n, "state"),   node_sched(n),
-			                     devices,      str(n, "version"), age,
-			                     ranks,        str(n, "reason")};
-			ctl_table_add(&t, row);
-		}
-		ctl_table_print(&t, stdout);
-		ctl_table_free(&t);
-	}
-	ctl_response_free(&r);
-	return 0;
+	print_table(json_object_get(doc, "nodes"), 8, headers, node_row);
 }
 
-static void print_node(const json_t *n)
+static int cmd_node_list(struct ctl *x)
+{
+	return request(x, READ, "GET", "/v1/nodes", NULL, print_nodes, NULL);
+}
+
+static void print_node(const struct ctl *x, const json_t *n)
 {
 	char b[256];
 	size_t i;
@@ -1174,40 +1179,64 @@ static int cmd_node_show(struct ctl *x)
 }
 
 /* node cordon | uncordon | drain NAME */
+
+static void show_drained(const struct ctl *x, const json_t *doc)
+{
+	printf("node %s %s: no new ranks; its running jobs restart on other nodes from their "
+	       "newest checkpoint (yardctl events)\n",
+	       x->args.operand[0], node_sched(doc));
+}
+
+/* node cordon | uncordon | drain NAME */
 static int cmd_node_change(struct ctl *x)
 {
-	const char *verb = x->args.command == CTL_NODE_CORDON     ? "cordon"
-	                   : x->args.command == CTL_NODE_UNCORDON ? "uncordon"
-	                                                          : "drain";
-	struct ctl_response r;
-	char path[160];
+	int command = x->args.command;
+	const char *verb = command == CTL_NODE_CORDON     ? "cordon"
+	                   : command == CTL_NODE_UNCORDON ? "uncordon"
+	                                                  : "drain";
+	char path[160], said[160];
 	snprintf(path, sizeof path, "/v1/nodes/%s/%s", x->args.operand[0], verb);
-	int rc = write_call(x, "POST", path, "{}", &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else if (x->args.command == CTL_NODE_DRAIN)
-		printf("node %s %s: no new ranks; its running jobs restart on other nodes from "
-		       "their newest checkpoint (yardctl events)\n",
-		       x->args.operand[0], node_sched(r.json));
-	else
-		printf("node %s %s\n", x->args.operand[0],
-		       x->args.command == CTL_NODE_CORDON
-		           ? "cordoned: no new ranks"
-		           : "uncordoned: ranks may be placed on it");
-	ctl_response_free(&r);
-	return 0;
+	snprintf(said, sizeof said, "node %s %s", x->args.operand[0],
+	         command == CTL_NODE_CORDON ? "cordoned: no new ranks"
+	                                    : "uncordoned: ranks may be placed on it");
+	return request(x, WRITE, "POST", path, "{}",
+	               command == CTL_NODE_DRAIN ? show_drained : NULL, said);
 }
 
 /* ---- events ---- */
 
 /* GET path (an event page: events or the audit log) and prints it. */
-static int events_page(struct ctl *x, char *path)
+
+static void event_row(const json_t *e, char buf[][96], const char **cells)
+{
+	json_t *tv = json_object_get(e, "ts_ms");
+	if (json_is_integer(tv))
+		ctl_format_time(json_integer_value(tv), buf[1], sizeof buf[1]);
+	else
+		snprintf(buf[1], sizeof buf[1], "-");
+	const char *row[] = {cell(e, "seq", buf[0], sizeof buf[0]),
+	                     buf[1],
+	                     str(e, "type"),
+	                     str(e, "job"),
+	                     str(e, "actor"),
+	                     str(e, "message")};
+	memcpy(cells, row, sizeof row);
+}
+
+static void print_events(const struct ctl *x, const json_t *doc)
 {
 	static const char *const headers[] = {"SEQ", "TIME", "TYPE", "JOB", "ACTOR", "MESSAGE"};
+	json_t *next = json_object_get(doc, "next");
+	print_table(json_object_get(doc, "events"), 6, headers, event_row);
+	if (json_is_integer(next))
+		fprintf(stderr, "(more events: --after %lld)\n",
+		        (long long)json_integer_value(next));
+}
+
+/* GET path (an event page: events or the audit log; room for 256 bytes) and prints it. */
+static int events_page(struct ctl *x, char *path)
+{
 	const struct ctl_args *a = &x->args;
-	struct ctl_response r;
 	char num[32];
 	size_t path_len = 256;
 	if (a->after >= 0) {
@@ -1218,40 +1247,7 @@ static int events_page(struct ctl *x, char *path)
 		snprintf(num, sizeof num, "%d", a->limit);
 		add_query(path, path_len, "limit", num);
 	}
-	int rc = call(x, "GET", path, NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (a->output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		struct ctl_table t;
-		size_t i;
-		json_t *e, *next = json_object_get(r.json, "next");
-		ctl_table_init(&t, 6, headers);
-		json_array_foreach(json_object_get(r.json, "events"), i, e)
-		{
-			char seq[32], ts[64];
-			json_t *tv = json_object_get(e, "ts_ms");
-			if (json_is_integer(tv))
-				ctl_format_time(json_integer_value(tv), ts, sizeof ts);
-			else
-				snprintf(ts, sizeof ts, "-");
-			const char *row[] = {cell(e, "seq", seq, sizeof seq),
-			                     ts,
-			                     str(e, "type"),
-			                     str(e, "job"),
-			                     str(e, "actor"),
-			                     str(e, "message")};
-			ctl_table_add(&t, row);
-		}
-		ctl_table_print(&t, stdout);
-		ctl_table_free(&t);
-		if (json_is_integer(next))
-			fprintf(stderr, "(more events: --after %lld)\n",
-			        (long long)json_integer_value(next));
-	}
-	ctl_response_free(&r);
-	return 0;
+	return request(x, READ, "GET", path, NULL, print_events, NULL);
 }
 
 static int cmd_events(struct ctl *x)
@@ -1264,75 +1260,47 @@ static int cmd_events(struct ctl *x)
 
 /* ---- tokens ---- */
 
+static void show_token(const struct ctl *x, const json_t *doc)
+{
+	char b[3][128];
+	printf("token %s created for %s (role %s)\n", cell(doc, "id", b[0], sizeof b[0]),
+	       cell(doc, "name", b[1], sizeof b[1]), cell(doc, "role", b[2], sizeof b[2]));
+	printf("secret (shown once): %s\n", str(doc, "token") ? str(doc, "token") : "-");
+}
+
 static int cmd_token_create(struct ctl *x)
 {
-	struct ctl_response r;
 	json_t *body = json_pack("{s:s,s:s}", "name", x->args.operand[0], "role", x->args.role);
-	char *text = json_dumps(body, JSON_COMPACT);
-	int rc = write_call(x, "POST", "/v1/tokens", text, &r);
-	free(text);
-	json_decref(body);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		char b[3][128];
-		printf("token %s created for %s (role %s)\n", cell(r.json, "id", b[0], sizeof b[0]),
-		       cell(r.json, "name", b[1], sizeof b[1]),
-		       cell(r.json, "role", b[2], sizeof b[2]));
-		printf("secret (shown once): %s\n",
-		       str(r.json, "token") ? str(r.json, "token") : "-");
-	}
-	ctl_response_free(&r);
-	return 0;
+	return request_json(x, "POST", "/v1/tokens", body, show_token, NULL);
+}
+
+static void token_row(const json_t *tok, char buf[][96], const char **cells)
+{
+	json_t *c = json_object_get(tok, "created_ms");
+	snprintf(buf[3], sizeof buf[3], "-");
+	if (json_is_integer(c))
+		ctl_format_time(json_integer_value(c), buf[3], sizeof buf[3]);
+	const char *row[] = {str(tok, "id"), str(tok, "name"), str(tok, "role"), buf[3]};
+	memcpy(cells, row, sizeof row);
+}
+
+static void print_tokens(const struct ctl *x, const json_t *doc)
+{
+	static const char *const headers[] = {"ID", "NAME", "ROLE", "CREATED"};
+	print_table(json_object_get(doc, "tokens"), 4, headers, token_row);
 }
 
 static int cmd_token_list(struct ctl *x)
 {
-	static const char *const headers[] = {"ID", "NAME", "ROLE", "CREATED"};
-	struct ctl_response r;
-	int rc = call(x, "GET", "/v1/tokens", NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		struct ctl_table t;
-		size_t i;
-		json_t *tok;
-		ctl_table_init(&t, 4, headers);
-		json_array_foreach(json_object_get(r.json, "tokens"), i, tok)
-		{
-			char created[64] = "-";
-			json_t *c = json_object_get(tok, "created_ms");
-			if (json_is_integer(c))
-				ctl_format_time(json_integer_value(c), created, sizeof created);
-			const char *row[] = {str(tok, "id"), str(tok, "name"), str(tok, "role"),
-			                     created};
-			ctl_table_add(&t, row);
-		}
-		ctl_table_print(&t, stdout);
-		ctl_table_free(&t);
-	}
-	ctl_response_free(&r);
-	return 0;
+	return request(x, READ, "GET", "/v1/tokens", NULL, print_tokens, NULL);
 }
 
 static int cmd_token_revoke(struct ctl *x)
 {
-	struct ctl_response r;
-	char path[128];
+	char path[128], said[128];
 	snprintf(path, sizeof path, "/v1/tokens/%s", x->args.operand[0]);
-	int rc = write_call(x, "DELETE", path, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		printf("token %s revoked\n", x->args.operand[0]);
-	ctl_response_free(&r);
-	return 0;
+	snprintf(said, sizeof said, "token %s revoked", x->args.operand[0]);
+	return request(x, WRITE, "DELETE", path, NULL, NULL, said);
 }
 
 /* ---- builds ---- */
@@ -1438,7 +1406,7 @@ static int cmd_build_upload(struct ctl *x)
 	return 0;
 }
 
-static void print_build(const json_t *b)
+static void print_build(const struct ctl *x, const json_t *b)
 {
 	char buf[128]; /* a sha256 is 64 characters */
 	static const char *const keys[] = {"version",         "component", "state", "size",
@@ -1456,43 +1424,31 @@ static void print_build(const json_t *b)
 	printf("notes:\n%s\n", str(b, "notes") ? str(b, "notes") : "-");
 }
 
-static int cmd_build_list(struct ctl *x)
+static void build_row(const json_t *b, char buf[][96], const char **cells)
+{
+	const char *sha = str(b, "sha256"), *notes = str(b, "notes");
+	snprintf(buf[4], sizeof buf[4], "%.12s", sha ? sha : "-");
+	snprintf(buf[6], sizeof buf[6], "%.40s", notes ? notes : "");
+	const char *row[] = {str(b, "version"),
+	                     str(b, "component"),
+	                     str(b, "state"),
+	                     cell(b, "size", buf[3], sizeof buf[3]),
+	                     buf[4],
+	                     str(b, "advisory"),
+	                     buf[6][0] ? buf[6] : NULL};
+	memcpy(cells, row, sizeof row);
+}
+
+static void print_builds(const struct ctl *x, const json_t *doc)
 {
 	static const char *const headers[] = {"VERSION", "COMPONENT", "STATE", "SIZE",
 	                                      "SHA256",  "ADVISORY",  "NOTES"};
-	struct ctl_response r;
-	int rc = call(x, "GET", "/v1/builds", NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		struct ctl_table t;
-		size_t i;
-		json_t *b;
-		ctl_table_init(&t, 7, headers);
-		json_array_foreach(json_object_get(r.json, "builds"), i, b)
-		{
-			char size[32], sha[16] = "-", notes[48];
-			const char *s = str(b, "sha256");
-			if (s != NULL)
-				snprintf(sha, sizeof sha, "%.12s", s);
-			snprintf(notes, sizeof notes, "%.40s",
-			         str(b, "notes") ? str(b, "notes") : "");
-			const char *row[] = {str(b, "version"),
-			                     str(b, "component"),
-			                     str(b, "state"),
-			                     cell(b, "size", size, sizeof size),
-			                     sha,
-			                     str(b, "advisory"),
-			                     notes[0] ? notes : NULL};
-			ctl_table_add(&t, row);
-		}
-		ctl_table_print(&t, stdout);
-		ctl_table_free(&t);
-	}
-	ctl_response_free(&r);
-	return 0;
+	print_table(json_object_get(doc, "builds"), 7, headers, build_row);
+}
+
+static int cmd_build_list(struct ctl *x)
+{
+	return request(x, READ, "GET", "/v1/builds", NULL, print_builds, NULL);
 }
 
 static int cmd_build_show(struct ctl *x)
@@ -1548,18 +1504,10 @@ static int cmd_build_download(struct ctl *x)
 
 static int cmd_build_delete(struct ctl *x)
 {
-	struct ctl_response r;
-	char path[128];
+	char path[128], said[160];
 	snprintf(path, sizeof path, "/v1/builds/%s", x->args.operand[0]);
-	int rc = write_call(x, "DELETE", path, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		printf("unfinished build %s deleted\n", x->args.operand[0]);
-	ctl_response_free(&r);
-	return 0;
+	snprintf(said, sizeof said, "unfinished build %s deleted", x->args.operand[0]);
+	return request(x, WRITE, "DELETE", path, NULL, NULL, said);
 }
 
 /* ---- advisories ---- */
@@ -1583,7 +1531,7 @@ static json_t *visibility_of(const char *list)
 	return v;
 }
 
-static void print_advisory(const json_t *a)
+static void print_advisory(const struct ctl *x, const json_t *a)
 {
 	char buf[64];
 	static const char *const keys[] = {"id",    "title", "cve", "severity",
@@ -1616,21 +1564,11 @@ static void print_advisory(const json_t *a)
 }
 
 /* Sends body (stolen) and prints the advisory the server answers with. */
+
+/* Sends body (stolen) and prints the advisory the server answers with. */
 static int advisory_write(struct ctl *x, const char *path, json_t *body)
 {
-	struct ctl_response r;
-	char *text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	int rc = write_call(x, "POST", path, text, &r);
-	free(text);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		print_advisory(r.json);
-	ctl_response_free(&r);
-	return 0;
+	return request_json(x, "POST", path, body, print_advisory, NULL);
 }
 
 static int cmd_advisory_create(struct ctl *x)
@@ -1654,40 +1592,28 @@ static int cmd_advisory_create(struct ctl *x)
 	return advisory_write(x, "/v1/advisories", body);
 }
 
-static int cmd_advisory_list(struct ctl *x)
+static void advisory_row(const json_t *adv, char buf[][96], const char **cells)
+{
+	json_t *u = json_object_get(adv, "embargo_until_ms");
+	snprintf(buf[4], sizeof buf[4], "-");
+	if (json_is_integer(u))
+		ctl_format_time(json_integer_value(u), buf[4], sizeof buf[4]);
+	const char *row[] = {
+	    str(adv, "id"), str(adv, "state"), str(adv, "severity"), str(adv, "cve"),
+	    buf[4],         str(adv, "title")};
+	memcpy(cells, row, sizeof row);
+}
+
+static void print_advisories(const struct ctl *x, const json_t *doc)
 {
 	static const char *const headers[] = {"ID",  "STATE",         "SEVERITY",
 	                                      "CVE", "EMBARGO_UNTIL", "TITLE"};
-	struct ctl_response r;
-	int rc = call(x, "GET", "/v1/advisories", NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		struct ctl_table t;
-		size_t i;
-		json_t *adv;
-		ctl_table_init(&t, 6, headers);
-		json_array_foreach(json_object_get(r.json, "advisories"), i, adv)
-		{
-			char until[64] = "-";
-			json_t *u = json_object_get(adv, "embargo_until_ms");
-			if (json_is_integer(u))
-				ctl_format_time(json_integer_value(u), until, sizeof until);
-			const char *row[] = {str(adv, "id"),
-			                     str(adv, "state"),
-			                     str(adv, "severity"),
-			                     str(adv, "cve"),
-			                     until,
-			                     str(adv, "title")};
-			ctl_table_add(&t, row);
-		}
-		ctl_table_print(&t, stdout);
-		ctl_table_free(&t);
-	}
-	ctl_response_free(&r);
-	return 0;
+	print_table(json_object_get(doc, "advisories"), 6, headers, advisory_row);
+}
+
+static int cmd_advisory_list(struct ctl *x)
+{
+	return request(x, READ, "GET", "/v1/advisories", NULL, print_advisories, NULL);
 }
 
 static int cmd_advisory_show(struct ctl *x)
@@ -1920,58 +1846,43 @@ static int cmd_rollout_status(struct ctl *x)
 	}
 }
 
-static int cmd_rollout_list(struct ctl *x)
+static void rollout_row(const json_t *ro, char buf[][96], const char **cells)
+{
+	snprintf(buf[3], sizeof buf[3], "%lld/%zu %s",
+	         (long long)json_integer_value(json_object_get(ro, "wave")) + 1,
+	         json_array_size(json_object_get(ro, "waves")), str(ro, "phase"));
+	snprintf(buf[4], sizeof buf[4], "%zu", json_object_size(json_object_get(ro, "nodes")));
+	ctl_format_time(json_integer_value(json_object_get(ro, "created_ms")), buf[6],
+	                sizeof buf[6]);
+	const char *row[] = {
+	    str(ro, "id"), str(ro, "build"), str(ro, "state"),
+	    buf[3],        buf[4],           cell(ro, "failures", buf[5], sizeof buf[5]),
+	    buf[6]};
+	memcpy(cells, row, sizeof row);
+}
+
+static void print_rollouts(const struct ctl *x, const json_t *doc)
 {
 	static const char *const headers[] = {"ID",    "BUILD",    "STATE",  "WAVE",
 	                                      "NODES", "FAILURES", "CREATED"};
-	struct ctl_response r;
-	int rc = call(x, "GET", "/v1/rollouts", NULL, NULL, &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON) {
-		print_json(&r);
-	} else {
-		struct ctl_table t;
-		size_t i;
-		json_t *ro;
-		ctl_table_init(&t, 7, headers);
-		json_array_foreach(json_object_get(r.json, "rollouts"), i, ro)
-		{
-			char wave[48], nodes[16], failures[16], created[64];
-			snprintf(wave, sizeof wave, "%lld/%zu %s",
-			         (long long)json_integer_value(json_object_get(ro, "wave")) + 1,
-			         json_array_size(json_object_get(ro, "waves")), str(ro, "phase"));
-			snprintf(nodes, sizeof nodes, "%zu",
-			         json_object_size(json_object_get(ro, "nodes")));
-			cell(ro, "failures", failures, sizeof failures);
-			ctl_format_time(json_integer_value(json_object_get(ro, "created_ms")),
-			                created, sizeof created);
-			const char *row[] = {
-			    str(ro, "id"), str(ro, "build"), str(ro, "state"), wave,
-			    nodes,         failures,         created};
-			ctl_table_add(&t, row);
-		}
-		ctl_table_print(&t, stdout);
-		ctl_table_free(&t);
-	}
-	ctl_response_free(&r);
-	return 0;
+	print_table(json_object_get(doc, "rollouts"), 7, headers, rollout_row);
+}
+
+static int cmd_rollout_list(struct ctl *x)
+{
+	return request(x, READ, "GET", "/v1/rollouts", NULL, print_rollouts, NULL);
+}
+
+static void show_rollout_state(const struct ctl *x, const json_t *doc)
+{
+	printf("rollout %s: %s\n", x->args.operand[0], str(doc, "state") ? str(doc, "state") : "?");
 }
 
 static int cmd_rollout_control(struct ctl *x, const char *action)
 {
-	struct ctl_response r;
 	char path[160];
 	snprintf(path, sizeof path, "/v1/rollouts/%s/%s", x->args.operand[0], action);
-	int rc = write_call(x, "POST", path, "{}", &r);
-	if (rc != 0)
-		return rc;
-	if (x->args.output == CTL_OUTPUT_JSON)
-		print_json(&r);
-	else
-		printf("rollout %s: %s\n", x->args.operand[0], str(r.json, "state"));
-	ctl_response_free(&r);
-	return 0;
+	return request(x, WRITE, "POST", path, "{}", show_rollout_state, NULL);
 }
 
 static int usage_error(const char *msg)
