@@ -383,9 +383,6 @@ static char *read_file(const char *path, size_t max, struct yard_err *err)
 	return buf;
 }
 
-/* main has checked the file with jobspec_load_file; it is sent as written (the controller
- * normalizes it), so what the user reviewed is what the controller sees. */
-
 static void show_submitted(const struct ctl *x, const json_t *doc)
 {
 	printf("job %s submitted (%s)\n", str(doc, "id") ? str(doc, "id") : "?",
