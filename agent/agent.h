@@ -9,7 +9,8 @@
  * heartbeats carry to the leader), ckpt.c (the controller checkpoint store: shard uploads and
  * restores), upgrade.c (in-place upgrade to a new build), guardian.c (rolls a node back when a
  * new build does not come up), selftest.c (the data-plane self-test a build must pass),
- * buildinfo.c (version and test faults), perf.c (the node probe for the planner).
+ * workerup.c (the yard-worker build new ranks run, installed by worker rollouts), perf.c (the
+ * node probe for the planner).
  */
 #ifndef YARD_AGENT_H
 #define YARD_AGENT_H
@@ -21,6 +22,7 @@
 #include <uv.h>
 
 #include "agent/ranklog.h"
+#include "common/buildinfo.h"
 #include "common/err.h"
 
 #define AGENT_NAME_MAX 63
@@ -90,6 +92,16 @@ struct agent_upgrade {
 	int pending_healthy; /* started as the new build: healthy after a heartbeat */
 };
 
+/* The yard-worker new ranks run (workerup.c), persisted in DATA_DIR/worker.json: the one given
+ * with --worker until a rollout installs another build. */
+struct agent_worker {
+	char version[32]; /* what path says with --version ("unknown" when it cannot say) */
+	char path[PATH_MAX];
+	/* the latest worker upgrade: version offered, rollout, state (never "restarting"),
+	 * error, the build kept to go back to (previous_*), refused builds */
+	struct agent_upgrade up;
+};
+
 /* One rank process this node runs (or ran). */
 struct agent_rank {
 	int in_use;
@@ -97,8 +109,9 @@ struct agent_rank {
 	int rank;
 	int64_t generation;
 	pid_t pid;
-	uint64_t start_ticks; /* /proc/PID/stat start time: guards against pid reuse */
-	int adopted;          /* not our child (agent restarted): liveness by polling */
+	uint64_t start_ticks;    /* /proc/PID/stat start time: guards against pid reuse */
+	int adopted;             /* not our child (agent restarted): liveness by polling */
+	char worker_version[32]; /* the yard-worker build it runs; "" for a command rank */
 	int exited;
 	int exit_code; /* -1 when unknown (exited while adopted) */
 	int term_signal;
@@ -152,17 +165,18 @@ struct agent {
 	int stopping;
 	uint64_t last_ok_mono_ms;
 	/* the controller checkpoint store (ckpt.c) */
-	char ckpt_root[PATH_MAX];     /* absolute DATA_DIR/checkpoints */
-	char ckpt_leader_url[512];    /* the leader as the latest transfer found it */
-	int ckpt_uploads;             /* uploads on the thread pool (at most AGENT_CKPT_UPLOADS) */
-	int ckpt_downloading;         /* a restore's download is on the thread pool (alone) */
+	char ckpt_root[PATH_MAX];  /* absolute DATA_DIR/checkpoints */
+	char ckpt_leader_url[512]; /* the leader as the latest transfer found it */
+	int ckpt_uploads;          /* uploads on the thread pool (at most AGENT_CKPT_UPLOADS) */
+	int ckpt_downloading;      /* a restore's download is on the thread pool (alone) */
 	char ckpt_uploading[AGENT_CKPT_UPLOADS][PATH_MAX + 64]; /* their files, "" when free */
-	uint64_t ckpt_retry_mono_ms;  /* no upload before this (after a failure) */
+	uint64_t ckpt_retry_mono_ms; /* no upload before this (after a failure) */
 	struct agent_restore restores[AGENT_MAX_RESTORES];
 	unsigned restore_next;
 	int argc; /* as started, for an exec into another build */
 	char **argv;
 	struct agent_upgrade up;
+	struct agent_worker worker;
 	json_t *perf;      /* measured rates (perf.c), NULL until the probe has answered */
 	int perf_unwanted; /* the leader said it has them (want_perf false): not sent */
 	int perf_attempts; /* probes started */
@@ -253,22 +267,41 @@ int upgrade_state_load(const char *data_dir, struct agent_upgrade *u);
 int upgrade_state_save(const char *data_dir, const struct agent_upgrade *u);
 void upgrade_refuse(struct agent_upgrade *u);
 
+json_t *upgrade_report_of(const struct agent_upgrade *u);
+int upgrade_is_refused(const struct agent_upgrade *u, const char *rollout, const char *version);
+/* An offer of a heartbeat answer ("upgrade" or "worker_upgrade", named by what). */
+struct upgrade_offer {
+	char version[32], rollout[32];
+	char sha256[72];
+	char url[1024]; /* a /v1/ path on the leader */
+	int64_t size;
+	int gate_s;
+	int rollback; /* go back to version, the build kept */
+};
+int upgrade_offer_parse(const json_t *offer, const char *what, struct upgrade_offer *o,
+                        struct yard_err *err);
+/* Blocking (thread pool): GET url with token into part, size and sha256 checked, then made
+ * executable and renamed to path. 0, or an error with why. */
+int upgrade_fetch(const char *url, const char *token, const char *part, const char *path,
+                  int64_t size, const char *sha256, char *why, size_t why_len);
+/* Blocking: runs argv with stdout and stderr into log, killed after timeout_ms. 0 when it
+ * exited 0; else why names the step (argv[1]) and the log's last line. */
+int upgrade_run_check(char *const argv[], const char *log, int timeout_ms, char *why,
+                      size_t why_len);
+void upgrade_last_line(const char *path, char *out, size_t len);
+
+/* workerup.c: the yard-worker build of new ranks, and worker rollouts. */
+void workerup_init(struct agent *a); /* reads DATA_DIR/worker.json, else asks --worker */
+/* A "worker_upgrade" object from a heartbeat answer: install, or go back to, a build. */
+void workerup_offer(struct agent *a, const json_t *offer);
+/* The "worker_upgrade" object of a heartbeat (new reference), or NULL. */
+json_t *workerup_report(const struct agent *a);
+
 /* guardian.c: `yard-agent --upgrade-guardian ...` */
 int guardian_main(int argc, char **argv);
 
 /* selftest.c: `yard-agent --self-test` */
 int selftest_main(int argc, char **argv);
-
-/* buildinfo.c */
-enum build_fault {
-	BUILD_FAULT_NONE,
-	BUILD_FAULT_SELF_TEST,
-	BUILD_FAULT_CRASH,
-	BUILD_FAULT_NO_HEARTBEAT
-};
-void buildinfo_version(char *out, size_t out_len);
-/* The fault this build carries on node (NULL: a node-less context). */
-enum build_fault buildinfo_fault(const char *node);
 
 /* client.c: GET url with a bearer token into path, at most max_bytes; the sha256 of what
  * was written and its length. Blocking: call it from the thread pool. */

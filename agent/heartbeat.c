@@ -178,6 +178,8 @@ static void after_call(uv_work_t *w, int status)
 		heartbeat_reconcile(a, json_object_get(c->resp, "desired"));
 		if (json_object_get(c->resp, "upgrade") != NULL)
 			upgrade_offer(a, json_object_get(c->resp, "upgrade"));
+		if (json_object_get(c->resp, "worker_upgrade") != NULL)
+			workerup_offer(a, json_object_get(c->resp, "worker_upgrade"));
 	} else if (c->status == 401 || c->status == 404) {
 		log_warn("heartbeat refused (HTTP %ld: %s): registering again", c->status,
 		         resp_error(c->resp));
@@ -215,6 +217,10 @@ static json_t *heartbeat_body(struct agent *a)
 	json_t *upgrade = upgrade_report(a);
 	if (upgrade != NULL)
 		json_object_set_new(body, "upgrade", upgrade);
+	json_object_set_new(body, "worker_version", json_string(a->worker.version));
+	json_t *worker_upgrade = workerup_report(a);
+	if (worker_upgrade != NULL)
+		json_object_set_new(body, "worker_upgrade", worker_upgrade);
 	if (a->perf != NULL && !a->perf_unwanted)
 		json_object_set(body, "perf", a->perf);
 	return body;

@@ -375,6 +375,7 @@ int main(int argc, char **argv)
 
 	write_pid_file(a);
 	upgrade_init(a);
+	workerup_init(a);
 	if (buildinfo_fault(a->cfg.name) == BUILD_FAULT_CRASH) {
 		log_error("version %s: crashing on purpose (a build marked with the crash fault "
 		          "by scripts/mark-build)",

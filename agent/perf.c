@@ -56,7 +56,7 @@ static void finish(struct perf_run *p)
 	if (!json_is_object(o) || json_real_value(json_object_get(o, "flops_per_s")) <= 0) {
 		int again = a->perf_attempts < PERF_ATTEMPTS;
 		log_warn("node probe (%s --probe, attempt %d of %d) failed (exit %lld): %s; %s",
-		         a->cfg.worker_path, a->perf_attempts, PERF_ATTEMPTS,
+		         a->worker.path, a->perf_attempts, PERF_ATTEMPTS,
 		         (long long)p->exit_status, p->len ? p->buf : "no output",
 		         again ? "trying again shortly"
 		               : "heartbeats carry no perf and the planner will not use this "
@@ -160,7 +160,7 @@ void perf_start(struct agent *a)
 	p->started_ms = yard_now_mono_ms();
 	snprintf(devices, sizeof devices, "%d", a->cfg.n_devices);
 	snprintf(budget, sizeof budget, "%d", PERF_BUDGET_MS);
-	char *args[] = {a->cfg.worker_path, "--probe", "--devices", devices,
+	char *args[] = {a->worker.path, "--probe", "--devices", devices,
 	                "--budget-ms",      budget,    NULL};
 	uv_stdio_container_t stdio[3] = {
 	    {.flags = UV_IGNORE},
@@ -174,7 +174,7 @@ void perf_start(struct agent *a)
 	int rc = uv_spawn(a->loop, &p->process, &opts);
 	if (rc != 0) {
 		log_warn("node probe: cannot start %s: %s; heartbeats carry no perf",
-		         a->cfg.worker_path, uv_strerror(rc));
+		         a->worker.path, uv_strerror(rc));
 		uv_close((uv_handle_t *)&p->process, handle_closed); /* libuv: close it anyway */
 		uv_close((uv_handle_t *)&p->out, handle_closed);
 		uv_close((uv_handle_t *)&p->timer, handle_closed);

@@ -119,6 +119,7 @@ int ranks_save_state(const struct agent *a)
 		json_object_set_new(saved, "log_rot_start", json_integer(r->log.rot_start));
 		json_object_set_new(saved, "log_rot_len", json_integer(r->log.rot_len));
 		json_object_set_new(saved, "ckpt_controller", json_boolean(r->ckpt_controller));
+		json_object_set_new(saved, "worker_version", json_string(r->worker_version));
 	}
 	snprintf(path, sizeof path, "%s/ranks.json", a->cfg.data_dir);
 	snprintf(tmp, sizeof tmp, "%s/ranks.json.tmp", a->cfg.data_dir);
@@ -185,6 +186,10 @@ int ranks_load_state(struct agent *a)
 		r->rank = (int)json_integer_value(json_object_get(item, "rank"));
 		r->generation = json_integer_value(json_object_get(item, "generation"));
 		r->ckpt_controller = json_is_true(json_object_get(item, "ckpt_controller"));
+		snprintf(r->worker_version, sizeof r->worker_version, "%s",
+		         json_string_value(json_object_get(item, "worker_version"))
+		             ? json_string_value(json_object_get(item, "worker_version"))
+		             : "");
 		r->pid = pid;
 		r->start_ticks = ticks;
 		r->started_mono_ms = yard_now_mono_ms();
@@ -415,7 +420,8 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 		}
 		json_array_foreach(argv_j, i, arg) args[n_args++] = (char *)json_string_value(arg);
 	} else {
-		args[n_args++] = a->cfg.worker_path;
+		args[n_args++] = a->worker.path;
+		snprintf(r->worker_version, sizeof r->worker_version, "%s", a->worker.version);
 	}
 	args[n_args] = NULL;
 	for (int i = 0; i < n_args; i++)
@@ -427,8 +433,9 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 		}
 
 	json_t *no_env = json_object();
-	envp = build_env(a, env != NULL ? env : no_env, job, spec_path[0] != '\0' ? spec_path : NULL,
-	                 r->ckpt_controller ? ckpt_dir : NULL);
+	envp =
+	    build_env(a, env != NULL ? env : no_env, job, spec_path[0] != '\0' ? spec_path : NULL,
+	              r->ckpt_controller ? ckpt_dir : NULL);
 	json_decref(no_env);
 	proc = calloc(1, sizeof *proc);
 	memset(&opts, 0, sizeof opts);
@@ -460,8 +467,9 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	r->start_ticks = proc_start_ticks(proc->pid);
 	r->started_mono_ms = yard_now_mono_ms();
 	r->last_step_mono_ms = r->started_mono_ms;
-	log_info("started rank %d of %s (generation %lld) as pid %d", r->rank, job,
-	         (long long)r->generation, (int)r->pid);
+	log_info("started rank %d of %s (generation %lld) as pid %d%s%s", r->rank, job,
+	         (long long)r->generation, (int)r->pid, r->worker_version[0] ? " on worker " : "",
+	         r->worker_version);
 	ranks_save_state(a);
 	return 0;
 }
@@ -541,6 +549,8 @@ json_t *ranks_report(const struct agent *a)
 		}
 		if (r->n_windows > 0)
 			json_object_set_new(o, "windows", metrics_windows_json(r));
+		if (r->worker_version[0] != '\0')
+			json_object_set_new(o, "worker_version", json_string(r->worker_version));
 		json_array_append_new(arr, o);
 	}
 	return arr;

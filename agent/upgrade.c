@@ -30,8 +30,9 @@
  * true}}: a rolled-back wave. The agent execs the binary it kept (previous_path) when that
  * is the version asked for.
  *
- * What this does not do: upgrade yard-worker (ranks keep the worker they started with), or
- * keep more than one previous build. */
+ * Worker builds (yard-worker) are installed by workerup.c with the helpers below (download,
+ * checks run with a timeout, offer parsing); they replace no process. This keeps one previous
+ * build, not more. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -163,7 +164,7 @@ void upgrade_refuse(struct agent_upgrade *u)
 	snprintf(u->refused[u->n_refused++], sizeof u->refused[0], "%s", key);
 }
 
-static int refused(const struct agent_upgrade *u, const char *rollout, const char *version)
+int upgrade_is_refused(const struct agent_upgrade *u, const char *rollout, const char *version)
 {
 	char key[sizeof u->refused[0]];
 	snprintf(key, sizeof key, "%s/%s", rollout, version);
@@ -262,7 +263,11 @@ void upgrade_heartbeat_ok(struct agent *a)
 
 json_t *upgrade_report(const struct agent *a)
 {
-	const struct agent_upgrade *u = &a->up;
+	return upgrade_report_of(&a->up);
+}
+
+json_t *upgrade_report_of(const struct agent_upgrade *u)
+{
 	if (u->state == UPGRADE_IDLE)
 		return NULL;
 	json_t *r = json_pack("{s:s,s:s,s:s}", "version", u->version, "rollout", u->rollout,
@@ -422,33 +427,41 @@ struct upgrade_work {
 	char why[600];
 };
 
-static void download_run(uv_work_t *w)
+int upgrade_fetch(const char *url, const char *token, const char *part, const char *path,
+                  int64_t size, const char *sha256, char *why, size_t why_len)
 {
-	struct upgrade_work *u = (struct upgrade_work *)w;
 	struct yard_err err = {0};
 	char got[SHA256_HEX_LEN + 1];
 	int64_t bytes = 0;
-	u->rc = agent_http_download(u->url, u->token, u->part, u->size, got, &bytes, &err);
-	if (u->rc != 0) {
-		snprintf(u->why, sizeof u->why, "%s", err.msg);
-	} else if (bytes != u->size) {
-		u->rc = YARD_ECORRUPT;
-		snprintf(u->why, sizeof u->why, "download %s: %lld bytes, the build has %lld",
-		         u->url, (long long)bytes, (long long)u->size);
-	} else if (strcmp(got, u->sha256) != 0) {
-		u->rc = YARD_ECORRUPT;
-		snprintf(u->why, sizeof u->why, "download %s: sha256 %s, the build has %s", u->url,
-		         got, u->sha256);
-	} else if (chmod(u->part, 0755) != 0 || rename(u->part, u->path) != 0) {
-		u->rc = YARD_EIO;
-		snprintf(u->why, sizeof u->why, "cannot install %s: %s", u->path, strerror(errno));
+	int rc = agent_http_download(url, token, part, size, got, &bytes, &err);
+	if (rc != 0) {
+		snprintf(why, why_len, "%s", err.msg);
+	} else if (bytes != size) {
+		rc = YARD_ECORRUPT;
+		snprintf(why, why_len, "download %s: %lld bytes, the build has %lld", url,
+		         (long long)bytes, (long long)size);
+	} else if (strcmp(got, sha256) != 0) {
+		rc = YARD_ECORRUPT;
+		snprintf(why, why_len, "download %s: sha256 %s, the build has %s", url, got,
+		         sha256);
+	} else if (chmod(part, 0755) != 0 || rename(part, path) != 0) {
+		rc = YARD_EIO;
+		snprintf(why, why_len, "cannot install %s: %s", path, strerror(errno));
 	}
-	if (u->rc != 0)
-		unlink(u->part);
+	if (rc != 0)
+		unlink(part);
+	return rc;
+}
+
+static void download_run(uv_work_t *w)
+{
+	struct upgrade_work *u = (struct upgrade_work *)w;
+	u->rc = upgrade_fetch(u->url, u->token, u->part, u->path, u->size, u->sha256, u->why,
+	                      sizeof u->why);
 }
 
 /* The last non-empty line of a log file, for a failure message. */
-static void last_line(const char *path, char *out, size_t len)
+void upgrade_last_line(const char *path, char *out, size_t len)
 {
 	char buf[4096];
 	out[0] = '\0';
@@ -468,45 +481,51 @@ static void last_line(const char *path, char *out, size_t len)
 	snprintf(out, len, "%s", nl != NULL ? nl + 1 : buf);
 }
 
-static void selftest_run(uv_work_t *w)
+int upgrade_run_check(char *const argv[], const char *log, int timeout_ms, char *why,
+                      size_t why_len)
 {
-	struct upgrade_work *u = (struct upgrade_work *)w;
 	posix_spawn_file_actions_t fa;
-	char *argv[] = {u->path, "--self-test", "--node", u->node, NULL};
 	pid_t pid;
 	int status = 0;
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, u->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	u->rc = posix_spawn(&pid, u->path, &fa, NULL, argv, environ);
+	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
-	if (u->rc != 0) {
-		snprintf(u->why, sizeof u->why, "cannot run %s --self-test: %s", u->path,
-		         strerror(u->rc));
-		u->rc = YARD_EIO;
-		return;
+	if (rc != 0) {
+		snprintf(why, why_len, "cannot run %s %s: %s", argv[0], argv[1] ? argv[1] : "",
+		         strerror(rc));
+		return YARD_EIO;
 	}
-	uint64_t deadline = yard_now_mono_ms() + UPGRADE_SELFTEST_TIMEOUT_MS;
+	uint64_t deadline = yard_now_mono_ms() + (uint64_t)timeout_ms;
 	pid_t got;
 	while ((got = waitpid(pid, &status, WNOHANG)) == 0 && yard_now_mono_ms() < deadline)
 		yard_sleep_ms(20);
 	if (got == 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);
-		u->rc = YARD_ETIMEDOUT;
-		snprintf(u->why, sizeof u->why, "self-test of %s did not finish within %d s",
-		         u->path, UPGRADE_SELFTEST_TIMEOUT_MS / 1000);
-		return;
+		snprintf(why, why_len, "%s %s did not finish within %d s", argv[0],
+		         argv[1] ? argv[1] : "", timeout_ms / 1000);
+		return YARD_ETIMEDOUT;
 	}
 	if (got < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char line[400];
-		last_line(u->log, line, sizeof line);
-		u->rc = YARD_EIO;
-		snprintf(u->why, sizeof u->why, "self-test failed (%s %d): %s",
+		const char *what = argv[1] ? argv[1] + strspn(argv[1], "-") : argv[0];
+		upgrade_last_line(log, line, sizeof line);
+		snprintf(why, why_len, "%s failed (%s %d): %s", what,
 		         got > 0 && WIFSIGNALED(status) ? "signal" : "exit",
 		         got > 0 && WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
 		         line[0] ? line : "no output");
+		return YARD_EIO;
 	}
+	return 0;
+}
+
+static void selftest_run(uv_work_t *w)
+{
+	struct upgrade_work *u = (struct upgrade_work *)w;
+	char *argv[] = {u->path, "--self-test", "--node", u->node, NULL};
+	u->rc = upgrade_run_check(argv, u->log, UPGRADE_SELFTEST_TIMEOUT_MS, u->why, sizeof u->why);
 }
 
 static void selftest_after(uv_work_t *w, int status)
@@ -522,7 +541,7 @@ static void selftest_after(uv_work_t *w, int status)
 		fail(a, UPGRADE_FAILED, "%s", u->why);
 	} else {
 		char line[400];
-		last_line(u->log, line, sizeof line);
+		upgrade_last_line(u->log, line, sizeof line);
 		log_info("upgrade to %s: %s", a->up.version, line);
 		a->up.busy = 0;
 		exec_new_build(a, u->gate_s);
@@ -557,38 +576,41 @@ static void download_after(uv_work_t *w, int status)
 
 /* ---- offers ---- */
 
-static int offer_parse(const json_t *offer, struct upgrade_work *u, const char **version,
-                       const char **rollout, int *rollback, struct yard_err *err)
+int upgrade_offer_parse(const json_t *offer, const char *what, struct upgrade_offer *o,
+                        struct yard_err *err)
 {
 	static const char *const keys[] = {"version", "sha256", "size",     "url",
 	                                   "rollout", "gate_s", "rollback", NULL};
-	const char *sha = NULL, *url = NULL;
+	const char *version = NULL, *rollout = NULL, *sha = NULL, *url = NULL;
 	int64_t gate_s = UPGRADE_GATE_S_DEFAULT;
-	*rollback = 0;
-	if (!json_is_object(offer) || jsonx_only_keys(offer, "upgrade", keys, err) != 0 ||
-	    jsonx_get_string(offer, "upgrade", "version", 1, 31, version, err) != 0 ||
-	    jsonx_get_string(offer, "upgrade", "rollout", 1, 31, rollout, err) != 0 ||
-	    jsonx_get_bool(offer, "upgrade", "rollback", 0, rollback, err) != 0 ||
-	    jsonx_get_int(offer, "upgrade", "gate_s", 0, 1, UPGRADE_GATE_S_MAX, &gate_s, err) != 0)
-		return err->code ? err->code
-		                 : yard_err_set(err, YARD_EINVAL, "upgrade: not an object");
-	if (!upgrade_version_valid(*version) || !upgrade_version_valid(*rollout))
+	memset(o, 0, sizeof *o);
+	if (!json_is_object(offer))
+		return yard_err_set(err, YARD_EINVAL, "%s: not an object", what);
+	if (jsonx_only_keys(offer, what, keys, err) != 0 ||
+	    jsonx_get_string(offer, what, "version", 1, 31, &version, err) != 0 ||
+	    jsonx_get_string(offer, what, "rollout", 1, 31, &rollout, err) != 0 ||
+	    jsonx_get_bool(offer, what, "rollback", 0, &o->rollback, err) != 0 ||
+	    jsonx_get_int(offer, what, "gate_s", 0, 1, UPGRADE_GATE_S_MAX, &gate_s, err) != 0)
+		return err->code;
+	if (!upgrade_version_valid(version) || !upgrade_version_valid(rollout))
 		return yard_err_set(err, YARD_EINVAL,
-		                    "upgrade: version and rollout must be [A-Za-z0-9._+-]");
-	u->gate_s = (int)gate_s;
-	if (*rollback)
+		                    "%s: version and rollout must be [A-Za-z0-9._+-]", what);
+	snprintf(o->version, sizeof o->version, "%s", version);
+	snprintf(o->rollout, sizeof o->rollout, "%s", rollout);
+	o->gate_s = (int)gate_s;
+	if (o->rollback)
 		return 0;
-	if (jsonx_get_string(offer, "upgrade", "sha256", 1, SHA256_HEX_LEN, &sha, err) != 0 ||
-	    jsonx_get_int(offer, "upgrade", "size", 1, 1, UPGRADE_MAX_BYTES, &u->size, err) != 0 ||
-	    jsonx_get_string(offer, "upgrade", "url", 1, 512, &url, err) != 0)
+	if (jsonx_get_string(offer, what, "sha256", 1, SHA256_HEX_LEN, &sha, err) != 0 ||
+	    jsonx_get_int(offer, what, "size", 1, 1, UPGRADE_MAX_BYTES, &o->size, err) != 0 ||
+	    jsonx_get_string(offer, what, "url", 1, 512, &url, err) != 0)
 		return err->code;
 	if (strlen(sha) != SHA256_HEX_LEN || strspn(sha, "0123456789abcdef") != SHA256_HEX_LEN)
-		return yard_err_set(err, YARD_EINVAL,
-		                    "upgrade.sha256: not 64 lower-case hex digits");
+		return yard_err_set(err, YARD_EINVAL, "%s.sha256: not 64 lower-case hex digits",
+		                    what);
 	if (strncmp(url, "/v1/", 4) != 0)
-		return yard_err_set(err, YARD_EINVAL, "upgrade.url: '%s' is not a /v1/ path", url);
-	snprintf(u->sha256, sizeof u->sha256, "%s", sha);
-	snprintf(u->url, sizeof u->url, "%s", url);
+		return yard_err_set(err, YARD_EINVAL, "%s.url: '%s' is not a /v1/ path", what, url);
+	snprintf(o->sha256, sizeof o->sha256, "%s", sha);
+	snprintf(o->url, sizeof o->url, "%s", url);
 	return 0;
 }
 
@@ -644,25 +666,25 @@ static void roll_back(struct agent *a, const char *version, const char *rollout)
 void upgrade_offer(struct agent *a, const json_t *offer)
 {
 	struct yard_err err = {0};
-	const char *version = NULL, *rollout = NULL;
-	int rollback = 0;
-	struct upgrade_work *u = calloc(1, sizeof *u);
-	if (u == NULL)
-		return;
-	if (offer_parse(offer, u, &version, &rollout, &rollback, &err) != 0) {
+	struct upgrade_offer o;
+	if (upgrade_offer_parse(offer, "upgrade", &o, &err) != 0) {
 		log_warn("heartbeat answer: %s: ignored", err.msg);
-		free(u);
 		return;
 	}
-	if (rollback) {
-		free(u);
+	const char *version = o.version, *rollout = o.rollout;
+	if (o.rollback) {
 		roll_back(a, version, rollout);
 		return;
 	}
-	if (a->up.busy || a->up.pending_healthy) {
-		free(u);
+	if (a->up.busy || a->up.pending_healthy)
 		return;
-	}
+	struct upgrade_work *u = calloc(1, sizeof *u);
+	if (u == NULL)
+		return;
+	u->size = o.size;
+	u->gate_s = o.gate_s;
+	snprintf(u->sha256, sizeof u->sha256, "%s", o.sha256);
+	snprintf(u->url, sizeof u->url, "%s", o.url);
 	if (strcmp(version, a->cfg.version) == 0) {
 		/* already on it (upgraded earlier, or rolled forward by hand) */
 		if (a->up.state != UPGRADE_DONE || strcmp(a->up.rollout, rollout) != 0 ||
@@ -676,7 +698,7 @@ void upgrade_offer(struct agent *a, const json_t *offer)
 		free(u);
 		return;
 	}
-	if (refused(&a->up, rollout, version)) {
+	if (upgrade_is_refused(&a->up, rollout, version)) {
 		free(u); /* the failure stays reported */
 		return;
 	}

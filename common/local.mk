@@ -7,5 +7,6 @@ common_libcommon_a_SOURCES = \
 	common/clock.c common/clock.h \
 	common/jsonx.c common/jsonx.h \
 	common/stats.c common/stats.h \
-	common/base64.c common/base64.h
+	common/base64.c common/base64.h \
+	common/buildinfo.c common/buildinfo.h
 common_libcommon_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)

@@ -224,7 +224,8 @@ const char *ctl_usage(void)
 	       "  node list | node show ID               agents' nodes\n"
 	       "  node cordon ID | node uncordon ID      stop / resume placing ranks on a node\n"
 	       "  rollout start --build V [--waves 1,10%,100%] [--soak 30s] [--selector k=v,...]\n"
-	       "                [--gate-timeout 60s] [--failure-budget N] [--policy keep|restart]\n"
+	       "                [--gate-timeout 60s] [--failure-budget N] [--policy "
+	       "keep|restart|next]\n"
 	       "                [--step-time-regression PCT]\n"
 	       "                                         upgrade the agents in waves (cumulative\n"
 	       "                                         node counts or percentages; a final 100%\n"
@@ -429,9 +430,10 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 			                    value);
 		a->selector = value;
 	} else if (strcmp(o->long_name, "policy") == 0) {
-		if (strcmp(value, "keep") != 0 && strcmp(value, "restart") != 0)
+		if (strcmp(value, "keep") != 0 && strcmp(value, "restart") != 0 &&
+		    strcmp(value, "next") != 0)
 			return yard_err_set(err, YARD_EINVAL,
-			                    "--policy: \"%s\" is not keep or restart", value);
+			                    "--policy: \"%s\" is not keep, restart or next", value);
 		a->policy = value;
 	} else if (strcmp(o->long_name, "soak") == 0 || strcmp(o->long_name, "gate-timeout") == 0) {
 		double d = parse_duration_s(value);

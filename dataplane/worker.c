@@ -9,6 +9,10 @@
  *   YARD_AGENT_SOCK    unix datagram socket: every rank sends one JSON line per step
  *   YARD_METRICS_FILE  append every rank's lines to this file too (rank 0 also prints stdout)
  *   YARD_NODE          the node this rank runs on (debug.slow_node slows the ranks of that node)
+ * `yard-worker --version` prints the build's version (common/buildinfo.h); `yard-worker
+ * --self-test` trains a tiny one-rank model for a few steps and checks its losses, the check an
+ * agent runs on a new worker build before its ranks use it (agent/workerup.c). A rank logs its
+ * worker version when it starts, so a rank's log says which build ran it.
  * It honours the spec's debug hooks (slow_rank and slow_node stretch compute in trainer.c by
  * slow_factor; hang_rank stops
  * making progress at hang_at_step; crash_rank calls abort() at crash_at_step) and exits 1 with
@@ -24,6 +28,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/buildinfo.h"
 #include "common/common.h"
 #include "dataplane/probe.h"
 #include "dataplane/trainer.h"
@@ -94,10 +99,108 @@ static int probe_main(int argc, char **argv)
 	return 0;
 }
 
+#define SELFTEST_STEPS 5
+
+/* `yard-worker --self-test [--node NAME]`: SELFTEST_STEPS steps of a small model on one rank
+ * (the in-process backend), every loss finite and the last below the first; one line on stdout,
+ * exit 0, or the reason on stderr and exit 1. */
+static int selftest_main(int argc, char **argv)
+{
+	const char *node = NULL;
+	char version[64];
+	buildinfo_version(version, sizeof version);
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--node") == 0 && i + 1 < argc) {
+			node = argv[++i];
+			continue;
+		}
+		fprintf(stderr, "yard-worker --self-test: bad argument '%s' (want --node NAME)\n",
+		        argv[i]);
+		return 2;
+	}
+	if (buildinfo_fault(node) == BUILD_FAULT_SELF_TEST) {
+		fprintf(stderr,
+		        "yard-worker %s self-test: failing on purpose (a build marked with the "
+		        "self-test fault)\n",
+		        version);
+		return 1;
+	}
+	static const char spec_text[] =
+	    "{\"name\": \"self-test\", \"model\": {\"d_in\": 8, \"d_model\": 16, \"d_ff\": 32,"
+	    " \"layers\": 2, \"classes\": 4, \"seed\": 1}, \"train\": {\"steps\": 5,"
+	    " \"batch_size\": 16, \"lr\": 0.05, \"optimizer\": \"adamw\", \"dataset\":"
+	    " \"synthetic\", \"data_seed\": 1, \"samples\": 64}}";
+	struct yard_err err = {0};
+	struct jobspec spec;
+	json_t *j = json_loads(spec_text, 0, NULL);
+	int rc = j != NULL ? jobspec_parse(j, &spec, &err) : YARD_EINTERNAL;
+	json_decref(j);
+	if (rc != 0) {
+		fprintf(stderr, "yard-worker %s self-test: its model spec: %s\n", version, err.msg);
+		return 1;
+	}
+	struct trainer_local_world *world = trainer_local_world_new(1, 1, 1, 10000);
+	struct trainer_net *net = world ? trainer_local_net_new(world, 0) : NULL;
+	struct trainer t;
+	memset(&t, 0, sizeof t);
+	double first = 0, last = 0;
+	int status = 1;
+	if (net == NULL) {
+		fprintf(stderr, "yard-worker %s self-test: no memory for the trainer\n", version);
+		goto out;
+	}
+	if ((rc = trainer_init(&t, &spec, 0, "self-test", net, &err)) != 0) {
+		fprintf(stderr, "yard-worker %s self-test: %s\n", version, err.msg);
+		goto out;
+	}
+	for (int s = 1; s <= SELFTEST_STEPS; s++) {
+		struct trainer_metrics m;
+		if ((rc = trainer_step(&t, &m, &err)) != 0) {
+			fprintf(stderr, "yard-worker %s self-test: step %d: %s\n", version, s,
+			        err.msg);
+			goto out;
+		}
+		if (!(m.loss == m.loss) || m.loss > 1e30 || m.loss < 0) {
+			fprintf(stderr,
+			        "yard-worker %s self-test: step %d: loss %g is not finite\n",
+			        version, s, m.loss);
+			goto out;
+		}
+		if (s == 1)
+			first = m.loss;
+		last = m.loss;
+	}
+	if (!(last < first)) {
+		fprintf(stderr,
+		        "yard-worker %s self-test: the loss did not fall in %d steps (%.6f -> "
+		        "%.6f)\n",
+		        version, SELFTEST_STEPS, first, last);
+		goto out;
+	}
+	printf("yard-worker %s self-test passed: %d steps of a 2-layer model, loss %.6f -> %.6f\n",
+	       version, SELFTEST_STEPS, first, last);
+	status = 0;
+out:
+	trainer_free(&t);
+	if (net != NULL)
+		net->ops->destroy(net);
+	trainer_local_world_free(world);
+	jobspec_free(&spec);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "--probe") == 0)
 		return probe_main(argc, argv);
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		char version[64];
+		buildinfo_version(version, sizeof version);
+		printf("%s\n", version);
+		return 0;
+	}
+	if (argc >= 2 && strcmp(argv[1], "--self-test") == 0)
+		return selftest_main(argc, argv);
 	int rank = env_int("YARD_RANK", -1);
 	char component[64];
 	snprintf(component, sizeof component, "yard-worker[%d]", rank);
@@ -110,6 +213,10 @@ int main(int argc, char **argv)
 	}
 	struct jobspec spec;
 	struct yard_err err = {0};
+	char version[64];
+	buildinfo_version(version, sizeof version);
+	log_info("yard-worker %s: rank %d of %s", version, rank,
+	         getenv("YARD_JOB_ID") ? getenv("YARD_JOB_ID") : spec_path);
 	if (jobspec_load_file(spec_path, &spec, &err) != 0) {
 		log_error("%s: %s", spec_path, err.msg);
 		return 2;
@@ -134,7 +241,8 @@ int main(int argc, char **argv)
 	/* With the controller store the directory is node-local and the agent uploads and then
 	 * removes each shard; the controller keeps the newest checkpoint.keep, so nothing is
 	 * pruned here (rank 0's pruning would delete other ranks' shards before their upload). */
-	int keep_local = strcmp(spec.checkpoint.store, "controller") == 0 ? 0 : spec.checkpoint.keep;
+	int keep_local =
+	    strcmp(spec.checkpoint.store, "controller") == 0 ? 0 : spec.checkpoint.keep;
 
 	char errbuf[512] = "";
 	yd_comm *comm = NULL;

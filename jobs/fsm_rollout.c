@@ -1,13 +1,17 @@
 /* fsm_rollout.c: rollouts, the replicated half (issue 7): a build moved onto the agents of a
- * set of nodes in waves. The leader's driver (scheduler/rollout.c) decides when a step is
- * due from heartbeats; these commands record each step, re-check that it follows the one
- * before (a stale leader's proposal is refused), make its side effects (cordons, node
- * versions) in the same apply, and append the event that tells it.
+ * set of nodes in waves. An agent build replaces the agents in place; a worker build becomes
+ * the yard-worker the nodes start ranks with (running ranks keep theirs unless the policy is
+ * "restart"), and the nodes' "version" column, the agent's, is left alone. The leader's driver
+ * (scheduler/rollout.c) decides when a step is due from heartbeats; these commands record each
+ * step, re-check that it follows the one before (a stale leader's proposal is refused), make its
+ * side effects (cordons, node versions) in the same apply, and append the event that tells it.
  *
  *   rollout.start    {build, waves, soak_ms, gate_timeout_ms, selector, failure_budget,
  *                     policy, step_time_regression_pct}: targets and waves fixed now
  *   rollout.advance  {id, from_state, from_wave, from_phase, state, wave, phase, reason,
- *                     baseline_step_ms}: the next step of the state machine
+ *                     baseline_step_ms, from_versions}: the next step of the state machine
+ *                     (from_versions {NODE: VERSION}: a worker rollout's nodes' worker
+ *                     versions as they heartbeat, recorded when the wave's upgrade starts)
  *   rollout.node     {id, node, state, version, error}: one node's gate outcome
  *   rollout.control  {id, action, reason}: pause, resume, abort, rollback (operators)
  *
@@ -225,6 +229,41 @@ static int mark_rolling_back(struct rollout_row *r, int64_t w)
 	return count;
 }
 
+/* A rollout of a worker build (its nodes' agents stay as they are). */
+static int of_worker(const struct rollout_row *r)
+{
+	const char *c = json_string_value(json_object_get(r->spec, "component"));
+	return c != NULL && strcmp(c, "worker") == 0;
+}
+
+/* The agent version node registered or was last upgraded to, into out ("" when none). */
+static int node_version(struct fsm *f, const char *node, char *out, size_t len)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT version FROM nodes WHERE id = ?1");
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
+	out[0] = '\0';
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL)
+		snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
+	fsm_release(f, st);
+	return 0;
+}
+
+static int from_versions_valid(const json_t *v)
+{
+	const char *k;
+	json_t *x;
+	if (!json_is_object(v) || json_object_size(v) > ROLLOUT_NODES_MAX)
+		return 0;
+	json_object_foreach((json_t *)v, k, x)
+	{
+		if (!json_is_string(x) || json_string_length(x) > 31 || strlen(k) > FSM_NAME_MAX)
+			return 0;
+	}
+	return 1;
+}
+
 /* ---- rollout.start ---- */
 
 /* Parses "12" or "40%"; 0 and the count or percent, or -1. */
@@ -271,7 +310,7 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 	    "selector", "failure_budget", "policy",  "step_time_regression_pct",
 	    NULL};
 	struct yard_err e = {0};
-	const char *build = NULL, *policy = "keep";
+	const char *build = NULL, *policy = NULL;
 	int64_t soak_ms = 0, gate_ms = 60000, budget = 0, regression_pct = 0;
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "build", 1, 31, &build, &e) != 0 ||
@@ -285,8 +324,10 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_int(c->args, "", "step_time_regression_pct", 0, 0, 1000, &regression_pct,
 	                  &e) != 0)
 		return fsm_res_from_err(&e);
-	if (strcmp(policy, "keep") != 0 && strcmp(policy, "restart") != 0)
-		return fsm_res_err(400, "policy", "policy: '%s' is not keep or restart", policy);
+	if (policy != NULL && strcmp(policy, "keep") != 0 && strcmp(policy, "restart") != 0 &&
+	    strcmp(policy, "next") != 0)
+		return fsm_res_err(400, "policy", "policy: '%s' is not keep, restart or next",
+		                   policy);
 	json_t *waves = json_object_get(c->args, "waves");
 	json_t *selector = json_object_get(c->args, "selector");
 	size_t i;
@@ -361,10 +402,19 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 		err = fsm_res_err(404, "build", "build: no build %s (upload it first)", build);
 	else if (strcmp(bstate, "ready") != 0)
 		err = fsm_res_err(409, "build", "build: %s is %s, not ready", build, bstate);
-	else if (strcmp(component, "agent") != 0)
+	else if (strcmp(component, "agent") != 0 && strcmp(component, "worker") != 0)
 		err = fsm_res_err(409, "build",
-		                  "build: %s is a %s build; rollouts upgrade agents in place",
+		                  "build: %s is a %s build; rollouts move agent and worker builds",
 		                  build, component);
+	else if (policy != NULL && strcmp(policy, "next") == 0 && strcmp(component, "agent") == 0)
+		err = fsm_res_err(400, "policy",
+		                  "policy: 'next' is for worker builds (ranks take the build when "
+		                  "they next restart); agent build %s replaces the agents in place "
+		                  "under running ranks: use keep or restart",
+		                  build);
+	if (policy ==
+	    NULL) /* agents: ranks keep running; workers: they take it when they restart */
+		policy = strcmp(component, "worker") == 0 ? "next" : "keep";
 	if (err != NULL) {
 		json_decref(waves);
 		return err;
@@ -467,9 +517,9 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 	if (rc != SQLITE_DONE)
 		return NULL;
 	if (fsm_event_append(f, c->ts, "rollout.created", NULL, c->actor,
-	                     "rollout %s of build %s created by %s: %lld node(s) in %zu wave(s), "
-	                     "soak %lld s, gate %lld s, failure budget %lld, policy %s",
-	                     id, build, c->actor, (long long)n_targets, n_waves,
+	                     "rollout %s of %s build %s created by %s: %lld node(s) in %zu "
+	                     "wave(s), soak %lld s, gate %lld s, failure budget %lld, policy %s",
+	                     id, component, build, c->actor, (long long)n_targets, n_waves,
 	                     (long long)soak_ms / 1000, (long long)gate_ms / 1000,
 	                     (long long)budget, policy) != 0)
 		return NULL;
@@ -489,7 +539,8 @@ static json_t *result_of(struct fsm *f, const char *id, int status)
 
 /* The effects and event of entering (state, wave, phase); r already holds the new values. */
 static json_t *enter_step(struct fsm *f, const struct fsm_cmd *c, struct rollout_row *r,
-                          const char *reason, double baseline_step_ms, int64_t from_wave)
+                          const char *reason, double baseline_step_ms, int64_t from_wave,
+                          const json_t *from_versions)
 {
 	char names[400], type[40];
 	int64_t n_waves = (int64_t)json_array_size(json_object_get(r->plan, "waves"));
@@ -520,15 +571,13 @@ static json_t *enter_step(struct fsm *f, const struct fsm_cmd *c, struct rollout
 		{
 			json_t *pn = plan_node(r, json_string_value(v));
 			char from[32] = "";
-			sqlite3_stmt *st =
-			    fsm_prepare(f, "SELECT version FROM nodes WHERE id = ?1");
-			if (st == NULL)
+			if (of_worker(r)) {
+				const char *w = json_string_value(
+				    json_object_get(from_versions, json_string_value(v)));
+				snprintf(from, sizeof from, "%s", w != NULL ? w : "");
+			} else if (node_version(f, json_string_value(v), from, sizeof from) != 0) {
 				return NULL;
-			sqlite3_bind_text(st, 1, json_string_value(v), -1, SQLITE_STATIC);
-			if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL)
-				snprintf(from, sizeof from, "%s",
-				         (const char *)sqlite3_column_text(st, 0));
-			fsm_release(f, st);
+			}
 			set_str(pn, "state", "upgrading");
 			set_str(pn, "from_version", from);
 			if (n < sizeof names)
@@ -614,8 +663,8 @@ static int step_allowed(const struct rollout_row *r, const char *state, int64_t 
 json_t *fsm_op_rollout_advance(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {
-	    "id",   "from_state", "from_wave", "from_phase",       "state",
-	    "wave", "phase",      "reason",    "baseline_step_ms", NULL};
+	    "id",    "from_state", "from_wave",        "from_phase",    "state", "wave",
+	    "phase", "reason",     "baseline_step_ms", "from_versions", NULL};
 	struct yard_err e = {0};
 	const char *id = NULL, *from_state = NULL, *from_phase = "", *state = NULL, *phase = "",
 	           *reason = NULL;
@@ -632,6 +681,11 @@ json_t *fsm_op_rollout_advance(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "reason", 0, 300, &reason, &e) != 0 ||
 	    jsonx_get_double(c->args, "", "baseline_step_ms", 0, 0, 1e9, &baseline, &e) != 0)
 		return fsm_res_from_err(&e);
+	const json_t *from_versions = json_object_get(c->args, "from_versions");
+	if (from_versions != NULL && !from_versions_valid(from_versions))
+		return fsm_res_err(400, "from_versions",
+		                   "from_versions: must be an object of node names to versions of "
+		                   "at most 31 bytes");
 	if (!in_list(state, STATES))
 		return fsm_res_err(400, "state", "state: '%s' is not a rollout state", state);
 	if (!in_list(phase, PHASES))
@@ -655,7 +709,7 @@ json_t *fsm_op_rollout_advance(struct fsm *f, const struct fsm_cmd *c)
 		snprintf(r.state, sizeof r.state, "%s", state);
 		snprintf(r.phase, sizeof r.phase, "%s", phase);
 		r.wave = wave;
-		res = enter_step(f, c, &r, reason, baseline, from_wave);
+		res = enter_step(f, c, &r, reason, baseline, from_wave, from_versions);
 	}
 	row_free(&r);
 	return res;
@@ -704,7 +758,13 @@ json_t *fsm_op_rollout_node(struct fsm *f, const struct fsm_cmd *c)
 	} else {
 		char msg[700];
 		const char *from = json_string_value(json_object_get(pn, "from_version"));
-		if (strcmp(state, "upgraded") == 0)
+		if (strcmp(state, "upgraded") == 0 && of_worker(&r))
+			snprintf(
+			    msg, sizeof msg,
+			    "node %s: worker %s -> %s installed, self-test passed; ranks started "
+			    "from now on run it",
+			    node, from && from[0] ? from : "unknown", version ? version : r.build);
+		else if (strcmp(state, "upgraded") == 0)
 			snprintf(msg, sizeof msg, "node %s upgraded %s -> %s, self-test passed",
 			         node, from, version ? version : r.build);
 		else if (strcmp(state, "failed") == 0)
@@ -719,8 +779,9 @@ json_t *fsm_op_rollout_node(struct fsm *f, const struct fsm_cmd *c)
 			set_str(pn, "version", version);
 		if (strcmp(state, "failed") == 0)
 			r.failures++;
-		if (version != NULL && fsm_run(f, "UPDATE nodes SET version = ?2 WHERE id = ?1",
-		                               "ss", node, version) != SQLITE_DONE)
+		if (version != NULL && !of_worker(&r) &&
+		    fsm_run(f, "UPDATE nodes SET version = ?2 WHERE id = ?1", "ss", node,
+		            version) != SQLITE_DONE)
 			res = fsm_res_err(500, NULL, "internal error updating node %s", node);
 		else if (row_write(f, &r, c->ts, NULL, 0) != 0 ||
 		         fsm_event_append(f, c->ts, "rollout.node", NULL, c->actor,

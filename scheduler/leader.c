@@ -19,13 +19,13 @@
 #include "scheduler/history.h"
 #include "scheduler/logstore.h"
 #include "scheduler/queue.h"
-#include "scheduler/straggler.h"
 #include "scheduler/rollout.h"
+#include "scheduler/straggler.h"
 
 #define REPORTS_MAX 256           /* rank reports (and log pieces) in one heartbeat */
 #define LOG_PIECE_MAX (256 << 10) /* raw bytes of one log piece (an agent sends ≤ 64 KiB) */
-#define WINDOWS_MAX 8   /* window summaries in one rank report (agents send 4) */
-#define PENDING_NOTES 8 /* straggler notes waiting for the job's proposal slot */
+#define WINDOWS_MAX 8             /* window summaries in one rank report (agents send 4) */
+#define PENDING_NOTES 8           /* straggler notes waiting for the job's proposal slot */
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
@@ -33,6 +33,7 @@ struct soft_node {
 	uint64_t known_since_ms; /* when this leader first saw the node's row (a registration) */
 	json_t *ranks;           /* the latest validated rank reports (owned) */
 	char version[32];
+	char worker_version[32]; /* the yard-worker build the node starts ranks with */
 	int64_t free_disk_mb;
 	json_t *perf;  /* the rates the agent measured (autoplan_perf_clean), NULL: none yet */
 	int proposing; /* a node.set_state is in flight */
@@ -128,7 +129,7 @@ struct sched {
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
 	struct rollout_driver *rollouts; /* scheduler/rollout.h */
-	struct history *history; /* per-step series of running jobs (history.h) */
+	struct history *history;         /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 	struct id_index node_index, job_index;
 	int jobs_resync;        /* reread every active job (leadership change) */
@@ -1579,6 +1580,7 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 	                                   "comm_wait_ms",
 	                                   "last_step_ms_ago",
 	                                   "windows",
+	                                   "worker_version",
 	                                   NULL};
 	json_t *out = json_array(), *r;
 	size_t i;
@@ -1596,6 +1598,7 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 		const char *job = NULL, *state = NULL;
 		int64_t rank = 0, generation = 0, pid = 0, code = 0, sig = 0, step = -1, ago = 0;
 		double loss = 0;
+		const char *worker_version = NULL;
 		snprintf(prefix, sizeof prefix, "ranks[%zu]", i);
 		if (!json_is_object(r) || jsonx_only_keys(r, prefix, keys, err) != 0 ||
 		    jsonx_get_string(r, prefix, "job", 1, FSM_ID_MAX - 1, &job, err) != 0 ||
@@ -1609,6 +1612,8 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 		    jsonx_get_int(r, prefix, "step", 0, -1, INT64_MAX, &step, err) != 0 ||
 		    jsonx_get_double(r, prefix, "loss", 0, -1e300, 1e300, &loss, err) != 0 ||
 		    jsonx_get_int(r, prefix, "last_step_ms_ago", 0, 0, INT64_MAX / 2, &ago, err) !=
+		        0 ||
+		    jsonx_get_string(r, prefix, "worker_version", 0, 31, &worker_version, err) !=
 		        0) {
 			if (err->code == 0)
 				yard_err_set(err, YARD_EINVAL, "%s: must be an object", prefix);
@@ -1628,6 +1633,8 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 		    (json_int_t)step, "last_step_ms_ago", (json_int_t)ago);
 		if (json_is_number(json_object_get(r, "loss")))
 			json_object_set_new(clean, "loss", json_real(loss));
+		if (worker_version != NULL && worker_version[0] != '\0')
+			json_object_set_new(clean, "worker_version", json_string(worker_version));
 		/* step timings (ms), kept when present and sane */
 		static const char *const timings[] = {"step_ms", "compute_ms", "comm_wait_ms"};
 		for (size_t t = 0; t < sizeof timings / sizeof timings[0]; t++) {
@@ -1835,14 +1842,15 @@ json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, 
 
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
-	static const char *const keys[] = {"node",     "version", "free_disk_mb", "link_gbps",
-	                                   "draining", "ranks",   "logs",         "upgrade",
-	                                   "perf",     NULL};
-	const char *name = NULL, *version = "";
+	static const char *const keys[] = {
+	    "node", "version", "free_disk_mb", "link_gbps",      "draining",       "ranks",
+	    "logs", "upgrade", "perf",         "worker_version", "worker_upgrade", NULL};
+	const char *name = NULL, *version = "", *worker_version = "";
 	int64_t free_disk_mb = -1;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
 	    jsonx_get_string(body, "", "node", 1, FSM_NAME_MAX, &name, err) != 0 ||
 	    jsonx_get_string(body, "", "version", 0, 31, &version, err) != 0 ||
+	    jsonx_get_string(body, "", "worker_version", 0, 31, &worker_version, err) != 0 ||
 	    jsonx_get_int(body, "", "free_disk_mb", 0, -1, INT64_MAX / 2, &free_disk_mb, err) != 0)
 		return NULL;
 	if (strcmp(name, node) != 0) {
@@ -1850,7 +1858,9 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		             name);
 		return NULL;
 	}
-	if (rollout_driver_check_report(json_object_get(body, "upgrade"), err) != 0)
+	if (rollout_driver_check_report(json_object_get(body, "upgrade"), "upgrade", err) != 0 ||
+	    rollout_driver_check_report(json_object_get(body, "worker_upgrade"), "worker_upgrade",
+	                                err) != 0)
 		return NULL;
 	json_t *perf = NULL;
 	if (json_object_get(body, "perf") != NULL &&
@@ -1881,6 +1891,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 			reports = NULL;
 			n->last_seen_ms = mono_now(s);
 			snprintf(n->version, sizeof n->version, "%s", version);
+			snprintf(n->worker_version, sizeof n->worker_version, "%s", worker_version);
 			n->free_disk_mb = free_disk_mb;
 			if (perf != NULL) {
 				json_decref(n->perf);
@@ -1902,9 +1913,10 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	json_t *answer =
 	    json_pack("{s:o,s:o,s:o}", "desired", desired_for(s, node), "commands", commands,
 	              "leader_id", s->leading ? json_string(s->leader_id) : json_null());
-	json_t *upgrade = rollout_driver_offer(s->rollouts, node);
+	const char *offer_key = "upgrade";
+	json_t *upgrade = rollout_driver_offer(s->rollouts, node, &offer_key);
 	if (upgrade != NULL)
-		json_object_set_new(answer, "upgrade", upgrade);
+		json_object_set_new(answer, offer_key, upgrade);
 	if (s->leading) {
 		/* the agent sends its rates until this leader has them (a new leader asks again) */
 		const struct soft_node *n = node_find(s, node);
@@ -2025,6 +2037,8 @@ void sched_overlay_node(struct sched *s, json_t *node)
 	json_object_set_new(node, "ranks", n->ranks ? json_deep_copy(n->ranks) : json_array());
 	if (n->version[0] != '\0') /* what the agent runs now; the row has what it registered */
 		json_object_set_new(node, "version", json_string(n->version));
+	if (n->worker_version[0] != '\0')
+		json_object_set_new(node, "worker_version", json_string(n->worker_version));
 	if (n->free_disk_mb >= 0)
 		json_object_set_new(node, "free_disk_mb", json_integer(n->free_disk_mb));
 	if (n->perf != NULL)

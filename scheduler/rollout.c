@@ -12,13 +12,18 @@
  * machine refuses a step that was already taken, so proposing again is safe. */
 #define PROPOSAL_STALE_MS 10000
 
+/* An upgrade report of a heartbeat ("upgrade" or "worker_upgrade"). */
+struct rd_report {
+	char version[32], rollout[32], state[16], error[400];
+};
+
 struct rd_node {
 	char id[FSM_NAME_MAX + 1];
-	uint64_t last_seen_ms; /* monotonic */
-	char version[32];
-	/* the latest upgrade report */
-	char up_version[32], up_rollout[32], up_state[16], up_error[400];
-	double step_ms_sum; /* over running ranks reporting a step time */
+	uint64_t last_seen_ms;                        /* monotonic */
+	char version[32];                             /* the agent's */
+	char worker_version[32];                      /* the yard-worker new ranks start with */
+	struct rd_report agent_report, worker_report; /* the latest of each */
+	double step_ms_sum;                           /* over running ranks reporting a step time */
 	int step_ms_count;
 };
 
@@ -107,7 +112,7 @@ static struct rd_node *node_get(struct rollout_driver *d, const char *id)
 
 /* ---- heartbeats ---- */
 
-int rollout_driver_check_report(const json_t *upgrade, struct yard_err *err)
+int rollout_driver_check_report(const json_t *upgrade, const char *what, struct yard_err *err)
 {
 	static const char *const keys[] = {"version", "rollout",          "state",
 	                                   "error",   "previous_version", NULL};
@@ -117,24 +122,32 @@ int rollout_driver_check_report(const json_t *upgrade, struct yard_err *err)
 	if (upgrade == NULL || json_is_null(upgrade))
 		return 0;
 	if (!json_is_object(upgrade))
-		return yard_err_set(err, YARD_EINVAL, "upgrade: must be an object");
-	if (jsonx_only_keys(upgrade, "upgrade", keys, err) != 0 ||
-	    jsonx_get_string(upgrade, "upgrade", "version", 1, 31, &s, err) != 0 ||
-	    jsonx_get_string(upgrade, "upgrade", "rollout", 1, 31, &s, err) != 0 ||
-	    jsonx_get_string(upgrade, "upgrade", "error", 0, 399, &s, err) != 0 ||
-	    jsonx_get_string(upgrade, "upgrade", "previous_version", 0, 31, &s, err) != 0 ||
-	    jsonx_get_string(upgrade, "upgrade", "state", 1, 15, &s, err) != 0)
+		return yard_err_set(err, YARD_EINVAL, "%s: must be an object", what);
+	if (jsonx_only_keys(upgrade, what, keys, err) != 0 ||
+	    jsonx_get_string(upgrade, what, "version", 1, 31, &s, err) != 0 ||
+	    jsonx_get_string(upgrade, what, "rollout", 1, 31, &s, err) != 0 ||
+	    jsonx_get_string(upgrade, what, "error", 0, 399, &s, err) != 0 ||
+	    jsonx_get_string(upgrade, what, "previous_version", 0, 31, &s, err) != 0 ||
+	    jsonx_get_string(upgrade, what, "state", 1, 15, &s, err) != 0)
 		return err->code;
 	for (int i = 0; states[i] != NULL; i++)
 		if (strcmp(states[i], s) == 0)
 			return 0;
-	return yard_err_set(err, YARD_EINVAL, "upgrade.state: '%s' is not an upgrade state", s);
+	return yard_err_set(err, YARD_EINVAL, "%s.state: '%s' is not an upgrade state", what, s);
 }
 
 static void copy_str(char *dst, size_t len, const json_t *obj, const char *key)
 {
 	const char *s = json_string_value(json_object_get(obj, key));
 	snprintf(dst, len, "%s", s != NULL ? s : "");
+}
+
+static void report_copy(struct rd_report *r, const json_t *up)
+{
+	copy_str(r->version, sizeof r->version, up, "version");
+	copy_str(r->rollout, sizeof r->rollout, up, "rollout");
+	copy_str(r->state, sizeof r->state, up, "state");
+	copy_str(r->error, sizeof r->error, up, "error");
 }
 
 void rollout_driver_heartbeat(struct rollout_driver *d, const char *node, const json_t *body)
@@ -144,13 +157,11 @@ void rollout_driver_heartbeat(struct rollout_driver *d, const char *node, const 
 	struct rd_node *n = node_get(d, node);
 	if (n == NULL)
 		return;
-	const json_t *up = json_object_get(body, "upgrade");
 	n->last_seen_ms = mono_now(d);
 	copy_str(n->version, sizeof n->version, body, "version");
-	copy_str(n->up_version, sizeof n->up_version, up, "version");
-	copy_str(n->up_rollout, sizeof n->up_rollout, up, "rollout");
-	copy_str(n->up_state, sizeof n->up_state, up, "state");
-	copy_str(n->up_error, sizeof n->up_error, up, "error");
+	copy_str(n->worker_version, sizeof n->worker_version, body, "worker_version");
+	report_copy(&n->agent_report, json_object_get(body, "upgrade"));
+	report_copy(&n->worker_report, json_object_get(body, "worker_upgrade"));
 	n->step_ms_sum = 0;
 	n->step_ms_count = 0;
 	size_t i;
@@ -179,12 +190,30 @@ static int64_t num(const json_t *o, const char *key)
 	return json_integer_value(json_object_get(o, key));
 }
 
-json_t *rollout_driver_offer(struct rollout_driver *d, const char *node)
+/* A rollout of a worker build (else of an agent build). */
+static int of_worker(const json_t *ro)
+{
+	return strcmp(str(json_object_get(ro, "spec"), "component"), "worker") == 0;
+}
+
+/* What the rollout's component runs on n, and n's report about it. */
+static const char *running(const struct rd_node *n, int worker)
+{
+	return worker ? n->worker_version : n->version;
+}
+
+static const struct rd_report *report(const struct rd_node *n, int worker)
+{
+	return worker ? &n->worker_report : &n->agent_report;
+}
+
+json_t *rollout_driver_offer(struct rollout_driver *d, const char *node, const char **key)
 {
 	json_t *ro = fsm_rollout_active(d->fsm);
 	json_t *offer = NULL;
 	if (ro == NULL)
 		return NULL;
+	*key = of_worker(ro) ? "worker_upgrade" : "upgrade";
 	const json_t *spec = json_object_get(ro, "spec");
 	const json_t *pn = json_object_get(json_object_get(ro, "nodes"), node);
 	const char *state = str(ro, "state"), *nstate = str(pn, "state");
@@ -211,18 +240,20 @@ void rollout_driver_overlay(struct rollout_driver *d, json_t *rollout)
 	json_t *pn;
 	if (!d->leading)
 		return;
+	int worker = of_worker(rollout);
 	json_object_foreach(json_object_get(rollout, "nodes"), k, pn)
 	{
 		struct rd_node *n = node_find(d, k);
 		if (n == NULL || n->last_seen_ms == 0)
 			continue;
-		json_t *live =
-		    json_pack("{s:s,s:I}", "version", n->version, "last_heartbeat_ms_ago",
-		              (json_int_t)(mono_now(d) - n->last_seen_ms));
-		if (n->up_state[0] != '\0' && strcmp(n->up_rollout, str(rollout, "id")) == 0) {
-			json_object_set_new(live, "upgrade", json_string(n->up_state));
-			if (n->up_error[0] != '\0')
-				json_object_set_new(live, "error", json_string(n->up_error));
+		json_t *live = json_pack("{s:s,s:s,s:I}", "version", n->version, "worker_version",
+		                         n->worker_version, "last_heartbeat_ms_ago",
+		                         (json_int_t)(mono_now(d) - n->last_seen_ms));
+		const struct rd_report *rep = report(n, worker);
+		if (rep->state[0] != '\0' && strcmp(rep->rollout, str(rollout, "id")) == 0) {
+			json_object_set_new(live, "upgrade", json_string(rep->state));
+			if (rep->error[0] != '\0')
+				json_object_set_new(live, "error", json_string(rep->error));
 		}
 		json_object_set_new(pn, "live", live);
 	}
@@ -275,7 +306,8 @@ static void propose(struct rollout_driver *d, const char *op, json_t *args, cons
 }
 
 static void advance(struct rollout_driver *d, const json_t *ro, const char *state, int64_t wave,
-                    const char *phase, const char *reason, double baseline_step_ms)
+                    const char *phase, const char *reason, double baseline_step_ms,
+                    json_t *from_versions)
 {
 	json_t *args =
 	    json_pack("{s:s,s:s,s:I,s:s,s:s,s:I,s:s}", "id", str(ro, "id"), "from_state",
@@ -285,6 +317,8 @@ static void advance(struct rollout_driver *d, const json_t *ro, const char *stat
 		json_object_set_new(args, "reason", json_string(reason));
 	if (baseline_step_ms > 0)
 		json_object_set_new(args, "baseline_step_ms", json_real(baseline_step_ms));
+	if (from_versions != NULL)
+		json_object_set_new(args, "from_versions", from_versions);
 	char what[96];
 	snprintf(what, sizeof what, "rollout.advance %s -> %s/%s", str(ro, "id"), state, phase);
 	propose(d, "rollout.advance", args, what);
@@ -333,6 +367,22 @@ static double wave_step_ms(struct rollout_driver *d, const json_t *wave)
 	return count > 0 ? sum / count : 0;
 }
 
+/* The worker version each node of a wave heartbeats with ("" when not heard): what a worker
+ * rollout's nodes go back to (an agent's comes from its registration). */
+static json_t *worker_versions(struct rollout_driver *d, const json_t *wave)
+{
+	json_t *out = json_object();
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(wave, "nodes"), i, v)
+	{
+		const struct rd_node *n = node_find(d, json_string_value(v));
+		json_object_set_new(out, json_string_value(v),
+		                    json_string(n != NULL ? n->worker_version : ""));
+	}
+	return out;
+}
+
 /* The upgrade phase: one node outcome per call; 1 when every node of the wave is decided. */
 static int decide_nodes(struct rollout_driver *d, const json_t *ro, const json_t *wave,
                         int64_t elapsed_ms)
@@ -340,7 +390,7 @@ static int decide_nodes(struct rollout_driver *d, const json_t *ro, const json_t
 	const json_t *spec = json_object_get(ro, "spec");
 	const char *build = str(ro, "build"), *id = str(ro, "id");
 	int64_t gate_ms = num(spec, "gate_timeout_ms");
-	int decided = 1;
+	int decided = 1, worker = of_worker(ro);
 	size_t i;
 	json_t *v;
 	json_array_foreach(json_object_get(wave, "nodes"), i, v)
@@ -350,17 +400,17 @@ static int decide_nodes(struct rollout_driver *d, const json_t *ro, const json_t
 		if (strcmp(str(pn, "state"), "upgrading") != 0)
 			continue;
 		struct rd_node *n = node_find(d, node);
+		const struct rd_report *rep = n != NULL ? report(n, worker) : NULL;
 		char why[600];
-		if (n != NULL && strcmp(n->version, build) == 0 &&
-		    strcmp(n->up_state, "done") == 0 && strcmp(n->up_version, build) == 0) {
+		if (n != NULL && strcmp(running(n, worker), build) == 0 &&
+		    strcmp(rep->state, "done") == 0 && strcmp(rep->version, build) == 0) {
 			node_outcome(d, ro, node, "upgraded", build, NULL);
 			return 0;
 		}
-		if (n != NULL && strcmp(n->up_rollout, id) == 0 &&
-		    strcmp(n->up_version, build) == 0 &&
-		    (strcmp(n->up_state, "failed") == 0 ||
-		     strcmp(n->up_state, "rolled-back") == 0)) {
-			snprintf(why, sizeof why, "%s", n->up_error[0] ? n->up_error : n->up_state);
+		if (n != NULL && strcmp(rep->rollout, id) == 0 &&
+		    strcmp(rep->version, build) == 0 &&
+		    (strcmp(rep->state, "failed") == 0 || strcmp(rep->state, "rolled-back") == 0)) {
+			snprintf(why, sizeof why, "%s", rep->error[0] ? rep->error : rep->state);
 			node_outcome(d, ro, node, "failed", NULL, why);
 			return 0;
 		}
@@ -373,8 +423,8 @@ static int decide_nodes(struct rollout_driver *d, const json_t *ro, const json_t
 			    why, sizeof why,
 			    "no healthy heartbeat on %s within %lld s (running %s, upgrade %s)",
 			    build, (long long)gate_ms / 1000,
-			    n && n->version[0] ? n->version : "unknown",
-			    n && n->up_state[0] ? n->up_state : "not started");
+			    n && running(n, worker)[0] ? running(n, worker) : "unknown",
+			    rep && rep->state[0] ? rep->state : "not started");
 			node_outcome(d, ro, node, "failed", NULL, why);
 			return 0;
 		}
@@ -404,6 +454,7 @@ static void failure_reason(const json_t *ro, int64_t w, char *out, size_t len)
 static int wave_still_healthy(struct rollout_driver *d, const json_t *ro, const json_t *wave)
 {
 	const char *build = str(ro, "build");
+	int worker = of_worker(ro);
 	uint64_t now = mono_now(d);
 	size_t i;
 	json_t *v;
@@ -422,9 +473,10 @@ static int wave_still_healthy(struct rollout_driver *d, const json_t *ro, const 
 		}
 		if (n == NULL || now - n->last_seen_ms > RECENT_HEARTBEAT_MS)
 			continue; /* not heard lately (a new leader): the down check decides */
-		if (strcmp(n->version, build) != 0) {
+		if (strcmp(running(n, worker), build) != 0) {
+			const struct rd_report *rep = report(n, worker);
 			snprintf(why, sizeof why, "the node went back to %s after its upgrade%s%s",
-			         n->version, n->up_error[0] ? ": " : "", n->up_error);
+			         running(n, worker), rep->error[0] ? ": " : "", rep->error);
 			node_outcome(d, ro, node, "failed", NULL, why);
 			return 0;
 		}
@@ -484,20 +536,21 @@ static void step_running(struct rollout_driver *d, const json_t *ro, int64_t ela
 	char reason[700];
 	if (num(ro, "failures") > num(spec, "failure_budget")) {
 		failure_reason(ro, w, reason, sizeof reason);
-		advance(d, ro, "rolling-back", w, "", reason, 0);
+		advance(d, ro, "rolling-back", w, "", reason, 0, NULL);
 		return;
 	}
 	if (strcmp(phase, "cordon") == 0) {
-		advance(d, ro, "running", w, "upgrade", NULL, wave_step_ms(d, wave));
+		advance(d, ro, "running", w, "upgrade", NULL, wave_step_ms(d, wave),
+		        of_worker(ro) ? worker_versions(d, wave) : NULL);
 	} else if (strcmp(phase, "upgrade") == 0) {
 		if (decide_nodes(d, ro, wave, elapsed_ms))
-			advance(d, ro, "running", w, "verify", NULL, 0);
+			advance(d, ro, "running", w, "verify", NULL, 0, NULL);
 	} else if (strcmp(phase, "verify") == 0) {
 		if (!wave_still_healthy(d, ro, wave))
 			return;
 		if (strcmp(str(spec, "policy"), "restart") == 0 && !restart_jobs(d, ro, wave))
 			return;
-		advance(d, ro, "running", w, "soak", NULL, 0);
+		advance(d, ro, "running", w, "soak", NULL, 0, NULL);
 	} else if (strcmp(phase, "soak") == 0) {
 		if (!wave_still_healthy(d, ro, wave) || elapsed_ms < num(spec, "soak_ms"))
 			return;
@@ -508,15 +561,15 @@ static void step_running(struct rollout_driver *d, const json_t *ro, int64_t ela
 			snprintf(reason, sizeof reason,
 			         "step time regressed from %.1f ms to %.1f ms (more than %lld%%)",
 			         baseline, now_ms, (long long)pct);
-			advance(d, ro, "rolling-back", w, "", reason, 0);
+			advance(d, ro, "rolling-back", w, "", reason, 0, NULL);
 			return;
 		}
-		advance(d, ro, "running", w, "uncordon", NULL, 0);
+		advance(d, ro, "running", w, "uncordon", NULL, 0, NULL);
 	} else if (strcmp(phase, "uncordon") == 0) {
 		if (w + 1 < (int64_t)json_array_size(waves))
-			advance(d, ro, "running", w + 1, "cordon", NULL, 0);
+			advance(d, ro, "running", w + 1, "cordon", NULL, 0, NULL);
 		else
-			advance(d, ro, "completed", w, "", NULL, 0);
+			advance(d, ro, "completed", w, "", NULL, 0, NULL);
 	}
 }
 
@@ -524,14 +577,14 @@ static void step_rolling_back(struct rollout_driver *d, const json_t *ro, int64_
 {
 	const char *k;
 	json_t *pn;
-	int left = 0;
+	int left = 0, worker = of_worker(ro);
 	json_object_foreach(json_object_get(ro, "nodes"), k, pn)
 	{
 		if (strcmp(str(pn, "state"), "rolling-back") != 0)
 			continue;
 		struct rd_node *n = node_find(d, k);
 		const char *from = str(pn, "from_version");
-		if (n != NULL && from[0] != '\0' && strcmp(n->version, from) == 0) {
+		if (n != NULL && from[0] != '\0' && strcmp(running(n, worker), from) == 0) {
 			node_outcome(d, ro, k, "rolled-back", from, NULL);
 			return;
 		}
@@ -539,13 +592,13 @@ static void step_rolling_back(struct rollout_driver *d, const json_t *ro, int64_
 	}
 	int64_t limit_ms = 2 * num(json_object_get(ro, "spec"), "gate_timeout_ms");
 	if (left == 0) {
-		advance(d, ro, "rolled-back", num(ro, "wave"), "", NULL, 0);
+		advance(d, ro, "rolled-back", num(ro, "wave"), "", NULL, 0, NULL);
 	} else if (elapsed_ms >= limit_ms) {
 		char reason[200];
 		snprintf(reason, sizeof reason,
 		         "%d node(s) not back on their previous build within %lld s", left,
 		         (long long)limit_ms / 1000);
-		advance(d, ro, "rolled-back", num(ro, "wave"), "", reason, 0);
+		advance(d, ro, "rolled-back", num(ro, "wave"), "", reason, 0, NULL);
 	}
 }
 
@@ -565,7 +618,7 @@ void rollout_driver_tick(struct rollout_driver *d)
 	const char *state = str(ro, "state");
 	int64_t elapsed_ms = wall_now(d) - num(ro, "phase_since_ms");
 	if (strcmp(state, "pending") == 0)
-		advance(d, ro, "running", 0, "cordon", NULL, 0);
+		advance(d, ro, "running", 0, "cordon", NULL, 0, NULL);
 	else if (strcmp(state, "running") == 0)
 		step_running(d, ro, elapsed_ms);
 	else if (strcmp(state, "rolling-back") == 0)

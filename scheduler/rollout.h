@@ -1,8 +1,12 @@
 /* rollout.h: the rollout driver, the leader-only half of rollouts (the replicated half is
  * jobs/fsm_rollout.c). It owns the soft state rollouts need from heartbeats (each node's
- * running version, its upgrade report, the step time of its ranks), answers heartbeats with
- * upgrade or rollback offers computed from the committed rollout, and proposes the next
- * step of the active rollout when its condition holds:
+ * running agent and worker versions, its upgrade reports, the step time of its ranks),
+ * answers heartbeats with upgrade or rollback offers computed from the committed rollout, and
+ * proposes the next step of the active rollout when its condition holds. For an agent build
+ * "the build" below is the agent's version and its "upgrade" report; for a worker build
+ * (component "worker") the node's "worker_version", the yard-worker its new ranks start with,
+ * and its "worker_upgrade" report (installed: downloaded, verified, --version and --self-test
+ * passed; running ranks keep their binary):
  *
  *   pending            → wave 1 cordon
  *   cordon             → upgrade (the step time of the wave's ranks is kept as the baseline)
@@ -13,7 +17,9 @@
  *                      the failure budget → rolling-back at once; every node decided → verify
  *   verify             every upgraded node still heartbeats on the build → soak (policy
  *                      "restart": the jobs with ranks on the wave restart now, from their
- *                      newest checkpoint, on the upgraded agents)
+ *                      newest checkpoint, on the upgraded agents or the new worker; "keep"
+ *                      and "next" leave running ranks alone: a worker build reaches them
+ *                      when they next restart)
  *   soak               soak_ms with every node still on the build and up; then the optional
  *                      step-time gate (mean step_ms of the wave's ranks against the baseline)
  *                      → uncordon, else rolling-back
@@ -39,12 +45,14 @@ struct rollout_driver *rollout_driver_create(struct fsm *fsm, const struct sched
 void rollout_driver_destroy(struct rollout_driver *d);
 /* Leadership changed: soft state is dropped, late proposals are ignored. */
 void rollout_driver_leading(struct rollout_driver *d, int leading);
-/* Validates the optional "upgrade" report of a heartbeat body (before anything is kept). */
-int rollout_driver_check_report(const json_t *upgrade, struct yard_err *err);
+/* Validates the optional "upgrade" or "worker_upgrade" report (named by what) of a heartbeat
+ * body, before anything is kept. */
+int rollout_driver_check_report(const json_t *upgrade, const char *what, struct yard_err *err);
 /* Records a validated heartbeat of node (version, upgrade report, ranks' step times). */
 void rollout_driver_heartbeat(struct rollout_driver *d, const char *node, const json_t *body);
-/* The "upgrade" object of node's heartbeat answer (new reference), or NULL. */
-json_t *rollout_driver_offer(struct rollout_driver *d, const char *node);
+/* The offer of node's heartbeat answer (new reference), or NULL; *key is the answer's key for
+ * it ("upgrade" for an agent build, "worker_upgrade" for a worker build). */
+json_t *rollout_driver_offer(struct rollout_driver *d, const char *node, const char **key);
 void rollout_driver_tick(struct rollout_driver *d);
 /* Adds each target's live view ("live": version, upgrade state and error, heartbeat age) to
  * a rollout object from fsm_rollout_get. */

@@ -65,7 +65,7 @@ void h_rollouts_start(struct call *call)
 	json_t *body = call_body_object(call);
 	if (body == NULL)
 		return;
-	const char *build = NULL, *policy = "keep";
+	const char *build = NULL, *policy = NULL;
 	double soak_s = 0, gate_s = 60;
 	int64_t budget = 0, regression = 0;
 	if (jsonx_only_keys(body, "", keys, &err) != 0 ||
@@ -80,10 +80,12 @@ void h_rollouts_start(struct call *call)
 		call_yard_error(call, &err);
 		return;
 	}
-	json_t *args = json_pack(
-	    "{s:s,s:I,s:I,s:I,s:s,s:I}", "build", build, "soak_ms", (json_int_t)(soak_s * 1000),
-	    "gate_timeout_ms", (json_int_t)(gate_s * 1000), "failure_budget", (json_int_t)budget,
-	    "policy", policy, "step_time_regression_pct", (json_int_t)regression);
+	json_t *args = json_pack("{s:s,s:I,s:I,s:I,s:I}", "build", build, "soak_ms",
+	                         (json_int_t)(soak_s * 1000), "gate_timeout_ms",
+	                         (json_int_t)(gate_s * 1000), "failure_budget", (json_int_t)budget,
+	                         "step_time_regression_pct", (json_int_t)regression);
+	if (policy != NULL) /* the default depends on the build's component */
+		json_object_set_new(args, "policy", json_string(policy));
 	json_t *v;
 	if ((v = json_object_get(body, "waves")) != NULL) {
 		json_t *waves = waves_arg(call, v);

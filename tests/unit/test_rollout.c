@@ -2,7 +2,9 @@
  * command: waves from cumulative counts and percentages, refused starts that change nothing,
  * the step order the state machine enforces (a stale step is refused), cordons taken and
  * given back (an operator's cordon stays), node outcomes and the failure count, wave
- * rollback, operator controls, download rights, and identical databases on two members. */
+ * rollback, operator controls, download rights, and identical databases on two members; worker
+ * builds (policy next by default, "next" refused for agent builds, the wave's worker versions
+ * recorded to go back to, the agents' versions untouched). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -145,7 +147,8 @@ static void test_refused_starts_change_nothing(void **st)
 	} cases[] = {
 	    {"{\"build\":\"9.9\"}", 404, "build"},
 	    {"{\"build\":\"2.1-partial\"}", 409, "build"},
-	    {"{\"build\":\"w-1\"}", 409, "build"},
+	    {"{\"build\":\"2.0\",\"policy\":\"next\"}", 400, "policy"},
+	    {"{\"build\":\"w-1\",\"policy\":\"later\"}", 400, "policy"},
 	    {"{\"build\":\"2.0\",\"waves\":[\"0\"]}", 400, "waves"},
 	    {"{\"build\":\"2.0\",\"waves\":[\"101%\"]}", 400, "waves"},
 	    {"{\"build\":\"2.0\",\"waves\":\"1,2\"}", 400, "waves"},
@@ -303,6 +306,93 @@ static void test_failed_gate_rolls_the_wave_back(void **st)
 	fsm_close(&f);
 }
 
+static int has_event(struct fsm *f, const char *text)
+{
+	sqlite3_stmt *st;
+	int found = 0;
+	assert_int_equal(sqlite3_prepare_v2(f->db, "SELECT message FROM events", -1, &st, NULL),
+	                 SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW)
+		found |= strstr((const char *)sqlite3_column_text(st, 0), text) != NULL;
+	sqlite3_finalize(st);
+	return found;
+}
+
+static void test_worker_build(void **st)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	(void)st;
+	setup_cluster(&f, 3);
+	must(&f, "rollout.start", "{\"build\":\"w-1\",\"waves\":[\"1\",\"100%\"]}");
+	json_t *ro = rollout(&f, "ro-000001");
+	json_t *spec = json_object_get(ro, "spec");
+	assert_string_equal(json_string_value(json_object_get(spec, "component")), "worker");
+	assert_string_equal(json_string_value(json_object_get(spec, "policy")), "next");
+	json_decref(ro);
+	assert_true(has_event(&f, "rollout ro-000001 of worker build w-1"));
+	assert_int_equal(step(&f, "ro-000001", "running", 0, "cordon"), 200);
+	/* the wave's worker versions come with the step into upgrade; a bad map is refused */
+	const char *upgrade_args =
+	    "{\"id\":\"ro-000001\",\"from_state\":\"running\",\"from_wave\":0,"
+	    "\"from_phase\":\"cordon\",\"state\":\"running\",\"wave\":0,\"phase\":"
+	    "\"upgrade\",\"from_versions\":%s}";
+	char args[512];
+	const json_t *r;
+	snprintf(args, sizeof args, upgrade_args, "{\"node-1\":7}");
+	assert_int_equal(apply(&f, "rollout.advance", args, &r), 400);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "from_versions");
+	snprintf(args, sizeof args, upgrade_args, "{\"node-1\":\"w-0\"}");
+	must(&f, "rollout.advance", args);
+	ro = rollout(&f, "ro-000001");
+	assert_string_equal(node_field(ro, "node-1", "state"), "upgrading");
+	assert_string_equal(node_field(ro, "node-1", "from_version"), "w-0");
+	json_decref(ro);
+	assert_int_equal(fsm_build_assigned_to_node(&f, "w-1", "node-1"), 1);
+	must(&f, "rollout.node",
+	     "{\"id\":\"ro-000001\",\"node\":\"node-1\",\"state\":\"upgraded\",\"version\":"
+	     "\"w-1\"}");
+	/* the agent's version is not the worker's */
+	json_t *n = fsm_node_get(&f, "node-1", &err);
+	assert_string_equal(json_string_value(json_object_get(n, "version")), "1.0");
+	json_decref(n);
+	assert_true(has_event(&f, "node node-1: worker w-0 -> w-1 installed"));
+	assert_int_equal(step(&f, "ro-000001", "running", 0, "verify"), 200);
+	assert_int_equal(step(&f, "ro-000001", "running", 0, "soak"), 200);
+	assert_int_equal(step(&f, "ro-000001", "running", 0, "uncordon"), 200);
+	assert_int_equal(step(&f, "ro-000001", "running", 1, "cordon"), 200);
+	/* a node not heard from has no version to go back to */
+	snprintf(args, sizeof args,
+	         "{\"id\":\"ro-000001\",\"from_state\":\"running\",\"from_wave\":1,"
+	         "\"from_phase\":\"cordon\",\"state\":\"running\",\"wave\":1,\"phase\":"
+	         "\"upgrade\",\"from_versions\":{\"node-2\":\"w-0\"}}");
+	must(&f, "rollout.advance", args);
+	must(&f, "rollout.node",
+	     "{\"id\":\"ro-000001\",\"node\":\"node-2\",\"state\":\"failed\",\"error\":"
+	     "\"self-test failed (exit 1): boom\"}");
+	assert_int_equal(step(&f, "ro-000001", "rolling-back", 1, ""), 200);
+	ro = rollout(&f, "ro-000001");
+	assert_string_equal(node_field(ro, "node-2", "state"), "rolling-back");
+	assert_string_equal(node_field(ro, "node-2", "from_version"), "w-0");
+	assert_string_equal(node_field(ro, "node-3", "from_version"), "");
+	assert_string_equal(node_field(ro, "node-1", "state"), "upgraded");
+	json_decref(ro);
+	must(&f, "rollout.node",
+	     "{\"id\":\"ro-000001\",\"node\":\"node-2\",\"state\":\"rolled-back\",\"version\":"
+	     "\"w-0\"}");
+	n = fsm_node_get(&f, "node-2", &err);
+	assert_string_equal(json_string_value(json_object_get(n, "version")), "1.0");
+	json_decref(n);
+	/* an agent build's policy defaults to keep */
+	assert_int_equal(step(&f, "ro-000001", "rolled-back", 1, ""), 200);
+	must(&f, "rollout.start", "{\"build\":\"2.0\"}");
+	ro = rollout(&f, "ro-000002");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(ro, "spec"), "policy")), "keep");
+	json_decref(ro);
+	fsm_close(&f);
+}
+
 static void test_controls(void **st)
 {
 	struct fsm f;
@@ -376,6 +466,7 @@ int main(void)
 	    cmocka_unit_test(test_refused_starts_change_nothing),
 	    cmocka_unit_test(test_steps_in_order_with_cordons),
 	    cmocka_unit_test(test_failed_gate_rolls_the_wave_back),
+	    cmocka_unit_test(test_worker_build),
 	    cmocka_unit_test(test_controls),
 	    cmocka_unit_test(test_two_members_store_the_same_bytes),
 	};

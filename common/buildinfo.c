@@ -1,5 +1,6 @@
-/* buildinfo.c: what this yard-agent binary says it is: its version and, for tests of the
- * rollout machinery, a deliberate fault.
+/* buildinfo.c: what this yard-agent or yard-worker binary says it is: its version and, for
+ * tests of the rollout machinery, a deliberate fault. Each binary that calls these carries its
+ * own pair of slots (the object is linked only into the binaries that use it).
  *
  * Both live in fixed-size slots in the binary's data, each starting with a unique marker, so
  * scripts/mark-build can make a real copy of a built binary that reports another version
@@ -7,12 +8,13 @@
  * is byte-for-byte the same program otherwise; its sha256 changes like any new build's.
  * Faults (BUILD_FAULT_*), optionally limited to some nodes: "self-test" makes --self-test fail,
  * "crash" makes the agent abort right after start-up, "no-heartbeat" makes it run without ever
- * heartbeating. Release builds carry "none". The slots are read through volatile pointers so the
- * compiler cannot fold the compiled-in values into the code. */
+ * heartbeating (yard-worker honours only "self-test"). Release builds carry "none". The slots
+ * are read through volatile pointers so the compiler cannot fold the compiled-in values into
+ * the code. */
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/agent.h"
+#include "common/buildinfo.h"
 #include "config.h"
 
 #define VERSION_MARKER "YARD-BUILD-VERSION:"

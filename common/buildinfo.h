@@ -1,0 +1,20 @@
+/* buildinfo.h: what a yard-agent or yard-worker binary says it is (its version) and, for tests
+ * of the rollout machinery, the deliberate fault it carries (see buildinfo.c). */
+#ifndef YARD_BUILDINFO_H
+#define YARD_BUILDINFO_H
+
+#include <stddef.h>
+
+enum build_fault {
+	BUILD_FAULT_NONE,
+	BUILD_FAULT_SELF_TEST,   /* --self-test fails */
+	BUILD_FAULT_CRASH,       /* yard-agent aborts right after start-up */
+	BUILD_FAULT_NO_HEARTBEAT /* yard-agent runs without ever heartbeating */
+};
+
+/* The version in the binary's slot (PACKAGE_VERSION unless scripts/mark-build changed it). */
+void buildinfo_version(char *out, size_t out_len);
+/* The fault this build carries on node (NULL: a node-less context). */
+enum build_fault buildinfo_fault(const char *node);
+
+#endif
