@@ -97,6 +97,7 @@ struct agent_upgrade {
 struct agent_worker {
 	char version[32]; /* what path says with --version ("unknown" when it cannot say) */
 	char path[PATH_MAX];
+	char configured_version[32]; /* of --worker (cfg.worker_path) */
 	/* the latest worker upgrade: version offered, rollout, state (never "restarting"),
 	 * error, the build kept to go back to (previous_*), refused builds */
 	struct agent_upgrade up;

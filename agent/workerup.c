@@ -17,7 +17,9 @@
  * the build is not taken again for that rollout). Running ranks are not touched: they keep
  * the binary they were started with until they restart for any reason (a rollout's policy
  * "restart" makes that happen at once). {"worker_upgrade": {"version": PREVIOUS, "rollout",
- * "rollback": true}} makes the kept build the node's worker again ("rolled-back"). */
+ * "rollback": true}} makes that build the node's worker again ("rolled-back"): the one kept as
+ * previous, the --worker one, or one a rollout installed before (DATA_DIR/bin), whichever has
+ * that version. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,12 +48,12 @@ static void save(const struct agent *a)
 	json_t *refused = json_array();
 	for (int i = 0; i < w->up.n_refused; i++)
 		json_array_append_new(refused, json_string(w->up.refused[i]));
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o}", "version", w->version,
-	                      "path", w->path, "configured_path", a->cfg.worker_path, "state",
-	                      upgrade_state_name(w->up.state), "offered", w->up.version, "rollout",
-	                      w->up.rollout, "error", w->up.error, "previous_version",
-	                      w->up.previous_version, "previous_path", w->up.previous_path,
-	                      "refused", refused);
+	json_t *j = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o}", "version", w->version, "path", w->path,
+	    "configured_path", a->cfg.worker_path, "configured_version", w->configured_version,
+	    "state", upgrade_state_name(w->up.state), "offered", w->up.version, "rollout",
+	    w->up.rollout, "error", w->up.error, "previous_version", w->up.previous_version,
+	    "previous_path", w->up.previous_path, "refused", refused);
 	snprintf(path, sizeof path, "%s/worker.json", a->cfg.data_dir);
 	snprintf(tmp, sizeof tmp, "%s/worker.json.tmp", a->cfg.data_dir);
 	if (json_dump_file(j, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0)
@@ -104,6 +106,8 @@ void workerup_init(struct agent *a)
 	} else if (j != NULL) {
 		copy_str(w->version, sizeof w->version, j, "version");
 		copy_str(w->path, sizeof w->path, j, "path");
+		copy_str(w->configured_version, sizeof w->configured_version, j,
+		         "configured_version");
 		w->up.state = state_parse(json_string_value(json_object_get(j, "state")));
 		copy_str(w->up.version, sizeof w->up.version, j, "offered");
 		copy_str(w->up.rollout, sizeof w->up.rollout, j, "rollout");
@@ -130,6 +134,11 @@ void workerup_init(struct agent *a)
 		snprintf(w->path, sizeof w->path, "%s", a->cfg.worker_path);
 		ask_version(a, w->path, w->version, sizeof w->version);
 	}
+	if (strcmp(w->path, a->cfg.worker_path) == 0)
+		snprintf(w->configured_version, sizeof w->configured_version, "%s", w->version);
+	else if (w->configured_version[0] == '\0')
+		ask_version(a, a->cfg.worker_path, w->configured_version,
+		            sizeof w->configured_version);
 	save(a);
 	log_info("ranks start with worker %s (version %s)", w->path, w->version);
 }
@@ -223,21 +232,39 @@ static void install_after(uv_work_t *req, int status)
 
 /* ---- offers ---- */
 
+/* A binary of version this node still has: the previous build, the --worker one, or one a
+ * rollout installed (checked then) into DATA_DIR/bin. 0 and its path, or -1. */
+static int find_build(const struct agent *a, const char *version, char *path, size_t len)
+{
+	const struct agent_worker *w = &a->worker;
+	if (strcmp(w->up.previous_version, version) == 0 && access(w->up.previous_path, X_OK) == 0)
+		snprintf(path, len, "%s", w->up.previous_path);
+	else if (strcmp(w->configured_version, version) == 0 &&
+	         access(a->cfg.worker_path, X_OK) == 0)
+		snprintf(path, len, "%s", a->cfg.worker_path);
+	else if (snprintf(path, len, "%s/bin/yard-worker-%s", a->cfg.data_dir, version) < 0 ||
+	         access(path, X_OK) != 0)
+		return -1;
+	return 0;
+}
+
 static void roll_back(struct agent *a, const char *version, const char *rollout)
 {
 	struct agent_worker *w = &a->worker;
+	char back_path[PATH_MAX];
 	if (strcmp(w->version, version) == 0 || w->up.busy)
 		return; /* already there, or let the install in progress end first */
 	snprintf(w->up.rollout, sizeof w->up.rollout, "%s", rollout);
-	if (strcmp(w->up.previous_version, version) != 0 ||
-	    access(w->up.previous_path, X_OK) != 0) {
+	if (find_build(a, version, back_path, sizeof back_path) != 0) {
 		if (w->up.state != UPGRADE_FAILED || strcmp(w->up.version, version) != 0) {
 			char why[400];
 			snprintf(w->up.version, sizeof w->up.version, "%s", version);
 			snprintf(why, sizeof why,
-			         "cannot roll back to %s: the kept worker is %s (%s)", version,
+			         "cannot roll back to %s: this node has no worker of that version "
+			         "(previous %s, --worker %s)",
+			         version,
 			         w->up.previous_version[0] ? w->up.previous_version : "none",
-			         w->up.previous_path[0] ? w->up.previous_path : "no path");
+			         w->configured_version);
 			install_failed(a, why);
 		}
 		return;
@@ -245,8 +272,8 @@ static void roll_back(struct agent *a, const char *version, const char *rollout)
 	char from_version[32], from_path[PATH_MAX];
 	snprintf(from_version, sizeof from_version, "%s", w->version);
 	snprintf(from_path, sizeof from_path, "%s", w->path);
-	snprintf(w->version, sizeof w->version, "%s", w->up.previous_version);
-	snprintf(w->path, sizeof w->path, "%s", w->up.previous_path);
+	snprintf(w->version, sizeof w->version, "%s", version);
+	snprintf(w->path, sizeof w->path, "%s", back_path);
 	snprintf(w->up.previous_version, sizeof w->up.previous_version, "%s", from_version);
 	snprintf(w->up.previous_path, sizeof w->up.previous_path, "%s", from_path);
 	snprintf(w->up.version, sizeof w->up.version, "%s", from_version);

@@ -1129,6 +1129,7 @@ static void print_node(const struct ctl *x, const json_t *n)
 	printf("%-14s %s, rank ports from %s\n", "address", str(n, "host") ? str(n, "host") : "-",
 	       cell(n, "port_base", b, sizeof b));
 	printf("%-14s %s\n", "version", cell(n, "version", b, sizeof b));
+	printf("%-14s %s\n", "worker", cell(n, "worker_version", b, sizeof b));
 	heartbeat_age(n, b, sizeof b);
 	printf("%-14s %s%s\n", "heartbeat", b,
 	       strcmp(b, "-") ? " ago" : " (not heard by this leader)");
@@ -1151,9 +1152,9 @@ static void print_node(const struct ctl *x, const json_t *n)
 	if (json_array_size(ranks) == 0)
 		return;
 	static const char *const headers[] = {"JOB",   "RANK", "GENERATION", "PID",
-	                                      "STATE", "EXIT", "STEP"};
+	                                      "STATE", "EXIT", "STEP",       "WORKER"};
 	struct ctl_table t;
-	ctl_table_init(&t, 7, headers);
+	ctl_table_init(&t, 8, headers);
 	json_array_foreach(ranks, i, v)
 	{
 		char c[5][32];
@@ -1163,7 +1164,8 @@ static void print_node(const struct ctl *x, const json_t *n)
 		                     cell(v, "pid", c[2], sizeof c[2]),
 		                     str(v, "state"),
 		                     cell(v, "exit_code", c[3], sizeof c[3]),
-		                     cell(v, "step", c[4], sizeof c[4])};
+		                     cell(v, "step", c[4], sizeof c[4]),
+		                     str(v, "worker_version") ? str(v, "worker_version") : "-"};
 		ctl_table_add(&t, row);
 	}
 	ctl_table_print(&t, stdout);
@@ -1709,8 +1711,9 @@ static int rollout_terminal(const char *state)
 	                 strcmp(state, "rolled-back") == 0);
 }
 
-/* "node-2 upgrading (running 0.1.0, upgrade self-test)" for one target. */
-static void rollout_node_cell(const char *id, const json_t *n, char *out, size_t len)
+/* "node-2 upgrading (running 0.1.0, upgrade self-test)" for one target; a worker rollout's
+ * also says the worker the node runs. */
+static void rollout_node_cell(const char *id, const json_t *n, int worker, char *out, size_t len)
 {
 	const json_t *live = json_object_get(n, "live");
 	const char *state = str(n, "state"), *version = str(n, "version");
@@ -1719,7 +1722,9 @@ static void rollout_node_cell(const char *id, const json_t *n, char *out, size_t
 	if (version && version[0] && k >= 0 && (size_t)k < len)
 		k += snprintf(out + k, len - (size_t)k, " %s", version);
 	if (json_is_object(live) && k >= 0 && (size_t)k < len)
-		k += snprintf(out + k, len - (size_t)k, " (running %s%s%s)", str(live, "version"),
+		k += snprintf(out + k, len - (size_t)k, " (running %s%s%s%s%s)",
+		              str(live, "version"), worker ? ", worker " : "",
+		              worker ? str(live, "worker_version") : "",
 		              str(live, "upgrade") ? ", upgrade " : "",
 		              str(live, "upgrade") ? str(live, "upgrade") : "");
 	if (error && error[0] && k >= 0 && (size_t)k < len)
@@ -1737,7 +1742,9 @@ static void print_rollout(const json_t *ro)
 	char created[64];
 	ctl_format_time(json_integer_value(json_object_get(ro, "created_ms")), created,
 	                sizeof created);
-	printf("rollout %s  build %s  state %s", str(ro, "id"), str(ro, "build"), state);
+	int worker = str(spec, "component") && strcmp(str(spec, "component"), "worker") == 0;
+	printf("rollout %s  %s build %s  state %s", str(ro, "id"),
+	       str(spec, "component") ? str(spec, "component") : "agent", str(ro, "build"), state);
 	if (phase && phase[0])
 		printf("  wave %lld/%zu (%s)", (long long)wave + 1, json_array_size(waves), phase);
 	printf("\n");
@@ -1761,8 +1768,8 @@ static void print_rollout(const json_t *ro)
 		{
 			char one[600];
 			rollout_node_cell(json_string_value(id),
-			                  json_object_get(nodes, json_string_value(id)), one,
-			                  sizeof one);
+			                  json_object_get(nodes, json_string_value(id)), worker,
+			                  one, sizeof one);
 			if (n < sizeof cells)
 				n += (size_t)snprintf(cells + n, sizeof cells - n, "%s%s",
 				                      k ? "; " : "", one);

@@ -573,6 +573,15 @@ static void step_running(struct rollout_driver *d, const json_t *ro, int64_t ela
 	}
 }
 
+/* The node is still taking the rollout's build (downloading, checking, or exec'd and not yet
+ * healthy): it is not back until that ends, or it could end on the build after all. */
+static int installing(const struct rd_report *rep, const char *rollout)
+{
+	return strcmp(rep->rollout, rollout) == 0 &&
+	       (strcmp(rep->state, "downloading") == 0 || strcmp(rep->state, "self-test") == 0 ||
+	        strcmp(rep->state, "restarting") == 0);
+}
+
 static void step_rolling_back(struct rollout_driver *d, const json_t *ro, int64_t elapsed_ms)
 {
 	const char *k;
@@ -584,7 +593,8 @@ static void step_rolling_back(struct rollout_driver *d, const json_t *ro, int64_
 			continue;
 		struct rd_node *n = node_find(d, k);
 		const char *from = str(pn, "from_version");
-		if (n != NULL && from[0] != '\0' && strcmp(running(n, worker), from) == 0) {
+		if (n != NULL && from[0] != '\0' && strcmp(running(n, worker), from) == 0 &&
+		    !installing(report(n, worker), str(ro, "id"))) {
 			node_outcome(d, ro, k, "rolled-back", from, NULL);
 			return;
 		}

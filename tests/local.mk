@@ -24,11 +24,11 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_logs.sh tests/integration/test_drain.sh \
 	tests/integration/test_stragglers.sh tests/integration/test_plan.sh
 
-# Rollouts of agent builds over real agents and a running job.
+# Rollouts of agent and worker builds over real agents and running jobs.
 dist_check_SCRIPTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh \
-	tests/integration/train_rollout.sh
+	tests/integration/train_rollout.sh tests/integration/train_worker_rollout.sh
 TESTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh \
-	tests/integration/train_rollout.sh
+	tests/integration/train_rollout.sh tests/integration/train_worker_rollout.sh
 
 check_PROGRAMS += tests/unit/test_leader
 TESTS += tests/unit/test_leader
