@@ -3,7 +3,8 @@
  * once: the grace period after an election, suspect/down thresholds, gang placement and the
  * desired set with its environment, restarts on exits and hangs with back-off, success,
  * drains, rank output carried by heartbeats, stragglers (report, recovery, replace with its
- * cap), and what a heartbeat may not do. */
+ * cap), a worker build's rollout driven by the nodes' worker versions and reports, and what a
+ * heartbeat may not do. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -965,6 +966,122 @@ static void test_plan_refuses_bad_specs_and_perf(void **state)
 	world_free(w);
 }
 
+/* A heartbeat of node with its worker version, optionally a worker_upgrade report, and one
+ * running rank started on worker w-1. Returns the answer (owned by the caller). */
+static json_t *worker_heartbeat(struct world *w, const char *node, const char *worker,
+                                const char *report)
+{
+	char body[1024];
+	snprintf(body, sizeof body,
+	         "{\"node\":\"%s\",\"version\":\"1.0\",\"worker_version\":\"%s\"%s%s,"
+	         "\"ranks\":[{\"job\":\"j-000009\",\"rank\":0,\"generation\":1,\"pid\":77,"
+	         "\"state\":\"running\",\"worker_version\":\"w-1\"}]}",
+	         node, worker, report ? ",\"worker_upgrade\":" : "", report ? report : "");
+	return heartbeat_answer(w, node, body);
+}
+
+static json_t *rollout_now(struct world *w)
+{
+	struct yard_err err = {0};
+	json_t *ro = fsm_rollout_get(&w->fsm, "ro-000001", &err);
+	assert_non_null(ro);
+	return ro;
+}
+
+static const char *ro_node(json_t *ro, const char *node, const char *key)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(json_object_get(ro, "nodes"), node), key));
+}
+
+static void test_worker_rollout_follows_worker_versions(void **state)
+{
+	struct world *w = world_new();
+	struct yard_err err = {0};
+	assert_int_equal(sqlite3_exec(w->fsm.db,
+	                              "INSERT INTO builds(version, component, sha256, size, state,"
+	                              " created_ms, updated_ms, actor) VALUES('w-2', 'worker',"
+	                              " 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	                              "aaaaaaaa', 1234, 'ready', 1, 1, 'admin')",
+	                              NULL, NULL, NULL),
+	                 SQLITE_OK);
+	json_decref(worker_heartbeat(w, "node-a", "w-1", NULL));
+	json_decref(worker_heartbeat(w, "node-b", "w-1", NULL));
+	/* the leader shows the node's worker and each rank's */
+	json_t *n = fsm_node_get(&w->fsm, "node-a", &err);
+	sched_overlay_node(w->sched, n);
+	assert_string_equal(json_string_value(json_object_get(n, "worker_version")), "w-1");
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(n, "ranks"), 0), "worker_version")),
+	                    "w-1");
+	json_decref(n);
+	/* a malformed report is refused, naming it */
+	json_t *b = json_loads("{\"node\":\"node-a\",\"worker_upgrade\":{\"version\":\"w-2\","
+	                       "\"rollout\":\"ro-1\",\"state\":\"sleeping\"}}",
+	                       0, NULL);
+	assert_null(sched_heartbeat(w->sched, "node-a", b, &err));
+	assert_non_null(strstr(err.msg, "worker_upgrade.state"));
+	json_decref(b);
+
+	assert_int_equal(
+	    apply(w, "rollout.start", "{\"build\":\"w-2\",\"waves\":[\"1\",\"100%\"]}"), 201);
+	run(w, 300); /* pending -> cordon -> upgrade */
+	json_t *ro = rollout_now(w);
+	assert_string_equal(json_string_value(json_object_get(ro, "phase")), "upgrade");
+	assert_string_equal(ro_node(ro, "node-a", "state"), "upgrading");
+	assert_string_equal(ro_node(ro, "node-a", "from_version"), "w-1"); /* its worker's */
+	json_decref(ro);
+	/* the offer comes under worker_upgrade, never as an agent upgrade */
+	json_t *answer = worker_heartbeat(w, "node-a", "w-1", NULL);
+	json_t *offer = json_object_get(answer, "worker_upgrade");
+	assert_non_null(offer);
+	assert_null(json_object_get(answer, "upgrade"));
+	assert_string_equal(json_string_value(json_object_get(offer, "url")),
+	                    "/v1/builds/w-2/binary");
+	json_decref(answer);
+	/* an agent reporting its agent upgrade "done" on w-2 does not pass a worker gate */
+	json_decref(heartbeat_answer(
+	    w, "node-a",
+	    "{\"node\":\"node-a\",\"version\":\"w-2\",\"worker_version\":\"w-1\",\"upgrade\":"
+	    "{\"version\":\"w-2\",\"rollout\":\"ro-000001\",\"state\":\"done\"}}"));
+	run(w, 200);
+	ro = rollout_now(w);
+	assert_string_equal(ro_node(ro, "node-a", "state"), "upgrading");
+	json_decref(ro);
+	json_decref(worker_heartbeat(w, "node-a", "w-2",
+	                             "{\"version\":\"w-2\",\"rollout\":\"ro-000001\","
+	                             "\"state\":\"done\",\"previous_version\":\"w-1\"}"));
+	run(w, 200);
+	ro = rollout_now(w);
+	assert_string_equal(ro_node(ro, "node-a", "state"), "upgraded");
+	json_decref(ro);
+	/* the agent's version is not touched by a worker build */
+	n = fsm_node_get(&w->fsm, "node-a", &err);
+	assert_string_equal(json_string_value(json_object_get(n, "version")), "");
+	json_decref(n);
+	/* wave 2: node-b fails its install; the wave rolls back; node-a stays on w-2 */
+	for (int i = 0; i < 20; i++) {
+		json_decref(worker_heartbeat(w, "node-a", "w-2", NULL));
+		json_decref(worker_heartbeat(w, "node-b", "w-1", NULL));
+		run(w, 100);
+	}
+	ro = rollout_now(w);
+	assert_int_equal(json_integer_value(json_object_get(ro, "wave")), 1);
+	assert_string_equal(ro_node(ro, "node-b", "state"), "upgrading");
+	json_decref(ro);
+	json_decref(worker_heartbeat(w, "node-b", "w-1",
+	                             "{\"version\":\"w-2\",\"rollout\":\"ro-000001\","
+	                             "\"state\":\"failed\",\"error\":\"self-test failed\"}"));
+	run(w, 500); /* node failed, wave rolling back, node back on w-1, rolled back */
+	ro = rollout_now(w);
+	assert_string_equal(json_string_value(json_object_get(ro, "state")), "rolled-back");
+	assert_string_equal(ro_node(ro, "node-b", "state"), "rolled-back");
+	assert_string_equal(ro_node(ro, "node-b", "error"), "self-test failed");
+	assert_string_equal(ro_node(ro, "node-a", "state"), "upgraded");
+	json_decref(ro);
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -980,6 +1097,7 @@ int main(void)
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
+	    cmocka_unit_test(test_worker_rollout_follows_worker_versions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
