@@ -76,16 +76,16 @@ static void ask_version(const struct agent *a, const char *binary, char *out, si
 	char *argv[] = {(char *)binary, "--version", NULL};
 	snprintf(log, sizeof log, "%s/worker-version.out", a->cfg.data_dir);
 	snprintf(out, len, "unknown");
-	if (upgrade_run_check(argv, log, WORKER_VERSION_TIMEOUT_MS, why, sizeof why) != 0) {
-		log_warn("worker %s: %s", binary, why);
-		return;
-	}
 	char line[64];
-	upgrade_last_line(log, line, sizeof line);
-	if (upgrade_version_valid(line))
-		snprintf(out, len, "%s", line);
-	else
-		log_warn("worker %s --version printed '%s', not a version", binary, line);
+	if (upgrade_run_check(argv, log, WORKER_VERSION_TIMEOUT_MS, why, sizeof why) != 0) {
+		log_warn("worker %s: %s: its ranks report version unknown", binary, why);
+	} else {
+		upgrade_last_line(log, line, sizeof line);
+		if (upgrade_version_valid(line))
+			snprintf(out, len, "%s", line);
+		else
+			log_warn("worker %s --version printed '%s', not a version", binary, line);
+	}
 	unlink(log);
 }
 
