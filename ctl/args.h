@@ -92,14 +92,14 @@ struct ctl_args {
 	const char *visible_to; /* advisory create/share --visible-to ROLE|NAME[,...] */
 	int embargo_days;       /* advisory create/embargo --embargo-days, 0 = not given */
 	int reads;              /* audit --reads */
-	int rank;          /* job logs --rank, -1 = every rank */
-	int tail;          /* job logs --tail, -1 = everything held */
-	int follow;        /* job logs -f */
+	int rank;               /* job logs --rank, -1 = every rank */
+	int tail;               /* job logs --tail, -1 = everything held */
+	int follow;             /* job logs -f */
 	/* rollout start; durations in seconds, -1 when not given */
 	const char *build;       /* --build V */
 	const char *waves;       /* --waves 1,10%,100% */
 	const char *selector;    /* --selector k=v[,k=v] */
-	const char *policy;      /* --policy keep|restart */
+	const char *policy;      /* --policy keep|restart|next */
 	double soak_s;           /* --soak 30s */
 	double gate_timeout_s;   /* --gate-timeout 60s */
 	int failure_budget;      /* --failure-budget N, -1 */

@@ -527,6 +527,8 @@ static void test_rollout_commands(void **state)
 	expect_usage_error("rollout start", "rollout start: needs --build");
 	expect_usage_error("rollout start --build 2 --soak 3x", "--soak: \"3x\" is not a duration");
 	expect_usage_error("rollout start --build 2 --policy yolo", "--policy");
+	expect_ok("rollout start --build w-2 --policy next", &a);
+	assert_string_equal(a.policy, "next");
 	expect_usage_error("rollout start --build 2 --selector rack", "--selector");
 	expect_usage_error("rollout start --build 2 --failure-budget -1", "--failure-budget");
 	expect_usage_error("rollout start --build 2 --step-time-regression 0",
