@@ -2,7 +2,8 @@
 # train_worker_rollout.sh: rollouts of yard-worker builds (real copies of yard-worker made by
 # scripts/mark-build) onto two real agents with 4 CPU devices each, under real training jobs.
 #  1. policy next, waves 1,100%: a 4-rank trainer job keeps its rank processes and its worker;
-#     both nodes then report the new worker version (API and yardctl node show);
+#     both nodes then report the new worker version (API and yardctl node show), also after
+#     an agent restart (the installed worker and each rank's worker are kept);
 #  2. a job started afterwards runs the new worker (its ranks report it, its rank log says so);
 #  3. a worker build whose self-test fails on node-b: the rollout rolls back, node-a (which may
 #     have installed it) and node-b are back on the previous worker;
@@ -99,6 +100,14 @@ get 1 "/v1/jobs/$A"
 for p in $A_PIDS; do alive "$p" || fail "rank process $p of $A is gone"; done
 rank0_log "$A" 1 | grep -q "yard-worker $W0: rank 0" || fail "job $A's rank 0 did not log worker $W0"
 note "$R1 completed: nodes report worker 7.0.0-w; job $A keeps ranks $A_PIDS on $W0"
+# what a node installed, and what each rank runs, outlive its agent: restart node-a's agent
+kill_agent node-a
+start_agent node-a 4 "$(api 1)" --worker "$build/yard-worker"
+a_readopted() { get 1 "/v1/jobs/$A"; [ "$(jget "$BODY" '" ".join(str(r["pid"]) + "@" + r.get("worker_version", "") for r in sorted(d.get("ranks", []), key=lambda r: r["rank"]))')" = "$(for p in $A_PIDS; do printf '%s@%s ' "$p" "$W0"; done | sed 's/ $//')" ]; }
+wait_until 30 a_readopted || fail "after node-a's agent restarted, job $A's ranks are not the same on $W0: $BODY"
+grep -q "ranks start with worker $T/agent-node-a/bin/yard-worker-7.0.0-w (version 7.0.0-w)" "$T/log.agent-node-a" ||
+	fail "node-a's restarted agent does not start ranks with the installed 7.0.0-w"
+worker_is node-a 7.0.0-w || fail "node-a reports worker $(worker_of node-a) after its agent restarted"
 
 # ---- 2. ranks started afterwards run the new worker ----
 cat >"$T/short.json" <<JSON
