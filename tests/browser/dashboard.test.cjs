@@ -1,8 +1,8 @@
 /* dashboard.test.cjs: drives the dashboard in headless chromium (playwright-core) against a
  * running yardd that test_dashboard.sh started. Every check names what broke. Two kinds of
  * checks, kept apart and labelled in the output:
- *  - live: the page against the real controller (sign-in, overview, jobs, job page, nodes,
- *    rollouts, what each role sees, live updates, headers, no token in URLs or storage
+ *  - live: the page against the real controller (sign-in, overview, jobs, job page, the plan
+ *    of a parallel "auto" job, nodes, a real rollout followed to completed, what each role sees, live updates, headers, no token in URLs or storage
  *    beyond sessionStorage, no request to any other origin, no CSP violation);
  *  - fixtures: routes the controller does not have yet (ranks, checkpoints), and the
  *    per-step metrics of the pending hybrid job (empty: it never ran), answered by the test in the shapes docs/dashboard.md documents, to check
@@ -22,6 +22,7 @@ const URL0 = env('YARD_URL');
 const FOLLOWER_URL = env('FOLLOWER_URL');
 const ADMIN = env('ADMIN_TOKEN'), USER = env('USER_TOKEN'), SECURITY = env('SECURITY_TOKEN');
 const JOB_SINGLE = env('JOB_SINGLE'), JOB_HYBRID = env('JOB_HYBRID'), JOB_USER = env('JOB_USER');
+const JOB_AUTO = env('JOB_AUTO'), JOB_NOPLAN = env('JOB_NOPLAN'), BUILD_VERSION = env('BUILD_VERSION');
 const ARTIFACTS = env('ARTIFACTS');
 const TOKENS = [ADMIN, USER, SECURITY];
 
@@ -68,6 +69,48 @@ async function showsRecentEvents(page, token) {
 	const text = await page.textContent('ol.events');
 	return recent.size > 0 && [...recent].some((t) => text.includes(t));
 }
+/* POST with the token, following a follower's 307 to the leader with the token. */
+async function apiPost(p, token, body) {
+	let url = URL0 + p, r;
+	for (let hop = 0; hop < 20; hop++) {
+		r = await fetch(url, {method: 'POST', headers: {Authorization: 'Bearer ' + token, 'Content-Type': 'application/json'},
+			body: JSON.stringify(body), redirect: 'manual'});
+		if ((r.status === 307 || r.status === 308) && r.headers.get('location')) {
+			url = new URL(r.headers.get('location'), url).toString();
+			continue;
+		}
+		if (r.status !== 503) break;
+		await new Promise((res) => setTimeout(res, 200));
+	}
+	let out = null;
+	try {
+		out = await r.json();
+	} catch (e) {
+		out = null;
+	}
+	return {status: r.status, body: out};
+}
+/* Polls fn (async, truthy = done) every 250 ms for at most limitMs; the last value. */
+async function pollUntil(fn, limitMs) {
+	const end = Date.now() + limitMs;
+	let v;
+	do {
+		v = await fn();
+		if (v) return v;
+		await new Promise((r) => setTimeout(r, 250));
+	} while (Date.now() < end);
+	return v;
+}
+/* The points of a line chart that fall outside its axes (none when the scale covers the data). */
+const pointsOutside = (page, chart) => page.$eval(chart, (svg) => {
+	const axes = [...svg.querySelectorAll('line.axis')].map((l) => ['x1', 'x2', 'y1', 'y2'].map((k) => Number(l.getAttribute(k))));
+	const xs = axes.flatMap((a) => [a[0], a[1]]), ys = axes.flatMap((a) => [a[2], a[3]]);
+	const [xl, xh, yl, yh] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+	return [...svg.querySelectorAll('circle.pt')].filter((c) => {
+		const x = Number(c.getAttribute('cx')), y = Number(c.getAttribute('cy'));
+		return x < xl - 0.5 || x > xh + 0.5 || y < yl - 0.5 || y > yh + 0.5;
+	}).length;
+});
 const routeAbsent = async (p) => {
 	const r = await apiGet(p, ADMIN);
 	return r.status === 404 && /^no route/.test((r.body && r.body.error) || '');
@@ -217,6 +260,10 @@ async function main() {
 		}, null, {timeout: 15000}).catch(() => null);
 		const pts = await page.$$eval('svg.chart-loss circle.pt', (c) => c.length);
 		check(pts >= 3, `the loss chart draws the live per-step history (${pts} points)`);
+		for (const c of ['svg.chart-loss', 'svg.chart-throughput']) {
+			const out = await pointsOutside(page, c);
+			check(out === 0, `${c}: every point lies inside the axes (${out} outside)`);
+		}
 		check((await page.textContent('.job')).includes('per-step history from the controller'),
 			'the page says its series comes from the controller');
 		const first = history.steps.find((x) => typeof x.loss === 'number');
@@ -226,6 +273,55 @@ async function main() {
 		check(place === 'node-a:0', `the layout draws rank 0 where the controller placed it (got ${place})`);
 		await shot(page, '04b-job-live-loss');
 	}
+
+	/* ---- the planner's recorded plan (live): a parallel "auto" job ---- */
+	const planned = await pollUntil(async () => {
+		const j = (await apiGet('/v1/jobs/' + JOB_AUTO, ADMIN)).body;
+		return j && j.plan && j.plan.layout ? j : null;
+	}, 90000);
+	check(!!planned, `${JOB_AUTO} (parallel "auto") is planned and records its plan (${planned ? '' : 'still: ' + JSON.stringify((await apiGet('/v1/jobs/' + JOB_AUTO, ADMIN)).body.reason)})`);
+	if (planned) {
+		const plan = planned.plan, l = plan.layout;
+		const name = `dp${l.dp}×tp${l.tp}×pp${l.pp}`;
+		await page.goto(URL0 + '/#/jobs/' + JOB_AUTO);
+		await page.waitForSelector(`.plan[data-plan="${name}"]`, {timeout: 15000}).catch(() => null);
+		check(await page.isVisible(`.plan[data-plan="${name}"]`), `the job page shows the recorded plan ${name}`);
+		const txt = (await page.textContent('.plan')) || '';
+		check(txt.includes(`dp ${l.dp} × tp ${l.tp} × pp ${l.pp}`) && txt.includes(l.schedule),
+			`the plan shows the layout dp ${l.dp} × tp ${l.tp} × pp ${l.pp} and the schedule ${l.schedule}`);
+		check(txt.includes(`${plan.step_ms.toFixed(2)} ms`) && txt.includes(`${plan.memory_mb.toFixed(1)} MiB`) &&
+			txt.includes(`${(plan.bubble_fraction * 100).toFixed(1)}%`),
+			`the plan shows the predicted step time ${plan.step_ms.toFixed(2)} ms, memory per device ${plan.memory_mb.toFixed(1)} MiB and the bubble`);
+		check(txt.includes(plan.explanation), `the plan says why the winner won: "${plan.explanation.slice(0, 80)}…"`);
+		const rows = await page.$$eval('.plan table.candidates tbody tr', (rs) => rs.map((r) => r.textContent));
+		const ranked = Array.isArray(plan.ranked) ? plan.ranked : [];
+		check(ranked.length >= 1 && rows.length === ranked.length, `the candidates table lists the ${ranked.length} ranked candidates the plan recorded (${rows.length} rows)`);
+		check(rows.length > 0 && rows[0].includes(name) && rows[0].includes('winner'), 'the first candidate is the winner, marked so');
+		const inOrder = ranked.every((c, i) => rows[i] && rows[i].includes(`dp${c.layout.dp}×tp${c.layout.tp}×pp${c.layout.pp}`) && rows[i].includes(`${c.step_ms.toFixed(2)} ms`));
+		check(inOrder, 'every candidate row shows its layout and predicted step time in the planner\'s order');
+		if (ranked.length > 1) check(/\+\d+\.\d%/.test(rows[1]), `the runner-up says how much slower it is: "${rows[1].trim().slice(-90)}"`);
+		/* placed when planned: its first steps come a moment later */
+		await page.waitForFunction(() => ['svg.chart-loss', 'svg.chart-throughput'].every((c) => {
+			const e = document.querySelector(c);
+			return e && Number(e.getAttribute('data-points')) >= 1;
+		}), null, {timeout: 30000}).catch(() => null);
+		for (const c of ['svg.chart-loss', 'svg.chart-throughput']) {
+			const n = Number(await page.getAttribute(c, 'data-points'));
+			const out = await pointsOutside(page, c);
+			check(n >= 1 && out === 0, `${JOB_AUTO}: ${c} draws ${n} point(s), all inside the axes (${out} outside)`);
+		}
+		const layoutRanks = await page.getAttribute('svg.layout', 'data-ranks');
+		check(layoutRanks === String(l.dp * l.tp * l.pp), `the layout drawing follows the plan (${layoutRanks} ranks)`);
+		await shot(page, '04c-job-plan');
+	}
+	await page.goto(URL0 + '/#/jobs/' + JOB_NOPLAN);
+	await page.waitForSelector('.plan[data-plan="none"]', {timeout: 15000}).catch(() => null);
+	const noPlan = await page.isVisible('.plan[data-plan="none"]') ? await page.textContent('.plan') : '';
+	check(noPlan.includes('not planned yet'), `an auto job with no plan (no CUDA node) says it is not planned yet: "${noPlan.slice(0, 140)}"`);
+	await shot(page, '04d-job-unplanned');
+	await page.goto(URL0 + '/#/jobs/' + JOB_SINGLE);
+	await page.waitForSelector('svg.layout');
+	check((await page.$$('.plan')).length === 0, 'a job with a fixed layout has no plan section');
 
 	/* ---- nodes (live) ---- */
 	await page.click('#nav a[data-nav=nodes]');
@@ -252,12 +348,57 @@ async function main() {
 	}
 	await shot(page, '05-nodes-live');
 
-	/* ---- rollouts (live) ---- */
+	/* ---- rollouts (live): the test rolls BUILD_VERSION out onto node-a while the page
+	 * watches; the page must follow it to completed by polling ---- */
 	await page.click('#nav a[data-nav=rollouts]');
 	await waitH1(page, 'Rollouts');
-	if (await routeAbsent('/v1/rollouts'))
-		check((await page.textContent('#view')).includes('no rollouts'), 'rollouts page says "no rollouts" while the API has none');
-	await shot(page, '06-rollouts-live');
+	await page.waitForSelector('#view .nodata, #view .rollout');
+	check((await page.textContent('#view')).includes('no rollouts'), 'rollouts page says "no rollouts" before the test starts one');
+	await shot(page, '06-rollouts-empty');
+	/* every state/phase the rollout card shows, in order, as the page re-renders it */
+	await page.evaluate(() => {
+		window.__noReload = true;
+		window.__roSeen = [];
+		new MutationObserver(() => {
+			const c = document.querySelector('.rollout[data-rollout]');
+			if (!c) return;
+			const v = `${c.dataset.state}/${c.dataset.phase}`;
+			if (window.__roSeen[window.__roSeen.length - 1] !== v) window.__roSeen.push(v);
+		}).observe(document.getElementById('view'), {childList: true, subtree: true});
+	});
+	const started = await apiPost('/v1/rollouts', ADMIN, {build: BUILD_VERSION, waves: '1', soak_s: 4, gate_timeout_s: 90});
+	check(started.status === 201, `a rollout of ${BUILD_VERSION} onto node-a starts (${started.status} ${JSON.stringify(started.body).slice(0, 120)})`);
+	const RO = started.body && started.body.id;
+	if (RO) {
+		const card = `.rollout[data-rollout="${RO}"]`;
+		await page.waitForSelector(`${card}[data-state=running]`, {timeout: 60000}).catch(() => null);
+		check(await page.isVisible(`${card}[data-state=running]`), `the open rollouts page shows ${RO} running`);
+		const bar = await page.$eval(`${card} tr.wave[data-wave="0"] progress`, (p) => [p.max, p.value]).catch(() => null);
+		check(bar !== null && bar[0] === 1, `wave 1 has a progress bar over its 1 node (${JSON.stringify(bar)})`);
+		const gate = await page.textContent(`${card} tr.wave[data-wave="0"] td.gate`).catch(() => '');
+		check(/cordon|heartbeat on|verifying|soaking|passed/.test(gate), `wave 1 shows its gate while running: "${gate}"`);
+		await shot(page, '06b-rollout-running');
+		/* bounded: the agent downloads the build, self-tests it, execs it and soaks 4 s */
+		await page.waitForSelector(`${card}[data-state=completed]`, {timeout: 150000}).catch(() => null);
+		const apiRo = (await apiGet('/v1/rollouts/' + RO, ADMIN)).body || {};
+		check(await page.isVisible(`${card}[data-state=completed]`),
+			`the page follows ${RO} to completed (API: ${apiRo.state}${apiRo.reason ? ', ' + apiRo.reason : ''})`);
+		const seen = await page.evaluate(() => window.__roSeen);
+		check(seen.length >= 2 && seen[seen.length - 1] === 'completed/' && seen.slice(0, -1).some((v) => v.startsWith('running/')),
+			`the card moved through the rollout's states without a reload: ${seen.join(' → ')}`);
+		check(await page.evaluate(() => window.__noReload === true), 'the rollouts page did not reload');
+		const done = await page.$eval(`${card} tr.wave[data-wave="0"]`, (tr) => ({state: tr.dataset.state, gate: tr.dataset.gate,
+			bar: [tr.querySelector('progress').max, tr.querySelector('progress').value], text: tr.textContent})).catch(() => null);
+		check(done && done.state === 'done' && done.bar[0] === 1 && done.bar[1] === 1,
+			`wave 1 is done with a full progress bar (${JSON.stringify(done && done.bar)})`);
+		check(done && done.gate === 'passed' && done.text.includes('passed'), `wave 1's gate passed: "${done && done.text}"`);
+		const nodeRow = await page.textContent(`${card} tr[data-node="node-a"]`).catch(() => '');
+		const apiNode = (apiRo.nodes || {})['node-a'] || {};
+		check(apiNode.state === 'upgraded' && nodeRow.includes('upgraded') && nodeRow.includes(`${apiNode.from_version} → ${BUILD_VERSION}`),
+			`node-a's row shows it upgraded ${apiNode.from_version} → ${BUILD_VERSION}: "${nodeRow}"`);
+		check(apiNode.live && nodeRow.includes(apiNode.live.version), `node-a's row shows the version its agent runs (${apiNode.live && apiNode.live.version})`);
+		await shot(page, '06c-rollout-completed');
+	}
 
 	/* ---- reload keeps the session; a new tab context does not ---- */
 	await page.reload();
@@ -384,6 +525,8 @@ async function main() {
 		check(coords.length > 1 && xsInc && coords[0][1] < coords[coords.length - 1][1], 'fixtures: points go left to right and the falling loss goes down the chart');
 		const thr = await page.$$eval('svg.chart-throughput circle.pt', (c) => c.length);
 		check(thr === steps.length, `fixtures: the throughput chart draws ${thr} points`);
+		check(await pointsOutside(page, 'svg.chart-loss') === 0 && await pointsOutside(page, 'svg.chart-throughput') === 0,
+			'fixtures: every point lies inside the axes');
 		const bbox = await page.$eval('svg.chart-loss polyline.series', (e) => { const b = e.getBBox(); return [b.width, b.height]; });
 		check(bbox[0] > 100 && bbox[1] > 50, `fixtures: the loss line spans the plot (${bbox.map(Math.round).join('×')} px)`);
 		const strag = await page.$$eval('svg.heatmap .row-label.straggler', (t) => t.map((e) => e.textContent));

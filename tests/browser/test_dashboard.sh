@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_dashboard.sh: end-to-end test of the web dashboard in a real browser: Debian's chromium
 # driven by playwright-core (npm, installed at test time into tests/browser/node_modules, not
-# committed). Starts three yardd members and one agent, creates admin/user/security tokens, submits jobs,
-# then runs dashboard.test.cjs, which signs in, walks every page and takes screenshots into
-# tests/browser/artifacts/ (in the build tree).
+# committed). Starts three yardd members and one agent, creates admin/user/security tokens, submits jobs
+# (one planned by parallel "auto"), uploads an agent build, then runs dashboard.test.cjs, which
+# signs in, walks every page, rolls the build out onto the agent while the rollouts page
+# watches, and takes screenshots into tests/browser/artifacts/ (in the build tree).
 #
 # Exit 77 (SKIP) when chromium, node/npm or playwright-core cannot be had; 1 on any failure.
 # Environment: CHROMIUM (default /usr/bin/chromium), YARD_BROWSER_CACHE (where node_modules
@@ -26,6 +27,8 @@ if [ ! -f "$cache/node_modules/playwright-core/package.json" ]; then
 fi
 
 . "$top_srcdir/tests/integration/lib.sh"
+# the live rollout re-execs the agent in place (a guardian may start it again): end both
+trap 'cleanup_upgraded_agents; cleanup_agents; cleanup' EXIT
 
 # Three members: the page is tested on the leader, and once on a follower (stale reads, banner).
 members=$(members_arg 1 2 3)
@@ -86,13 +89,32 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["train"]["steps"]
 JOB_SINGLE=$(submit_spec "$T/single-long.json") || fail "cannot submit examples/single.json (3000 steps)"
 JOB_HYBRID=$(submit_spec "$top_srcdir/examples/hybrid.json") || fail "cannot submit examples/hybrid.json"
 JOB_USER=$(submit_spec "$top_srcdir/examples/single.json" "$USER_TOKEN") || fail "cannot submit as user"
-note "jobs: $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice)"
+# parallel "auto" (the planner picks the layout for at most 2 of node-a's devices once the
+# agent reported its measured rates), short: it records its plan at placement; and one for
+# CUDA devices, which no node has: it waits with no plan
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(name="auto-plan", parallel="auto", ranks=2); j["model"]["layers"]=8; j["train"]["steps"]=60; j.pop("checkpoint"); json.dump(j, open(sys.argv[2], "w"))' \
+	"$top_srcdir/examples/single.json" "$T/auto.json"
+pace_spec "$T/auto.json" 1 # long enough for a few points of per-step history
+JOB_AUTO=$(submit_spec "$T/auto.json") || fail "cannot submit a parallel \"auto\" job"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(name="auto-unplanned", resources={"device": "cuda"}); json.dump(j, open(sys.argv[2], "w"))' \
+	"$T/auto.json" "$T/auto-cuda.json"
+JOB_NOPLAN=$(submit_spec "$T/auto-cuda.json") || fail "cannot submit a parallel \"auto\" CUDA job"
+note "jobs: $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice), $JOB_AUTO (auto), $JOB_NOPLAN (auto, cuda)"
+
+# an agent build for the live rollout: a real copy of yard-agent reporting another version
+# (scripts/mark-build), uploaded to the build store; the page starts its rollout onto node-a
+BUILD_VERSION=0.9.$$-dash
+"$top_srcdir/scripts/mark-build" "$(command -v "$YARD_AGENT")" "$T/yard-agent-$BUILD_VERSION" --version "$BUILD_VERSION" >"$T/out" 2>&1 ||
+	fail "mark-build: $(cat "$T/out")"
+YARD_ENDPOINTS="$(api 1),$(api 2),$(api 3)" YARD_TOKEN=$TOKEN yardctl build upload "$T/yard-agent-$BUILD_VERSION" --version "$BUILD_VERSION" --component agent >"$T/out" 2>&1 ||
+	fail "build upload $BUILD_VERSION: $(cat "$T/out")"
 
 ARTIFACTS="$top_builddir/tests/browser/artifacts"
 mkdir -p "$ARTIFACTS"
 rm -f "$ARTIFACTS"/*.png
 YARD_URL=$(api "$L") FOLLOWER_URL=$(api "$F") ADMIN_TOKEN=$TOKEN USER_TOKEN=$USER_TOKEN SECURITY_TOKEN=$SECURITY_TOKEN \
-	JOB_SINGLE=$JOB_SINGLE JOB_HYBRID=$JOB_HYBRID JOB_USER=$JOB_USER ARTIFACTS=$ARTIFACTS \
+	JOB_SINGLE=$JOB_SINGLE JOB_HYBRID=$JOB_HYBRID JOB_USER=$JOB_USER JOB_AUTO=$JOB_AUTO JOB_NOPLAN=$JOB_NOPLAN \
+	BUILD_VERSION=$BUILD_VERSION ARTIFACTS=$ARTIFACTS \
 	ADV_TITLE="$ADV_TITLE" ADV_ID="$ADV_ID" \
 	CHROMIUM=$CHROMIUM NODE_PATH="$cache/node_modules" \
 	node "$top_srcdir/tests/browser/dashboard.test.cjs"
