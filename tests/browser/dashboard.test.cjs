@@ -2,8 +2,10 @@
  * running yardd that test_dashboard.sh started. Every check names what broke. Two kinds of
  * checks, kept apart and labelled in the output:
  *  - live: the page against the real controller (sign-in, overview, jobs, job page, the plan
- *    of a parallel "auto" job, nodes, a real rollout followed to completed, what each role sees, live updates, headers, no token in URLs or storage
- *    beyond sessionStorage, no request to any other origin, no CSP violation);
+ *    of a parallel "auto" job, a dp2 × pp2 job's heatmap, straggler and checkpoints, nodes,
+ *    a real rollout followed to completed, what each role sees, live updates, headers, no
+ *    token in URLs or storage beyond sessionStorage, no request to any other origin, no CSP
+ *    violation);
  *  - fixtures: routes the controller does not have yet (ranks, checkpoints), and the
  *    per-step metrics of the pending hybrid job (empty: it never ran), answered by the test in the shapes docs/dashboard.md documents, to check
  *    the charts, layout, heatmap and redaction render real points. Only routes the
@@ -22,7 +24,7 @@ const URL0 = env('YARD_URL');
 const FOLLOWER_URL = env('FOLLOWER_URL');
 const ADMIN = env('ADMIN_TOKEN'), USER = env('USER_TOKEN'), SECURITY = env('SECURITY_TOKEN');
 const JOB_SINGLE = env('JOB_SINGLE'), JOB_HYBRID = env('JOB_HYBRID'), JOB_USER = env('JOB_USER');
-const JOB_AUTO = env('JOB_AUTO'), JOB_NOPLAN = env('JOB_NOPLAN'), BUILD_VERSION = env('BUILD_VERSION');
+const JOB_AUTO = env('JOB_AUTO'), JOB_NOPLAN = env('JOB_NOPLAN'), JOB_LIVE4 = env('JOB_LIVE4'), BUILD_VERSION = env('BUILD_VERSION');
 const ARTIFACTS = env('ARTIFACTS');
 const TOKENS = [ADMIN, USER, SECURITY];
 
@@ -118,6 +120,7 @@ const routeAbsent = async (p) => {
 
 async function shot(page, name) {
 	const file = path.join(ARTIFACTS, name + '.png');
+	await page.mouse.move(0, 0); /* no hover highlight left from the last click */
 	await page.screenshot({path: file, fullPage: true});
 	note(`screenshot ${file}`);
 }
@@ -274,6 +277,11 @@ async function main() {
 		await shot(page, '04b-job-live-loss');
 	}
 
+	/* the single-rank job has been looked at: cancelling it leaves node-a's four devices to
+	 * the dp2 × pp2 job (409: it already finished) */
+	const cancelled = await apiPost(`/v1/jobs/${JOB_SINGLE}/cancel`, ADMIN, {});
+	check(cancelled.status === 200 || cancelled.status === 409, `${JOB_SINGLE} cancelled to free its device (${cancelled.status})`);
+
 	/* ---- the planner's recorded plan (live): a parallel "auto" job ---- */
 	const planned = await pollUntil(async () => {
 		const j = (await apiGet('/v1/jobs/' + JOB_AUTO, ADMIN)).body;
@@ -398,6 +406,51 @@ async function main() {
 			`node-a's row shows it upgraded ${apiNode.from_version} → ${BUILD_VERSION}: "${nodeRow}"`);
 		check(apiNode.live && nodeRow.includes(apiNode.live.version), `node-a's row shows the version its agent runs (${apiNode.live && apiNode.live.version})`);
 		await shot(page, '06c-rollout-completed');
+	}
+
+	/* ---- a multi-rank job (live): dp2 × pp2 on node-a's four devices, rank 3 slowed 2.5×:
+	 * the heatmap, the straggler and the checkpoints from the controller ---- */
+	const live4 = await pollUntil(async () => {
+		const j = (await apiGet('/v1/jobs/' + JOB_LIVE4, ADMIN)).body || {};
+		const m = (await apiGet(`/v1/jobs/${JOB_LIVE4}/metrics`, ADMIN)).body || {};
+		const c = (await apiGet(`/v1/jobs/${JOB_LIVE4}/checkpoints`, ADMIN)).body || {};
+		const full = (m.steps || []).filter((x) => Array.isArray(x.compute_ms) && x.compute_ms.length === 4);
+		const done = (c.checkpoints || []).filter((x) => x.complete !== false);
+		return j.state === 'running' && full.length >= 5 && done.length >= 1 && Array.isArray(j.stragglers) && j.stragglers.length
+			? {job: j, steps: full, ckpts: done} : null;
+	}, 150000);
+	if (!live4) {
+		const j = (await apiGet('/v1/jobs/' + JOB_LIVE4, ADMIN)).body || {};
+		check(false, `${JOB_LIVE4} (dp2 × pp2) runs with per-rank history, a checkpoint and a flagged straggler (state ${j.state}, step ${j.step}, reason ${j.reason}, stragglers ${JSON.stringify(j.stragglers)})`);
+	} else {
+		const flagged = live4.job.stragglers.map((f) => f.rank);
+		check(JSON.stringify(flagged) === '[3]', `the leader flags the slowed rank 3 of ${JOB_LIVE4} (flagged: ${JSON.stringify(flagged)})`);
+		await page.goto(URL0 + '/#/jobs/' + JOB_LIVE4);
+		await page.waitForSelector('svg.heatmap', {timeout: 15000}).catch(() => null);
+		check(await page.getAttribute('svg.layout', 'data-ranks') === '4', 'the live dp2 × pp2 job draws 4 ranks');
+		const places = await page.$$eval('svg.layout .rank .rank-place', (t) => t.map((e) => e.textContent));
+		check(places.length === 4 && places.every((p) => /^node-a:[0-3]$/.test(p)) && new Set(places).size === 4,
+			`every rank is drawn on its own device of node-a (${places.join(', ')})`);
+		const rows = await page.$$eval('svg.heatmap .row-label', (t) => t.map((e) => e.textContent));
+		const cells = Number(await page.getAttribute('svg.heatmap', 'data-cells'));
+		check(rows.length === 4 && cells >= 4 * 5, `the heatmap draws 4 ranks over the live history (${rows.length} rows, ${cells} cells)`);
+		const strag = await page.$$eval('svg.heatmap .row-label.straggler', (t) => t.map((e) => e.textContent));
+		check(JSON.stringify(strag) === '["rank 3"]', `the heatmap marks rank 3 as the straggler, as the leader does (${JSON.stringify(strag)})`);
+		check(await page.isVisible('svg.layout .rank.straggler[data-rank="3"]'), 'the layout outlines the straggler rank 3');
+		/* the page's checkpoint rows against the API's list (read before and after: keep=2
+		 * rotates them every 20 steps) */
+		const ckRows = () => page.$$eval('.job section.card', (secs) => {
+			const sec = secs.find((x) => x.querySelector('h2') && x.querySelector('h2').textContent === 'Checkpoints');
+			return sec ? [...sec.querySelectorAll('tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)) : [];
+		});
+		await page.waitForFunction(() => [...document.querySelectorAll('.job section.card')].some((x) =>
+			x.querySelector('h2') && x.querySelector('h2').textContent === 'Checkpoints' && x.querySelector('tbody tr')), null, {timeout: 10000}).catch(() => null);
+		const shown = await ckRows();
+		const after = ((await apiGet(`/v1/jobs/${JOB_LIVE4}/checkpoints`, ADMIN)).body || {}).checkpoints || [];
+		const known = new Set([...live4.ckpts, ...after].map((c) => String(c.step)));
+		check(shown.length >= 1 && shown.every((r) => known.has(r[0]) && r[2] === '4' && r[4] === 'yes'),
+			`the checkpoints panel lists the controller's complete checkpoints with 4 shards each (${JSON.stringify(shown.map((r) => r[0]))}; API ${[...known].join(', ')})`);
+		await shot(page, '06d-job-live-multirank');
 	}
 
 	/* ---- reload keeps the session; a new tab context does not ---- */

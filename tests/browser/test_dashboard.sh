@@ -99,7 +99,16 @@ JOB_AUTO=$(submit_spec "$T/auto.json") || fail "cannot submit a parallel \"auto\
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(name="auto-unplanned", resources={"device": "cuda"}); json.dump(j, open(sys.argv[2], "w"))' \
 	"$T/auto.json" "$T/auto-cuda.json"
 JOB_NOPLAN=$(submit_spec "$T/auto-cuda.json") || fail "cannot submit a parallel \"auto\" CUDA job"
-note "jobs: $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice), $JOB_AUTO (auto), $JOB_NOPLAN (auto, cuda)"
+# dp2 × pp2 on all four devices of node-a (placed once the jobs above leave it devices: the
+# page test cancels the single-rank job when it has checked it), paced so it trains for
+# minutes on any machine, with rank 3 slowed 2.5× so the leader's detector flags it:
+# the heatmap, straggler and checkpoints panels on live data
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(name="hybrid-live"); j["parallel"]["tp"]=1; j["train"]["steps"]=3000
+j["checkpoint"].update(every_steps=20, keep=2); j["debug"]={"slow_rank": 3, "slow_factor": 2.5}; json.dump(j, open(sys.argv[2], "w"))' \
+	"$top_srcdir/examples/hybrid.json" "$T/hybrid-live.json"
+pace_spec "$T/hybrid-live.json" 1
+JOB_LIVE4=$(submit_spec "$T/hybrid-live.json") || fail "cannot submit the dp2 × pp2 job"
+note "jobs: $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice), $JOB_AUTO (auto), $JOB_NOPLAN (auto, cuda), $JOB_LIVE4 (dp2 pp2, rank 3 slowed)"
 
 # an agent build for the live rollout: a real copy of yard-agent reporting another version
 # (scripts/mark-build), uploaded to the build store; the page starts its rollout onto node-a
@@ -113,7 +122,7 @@ ARTIFACTS="$top_builddir/tests/browser/artifacts"
 mkdir -p "$ARTIFACTS"
 rm -f "$ARTIFACTS"/*.png
 YARD_URL=$(api "$L") FOLLOWER_URL=$(api "$F") ADMIN_TOKEN=$TOKEN USER_TOKEN=$USER_TOKEN SECURITY_TOKEN=$SECURITY_TOKEN \
-	JOB_SINGLE=$JOB_SINGLE JOB_HYBRID=$JOB_HYBRID JOB_USER=$JOB_USER JOB_AUTO=$JOB_AUTO JOB_NOPLAN=$JOB_NOPLAN \
+	JOB_SINGLE=$JOB_SINGLE JOB_HYBRID=$JOB_HYBRID JOB_USER=$JOB_USER JOB_AUTO=$JOB_AUTO JOB_NOPLAN=$JOB_NOPLAN JOB_LIVE4=$JOB_LIVE4 \
 	BUILD_VERSION=$BUILD_VERSION ARTIFACTS=$ARTIFACTS \
 	ADV_TITLE="$ADV_TITLE" ADV_ID="$ADV_ID" \
 	CHROMIUM=$CHROMIUM NODE_PATH="$cache/node_modules" \
