@@ -24,7 +24,8 @@ const URL0 = env('YARD_URL');
 const FOLLOWER_URL = env('FOLLOWER_URL');
 const ADMIN = env('ADMIN_TOKEN'), USER = env('USER_TOKEN'), SECURITY = env('SECURITY_TOKEN');
 const JOB_SINGLE = env('JOB_SINGLE'), JOB_HYBRID = env('JOB_HYBRID'), JOB_USER = env('JOB_USER');
-const JOB_AUTO = env('JOB_AUTO'), JOB_NOPLAN = env('JOB_NOPLAN'), JOB_LIVE4 = env('JOB_LIVE4'), BUILD_VERSION = env('BUILD_VERSION');
+const JOB_AUTO = env('JOB_AUTO'), JOB_NOPLAN = env('JOB_NOPLAN'), JOB_LIVE4 = env('JOB_LIVE4');
+const BUILD_VERSION = env('BUILD_VERSION'), BAD_VERSION = env('BAD_VERSION');
 const ARTIFACTS = env('ARTIFACTS');
 const TOKENS = [ADMIN, USER, SECURITY];
 
@@ -191,10 +192,15 @@ async function main() {
 		`overview shows the leader (member ${cluster.leader.id}) and term ${cluster.term}`);
 	check(/commit index \d+/.test(overviewText), 'overview shows the commit index');
 	await page.waitForSelector('.count[data-state=pending]');
-	const pendingShown = Number(await page.textContent('.count[data-state=pending]'));
-	const adminJobs = (await apiGet('/v1/jobs?limit=1000', ADMIN)).body.jobs;
-	check(pendingShown === adminJobs.filter((j) => j.state === 'pending').length,
-		`overview counts ${pendingShown} pending jobs, as the API says`);
+	/* jobs start meanwhile (the agent is placing them): compare until the page has caught up
+	 * with the API, bounded */
+	const counted = await pollUntil(async () => {
+		const shown = Number(await page.textContent('.count[data-state=pending]'));
+		const jobs = (await apiGet('/v1/jobs?limit=1000', ADMIN)).body.jobs;
+		const want = jobs.filter((j) => j.state === 'pending').length;
+		return shown === want ? {shown, want} : null;
+	}, 15000);
+	check(counted !== null, `overview counts the pending jobs as the API says (${counted ? counted.shown : 'never agreed in 15 s'})`);
 	await page.waitForSelector('ol.events li');
 	check(await showsRecentEvents(page, ADMIN), 'admin sees recent events (types the API lists among its newest)');
 	const nodesAbsent = await routeAbsent('/v1/nodes');
@@ -216,7 +222,14 @@ async function main() {
 	const row = await page.textContent(`tr[data-job="${JOB_HYBRID}"]`);
 	check(row.includes('pending') && /#\d/.test(row), `jobs list shows ${JOB_HYBRID} pending with a queue position: "${row.trim().slice(0, 120)}"`);
 	const apiJob = (await apiGet('/v1/jobs/' + JOB_HYBRID, ADMIN)).body;
-	if (apiJob.reason) check(row.includes(apiJob.reason), `jobs list shows the pending reason "${apiJob.reason}"`);
+	/* the reason counts free devices, which change as the other jobs start and end: compare
+	 * until the page has caught up with the API, bounded */
+	const reasonSeen = apiJob.reason ? await pollUntil(async () => {
+		const want = (await apiGet('/v1/jobs/' + JOB_HYBRID, ADMIN)).body.reason;
+		const got = await page.textContent(`tr[data-job="${JOB_HYBRID}"] td.reason`);
+		return got === want ? want : null;
+	}, 15000) : null;
+	if (apiJob.reason) check(reasonSeen !== null, `jobs list shows the pending reason the API gives ("${reasonSeen || apiJob.reason}")`);
 	else note(`the API gives ${JOB_HYBRID} no pending reason yet: nothing to check in the reason column`);
 	await page.evaluate(() => { window.__noReload = true; });
 	const fresh = await fetch(URL0 + '/v1/jobs', {method: 'POST', headers: {Authorization: 'Bearer ' + ADMIN, 'Content-Type': 'application/json'},
@@ -417,7 +430,7 @@ async function main() {
 		const full = (m.steps || []).filter((x) => Array.isArray(x.compute_ms) && x.compute_ms.length === 4);
 		const done = (c.checkpoints || []).filter((x) => x.complete !== false);
 		return j.state === 'running' && full.length >= 5 && done.length >= 1 && Array.isArray(j.stragglers) && j.stragglers.length
-			? {job: j, steps: full, ckpts: done} : null;
+			? {job: j, steps: full, ckpts: done, all: c.checkpoints} : null;
 	}, 150000);
 	if (!live4) {
 		const j = (await apiGet('/v1/jobs/' + JOB_LIVE4, ADMIN)).body || {};
@@ -447,10 +460,36 @@ async function main() {
 			x.querySelector('h2') && x.querySelector('h2').textContent === 'Checkpoints' && x.querySelector('tbody tr')), null, {timeout: 10000}).catch(() => null);
 		const shown = await ckRows();
 		const after = ((await apiGet(`/v1/jobs/${JOB_LIVE4}/checkpoints`, ADMIN)).body || {}).checkpoints || [];
-		const known = new Set([...live4.ckpts, ...after].map((c) => String(c.step)));
-		check(shown.length >= 1 && shown.every((r) => known.has(r[0]) && r[2] === '4' && r[4] === 'yes'),
-			`the checkpoints panel lists the controller's complete checkpoints with 4 shards each (${JSON.stringify(shown.map((r) => r[0]))}; API ${[...known].join(', ')})`);
+		const known = new Set([...live4.all, ...after].map((c) => String(c.step)));
+		const complete = shown.filter((r) => r[4] === 'yes');
+		check(shown.every((r) => known.has(r[0])) && complete.length >= 1 && complete.every((r) => r[2] === '4'),
+			`the checkpoints panel lists the controller's checkpoints, the complete ones with 4 shards (${JSON.stringify(shown.map((r) => `${r[0]}:${r[2]}:${r[4]}`))}; API ${[...known].join(', ')})`);
 		await shot(page, '06d-job-live-multirank');
+	}
+
+	/* ---- rollouts (live): a build whose self-test fails on node-a; the page shows the
+	 * failed gate and the wave rolled back, next to the completed rollout ---- */
+	await page.goto(URL0 + '/#/rollouts');
+	await page.waitForSelector('#view .rollout');
+	const badRo = await apiPost('/v1/rollouts', ADMIN, {build: BAD_VERSION, waves: '1', soak_s: 1, gate_timeout_s: 90});
+	check(badRo.status === 201, `a rollout of ${BAD_VERSION} (self-test fails) starts (${badRo.status})`);
+	if (badRo.body && badRo.body.id) {
+		const card = `.rollout[data-rollout="${badRo.body.id}"]`;
+		await page.waitForSelector(`${card}[data-state=rolled-back]`, {timeout: 120000}).catch(() => null);
+		const apiRo = (await apiGet('/v1/rollouts/' + badRo.body.id, ADMIN)).body || {};
+		check(await page.isVisible(`${card}[data-state=rolled-back]`), `the page follows ${badRo.body.id} to rolled-back (API: ${apiRo.state})`);
+		const wave = await page.$eval(`${card} tr.wave[data-wave="0"]`, (tr) => ({state: tr.dataset.state, gate: tr.dataset.gate,
+			bar: [tr.querySelector('progress').max, tr.querySelector('progress').value], text: tr.querySelector('td.gate').textContent})).catch(() => null);
+		const apiNode = (apiRo.nodes || {})['node-a'] || {};
+		check(wave && wave.state === 'rolled-back' && wave.gate === 'failed' && wave.bar[1] === 0 && /self-test/.test(wave.text) && wave.text.includes(apiNode.error),
+			`wave 1 shows its failed gate with the node's error and an empty progress bar: ${JSON.stringify(wave)}`);
+		const nodeRow = await page.textContent(`${card} tr[data-node="node-a"]`).catch(() => '');
+		const running = await page.textContent(`${card} tr[data-node="node-a"] td.running`).catch(() => '');
+		check(nodeRow.includes(apiNode.state) && nodeRow.includes(apiNode.error), `node-a's row says ${apiNode.state} and why: "${nodeRow}"`);
+		check(running === BUILD_VERSION && apiNode.live && apiNode.live.version === BUILD_VERSION,
+			`node-a's row shows its agent still runs ${BUILD_VERSION} (page ${running}, API ${apiNode.live && apiNode.live.version})`);
+		check(await page.isVisible(`.rollout[data-rollout="${RO}"][data-state=completed]`), 'the completed rollout is still shown below it');
+		await shot(page, '06e-rollout-rolled-back');
 	}
 
 	/* ---- reload keeps the session; a new tab context does not ---- */

@@ -787,8 +787,9 @@
 			const live = n.live || {};
 			return h('tr', {'data-node': n.name},
 				h('td', {}, h('a', {href: '#/nodes/' + encodeURIComponent(n.name)}, n.name)), h('td', {class: 'num'}, typeof n.wave === 'number' ? String(n.wave + 1) : '—'),
-				h('td', {}, badge(n.state)), h('td', {class: 'mono'}, `${n.from_version || '?'} → ${n.state === 'rolled-back' ? n.from_version : x.build}`),
-				h('td', {class: 'mono'}, live.version || '—'), h('td', {}, live.upgrade || '—'),
+				h('td', {}, badge(n.state)), h('td', {class: 'mono'}, ['failed', 'rolling-back', 'rolled-back'].includes(n.state)
+					? `${n.from_version || '?'} (${x.build} ${n.state === 'failed' ? 'failed' : 'rolled back'})` : `${n.from_version || '?'} → ${x.build}`),
+				h('td', {class: 'mono running'}, live.version || '—'), h('td', {}, live.upgrade || '—'),
 				h('td', {}, typeof live.last_heartbeat_ms_ago === 'number' ? ago(Date.now() - live.last_heartbeat_ms_ago) : '—'),
 				h('td', {}, n.cordoned ? badge('cordoned') : ''), h('td', {class: 'reason'}, n.error || live.error || ''));
 		});
