@@ -114,6 +114,14 @@ const pointsOutside = (page, chart) => page.$eval(chart, (svg) => {
 		return x < xl - 0.5 || x > xh + 0.5 || y < yl - 0.5 || y > yh + 0.5;
 	}).length;
 });
+/* Devices in use by the API's account: the committed layouts of the running jobs. */
+async function apiDevicesInUse() {
+	const jobs = ((await apiGet('/v1/jobs?limit=1000', ADMIN)).body || {}).jobs || [];
+	let used = 0;
+	for (const j of jobs.filter((x) => x.state === 'running' || x.state === 'restarting'))
+		used += (((await apiGet('/v1/jobs/' + j.id, ADMIN)).body || {}).layout || []).length;
+	return used;
+}
 const routeAbsent = async (p) => {
 	const r = await apiGet(p, ADMIN);
 	return r.status === 404 && /^no route/.test((r.body && r.body.error) || '');
@@ -207,6 +215,15 @@ async function main() {
 	if (nodesAbsent)
 		check((await page.textContent('#view')).includes('no data yet: this controller has no /v1/nodes route yet'),
 			'overview says "no data yet" for nodes while /v1/nodes does not exist');
+	if (!nodesAbsent) {
+		/* jobs start and end meanwhile: compare until the page has caught up, bounded */
+		const inUse = await pollUntil(async () => {
+			const m = /devices in use (\d+) \/ (\d+)/.exec(await page.textContent('#view'));
+			const want = await apiDevicesInUse();
+			return m && Number(m[1]) === want && want >= 1 && Number(m[2]) === 4 ? m[0] : null;
+		}, 15000);
+		check(inUse !== null, `overview counts the devices the running jobs' layouts use (${inUse || 'never agreed in 15 s'})`);
+	}
 	await shot(page, '02-overview-admin');
 
 	const storage = await page.evaluate(() => ({
@@ -362,6 +379,11 @@ async function main() {
 			const row = await page.textContent(sel);
 			const st = (await page.textContent(`${sel} td:nth-child(2)`)).trim();
 			check(st === apiNodes[0].state && !/NaN|undefined/.test(row), `the node row shows its state (${st}) and heartbeat: "${row.trim().slice(0, 100)}"`);
+			const chips = await pollUntil(async () => {
+				const got = (await page.$$(`${sel} .chip.used`)).length;
+				return got === (await apiDevicesInUse()) ? String(got) : null;
+			}, 15000);
+			check(chips !== null, `the node row marks the devices the running jobs use (${chips ?? 'never agreed in 15 s'})`);
 			await page.click(`tr[data-node="${nameOf(apiNodes[0])}"] a`);
 			await page.waitForSelector('.node');
 			check((await page.textContent('.node')).includes(nameOf(apiNodes[0])), `node page of ${nameOf(apiNodes[0])} opens`);
@@ -466,6 +488,8 @@ async function main() {
 			`the checkpoints panel lists the controller's checkpoints, the complete ones with 4 shards (${JSON.stringify(shown.map((r) => `${r[0]}:${r[2]}:${r[4]}`))}; API ${[...known].join(', ')})`);
 		await shot(page, '06d-job-live-multirank');
 	}
+	/* checked: its four ranks and checkpoint uploads would only load the machine from here on */
+	await apiPost(`/v1/jobs/${JOB_LIVE4}/cancel`, ADMIN, {});
 
 	/* ---- rollouts (live): a build whose self-test fails on node-a; the page shows the
 	 * failed gate and the wave rolled back, next to the completed rollout ---- */

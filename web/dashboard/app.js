@@ -327,6 +327,30 @@
 			h('tbody', {}, rows));
 	}
 
+	/* The API's node devices do not say what runs on them; the committed layouts of the
+	 * running jobs do (GET /v1/jobs/ID: rank -> node, device). Marks each device the page may
+	 * see used with its job and rank, at most 32 jobs a poll. Devices that already name their
+	 * job (docs/dashboard.md shape) are left as they are. */
+	async function markDeviceUse(nodes, jobs) {
+		if (!nodes.length || nodes.some((n) => (n.devices || []).some((d) => d.job !== undefined))) return;
+		const running = (jobs || []).filter((j) => j.state === 'running' || j.state === 'restarting').slice(0, 32);
+		const full = await Promise.all(running.map((j) => optional('/v1/jobs/' + encodeURIComponent(j.id))));
+		const byName = new Map(nodes.map((n) => [n.name, n]));
+		for (const r of full) {
+			if (!r.ok || !Array.isArray(r.data.layout)) continue;
+			for (const slot of r.data.layout) {
+				const n = byName.get(slot.node);
+				const d = n && (n.devices || []).find((x) => x.index === slot.device);
+				if (d && !d.job) Object.assign(d, {job: r.data.id, rank: slot.rank});
+			}
+		}
+	}
+	/* all jobs this principal may see, or null when its role may not list jobs */
+	const visibleJobs = () => allJobs().catch((e) => {
+		if (e.status === 403) return null;
+		throw e;
+	});
+
 	async function overview() {
 		const c = state.cluster;
 		const [health, nodes, jobs, events] = await Promise.all([
@@ -359,6 +383,7 @@
 		if (!nodes.ok) nodesBody = note(nodes.why);
 		else {
 			const list = nodes.data.nodes || [];
+			await markDeviceUse(list, jobs.ok ? jobs.data : null);
 			const by = {};
 			let used = 0, total = 0;
 			for (const n of list) {
@@ -696,9 +721,10 @@
 	}
 
 	async function nodesView() {
-		const r = await optional('/v1/nodes');
+		const [r, jobs] = await Promise.all([optional('/v1/nodes'), visibleJobs()]);
 		if (!r.ok) return h('div', {}, h('h1', {}, 'Nodes'), note(r.why));
 		const list = r.data.nodes || [];
+		await markDeviceUse(list, jobs);
 		return h('div', {}, h('h1', {}, 'Nodes'), list.length === 0 ? note('no nodes have registered') :
 			table(['node', 'state', 'host', 'version', 'last heartbeat', 'devices (in use)', 'flags'], list.map((n) => h('tr', {'data-node': n.name},
 				h('td', {}, h('a', {href: '#/nodes/' + encodeURIComponent(n.name)}, n.name)), h('td', {}, badge(n.state)),
@@ -718,6 +744,7 @@
 			r = {why: `no node ${name}`};
 		}
 		if (!n) return h('div', {}, crumbs, h('h1', {}, name), note(r.why));
+		await markDeviceUse([n], await visibleJobs());
 		const labels = Object.entries(n.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ');
 		return h('div', {class: 'node', 'data-node': n.name}, crumbs, h('h1', {}, `${n.name} `, badge(n.state), ' ', flags(n)),
 			h('dl', {class: 'facts'},
