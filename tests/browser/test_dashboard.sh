@@ -2,9 +2,10 @@
 # test_dashboard.sh: end-to-end test of the web dashboard in a real browser: Debian's chromium
 # driven by playwright-core (npm, installed at test time into tests/browser/node_modules, not
 # committed). Starts three yardd members and one agent, creates admin/user/security tokens, submits jobs
-# (one planned by parallel "auto"), uploads an agent build, then runs dashboard.test.cjs, which
-# signs in, walks every page, rolls the build out onto the agent while the rollouts page
-# watches, and takes screenshots into tests/browser/artifacts/ (in the build tree).
+# (one planned by parallel "auto", a dp2 × pp2 one with a slowed rank), uploads two agent
+# builds (a good one, one whose self-test fails), then runs dashboard.test.cjs, which signs
+# in, walks every page, rolls both builds out onto the agent while the rollouts page watches,
+# and takes screenshots into tests/browser/artifacts/ (in the build tree).
 #
 # Exit 77 (SKIP) when chromium, node/npm or playwright-core cannot be had; 1 on any failure.
 # Environment: CHROMIUM (default /usr/bin/chromium), YARD_BROWSER_CACHE (where node_modules
