@@ -326,6 +326,10 @@ json_t *autoplan_record(const json_t *answer)
 		json_t *runner_up = json_deep_copy(json_array_get(candidates, 1));
 		json_object_set_new(winner, "runner_up", runner_up);
 	}
+	json_t *ranked = json_array();
+	for (size_t i = 0; i < json_array_size(candidates) && i < AUTOPLAN_RECORD_RANKED; i++)
+		json_array_append_new(ranked, json_deep_copy(json_array_get(candidates, i)));
+	json_object_set_new(winner, "ranked", ranked);
 	return winner;
 }
 

@@ -43,8 +43,14 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 json_t *autoplan_run(const json_t *spec, const json_t *nodes, const json_t *perf_by_node, int limit,
                      struct yard_err *err);
 
-/* The plan a job records: the winner with the cluster it was made for, the explanation and
- * the runner-up (new reference), from autoplan_run's answer. */
+/* How many of the best candidates a job's recorded plan keeps ("ranked"): what the
+ * dashboard's candidates table shows, small enough for the committed plan's size limit. */
+#define AUTOPLAN_RECORD_RANKED 5
+
+/* The plan a job records: the winner with the cluster it was made for, the explanation, the
+ * runner-up and the best AUTOPLAN_RECORD_RANKED candidates in rank order ("ranked", the
+ * winner first) (new reference), from autoplan_run's answer; pass it an answer made with a
+ * limit of at least AUTOPLAN_RECORD_RANKED. */
 json_t *autoplan_record(const json_t *plan_answer);
 
 /* Reads the layout of a recorded plan ({"layout": {...}}) into p (validated: positive sizes,

@@ -962,7 +962,7 @@ static int plan_job(struct sched *s, struct soft_job *j, const json_t *job, cons
 		return 0;
 	}
 	json_t *perf = perf_by_node(s);
-	json_t *answer = autoplan_run(j->spec, nodes, perf, 2, &err);
+	json_t *answer = autoplan_run(j->spec, nodes, perf, AUTOPLAN_RECORD_RANKED, &err);
 	json_decref(perf);
 	if (answer == NULL) {
 		snprintf(j->reason, sizeof j->reason, "parallel \"auto\": %s", err.msg);

@@ -1,9 +1,11 @@
 /* dashboard.test.cjs: drives the dashboard in headless chromium (playwright-core) against a
  * running yardd that test_dashboard.sh started. Every check names what broke. Two kinds of
  * checks, kept apart and labelled in the output:
- *  - live: the page against the real controller (sign-in, overview, jobs, job page, nodes,
- *    rollouts, what each role sees, live updates, headers, no token in URLs or storage
- *    beyond sessionStorage, no request to any other origin, no CSP violation);
+ *  - live: the page against the real controller (sign-in, overview, jobs, job page, the plan
+ *    of a parallel "auto" job, a dp2 × pp2 job's heatmap, straggler and checkpoints, nodes,
+ *    a real rollout followed to completed, what each role sees, live updates, headers, no
+ *    token in URLs or storage beyond sessionStorage, no request to any other origin, no CSP
+ *    violation);
  *  - fixtures: routes the controller does not have yet (ranks, checkpoints), and the
  *    per-step metrics of the pending hybrid job (empty: it never ran), answered by the test in the shapes docs/dashboard.md documents, to check
  *    the charts, layout, heatmap and redaction render real points. Only routes the
@@ -22,6 +24,8 @@ const URL0 = env('YARD_URL');
 const FOLLOWER_URL = env('FOLLOWER_URL');
 const ADMIN = env('ADMIN_TOKEN'), USER = env('USER_TOKEN'), SECURITY = env('SECURITY_TOKEN');
 const JOB_SINGLE = env('JOB_SINGLE'), JOB_HYBRID = env('JOB_HYBRID'), JOB_USER = env('JOB_USER');
+const JOB_AUTO = env('JOB_AUTO'), JOB_NOPLAN = env('JOB_NOPLAN'), JOB_LIVE4 = env('JOB_LIVE4');
+const BUILD_VERSION = env('BUILD_VERSION'), BAD_VERSION = env('BAD_VERSION');
 const ARTIFACTS = env('ARTIFACTS');
 const TOKENS = [ADMIN, USER, SECURITY];
 
@@ -68,6 +72,56 @@ async function showsRecentEvents(page, token) {
 	const text = await page.textContent('ol.events');
 	return recent.size > 0 && [...recent].some((t) => text.includes(t));
 }
+/* POST with the token, following a follower's 307 to the leader with the token. */
+async function apiPost(p, token, body) {
+	let url = URL0 + p, r;
+	for (let hop = 0; hop < 20; hop++) {
+		r = await fetch(url, {method: 'POST', headers: {Authorization: 'Bearer ' + token, 'Content-Type': 'application/json'},
+			body: JSON.stringify(body), redirect: 'manual'});
+		if ((r.status === 307 || r.status === 308) && r.headers.get('location')) {
+			url = new URL(r.headers.get('location'), url).toString();
+			continue;
+		}
+		if (r.status !== 503) break;
+		await new Promise((res) => setTimeout(res, 200));
+	}
+	let out = null;
+	try {
+		out = await r.json();
+	} catch (e) {
+		out = null;
+	}
+	return {status: r.status, body: out};
+}
+/* Polls fn (async, truthy = done) every 250 ms for at most limitMs; the last value. */
+async function pollUntil(fn, limitMs) {
+	const end = Date.now() + limitMs;
+	let v;
+	do {
+		v = await fn();
+		if (v) return v;
+		await new Promise((r) => setTimeout(r, 250));
+	} while (Date.now() < end);
+	return v;
+}
+/* The points of a line chart that fall outside its axes (none when the scale covers the data). */
+const pointsOutside = (page, chart) => page.$eval(chart, (svg) => {
+	const axes = [...svg.querySelectorAll('line.axis')].map((l) => ['x1', 'x2', 'y1', 'y2'].map((k) => Number(l.getAttribute(k))));
+	const xs = axes.flatMap((a) => [a[0], a[1]]), ys = axes.flatMap((a) => [a[2], a[3]]);
+	const [xl, xh, yl, yh] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+	return [...svg.querySelectorAll('circle.pt')].filter((c) => {
+		const x = Number(c.getAttribute('cx')), y = Number(c.getAttribute('cy'));
+		return x < xl - 0.5 || x > xh + 0.5 || y < yl - 0.5 || y > yh + 0.5;
+	}).length;
+});
+/* Devices in use by the API's account: the committed layouts of the running jobs. */
+async function apiDevicesInUse() {
+	const jobs = ((await apiGet('/v1/jobs?limit=1000', ADMIN)).body || {}).jobs || [];
+	let used = 0;
+	for (const j of jobs.filter((x) => x.state === 'running' || x.state === 'restarting'))
+		used += (((await apiGet('/v1/jobs/' + j.id, ADMIN)).body || {}).layout || []).length;
+	return used;
+}
 const routeAbsent = async (p) => {
 	const r = await apiGet(p, ADMIN);
 	return r.status === 404 && /^no route/.test((r.body && r.body.error) || '');
@@ -75,6 +129,7 @@ const routeAbsent = async (p) => {
 
 async function shot(page, name) {
 	const file = path.join(ARTIFACTS, name + '.png');
+	await page.mouse.move(0, 0); /* no hover highlight left from the last click */
 	await page.screenshot({path: file, fullPage: true});
 	note(`screenshot ${file}`);
 }
@@ -145,16 +200,30 @@ async function main() {
 		`overview shows the leader (member ${cluster.leader.id}) and term ${cluster.term}`);
 	check(/commit index \d+/.test(overviewText), 'overview shows the commit index');
 	await page.waitForSelector('.count[data-state=pending]');
-	const pendingShown = Number(await page.textContent('.count[data-state=pending]'));
-	const adminJobs = (await apiGet('/v1/jobs?limit=1000', ADMIN)).body.jobs;
-	check(pendingShown === adminJobs.filter((j) => j.state === 'pending').length,
-		`overview counts ${pendingShown} pending jobs, as the API says`);
+	/* jobs start meanwhile (the agent is placing them): compare until the page has caught up
+	 * with the API, bounded */
+	const counted = await pollUntil(async () => {
+		const shown = Number(await page.textContent('.count[data-state=pending]'));
+		const jobs = (await apiGet('/v1/jobs?limit=1000', ADMIN)).body.jobs;
+		const want = jobs.filter((j) => j.state === 'pending').length;
+		return shown === want ? {shown, want} : null;
+	}, 15000);
+	check(counted !== null, `overview counts the pending jobs as the API says (${counted ? counted.shown : 'never agreed in 15 s'})`);
 	await page.waitForSelector('ol.events li');
 	check(await showsRecentEvents(page, ADMIN), 'admin sees recent events (types the API lists among its newest)');
 	const nodesAbsent = await routeAbsent('/v1/nodes');
 	if (nodesAbsent)
 		check((await page.textContent('#view')).includes('no data yet: this controller has no /v1/nodes route yet'),
 			'overview says "no data yet" for nodes while /v1/nodes does not exist');
+	if (!nodesAbsent) {
+		/* jobs start and end meanwhile: compare until the page has caught up, bounded */
+		const inUse = await pollUntil(async () => {
+			const m = /devices in use (\d+) \/ (\d+)/.exec(await page.textContent('#view'));
+			const want = await apiDevicesInUse();
+			return m && Number(m[1]) === want && want >= 1 && Number(m[2]) === 4 ? m[0] : null;
+		}, 15000);
+		check(inUse !== null, `overview counts the devices the running jobs' layouts use (${inUse || 'never agreed in 15 s'})`);
+	}
 	await shot(page, '02-overview-admin');
 
 	const storage = await page.evaluate(() => ({
@@ -170,7 +239,14 @@ async function main() {
 	const row = await page.textContent(`tr[data-job="${JOB_HYBRID}"]`);
 	check(row.includes('pending') && /#\d/.test(row), `jobs list shows ${JOB_HYBRID} pending with a queue position: "${row.trim().slice(0, 120)}"`);
 	const apiJob = (await apiGet('/v1/jobs/' + JOB_HYBRID, ADMIN)).body;
-	if (apiJob.reason) check(row.includes(apiJob.reason), `jobs list shows the pending reason "${apiJob.reason}"`);
+	/* the reason counts free devices, which change as the other jobs start and end: compare
+	 * until the page has caught up with the API, bounded */
+	const reasonSeen = apiJob.reason ? await pollUntil(async () => {
+		const want = (await apiGet('/v1/jobs/' + JOB_HYBRID, ADMIN)).body.reason;
+		const got = await page.textContent(`tr[data-job="${JOB_HYBRID}"] td.reason`);
+		return got === want ? want : null;
+	}, 15000) : null;
+	if (apiJob.reason) check(reasonSeen !== null, `jobs list shows the pending reason the API gives ("${reasonSeen || apiJob.reason}")`);
 	else note(`the API gives ${JOB_HYBRID} no pending reason yet: nothing to check in the reason column`);
 	await page.evaluate(() => { window.__noReload = true; });
 	const fresh = await fetch(URL0 + '/v1/jobs', {method: 'POST', headers: {Authorization: 'Bearer ' + ADMIN, 'Content-Type': 'application/json'},
@@ -217,6 +293,10 @@ async function main() {
 		}, null, {timeout: 15000}).catch(() => null);
 		const pts = await page.$$eval('svg.chart-loss circle.pt', (c) => c.length);
 		check(pts >= 3, `the loss chart draws the live per-step history (${pts} points)`);
+		for (const c of ['svg.chart-loss', 'svg.chart-throughput']) {
+			const out = await pointsOutside(page, c);
+			check(out === 0, `${c}: every point lies inside the axes (${out} outside)`);
+		}
 		check((await page.textContent('.job')).includes('per-step history from the controller'),
 			'the page says its series comes from the controller');
 		const first = history.steps.find((x) => typeof x.loss === 'number');
@@ -226,6 +306,60 @@ async function main() {
 		check(place === 'node-a:0', `the layout draws rank 0 where the controller placed it (got ${place})`);
 		await shot(page, '04b-job-live-loss');
 	}
+
+	/* the single-rank job has been looked at: cancelling it leaves node-a's four devices to
+	 * the dp2 × pp2 job (409: it already finished) */
+	const cancelled = await apiPost(`/v1/jobs/${JOB_SINGLE}/cancel`, ADMIN, {});
+	check(cancelled.status === 200 || cancelled.status === 409, `${JOB_SINGLE} cancelled to free its device (${cancelled.status})`);
+
+	/* ---- the planner's recorded plan (live): a parallel "auto" job ---- */
+	const planned = await pollUntil(async () => {
+		const j = (await apiGet('/v1/jobs/' + JOB_AUTO, ADMIN)).body;
+		return j && j.plan && j.plan.layout ? j : null;
+	}, 90000);
+	check(!!planned, `${JOB_AUTO} (parallel "auto") is planned and records its plan (${planned ? '' : 'still: ' + JSON.stringify((await apiGet('/v1/jobs/' + JOB_AUTO, ADMIN)).body.reason)})`);
+	if (planned) {
+		const plan = planned.plan, l = plan.layout;
+		const name = `dp${l.dp}×tp${l.tp}×pp${l.pp}`;
+		await page.goto(URL0 + '/#/jobs/' + JOB_AUTO);
+		await page.waitForSelector(`.plan[data-plan="${name}"]`, {timeout: 15000}).catch(() => null);
+		check(await page.isVisible(`.plan[data-plan="${name}"]`), `the job page shows the recorded plan ${name}`);
+		const txt = (await page.textContent('.plan')) || '';
+		check(txt.includes(`dp ${l.dp} × tp ${l.tp} × pp ${l.pp}`) && txt.includes(l.schedule),
+			`the plan shows the layout dp ${l.dp} × tp ${l.tp} × pp ${l.pp} and the schedule ${l.schedule}`);
+		check(txt.includes(`${plan.step_ms.toFixed(2)} ms`) && txt.includes(`${plan.memory_mb.toFixed(1)} MiB`) &&
+			txt.includes(`${(plan.bubble_fraction * 100).toFixed(1)}%`),
+			`the plan shows the predicted step time ${plan.step_ms.toFixed(2)} ms, memory per device ${plan.memory_mb.toFixed(1)} MiB and the bubble`);
+		check(txt.includes(plan.explanation), `the plan says why the winner won: "${plan.explanation.slice(0, 80)}…"`);
+		const rows = await page.$$eval('.plan table.candidates tbody tr', (rs) => rs.map((r) => r.textContent));
+		const ranked = Array.isArray(plan.ranked) ? plan.ranked : [];
+		check(ranked.length >= 1 && rows.length === ranked.length, `the candidates table lists the ${ranked.length} ranked candidates the plan recorded (${rows.length} rows)`);
+		check(rows.length > 0 && rows[0].includes(name) && rows[0].includes('winner'), 'the first candidate is the winner, marked so');
+		const inOrder = ranked.every((c, i) => rows[i] && rows[i].includes(`dp${c.layout.dp}×tp${c.layout.tp}×pp${c.layout.pp}`) && rows[i].includes(`${c.step_ms.toFixed(2)} ms`));
+		check(inOrder, 'every candidate row shows its layout and predicted step time in the planner\'s order');
+		if (ranked.length > 1) check(/\+\d+\.\d%/.test(rows[1]), `the runner-up says how much slower it is: "${rows[1].trim().slice(-90)}"`);
+		/* placed when planned: its first steps come a moment later */
+		await page.waitForFunction(() => ['svg.chart-loss', 'svg.chart-throughput'].every((c) => {
+			const e = document.querySelector(c);
+			return e && Number(e.getAttribute('data-points')) >= 1;
+		}), null, {timeout: 30000}).catch(() => null);
+		for (const c of ['svg.chart-loss', 'svg.chart-throughput']) {
+			const n = Number(await page.getAttribute(c, 'data-points'));
+			const out = await pointsOutside(page, c);
+			check(n >= 1 && out === 0, `${JOB_AUTO}: ${c} draws ${n} point(s), all inside the axes (${out} outside)`);
+		}
+		const layoutRanks = await page.getAttribute('svg.layout', 'data-ranks');
+		check(layoutRanks === String(l.dp * l.tp * l.pp), `the layout drawing follows the plan (${layoutRanks} ranks)`);
+		await shot(page, '04c-job-plan');
+	}
+	await page.goto(URL0 + '/#/jobs/' + JOB_NOPLAN);
+	await page.waitForSelector('.plan[data-plan="none"]', {timeout: 15000}).catch(() => null);
+	const noPlan = await page.isVisible('.plan[data-plan="none"]') ? await page.textContent('.plan') : '';
+	check(noPlan.includes('not planned yet'), `an auto job with no plan (no CUDA node) says it is not planned yet: "${noPlan.slice(0, 140)}"`);
+	await shot(page, '04d-job-unplanned');
+	await page.goto(URL0 + '/#/jobs/' + JOB_SINGLE);
+	await page.waitForSelector('svg.layout');
+	check((await page.$$('.plan')).length === 0, 'a job with a fixed layout has no plan section');
 
 	/* ---- nodes (live) ---- */
 	await page.click('#nav a[data-nav=nodes]');
@@ -245,6 +379,11 @@ async function main() {
 			const row = await page.textContent(sel);
 			const st = (await page.textContent(`${sel} td:nth-child(2)`)).trim();
 			check(st === apiNodes[0].state && !/NaN|undefined/.test(row), `the node row shows its state (${st}) and heartbeat: "${row.trim().slice(0, 100)}"`);
+			const chips = await pollUntil(async () => {
+				const got = (await page.$$(`${sel} .chip.used`)).length;
+				return got === (await apiDevicesInUse()) ? String(got) : null;
+			}, 15000);
+			check(chips !== null, `the node row marks the devices the running jobs use (${chips ?? 'never agreed in 15 s'})`);
 			await page.click(`tr[data-node="${nameOf(apiNodes[0])}"] a`);
 			await page.waitForSelector('.node');
 			check((await page.textContent('.node')).includes(nameOf(apiNodes[0])), `node page of ${nameOf(apiNodes[0])} opens`);
@@ -252,12 +391,130 @@ async function main() {
 	}
 	await shot(page, '05-nodes-live');
 
-	/* ---- rollouts (live) ---- */
+	/* ---- rollouts (live): the test rolls BUILD_VERSION out onto node-a while the page
+	 * watches; the page must follow it to completed by polling ---- */
 	await page.click('#nav a[data-nav=rollouts]');
 	await waitH1(page, 'Rollouts');
-	if (await routeAbsent('/v1/rollouts'))
-		check((await page.textContent('#view')).includes('no rollouts'), 'rollouts page says "no rollouts" while the API has none');
-	await shot(page, '06-rollouts-live');
+	await page.waitForSelector('#view .nodata, #view .rollout');
+	check((await page.textContent('#view')).includes('no rollouts'), 'rollouts page says "no rollouts" before the test starts one');
+	await shot(page, '06-rollouts-empty');
+	/* every state/phase the rollout card shows, in order, as the page re-renders it */
+	await page.evaluate(() => {
+		window.__noReload = true;
+		window.__roSeen = [];
+		new MutationObserver(() => {
+			const c = document.querySelector('.rollout[data-rollout]');
+			if (!c) return;
+			const v = `${c.dataset.state}/${c.dataset.phase}`;
+			if (window.__roSeen[window.__roSeen.length - 1] !== v) window.__roSeen.push(v);
+		}).observe(document.getElementById('view'), {childList: true, subtree: true});
+	});
+	const started = await apiPost('/v1/rollouts', ADMIN, {build: BUILD_VERSION, waves: '1', soak_s: 4, gate_timeout_s: 90});
+	check(started.status === 201, `a rollout of ${BUILD_VERSION} onto node-a starts (${started.status} ${JSON.stringify(started.body).slice(0, 120)})`);
+	const RO = started.body && started.body.id;
+	if (RO) {
+		const card = `.rollout[data-rollout="${RO}"]`;
+		await page.waitForSelector(`${card}[data-state=running]`, {timeout: 60000}).catch(() => null);
+		check(await page.isVisible(`${card}[data-state=running]`), `the open rollouts page shows ${RO} running`);
+		const bar = await page.$eval(`${card} tr.wave[data-wave="0"] progress`, (p) => [p.max, p.value]).catch(() => null);
+		check(bar !== null && bar[0] === 1, `wave 1 has a progress bar over its 1 node (${JSON.stringify(bar)})`);
+		const gate = await page.textContent(`${card} tr.wave[data-wave="0"] td.gate`).catch(() => '');
+		check(/cordon|heartbeat on|verifying|soaking|passed/.test(gate), `wave 1 shows its gate while running: "${gate}"`);
+		await shot(page, '06b-rollout-running');
+		/* bounded: the agent downloads the build, self-tests it, execs it and soaks 4 s */
+		await page.waitForSelector(`${card}[data-state=completed]`, {timeout: 150000}).catch(() => null);
+		const apiRo = (await apiGet('/v1/rollouts/' + RO, ADMIN)).body || {};
+		check(await page.isVisible(`${card}[data-state=completed]`),
+			`the page follows ${RO} to completed (API: ${apiRo.state}${apiRo.reason ? ', ' + apiRo.reason : ''})`);
+		const seen = await page.evaluate(() => window.__roSeen);
+		check(seen.length >= 2 && seen[seen.length - 1] === 'completed/' && seen.slice(0, -1).some((v) => v.startsWith('running/')),
+			`the card moved through the rollout's states without a reload: ${seen.join(' → ')}`);
+		check(await page.evaluate(() => window.__noReload === true), 'the rollouts page did not reload');
+		const done = await page.$eval(`${card} tr.wave[data-wave="0"]`, (tr) => ({state: tr.dataset.state, gate: tr.dataset.gate,
+			bar: [tr.querySelector('progress').max, tr.querySelector('progress').value], text: tr.textContent})).catch(() => null);
+		check(done && done.state === 'done' && done.bar[0] === 1 && done.bar[1] === 1,
+			`wave 1 is done with a full progress bar (${JSON.stringify(done && done.bar)})`);
+		check(done && done.gate === 'passed' && done.text.includes('passed'), `wave 1's gate passed: "${done && done.text}"`);
+		const nodeRow = await page.textContent(`${card} tr[data-node="node-a"]`).catch(() => '');
+		const apiNode = (apiRo.nodes || {})['node-a'] || {};
+		check(apiNode.state === 'upgraded' && nodeRow.includes('upgraded') && nodeRow.includes(`${apiNode.from_version} → ${BUILD_VERSION}`),
+			`node-a's row shows it upgraded ${apiNode.from_version} → ${BUILD_VERSION}: "${nodeRow}"`);
+		check(apiNode.live && nodeRow.includes(apiNode.live.version), `node-a's row shows the version its agent runs (${apiNode.live && apiNode.live.version})`);
+		await shot(page, '06c-rollout-completed');
+	}
+
+	/* ---- a multi-rank job (live): dp2 × pp2 on node-a's four devices, rank 3 slowed 2.5×:
+	 * the heatmap, the straggler and the checkpoints from the controller ---- */
+	const live4 = await pollUntil(async () => {
+		const j = (await apiGet('/v1/jobs/' + JOB_LIVE4, ADMIN)).body || {};
+		const m = (await apiGet(`/v1/jobs/${JOB_LIVE4}/metrics`, ADMIN)).body || {};
+		const c = (await apiGet(`/v1/jobs/${JOB_LIVE4}/checkpoints`, ADMIN)).body || {};
+		const full = (m.steps || []).filter((x) => Array.isArray(x.compute_ms) && x.compute_ms.length === 4);
+		const done = (c.checkpoints || []).filter((x) => x.complete !== false);
+		return j.state === 'running' && full.length >= 5 && done.length >= 1 && Array.isArray(j.stragglers) && j.stragglers.length
+			? {job: j, steps: full, ckpts: done, all: c.checkpoints} : null;
+	}, 150000);
+	if (!live4) {
+		const j = (await apiGet('/v1/jobs/' + JOB_LIVE4, ADMIN)).body || {};
+		check(false, `${JOB_LIVE4} (dp2 × pp2) runs with per-rank history, a checkpoint and a flagged straggler (state ${j.state}, step ${j.step}, reason ${j.reason}, stragglers ${JSON.stringify(j.stragglers)})`);
+	} else {
+		const flagged = live4.job.stragglers.map((f) => f.rank);
+		check(JSON.stringify(flagged) === '[3]', `the leader flags the slowed rank 3 of ${JOB_LIVE4} (flagged: ${JSON.stringify(flagged)})`);
+		await page.goto(URL0 + '/#/jobs/' + JOB_LIVE4);
+		await page.waitForSelector('svg.heatmap', {timeout: 15000}).catch(() => null);
+		check(await page.getAttribute('svg.layout', 'data-ranks') === '4', 'the live dp2 × pp2 job draws 4 ranks');
+		const places = await page.$$eval('svg.layout .rank .rank-place', (t) => t.map((e) => e.textContent));
+		check(places.length === 4 && places.every((p) => /^node-a:[0-3]$/.test(p)) && new Set(places).size === 4,
+			`every rank is drawn on its own device of node-a (${places.join(', ')})`);
+		const rows = await page.$$eval('svg.heatmap .row-label', (t) => t.map((e) => e.textContent));
+		const cells = Number(await page.getAttribute('svg.heatmap', 'data-cells'));
+		check(rows.length === 4 && cells >= 4 * 5, `the heatmap draws 4 ranks over the live history (${rows.length} rows, ${cells} cells)`);
+		const strag = await page.$$eval('svg.heatmap .row-label.straggler', (t) => t.map((e) => e.textContent));
+		check(JSON.stringify(strag) === '["rank 3"]', `the heatmap marks rank 3 as the straggler, as the leader does (${JSON.stringify(strag)})`);
+		check(await page.isVisible('svg.layout .rank.straggler[data-rank="3"]'), 'the layout outlines the straggler rank 3');
+		/* the page's checkpoint rows against the API's list (read before and after: keep=2
+		 * rotates them every 20 steps) */
+		const ckRows = () => page.$$eval('.job section.card', (secs) => {
+			const sec = secs.find((x) => x.querySelector('h2') && x.querySelector('h2').textContent === 'Checkpoints');
+			return sec ? [...sec.querySelectorAll('tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)) : [];
+		});
+		await page.waitForFunction(() => [...document.querySelectorAll('.job section.card')].some((x) =>
+			x.querySelector('h2') && x.querySelector('h2').textContent === 'Checkpoints' && x.querySelector('tbody tr')), null, {timeout: 10000}).catch(() => null);
+		const shown = await ckRows();
+		const after = ((await apiGet(`/v1/jobs/${JOB_LIVE4}/checkpoints`, ADMIN)).body || {}).checkpoints || [];
+		const known = new Set([...live4.all, ...after].map((c) => String(c.step)));
+		const complete = shown.filter((r) => r[4] === 'yes');
+		check(shown.every((r) => known.has(r[0])) && complete.length >= 1 && complete.every((r) => r[2] === '4'),
+			`the checkpoints panel lists the controller's checkpoints, the complete ones with 4 shards (${JSON.stringify(shown.map((r) => `${r[0]}:${r[2]}:${r[4]}`))}; API ${[...known].join(', ')})`);
+		await shot(page, '06d-job-live-multirank');
+	}
+	/* checked: its four ranks and checkpoint uploads would only load the machine from here on */
+	await apiPost(`/v1/jobs/${JOB_LIVE4}/cancel`, ADMIN, {});
+
+	/* ---- rollouts (live): a build whose self-test fails on node-a; the page shows the
+	 * failed gate and the wave rolled back, next to the completed rollout ---- */
+	await page.goto(URL0 + '/#/rollouts');
+	await page.waitForSelector('#view .rollout');
+	const badRo = await apiPost('/v1/rollouts', ADMIN, {build: BAD_VERSION, waves: '1', soak_s: 1, gate_timeout_s: 90});
+	check(badRo.status === 201, `a rollout of ${BAD_VERSION} (self-test fails) starts (${badRo.status})`);
+	if (badRo.body && badRo.body.id) {
+		const card = `.rollout[data-rollout="${badRo.body.id}"]`;
+		await page.waitForSelector(`${card}[data-state=rolled-back]`, {timeout: 120000}).catch(() => null);
+		const apiRo = (await apiGet('/v1/rollouts/' + badRo.body.id, ADMIN)).body || {};
+		check(await page.isVisible(`${card}[data-state=rolled-back]`), `the page follows ${badRo.body.id} to rolled-back (API: ${apiRo.state})`);
+		const wave = await page.$eval(`${card} tr.wave[data-wave="0"]`, (tr) => ({state: tr.dataset.state, gate: tr.dataset.gate,
+			bar: [tr.querySelector('progress').max, tr.querySelector('progress').value], text: tr.querySelector('td.gate').textContent})).catch(() => null);
+		const apiNode = (apiRo.nodes || {})['node-a'] || {};
+		check(wave && wave.state === 'rolled-back' && wave.gate === 'failed' && wave.bar[1] === 0 && /self-test/.test(wave.text) && wave.text.includes(apiNode.error),
+			`wave 1 shows its failed gate with the node's error and an empty progress bar: ${JSON.stringify(wave)}`);
+		const nodeRow = await page.textContent(`${card} tr[data-node="node-a"]`).catch(() => '');
+		const running = await page.textContent(`${card} tr[data-node="node-a"] td.running`).catch(() => '');
+		check(nodeRow.includes(apiNode.state) && nodeRow.includes(apiNode.error), `node-a's row says ${apiNode.state} and why: "${nodeRow}"`);
+		check(running === BUILD_VERSION && apiNode.live && apiNode.live.version === BUILD_VERSION,
+			`node-a's row shows its agent still runs ${BUILD_VERSION} (page ${running}, API ${apiNode.live && apiNode.live.version})`);
+		check(await page.isVisible(`.rollout[data-rollout="${RO}"][data-state=completed]`), 'the completed rollout is still shown below it');
+		await shot(page, '06e-rollout-rolled-back');
+	}
 
 	/* ---- reload keeps the session; a new tab context does not ---- */
 	await page.reload();
@@ -384,6 +641,8 @@ async function main() {
 		check(coords.length > 1 && xsInc && coords[0][1] < coords[coords.length - 1][1], 'fixtures: points go left to right and the falling loss goes down the chart');
 		const thr = await page.$$eval('svg.chart-throughput circle.pt', (c) => c.length);
 		check(thr === steps.length, `fixtures: the throughput chart draws ${thr} points`);
+		check(await pointsOutside(page, 'svg.chart-loss') === 0 && await pointsOutside(page, 'svg.chart-throughput') === 0,
+			'fixtures: every point lies inside the axes');
 		const bbox = await page.$eval('svg.chart-loss polyline.series', (e) => { const b = e.getBBox(); return [b.width, b.height]; });
 		check(bbox[0] > 100 && bbox[1] > 50, `fixtures: the loss line spans the plot (${bbox.map(Math.round).join('×')} px)`);
 		const strag = await page.$$eval('svg.heatmap .row-label.straggler', (t) => t.map((e) => e.textContent));

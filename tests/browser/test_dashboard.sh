@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_dashboard.sh: end-to-end test of the web dashboard in a real browser: Debian's chromium
 # driven by playwright-core (npm, installed at test time into tests/browser/node_modules, not
-# committed). Starts three yardd members and one agent, creates admin/user/security tokens, submits jobs,
-# then runs dashboard.test.cjs, which signs in, walks every page and takes screenshots into
-# tests/browser/artifacts/ (in the build tree).
+# committed). Starts three yardd members and one agent, creates admin/user/security tokens, submits jobs
+# (one planned by parallel "auto", a dp2 × pp2 one with a slowed rank), uploads two agent
+# builds (a good one, one whose self-test fails), then runs dashboard.test.cjs, which signs
+# in, walks every page, rolls both builds out onto the agent while the rollouts page watches,
+# and takes screenshots into tests/browser/artifacts/ (in the build tree).
 #
 # Exit 77 (SKIP) when chromium, node/npm or playwright-core cannot be had; 1 on any failure.
 # Environment: CHROMIUM (default /usr/bin/chromium), YARD_BROWSER_CACHE (where node_modules
@@ -26,6 +28,8 @@ if [ ! -f "$cache/node_modules/playwright-core/package.json" ]; then
 fi
 
 . "$top_srcdir/tests/integration/lib.sh"
+# the live rollout re-execs the agent in place (a guardian may start it again): end both
+trap 'cleanup_upgraded_agents; cleanup_agents; cleanup' EXIT
 
 # Three members: the page is tested on the leader, and once on a follower (stale reads, banner).
 members=$(members_arg 1 2 3)
@@ -35,6 +39,8 @@ for id in 1 2 3; do start_member "$id" "$members" --election-timeout-ms 1000; do
 wait_until 20 leader_of 1 2 3 || fail "no leader among members 1-3"
 L=$(leader_of 1 2 3)
 F=$((L % 3 + 1))
+# a member that failed to start (its port taken by another program) is no follower to test
+curl -sf "$(api "$F")/healthz" >/dev/null || F=$(((L + 1) % 3 + 1))
 note "leader: member $L; the follower check uses member $F"
 
 # tokens for the role checks
@@ -86,13 +92,49 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["train"]["steps"]
 JOB_SINGLE=$(submit_spec "$T/single-long.json") || fail "cannot submit examples/single.json (3000 steps)"
 JOB_HYBRID=$(submit_spec "$top_srcdir/examples/hybrid.json") || fail "cannot submit examples/hybrid.json"
 JOB_USER=$(submit_spec "$top_srcdir/examples/single.json" "$USER_TOKEN") || fail "cannot submit as user"
-note "jobs: $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice)"
+# parallel "auto" (the planner picks the layout for at most 2 of node-a's devices once the
+# agent reported its measured rates), short: it records its plan at placement; and one for
+# CUDA devices, which no node has: it waits with no plan
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(name="auto-plan", parallel="auto", ranks=2, priority=1); j["model"]["layers"]=8; j["train"]["steps"]=60; j.pop("checkpoint"); json.dump(j, open(sys.argv[2], "w"))' \
+	"$top_srcdir/examples/single.json" "$T/auto.json"
+pace_spec "$T/auto.json" 1 # long enough for a few points of per-step history
+JOB_AUTO=$(submit_spec "$T/auto.json") || fail "cannot submit a parallel \"auto\" job"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(name="auto-unplanned", resources={"device": "cuda"}, priority=-1); json.dump(j, open(sys.argv[2], "w"))' \
+	"$T/auto.json" "$T/auto-cuda.json"
+JOB_NOPLAN=$(submit_spec "$T/auto-cuda.json") || fail "cannot submit a parallel \"auto\" CUDA job"
+# dp2 × pp2 on all four devices of node-a (placed once the jobs above leave it devices: the
+# page test cancels the single-rank job when it has checked it; priority 1 puts it ahead of
+# the 8-rank job, which after a minute of waiting keeps the free devices for itself, see
+# scheduler/queue.h; the auto job above is ahead of it for the same reason), paced so it trains for
+# minutes on any machine, with rank 3 slowed 2.5× so the leader's detector flags it:
+# the heatmap, straggler and checkpoints panels on live data
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(name="hybrid-live", priority=1); j["parallel"]["tp"]=1; j["train"]["steps"]=3000
+j["checkpoint"].update(every_steps=20, keep=2); j["debug"]={"slow_rank": 3, "slow_factor": 2.5}; json.dump(j, open(sys.argv[2], "w"))' \
+	"$top_srcdir/examples/hybrid.json" "$T/hybrid-live.json"
+pace_spec "$T/hybrid-live.json" 1
+JOB_LIVE4=$(submit_spec "$T/hybrid-live.json") || fail "cannot submit the dp2 × pp2 job"
+note "jobs: $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice), $JOB_AUTO (auto), $JOB_NOPLAN (auto, cuda), $JOB_LIVE4 (dp2 pp2, rank 3 slowed)"
+
+# an agent build for the live rollout: a real copy of yard-agent reporting another version
+# (scripts/mark-build), uploaded to the build store; the page starts its rollout onto node-a
+BUILD_VERSION=0.9.$$-dash
+"$top_srcdir/scripts/mark-build" "$(command -v "$YARD_AGENT")" "$T/yard-agent-$BUILD_VERSION" --version "$BUILD_VERSION" >"$T/out" 2>&1 ||
+	fail "mark-build: $(cat "$T/out")"
+# and one whose self-test fails (the rollout's gate fails and the wave rolls back)
+BAD_VERSION=0.9.$$-badtest
+"$top_srcdir/scripts/mark-build" "$(command -v "$YARD_AGENT")" "$T/yard-agent-$BAD_VERSION" --version "$BAD_VERSION" --fault self-test >"$T/out" 2>&1 ||
+	fail "mark-build: $(cat "$T/out")"
+for v in "$BUILD_VERSION" "$BAD_VERSION"; do
+	YARD_ENDPOINTS="$(api 1),$(api 2),$(api 3)" YARD_TOKEN=$TOKEN yardctl build upload "$T/yard-agent-$v" --version "$v" --component agent >"$T/out" 2>&1 ||
+		fail "build upload $v: $(cat "$T/out")"
+done
 
 ARTIFACTS="$top_builddir/tests/browser/artifacts"
 mkdir -p "$ARTIFACTS"
 rm -f "$ARTIFACTS"/*.png
 YARD_URL=$(api "$L") FOLLOWER_URL=$(api "$F") ADMIN_TOKEN=$TOKEN USER_TOKEN=$USER_TOKEN SECURITY_TOKEN=$SECURITY_TOKEN \
-	JOB_SINGLE=$JOB_SINGLE JOB_HYBRID=$JOB_HYBRID JOB_USER=$JOB_USER ARTIFACTS=$ARTIFACTS \
+	JOB_SINGLE=$JOB_SINGLE JOB_HYBRID=$JOB_HYBRID JOB_USER=$JOB_USER JOB_AUTO=$JOB_AUTO JOB_NOPLAN=$JOB_NOPLAN JOB_LIVE4=$JOB_LIVE4 \
+	BUILD_VERSION=$BUILD_VERSION BAD_VERSION=$BAD_VERSION ARTIFACTS=$ARTIFACTS \
 	ADV_TITLE="$ADV_TITLE" ADV_ID="$ADV_ID" \
 	CHROMIUM=$CHROMIUM NODE_PATH="$cache/node_modules" \
 	node "$top_srcdir/tests/browser/dashboard.test.cjs"

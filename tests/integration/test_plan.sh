@@ -64,6 +64,13 @@ plan=$(jget "$BODY" 'd["plan"]["layout"]')
 world=$(jget "$BODY" 'd["plan"]["layout"]["dp"] * d["plan"]["layout"]["tp"] * d["plan"]["layout"]["pp"]')
 [ "$(jget "$BODY" 'len(d["layout"])')" = "$world" ] || fail "placed $(jget "$BODY" 'len(d["layout"])') ranks for a plan of $world: $BODY"
 [ "$(jget "$BODY" 'd["spec"]["parallel"]')" = auto ] || fail "the spec no longer says auto: $BODY"
+# the best few candidates are recorded in rank order, the winner first (the dashboard's table)
+ranked=$(jget "$BODY" 'len(d["plan"]["ranked"])')
+[ "$ranked" -ge 2 ] && [ "$ranked" -le 5 ] || fail "the plan recorded $ranked ranked candidates (want 2..5): $BODY"
+[ "$(jget "$BODY" 'd["plan"]["ranked"][0]["layout"] == d["plan"]["layout"] and d["plan"]["ranked"][1] == d["plan"]["runner_up"]')" = True ] ||
+	fail "the ranked candidates do not start with the winner and the runner-up: $BODY"
+[ "$(jget "$BODY" 'all(a["step_ms"] <= b["step_ms"] for a, b in zip(d["plan"]["ranked"], d["plan"]["ranked"][1:]))')" = True ] ||
+	fail "the recorded candidates are not ranked by predicted step time: $BODY"
 # the committed step is the latest a heartbeat carried before the ranks exited
 [ "$(jget "$BODY" 'd["step"] > 0')" = True ] || fail "the job reported no step: $BODY"
 timeout 10 yardctl job show "$JOB" >"$T/show.out" || fail "yardctl job show"

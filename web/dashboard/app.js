@@ -327,6 +327,30 @@
 			h('tbody', {}, rows));
 	}
 
+	/* The API's node devices do not say what runs on them; the committed layouts of the
+	 * running jobs do (GET /v1/jobs/ID: rank -> node, device). Marks each device the page may
+	 * see used with its job and rank, at most 32 jobs a poll. Devices that already name their
+	 * job (docs/dashboard.md shape) are left as they are. */
+	async function markDeviceUse(nodes, jobs) {
+		if (!nodes.length || nodes.some((n) => (n.devices || []).some((d) => d.job !== undefined))) return;
+		const running = (jobs || []).filter((j) => j.state === 'running' || j.state === 'restarting').slice(0, 32);
+		const full = await Promise.all(running.map((j) => optional('/v1/jobs/' + encodeURIComponent(j.id))));
+		const byName = new Map(nodes.map((n) => [n.name, n]));
+		for (const r of full) {
+			if (!r.ok || !Array.isArray(r.data.layout)) continue;
+			for (const slot of r.data.layout) {
+				const n = byName.get(slot.node);
+				const d = n && (n.devices || []).find((x) => x.index === slot.device);
+				if (d && !d.job) Object.assign(d, {job: r.data.id, rank: slot.rank});
+			}
+		}
+	}
+	/* all jobs this principal may see, or null when its role may not list jobs */
+	const visibleJobs = () => allJobs().catch((e) => {
+		if (e.status === 403) return null;
+		throw e;
+	});
+
 	async function overview() {
 		const c = state.cluster;
 		const [health, nodes, jobs, events] = await Promise.all([
@@ -359,6 +383,7 @@
 		if (!nodes.ok) nodesBody = note(nodes.why);
 		else {
 			const list = nodes.data.nodes || [];
+			await markDeviceUse(list, jobs.ok ? jobs.data : null);
 			const by = {};
 			let used = 0, total = 0;
 			for (const n of list) {
@@ -471,12 +496,69 @@
 	function dimsOf(job, ranks) {
 		const p = job.spec && job.spec.parallel;
 		if (p && typeof p === 'object' && p.dp) return {dp: p.dp, tp: p.tp || 1, pp: p.pp || 1};
-		const plan = job.plan || job.layout;
-		if (plan && plan.dp) return {dp: plan.dp, tp: plan.tp || 1, pp: plan.pp || 1};
+		const planned = job.plan && job.plan.layout;
+		if (planned && planned.dp) return {dp: planned.dp, tp: planned.tp || 1, pp: planned.pp || 1};
 		if (ranks && ranks.length && ranks.every((r) => 'dp' in r && 'tp' in r && 'pp' in r))
 			return {dp: 1 + Math.max(...ranks.map((r) => r.dp)), tp: 1 + Math.max(...ranks.map((r) => r.tp)), pp: 1 + Math.max(...ranks.map((r) => r.pp))};
 		if (job.spec && job.spec.command && job.spec.ranks) return {dp: job.spec.ranks, tp: 1, pp: 1};
 		return null;
+	}
+
+	/* ---- the planner's recorded plan (parallel "auto" jobs, docs/api.md) ---- */
+
+	const plural = (n, what) => `${n} ${what}${n === 1 ? '' : 's'}`;
+	const layoutName = (l) => `dp${l.dp}×tp${l.tp}×pp${l.pp}`;
+	const scheduleName = (l) => l.schedule + (l.schedule === 'interleaved' ? ` (v=${l.virtual_stages})` : '');
+	const ms = (v) => (typeof v === 'number' && isFinite(v) ? `${v.toFixed(2)} ms` : '—');
+	const mib = (v) => (typeof v === 'number' && isFinite(v) ? `${v.toFixed(1)} MiB` : '—');
+	const pct = (v) => (typeof v === 'number' && isFinite(v) ? `${(v * 100).toFixed(1)}%` : '—');
+
+	/* What makes candidate c slower than the winner w: the cost term that grew most. */
+	function slowerBecause(c, w) {
+		const terms = [['compute', 'compute_ms'], ['tensor-parallel allreduce', 'tp_comm_ms'], ['pipeline p2p', 'pp_comm_ms'],
+			['exposed data-parallel allreduce', 'dp_exposed_ms'], ['optimizer', 'optim_ms']];
+		let best = null;
+		for (const [name, k] of terms) {
+			const d = (c[k] || 0) - (w[k] || 0);
+			if (best === null || d > best.d) best = {name, d};
+		}
+		const bubble = (c.bubble_fraction || 0) - (w.bubble_fraction || 0);
+		const parts = [];
+		if (best && best.d > 0) parts.push(`+${best.d.toFixed(2)} ms ${best.name}`);
+		if (bubble > 0.005) parts.push(`bubble ${pct(c.bubble_fraction)}`);
+		return parts.join(', ') || 'tie on time: more devices or memory';
+	}
+
+	function planSection(job) {
+		if (!job.spec || job.spec.parallel !== 'auto') return null;
+		const plan = job.plan;
+		if (!plan || !plan.layout)
+			return section('Plan (parallel "auto")', h('div', {class: 'plan', 'data-plan': 'none'},
+				note('not planned yet: the planner records the layout it chose when the job is first placed' + (job.reason ? ` (${job.reason})` : ''))));
+		const l = plan.layout, k = plan.cluster || {};
+		const facts = [
+			['layout', `dp ${l.dp} × tp ${l.tp} × pp ${l.pp} (${plural(plan.world ?? l.dp * l.tp * l.pp, 'device')})`],
+			['schedule', scheduleName(l)], ['micro-batches', String(l.micro_batches)],
+			['predicted step time', ms(plan.step_ms)],
+			['memory per device', mib(plan.memory_mb) + (k.device_memory_mb ? ` of ${mib(k.device_memory_mb)}` : '')],
+			['pipeline bubble', pct(plan.bubble_fraction)],
+			['step time split', `compute ${ms(plan.compute_ms)} · tp ${ms(plan.tp_comm_ms)} · pp ${ms(plan.pp_comm_ms)} · dp exposed ${ms(plan.dp_exposed_ms)} · optimizer ${ms(plan.optim_ms)}`],
+			['planned for', k.devices ? `${plural(k.devices, 'device')}, ${k.devices_per_node} per node, ${num((k.flops_per_s || 0) / 1e9, 3)} GFLOP/s each` : '—'],
+		];
+		/* the best few the planner ranked (recorded since "ranked" exists; older plans keep
+		 * the winner and the runner-up) */
+		const ranked = Array.isArray(plan.ranked) && plan.ranked.length ? plan.ranked : [plan, plan.runner_up].filter(Boolean);
+		const rows = ranked.map((c, i) => h('tr', {class: i === 0 ? 'winner' : '', 'data-rank': i + 1},
+			h('td', {class: 'num'}, String(i + 1)), h('td', {class: 'mono'}, layoutName(c.layout)), h('td', {}, scheduleName(c.layout)),
+			h('td', {class: 'num'}, String(c.layout.micro_batches)), h('td', {class: 'num'}, ms(c.step_ms)),
+			h('td', {class: 'num'}, ms(c.compute_ms)), h('td', {class: 'num'}, ms((c.tp_comm_ms || 0) + (c.pp_comm_ms || 0) + (c.dp_exposed_ms || 0))),
+			h('td', {class: 'num'}, pct(c.bubble_fraction)), h('td', {class: 'num'}, mib(c.memory_mb)),
+			h('td', {}, i === 0 ? badge('winner') : `+${(((c.step_ms - ranked[0].step_ms) / ranked[0].step_ms) * 100).toFixed(1)}%: ${slowerBecause(c, ranked[0])}`)));
+		return section('Plan (parallel "auto")', h('div', {class: 'plan', 'data-plan': layoutName(l)},
+			h('dl', {class: 'facts'}, facts.map(([key, v]) => [h('dt', {}, key), h('dd', {}, v)])),
+			h('p', {class: 'why'}, h('strong', {}, 'why: '), plan.explanation || '—'),
+			h('div', {class: 'scroll'}, table(['#', 'layout', 'schedule', 'micro-batches', 'predicted step', 'compute', 'communication', 'bubble', 'memory / device', 'vs winner'], rows, 'candidates')),
+			h('p', {class: 'muted'}, `the best ${rows.length} of ${plan.candidates ?? '?'} layouts the planner ranked; the job runs the winner`)));
 	}
 
 	/* Per-rank compute time: from the metrics route when there is one, else from the
@@ -626,6 +708,7 @@
 			h('p', {class: 'crumbs'}, h('a', {href: '#/jobs'}, 'Jobs'), ` / ${job.id}`),
 			h('h1', {}, `${job.name} `, h('span', {class: 'muted'}, job.id), ' ', badge(job.state)),
 			h('dl', {class: 'facts'}, facts.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
+			planSection(job),
 			section('Layout: rank → node:device', layoutBody),
 			section('Loss and throughput', charts, h('p', {class: 'muted source'}, source)),
 			section('Compute time per rank', heat),
@@ -638,9 +721,10 @@
 	}
 
 	async function nodesView() {
-		const r = await optional('/v1/nodes');
+		const [r, jobs] = await Promise.all([optional('/v1/nodes'), visibleJobs()]);
 		if (!r.ok) return h('div', {}, h('h1', {}, 'Nodes'), note(r.why));
 		const list = r.data.nodes || [];
+		await markDeviceUse(list, jobs);
 		return h('div', {}, h('h1', {}, 'Nodes'), list.length === 0 ? note('no nodes have registered') :
 			table(['node', 'state', 'host', 'version', 'last heartbeat', 'devices (in use)', 'flags'], list.map((n) => h('tr', {'data-node': n.name},
 				h('td', {}, h('a', {href: '#/nodes/' + encodeURIComponent(n.name)}, n.name)), h('td', {}, badge(n.state)),
@@ -660,6 +744,7 @@
 			r = {why: `no node ${name}`};
 		}
 		if (!n) return h('div', {}, crumbs, h('h1', {}, name), note(r.why));
+		await markDeviceUse([n], await visibleJobs());
 		const labels = Object.entries(n.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ');
 		return h('div', {class: 'node', 'data-node': n.name}, crumbs, h('h1', {}, `${n.name} `, badge(n.state), ' ', flags(n)),
 			h('dl', {class: 'facts'},
@@ -674,16 +759,96 @@
 					h('td', {class: 'num'}, d.rank ?? '—'))))));
 	}
 
+	/* ---- rollouts (docs/api.md "Rollouts") ---- */
+
+	const PHASES = ['cordon', 'upgrade', 'verify', 'soak', 'uncordon'];
+	const seconds = (v) => `${Math.max(0, Math.round(v / 1000))} s`;
+
+	/* The gate of wave i as one line: what the rollout waits for now, or how the wave ended. */
+	function gateOf(x, i, wave, nodes) {
+		const spec = x.spec || {};
+		const done = nodes.filter((n) => n.state === 'upgraded').length;
+		const failed = nodes.filter((n) => n.state === 'failed' || n.state === 'rolled-back' || n.state === 'rolling-back');
+		if (wave.state === 'done') return {kind: 'passed', text: `passed: ${done} / ${nodes.length} on ${x.build}` + (spec.soak_ms ? `, soaked ${seconds(spec.soak_ms)}` : '')};
+		if (wave.state === 'rolled-back' || (failed.length && wave.state !== 'pending'))
+			return {kind: 'failed', text: `failed: ${failed.map((n) => `${n.name}: ${n.error || n.state}`).join('; ') || x.reason || 'rolled back'}`};
+		if (wave.state !== 'running' || x.wave !== i) return {kind: 'waiting', text: 'not started'};
+		const since = x.phase_since_ms ? Date.now() - x.phase_since_ms : 0;
+		if (x.state === 'paused') return {kind: 'waiting', text: `paused in ${x.phase}` + (x.reason ? `: ${x.reason}` : '')};
+		switch (x.phase) {
+		case 'cordon': return {kind: 'open', text: 'cordoning the wave\'s nodes, measuring the step-time baseline'};
+		case 'upgrade': return {kind: 'open', text: `${done} / ${nodes.length} heartbeat on ${x.build} with the upgrade done` +
+			(spec.gate_timeout_ms ? `; gate closes in ${seconds(spec.gate_timeout_ms - since)}` : '')};
+		case 'verify': return {kind: 'open', text: `verifying: ${done} / ${nodes.length} upgraded nodes still heartbeat on ${x.build}`};
+		case 'soak': return {kind: 'open', text: `soaking: ${seconds((spec.soak_ms || 0) - since)} left` +
+			(spec.step_time_regression_pct ? `, then step time within +${spec.step_time_regression_pct}% of ${num(wave.baseline_step_ms)} ms` : '')};
+		case 'uncordon': return {kind: 'passed', text: 'passed: lifting the wave\'s cordons'};
+		default: return {kind: 'open', text: x.phase || x.state};
+		}
+	}
+
+	function rolloutCard(x) {
+		const nodes = Object.entries(x.nodes || {}).map(([name, n]) => ({name, ...n}));
+		const waves = Array.isArray(x.waves) ? x.waves : [];
+		const running = x.state === 'running' || x.state === 'paused';
+		const phases = h('ol', {class: 'phases', 'aria-label': 'phase of the current wave'}, PHASES.map((p) => {
+			const at = PHASES.indexOf(x.phase), me = PHASES.indexOf(p);
+			const cls = !running ? (x.state === 'completed' ? 'done' : '') : me < at ? 'done' : me === at ? 'current' : '';
+			return h('li', {class: cls}, p);
+		}));
+		const waveRows = waves.map((w, i) => {
+			const inWave = nodes.filter((n) => n.wave === i || (Array.isArray(w.nodes) && w.nodes.includes(n.name) && n.wave === undefined));
+			const total = Array.isArray(w.nodes) ? w.nodes.length : inWave.length;
+			const upgraded = inWave.filter((n) => n.state === 'upgraded').length;
+			const gate = gateOf(x, i, w, inWave);
+			return h('tr', {class: 'wave', 'data-wave': i, 'data-state': w.state, 'data-gate': gate.kind},
+				h('td', {class: 'num'}, `${i + 1} / ${waves.length}`), h('td', {}, w.target || '—'),
+				h('td', {}, badge(w.state)),
+				h('td', {class: 'progress', title: `${upgraded} of ${total} nodes upgraded`},
+					h('progress', {max: Math.max(total, 1), value: upgraded}), ` ${upgraded} / ${total}`),
+				h('td', {class: 'gate gate-' + gate.kind}, gate.text),
+				h('td', {}, (Array.isArray(w.nodes) ? w.nodes : inWave.map((n) => n.name)).join(', ')),
+				h('td', {title: clock(w.started_ms)}, w.started_ms ? (w.ended_ms ? `${seconds(w.ended_ms - w.started_ms)}` : `since ${ago(w.started_ms)}`) : '—'));
+		});
+		const nodeRows = nodes.map((n) => {
+			const live = n.live || {};
+			return h('tr', {'data-node': n.name},
+				h('td', {}, h('a', {href: '#/nodes/' + encodeURIComponent(n.name)}, n.name)), h('td', {class: 'num'}, typeof n.wave === 'number' ? String(n.wave + 1) : '—'),
+				h('td', {}, badge(n.state)), h('td', {class: 'mono'}, ['failed', 'rolling-back', 'rolled-back'].includes(n.state)
+					? `${n.from_version || '?'} (${x.build} ${n.state === 'failed' ? 'failed' : 'rolled back'})` : `${n.from_version || '?'} → ${x.build}`),
+				h('td', {class: 'mono running'}, live.version || '—'), h('td', {}, live.upgrade || '—'),
+				h('td', {}, typeof live.last_heartbeat_ms_ago === 'number' ? ago(Date.now() - live.last_heartbeat_ms_ago) : '—'),
+				h('td', {}, n.cordoned ? badge('cordoned') : ''), h('td', {class: 'reason'}, n.error || live.error || ''));
+		});
+		const spec = x.spec || {};
+		const kv = [`policy ${spec.policy || 'keep'}`, `soak ${seconds(spec.soak_ms || 0)}`, `gate timeout ${seconds(spec.gate_timeout_ms || 0)}`,
+			`failures ${x.failures || 0} / budget ${spec.failure_budget || 0}`, `by ${x.actor || '?'}`, `created ${ago(x.created_ms)}`];
+		return h('section', {class: 'card rollout', 'data-rollout': x.id, 'data-state': x.state, 'data-phase': running ? x.phase || '' : ''},
+			h('h2', {}, `${x.id} · build ${x.build} `, badge(x.state),
+				running && x.phase ? h('span', {class: 'muted'}, ` wave ${(x.wave || 0) + 1} / ${waves.length}: ${x.phase}`) : null),
+			h('p', {class: 'kv muted'}, kv.map((t) => h('span', {}, t))),
+			x.reason ? h('p', {class: 'reason'}, x.reason) : null,
+			phases,
+			waves.length ? table(['wave', 'target', 'state', 'nodes upgraded', 'gate', 'nodes', 'time'], waveRows, 'waves') : note('no waves'),
+			nodes.length ? h('div', {class: 'scroll'}, table(['node', 'wave', 'state', 'version change', 'running', 'upgrade report', 'last heartbeat', '', 'error'], nodeRows, 'rollout-nodes')) : null);
+	}
+
 	async function rolloutsView() {
 		const [ro, adv] = await Promise.all([optional('/v1/rollouts'), optional('/v1/advisories')]);
 		let roBody;
 		if (!ro.ok) roBody = note(ro.absent ? 'no rollouts (this controller has no rollout API yet)' : ro.why);
 		else {
-			const list = ro.data.rollouts || [];
-			roBody = list.length === 0 ? note('no rollouts') : table(['rollout', 'build', 'state', 'wave', 'nodes upgraded', 'updated'],
-				list.map((x) => h('tr', {}, h('td', {}, x.id), h('td', {}, (x.build && (x.build.version || x.build.id)) || x.version || '—'),
-					h('td', {}, badge(x.state)), h('td', {}, x.wave !== undefined ? `${x.wave}${x.waves ? ' / ' + (x.waves.length || x.waves) : ''}` : '—'),
-					h('td', {class: 'num'}, x.nodes_total ? `${x.nodes_done || 0} / ${x.nodes_total}` : '—'), h('td', {}, ago(x.updated_ms)))));
+			const list = (ro.data.rollouts || []).slice().reverse();
+			/* the newest three in full, with the leader's live view of each target (GET
+			 * /v1/rollouts/ID); older ones as a row each */
+			const full = await Promise.all(list.slice(0, 3).map(async (x) => {
+				const one = await optional('/v1/rollouts/' + encodeURIComponent(x.id));
+				return one.ok ? one.data.rollout || one.data : x;
+			}));
+			const older = list.slice(3);
+			roBody = list.length === 0 ? note('no rollouts') : [h('h2', {class: 'rollouts-head'}, 'Rollouts'), full.map(rolloutCard), older.length ? table(['rollout', 'build', 'state', 'waves', 'updated'],
+				older.map((x) => h('tr', {'data-rollout': x.id}, h('td', {}, x.id), h('td', {}, x.build || '—'), h('td', {}, badge(x.state)),
+					h('td', {class: 'num'}, String((x.waves || []).length)), h('td', {}, ago(x.updated_ms)))), 'rollouts') : null];
 		}
 		let advBody;
 		if (!adv.ok) advBody = note(adv.absent ? 'no advisories (this controller has no advisory API yet)' : adv.why);
@@ -698,7 +863,7 @@
 					: h('tr', {}, h('td', {}, a.id), h('td', {}, badge(a.state)), h('td', {}, [a.cve ? `${a.cve}: ` : '', a.title]),
 						h('td', {}, a.embargo_until_ms ? clock(a.embargo_until_ms) : '—'))));
 		}
-		return h('div', {}, h('h1', {}, 'Rollouts and advisories'), section('Rollouts', roBody), section('Advisories', advBody));
+		return h('div', {}, h('h1', {}, 'Rollouts and advisories'), Array.isArray(roBody) ? h('div', {class: 'rollouts'}, roBody) : section('Rollouts', roBody), section('Advisories', advBody));
 	}
 
 	async function notFound(hash) {

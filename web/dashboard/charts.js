@@ -28,8 +28,9 @@ const Charts = (() => {
 		const raw = (hi - lo) / n;
 		const mag = Math.pow(10, Math.floor(Math.log10(raw)));
 		const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw);
-		const out = [];
-		for (let v = Math.floor(lo / step) * step; v <= hi + step * 1e-9; v += step)
+		/* from the tick at or below lo to the tick at or above hi: every point inside */
+		const out = [], last = Math.ceil(hi / step - 1e-9) * step;
+		for (let v = Math.floor(lo / step) * step; v <= last + step * 1e-9; v += step)
 			out.push(Number(v.toPrecision(12)));
 		return out;
 	}
@@ -135,7 +136,8 @@ const Charts = (() => {
 	function heatmap(ranks, columns, values, stragglers) {
 		const CELL_W = Math.max(6, Math.min(18, Math.floor(440 / Math.max(1, columns.length)))), CELL_H = 14;
 		const L = 64, T = 20, B = 24;
-		const W = L + columns.length * CELL_W + 100, H = T + ranks.length * CELL_H + B;
+		/* at least wide enough for the title, however few steps there are */
+		const W = Math.max(L + 360, L + columns.length * CELL_W + 100), H = T + ranks.length * CELL_H + B;
 		const root = svg('svg', {class: 'heatmap', viewBox: `0 0 ${W} ${H}`, width: W,
 			'data-cells': ranks.length * columns.length, role: 'img', 'aria-label': 'compute time per rank and step'});
 		root.appendChild(svg('text', {x: L, y: 13, class: 'chart-title'}, 'compute ms per rank (colour: ratio to the step median)'));
