@@ -603,6 +603,14 @@ static uint64_t pick_target(struct consensus *c)
 
 /* ---- lifecycle ---- */
 
+/* raft's message for the last failure, or the code's name when raft left it empty (raft_start
+ * of raft_uv 0.15 does for some listen and I/O failures). */
+static const char *raft_reason(struct raft *r, int rv)
+{
+	const char *msg = raft_errmsg(r);
+	return msg != NULL && msg[0] != '\0' ? msg : raft_strerror(rv);
+}
+
 int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_config *cfg,
                    const struct consensus_fsm_ops *ops, struct yard_err *err)
 {
@@ -653,7 +661,7 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 		raft_configuration_close(&conf);
 		if (rv != 0 && rv != RAFT_CANTBOOTSTRAP)
 			return yard_err_set(err, YARD_EIO, "raft bootstrap in %s: %s", c->data_dir,
-			                    raft_errmsg(&c->raft));
+			                    raft_reason(&c->raft, rv));
 	}
 	raft_set_election_timeout(&c->raft, cfg->election_timeout_ms);
 	raft_set_heartbeat_timeout(&c->raft, cfg->heartbeat_ms);
@@ -669,8 +677,11 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 	uv_timer_init(loop, &c->health);
 	c->handles_open = 3;
 	if ((rv = raft_start(&c->raft)) != 0)
-		return yard_err_set(err, YARD_EIO, "raft start in %s: %s", c->data_dir,
-		                    raft_errmsg(&c->raft));
+		return yard_err_set(err, YARD_EIO, "raft start in %s (raft address %s): %s%s",
+		                    c->data_dir, c->raft_address, raft_reason(&c->raft, rv),
+		                    rv == RAFT_IOERR ? " (is the raft address in use by another "
+		                                       "process, or the data dir not writable?)"
+		                                     : "");
 	c->started = 1;
 	uv_check_start(&c->check, check_cb);
 	uv_timer_start(&c->health, health_cb, cfg->heartbeat_ms, cfg->heartbeat_ms);
