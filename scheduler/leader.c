@@ -19,13 +19,13 @@
 #include "scheduler/history.h"
 #include "scheduler/logstore.h"
 #include "scheduler/queue.h"
-#include "scheduler/straggler.h"
 #include "scheduler/rollout.h"
+#include "scheduler/straggler.h"
 
 #define REPORTS_MAX 256           /* rank reports (and log pieces) in one heartbeat */
 #define LOG_PIECE_MAX (256 << 10) /* raw bytes of one log piece (an agent sends ≤ 64 KiB) */
-#define WINDOWS_MAX 8   /* window summaries in one rank report (agents send 4) */
-#define PENDING_NOTES 8 /* straggler notes waiting for the job's proposal slot */
+#define WINDOWS_MAX 8             /* window summaries in one rank report (agents send 4) */
+#define PENDING_NOTES 8           /* straggler notes waiting for the job's proposal slot */
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
@@ -57,11 +57,19 @@ struct soft_job {
 	int parsed; /* 1: req is valid; -1: the job cannot be placed (place_error says why) */
 	struct place_request req;
 	int world, is_command, max_restarts, hang_timeout_s;
+	int run_world; /* ranks of the running generation (a shrunk dp has fewer than world) */
 	/* parallel "auto": planned at placement until a plan is committed with it */
 	int is_auto;
 	json_t *spec;       /* the normalized spec, kept for planning (owned) */
 	json_t *plan;       /* the plan to commit with the next job.assign (owned), NULL: none */
 	int plan_committed; /* plan is the job's committed one: placements reuse it */
+	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
+	 * one whose spec validates (jobspec_with_dp; owned); the most the newest checkpoint
+	 * allows (a restore never grows dp) and why, worked out for each placement try */
+	int *shrink_dp;
+	int n_shrink_dp;
+	int restore_dp;
+	char restore_dp_why[96];
 	char store[JOBSPEC_PATH_MAX + 1];
 	char place_error[QUEUE_REASON_MAX];
 	/* the phase (state, generation) the flags below refer to */
@@ -128,7 +136,7 @@ struct sched {
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
 	struct rollout_driver *rollouts; /* scheduler/rollout.h */
-	struct history *history; /* per-step series of running jobs (history.h) */
+	struct history *history;         /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 	struct id_index node_index, job_index;
 	int jobs_resync;        /* reread every active job (leadership change) */
@@ -267,6 +275,20 @@ static struct soft_job *job_find(struct sched *s, const char *id)
 	return i < 0 ? NULL : &s->jobs[i];
 }
 
+/* The data-parallel degrees below the spec's that a re-placement of j may use. */
+static void shrink_options(struct soft_job *j, const json_t *spec)
+{
+	j->shrink_dp = calloc((size_t)j->req.dp, sizeof *j->shrink_dp);
+	j->n_shrink_dp = 0;
+	for (int dp = j->req.dp - 1; j->shrink_dp != NULL && dp >= 1; dp--) {
+		struct yard_err err = {0};
+		json_t *shrunk = jobspec_with_dp(spec, dp, &err);
+		if (shrunk != NULL)
+			j->shrink_dp[j->n_shrink_dp++] = dp;
+		json_decref(shrunk);
+	}
+}
+
 /* Parses the placement request of a job from its normalized spec, once (parallel "auto":
  * at each placement, plan_job). */
 static void job_parse(struct soft_job *j, const json_t *job)
@@ -306,6 +328,8 @@ static void job_parse(struct soft_job *j, const json_t *job)
 		return;
 	} else {
 		j->req.dp = js.parallel.dp, j->req.tp = js.parallel.tp, j->req.pp = js.parallel.pp;
+		if (js.failure.allow_shrink_dp)
+			shrink_options(j, spec);
 	}
 	j->world = j->req.dp * j->req.tp * j->req.pp;
 	j->parsed = 1;
@@ -364,6 +388,9 @@ static void job_release(struct soft_job *j)
 	json_decref(j->spec);
 	json_decref(j->plan);
 	j->spec = j->plan = NULL;
+	free(j->shrink_dp);
+	j->shrink_dp = NULL;
+	j->n_shrink_dp = 0;
 	straggler_reset(j);
 }
 
@@ -546,6 +573,15 @@ static const char *node_state_of(const json_t *nodes_by_id, const char *node)
 
 /* ---- stragglers ---- */
 
+/* The dp the job's current generation runs: the committed shrunk dp, else the spec's. */
+static int effective_dp(const struct soft_job *j)
+{
+	const json_t *effective = json_object_get(j->row, "effective");
+	if (json_is_true(json_object_get(effective, "shrunk")))
+		return (int)json_integer_value(json_object_get(effective, "dp"));
+	return j->req.dp;
+}
+
 static void straggler_start(struct soft_job *j)
 {
 	struct yard_err err = {0};
@@ -554,12 +590,14 @@ static void straggler_start(struct soft_job *j)
 	j->det_ready = -1;
 	if (j->parsed != 1 || j->straggler_policy == JOBSPEC_STRAGGLER_OFF)
 		return;
-	if (straggler_init(&j->det, &j->straggler, j->req.dp, j->req.tp, j->req.pp, &err) != 0) {
+	int dp = effective_dp(j);
+	if (straggler_init(&j->det, &j->straggler, dp, j->req.tp, j->req.pp, &err) != 0) {
 		log_warn("scheduler: job %s: %s", j->id, err.msg);
 		return;
 	}
-	j->flags = calloc((size_t)j->world, sizeof *j->flags);
-	j->changes = calloc((size_t)j->world, sizeof *j->changes);
+	j->run_world = dp * j->req.tp * j->req.pp;
+	j->flags = calloc((size_t)j->run_world, sizeof *j->flags);
+	j->changes = calloc((size_t)j->run_world, sizeof *j->changes);
 	if (j->flags == NULL || j->changes == NULL) {
 		straggler_free(&j->det);
 		free(j->flags);
@@ -617,7 +655,7 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 		return;
 	uint64_t t0 = yard_now_mono_ns();
 	uint64_t judged_before = j->det.windows_judged;
-	int n = straggler_judge(&j->det, j->changes, j->world);
+	int n = straggler_judge(&j->det, j->changes, j->run_world);
 	s->straggler_judge_ns_total += yard_now_mono_ns() - t0;
 	s->straggler_windows_judged_total += j->det.windows_judged - judged_before;
 	for (int k = 0; k < n; k++) {
@@ -837,6 +875,44 @@ static int64_t newest_checkpoint(const char *dir)
 	}
 	closedir(d);
 	return best;
+}
+
+/* The world size a checkpoint directory's MANIFEST records (trainer_ckpt.c); -1: unreadable. */
+static int64_t manifest_world(const char *dir, int64_t step)
+{
+	char path[2048], line[128];
+	long long world = -1;
+	snprintf(path, sizeof path, "%s/step-%08lld/MANIFEST", dir, (long long)step);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	for (int n = 0; n < 16 && fgets(line, sizeof line, f) != NULL; n++)
+		if (sscanf(line, "world %lld", &world) == 1)
+			break;
+	fclose(f);
+	return world;
+}
+
+/* Before a re-placement of a job that may shrink: the largest dp it may be placed with. A
+ * checkpoint restores into its own dp or a smaller one (dataplane/ckpt.h), never a larger one,
+ * so once a shrunk generation has written a checkpoint, the job stays at that dp or below. */
+static void restore_dp_cap(struct sched *s, struct soft_job *j)
+{
+	char dir[1100];
+	int controller = desired_ckpt_dir(j->store, j->id, dir, sizeof dir) != 0;
+	int64_t step = controller ? fsm_checkpoint_newest(s->fsm, j->id) : newest_checkpoint(dir);
+	int64_t world = step < 0     ? -1
+	                : controller ? fsm_checkpoint_world(s->fsm, j->id, step)
+	                             : manifest_world(dir, step);
+	int64_t grid = (int64_t)j->req.tp * j->req.pp;
+	j->restore_dp = j->req.dp;
+	j->restore_dp_why[0] = '\0';
+	if (world > 0 && world % grid == 0 && world / grid < j->req.dp) {
+		j->restore_dp = (int)(world / grid);
+		snprintf(j->restore_dp_why, sizeof j->restore_dp_why,
+		         "the newest checkpoint (step %lld) has dp %d", (long long)step,
+		         j->restore_dp);
+	}
 }
 
 /* The first restart goes at once (a node death should cost detection time only); each
@@ -1077,6 +1153,26 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		qj->seq = j->row_seq;
 		qj->pending_since_ms = j->row_updated_ms;
 		qj->req = j->req;
+		if (j->n_shrink_dp > 0 && strcmp(j->state, "restarting") == 0) {
+			/* the spec's dp first, then the smaller ones, up to what the newest
+			 * checkpoint restores into */
+			int k = 0;
+			restore_dp_cap(s, j);
+			if (j->restore_dp < j->req.dp) {
+				while (k < j->n_shrink_dp && j->shrink_dp[k] > j->restore_dp)
+					k++;
+				if (k == j->n_shrink_dp) {
+					snprintf(j->reason, sizeof j->reason,
+					         "%s, and no smaller dp is valid for the spec",
+					         j->restore_dp_why);
+					n_q--;
+					continue;
+				}
+				qj->req.dp = j->shrink_dp[k++];
+			}
+			qj->shrink_dp = j->shrink_dp + k;
+			qj->n_shrink_dp = j->n_shrink_dp - k;
+		}
 		qj->slots = calloc((size_t)j->world, sizeof *qj->slots);
 		if (qj->slots == NULL) {
 			n_q--;
@@ -1108,9 +1204,16 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			}
 			continue;
 		}
+		int placed_world = q[k].dp * j->req.tp * j->req.pp;
+		char shrink_reason[QUEUE_REASON_MAX] = "";
+		if (q[k].dp < j->req.dp && !j->is_auto)
+			snprintf(shrink_reason, sizeof shrink_reason, "%s",
+			         q[k].dp < q[k].req.dp || j->restore_dp_why[0] == '\0'
+			             ? q[k].reason
+			             : j->restore_dp_why);
 		j->reason[0] = '\0';
 		json_t *ranks = json_array();
-		for (int r = 0; r < j->world; r++)
+		for (int r = 0; r < placed_world; r++)
 			json_array_append_new(ranks, json_pack("{s:s,s:i}", "node",
 			                                       pn[q[k].slots[r].node].id, "device",
 			                                       q[k].slots[r].device));
@@ -1137,6 +1240,10 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		                         note_text, "restore_step", (json_int_t)restore_step);
 		if (j->is_auto && j->plan != NULL && !j->plan_committed)
 			json_object_set(args, "plan", j->plan);
+		if (j->n_shrink_dp > 0)
+			json_object_set_new(args, "dp", json_integer(q[k].dp));
+		if (shrink_reason[0] != '\0')
+			json_object_set_new(args, "shrink_reason", json_string(shrink_reason));
 		propose_job(s, j, "job.assign", args);
 	}
 out:
