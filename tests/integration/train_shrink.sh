@@ -13,6 +13,9 @@
 # and the accuracy of the last 200 steps within 0.02 of the reference (measured 0.006). Then
 # the same with a job that does not allow shrinking: it waits, restarting, naming the devices
 # it needs and those free.
+# SHRINK_STORE=controller (train_shrink_controller.sh) runs the first part with the "controller"
+# checkpoint store: the surviving node's agent downloads the dp 2 checkpoint's shards of ranks
+# 0-3 and the dp 1 gang uploads checkpoints of 4 shards.
 . "$(dirname "$0")/lib.sh"
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
@@ -23,18 +26,24 @@ fi
 close_until=200
 
 steps=1000
-write_spec() { # write_spec FILE NAME ALLOW_SHRINK
+store=${SHRINK_STORE:-dir}
+case $store in
+dir) store_spec="dir:$T/ckpt" ;;
+controller) store_spec=controller ;;
+*) fail "SHRINK_STORE=$store: want dir or controller" ;;
+esac
+write_spec() { # write_spec FILE NAME ALLOW_SHRINK [STORE]
 	cat >"$1" <<JSON
 {"name": "$2",
  "model": {"d_in": 16, "d_model": 32, "d_ff": 64, "layers": 8, "classes": 4, "seed": 11},
  "train": {"steps": $steps, "batch_size": 32, "lr": 0.01, "optimizer": "adamw",
            "dataset": "synthetic", "data_seed": 3, "samples": 1024},
  "parallel": {"dp": 2, "tp": 2, "pp": 2, "schedule": "1f1b", "micro_batches": 4},
- "checkpoint": {"every_steps": 20, "keep": 2, "store": "dir:$T/ckpt"},
+ "checkpoint": {"every_steps": 20, "keep": 2, "store": "${4:-dir:$T/ckpt}"},
  "failure": {"max_restarts": 2, "hang_timeout_s": 60, "allow_shrink_dp": $3}}
 JSON
 }
-write_spec "$T/job.json" shrink-dp true
+write_spec "$T/job.json" shrink-dp true "$store_spec"
 
 # the reference: the same spec, uninterrupted, in one yard-run (dp 2 throughout)
 "$build/yard-run" "$T/job.json" >"$T/whole" 2>"$T/whole.err" || fail "uninterrupted run: $(tail -3 "$T/whole.err")"
@@ -62,18 +71,26 @@ run_and_kill() {
 	wait_until 10 four_ranks || fail "$victim does not run 4 ranks: $(cat "$T/agent-$victim/ranks.json")"
 	local ranks p
 	ranks=$(grep -o '"pid":[0-9]*' "$T/agent-$victim/ranks.json" | cut -d: -f2 | tr '\n' ' ')
-	# triggered by the checkpoint directory, not by the step the controller heard of last
+	# triggered by complete checkpoints (the directory's manifests, or the controller's
+	# records), not by the step the controller heard of last
 	ckpt_at_least() {
 		local m s
+		if grep -q '"store": "controller"' "$1"; then
+			get 1 "/v1/jobs/$J/checkpoints"
+			for s in $(grep -o '"step":[0-9]*,[^}]*"complete":true' <<<"$BODY" | sed 's/"step":\([0-9]*\).*/\1/'); do
+				[ "$s" -ge "$2" ] && return 0
+			done
+			return 1
+		fi
 		for m in "$T/ckpt/$J"/step-*/MANIFEST; do
 			[ -e "$m" ] || continue
 			s=${m%/MANIFEST}; s=${s##*/step-}
-			[ "$((10#$s))" -ge "$1" ] && return 0
+			[ "$((10#$s))" -ge "$2" ] && return 0
 		done
 		return 1
 	}
-	wait_until 60 ckpt_at_least 40 || fail "no checkpoint at step 40 or later: $(ls "$T/ckpt/$J" 2>&1)"
-	note "job $J has a checkpoint at step $(ls "$T/ckpt/$J" | tail -n 1); killing $victim (ranks $ranks)"
+	wait_until 60 ckpt_at_least "$1" 40 || fail "no complete checkpoint at step 40 or later"
+	note "job $J has a complete checkpoint at step 40 or later; killing $victim (ranks $ranks)"
 	kill -9 "${APID[$victim]}"
 	for p in $ranks; do kill -9 -- "-$p" 2>/dev/null || kill -9 "$p" 2>/dev/null; done
 	wait "${APID[$victim]}" 2>/dev/null
@@ -103,8 +120,16 @@ restored=$(sed -n 's/.*restoring from checkpoint step \([0-9]*\).*/\1/p' <<<"$ev
 [ -n "$restored" ] && [ "$restored" -ge 40 ] || fail "no restore from a checkpoint: $events"
 [ "$restored" -le $((close_until * 3 / 4)) ] || fail "restored from step $restored: the node died too late to compare enough steps before step $close_until"
 # the new generation wrote checkpoints of its own layout: world 4
-newest=$(ls -d "$T/ckpt/$J"/step-* | tail -n 1)
-grep -q '^world 4$' "$newest/MANIFEST" || fail "$newest/MANIFEST: $(cat "$newest/MANIFEST")"
+if [ "$store" = dir ]; then
+	newest=$(ls -d "$T/ckpt/$J"/step-* | tail -n 1)
+	grep -q '^world 4$' "$newest/MANIFEST" || fail "$newest/MANIFEST: $(cat "$newest/MANIFEST")"
+else
+	grep -q "job $J generation 2: 4 shard(s) of checkpoint step $restored downloaded and verified" "$T/log.agent-$survivor" ||
+		fail "$survivor did not download 4 shards of step $restored: $(grep -i checkpoint "$T/log.agent-$survivor" | tail -5)"
+	get 1 "/v1/jobs/$J/checkpoints"
+	[ "$(jget "$BODY" '[[c["world"], c["shards"]] for c in d["checkpoints"] if c["complete"]][-1]')" = "[4, 4]" ] ||
+		fail "the newest complete checkpoint is not one of 4 shards: $BODY"
+fi
 # yardctl shows the effective layout
 yardctl --endpoints "$(api 1)" --token "$TOKEN" job show "$J" >"$T/show" 2>&1 || fail "yardctl job show: $(cat "$T/show")"
 grep -q "^parallel  *dp 1 of 2 (shrunk) × tp 2 × pp 2, world 4 of 8$" "$T/show" || fail "yardctl job show: $(cat "$T/show")"
@@ -134,6 +159,8 @@ print(f"# last 200 steps: accuracy {acc:.4f} vs {ref:.4f} uninterrupted, mean lo
 assert abs(acc - ref) <= 0.02, f"accuracy {acc:.4f} vs {ref:.4f}"
 PY
 note "node $victim killed; restored from step $restored with dp 1 on $survivor; succeeded"
+
+[ "$store" = dir ] || exit 0 # the waiting job does not depend on the store
 
 # ---- without allow_shrink_dp: waits, restarting, with a reason ----
 start_agent "$victim" 4 "$(api 1)"
