@@ -803,6 +803,26 @@ static void test_shrunk_placement_is_recorded(void **state)
 	}
 	assert_int_equal(found, 1);
 	json_decref(page);
+	/* a snapshot keeps it; an image from before jobs.shrunk_dp restores with the column */
+	struct fsm g;
+	unsigned char *img = NULL;
+	size_t len = 0;
+	assert_int_equal(fsm_serialize(&f, &img, &len, &err), 0);
+	assert_int_equal(fsm_init(&g, &err), 0);
+	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
+	sqlite3_free(img);
+	assert_int_equal(effective(&g, "j-000001", "dp"), 2);
+	assert_int_equal(
+	    sqlite3_exec(g.db, "ALTER TABLE jobs DROP COLUMN shrunk_dp", NULL, NULL, NULL),
+	    SQLITE_OK);
+	assert_int_equal(fsm_serialize(&g, &img, &len, &err), 0);
+	fsm_close(&g);
+	assert_int_equal(fsm_init(&g, &err), 0);
+	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
+	sqlite3_free(img);
+	assert_int_equal(effective(&g, "j-000001", "dp"), 4);
+	assert_int_equal(effective(&g, "j-000001", "shrunk"), 0);
+	fsm_close(&g);
 	/* the next re-placement with the spec's dp clears it */
 	assert_int_equal(apply(&f, "node.set_state", "{\"id\":\"node-a\",\"state\":\"up\"}", NULL,
 	                       T0 + 4, "yardd", "admin", NULL),
