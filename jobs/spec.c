@@ -620,6 +620,12 @@ static int parse_all(const json_t *root, struct jobspec *spec, struct yard_err *
 		return rc;
 	if (!spec->is_command && (rc = check_trainer(spec, ranks != NULL, err)) != 0)
 		return rc;
+	if (spec->failure.allow_shrink_dp && (spec->is_command || spec->parallel.is_auto))
+		return yard_err_set(
+		    err, YARD_EINVAL,
+		    "failure.allow_shrink_dp: only a trainer job with a fixed parallel "
+		    "layout can shrink its data-parallel degree (this job %s)",
+		    spec->is_command ? "runs a command" : "has parallel \"auto\"");
 	return check_debug_ranks(spec, err);
 }
 

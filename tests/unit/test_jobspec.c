@@ -288,6 +288,11 @@ static const struct bad_spec bad_specs[] = {
     {"{\"name\": \"n\", \"failure\": {\"max_restarts\": -1}}", "failure.max_restarts"},
     {"{\"name\": \"n\", \"failure\": {\"hang_timeout_s\": 0}}", "failure.hang_timeout_s"},
     {"{\"name\": \"n\", \"failure\": {\"allow_shrink_dp\": 1}}", "failure.allow_shrink_dp"},
+    {"{\"name\": \"n\", \"parallel\": \"auto\", \"failure\": {\"allow_shrink_dp\": true}}",
+     "failure.allow_shrink_dp"},
+    {"{\"name\": \"n\", \"command\": [\"x\"], \"ranks\": 2, \"failure\": {\"allow_shrink_dp\": "
+     "true}}",
+     "failure.allow_shrink_dp"},
     {"{\"name\": \"n\", \"failure\": {\"straggler\": \"replace\"}}", "failure.straggler"},
     {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"k\": 1}}}", "failure.straggler.k"},
     {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"policy\": \"kill\"}}}",
