@@ -64,12 +64,9 @@ struct soft_job {
 	json_t *plan;       /* the plan to commit with the next job.assign (owned), NULL: none */
 	int plan_committed; /* plan is the job's committed one: placements reuse it */
 	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
-	 * one whose spec validates (jobspec_with_dp; owned); the most the newest checkpoint
-	 * allows (a restore never grows dp) and why, worked out for each placement try */
+	 * one whose spec validates (jobspec_with_dp; owned) */
 	int *shrink_dp;
 	int n_shrink_dp;
-	int restore_dp;
-	char restore_dp_why[96];
 	char store[JOBSPEC_PATH_MAX + 1];
 	char place_error[QUEUE_REASON_MAX];
 	/* the phase (state, generation) the flags below refer to */
@@ -877,44 +874,6 @@ static int64_t newest_checkpoint(const char *dir)
 	return best;
 }
 
-/* The world size a checkpoint directory's MANIFEST records (trainer_ckpt.c); -1: unreadable. */
-static int64_t manifest_world(const char *dir, int64_t step)
-{
-	char path[2048], line[128];
-	long long world = -1;
-	snprintf(path, sizeof path, "%s/step-%08lld/MANIFEST", dir, (long long)step);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return -1;
-	for (int n = 0; n < 16 && fgets(line, sizeof line, f) != NULL; n++)
-		if (sscanf(line, "world %lld", &world) == 1)
-			break;
-	fclose(f);
-	return world;
-}
-
-/* Before a re-placement of a job that may shrink: the largest dp it may be placed with. A
- * checkpoint restores into its own dp or a smaller one (dataplane/ckpt.h), never a larger one,
- * so once a shrunk generation has written a checkpoint, the job stays at that dp or below. */
-static void restore_dp_cap(struct sched *s, struct soft_job *j)
-{
-	char dir[1100];
-	int controller = desired_ckpt_dir(j->store, j->id, dir, sizeof dir) != 0;
-	int64_t step = controller ? fsm_checkpoint_newest(s->fsm, j->id) : newest_checkpoint(dir);
-	int64_t world = step < 0     ? -1
-	                : controller ? fsm_checkpoint_world(s->fsm, j->id, step)
-	                             : manifest_world(dir, step);
-	int64_t grid = (int64_t)j->req.tp * j->req.pp;
-	j->restore_dp = j->req.dp;
-	j->restore_dp_why[0] = '\0';
-	if (world > 0 && world % grid == 0 && world / grid < j->req.dp) {
-		j->restore_dp = (int)(world / grid);
-		snprintf(j->restore_dp_why, sizeof j->restore_dp_why,
-		         "the newest checkpoint (step %lld) has dp %d", (long long)step,
-		         j->restore_dp);
-	}
-}
-
 /* The first restart goes at once (a node death should cost detection time only); each
  * further one waits restart_backoff_ms, doubling, up to restart_backoff_max_ms. */
 static uint64_t backoff_ms(const struct sched *s, int64_t restarts)
@@ -1154,24 +1113,10 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		qj->pending_since_ms = j->row_updated_ms;
 		qj->req = j->req;
 		if (j->n_shrink_dp > 0 && strcmp(j->state, "restarting") == 0) {
-			/* the spec's dp first, then the smaller ones, up to what the newest
-			 * checkpoint restores into */
-			int k = 0;
-			restore_dp_cap(s, j);
-			if (j->restore_dp < j->req.dp) {
-				while (k < j->n_shrink_dp && j->shrink_dp[k] > j->restore_dp)
-					k++;
-				if (k == j->n_shrink_dp) {
-					snprintf(j->reason, sizeof j->reason,
-					         "%s, and no smaller dp is valid for the spec",
-					         j->restore_dp_why);
-					n_q--;
-					continue;
-				}
-				qj->req.dp = j->shrink_dp[k++];
-			}
-			qj->shrink_dp = j->shrink_dp + k;
-			qj->n_shrink_dp = j->n_shrink_dp - k;
+			/* the spec's dp first (a shrunk job grows back when it fits: checkpoints
+			 * restore into any dp of the same tp x pp), then the smaller ones */
+			qj->shrink_dp = j->shrink_dp;
+			qj->n_shrink_dp = j->n_shrink_dp;
 		}
 		qj->slots = calloc((size_t)j->world, sizeof *qj->slots);
 		if (qj->slots == NULL) {
@@ -1207,10 +1152,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		int placed_world = q[k].dp * j->req.tp * j->req.pp;
 		char shrink_reason[QUEUE_REASON_MAX] = "";
 		if (q[k].dp < j->req.dp && !j->is_auto)
-			snprintf(shrink_reason, sizeof shrink_reason, "%s",
-			         q[k].dp < q[k].req.dp || j->restore_dp_why[0] == '\0'
-			             ? q[k].reason
-			             : j->restore_dp_why);
+			snprintf(shrink_reason, sizeof shrink_reason, "%s", q[k].reason);
 		j->reason[0] = '\0';
 		json_t *ranks = json_array();
 		for (int r = 0; r < placed_world; r++)
@@ -1894,11 +1836,18 @@ static json_t *desired_for(struct sched *s, const char *node)
 					json_object_set_new(nodes_by_id, peer, n);
 			}
 		}
-		json_t *entry = desired_rank(
-		    job, json_object_get(job, "layout"), nodes_by_id,
-		    (int)json_integer_value(json_object_get(v, "rank")),
-		    fsm_checkpoint_restore_step(
-		        s->fsm, job_id, json_integer_value(json_object_get(job, "generation"))));
+		int64_t restore_step = fsm_checkpoint_restore_step(
+		    s->fsm, job_id, json_integer_value(json_object_get(job, "generation")));
+		json_t *entry =
+		    desired_rank(job, json_object_get(job, "layout"), nodes_by_id,
+		                 (int)json_integer_value(json_object_get(v, "rank")), restore_step);
+		/* the controller store's checkpoint may be of another dp (allow_shrink_dp): the
+		 * agent fetches the shards its ranks read (agent/ckpt.c) */
+		json_t *ckpt = json_object_get(entry, "checkpoint");
+		if (ckpt != NULL && restore_step >= 0)
+			json_object_set_new(
+			    ckpt, "restore_world",
+			    json_integer(fsm_checkpoint_world(s->fsm, job_id, restore_step)));
 		if (entry != NULL)
 			json_array_append_new(desired, entry);
 	}

@@ -4,7 +4,9 @@
 # to a shared directory. Once a checkpoint exists, SIGKILL one node (its agent and its ranks):
 # 4 devices are left, the gang of 8 cannot be re-placed, and the job, which allows it,
 # continues on 4 ranks with dp 1 (ranks 0-3 restore their own shards of the dp 2 checkpoint),
-# shows "dp 1 of 2 (shrunk)", says why in an event, and succeeds. It trains like an
+# shows "dp 1 of 2 (shrunk)" and says why in an event. Then the node returns and a rank of the
+# shrunk gang dies: with 8 devices free the job grows back to dp 2 (rank r restores the shard
+# of rank r mod 4 of the dp 1 generation's checkpoint) and succeeds. It trains like an
 # uninterrupted yard-run of the same spec (dp 2 throughout): the same samples and global batch,
 # only the gradient sums run in another order, so not bit for bit. Measured on this spec:
 # relative loss differences stay below 1e-6 up to step 200, then the float differences grow
@@ -105,10 +107,9 @@ run_and_kill() {
 run_and_kill "$T/job.json"
 survivor=node-a
 [ "$victim" = node-a ] && survivor=node-b
-wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after the node death: $(events_of 1 "$J")"
-get 1 "/v1/jobs/$J"
+shrunk() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" 'd["state"], d["generation"]')" = "('running', 2)" ]; }
+wait_until 60 shrunk || fail "job was not re-placed: $BODY $(events_of 1 "$J")"
 job=$BODY
-[ "$(jget "$job" 'd["generation"]')" = 2 ] || fail "the job was not restarted once: $(events_of 1 "$J")"
 [ "$(jget "$job" 'd["effective"]')" = '{"dp": 1, "tp": 2, "pp": 2, "world": 4, "spec_dp": 2, "shrunk": true}' ] ||
 	fail "effective layout: $(jget "$job" 'd.get("effective")')"
 [ "$(jget "$job" 'sorted(s["rank"] for s in d["layout"])')" = "[0, 1, 2, 3]" ] || fail "shrunk layout: $job"
@@ -119,22 +120,51 @@ grep -q "^job.shrunk: job $J re-placed with dp 1 (spec dp 2), 4 of 8 ranks: need
 restored=$(sed -n 's/.*restoring from checkpoint step \([0-9]*\).*/\1/p' <<<"$events" | tail -n 1)
 [ -n "$restored" ] && [ "$restored" -ge 40 ] || fail "no restore from a checkpoint: $events"
 [ "$restored" -le $((close_until * 3 / 4)) ] || fail "restored from step $restored: the node died too late to compare enough steps before step $close_until"
-# the new generation wrote checkpoints of its own layout: world 4
-if [ "$store" = dir ]; then
-	newest=$(ls -d "$T/ckpt/$J"/step-* | tail -n 1)
-	grep -q '^world 4$' "$newest/MANIFEST" || fail "$newest/MANIFEST: $(cat "$newest/MANIFEST")"
-else
-	grep -q "job $J generation 2: 4 shard(s) of checkpoint step $restored downloaded and verified" "$T/log.agent-$survivor" ||
-		fail "$survivor did not download 4 shards of step $restored: $(grep -i checkpoint "$T/log.agent-$survivor" | tail -5)"
-	get 1 "/v1/jobs/$J/checkpoints"
-	[ "$(jget "$BODY" '[[c["world"], c["shards"]] for c in d["checkpoints"] if c["complete"]][-1]')" = "[4, 4]" ] ||
-		fail "the newest complete checkpoint is not one of 4 shards: $BODY"
-fi
 # yardctl shows the effective layout
 yardctl --endpoints "$(api 1)" --token "$TOKEN" job show "$J" >"$T/show" 2>&1 || fail "yardctl job show: $(cat "$T/show")"
 grep -q "^parallel  *dp 1 of 2 (shrunk) × tp 2 × pp 2, world 4 of 8$" "$T/show" || fail "yardctl job show: $(cat "$T/show")"
+# the shrunk generation writes complete checkpoints of its own layout (world 4)
+ckpt_of_world_4() {
+	local m
+	if [ "$store" = dir ]; then
+		for m in "$T/ckpt/$J"/step-*/MANIFEST; do
+			[ -e "$m" ] && grep -q '^world 4$' "$m" && return 0
+		done
+		return 1
+	fi
+	get 1 "/v1/jobs/$J/checkpoints"
+	grep -q '"world":4,[^}]*"complete":true' <<<"$BODY"
+}
+wait_until 60 ckpt_of_world_4 || fail "the dp 1 generation wrote no complete checkpoint"
+if [ "$store" = controller ]; then
+	grep -q "job $J generation 2: 4 shard(s) of checkpoint step $restored downloaded and verified" "$T/log.agent-$survivor" ||
+		fail "$survivor did not download 4 shards of step $restored: $(grep -i checkpoint "$T/log.agent-$survivor" | tail -5)"
+fi
 
-cat "$T"/agent-*/jobs/"$J"/rank-0.gen-1.log "$T"/agent-*/jobs/"$J"/rank-0.gen-2.log >"$T/rank0" 2>/dev/null || true
+# ---- grows back: the node returns, a rank of the shrunk gang dies, 8 devices are free ----
+start_agent "$victim" 4 "$(api 1)"
+wait_until 20 node_state_is 1 "$victim" up || fail "$victim did not come back"
+rank_pid=$(grep -o '"pid":[0-9]*' "$T/agent-$survivor/ranks.json" | head -n 1 | cut -d: -f2)
+note "killing rank process $rank_pid on $survivor so that the shrunk job restarts"
+kill -9 -- "-$rank_pid" 2>/dev/null || kill -9 "$rank_pid"
+wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after growing back: $(events_of 1 "$J")"
+get 1 "/v1/jobs/$J"
+job=$BODY
+[ "$(jget "$job" 'd["generation"]')" = 3 ] || fail "the job did not run 3 generations: $(events_of 1 "$J")"
+[ "$(jget "$job" 'd["effective"]')" = '{"dp": 2, "tp": 2, "pp": 2, "world": 8, "spec_dp": 2, "shrunk": false}' ] ||
+	fail "did not grow back: $(jget "$job" 'd.get("effective")') $(events_of 1 "$J")"
+events=$(events_of 1 "$J")
+regrown=$(sed -n 's/.*re-placed (generation 3): 8 rank(s) .*restoring from checkpoint step \([0-9]*\).*/\1/p' <<<"$events")
+[ -n "$regrown" ] && [ "$regrown" -gt "$restored" ] || fail "generation 3 did not restore a checkpoint of the dp 1 generation: $events"
+if [ "$store" = controller ]; then
+	# the returned node runs ranks 4-7 and fetched the dp 1 shards 0-3 (rank r mod 4)
+	grep -q "job $J generation 3: 4 shard(s) of checkpoint step $regrown downloaded and verified" "$T/log.agent-$victim" ||
+		fail "$victim did not download the dp 1 shards: $(grep -i checkpoint "$T/log.agent-$victim" | tail -5)"
+fi
+note "grew back to dp 2 at generation 3, restoring step $regrown of the dp 1 generation"
+
+# rank 0's metric lines in generation order (the last run of a step counts)
+for g in 1 2 3; do cat "$T"/agent-*/jobs/"$J"/rank-0.gen-$g.log; done >"$T/rank0" 2>/dev/null
 losses_equal_after "$T/rank0" "$T/whole" "$restored" "$close_until" 1e-5 ||
 	fail "losses after the shrink differ from the uninterrupted run"
 python3 - "$T/rank0" "$T/whole" "$steps" <<'PY' || fail "the shrunk run did not learn like the uninterrupted one"
@@ -158,13 +188,11 @@ ref_loss = sum(want[s]["loss"] for s in window) / len(window)
 print(f"# last 200 steps: accuracy {acc:.4f} vs {ref:.4f} uninterrupted, mean loss {loss:.4f} vs {ref_loss:.4f}")
 assert abs(acc - ref) <= 0.02, f"accuracy {acc:.4f} vs {ref:.4f}"
 PY
-note "node $victim killed; restored from step $restored with dp 1 on $survivor; succeeded"
+note "node $victim killed; restored from step $restored with dp 1 on $survivor, grew back at $regrown; succeeded"
 
 [ "$store" = dir ] || exit 0 # the waiting job does not depend on the store
 
 # ---- without allow_shrink_dp: waits, restarting, with a reason ----
-start_agent "$victim" 4 "$(api 1)"
-wait_until 20 node_state_is 1 "$victim" up || fail "$victim did not come back"
 write_spec "$T/fixed.json" fixed-dp false
 pace_spec "$T/fixed.json" 0.5
 run_and_kill "$T/fixed.json"

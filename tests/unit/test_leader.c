@@ -463,10 +463,9 @@ static void write_manifest(const char *dir, int step, int world)
 
 /* failure.allow_shrink_dp: node-a dies under a dp 2 x tp 2 x pp 2 job; node-b's 4 devices
  * take it with dp 1 (ranks 0-3), committed with an event saying why, and the ranks are told
- * to run the shrunk spec. Once a checkpoint of that dp exists, a later re-placement keeps
- * dp 1 even with 8 devices free (a checkpoint never restores into a larger dp); with a
- * checkpoint of the spec's layout as the newest it takes dp 2 again. */
-static void test_shrink_on_node_death_and_the_checkpoint_cap(void **state)
+ * to run the shrunk spec. At its next re-placement, with 8 devices free, it takes dp 2 again
+ * (restoring the checkpoint its dp 1 generation wrote). */
+static void test_shrink_on_node_death_and_grow_back(void **state)
 {
 	struct world *w = world_new();
 	char dir[] = "/tmp/test_leader_shrinkXXXXXX", spec[1024], args[1200];
@@ -510,8 +509,8 @@ static void test_shrink_on_node_death_and_the_checkpoint_cap(void **state)
 	assert_int_equal(world, 4);
 	json_decref(d);
 
-	/* node-a comes back; the dp 1 generation checkpoints step 60; a rank fails: 8 devices
-	 * are free, but the newest checkpoint holds dp 1 */
+	/* node-a comes back; the dp 1 generation checkpoints step 60; a rank fails: with 8
+	 * devices free the job grows back to dp 2 (its ranks restore the dp 1 shards) */
 	write_manifest(dir, 60, 4);
 	json_decref(heartbeat(w, "node-a", "[]"));
 	run(w, 100);
@@ -522,23 +521,18 @@ static void test_shrink_on_node_death_and_the_checkpoint_cap(void **state)
 	              "\"exit_code\":1}]"));
 	run(w, 100);
 	j = wait_generation(w, 3);
-	assert_int_equal(json_array_size(json_object_get(j, "layout")), 4);
-	assert_true(json_is_true(json_object_get(json_object_get(j, "effective"), "shrunk")));
-	json_decref(j);
-	assert_non_null(strstr(events_of(w, "j-000001", "job.shrunk"),
-	                       "4 of 8 ranks: the newest checkpoint (step 60) has dp 1\n"));
-
-	/* with a checkpoint of the spec's layout as the newest, the spec's dp comes back */
-	write_manifest(dir, 80, 8);
-	json_decref(
-	    heartbeat(w, "node-a",
-	              "[{\"job\":\"j-000001\",\"rank\":0,\"generation\":3,\"state\":\"exited\","
-	              "\"exit_code\":1}]"));
-	run(w, 100);
-	j = wait_generation(w, 4);
 	assert_int_equal(json_array_size(json_object_get(j, "layout")), 8);
 	assert_false(json_is_true(json_object_get(json_object_get(j, "effective"), "shrunk")));
 	json_decref(j);
+	assert_non_null(strstr(events_of(w, "j-000001", "job.placed"),
+	                       "re-placed (generation 3): 8 rank(s) on node-a (4), node-b (4); "
+	                       "restoring from checkpoint step 60"));
+	d = heartbeat(w, "node-a", "[]");
+	assert_int_equal(json_array_size(d), 4);
+	desired_layout(d, &dp, &ranks, &world);
+	assert_int_equal(dp, 2);
+	assert_int_equal(world, 8);
+	json_decref(d);
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
@@ -1100,7 +1094,7 @@ int main(void)
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
-	    cmocka_unit_test(test_shrink_on_node_death_and_the_checkpoint_cap),
+	    cmocka_unit_test(test_shrink_on_node_death_and_grow_back),
 	    cmocka_unit_test(test_straggler_report_and_recovery),
 	    cmocka_unit_test(test_straggler_replace_moves_and_is_capped),
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),

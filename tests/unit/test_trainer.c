@@ -457,8 +457,8 @@ static void test_checkpoint_restore_continues_exactly(void **state)
 /* A job that shrank its data-parallel degree (failure.allow_shrink_dp) restores the
  * checkpoint of its larger layout: rank r of dp 1 x tp 2 x pp 2 reads shard r of the dp 2
  * checkpoint and trains on like the uninterrupted dp 2 run (the same samples and global batch;
- * only the order of gradient sums differs). Any other change of layout is refused, naming
- * both layouts. */
+ * only the order of gradient sums differs); growing back, rank r of dp 2 reads shard r mod 4
+ * of the dp 1 checkpoint. Any other change of layout is refused, naming both layouts. */
 static void test_checkpoint_restores_into_a_smaller_dp(void **state)
 {
 	struct jobspec spec = base_spec();
@@ -487,12 +487,28 @@ static void test_checkpoint_restores_into_a_smaller_dp(void **state)
 			         s + 1, second.loss[s], whole.loss[s], rel);
 	}
 	print_message("restored into dp 1: worst relative loss difference %.3g\n", worst);
+	/* and back: dp 1 checkpoints step 15, dp 2 restores it (rank r reads shard r mod 4) */
+	struct run shrunk_saves = {.ckpt_dir = dir, .restore = 1, .save_at = 15, .steps = 15};
+	run_layout(&shrunk_saves, &shrunk);
+	struct run grown = {.ckpt_dir = dir, .restore = 1};
+	run_layout(&grown, &spec);
+	worst = 0;
+	for (int s = 15; s < STEPS; s++) {
+		double rel = fabs(grown.loss[s] - whole.loss[s]) / fabs(whole.loss[s]);
+		worst = fmax(worst, rel);
+		if (rel > 1e-5)
+			fail_msg("step %d after restoring dp 1 into dp 2: loss %.9g, uninterrupted "
+			         "%.9g (relative %.2g, want <= 1e-5)",
+			         s + 1, grown.loss[s], whole.loss[s], rel);
+	}
+	assert_true(grown.loss[14] == 0.0); /* it resumed after step 15, not before */
+	print_message("restored dp 1 into dp 2: worst relative loss difference %.3g\n", worst);
 	struct jobspec other = spec;
 	other.parallel.dp = 4;
 	other.parallel.tp = 1;
 	struct run refused = {.ckpt_dir = dir, .restore = 1, .expect_failure = 1};
 	run_layout(&refused, &other); /* tp changed: refused */
-	if (strstr(refused.failure, "shard is for layout dp 2 x tp 2 x pp 2 (world size 8), "
+	if (strstr(refused.failure, "shard is for layout dp 1 x tp 2 x pp 2 (world size 4), "
 	                            "this run has dp 4 x tp 1 x pp 2") == NULL)
 		fail_msg("restore into dp 4 x tp 1 x pp 2: want a layout mismatch, got: %s",
 		         refused.failure);
