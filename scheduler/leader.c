@@ -67,6 +67,9 @@ struct soft_job {
 	 * one whose spec validates (jobspec_with_dp; owned) */
 	int *shrink_dp;
 	int n_shrink_dp;
+	/* a shrunk job grows back only once a checkpoint newer than this step is complete (one
+	 * its shrunk generation wrote); INT64_MIN: not known yet (a new leader) */
+	int64_t grow_after_step;
 	char store[JOBSPEC_PATH_MAX + 1];
 	char place_error[QUEUE_REASON_MAX];
 	/* the phase (state, generation) the flags below refer to */
@@ -357,6 +360,7 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 	id_index_put(&s->job_index, j->id, s->n_jobs++);
 	j->step = -1;
 	j->replace_rank = -1;
+	j->grow_after_step = INT64_MIN;
 	job_parse(j, job);
 	return j;
 }
@@ -1168,6 +1172,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			                          : newest_checkpoint(dir);
 			if (controller)
 				restore_step = step;
+			j->grow_after_step = step;
 			if (step >= 0)
 				snprintf(note_text, sizeof note_text,
 				         "restoring from checkpoint step %lld%s", (long long)step,
@@ -1302,6 +1307,99 @@ static void refresh_jobs(struct sched *s)
 	}
 }
 
+/* The newest complete checkpoint of a job, in either store; -1: none. */
+static int64_t job_newest_checkpoint(struct sched *s, const struct soft_job *j)
+{
+	char dir[1100];
+	if (desired_ckpt_dir(j->store, j->id, dir, sizeof dir) != 0)
+		return fsm_checkpoint_newest(s->fsm, j->id);
+	return newest_checkpoint(dir);
+}
+
+/* A running job that shrank (failure.allow_shrink_dp) grows back on its own: when its spec's
+ * whole gang fits on the free devices plus its own, no job waits for devices, and its shrunk
+ * generation has completed a checkpoint (so the restart loses at most checkpoint.every_steps
+ * steps), the leader restarts it without counting a restart; the re-placement tries the
+ * spec's dp first and its ranks restore the shrunk checkpoint (any dp restores). */
+static void check_grow_back(struct sched *s, const json_t *nodes)
+{
+	int shrunk = 0;
+	for (int k = 0; k < s->n_jobs; k++) {
+		const struct soft_job *j = &s->jobs[k];
+		if (j->row == NULL)
+			continue;
+		if (strcmp(j->row_state, "pending") == 0 ||
+		    strcmp(j->row_state, "restarting") == 0 || j->claim != NULL)
+			return; /* devices are spoken for */
+		shrunk += strcmp(j->row_state, "running") == 0 && effective_dp(j) < j->req.dp;
+	}
+	if (shrunk == 0 || pn_refresh(s, nodes) != 0)
+		return;
+	int n_nodes = s->n_pn;
+	size_t bytes = (size_t)(n_nodes ? n_nodes : 1) * sizeof(struct place_node);
+	struct place_node *pn = malloc(bytes), *trial = malloc(bytes);
+	if (pn == NULL || trial == NULL)
+		goto out;
+	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
+	for (int k = 0; k < s->n_jobs; k++) {
+		struct soft_job *j = &s->jobs[k];
+		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
+			if (j->layout == NULL)
+				j->layout = fsm_job_layout(s->fsm, j->id);
+			mark_busy_all(pn, &s->pn_index, j->layout);
+		}
+	}
+	for (int k = 0; k < s->n_jobs; k++) {
+		struct soft_job *j = &s->jobs[k];
+		if (j->row == NULL || strcmp(j->row_state, "running") != 0 || j->proposing ||
+		    j->parsed != 1 || j->n_shrink_dp == 0 || effective_dp(j) >= j->req.dp)
+			continue;
+		memcpy(trial, pn, (size_t)n_nodes * sizeof *pn);
+		size_t i;
+		json_t *slot;
+		json_array_foreach(j->layout, i, slot)
+		{
+			int n = id_index_find(&s->pn_index, trial, sizeof *trial,
+			                      json_string_value(json_object_get(slot, "node")));
+			int64_t device = json_integer_value(json_object_get(slot, "device"));
+			if (n >= 0 && device >= 0 && device < PLACE_MAX_DEVICES_PER_NODE)
+				trial[n].busy_mask &= ~(1ull << device);
+		}
+		int free_devices = 0;
+		for (int n = 0; n < n_nodes; n++)
+			free_devices += place_node_free(&trial[n], &j->req);
+		struct place_slot *slots = calloc((size_t)j->world, sizeof *slots);
+		char why[QUEUE_REASON_MAX];
+		int fits = slots != NULL &&
+		           place_gang(trial, n_nodes, &j->req, slots, why, (int)sizeof why) == 0;
+		free(slots);
+		if (!fits)
+			continue;
+		int64_t newest = job_newest_checkpoint(s, j);
+		if (j->grow_after_step == INT64_MIN)
+			j->grow_after_step = newest; /* a new leader: wait for the next one */
+		if (newest <= j->grow_after_step)
+			continue;
+		char reason[200];
+		snprintf(reason, sizeof reason,
+		         "growing back to dp %d (runs dp %d): %d devices free for its %d ranks; "
+		         "from checkpoint step %lld",
+		         j->req.dp, effective_dp(j), free_devices, j->world, (long long)newest);
+		json_t *args = json_pack("{s:s,s:I,s:s,s:i,s:b}", "id", j->id, "generation",
+		                         (json_int_t)j->generation, "reason", reason,
+		                         "max_restarts", j->max_restarts, "drain", 1);
+		if (j->step >= 0)
+			json_object_set_new(args, "step", json_integer(j->step));
+		if (j->has_loss)
+			json_object_set_new(args, "loss", json_real(j->loss));
+		propose_job(s, j, "job.restart", args);
+		break; /* one at a time: the next pass sees the devices it will take */
+	}
+out:
+	free(pn);
+	free(trial);
+}
+
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 {
 	refresh_jobs(s);
@@ -1340,6 +1438,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	}
 	if (candidates != NULL)
 		place(s, candidates, n_cand, nodes);
+	check_grow_back(s, nodes);
 	int removed = 0;
 	for (int k = 0; k < s->n_jobs;) {
 		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {

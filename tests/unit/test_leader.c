@@ -463,8 +463,9 @@ static void write_manifest(const char *dir, int step, int world)
 
 /* failure.allow_shrink_dp: node-a dies under a dp 2 x tp 2 x pp 2 job; node-b's 4 devices
  * take it with dp 1 (ranks 0-3), committed with an event saying why, and the ranks are told
- * to run the shrunk spec. At its next re-placement, with 8 devices free, it takes dp 2 again
- * (restoring the checkpoint its dp 1 generation wrote). */
+ * to run the shrunk spec. When node-a is back and the dp 1 generation has completed a
+ * checkpoint, the leader restarts it on its own (not counted) and it takes dp 2 again,
+ * restoring that checkpoint. */
 static void test_shrink_on_node_death_and_grow_back(void **state)
 {
 	struct world *w = world_new();
@@ -509,20 +510,31 @@ static void test_shrink_on_node_death_and_grow_back(void **state)
 	assert_int_equal(world, 4);
 	json_decref(d);
 
-	/* node-a comes back; the dp 1 generation checkpoints step 60; a rank fails: with 8
-	 * devices free the job grows back to dp 2 (its ranks restore the dp 1 shards) */
-	write_manifest(dir, 60, 4);
+	/* node-a comes back: 8 devices would be free, but the dp 1 generation has no checkpoint
+	 * yet (a restart would lose its progress): it keeps running */
 	json_decref(heartbeat(w, "node-a", "[]"));
 	run(w, 100);
 	assert_string_equal(node_state(w, "node-a"), "up");
-	json_decref(
-	    heartbeat(w, "node-b",
-	              "[{\"job\":\"j-000001\",\"rank\":0,\"generation\":2,\"state\":\"exited\","
-	              "\"exit_code\":1}]"));
-	run(w, 100);
+	for (int i = 0; i < 10; i++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	json_decref(j);
+	/* its checkpoint of step 60 completes: the leader restarts it (not counted) and it grows
+	 * back to dp 2, its ranks restoring the dp 1 shards */
+	write_manifest(dir, 60, 4);
 	j = wait_generation(w, 3);
 	assert_int_equal(json_array_size(json_object_get(j, "layout")), 8);
 	assert_false(json_is_true(json_object_get(json_object_get(j, "effective"), "shrunk")));
+	json_decref(j);
+	assert_non_null(strstr(events_of(w, "j-000001", "job.restarting"),
+	                       "not counted against max_restarts): growing back to dp 2 (runs dp "
+	                       "1): 8 devices free for its 8 ranks; from checkpoint step 60"));
+	assert_int_equal(json_integer_value(json_object_get(j = job(w, "j-000001"), "restarts")),
+	                 1);
 	json_decref(j);
 	assert_non_null(strstr(events_of(w, "j-000001", "job.placed"),
 	                       "re-placed (generation 3): 8 rank(s) on node-a (4), node-b (4); "
