@@ -19,13 +19,13 @@
 #include "scheduler/history.h"
 #include "scheduler/logstore.h"
 #include "scheduler/queue.h"
-#include "scheduler/rollout.h"
 #include "scheduler/straggler.h"
+#include "scheduler/rollout.h"
 
 #define REPORTS_MAX 256           /* rank reports (and log pieces) in one heartbeat */
 #define LOG_PIECE_MAX (256 << 10) /* raw bytes of one log piece (an agent sends ≤ 64 KiB) */
-#define WINDOWS_MAX 8             /* window summaries in one rank report (agents send 4) */
-#define PENDING_NOTES 8           /* straggler notes waiting for the job's proposal slot */
+#define WINDOWS_MAX 8   /* window summaries in one rank report (agents send 4) */
+#define PENDING_NOTES 8 /* straggler notes waiting for the job's proposal slot */
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
@@ -136,7 +136,7 @@ struct sched {
 	struct soft_job *jobs;
 	int n_jobs, cap_jobs;
 	struct rollout_driver *rollouts; /* scheduler/rollout.h */
-	struct history *history;         /* per-step series of running jobs (history.h) */
+	struct history *history; /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 	struct id_index node_index, job_index;
 	int jobs_resync;        /* reread every active job (leadership change) */
