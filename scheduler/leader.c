@@ -1187,7 +1187,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		                         note_text, "restore_step", (json_int_t)restore_step);
 		if (j->is_auto && j->plan != NULL && !j->plan_committed)
 			json_object_set(args, "plan", j->plan);
-		if (j->n_shrink_dp > 0)
+		if (q[k].dp < j->req.dp) /* only a shrunk placement names its dp */
 			json_object_set_new(args, "dp", json_integer(q[k].dp));
 		if (shrink_reason[0] != '\0')
 			json_object_set_new(args, "shrink_reason", json_string(shrink_reason));
