@@ -1076,30 +1076,39 @@ static int pn_refresh(struct sched *s, const json_t *nodes)
 	return 0;
 }
 
-/* Busy devices: the layouts of running jobs (cached per soft job, the same set as
- * fsm_running_slots) and the claims of assignments in flight. */
-static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
-                  const json_t *nodes)
+/* The placement view of the nodes (pn_refresh first) with the busy devices marked: the
+ * layouts of running jobs (cached per soft job, the same set as fsm_running_slots) and the
+ * claims of assignments in flight. Caller frees; NULL without memory. */
+static struct place_node *busy_view(struct sched *s)
 {
-	if (n_cand == 0 || pn_refresh(s, nodes) != 0)
-		return;
 	int n_nodes = s->n_pn;
-	const struct id_index *pn_index = &s->pn_index;
 	struct place_node *pn = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *pn);
-	struct queue_job *q = calloc((size_t)n_cand, sizeof *q);
-	int n_q = 0;
-	if (pn == NULL || q == NULL)
-		goto out;
+	if (pn == NULL)
+		return NULL;
 	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
 		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
-			mark_busy_all(pn, pn_index, j->layout);
+			mark_busy_all(pn, &s->pn_index, j->layout);
 		}
-		mark_busy_all(pn, pn_index, j->claim);
+		mark_busy_all(pn, &s->pn_index, j->claim);
 	}
+	return pn;
+}
+
+static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
+                  const json_t *nodes)
+{
+	if (n_cand == 0 || pn_refresh(s, nodes) != 0)
+		return;
+	int n_nodes = s->n_pn;
+	struct place_node *pn = busy_view(s);
+	struct queue_job *q = calloc((size_t)n_cand, sizeof *q);
+	int n_q = 0;
+	if (pn == NULL || q == NULL)
+		goto out;
 	for (int c = 0; c < n_cand; c++) {
 		struct soft_job *j = candidates[c];
 		if (j->proposing)
@@ -1336,19 +1345,10 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 	if (shrunk == 0 || pn_refresh(s, nodes) != 0)
 		return;
 	int n_nodes = s->n_pn;
-	size_t bytes = (size_t)(n_nodes ? n_nodes : 1) * sizeof(struct place_node);
-	struct place_node *pn = malloc(bytes), *trial = malloc(bytes);
+	struct place_node *pn = busy_view(s);
+	struct place_node *trial = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *trial);
 	if (pn == NULL || trial == NULL)
 		goto out;
-	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
-	for (int k = 0; k < s->n_jobs; k++) {
-		struct soft_job *j = &s->jobs[k];
-		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
-			if (j->layout == NULL)
-				j->layout = fsm_job_layout(s->fsm, j->id);
-			mark_busy_all(pn, &s->pn_index, j->layout);
-		}
-	}
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
 		if (j->row == NULL || strcmp(j->row_state, "running") != 0 || j->proposing ||
