@@ -12,7 +12,8 @@
  *
  * Restore: before starting the ranks of a new generation with YARD_RESUME=1, the agent
  * empties the job's local directory, downloads the shards of its ranks for the step the
- * controller named (restore_step of the desired entry), checks each one's sha256, and
+ * controller named (restore_step of the desired entry; for a checkpoint of a smaller world,
+ * restore_world, the shard of rank r mod that world), checks each one's sha256, and
  * writes the step's MANIFEST, so the trainer finds exactly that checkpoint. Only then are
  * the ranks started. Transfers run on the thread pool: up to AGENT_CKPT_UPLOADS uploads at a
  * time, or one download alone. */
@@ -491,16 +492,27 @@ int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d)
 	t->step = step;
 	t->generation = generation;
 	t->world = (int)json_integer_value(json_object_get(d, "world_size"));
+	/* a checkpoint of a smaller dp (the job had shrunk, failure.allow_shrink_dp): rank r
+	 * restores the shard of rank r mod its world (dataplane/trainer.h), fetched once */
+	int ckpt_world = (int)json_integer_value(
+	    json_object_get(json_object_get(d, "checkpoint"), "restore_world"));
+	if (ckpt_world > 0 && ckpt_world < t->world)
+		t->world = ckpt_world;
 	size_t i;
 	json_t *other;
 	json_array_foreach(desired_all, i, other)
 	{
 		const char *ojob = json_string_value(json_object_get(other, "job"));
-		if (ojob != NULL && strcmp(ojob, job) == 0 &&
-		    json_integer_value(json_object_get(other, "generation")) == generation &&
-		    t->n_ranks < AGENT_MAX_RANKS)
-			t->ranks[t->n_ranks++] =
-			    (int)json_integer_value(json_object_get(other, "rank"));
+		if (ojob == NULL || strcmp(ojob, job) != 0 ||
+		    json_integer_value(json_object_get(other, "generation")) != generation ||
+		    t->n_ranks == AGENT_MAX_RANKS)
+			continue;
+		int source = (int)json_integer_value(json_object_get(other, "rank")) % t->world;
+		int seen = 0;
+		for (int k = 0; k < t->n_ranks && !seen; k++)
+			seen = t->ranks[k] == source;
+		if (!seen)
+			t->ranks[t->n_ranks++] = source;
 	}
 	r->state = RESTORE_RUNNING;
 	log_info("job %s generation %lld: downloading checkpoint step %lld for %d rank(s)", job,

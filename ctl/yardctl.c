@@ -503,6 +503,24 @@ static void print_plan(const json_t *plan)
 		printf("               %s\n", str(plan, "explanation"));
 }
 
+/* The layout the ranks run (job show): "dp 1 of 2 (shrunk) × tp 2 × pp 2, world 4 of 8". */
+static void print_effective(const json_t *e)
+{
+	if (!json_is_object(e))
+		return;
+	json_int_t dp = json_integer_value(json_object_get(e, "dp"));
+	json_int_t spec_dp = json_integer_value(json_object_get(e, "spec_dp"));
+	json_int_t tp = json_integer_value(json_object_get(e, "tp"));
+	json_int_t pp = json_integer_value(json_object_get(e, "pp"));
+	if (json_is_true(json_object_get(e, "shrunk")))
+		printf("%-14s dp %lld of %lld (shrunk) × tp %lld × pp %lld, world %lld of %lld\n",
+		       "parallel", (long long)dp, (long long)spec_dp, (long long)tp, (long long)pp,
+		       (long long)(dp * tp * pp), (long long)(spec_dp * tp * pp));
+	else
+		printf("%-14s dp %lld × tp %lld × pp %lld, world %lld\n", "parallel", (long long)dp,
+		       (long long)tp, (long long)pp, (long long)(dp * tp * pp));
+}
+
 /* The rank → node/device table, with each rank's (dp, pp, tp) coordinates (tp innermost,
  * DESIGN.md §5) for trainer jobs. */
 static void print_layout(const json_t *j)
@@ -571,6 +589,7 @@ static void print_job(const struct ctl *x, const json_t *j)
 		if (json_object_get(j, keys[i]) != NULL)
 			printf("%-14s %s\n", keys[i], cell(j, keys[i], b, sizeof b));
 	print_plan(json_object_get(j, "plan"));
+	print_effective(json_object_get(j, "effective"));
 	print_layout(j);
 	print_stragglers(j);
 	for (int i = 0; i < 2; i++) {

@@ -285,8 +285,20 @@ int ckpt_read(const char *path, const struct ckpt_meta *expect, struct ckpt_meta
 		goto out;
 	}
 	MISMATCH("rank", "%d", got->rank, expect->rank);
-	MISMATCH("world size", "%d", got->world, expect->world);
-	MISMATCH("dp", "%d", got->dp, expect->dp);
+	if ((got->dp != expect->dp || got->world != expect->world) &&
+	    !(got->tp == expect->tp && got->pp == expect->pp &&
+	      got->world == got->dp * got->tp * got->pp)) {
+		/* data-parallel replicas hold the same parameters and optimiser state, so any dp
+		 * over the same tp x pp grid restores (the caller picks the replica's shard) */
+		rc = yard_err_set(
+		    err, YARD_EMISMATCH,
+		    "%s: shard is for layout dp %d x tp %d x pp %d (world size %d), "
+		    "this run has dp %d x tp %d x pp %d (world size %d); only a layout "
+		    "with the same tp and pp (any dp) can restore it",
+		    path, got->dp, got->tp, got->pp, got->world, expect->dp, expect->tp, expect->pp,
+		    expect->world);
+		goto out;
+	}
 	MISMATCH("tp", "%d", got->tp, expect->tp);
 	MISMATCH("pp", "%d", got->pp, expect->pp);
 	MISMATCH("virtual stages", "%d", got->v, expect->v);

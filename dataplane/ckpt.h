@@ -48,8 +48,11 @@ uint32_t ckpt_crc32c(uint32_t crc, const void *buf, size_t len);
 int ckpt_write(const char *path, const struct ckpt_meta *meta, const struct ckpt_tensor *t,
                int ntensors, struct yard_err *err);
 /* Reads path; requires its meta to equal *expect in everything but step, optim_t and
- * data_position (returned in *got), and fills every tensor of t (found by name and kind, with
- * equal shape and slice) from the file. */
+ * data_position (returned in *got), except that a shard written with another dp over the
+ * same tp and pp (world dp x tp x pp) restores into this run's dp (the job shrank or grew back,
+ * failure.allow_shrink_dp: replicas are identical; expect->rank names the shard the caller
+ * chose), and fills every tensor of t (found by name and kind, with equal shape and slice)
+ * from the file. */
 int ckpt_read(const char *path, const struct ckpt_meta *expect, struct ckpt_meta *got,
               struct ckpt_tensor *t, int ntensors, struct yard_err *err);
 

@@ -92,7 +92,9 @@ int trainer_step(struct trainer *t, struct trainer_metrics *out, struct yard_err
  * collective; keep > 0 removes all but the newest keep complete steps. */
 int trainer_save(struct trainer *t, const char *dir, int keep, struct yard_err *err);
 /* Restores the newest complete step in dir (collective: every rank must find the same).
- * YARD_ENOTFOUND when dir holds none. */
+ * YARD_ENOTFOUND when dir holds none. A step whose MANIFEST records a smaller world over the
+ * same tp and pp (a smaller dp) restores too: rank r reads the shard of rank r mod that world;
+ * a larger dp's shards restore into a smaller dp rank for rank. */
 int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err);
 
 /* The per-step JSON line (no newline). */

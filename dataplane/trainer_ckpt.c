@@ -219,6 +219,22 @@ int trainer_save(struct trainer *t, const char *dir, int keep, struct yard_err *
 	return 0;
 }
 
+/* The world size the step's MANIFEST records; -1 when it says none. */
+static int manifest_world(const char *dir, int64_t step)
+{
+	char path[4200], line[128];
+	int world = -1;
+	snprintf(path, sizeof path, "%s/step-%08lld/MANIFEST", dir, (long long)step);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	for (int n = 0; n < 16 && fgets(line, sizeof line, f); n++)
+		if (sscanf(line, "world %d", &world) == 1)
+			break;
+	fclose(f);
+	return world;
+}
+
 int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err)
 {
 	int64_t *steps;
@@ -240,15 +256,22 @@ int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err)
 		    t->rank, dir, (long long)step);
 	if (step < 0)
 		return yard_err_set(err, YARD_ENOTFOUND, "%s: no complete checkpoint", dir);
+	/* A checkpoint of a smaller dp (the job had shrunk, failure.allow_shrink_dp) restores
+	 * into this one's replicas: rank r reads the shard of rank r mod its world, the same
+	 * pipeline stage and tensor slice in replica dp_i mod its dp (replicas are identical). */
+	int ckpt_world = manifest_world(dir, step), source = t->rank;
+	if (ckpt_world > 0 && ckpt_world < t->world && ckpt_world % (t->par.tp * t->par.pp) == 0)
+		source = t->rank % ckpt_world;
 	char shard[4200];
 	snprintf(shard, sizeof shard, "%s/step-%08lld/rank-%05d.shard", dir, (long long)step,
-	         t->rank);
+	         source);
 	int count;
 	struct ckpt_tensor *ts = tensors_of(t, &count);
 	if (!ts)
 		return yard_err_set(err, YARD_ENOMEM, "out of memory");
 	struct ckpt_meta expect, got;
 	meta_fill(t, &expect);
+	expect.rank = source;
 	rc = ckpt_read(shard, &expect, &got, ts, count, err);
 	free(ts);
 	/* all ranks restore or none does: a rank whose shard is bad must not leave the others

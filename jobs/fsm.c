@@ -36,7 +36,7 @@
  * placeholder table with these. */
 #define CKPT_SCHEMA                                                                                \
 	"CREATE TABLE checkpoints(job TEXT NOT NULL, step INTEGER NOT NULL,"                       \
-	" world INTEGER NOT NULL, generation INTEGER NOT NULL, complete INTEGER NOT NULL,"          \
+	" world INTEGER NOT NULL, generation INTEGER NOT NULL, complete INTEGER NOT NULL,"         \
 	" created_ms INTEGER NOT NULL, completed_ms INTEGER, PRIMARY KEY(job, step));"             \
 	"CREATE TABLE checkpoint_shards(job TEXT NOT NULL, step INTEGER NOT NULL,"                 \
 	" rank INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL, node TEXT NOT NULL," \
@@ -62,7 +62,8 @@ static const char SCHEMA[] =
     " state TEXT NOT NULL, priority INTEGER NOT NULL, submitted_ms INTEGER NOT NULL,"
     " updated_ms INTEGER NOT NULL, actor TEXT NOT NULL, spec TEXT NOT NULL, reason TEXT,"
     " step INTEGER NOT NULL DEFAULT 0, loss REAL, restarts INTEGER NOT NULL DEFAULT 0,"
-    " generation INTEGER NOT NULL DEFAULT 0, noted TEXT NOT NULL DEFAULT ',', plan TEXT);"
+    " generation INTEGER NOT NULL DEFAULT 0, noted TEXT NOT NULL DEFAULT ',', plan TEXT,"
+    " shrunk_dp INTEGER);"
     "CREATE INDEX jobs_state ON jobs(state, seq);"
     "CREATE TABLE nodes(id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
     " address TEXT, devices TEXT, version TEXT, updated_ms INTEGER NOT NULL,"
@@ -82,8 +83,8 @@ static const char SCHEMA[] =
     " api_url TEXT NOT NULL, role TEXT NOT NULL);"
     "CREATE TABLE request_ids(id TEXT PRIMARY KEY, ts_ms INTEGER NOT NULL, result TEXT NOT NULL);"
     "CREATE INDEX request_ids_ts ON request_ids(ts_ms);"
-    "CREATE TABLE config(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
-    CKPT_SCHEMA STORE_SCHEMA ROLLOUT_SCHEMA;
+    "CREATE TABLE config(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;" CKPT_SCHEMA
+        STORE_SCHEMA ROLLOUT_SCHEMA;
 
 static const char *const ROLES[] = {"admin", "operator", "user", "security", "agent", NULL};
 
@@ -406,22 +407,35 @@ static int has_table(struct fsm *f, const char *name)
 	return has;
 }
 
+/* 1 when the table has the column, 0 when not, -1 on error. */
+static int has_column(struct fsm *f, const char *table, const char *column)
+{
+	int has = -1;
+	sqlite3_stmt *st =
+	    prepare_uncached(f, "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2", 0);
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		has = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	return has;
+}
+
 /* Snapshots from binaries before the build store hold empty placeholder builds and
  * advisories tables (no command ever wrote them): replace them with the real ones. Every
  * member restoring the same image does the same, so the databases stay identical; images
- * from before jobs.plan get the column. */
+ * from before jobs.plan or jobs.shrunk_dp get the column. */
 static int schema_upgrade(struct fsm *f)
 {
-	/* snapshots taken before jobs recorded their plan (parallel "auto"): add the column */
-	int has_plan = 0;
-	sqlite3_stmt *pst = prepare_uncached(
-	    f, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'plan'", 0);
-	if (pst == NULL)
-		return YARD_EINTERNAL;
-	if (sqlite3_step(pst) == SQLITE_ROW)
-		has_plan = sqlite3_column_int(pst, 0) > 0;
-	sqlite3_finalize(pst);
-	if (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0)
+	/* snapshots taken before jobs recorded their plan (parallel "auto"), or before a job
+	 * could run with a shrunk data-parallel degree (allow_shrink_dp): add the column */
+	int has_plan = has_column(f, "jobs", "plan"),
+	    has_shrunk = has_column(f, "jobs", "shrunk_dp");
+	if (has_plan < 0 || has_shrunk < 0 ||
+	    (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0) ||
+	    (!has_shrunk && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN shrunk_dp INTEGER") != 0))
 		return YARD_EINTERNAL;
 	int has_ckpt = has_table(f, "checkpoint_shards");
 	if (has_ckpt < 0 ||
@@ -430,18 +444,14 @@ static int schema_upgrade(struct fsm *f)
 	int has_store = has_table(f, "blobs");
 	if (has_store < 0 ||
 	    (has_store == 0 &&
-	     fsm_exec(f, "DROP TABLE IF EXISTS builds; DROP TABLE IF EXISTS advisories;"
-	                 STORE_SCHEMA) != 0))
+	     fsm_exec(
+	         f, "DROP TABLE IF EXISTS builds; DROP TABLE IF EXISTS advisories;" STORE_SCHEMA) !=
+	         0))
 		return YARD_EINTERNAL;
 	/* the same for the placeholder rollouts table (it had no plan column) */
-	int has_rollouts = 0;
-	sqlite3_stmt *st = prepare_uncached(
-	    f, "SELECT count(*) FROM pragma_table_info('rollouts') WHERE name = 'plan'", 0);
-	if (st == NULL)
+	int has_rollouts = has_column(f, "rollouts", "plan");
+	if (has_rollouts < 0)
 		return YARD_EINTERNAL;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		has_rollouts = sqlite3_column_int(st, 0) > 0;
-	sqlite3_finalize(st);
 	if (has_rollouts)
 		return 0;
 	return fsm_exec(f, "DROP TABLE IF EXISTS rollouts;" ROLLOUT_SCHEMA);

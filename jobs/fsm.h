@@ -171,12 +171,13 @@ int fsm_blob_read(struct fsm *f, const char *owner_kind, const char *owner_id, u
 json_t *fsm_checkpoints_list(struct fsm *f, const char *job, struct yard_err *err);
 /* Step of the job's newest complete checkpoint, -1 when none. */
 int64_t fsm_checkpoint_newest(struct fsm *f, const char *job);
+/* The world size (ranks) of a checkpoint of the controller store; -1: no such checkpoint. */
+int64_t fsm_checkpoint_world(struct fsm *f, const char *job, int64_t step);
 /* The step the ranks of job's generation restore (named by its job.assign), -1 when none. */
 int64_t fsm_checkpoint_restore_step(struct fsm *f, const char *job, int64_t generation);
 /* Size and sha256 of a stored shard of a complete checkpoint; YARD_ENOTFOUND otherwise. */
 int fsm_checkpoint_shard_info(struct fsm *f, const char *job, int64_t step, int64_t rank,
-                              int64_t *size, char sha256[SHA256_HEX_LEN + 1],
-                              struct yard_err *err);
+                              int64_t *size, char sha256[SHA256_HEX_LEN + 1], struct yard_err *err);
 /* A shard's bytes (malloc'd, caller frees). */
 int fsm_checkpoint_shard_read(struct fsm *f, const char *job, int64_t step, int64_t rank,
                               unsigned char **data, size_t *len, struct yard_err *err);

@@ -9,7 +9,7 @@ jobs_libjobsfsm_a_SOURCES = \
 	jobs/fsm_store.c jobs/fsm_advisory.c jobs/fsm_ckpt.c jobs/fsm_rollout.c
 jobs_libjobsfsm_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
-FSM_LIBS = jobs/libjobsfsm.a common/libcommon.a $(SQLITE_LIBS) $(JANSSON_LIBS)
+FSM_LIBS = jobs/libjobsfsm.a jobs/libjobspec.a common/libcommon.a $(SQLITE_LIBS) $(JANSSON_LIBS)
 
 check_PROGRAMS += tests/unit/test_sha256 tests/unit/test_codec tests/unit/test_fsm
 TESTS += tests/unit/test_sha256 tests/unit/test_codec tests/unit/test_fsm

@@ -73,6 +73,12 @@ static int64_t query_int(struct fsm *f, const char *sql, const char *job, int64_
 	return v;
 }
 
+int64_t fsm_checkpoint_world(struct fsm *f, const char *job, int64_t step)
+{
+	return query_int(f, "SELECT world FROM checkpoints WHERE job = ?1 AND step = ?2", job, step,
+	                 0, -1);
+}
+
 int64_t fsm_checkpoint_newest(struct fsm *f, const char *job)
 {
 	return query_int(f, "SELECT max(step) FROM checkpoints WHERE job = ?1 AND complete = 1",

@@ -12,6 +12,7 @@
 
 #include "common/jsonx.h"
 #include "jobs/fsm_internal.h"
+#include "jobs/spec.h"
 
 #define NODE_MAX_DEVICES 64
 #define NODE_MAX_LABELS 16
@@ -454,14 +455,56 @@ static json_t *check_plan(const char *id, const struct job_row *row, const json_
 	return NULL;
 }
 
+/* The data-parallel degree of a job.assign (failure.allow_shrink_dp): dp < 1 when the
+ * placement does not name one (the spec's layout). A smaller dp than the spec's is allowed only
+ * on a re-placement (restarting) of a job that allows it, and only where the shrunk spec is
+ * valid (jobs/spec.h, jobspec_with_dp). Sets *world to the ranks of that layout and *spec_dp
+ * to the spec's dp; NULL when the placement may go on, else the error result. */
+static json_t *check_dp(struct fsm *f, const char *id, const struct job_row *row, int64_t dp,
+                        int64_t *world, int64_t *spec_dp)
+{
+	*world = row->world;
+	*spec_dp = 0;
+	if (dp < 1)
+		return NULL;
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT spec FROM jobs WHERE id = ?1");
+	if (st == NULL)
+		return fsm_res_err(500, NULL, "internal error reading job %s", id);
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	json_t *spec = sqlite3_step(st) == SQLITE_ROW
+	                   ? json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL)
+	                   : NULL;
+	fsm_release(f, st);
+	if (spec == NULL)
+		return fsm_res_err(500, NULL, "internal error reading the spec of job %s", id);
+	struct yard_err e = {0};
+	json_t *run = jobspec_with_dp(spec, (int)dp, &e);
+	const json_t *parallel = json_object_get(spec, "parallel");
+	*spec_dp = json_integer_value(json_object_get(parallel, "dp"));
+	*world = dp * json_integer_value(json_object_get(parallel, "tp")) *
+	         json_integer_value(json_object_get(parallel, "pp"));
+	json_decref(spec);
+	if (run == NULL)
+		return fsm_res_err(400, "dp", "job %s: %s", id, e.msg);
+	json_decref(run);
+	if (dp < *spec_dp && strcmp(row->state, "restarting") != 0)
+		return fsm_res_err(
+		    409, "dp",
+		    "dp: job %s is %s; only a re-placement (restarting) may shrink its "
+		    "data-parallel degree",
+		    id, row->state);
+	return NULL;
+}
+
 json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id",   "generation",   "ranks", "note",
-	                                   "plan", "restore_step", NULL};
+	static const char *const keys[] = {"id",   "generation",    "ranks",
+	                                   "note", "plan",          "restore_step",
+	                                   "dp",   "shrink_reason", NULL};
 	static const char *const slot_keys[] = {"node", "device", NULL};
 	struct yard_err e = {0};
-	const char *id = NULL, *note = "";
-	int64_t generation = 0, restore_step = -1;
+	const char *id = NULL, *note = "", *shrink_reason = "";
+	int64_t generation = 0, restore_step = -1, dp = 0, world = 0, spec_dp = 0;
 	struct job_row row;
 	json_t *r, *ranks, *slot;
 	size_t i;
@@ -469,8 +512,13 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0 ||
 	    jsonx_get_int(c->args, "", "generation", 1, 1, INT32_MAX, &generation, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "note", 0, 200, &note, &e) != 0 ||
-	    jsonx_get_int(c->args, "", "restore_step", 0, -1, INT64_MAX / 2, &restore_step, &e) != 0)
+	    jsonx_get_int(c->args, "", "restore_step", 0, -1, INT64_MAX / 2, &restore_step, &e) !=
+	        0 ||
+	    jsonx_get_int(c->args, "", "dp", 0, 1, 1024, &dp, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "shrink_reason", 0, 200, &shrink_reason, &e) != 0)
 		return fsm_res_from_err(&e);
+	if (json_object_get(c->args, "dp") == NULL)
+		dp = 0;
 	ranks = json_object_get(c->args, "ranks");
 	if (!json_is_array(ranks) || json_array_size(ranks) == 0 || json_array_size(ranks) > 65536)
 		return fsm_res_err(400, "ranks", "ranks: must be an array of 1..65536 slots");
@@ -487,9 +535,13 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 		    (long long)row.generation, (long long)row.generation + 1);
 	if ((r = check_plan(id, &row, json_object_get(c->args, "plan"), ranks)) != NULL)
 		return r;
-	if (!row.is_auto && row.world >= 0 && (int64_t)json_array_size(ranks) != row.world)
-		return fsm_res_err(400, "ranks", "ranks: job %s has %lld ranks, placement has %zu",
-		                   id, (long long)row.world, json_array_size(ranks));
+	if ((r = check_dp(f, id, &row, dp, &world, &spec_dp)) != NULL)
+		return r;
+	int shrunk = dp > 0 && dp < spec_dp;
+	if (!row.is_auto && world >= 0 && (int64_t)json_array_size(ranks) != world)
+		return fsm_res_err(
+		    400, "ranks", "ranks: job %s has %lld ranks%s, placement has %zu", id,
+		    (long long)world, shrunk ? " with the shrunk dp" : "", json_array_size(ranks));
 	json_array_foreach(ranks, i, slot)
 	{
 		char prefix[32], holder[FSM_ID_MAX];
@@ -551,8 +603,17 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	}
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = 'running', generation = ?2, updated_ms = ?3,"
-	            " reason = NULL, noted = ',' WHERE id = ?1",
-	            "sii", id, generation, c->ts) != SQLITE_DONE)
+	            " reason = NULL, noted = ',', shrunk_dp = CASE WHEN ?4 > 0 THEN ?4 END"
+	            " WHERE id = ?1",
+	            "siii", id, generation, c->ts, shrunk ? dp : (int64_t)0) != SQLITE_DONE)
+		return NULL;
+	if (shrunk &&
+	    fsm_event_append(f, c->ts, "job.shrunk", id, c->actor,
+	                     "job %s re-placed with dp %lld (spec dp %lld), %zu of "
+	                     "%lld ranks%s%s",
+	                     id, (long long)dp, (long long)spec_dp, json_array_size(ranks),
+	                     (long long)json_array_size(ranks) / dp * spec_dp,
+	                     shrink_reason[0] ? ": " : "", shrink_reason) != 0)
 		return NULL;
 	char where[300];
 	placement_summary(ranks, where, sizeof where);

@@ -16,7 +16,7 @@ static json_t *col_text_or_null(sqlite3_stmt *st, int i)
 
 #define JOB_COLUMNS                                                                                \
 	"id, name, state, priority, submitted_ms, updated_ms, actor, spec, reason, step, loss,"    \
-	" restarts, seq, generation, plan"
+	" restarts, seq, generation, plan, shrunk_dp"
 
 static json_t *job_from_row(sqlite3_stmt *st)
 {
@@ -37,6 +37,22 @@ static json_t *job_from_row(sqlite3_stmt *st)
 	    (json_int_t)sqlite3_column_int64(st, 9), "loss", loss, "restarts",
 	    (json_int_t)sqlite3_column_int64(st, 11), "generation",
 	    (json_int_t)sqlite3_column_int64(st, 13));
+	/* the layout the ranks run: the spec's, the plan's (parallel "auto"), with dp shrunk
+	 * when the job was re-placed with fewer replicas (failure.allow_shrink_dp) */
+	const json_t *layout = json_object_get(json_object_get(job, "spec"), "parallel");
+	if (!json_is_object(layout))
+		layout = json_object_get(plan, "layout");
+	if (json_is_object(layout)) {
+		json_int_t spec_dp = json_integer_value(json_object_get(layout, "dp"));
+		json_int_t tp = json_integer_value(json_object_get(layout, "tp"));
+		json_int_t pp = json_integer_value(json_object_get(layout, "pp"));
+		int shrunk = sqlite3_column_type(st, 15) != SQLITE_NULL;
+		json_int_t dp = shrunk ? (json_int_t)sqlite3_column_int64(st, 15) : spec_dp;
+		json_object_set_new(job, "effective",
+		                    json_pack("{s:I,s:I,s:I,s:I,s:I,s:b}", "dp", dp, "tp", tp, "pp",
+		                              pp, "world", dp * tp * pp, "spec_dp", spec_dp,
+		                              "shrunk", shrunk));
+	}
 	if (plan != NULL)
 		json_object_set_new(job, "plan", plan); /* parallel "auto": the layout it got */
 	return job;

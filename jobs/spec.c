@@ -620,6 +620,12 @@ static int parse_all(const json_t *root, struct jobspec *spec, struct yard_err *
 		return rc;
 	if (!spec->is_command && (rc = check_trainer(spec, ranks != NULL, err)) != 0)
 		return rc;
+	if (spec->failure.allow_shrink_dp && (spec->is_command || spec->parallel.is_auto))
+		return yard_err_set(
+		    err, YARD_EINVAL,
+		    "failure.allow_shrink_dp: only a trainer job with a fixed parallel "
+		    "layout can shrink its data-parallel degree (this job %s)",
+		    spec->is_command ? "runs a command" : "has parallel \"auto\"");
 	return check_debug_ranks(spec, err);
 }
 
@@ -752,4 +758,54 @@ json_t *jobspec_to_json(const struct jobspec *s)
 		json_object_set_new(json_object_get(o, "debug"), "slow_node",
 		                    json_string(d->slow_node));
 	return o;
+}
+
+json_t *jobspec_with_dp(const json_t *spec, int dp, struct yard_err *err)
+{
+	struct jobspec js;
+	if (jobspec_parse(spec, &js, err) != 0)
+		return NULL;
+	int is_fixed = !js.is_command && !js.parallel.is_auto;
+	int spec_dp = js.parallel.dp, allow = js.failure.allow_shrink_dp;
+	jobspec_free(&js);
+	if (!is_fixed) {
+		yard_err_set(err, YARD_EINVAL,
+		             "dp: only a trainer job with a fixed parallel layout can shrink its "
+		             "data-parallel degree");
+		return NULL;
+	}
+	if (dp < 1 || dp > spec_dp) {
+		yard_err_set(err, YARD_EINVAL, "dp: %d is outside 1..parallel.dp (%d)", dp,
+		             spec_dp);
+		return NULL;
+	}
+	if (dp == spec_dp)
+		return json_incref((json_t *)spec);
+	if (!allow) {
+		yard_err_set(err, YARD_EINVAL,
+		             "dp: %d is smaller than parallel.dp (%d) and failure.allow_shrink_dp "
+		             "is false",
+		             dp, spec_dp);
+		return NULL;
+	}
+	json_t *shrunk = json_deep_copy(spec);
+	json_t *parallel = json_object_get(shrunk, "parallel");
+	if (shrunk == NULL || !json_is_object(parallel)) {
+		json_decref(shrunk);
+		yard_err_set(err, YARD_ENOMEM, "dp: out of memory");
+		return NULL;
+	}
+	int64_t tp = json_integer_value(json_object_get(parallel, "tp"));
+	int64_t pp = json_integer_value(json_object_get(parallel, "pp"));
+	json_object_set_new(parallel, "dp", json_integer(dp));
+	json_object_set_new(shrunk, "ranks", json_integer((json_int_t)(dp * tp * pp)));
+	struct yard_err why = {0};
+	if (jobspec_parse(shrunk, &js, &why) != 0) {
+		json_decref(shrunk);
+		yard_err_set(err, YARD_EINVAL, "dp: with dp %d the spec is invalid: %s", dp,
+		             why.msg);
+		return NULL;
+	}
+	jobspec_free(&js);
+	return shrunk;
 }

@@ -77,11 +77,11 @@ struct jobspec_failure {
 };
 
 struct jobspec_debug {
-	int slow_rank;           /* -1 = none: test hook, slows that rank's compute */
+	int slow_rank;                        /* -1 = none: test hook, slows that rank's compute */
 	char slow_node[JOBSPEC_NAME_MAX + 1]; /* "" = none: slows every rank placed on that node */
 	double slow_factor;
-	double block_ms;         /* 0 = none: each block's forward sleeps this long, backward 2x */
-	int hang_rank;           /* -1 = none */
+	double block_ms; /* 0 = none: each block's forward sleeps this long, backward 2x */
+	int hang_rank;   /* -1 = none */
 	int64_t hang_at_step;
 	int crash_rank; /* -1 = none */
 	int64_t crash_at_step;
@@ -117,6 +117,15 @@ int jobspec_load_file(const char *path, struct jobspec *spec, struct yard_err *e
 /* The normalized spec with every default filled in (new reference). */
 json_t *jobspec_to_json(const struct jobspec *spec);
 void jobspec_free(struct jobspec *spec);
+
+/* The spec the ranks of a job run when its data-parallel degree is shrunk to dp
+ * (failure.allow_shrink_dp): spec (a normalized spec) with parallel.dp = dp and ranks =
+ * dp × tp × pp, validated like a submitted spec, so a layout the trainer would refuse
+ * (train.batch_size not divisible by dp × micro_batches, a debug rank outside the smaller
+ * world) is refused here. dp equal to the spec's dp returns the spec unchanged. Returns a new
+ * reference, or NULL with err naming why: not a fixed-layout trainer job, allow_shrink_dp
+ * false, dp outside 1..parallel.dp, or the rule the shrunk spec breaks. */
+json_t *jobspec_with_dp(const json_t *spec, int dp, struct yard_err *err);
 
 /* Rank layout (Megatron order, DESIGN.md §5): tp innermost, then pp, then dp. */
 static inline int jobspec_rank(const struct jobspec_parallel *p, int dp_i, int pp_i, int tp_i)

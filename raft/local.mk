@@ -8,7 +8,7 @@ raft_libconsensus_a_SOURCES = \
 	raft/fsm_ops.c raft/fsm_ops.h
 raft_libconsensus_a_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
-CONSENSUS_LIBS = raft/libconsensus.a jobs/libjobsfsm.a common/libcommon.a $(RAFT_LIBS) $(UV_LIBS)
+CONSENSUS_LIBS = raft/libconsensus.a jobs/libjobsfsm.a jobs/libjobspec.a common/libcommon.a $(RAFT_LIBS) $(UV_LIBS)
 
 check_PROGRAMS += tests/unit/test_consensus tests/unit/test_transport
 TESTS += tests/unit/test_consensus tests/unit/test_transport

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/spec.h"
+
 int desired_ckpt_dir(const char *store, const char *job, char *out, size_t out_len)
 {
 	if (store == NULL || strncmp(store, "dir:", 4) != 0)
@@ -152,11 +154,27 @@ json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes
 		json_object_set_new(run_spec, "parallel", json_deep_copy(layout));
 		json_object_set_new(run_spec, "ranks", json_integer(world));
 	}
-	json_t *entry = json_pack(
-	    "{s:s,s:i,s:I,s:i,s:i,s:s,s:o,s:o,s:o}", "job", job_id, "rank", rank, "generation",
-	    generation, "world_size", world, "device", my_device, "kind",
-	    json_is_array(command) ? "command" : "trainer", "env", env, "argv", argv, "spec",
-	    run_spec);
+	/* re-placed with fewer data-parallel replicas (failure.allow_shrink_dp): the ranks run
+	 * the spec with the committed, smaller dp */
+	const json_t *effective = json_object_get(job, "effective");
+	if (json_is_true(json_object_get(effective, "shrunk"))) {
+		struct yard_err err = {0};
+		json_t *shrunk = jobspec_with_dp(
+		    spec, (int)json_integer_value(json_object_get(effective, "dp")), &err);
+		json_decref(run_spec);
+		if (shrunk == NULL ||
+		    json_integer_value(json_object_get(shrunk, "ranks")) != world) {
+			json_decref(shrunk);
+			json_decref(env);
+			json_decref(argv);
+			return NULL;
+		}
+		run_spec = shrunk;
+	}
+	json_t *entry = json_pack("{s:s,s:i,s:I,s:i,s:i,s:s,s:o,s:o,s:o}", "job", job_id, "rank",
+	                          rank, "generation", generation, "world_size", world, "device",
+	                          my_device, "kind", json_is_array(command) ? "command" : "trainer",
+	                          "env", env, "argv", argv, "spec", run_spec);
 	if (entry != NULL && controller_store)
 		json_object_set_new(entry, "checkpoint",
 		                    json_pack("{s:s,s:I}", "store", "controller", "restore_step",

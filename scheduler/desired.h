@@ -26,8 +26,9 @@ int desired_ckpt_dir(const char *store, const char *job, char *out, size_t out_l
  * generation restores (-1: none). Returns a new object {"job","rank","generation",
  * "world_size","device","kind","env","argv","spec"} plus, for the controller store,
  * "checkpoint": {"store": "controller", "restore_step"} (the agent then sets YARD_CKPT_DIR
- * and, with YARD_RESUME=1, downloads the shards first), or NULL when the rows are
- * inconsistent. */
+ * and, with YARD_RESUME=1, downloads the shards first; the leader adds the checkpoint's
+ * "restore_world"), or NULL when the rows are inconsistent. A job running with a shrunk dp
+ * ("effective", failure.allow_shrink_dp) gets the spec of that dp (jobspec_with_dp). */
 json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes, int rank,
                      int64_t restore_step);
 

@@ -58,11 +58,19 @@ struct soft_job {
 	int parsed; /* 1: req is valid; -1: the job cannot be placed (place_error says why) */
 	struct place_request req;
 	int world, is_command, max_restarts, hang_timeout_s;
+	int run_world; /* ranks of the running generation (a shrunk dp has fewer than world) */
 	/* parallel "auto": planned at placement until a plan is committed with it */
 	int is_auto;
 	json_t *spec;       /* the normalized spec, kept for planning (owned) */
 	json_t *plan;       /* the plan to commit with the next job.assign (owned), NULL: none */
 	int plan_committed; /* plan is the job's committed one: placements reuse it */
+	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
+	 * one whose spec validates (jobspec_with_dp; owned) */
+	int *shrink_dp;
+	int n_shrink_dp;
+	/* a shrunk job grows back only once a checkpoint newer than this step is complete (one
+	 * its shrunk generation wrote); INT64_MIN: not known yet (a new leader) */
+	int64_t grow_after_step;
 	char store[JOBSPEC_PATH_MAX + 1];
 	char place_error[QUEUE_REASON_MAX];
 	/* the phase (state, generation) the flags below refer to */
@@ -268,6 +276,20 @@ static struct soft_job *job_find(struct sched *s, const char *id)
 	return i < 0 ? NULL : &s->jobs[i];
 }
 
+/* The data-parallel degrees below the spec's that a re-placement of j may use. */
+static void shrink_options(struct soft_job *j, const json_t *spec)
+{
+	j->shrink_dp = calloc((size_t)j->req.dp, sizeof *j->shrink_dp);
+	j->n_shrink_dp = 0;
+	for (int dp = j->req.dp - 1; j->shrink_dp != NULL && dp >= 1; dp--) {
+		struct yard_err err = {0};
+		json_t *shrunk = jobspec_with_dp(spec, dp, &err);
+		if (shrunk != NULL)
+			j->shrink_dp[j->n_shrink_dp++] = dp;
+		json_decref(shrunk);
+	}
+}
+
 /* Parses the placement request of a job from its normalized spec, once (parallel "auto":
  * at each placement, plan_job). */
 static void job_parse(struct soft_job *j, const json_t *job)
@@ -307,6 +329,8 @@ static void job_parse(struct soft_job *j, const json_t *job)
 		return;
 	} else {
 		j->req.dp = js.parallel.dp, j->req.tp = js.parallel.tp, j->req.pp = js.parallel.pp;
+		if (js.failure.allow_shrink_dp)
+			shrink_options(j, spec);
 	}
 	j->world = j->req.dp * j->req.tp * j->req.pp;
 	j->parsed = 1;
@@ -337,6 +361,7 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 	id_index_put(&s->job_index, j->id, s->n_jobs++);
 	j->step = -1;
 	j->replace_rank = -1;
+	j->grow_after_step = INT64_MIN;
 	job_parse(j, job);
 	return j;
 }
@@ -365,6 +390,9 @@ static void job_release(struct soft_job *j)
 	json_decref(j->spec);
 	json_decref(j->plan);
 	j->spec = j->plan = NULL;
+	free(j->shrink_dp);
+	j->shrink_dp = NULL;
+	j->n_shrink_dp = 0;
 	straggler_reset(j);
 }
 
@@ -547,6 +575,15 @@ static const char *node_state_of(const json_t *nodes_by_id, const char *node)
 
 /* ---- stragglers ---- */
 
+/* The dp the job's current generation runs: the committed shrunk dp, else the spec's. */
+static int effective_dp(const struct soft_job *j)
+{
+	const json_t *effective = json_object_get(j->row, "effective");
+	if (json_is_true(json_object_get(effective, "shrunk")))
+		return (int)json_integer_value(json_object_get(effective, "dp"));
+	return j->req.dp;
+}
+
 static void straggler_start(struct soft_job *j)
 {
 	struct yard_err err = {0};
@@ -555,12 +592,14 @@ static void straggler_start(struct soft_job *j)
 	j->det_ready = -1;
 	if (j->parsed != 1 || j->straggler_policy == JOBSPEC_STRAGGLER_OFF)
 		return;
-	if (straggler_init(&j->det, &j->straggler, j->req.dp, j->req.tp, j->req.pp, &err) != 0) {
+	int dp = effective_dp(j);
+	if (straggler_init(&j->det, &j->straggler, dp, j->req.tp, j->req.pp, &err) != 0) {
 		log_warn("scheduler: job %s: %s", j->id, err.msg);
 		return;
 	}
-	j->flags = calloc((size_t)j->world, sizeof *j->flags);
-	j->changes = calloc((size_t)j->world, sizeof *j->changes);
+	j->run_world = dp * j->req.tp * j->req.pp;
+	j->flags = calloc((size_t)j->run_world, sizeof *j->flags);
+	j->changes = calloc((size_t)j->run_world, sizeof *j->changes);
 	if (j->flags == NULL || j->changes == NULL) {
 		straggler_free(&j->det);
 		free(j->flags);
@@ -618,7 +657,7 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 		return;
 	uint64_t t0 = yard_now_mono_ns();
 	uint64_t judged_before = j->det.windows_judged;
-	int n = straggler_judge(&j->det, j->changes, j->world);
+	int n = straggler_judge(&j->det, j->changes, j->run_world);
 	s->straggler_judge_ns_total += yard_now_mono_ns() - t0;
 	s->straggler_windows_judged_total += j->det.windows_judged - judged_before;
 	for (int k = 0; k < n; k++) {
@@ -1038,30 +1077,39 @@ static int pn_refresh(struct sched *s, const json_t *nodes)
 	return 0;
 }
 
-/* Busy devices: the layouts of running jobs (cached per soft job, the same set as
- * fsm_running_slots) and the claims of assignments in flight. */
-static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
-                  const json_t *nodes)
+/* The placement view of the nodes (pn_refresh first) with the busy devices marked: the
+ * layouts of running jobs (cached per soft job, the same set as fsm_running_slots) and the
+ * claims of assignments in flight. Caller frees; NULL without memory. */
+static struct place_node *busy_view(struct sched *s)
 {
-	if (n_cand == 0 || pn_refresh(s, nodes) != 0)
-		return;
 	int n_nodes = s->n_pn;
-	const struct id_index *pn_index = &s->pn_index;
 	struct place_node *pn = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *pn);
-	struct queue_job *q = calloc((size_t)n_cand, sizeof *q);
-	int n_q = 0;
-	if (pn == NULL || q == NULL)
-		goto out;
+	if (pn == NULL)
+		return NULL;
 	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
 		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
-			mark_busy_all(pn, pn_index, j->layout);
+			mark_busy_all(pn, &s->pn_index, j->layout);
 		}
-		mark_busy_all(pn, pn_index, j->claim);
+		mark_busy_all(pn, &s->pn_index, j->claim);
 	}
+	return pn;
+}
+
+static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
+                  const json_t *nodes)
+{
+	if (n_cand == 0 || pn_refresh(s, nodes) != 0)
+		return;
+	int n_nodes = s->n_pn;
+	struct place_node *pn = busy_view(s);
+	struct queue_job *q = calloc((size_t)n_cand, sizeof *q);
+	int n_q = 0;
+	if (pn == NULL || q == NULL)
+		goto out;
 	for (int c = 0; c < n_cand; c++) {
 		struct soft_job *j = candidates[c];
 		if (j->proposing)
@@ -1078,6 +1126,12 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		qj->seq = j->row_seq;
 		qj->pending_since_ms = j->row_updated_ms;
 		qj->req = j->req;
+		if (j->n_shrink_dp > 0 && strcmp(j->state, "restarting") == 0) {
+			/* the spec's dp first (a shrunk job grows back when it fits: checkpoints
+			 * restore into any dp of the same tp x pp), then the smaller ones */
+			qj->shrink_dp = j->shrink_dp;
+			qj->n_shrink_dp = j->n_shrink_dp;
+		}
 		qj->slots = calloc((size_t)j->world, sizeof *qj->slots);
 		if (qj->slots == NULL) {
 			n_q--;
@@ -1109,9 +1163,13 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			}
 			continue;
 		}
+		int placed_world = q[k].dp * j->req.tp * j->req.pp;
+		char shrink_reason[QUEUE_REASON_MAX] = "";
+		if (q[k].dp < j->req.dp && !j->is_auto)
+			snprintf(shrink_reason, sizeof shrink_reason, "%s", q[k].reason);
 		j->reason[0] = '\0';
 		json_t *ranks = json_array();
-		for (int r = 0; r < j->world; r++)
+		for (int r = 0; r < placed_world; r++)
 			json_array_append_new(ranks, json_pack("{s:s,s:i}", "node",
 			                                       pn[q[k].slots[r].node].id, "device",
 			                                       q[k].slots[r].device));
@@ -1124,6 +1182,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			                          : newest_checkpoint(dir);
 			if (controller)
 				restore_step = step;
+			j->grow_after_step = step;
 			if (step >= 0)
 				snprintf(note_text, sizeof note_text,
 				         "restoring from checkpoint step %lld%s", (long long)step,
@@ -1138,6 +1197,10 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		                         note_text, "restore_step", (json_int_t)restore_step);
 		if (j->is_auto && j->plan != NULL && !j->plan_committed)
 			json_object_set(args, "plan", j->plan);
+		if (q[k].dp < j->req.dp) /* only a shrunk placement names its dp */
+			json_object_set_new(args, "dp", json_integer(q[k].dp));
+		if (shrink_reason[0] != '\0')
+			json_object_set_new(args, "shrink_reason", json_string(shrink_reason));
 		propose_job(s, j, "job.assign", args);
 	}
 out:
@@ -1254,6 +1317,90 @@ static void refresh_jobs(struct sched *s)
 	}
 }
 
+/* The newest complete checkpoint of a job, in either store; -1: none. */
+static int64_t job_newest_checkpoint(struct sched *s, const struct soft_job *j)
+{
+	char dir[1100];
+	if (desired_ckpt_dir(j->store, j->id, dir, sizeof dir) != 0)
+		return fsm_checkpoint_newest(s->fsm, j->id);
+	return newest_checkpoint(dir);
+}
+
+/* A running job that shrank (failure.allow_shrink_dp) grows back on its own: when its spec's
+ * whole gang fits on the free devices plus its own, no job waits for devices, and its shrunk
+ * generation has completed a checkpoint (so the restart loses at most checkpoint.every_steps
+ * steps), the leader restarts it without counting a restart; the re-placement tries the
+ * spec's dp first and its ranks restore the shrunk checkpoint (any dp restores). */
+static void check_grow_back(struct sched *s, const json_t *nodes)
+{
+	int shrunk = 0;
+	for (int k = 0; k < s->n_jobs; k++) {
+		const struct soft_job *j = &s->jobs[k];
+		if (j->row == NULL)
+			continue;
+		if (strcmp(j->row_state, "pending") == 0 ||
+		    strcmp(j->row_state, "restarting") == 0 || j->claim != NULL)
+			return; /* devices are spoken for */
+		shrunk += strcmp(j->row_state, "running") == 0 && effective_dp(j) < j->req.dp;
+	}
+	if (shrunk == 0 || pn_refresh(s, nodes) != 0)
+		return;
+	int n_nodes = s->n_pn;
+	struct place_node *pn = busy_view(s);
+	struct place_node *trial = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *trial);
+	if (pn == NULL || trial == NULL)
+		goto out;
+	for (int k = 0; k < s->n_jobs; k++) {
+		struct soft_job *j = &s->jobs[k];
+		if (j->row == NULL || strcmp(j->row_state, "running") != 0 || j->proposing ||
+		    j->parsed != 1 || j->n_shrink_dp == 0 || effective_dp(j) >= j->req.dp)
+			continue;
+		memcpy(trial, pn, (size_t)n_nodes * sizeof *pn);
+		size_t i;
+		json_t *slot;
+		json_array_foreach(j->layout, i, slot)
+		{
+			int n = id_index_find(&s->pn_index, trial, sizeof *trial,
+			                      json_string_value(json_object_get(slot, "node")));
+			int64_t device = json_integer_value(json_object_get(slot, "device"));
+			if (n >= 0 && device >= 0 && device < PLACE_MAX_DEVICES_PER_NODE)
+				trial[n].busy_mask &= ~(1ull << device);
+		}
+		int free_devices = 0;
+		for (int n = 0; n < n_nodes; n++)
+			free_devices += place_node_free(&trial[n], &j->req);
+		struct place_slot *slots = calloc((size_t)j->world, sizeof *slots);
+		char why[QUEUE_REASON_MAX];
+		int fits = slots != NULL &&
+		           place_gang(trial, n_nodes, &j->req, slots, why, (int)sizeof why) == 0;
+		free(slots);
+		if (!fits)
+			continue;
+		int64_t newest = job_newest_checkpoint(s, j);
+		if (j->grow_after_step == INT64_MIN)
+			j->grow_after_step = newest; /* a new leader: wait for the next one */
+		if (newest <= j->grow_after_step)
+			continue;
+		char reason[200];
+		snprintf(reason, sizeof reason,
+		         "growing back to dp %d (runs dp %d): %d devices free for its %d ranks; "
+		         "from checkpoint step %lld",
+		         j->req.dp, effective_dp(j), free_devices, j->world, (long long)newest);
+		json_t *args = json_pack("{s:s,s:I,s:s,s:i,s:b}", "id", j->id, "generation",
+		                         (json_int_t)j->generation, "reason", reason,
+		                         "max_restarts", j->max_restarts, "drain", 1);
+		if (j->step >= 0)
+			json_object_set_new(args, "step", json_integer(j->step));
+		if (j->has_loss)
+			json_object_set_new(args, "loss", json_real(j->loss));
+		propose_job(s, j, "job.restart", args);
+		break; /* one at a time: the next pass sees the devices it will take */
+	}
+out:
+	free(pn);
+	free(trial);
+}
+
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 {
 	refresh_jobs(s);
@@ -1292,6 +1439,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	}
 	if (candidates != NULL)
 		place(s, candidates, n_cand, nodes);
+	check_grow_back(s, nodes);
 	int removed = 0;
 	for (int k = 0; k < s->n_jobs;) {
 		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {
@@ -1794,11 +1942,18 @@ static json_t *desired_for(struct sched *s, const char *node)
 					json_object_set_new(nodes_by_id, peer, n);
 			}
 		}
-		json_t *entry = desired_rank(
-		    job, json_object_get(job, "layout"), nodes_by_id,
-		    (int)json_integer_value(json_object_get(v, "rank")),
-		    fsm_checkpoint_restore_step(
-		        s->fsm, job_id, json_integer_value(json_object_get(job, "generation"))));
+		int64_t restore_step = fsm_checkpoint_restore_step(
+		    s->fsm, job_id, json_integer_value(json_object_get(job, "generation")));
+		json_t *entry =
+		    desired_rank(job, json_object_get(job, "layout"), nodes_by_id,
+		                 (int)json_integer_value(json_object_get(v, "rank")), restore_step);
+		/* the controller store's checkpoint may be of another dp (allow_shrink_dp): the
+		 * agent fetches the shards its ranks read (agent/ckpt.c) */
+		json_t *ckpt = json_object_get(entry, "checkpoint");
+		if (ckpt != NULL && restore_step >= 0)
+			json_object_set_new(
+			    ckpt, "restore_world",
+			    json_integer(fsm_checkpoint_world(s->fsm, job_id, restore_step)));
 		if (entry != NULL)
 			json_array_append_new(desired, entry);
 	}

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
+
 static int queue_cmp(const void *a, const void *b)
 {
 	const struct queue_job *x = a, *y = b;
@@ -13,6 +15,15 @@ static int queue_cmp(const void *a, const void *b)
 	if (x->seq != y->seq)
 		return x->seq < y->seq ? -1 : 1;
 	return strcmp(x->id, y->id);
+}
+
+/* One gang through the pass's index, or node by node without one. */
+static int try_place(struct place_index *index, struct place_node *nodes, int n_nodes,
+                     const struct place_request *req, struct place_slot *slots,
+                     char reason[QUEUE_REASON_MAX])
+{
+	return index != NULL ? place_index_gang(index, req, slots, reason, QUEUE_REASON_MAX)
+	                     : place_gang(nodes, n_nodes, req, slots, reason, QUEUE_REASON_MAX);
 }
 
 int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int n_nodes,
@@ -36,10 +47,20 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 			         reserving->id);
 			continue;
 		}
-		int rc = index != NULL ? place_index_gang(index, &job->req, job->slots, job->reason,
-		                                          (int)sizeof job->reason)
-		                       : place_gang(nodes, n_nodes, &job->req, job->slots,
-		                                    job->reason, (int)sizeof job->reason);
+		int rc = try_place(index, nodes, n_nodes, &job->req, job->slots, job->reason);
+		job->dp = job->req.dp;
+		for (int k = 0; rc == YARD_ENOSPACE && k < job->n_shrink_dp; k++) {
+			struct place_request smaller = job->req;
+			char why[QUEUE_REASON_MAX];
+			smaller.dp = job->shrink_dp[k];
+			rc = try_place(index, nodes, n_nodes, &smaller, job->slots, why);
+			if (rc == 0)
+				job->dp = smaller.dp;
+			else if (k == job->n_shrink_dp - 1)
+				snprintf(job->reason + strlen(job->reason),
+				         sizeof job->reason - strlen(job->reason),
+				         "; with dp %d (allow_shrink_dp): %s", smaller.dp, why);
+		}
 		if (rc == 0) {
 			job->placed = 1;
 			placed++;

@@ -5,7 +5,9 @@
  * other: there is no partial allocation to deadlock on. A job that does not fit is skipped
  * and smaller jobs behind it may start (backfill), except that once a job has waited longer
  * than reserve_after_ms no job behind it starts: the free devices are kept for it, so a big
- * gang cannot be starved by a stream of small ones.
+ * gang cannot be starved by a stream of small ones. A job that may shrink its data-parallel
+ * degree (a re-placement under failure.allow_shrink_dp) tries its smaller layouts in its own
+ * turn, largest first, before the queue moves on.
  */
 #ifndef YARD_SCHED_QUEUE_H
 #define YARD_SCHED_QUEUE_H
@@ -22,11 +24,18 @@ struct queue_job {
 	int64_t seq;              /* submission order */
 	int64_t pending_since_ms; /* when it became pending */
 	struct place_request req;
+	/* smaller data-parallel degrees the job may run with instead (failure.allow_shrink_dp),
+	 * largest first, each below req.dp: tried in order, in the job's turn, when req does not
+	 * fit; NULL: none */
+	const int *shrink_dp;
+	int n_shrink_dp;
 	/* outputs of queue_pass */
 	int placed;                    /* 1: slots are filled */
+	int dp;                        /* placed: the dp placed, req.dp or one of shrink_dp */
 	struct place_slot *slots;      /* caller-allocated, dp*tp*pp entries */
 	int position;                  /* 1-based queue position after sorting */
-	char reason[QUEUE_REASON_MAX]; /* why it is still pending */
+	char reason[QUEUE_REASON_MAX]; /* why it is still pending; placed with a smaller dp:
+	                                * why req.dp did not fit */
 };
 
 struct queue_policy {

@@ -251,9 +251,10 @@ cmd() {
 	echo "\"command\":[$args],\"env\":{\"OUT\":\"$T\"}"
 }
 
-# losses_equal_after RANK0_LINES REFERENCE_LINES RESTORED STEPS: every step after RESTORED up
-# to STEPS has, in its last occurrence in RANK0_LINES (the restarted generation's), the loss
-# of REFERENCE_LINES (an uninterrupted yard-run) within a relative 1e-5; prints the worst.
+# losses_equal_after RANK0_LINES REFERENCE_LINES RESTORED STEPS [TOLERANCE]: every step after
+# RESTORED up to STEPS has, in its last occurrence in RANK0_LINES (the restarted generation's),
+# the loss of REFERENCE_LINES (an uninterrupted yard-run) within a relative TOLERANCE (default
+# 1e-5); prints the worst.
 losses_equal_after() {
 	python3 - "$@" <<'PY'
 import json, sys
@@ -266,6 +267,7 @@ def load(p):
     return out
 got, want = load(sys.argv[1]), load(sys.argv[2])
 restored, steps = int(sys.argv[3]), int(sys.argv[4])
+tol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-5
 worst = 0.0
 for s in range(restored + 1, steps + 1):
     if s not in got:
@@ -273,8 +275,8 @@ for s in range(restored + 1, steps + 1):
     ref = want[s][0]
     rel = abs(got[s][-1] - ref) / abs(ref)  # the last run of step s: generation 2's
     worst = max(worst, rel)
-    if rel > 1e-5:
-        sys.exit(f"step {s}: loss {got[s][-1]!r} vs {ref!r} uninterrupted (relative {rel:.3g} > 1e-5)")
+    if rel > tol:
+        sys.exit(f"step {s}: loss {got[s][-1]!r} vs {ref!r} uninterrupted (relative {rel:.3g} > {tol:g})")
 print(f"# steps {restored + 1}..{steps} equal the uninterrupted run; final loss {got[steps][-1]!r} vs {want[steps][0]!r}, worst relative difference {worst:.3g}")
 PY
 }

@@ -715,6 +715,143 @@ static void test_job_change_journal(void **state)
 /* parallel "auto": the first placement must carry the planner's layout, with as many ranks
  * as the placement; a fixed-layout job may not carry one; the plan is stored with the job
  * and survives a snapshot, and a snapshot from before jobs had plans gains the column. */
+static json_int_t effective(struct fsm *f, const char *id, const char *key)
+{
+	struct yard_err err = {0};
+	json_t *job = fsm_job_get(f, id, &err);
+	assert_non_null(job);
+	json_t *v = json_object_get(json_object_get(job, "effective"), key);
+	json_int_t n = json_is_boolean(v) ? json_is_true(v) : json_integer_value(v);
+	json_decref(job);
+	return n;
+}
+
+/* failure.allow_shrink_dp: a re-placement may name a smaller dp; the job then shows it and
+ * an event says why. A job that does not allow it, a first placement, a dp the spec cannot
+ * run and a rank count that does not match are refused, naming the field. */
+static void test_shrunk_placement_is_recorded(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	const json_t *r;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_int_equal(apply(&f, "node.register", NODE_B, NULL, T0, "nodes", "agent", NULL), 200);
+	const char *spec =
+	    "{\"name\":\"s\",\"train\":{\"batch_size\":8},\"parallel\":{\"dp\":4,\"tp\":1,\"pp\":1,"
+	    "\"micro_batches\":2},\"failure\":{\"allow_shrink_dp\":%s}}";
+	char args[1024];
+	snprintf(args, sizeof args, "{\"name\":\"s\",\"spec\":%s}", spec);
+	char body[1024];
+	snprintf(body, sizeof body, args, "true");
+	assert_int_equal(apply(&f, "job.submit", body, NULL, T0, "alice", "user", NULL), 201);
+	snprintf(body, sizeof body, args, "false");
+	assert_int_equal(apply(&f, "job.submit", body, NULL, T0, "alice", "user", NULL), 201);
+	const char *four = "[{\"node\":\"node-a\",\"device\":0},{\"node\":\"node-a\",\"device\":1},"
+	                   "{\"node\":\"node-b\",\"device\":0},{\"node\":\"node-b\",\"device\":1}]";
+	const char *two = "[{\"node\":\"node-b\",\"device\":0},{\"node\":\"node-b\",\"device\":1}]";
+	/* a first placement never shrinks */
+	snprintf(body, sizeof body, "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":%s,\"dp\":2}",
+	         two);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0, "yardd", "admin", &r), 409);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "dp");
+	snprintf(body, sizeof body, "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":%s,\"dp\":4}",
+	         four);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0, "yardd", "admin", NULL), 200);
+	assert_int_equal(effective(&f, "j-000001", "dp"), 4);
+	assert_int_equal(effective(&f, "j-000001", "shrunk"), 0);
+	assert_int_equal(apply(&f, "node.set_state",
+	                       "{\"id\":\"node-a\",\"state\":\"down\",\"reason\":\"no heartbeat\"}",
+	                       NULL, T0 + 1, "yardd", "admin", NULL),
+	                 200);
+	assert_int_equal(apply(&f, "job.restart",
+	                       "{\"id\":\"j-000001\",\"generation\":1,\"reason\":\"node-a down\","
+	                       "\"max_restarts\":3}",
+	                       NULL, T0 + 2, "yardd", "admin", NULL),
+	                 200);
+	/* dp 3 does not divide the batch (8 = dp x 2 x rows); 2 ranks are not dp 1's world */
+	snprintf(body, sizeof body, "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":%s,\"dp\":3}",
+	         two);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0 + 3, "yardd", "admin", &r), 400);
+	assert_non_null(strstr(json_string_value(json_object_get(r, "error")),
+	                       "train.batch_size: 8 is not divisible"));
+	snprintf(body, sizeof body, "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":%s,\"dp\":1}",
+	         two);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0 + 3, "yardd", "admin", &r), 400);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "ranks");
+	assert_string_equal(job_state(&f, "j-000001", NULL, NULL), "restarting");
+	snprintf(body, sizeof body,
+	         "{\"id\":\"j-000001\",\"generation\":2,\"ranks\":%s,\"dp\":2,"
+	         "\"shrink_reason\":\"needs 4 devices, 2 free\"}",
+	         two);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0 + 3, "yardd", "admin", NULL), 200);
+	assert_int_equal(effective(&f, "j-000001", "dp"), 2);
+	assert_int_equal(effective(&f, "j-000001", "world"), 2);
+	assert_int_equal(effective(&f, "j-000001", "spec_dp"), 4);
+	assert_int_equal(effective(&f, "j-000001", "shrunk"), 1);
+	json_t *page = fsm_events_list(&f, 0, 100, "j-000001", &err);
+	json_t *events = json_object_get(page, "events");
+	int found = 0;
+	for (size_t i = 0; i < json_array_size(events); i++) {
+		const json_t *e = json_array_get(events, i);
+		if (strcmp(json_string_value(json_object_get(e, "type")), "job.shrunk") == 0) {
+			assert_string_equal(json_string_value(json_object_get(e, "message")),
+			                    "job j-000001 re-placed with dp 2 (spec dp 4), 2 of 4 "
+			                    "ranks: needs 4 devices, 2 free");
+			found++;
+		}
+	}
+	assert_int_equal(found, 1);
+	json_decref(page);
+	/* a snapshot keeps it; an image from before jobs.shrunk_dp restores with the column */
+	struct fsm g;
+	unsigned char *img = NULL;
+	size_t len = 0;
+	assert_int_equal(fsm_serialize(&f, &img, &len, &err), 0);
+	assert_int_equal(fsm_init(&g, &err), 0);
+	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
+	sqlite3_free(img);
+	assert_int_equal(effective(&g, "j-000001", "dp"), 2);
+	assert_int_equal(
+	    sqlite3_exec(g.db, "ALTER TABLE jobs DROP COLUMN shrunk_dp", NULL, NULL, NULL),
+	    SQLITE_OK);
+	assert_int_equal(fsm_serialize(&g, &img, &len, &err), 0);
+	fsm_close(&g);
+	assert_int_equal(fsm_init(&g, &err), 0);
+	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
+	sqlite3_free(img);
+	assert_int_equal(effective(&g, "j-000001", "dp"), 4);
+	assert_int_equal(effective(&g, "j-000001", "shrunk"), 0);
+	fsm_close(&g);
+	/* the next re-placement with the spec's dp clears it */
+	assert_int_equal(apply(&f, "node.set_state", "{\"id\":\"node-a\",\"state\":\"up\"}", NULL,
+	                       T0 + 4, "yardd", "admin", NULL),
+	                 200);
+	assert_int_equal(apply(&f, "job.restart",
+	                       "{\"id\":\"j-000001\",\"generation\":2,\"reason\":\"again\","
+	                       "\"max_restarts\":3}",
+	                       NULL, T0 + 5, "yardd", "admin", NULL),
+	                 200);
+	snprintf(body, sizeof body, "{\"id\":\"j-000001\",\"generation\":3,\"ranks\":%s,\"dp\":4}",
+	         four);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0 + 6, "yardd", "admin", NULL), 200);
+	assert_int_equal(effective(&f, "j-000001", "shrunk"), 0);
+	assert_int_equal(effective(&f, "j-000001", "world"), 4);
+	/* a job that does not allow shrinking */
+	assert_int_equal(apply(&f, "job.finish",
+	                       "{\"id\":\"j-000001\",\"generation\":3,\"state\":\"succeeded\","
+	                       "\"reason\":\"done\"}",
+	                       NULL, T0 + 7, "yardd", "admin", NULL),
+	                 200);
+	snprintf(body, sizeof body, "{\"id\":\"j-000002\",\"generation\":1,\"ranks\":%s,\"dp\":2}",
+	         two);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0 + 8, "yardd", "admin", &r), 400);
+	assert_non_null(strstr(json_string_value(json_object_get(r, "error")),
+	                       "failure.allow_shrink_dp is false"));
+	assert_string_equal(job_state(&f, "j-000002", NULL, NULL), "pending");
+	fsm_close(&f);
+}
+
 static void test_auto_job_placement_records_plan(void **state)
 {
 	struct fsm f, g;
@@ -798,6 +935,7 @@ int main(void)
 	    cmocka_unit_test(test_jobs_list_filters_and_pages),
 	    cmocka_unit_test(test_nodes_and_placements),
 	    cmocka_unit_test(test_auto_job_placement_records_plan),
+	    cmocka_unit_test(test_shrunk_placement_is_recorded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

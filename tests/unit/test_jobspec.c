@@ -288,6 +288,11 @@ static const struct bad_spec bad_specs[] = {
     {"{\"name\": \"n\", \"failure\": {\"max_restarts\": -1}}", "failure.max_restarts"},
     {"{\"name\": \"n\", \"failure\": {\"hang_timeout_s\": 0}}", "failure.hang_timeout_s"},
     {"{\"name\": \"n\", \"failure\": {\"allow_shrink_dp\": 1}}", "failure.allow_shrink_dp"},
+    {"{\"name\": \"n\", \"parallel\": \"auto\", \"failure\": {\"allow_shrink_dp\": true}}",
+     "failure.allow_shrink_dp"},
+    {"{\"name\": \"n\", \"command\": [\"x\"], \"ranks\": 2, \"failure\": {\"allow_shrink_dp\": "
+     "true}}",
+     "failure.allow_shrink_dp"},
     {"{\"name\": \"n\", \"failure\": {\"straggler\": \"replace\"}}", "failure.straggler"},
     {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"k\": 1}}}", "failure.straggler.k"},
     {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"policy\": \"kill\"}}}",
@@ -560,6 +565,71 @@ static void test_rank_layout_is_megatron_order(void **state)
 	assert_int_equal(jobspec_rank(&q, 1, 0, 0), 20);
 }
 
+/* The spec a shrunk job's ranks run: dp and ranks change, nothing else; a dp the trainer
+ * could not run (batch not divisible, a debug rank outside the world) or a job that did not
+ * allow shrinking is refused naming why. */
+static void test_with_dp_shrinks_only_what_the_trainer_can_run(void **state)
+{
+	struct jobspec js;
+	struct yard_err err = {0};
+	json_t *in = load("{\"name\": \"s\", \"train\": {\"batch_size\": 24},"
+	                  " \"parallel\": {\"dp\": 6, \"tp\": 1, \"pp\": 1, \"micro_batches\": 2},"
+	                  " \"failure\": {\"allow_shrink_dp\": true}}");
+	assert_int_equal(jobspec_parse(in, &js, &err), 0);
+	json_t *spec = jobspec_to_json(&js);
+	jobspec_free(&js);
+	json_decref(in);
+	static const struct {
+		int dp, ok;
+		const char *why;
+	} cases[] = {
+	    {6, 1, NULL},
+	    {4, 1, NULL}, /* 24 = 4 x 2 x 3 */
+	    {3, 1, NULL},
+	    {5, 0, "train.batch_size: 24 is not divisible by parallel.dp × micro_batches (5 × 2)"},
+	    {7, 0, "dp: 7 is outside 1..parallel.dp (6)"},
+	    {0, 0, "dp: 0 is outside 1..parallel.dp (6)"},
+	    {1, 1, NULL},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct yard_err e = {0};
+		json_t *out = jobspec_with_dp(spec, cases[i].dp, &e);
+		if (cases[i].ok) {
+			if (out == NULL)
+				fail_msg("dp %d refused: %s", cases[i].dp, e.msg);
+			json_t *p = json_object_get(out, "parallel");
+			assert_int_equal(json_integer_value(json_object_get(p, "dp")), cases[i].dp);
+			assert_int_equal(json_integer_value(json_object_get(out, "ranks")),
+			                 cases[i].dp);
+			assert_int_equal(json_integer_value(json_object_get(
+			                     json_object_get(out, "train"), "batch_size")),
+			                 24);
+			json_decref(out);
+		} else if (out != NULL || strstr(e.msg, cases[i].why) == NULL) {
+			fail_msg("dp %d: want refusal '%s', got %s", cases[i].dp, cases[i].why,
+			         out ? "a spec" : e.msg);
+		}
+	}
+	/* a debug rank outside the smaller world */
+	json_object_set_new(json_object_get(spec, "debug"), "crash_rank", json_integer(5));
+	json_t *out = jobspec_with_dp(spec, 3, &err);
+	assert_null(out);
+	assert_non_null(strstr(err.msg, "debug.crash_rank: 5 is not a rank of this job"));
+	/* shrinking not allowed */
+	json_object_set_new(json_object_get(spec, "debug"), "crash_rank", json_integer(-1));
+	json_object_set_new(json_object_get(spec, "failure"), "allow_shrink_dp", json_false());
+	out = jobspec_with_dp(spec, 3, &err);
+	assert_null(out);
+	assert_non_null(strstr(err.msg, "failure.allow_shrink_dp is false"));
+	json_decref(spec);
+	/* command jobs have no data-parallel degree */
+	json_t *cmd = load("{\"name\": \"c\", \"command\": [\"true\"], \"ranks\": 2}");
+	out = jobspec_with_dp(cmd, 1, &err);
+	assert_null(out);
+	assert_non_null(strstr(err.msg, "only a trainer job with a fixed parallel layout"));
+	json_decref(cmd);
+}
+
 static void test_schedule_names(void **state)
 {
 	assert_string_equal(jobspec_schedule_name(JOBSPEC_GPIPE), "gpipe");
@@ -581,6 +651,7 @@ int main(void)
 	    cmocka_unit_test(test_examples_are_valid),
 	    cmocka_unit_test(test_rank_layout_is_megatron_order),
 	    cmocka_unit_test(test_schedule_names),
+	    cmocka_unit_test(test_with_dp_shrinks_only_what_the_trainer_can_run),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -419,6 +419,139 @@ static int count_lines(const char *s)
 	return n;
 }
 
+/* The desired entries' spec layout "dp N ranks R" of rank 0's entry. */
+static void desired_layout(const json_t *d, int *dp, int *ranks, int *world_size)
+{
+	const json_t *spec = json_object_get(json_array_get(d, 0), "spec");
+	*dp = (int)json_integer_value(json_object_get(json_object_get(spec, "parallel"), "dp"));
+	*ranks = (int)json_integer_value(json_object_get(spec, "ranks"));
+	*world_size = (int)json_integer_value(json_object_get(json_array_get(d, 0), "world_size"));
+}
+
+/* Both nodes beat (no ranks) until job j-000001 reaches generation gen, for at most 5 s
+ * (a restart's back-off); returns the job. */
+static json_t *wait_generation(struct world *w, int gen)
+{
+	json_t *j = job(w, "j-000001");
+	for (int i = 0; i < 50 && json_integer_value(json_object_get(j, "generation")) < gen; i++) {
+		json_decref(j);
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+		j = job(w, "j-000001");
+	}
+	if (json_integer_value(json_object_get(j, "generation")) != gen) {
+		sched_overlay_job(w->sched, j);
+		char *text = json_dumps(j, JSON_COMPACT);
+		fail_msg("job did not reach generation %d: %s", gen, text);
+	}
+	return j;
+}
+
+static void write_manifest(const char *dir, int step, int world)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/j-000001/step-%08d", dir, step);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "mkdir -p %s", path);
+	assert_int_equal(system(cmd), 0);
+	strcat(path, "/MANIFEST");
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "job j-000001\nstep %d\nworld %d\nformat 1\n", step, world);
+	fclose(f);
+}
+
+/* failure.allow_shrink_dp: node-a dies under a dp 2 x tp 2 x pp 2 job; node-b's 4 devices
+ * take it with dp 1 (ranks 0-3), committed with an event saying why, and the ranks are told
+ * to run the shrunk spec. When node-a is back and the dp 1 generation has completed a
+ * checkpoint, the leader restarts it on its own (not counted) and it takes dp 2 again,
+ * restoring that checkpoint. */
+static void test_shrink_on_node_death_and_grow_back(void **state)
+{
+	struct world *w = world_new();
+	char dir[] = "/tmp/test_leader_shrinkXXXXXX", spec[1024], args[1200];
+	assert_non_null(mkdtemp(dir));
+	snprintf(spec, sizeof spec,
+	         "{\"name\":\"s\",\"train\":{\"batch_size\":32},\"parallel\":{\"dp\":2,\"tp\":2,"
+	         "\"pp\":2,\"micro_batches\":4},\"checkpoint\":{\"every_steps\":20,\"store\":"
+	         "\"dir:%s\"},\"failure\":{\"max_restarts\":5,\"allow_shrink_dp\":true}}",
+	         dir);
+	snprintf(args, sizeof args, "{\"name\":\"s\",\"spec\":%s}", spec);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit", args), 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	write_manifest(dir, 40, 8);
+	for (int i = 0; i < 40; i++) {
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	assert_string_equal(node_state(w, "node-a"), "down");
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	json_t *j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_int_equal(json_array_size(json_object_get(j, "layout")), 4);
+	json_t *want = json_loads("{\"dp\":1,\"tp\":2,\"pp\":2,\"world\":4,\"spec_dp\":2,"
+	                          "\"shrunk\":true}",
+	                          0, NULL);
+	assert_true(json_equal(json_object_get(j, "effective"), want));
+	json_decref(want);
+	json_decref(j);
+	assert_string_equal(events_of(w, "j-000001", "job.shrunk"),
+	                    "job j-000001 re-placed with dp 1 (spec dp 2), 4 of 8 ranks: needs 8 "
+	                    "devices, 4 free\n");
+	json_t *d = heartbeat(w, "node-b", "[]");
+	int dp, ranks, world;
+	assert_int_equal(json_array_size(d), 4);
+	desired_layout(d, &dp, &ranks, &world);
+	assert_int_equal(dp, 1);
+	assert_int_equal(ranks, 4);
+	assert_int_equal(world, 4);
+	json_decref(d);
+
+	/* node-a comes back: 8 devices would be free, but the dp 1 generation has no checkpoint
+	 * yet (a restart would lose its progress): it keeps running */
+	json_decref(heartbeat(w, "node-a", "[]"));
+	run(w, 100);
+	assert_string_equal(node_state(w, "node-a"), "up");
+	for (int i = 0; i < 10; i++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	json_decref(j);
+	/* its checkpoint of step 60 completes: the leader restarts it (not counted) and it grows
+	 * back to dp 2, its ranks restoring the dp 1 shards */
+	write_manifest(dir, 60, 4);
+	j = wait_generation(w, 3);
+	assert_int_equal(json_array_size(json_object_get(j, "layout")), 8);
+	assert_false(json_is_true(json_object_get(json_object_get(j, "effective"), "shrunk")));
+	json_decref(j);
+	assert_non_null(strstr(events_of(w, "j-000001", "job.restarting"),
+	                       "not counted against max_restarts): growing back to dp 2 (runs dp "
+	                       "1): 8 devices free for its 8 ranks; from checkpoint step 60"));
+	assert_int_equal(json_integer_value(json_object_get(j = job(w, "j-000001"), "restarts")),
+	                 1);
+	json_decref(j);
+	assert_non_null(strstr(events_of(w, "j-000001", "job.placed"),
+	                       "re-placed (generation 3): 8 rank(s) on node-a (4), node-b (4); "
+	                       "restoring from checkpoint step 60"));
+	d = heartbeat(w, "node-a", "[]");
+	assert_int_equal(json_array_size(d), 4);
+	desired_layout(d, &dp, &ranks, &world);
+	assert_int_equal(dp, 2);
+	assert_int_equal(world, 8);
+	json_decref(d);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	world_free(w);
+}
+
 /* A heartbeat from node-a for ranks 0-3 of job j-000001 (generation gen) carrying windows
  * first..last, where rank slow's compute is factor times the others' 10 ms. */
 static void beat_windows(struct world *w, const char *node, int first_rank, int gen, int64_t first,
@@ -1090,6 +1223,7 @@ int main(void)
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
+	    cmocka_unit_test(test_shrink_on_node_death_and_grow_back),
 	    cmocka_unit_test(test_straggler_report_and_recovery),
 	    cmocka_unit_test(test_straggler_replace_moves_and_is_capped),
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),

@@ -205,6 +205,93 @@ static void test_backfill_until_reservation_prevents_starvation(void **state)
 	assert_non_null(strstr(jobs[1].reason, "waiting behind big"));
 }
 
+/* A re-placement that may shrink (failure.allow_shrink_dp) takes the largest dp that fits,
+ * in its own turn: rank ids are those of replicas 0..dp-1 (the first dp*pp TP groups), TP
+ * groups stay on one node, and a job that fits nowhere says why for both layouts. Rows: a
+ * cluster (nodes x devices, busy devices on node 0 and node 1), the job (dp tp pp, the shrink
+ * options) and the outcome (placed, dp, reason). */
+static void test_shrink_takes_the_largest_dp_that_fits(void **state)
+{
+	static const struct {
+		int nodes, devices;
+		uint64_t busy0, busy1;
+		int dp, tp, pp;
+		int shrink[4], n_shrink;
+		int placed, want_dp;
+		const char *reason; /* placed: why the spec's dp did not fit; else why waiting */
+	} rows[] = {
+	    /* the integration test's case: 2 nodes x 4, one node down (all busy): dp 2 -> 1 */
+	    {2, 4, 0, 0xf, 2, 2, 2, {1}, 1, 1, 1, "needs 8 devices, 4 free"},
+	    /* everything fits: the spec's dp, no shrink */
+	    {2, 4, 0, 0, 2, 2, 2, {1}, 1, 1, 2, ""},
+	    /* dp 4 tp 1 pp 1, 3 free devices: options 2 and 1 (3 is not valid for the batch):
+	     * the largest that fits is 2 */
+	    {1, 4, 0x1, 0, 4, 1, 1, {2, 1}, 2, 1, 2, "needs 4 devices, 3 free"},
+	    /* free devices in total but no room for a TP group of 2: 3 + 1 free, dp 2 tp 2 pp 1
+	     * needs 2 groups; dp 1 needs 1 group: fits on node 0 */
+	    {2,
+	     4,
+	     0x1,
+	     0x7,
+	     2,
+	     2,
+	     1,
+	     {1},
+	     1,
+	     1,
+	     1,
+	     "needs 2 groups of 2 devices on one node (tensor parallel), nodes have room for 1"},
+	    /* not even dp 1 fits: waits, naming both */
+	    {2,
+	     4,
+	     0xf,
+	     0xe,
+	     2,
+	     2,
+	     2,
+	     {1},
+	     1,
+	     0,
+	     0,
+	     "needs 8 devices, 1 free; with dp 1 (allow_shrink_dp): needs 4 devices, 1 free"},
+	    /* no shrink allowed: waits with the spec's reason */
+	    {2, 4, 0, 0xf, 2, 2, 2, {0}, 0, 0, 0, "needs 8 devices, 4 free"},
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		struct place_node nodes[2];
+		struct place_slot slots[16];
+		make_nodes(nodes, rows[i].nodes, rows[i].devices);
+		nodes[0].busy_mask = rows[i].busy0;
+		if (rows[i].nodes > 1)
+			nodes[1].busy_mask = rows[i].busy1;
+		int busy_before = busy_count(nodes, rows[i].nodes);
+		struct queue_job job = {
+		    .id = "j",
+		    .req = {.dp = rows[i].dp, .tp = rows[i].tp, .pp = rows[i].pp},
+		    .shrink_dp = rows[i].shrink,
+		    .n_shrink_dp = rows[i].n_shrink,
+		    .slots = slots};
+		struct queue_policy policy = {0};
+		int placed = queue_pass(&job, 1, nodes, rows[i].nodes, &policy, 0);
+		if (placed != rows[i].placed || strcmp(job.reason, rows[i].reason) != 0 ||
+		    (placed && job.dp != rows[i].want_dp))
+			fail_msg(
+			    "row %zu: placed %d dp %d reason '%s'; want placed %d dp %d reason "
+			    "'%s'",
+			    i, placed, job.dp, job.reason, rows[i].placed, rows[i].want_dp,
+			    rows[i].reason);
+		if (!placed) {
+			assert_int_equal(busy_count(nodes, rows[i].nodes), busy_before);
+			continue;
+		}
+		int world = job.dp * rows[i].tp * rows[i].pp;
+		assert_int_equal(busy_count(nodes, rows[i].nodes), busy_before + world);
+		for (int r = 0; r < world; r += rows[i].tp)
+			for (int t = 1; t < rows[i].tp; t++)
+				assert_int_equal(slots[r + t].node, slots[r].node);
+	}
+}
+
 static unsigned rnd_state = 1;
 static unsigned rnd(unsigned n)
 {
@@ -284,6 +371,7 @@ int main(void)
 	    cmocka_unit_test(test_two_gangs_of_six_on_eight_devices_do_not_deadlock),
 	    cmocka_unit_test(test_priority_then_submission_order),
 	    cmocka_unit_test(test_backfill_until_reservation_prevents_starvation),
+	    cmocka_unit_test(test_shrink_takes_the_largest_dp_that_fits),
 	    cmocka_unit_test(test_index_places_exactly_like_place_gang),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,6 +67,7 @@ struct run {
 	const struct reference *ref;
 	const char *ckpt_dir;
 	int save_at, restore, steps;
+	int expect_failure; /* run_layout leaves the failure to the test */
 	double loss[STEPS], accuracy[STEPS], grad_norm[STEPS];
 	pthread_mutex_t lock;
 	double worst_param_diff;
@@ -247,7 +248,7 @@ static void run_layout(struct run *run, const struct jobspec *spec)
 		pthread_join(threads[r], NULL);
 	trainer_local_world_free(run->world);
 	pthread_mutex_destroy(&run->lock);
-	if (run->failure[0])
+	if (run->failure[0] && !run->expect_failure)
 		fail_msg("dp %d tp %d pp %d %s: %s", spec->parallel.dp, spec->parallel.tp,
 		         spec->parallel.pp, schedule_name(spec->parallel.schedule), run->failure);
 }
@@ -453,6 +454,69 @@ static void test_checkpoint_restore_continues_exactly(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* A job that shrank its data-parallel degree (failure.allow_shrink_dp) restores the
+ * checkpoint of its larger layout: rank r of dp 1 x tp 2 x pp 2 reads shard r of the dp 2
+ * checkpoint and trains on like the uninterrupted dp 2 run (the same samples and global batch;
+ * only the order of gradient sums differs); growing back, rank r of dp 2 reads shard r mod 4
+ * of the dp 1 checkpoint. Any other change of layout is refused, naming both layouts. */
+static void test_checkpoint_restores_into_a_smaller_dp(void **state)
+{
+	struct jobspec spec = base_spec();
+	spec.train.optimizer = JOBSPEC_ADAMW;
+	spec.train.lr = 0.003;
+	spec.parallel.dp = 2;
+	spec.parallel.tp = 2;
+	spec.parallel.pp = 2;
+	char dir[] = "/tmp/test_trainer_shrinkXXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct run whole = {0};
+	run_layout(&whole, &spec);
+	struct run first = {.ckpt_dir = dir, .save_at = 10, .steps = 10};
+	run_layout(&first, &spec);
+	struct jobspec shrunk = spec;
+	shrunk.parallel.dp = 1;
+	struct run second = {.ckpt_dir = dir, .restore = 1};
+	run_layout(&second, &shrunk);
+	double worst = 0;
+	for (int s = 10; s < STEPS; s++) {
+		double rel = fabs(second.loss[s] - whole.loss[s]) / fabs(whole.loss[s]);
+		worst = fmax(worst, rel);
+		if (rel > 1e-5)
+			fail_msg("step %d after restoring dp 2 into dp 1: loss %.9g, uninterrupted "
+			         "%.9g (relative %.2g, want <= 1e-5)",
+			         s + 1, second.loss[s], whole.loss[s], rel);
+	}
+	print_message("restored into dp 1: worst relative loss difference %.3g\n", worst);
+	/* and back: dp 1 checkpoints step 15, dp 2 restores it (rank r reads shard r mod 4) */
+	struct run shrunk_saves = {.ckpt_dir = dir, .restore = 1, .save_at = 15, .steps = 15};
+	run_layout(&shrunk_saves, &shrunk);
+	struct run grown = {.ckpt_dir = dir, .restore = 1};
+	run_layout(&grown, &spec);
+	worst = 0;
+	for (int s = 15; s < STEPS; s++) {
+		double rel = fabs(grown.loss[s] - whole.loss[s]) / fabs(whole.loss[s]);
+		worst = fmax(worst, rel);
+		if (rel > 1e-5)
+			fail_msg("step %d after restoring dp 1 into dp 2: loss %.9g, uninterrupted "
+			         "%.9g (relative %.2g, want <= 1e-5)",
+			         s + 1, grown.loss[s], whole.loss[s], rel);
+	}
+	assert_true(grown.loss[14] == 0.0); /* it resumed after step 15, not before */
+	print_message("restored dp 1 into dp 2: worst relative loss difference %.3g\n", worst);
+	struct jobspec other = spec;
+	other.parallel.dp = 4;
+	other.parallel.tp = 1;
+	struct run refused = {.ckpt_dir = dir, .restore = 1, .expect_failure = 1};
+	run_layout(&refused, &other); /* tp changed: refused */
+	if (strstr(refused.failure, "shard is for layout dp 1 x tp 2 x pp 2 (world size 4), "
+	                            "this run has dp 4 x tp 1 x pp 2") == NULL)
+		fail_msg("restore into dp 4 x tp 1 x pp 2: want a layout mismatch, got: %s",
+		         refused.failure);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* The example job (examples/train_synthetic.json) learns the synthetic task. It runs in one
  * process: the layout tests above show every layout computes the same. */
 static void test_example_job_learns_the_synthetic_task(void **state)
@@ -499,6 +563,7 @@ int main(void)
 	    cmocka_unit_test(test_layouts_train_like_one_process_adamw),
 	    cmocka_unit_test(test_gradient_buckets_overlap_backward),
 	    cmocka_unit_test(test_checkpoint_restore_continues_exactly),
+	    cmocka_unit_test(test_checkpoint_restores_into_a_smaller_dp),
 	    cmocka_unit_test(test_example_job_learns_the_synthetic_task),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

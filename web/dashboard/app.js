@@ -494,6 +494,8 @@
 	}
 
 	function dimsOf(job, ranks) {
+		const e = job.effective; // the layout the ranks run (a shrunk dp included)
+		if (e && e.dp) return {dp: e.dp, tp: e.tp || 1, pp: e.pp || 1};
 		const p = job.spec && job.spec.parallel;
 		if (p && typeof p === 'object' && p.dp) return {dp: p.dp, tp: p.tp || 1, pp: p.pp || 1};
 		const planned = job.plan && job.plan.layout;
@@ -637,7 +639,7 @@
 			[job.state === 'pending' || job.state === 'restarting' ? 'pending reason' : 'reason', job.reason || '—'], ['progress', progress(job)], ['loss', num(job.loss)],
 			['restarts', String(job.restarts || 0)], ['submitted', `${clock(job.submitted_ms)} by ${job.actor || '?'}`],
 			['updated', ago(job.updated_ms)],
-			['parallel', par === 'auto' ? 'auto (planner)' : par ? `dp ${par.dp} × tp ${par.tp} × pp ${par.pp}` + (par.schedule ? `, ${par.schedule}` : '') : spec.command ? `command, ${spec.ranks} ranks` : '—'],
+			['parallel', par === 'auto' ? 'auto (planner)' : par ? (job.effective && job.effective.shrunk ? `dp ${job.effective.dp} of ${par.dp} (shrunk)` : `dp ${par.dp}`) + ` × tp ${par.tp} × pp ${par.pp}` + (par.schedule ? `, ${par.schedule}` : '') : spec.command ? `command, ${spec.ranks} ranks` : '—'],
 			['device', (spec.resources && spec.resources.device) || '—'],
 		];
 		if (job.state === 'pending') {
