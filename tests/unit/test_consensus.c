@@ -47,6 +47,7 @@ struct tnode {
 	char dir[256];
 	char addr[64];
 	int running;
+	int fsm_open;
 	int ups, downs;
 };
 
@@ -59,15 +60,16 @@ static char root[] = "/tmp/yard-test-consensus-XXXXXX";
 static struct tnode nodes[MAX_NODES];
 static struct consensus_member members[MAX_NODES];
 
-static int free_port(void)
+/* Binds a socket to a free loopback port; returns the socket, the port in *port. */
+static int bind_free_port(int *port)
 {
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof a;
 	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
 	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
-	close(s);
-	return ntohs(a.sin_port);
+	*port = ntohs(a.sin_port);
+	return s;
 }
 
 static void on_up(struct consensus *c, void *data)
@@ -103,11 +105,18 @@ static int run_until(int (*pred)(void *), void *arg, uint64_t timeout_ms)
 	return ok;
 }
 
+/* Members 1..n on free ports: every port stays bound until all are picked, so two members
+ * never get the same one (the kernel may hand a just-released port out again). */
 static void setup_members(int n)
 {
+	int socks[MAX_NODES], ports[MAX_NODES];
+	for (int i = 0; i < n; i++)
+		socks[i] = bind_free_port(&ports[i]);
+	for (int i = 0; i < n; i++)
+		close(socks[i]);
 	for (int i = 0; i < n; i++) {
 		members[i].id = (uint64_t)i + 1;
-		snprintf(nodes[i].addr, sizeof nodes[i].addr, "127.0.0.1:%d", free_port());
+		snprintf(nodes[i].addr, sizeof nodes[i].addr, "127.0.0.1:%d", ports[i]);
 		snprintf(members[i].raft_address, sizeof members[i].raft_address, "%s",
 		         nodes[i].addr);
 		snprintf(nodes[i].dir, sizeof nodes[i].dir, "%s/n%d", root, i + 1);
@@ -142,6 +151,7 @@ static void start_node(int i, int n_members, unsigned threshold, unsigned traili
 	cfg.on_leader_down = on_down;
 	cfg.cb_data = n;
 	assert_int_equal(fsm_init(&n->fsm, &err), 0);
+	n->fsm_open = 1;
 	fsm_ops_init(&ops, &n->fsm);
 	int rc = consensus_init(&n->c, &loop, &cfg, &ops, &err);
 	if (rc != 0)
@@ -168,8 +178,10 @@ static void stop_nodes(int *which, int count)
 		nodes[which[k]].running = 0;
 	}
 	assert_true(run_until(is_closed, &want, 5000));
-	for (int k = 0; k < count; k++)
+	for (int k = 0; k < count; k++) {
 		fsm_close(&nodes[which[k]].fsm);
+		nodes[which[k]].fsm_open = 0;
+	}
 }
 
 static void stop_all(int n)
@@ -794,6 +806,9 @@ static int per_test_teardown(void **state)
 	for (int i = 0; i < MAX_NODES; i++)
 		nodes[i].c.state_fn = raft_state;
 	stop_all(MAX_NODES);
+	for (int i = 0; i < MAX_NODES; i++)
+		if (nodes[i].fsm_open) /* its consensus_init failed */
+			fsm_close(&nodes[i].fsm);
 	return 0;
 }
 
