@@ -406,6 +406,8 @@ static void issue_applies(struct consensus *c, struct consensus_op **ops, int n)
 static void idle_cb(uv_idle_t *h)
 {
 	struct consensus *c = CONSENSUS_OF(h, idle);
+	if (c->closing)
+		return; /* active only to keep poll from blocking until check_cb closes raft */
 	struct consensus_op *op = c->queue_head;
 	struct consensus_op *group[CODEC_BATCH_MAX];
 	int n_group = 0;
@@ -472,10 +474,30 @@ static void default_fatal(struct consensus *c, const char *why)
 	exit(1);
 }
 
+static void raft_closed(struct raft *r);
+
+/* raft_close, issued from the check phase only. raft_uv (0.15) closes the open segment's
+ * writer (loop handles, closed in the loop's closing phase) and finalizes the segment (thread
+ * pool) on raft_close, and fires its close callback once the finalize is reported, without
+ * waiting for the writer (canonical/raft#341). Were a poll phase to report the finalize
+ * before that closing phase, raft_closed would free raft_uv and the writer's close would
+ * then run on freed memory: raft's close callback a second time, a double free or SIGSEGV.
+ * After the check phase comes the closing phase, before any poll: the writer closes first. */
+static void close_raft(struct consensus *c)
+{
+	uv_idle_stop(&c->idle);
+	uv_check_stop(&c->check);
+	raft_close(&c->raft, raft_closed);
+}
+
 static void check_cb(uv_check_t *h)
 {
 	struct consensus *c = CONSENSUS_OF(h, check);
-	if (c->closing || !c->started)
+	if (c->closing) {
+		close_raft(c);
+		return;
+	}
+	if (!c->started)
 		return;
 	int state = c->state_fn(&c->raft);
 	if (state == RAFT_UNAVAILABLE) {
@@ -726,10 +748,14 @@ void consensus_close(struct consensus *c, void (*cb)(struct consensus *c))
 		op_finish(op, YARD_EABORTED, "controller shutting down", NULL);
 		op = next;
 	}
-	uv_idle_stop(&c->idle);
-	uv_check_stop(&c->check);
 	uv_timer_stop(&c->health);
-	raft_close(&c->raft, raft_closed);
+	if (!c->started) { /* raft_start failed: no segment, nothing in the thread pool */
+		close_raft(c);
+		return;
+	}
+	/* check_cb issues raft_close (see close_raft); the idle handle keeps the loop from
+	 * blocking in poll until then */
+	uv_idle_start(&c->idle, idle_cb);
 }
 
 struct shutdown_ctx {

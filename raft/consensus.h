@@ -13,7 +13,10 @@
  *  - the FSM apply given to raft never returns an error (errors travel in the result);
  *  - a node that turns RAFT_UNAVAILABLE outside shutdown logs and exits(1) (watchdog);
  *  - writes are refused while the data dir has less than min_free_mb free;
- *  - a new leader runs a raft_barrier before it reports leader-up and admits requests.
+ *  - a new leader runs a raft_barrier before it reports leader-up and admits requests;
+ *  - raft_close is issued from the loop's check phase, so raft_uv's open-segment writer has
+ *    closed before raft_uv reports itself closed (0.15 fires that report early when a poll
+ *    phase comes between: a double close callback, canonical/raft#341).
  * Commands submitted within one loop iteration are packed into one raft entry (a version-2
  * batch frame, jobs/codec.h; at most batch_max commands and batch_max_bytes), applied in
  * order, each on its own, and each caller gets its own result; a lone command still goes
@@ -154,7 +157,8 @@ struct consensus {
  * settings and starts raft (restoring any local snapshot synchronously). */
 int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_config *cfg,
                    const struct consensus_fsm_ops *ops, struct yard_err *err);
-/* Fails queued requests, closes raft and every handle, then calls cb. */
+/* Fails queued requests, closes raft and every handle, then calls cb. raft_close itself is
+ * issued from the next check phase of the loop, so cb comes in a later loop iteration. */
 void consensus_close(struct consensus *c, void (*cb)(struct consensus *c));
 /* Graceful stop: a leader first hands leadership to a healthy voter (bounded by one
  * election timeout), then closes. */

@@ -8,7 +8,11 @@
  *  - the watchdog fires on RAFT_UNAVAILABLE;
  *  - writes are refused below the free-space floor;
  *  - a member restarted behind a compacted log catches up through InstallSnapshot and ends
- *    byte-identical (also exercises the FSM v2 snapshot/finalize/restore glue). */
+ *    byte-identical (also exercises the FSM v2 snapshot/finalize/restore glue);
+ *  - closing survives raft_uv firing its close callback before the open segment's writer
+ *    has closed (raft 0.15's double close callback).
+ * A test that fails leaves its members to the per-test teardown, which closes them, so one
+ * failure is reported as itself and not as crashes of the tests after it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,10 +23,13 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,23 +47,29 @@ struct tnode {
 	char dir[256];
 	char addr[64];
 	int running;
+	int fsm_open;
 	int ups, downs;
 };
 
 static uv_loop_t loop;
+/* Election timeout for the members the current test starts; 0: the default. Tests that are
+ * not about elections use a long one: three members share one loop here, and a loop stalled
+ * past the default 200 ms on a loaded machine elects a new leader mid-test. */
+static unsigned election_timeout_ms;
 static char root[] = "/tmp/yard-test-consensus-XXXXXX";
 static struct tnode nodes[MAX_NODES];
 static struct consensus_member members[MAX_NODES];
 
-static int free_port(void)
+/* Binds a socket to a free loopback port; returns the socket, the port in *port. */
+static int bind_free_port(int *port)
 {
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof a;
 	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
 	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
-	close(s);
-	return ntohs(a.sin_port);
+	*port = ntohs(a.sin_port);
+	return s;
 }
 
 static void on_up(struct consensus *c, void *data)
@@ -75,26 +88,35 @@ static void on_down(struct consensus *c, void *data)
 
 static void tick_cb(uv_timer_t *t) {}
 
+/* Keeps UV_RUN_ONCE from blocking longer than 5 ms in run_until. A file-level handle, not
+ * one on run_until's stack: an assertion failing inside a callback leaves run_until by
+ * longjmp, and the loop must not keep a handle in a dead stack frame. */
+static uv_timer_t tick;
+
 /* Runs the loop until pred() or timeout_ms; returns pred(). */
 static int run_until(int (*pred)(void *), void *arg, uint64_t timeout_ms)
 {
-	uv_timer_t tick;
-	uv_timer_init(&loop, &tick);
 	uv_timer_start(&tick, tick_cb, 5, 5);
 	uint64_t deadline = yard_now_mono_ms() + timeout_ms;
 	int ok;
 	while (!(ok = pred(arg)) && yard_now_mono_ms() < deadline)
 		uv_run(&loop, UV_RUN_ONCE);
-	uv_close((uv_handle_t *)&tick, NULL);
-	uv_run(&loop, UV_RUN_NOWAIT);
+	uv_timer_stop(&tick);
 	return ok;
 }
 
+/* Members 1..n on free ports: every port stays bound until all are picked, so two members
+ * never get the same one (the kernel may hand a just-released port out again). */
 static void setup_members(int n)
 {
+	int socks[MAX_NODES], ports[MAX_NODES];
+	for (int i = 0; i < n; i++)
+		socks[i] = bind_free_port(&ports[i]);
+	for (int i = 0; i < n; i++)
+		close(socks[i]);
 	for (int i = 0; i < n; i++) {
 		members[i].id = (uint64_t)i + 1;
-		snprintf(nodes[i].addr, sizeof nodes[i].addr, "127.0.0.1:%d", free_port());
+		snprintf(nodes[i].addr, sizeof nodes[i].addr, "127.0.0.1:%d", ports[i]);
 		snprintf(members[i].raft_address, sizeof members[i].raft_address, "%s",
 		         nodes[i].addr);
 		snprintf(nodes[i].dir, sizeof nodes[i].dir, "%s/n%d", root, i + 1);
@@ -117,6 +139,10 @@ static void start_node(int i, int n_members, unsigned threshold, unsigned traili
 	cfg.members = members;
 	cfg.n_members = n_members;
 	cfg.min_free_mb = 1;
+	if (election_timeout_ms) {
+		cfg.election_timeout_ms = election_timeout_ms;
+		cfg.heartbeat_ms = election_timeout_ms / 5;
+	}
 	if (threshold) {
 		cfg.snapshot_threshold = threshold;
 		cfg.snapshot_trailing = trailing;
@@ -125,6 +151,7 @@ static void start_node(int i, int n_members, unsigned threshold, unsigned traili
 	cfg.on_leader_down = on_down;
 	cfg.cb_data = n;
 	assert_int_equal(fsm_init(&n->fsm, &err), 0);
+	n->fsm_open = 1;
 	fsm_ops_init(&ops, &n->fsm);
 	int rc = consensus_init(&n->c, &loop, &cfg, &ops, &err);
 	if (rc != 0)
@@ -151,8 +178,10 @@ static void stop_nodes(int *which, int count)
 		nodes[which[k]].running = 0;
 	}
 	assert_true(run_until(is_closed, &want, 5000));
-	for (int k = 0; k < count; k++)
+	for (int k = 0; k < count; k++) {
 		fsm_close(&nodes[which[k]].fsm);
+		nodes[which[k]].fsm_open = 0;
+	}
 }
 
 static void stop_all(int n)
@@ -194,6 +223,7 @@ static char *job_cmd(int i, size_t *len)
 /* ---- tests ---- */
 
 struct counter {
+	int submitted; /* commands the test submitted itself */
 	int done, ok, unknown, notleader, other;
 	struct consensus *c;
 	int resubmit;
@@ -236,11 +266,12 @@ static void resubmit_cb(void *data, int status, const void *result)
 	}
 }
 
+/* Every callback has come: one per command submitted, one per re-submit queued. */
 static int counter_done(void *arg)
 {
 	struct counter *k = arg;
-	return k->done >= k->ok + k->unknown + k->notleader + k->other && k->resubmit == 0 &&
-	       k->done >= 2;
+	return k->resubmit == 0 &&
+	       k->ok + k->unknown + k->notleader + k->other == k->submitted + k->resubmit_queued;
 }
 
 static void test_single_member_barrier_first_and_deferred_resubmit(void **state)
@@ -252,7 +283,7 @@ static void test_single_member_barrier_first_and_deferred_resubmit(void **state)
 	assert_int_equal(nodes[0].ups, 1);
 	assert_true(nodes[0].c.raft.pre_vote); /* pre-vote on */
 
-	struct counter k = {.c = &nodes[0].c, .resubmit = 1};
+	struct counter k = {.c = &nodes[0].c, .submitted = 1, .resubmit = 1};
 	size_t len;
 	char *cmd = job_cmd(1, &len);
 	struct yard_err err = {0};
@@ -323,7 +354,7 @@ static void test_resubmit_from_leadership_lost_callback_does_not_crash(void **st
 	for (int i = 0; i < 3; i++)
 		start_node(i, 3, 0, 0);
 	int leader = find_leader(3);
-	struct counter k = {.c = &nodes[leader].c, .resubmit = 10};
+	struct counter k = {.c = &nodes[leader].c, .submitted = 10, .resubmit = 10};
 	struct yard_err err = {0};
 	for (int i = 0; i < 10; i++) {
 		size_t len;
@@ -385,15 +416,16 @@ static int dead_stale(void *arg)
 
 static void test_transfer_skips_a_dead_follower(void **state)
 {
+	election_timeout_ms = 1000;
 	setup_members(3);
 	for (int i = 0; i < 3; i++)
 		start_node(i, 3, 0, 0);
 	int leader = find_leader(3);
 	int dead = (leader + 1) % 3, live = (leader + 2) % 3;
 	int v_live[2] = {leader, live + 1}, v_dead[2] = {leader, dead + 1};
-	assert_true(run_until(leader_healthy_of, v_live, 3000));
+	assert_true(run_until(leader_healthy_of, v_live, 5000));
 	stop_nodes(&dead, 1);
-	assert_true(run_until(dead_stale, v_dead, 3000));
+	assert_true(run_until(dead_stale, v_dead, 8000)); /* two election timeouts of silence */
 	/* an explicit transfer to the dead member is refused up front */
 	struct yard_err err = {0};
 	assert_int_equal(
@@ -402,7 +434,7 @@ static void test_transfer_skips_a_dead_follower(void **state)
 	/* automatic choice goes to the live one and succeeds */
 	transfer_status = 99;
 	assert_int_equal(consensus_transfer(&nodes[leader].c, 0, transfer_done, NULL, &err), 0);
-	assert_true(run_until(transfer_finished, NULL, 3000));
+	assert_true(run_until(transfer_finished, NULL, 5000));
 	assert_int_equal(transfer_status, 0);
 	uint64_t id;
 	consensus_leader(&nodes[leader].c, &id, NULL);
@@ -553,6 +585,7 @@ static void submit_op(struct consensus *c, const char *op, const char *args, con
  * burst over batch_max is split, and all members end byte-identical. */
 static void test_batches_apply_each_command_on_its_own(void **state)
 {
+	election_timeout_ms = 1000;
 	setup_members(3);
 	for (int i = 0; i < 3; i++)
 		start_node(i, 3, 0, 0);
@@ -605,7 +638,9 @@ static void test_batches_apply_each_command_on_its_own(void **state)
 	for (int i = 0; i < 150; i++) {
 		char want[32];
 		snprintf(want, sizeof want, "j-%06d", 4 + i);
-		assert_int_equal(burst[i].http_status, 201);
+		if (burst[i].http_status != 201)
+			fail_msg("burst command %d: status %d, HTTP status %d (%s)", i,
+			         burst[i].status, burst[i].http_status, burst[i].error);
 		assert_string_equal(burst[i].id, want);
 	}
 	assert_int_equal(c->stats.batches_sent, before.batches_sent + 4);
@@ -621,6 +656,116 @@ static void test_batches_apply_each_command_on_its_own(void **state)
 	stop_all(3);
 }
 
+/* ---- closing ---- */
+
+/* raft_uv (0.15) closes the open segment's writer (loop handles) and finalizes the segment
+ * (thread pool) on raft_close, but fires its close callback without waiting for the writer:
+ * when the finalize is reported by a poll phase that comes before the closing phase in which
+ * the writer's handles close, raft_closed frees raft_uv first and the writer's close then
+ * runs on freed memory (raft's close callback a second time: a double free or SIGSEGV; the
+ * crash seen once in a loaded full-suite run). A loaded machine needs the thread pool to win
+ * that race by chance; this wrapper around raft_uv's close makes it win every time, as if
+ * the loop's thread were preempted right after raft_close: it returns only once the thread
+ * pool has finalized the open segment on disk. */
+static void (*io_close_real)(struct raft_io *io, raft_io_close_cb cb);
+static raft_io_close_cb io_closed_raft; /* raft's own callback */
+static const char *io_close_dir;
+static int io_close_finalize_seen, io_closed_calls, handles_closing_at_io_closed;
+
+/* The lowest counter N of the open-N segment files in dir (the segment being written), or 0
+ * when there is none. */
+static unsigned long long lowest_open_segment(const char *dir)
+{
+	unsigned long long lowest = 0;
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		unsigned long long n;
+		char extra;
+		if (sscanf(e->d_name, "open-%llu%c", &n, &extra) == 1 &&
+		    (lowest == 0 || n < lowest))
+			lowest = n;
+	}
+	closedir(d);
+	return lowest;
+}
+
+static int open_segment_exists(const char *dir, unsigned long long n)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/open-%llu", dir, n);
+	return access(path, F_OK) == 0;
+}
+
+static void count_closing(uv_handle_t *h, void *arg)
+{
+	*(int *)arg += uv_is_closing(h);
+}
+
+/* raft_uv says it is closed: nothing of it may still be closing (the segment writer's
+ * handles would be, with the bug). Counted here, where a plain build sees it as well as one
+ * with ASan, which also catches what the late close does to freed memory. */
+static void io_closed_probe(struct raft_io *io)
+{
+	io_closed_calls++;
+	int closing = 0;
+	uv_walk(&loop, count_closing, &closing);
+	handles_closing_at_io_closed = closing;
+	io_closed_raft(io);
+}
+
+static void io_close_then_let_the_finalize_finish(struct raft_io *io, raft_io_close_cb cb)
+{
+	unsigned long long open = lowest_open_segment(io_close_dir);
+	int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	assert_true(fd >= 0);
+	assert_true(inotify_add_watch(fd, io_close_dir, IN_MOVED_FROM | IN_DELETE) >= 0);
+	io_closed_raft = cb;
+	io_close_real(io, io_closed_probe);
+	/* the finalize renames (or removes) open-N: wait for that event, at most 5 s */
+	uint64_t deadline = yard_now_mono_ms() + 5000;
+	while (open != 0 && open_segment_exists(io_close_dir, open) &&
+	       yard_now_mono_ms() < deadline) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char events[4096];
+		if (poll(&p, 1, 100) > 0)
+			while (read(fd, events, sizeof events) > 0)
+				;
+	}
+	close(fd);
+	io_close_finalize_seen = open != 0 && !open_segment_exists(io_close_dir, open);
+}
+
+static void test_close_survives_the_finalize_finishing_first(void **state)
+{
+	setup_members(1);
+	start_node(0, 1, 0, 0);
+	find_leader(1);
+	struct consensus *c = &nodes[0].c;
+	/* a command, so the open segment holds entries and is finalized on close */
+	struct batch_call call[2];
+	memset(call, 0, sizeof call);
+	call[1].status = -1;
+	submit_op(c, "job.submit", "{\"name\":\"a\",\"spec\":{}}", NULL, &call[0]);
+	assert_true(run_until(batch_calls_done, call, 5000));
+	assert_int_equal(call[0].http_status, 201);
+
+	io_close_dir = nodes[0].dir;
+	io_close_real = c->io.close;
+	c->io.close = io_close_then_let_the_finalize_finish;
+	io_closed_calls = 0;
+	int before = closed_count;
+	stop_all(1);
+	assert_true(io_close_finalize_seen); /* the race was really set up */
+	assert_int_equal(handles_closing_at_io_closed, 0);
+	/* the writer's close would have come in the same closing phase as raft_uv's close
+	 * callback, so a late second call would have happened by now */
+	assert_int_equal(io_closed_calls, 1);
+	assert_int_equal(closed_count, before + 1);
+}
+
 static int group_setup(void **state)
 {
 	signal(SIGPIPE, SIG_IGN); /* peers closing mid-write, as yardd does */
@@ -628,15 +773,20 @@ static int group_setup(void **state)
 	yard_log_set_level(YARD_LOG_WARN);
 	assert_non_null(mkdtemp(root));
 	uv_loop_init(&loop);
+	uv_timer_init(&loop, &tick);
 	return 0;
 }
 
 static int group_teardown(void **state)
 {
 	char cmd[300];
-	uv_loop_close(&loop);
+	uv_close((uv_handle_t *)&tick, NULL);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	int rc = uv_loop_close(&loop);
+	if (rc != 0)
+		fprintf(stderr, "test_consensus: handles left in the loop: %s\n", uv_strerror(rc));
 	snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-	return system(cmd);
+	return system(cmd) != 0 || rc != 0;
 }
 
 static int per_test_setup(void **state)
@@ -645,22 +795,42 @@ static int per_test_setup(void **state)
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s/n*", root);
 	memset(nodes, 0, sizeof nodes);
+	election_timeout_ms = 0;
 	round++;
 	return system(cmd);
+}
+
+/* Closes what a failed test left running (a passing test has closed its members itself). */
+static int per_test_teardown(void **state)
+{
+	for (int i = 0; i < MAX_NODES; i++)
+		nodes[i].c.state_fn = raft_state;
+	stop_all(MAX_NODES);
+	for (int i = 0; i < MAX_NODES; i++)
+		if (nodes[i].fsm_open) /* its consensus_init failed */
+			fsm_close(&nodes[i].fsm);
+	return 0;
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup(test_single_member_barrier_first_and_deferred_resubmit,
-	                           per_test_setup),
-	    cmocka_unit_test_setup(test_watchdog_and_disk_guard, per_test_setup),
-	    cmocka_unit_test_setup(test_resubmit_from_leadership_lost_callback_does_not_crash,
-	                           per_test_setup),
+	    cmocka_unit_test_setup_teardown(test_single_member_barrier_first_and_deferred_resubmit,
+	                                    per_test_setup, per_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_watchdog_and_disk_guard, per_test_setup,
+	                                    per_test_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_resubmit_from_leadership_lost_callback_does_not_crash, per_test_setup,
+	        per_test_teardown),
 	    cmocka_unit_test(test_transfer_target_choice),
-	    cmocka_unit_test_setup(test_transfer_skips_a_dead_follower, per_test_setup),
-	    cmocka_unit_test_setup(test_restarted_member_catches_up_by_snapshot, per_test_setup),
-	    cmocka_unit_test_setup(test_batches_apply_each_command_on_its_own, per_test_setup),
+	    cmocka_unit_test_setup_teardown(test_transfer_skips_a_dead_follower, per_test_setup,
+	                                    per_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_restarted_member_catches_up_by_snapshot,
+	                                    per_test_setup, per_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_batches_apply_each_command_on_its_own,
+	                                    per_test_setup, per_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_close_survives_the_finalize_finishing_first,
+	                                    per_test_setup, per_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
