@@ -79,8 +79,10 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 			placed++;
 			continue;
 		}
+		/* a gang larger than the whole cluster would hold the free devices forever */
 		if (policy->reserve_after_ms > 0 &&
-		    now_ms - job->pending_since_ms >= policy->reserve_after_ms)
+		    now_ms - job->pending_since_ms >= policy->reserve_after_ms &&
+		    place_fits_empty(nodes, n_nodes, &job->req))
 			reserving = job;
 	}
 	place_index_free(index);

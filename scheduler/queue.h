@@ -8,6 +8,8 @@
  * gang cannot be starved by a stream of small ones. A job that may shrink its data-parallel
  * degree (a re-placement under failure.allow_shrink_dp) tries its smaller layouts in its own
  * turn, largest first, before the queue moves on.
+ * A job that would not fit even if every device were free never reserves (it would hold
+ * the free devices forever).
  *
  * A pass may stop after looking at max_attempts jobs (Slurm's default_queue_depth): the passes
  * a committed change triggers stay cheap however deep the queue is, and a periodic pass

@@ -292,6 +292,32 @@ static void test_shrink_takes_the_largest_dp_that_fits(void **state)
 	}
 }
 
+/* A gang larger than the whole cluster never reserves: jobs behind it keep starting. */
+static void test_a_gang_bigger_than_the_cluster_does_not_reserve(void **state)
+{
+	struct place_node nodes[1];
+	struct queue_job jobs[2] = {
+	    {.id = "huge", .seq = 1, .pending_since_ms = 0, .req = {.dp = 8, .tp = 1, .pp = 1}},
+	    {.id = "small", .seq = 2, .pending_since_ms = 0, .req = {.dp = 1, .tp = 1, .pp = 1}},
+	};
+	struct queue_policy policy = {.reserve_after_ms = 1000};
+
+	make_nodes(nodes, 1, 4);
+	assert_false(place_fits_empty(nodes, 1, &jobs[0].req));
+	assert_true(place_fits_empty(nodes, 1, &jobs[1].req));
+	struct place_request tp8 = {.dp = 1, .tp = 8, .pp = 1};
+	struct place_node two[2];
+	make_nodes(two, 2, 4);
+	assert_false(place_fits_empty(two, 2, &tp8)); /* 8 devices, but no node holds 8 */
+	/* long after reserve_after_ms: the small job still starts */
+	assert_int_equal(queue_pass(jobs, 2, nodes, 1, &policy, 100000), 1);
+	assert_false(jobs[0].placed);
+	assert_true(jobs[1].placed);
+	assert_non_null(strstr(jobs[0].reason, "needs 8 devices"));
+	for (int i = 0; i < 2; i++)
+		free(jobs[i].slots);
+}
+
 /* A pass limited to max_attempts looks only at the head of the queue: a small job deep in
  * it waits for a pass without the limit (and keeps its position); slots left NULL are
  * allocated by the pass for the jobs it looks at. */
@@ -406,6 +432,7 @@ int main(void)
 	    cmocka_unit_test(test_backfill_until_reservation_prevents_starvation),
 	    cmocka_unit_test(test_shrink_takes_the_largest_dp_that_fits),
 	    cmocka_unit_test(test_depth_limits_the_jobs_a_pass_looks_at),
+	    cmocka_unit_test(test_a_gang_bigger_than_the_cluster_does_not_reserve),
 	    cmocka_unit_test(test_index_places_exactly_like_place_gang),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
