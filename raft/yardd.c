@@ -46,7 +46,7 @@ static struct {
 	char admin_secret[SHA256_HEX_LEN + 1]; /* generated when no file was given */
 	int bootstrap_in_flight;
 	int exit_code;
-	int embargo_max_days; /* --embargo-max-days, 0 when not given */
+	int embargo_max_days;        /* --embargo-max-days, 0 when not given */
 	int64_t checkpoint_quota_mb; /* --checkpoint-quota-mb, 0 when not given */
 } yd;
 
@@ -62,6 +62,8 @@ static void usage(FILE *out)
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
 	    "             [--checkpoint-quota-mb 256 (checkpoint bytes one job may store)]\n"
+	    "             [--queue-depth 100 (pending jobs a pass after a change looks at;\n"
+	    "             one pass a second looks at all; 0: every pass looks at all)]\n"
 	    "             [--log-rank-bytes N (rank output kept per rank, default 1 MiB)]\n"
 	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
@@ -349,6 +351,7 @@ int main(int argc, char **argv)
 	    {"node-down-ms", required_argument, NULL, 'D'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
+	    {"queue-depth", required_argument, NULL, 'Q'},
 	    {"log-rank-bytes", required_argument, NULL, 'L'},
 	    {"log-total-bytes", required_argument, NULL, 'G'},
 	    {"dev", no_argument, NULL, 'V'},
@@ -447,6 +450,17 @@ int main(int argc, char **argv)
 				yd.sched_cfg.node_down_ms = v;
 			else
 				yd.sched_cfg.restart_backoff_ms = v;
+			break;
+		case 'Q':
+			if (!numeric_ok || v > 1000000) {
+				fprintf(
+				    stderr,
+				    "yardd: --queue-depth: '%s' is not 0..1000000 (pending jobs a "
+				    "pass after a change looks at; 0: all)\n",
+				    optarg);
+				return 2;
+			}
+			yd.sched_cfg.queue_depth = (int)v;
 			break;
 		case 'L':
 		case 'G':

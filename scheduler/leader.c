@@ -128,6 +128,9 @@ struct sched {
 	uint64_t epoch; /* bumped on every leadership change: late proposals are ignored */
 	uint64_t leader_since_ms;
 	uint64_t last_applied, last_full_ms;
+	uint64_t last_deep_ms; /* the last pass that looked at every pending job */
+	struct queue_job *q;   /* the pass's queue, kept between passes (no page faults) */
+	int cap_q;
 	uint64_t wake_ms; /* a time-based condition (back-off, stop wait) comes due then */
 	int dirty;
 	struct logstore *logs;
@@ -176,6 +179,7 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->restart_backoff_max_ms = 30000;
 	cfg->stop_wait_ms = 10000;
 	cfg->reserve_after_ms = 60000;
+	cfg->queue_depth = 100;
 	cfg->log_rank_max_bytes = 1 << 20;
 	cfg->log_total_max_bytes = 64 << 20;
 }
@@ -1099,16 +1103,24 @@ static struct place_node *busy_view(struct sched *s)
 	return pn;
 }
 
+/* deep: look at every candidate, else at the first cfg.queue_depth in queue order */
 static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
-                  const json_t *nodes)
+                  const json_t *nodes, int deep)
 {
 	if (n_cand == 0 || pn_refresh(s, nodes) != 0)
 		return;
 	int n_nodes = s->n_pn;
 	struct place_node *pn = busy_view(s);
-	struct queue_job *q = calloc((size_t)n_cand, sizeof *q);
+	if (n_cand > s->cap_q) {
+		struct queue_job *grown = realloc(s->q, (size_t)n_cand * sizeof *grown);
+		if (grown != NULL) {
+			s->q = grown;
+			s->cap_q = n_cand;
+		}
+	}
+	struct queue_job *q = s->q; /* kept between passes: no fresh pages every pass */
 	int n_q = 0;
-	if (pn == NULL || q == NULL)
+	if (pn == NULL || q == NULL || n_cand > s->cap_q)
 		goto out;
 	for (int c = 0; c < n_cand; c++) {
 		struct soft_job *j = candidates[c];
@@ -1126,25 +1138,36 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		qj->seq = j->row_seq;
 		qj->pending_since_ms = j->row_updated_ms;
 		qj->req = j->req;
+		qj->shrink_dp = NULL;
+		qj->n_shrink_dp = 0;
 		if (j->n_shrink_dp > 0 && strcmp(j->state, "restarting") == 0) {
 			/* the spec's dp first (a shrunk job grows back when it fits: checkpoints
 			 * restore into any dp of the same tp x pp), then the smaller ones */
 			qj->shrink_dp = j->shrink_dp;
 			qj->n_shrink_dp = j->n_shrink_dp;
 		}
-		qj->slots = calloc((size_t)j->world, sizeof *qj->slots);
-		if (qj->slots == NULL) {
-			n_q--;
-			continue;
-		}
+		qj->slots = NULL; /* the pass allocates them for the jobs it looks at */
 	}
-	struct queue_policy policy = {.reserve_after_ms = (int64_t)s->cfg.reserve_after_ms};
+	struct queue_policy policy = {.reserve_after_ms = (int64_t)s->cfg.reserve_after_ms,
+	                              .max_attempts = deep ? 0 : s->cfg.queue_depth};
 	queue_pass(q, n_q, pn, n_nodes, &policy, wall_now(s));
 	int waiting = 0;
 	for (int k = 0; k < n_q; k++) {
 		struct soft_job *j = job_find(s, q[k].id);
 		/* the position among the jobs still waiting, in queue order */
 		j->position = q[k].placed ? 0 : ++waiting;
+		if (!q[k].tried) {
+			/* beyond this pass's depth: the reason of the last pass that looked stands,
+			 * and the pass that looks at every job comes at most a second after the
+			 * last */
+			if (s->wake_ms > s->last_deep_ms + 1000)
+				s->wake_ms = s->last_deep_ms + 1000;
+			if (j->reason[0] == '\0')
+				snprintf(j->reason, sizeof j->reason,
+				         "queued behind %d job(s); the next full pass looks at it",
+				         j->position - 1);
+			continue;
+		}
 		if (!q[k].placed) {
 			if (j->is_auto && j->plan != NULL) {
 				const json_t *l = json_object_get(j->plan, "layout");
@@ -1206,7 +1229,6 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 out:
 	for (int k = 0; k < n_q; k++)
 		free(q[k].slots);
-	free(q);
 	free(pn);
 }
 
@@ -1437,8 +1459,13 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 			candidates[n_cand++] = j;
 		}
 	}
-	if (candidates != NULL)
-		place(s, candidates, n_cand, nodes);
+	if (candidates != NULL) {
+		int deep = s->cfg.queue_depth <= 0 || n_cand <= s->cfg.queue_depth ||
+		           now - s->last_deep_ms >= 1000;
+		if (deep)
+			s->last_deep_ms = now;
+		place(s, candidates, n_cand, nodes, deep);
+	}
 	check_grow_back(s, nodes);
 	int removed = 0;
 	for (int k = 0; k < s->n_jobs;) {
@@ -1629,6 +1656,7 @@ void sched_destroy(struct sched *s)
 	logstore_destroy(s->logs);
 	free(s->nodes);
 	free(s->jobs);
+	free(s->q);
 	rollout_driver_destroy(s->rollouts);
 	history_destroy(s->history);
 	free(s->node_index.slots);

@@ -57,6 +57,9 @@ struct sched_config {
 	uint64_t restart_backoff_max_ms; /* default 30000 */
 	uint64_t stop_wait_ms;           /* how long a restart waits for old ranks to stop, 10000 */
 	uint64_t reserve_after_ms;       /* queue anti-starvation (queue.h), default 60000 */
+	int queue_depth;                 /* pending jobs a pass triggered by a change looks at
+	                                  * (queue.h max_attempts); a pass at least once a second
+	                                  * looks at all; 0 = all in every pass; default 100 */
 	size_t log_rank_max_bytes;       /* rank output kept per (job, rank), default 1 MiB */
 	size_t log_total_max_bytes;      /* rank output kept in all, default 64 MiB */
 };

@@ -36,6 +36,19 @@ int place_node_free(const struct place_node *node, const struct place_request *r
 	return free_count;
 }
 
+int place_fits_empty(const struct place_node *nodes, int n_nodes, const struct place_request *req)
+{
+	int devices = 0, group_room = 0;
+	if (req->dp < 1 || req->tp < 1 || req->pp < 1)
+		return 0;
+	for (int i = 0; i < n_nodes; i++) {
+		int n = node_eligible(&nodes[i], req) ? nodes[i].n_devices : 0;
+		devices += n;
+		group_room += n / req->tp;
+	}
+	return devices >= req->dp * req->tp * req->pp && group_room >= req->dp * req->pp;
+}
+
 struct order_entry {
 	int index;
 	int free_devices;

@@ -48,6 +48,10 @@ struct place_slot {
 int place_gang(struct place_node *nodes, int n_nodes, const struct place_request *req,
                struct place_slot *slots, char *reason, int reason_len);
 
+/* Whether the request would fit if every device of the schedulable nodes were free (the
+ * same counting as place_gang: devices, then tensor-parallel groups per node). */
+int place_fits_empty(const struct place_node *nodes, int n_nodes, const struct place_request *req);
+
 /* Free devices of a node that meet the request's device kind and memory. */
 int place_node_free(const struct place_node *node, const struct place_request *req);
 

@@ -35,16 +35,29 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 	/* one index for the whole pass (place.h); without memory for it, node by node */
 	struct place_index *index = place_index_build(nodes, n_nodes);
 	qsort(jobs, (size_t)n_jobs, sizeof *jobs, queue_cmp);
+	int attempts = 0;
 	for (int i = 0; i < n_jobs; i++) {
 		struct queue_job *job = &jobs[i];
 		job->position = i + 1;
 		job->placed = 0;
+		job->tried = 0;
+		if (policy->max_attempts > 0 && attempts >= policy->max_attempts)
+			continue; /* beyond the depth: only its position is new */
+		attempts++;
+		job->tried = 1;
 		job->reason[0] = '\0';
 		if (reserving != NULL) {
 			snprintf(job->reason, sizeof job->reason,
 			         "waiting behind %s, which holds the free devices after waiting "
 			         "too long",
 			         reserving->id);
+			continue;
+		}
+		int world = job->req.dp * job->req.tp * job->req.pp;
+		if (job->slots == NULL && world > 0 &&
+		    (job->slots = calloc((size_t)world, sizeof *job->slots)) == NULL) {
+			snprintf(job->reason, sizeof job->reason,
+			         "out of memory for the placement of %d ranks", world);
 			continue;
 		}
 		int rc = try_place(index, nodes, n_nodes, &job->req, job->slots, job->reason);
@@ -66,8 +79,10 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 			placed++;
 			continue;
 		}
+		/* a gang larger than the whole cluster would hold the free devices forever */
 		if (policy->reserve_after_ms > 0 &&
-		    now_ms - job->pending_since_ms >= policy->reserve_after_ms)
+		    now_ms - job->pending_since_ms >= policy->reserve_after_ms &&
+		    place_fits_empty(nodes, n_nodes, &job->req))
 			reserving = job;
 	}
 	place_index_free(index);

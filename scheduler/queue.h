@@ -8,6 +8,12 @@
  * gang cannot be starved by a stream of small ones. A job that may shrink its data-parallel
  * degree (a re-placement under failure.allow_shrink_dp) tries its smaller layouts in its own
  * turn, largest first, before the queue moves on.
+ * A job that would not fit even if every device were free never reserves (it would hold
+ * the free devices forever).
+ *
+ * A pass may stop after looking at max_attempts jobs (Slurm's default_queue_depth): the passes
+ * a committed change triggers stay cheap however deep the queue is, and a periodic pass
+ * with no limit reaches every job. Jobs beyond the depth still get their queue position.
  */
 #ifndef YARD_SCHED_QUEUE_H
 #define YARD_SCHED_QUEUE_H
@@ -32,7 +38,9 @@ struct queue_job {
 	/* outputs of queue_pass */
 	int placed;                    /* 1: slots are filled */
 	int dp;                        /* placed: the dp placed, req.dp or one of shrink_dp */
-	struct place_slot *slots;      /* caller-allocated, dp*tp*pp entries */
+	int tried;                     /* 0: beyond the pass's depth, placed and reason untouched */
+	struct place_slot *slots;      /* dp*tp*pp entries: the caller's, or allocated by the pass
+	                                * when NULL (the caller frees them) */
 	int position;                  /* 1-based queue position after sorting */
 	char reason[QUEUE_REASON_MAX]; /* why it is still pending; placed with a smaller dp:
 	                                * why req.dp did not fit */
@@ -40,6 +48,7 @@ struct queue_job {
 
 struct queue_policy {
 	int64_t reserve_after_ms; /* 0 = never reserve (pure backfill) */
+	int max_attempts;         /* jobs the pass looks at, in queue order; 0 = every job */
 };
 
 /* Runs one pass at time now_ms. Marks devices of placed jobs busy in nodes. Returns the

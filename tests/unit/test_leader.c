@@ -85,7 +85,7 @@ static void run(struct world *w, uint64_t ms)
 	}
 }
 
-static struct world *world_new(void)
+static struct world *world_new_depth(int queue_depth)
 {
 	struct world *w = calloc(1, sizeof *w);
 	struct yard_err err = {0};
@@ -96,6 +96,7 @@ static struct world *world_new(void)
 	w->wall = 1763740000000LL;
 	sched_config_defaults(&cfg);
 	cfg.tick_ms = 0;
+	cfg.queue_depth = queue_depth;
 	struct sched_io io = {.data = w,
 	                      .propose = fake_propose,
 	                      .is_ready = fake_ready,
@@ -116,6 +117,11 @@ static struct world *world_new(void)
 	}
 	sched_leader_up(w->sched);
 	return w;
+}
+
+static struct world *world_new(void)
+{
+	return world_new_depth(100);
 }
 
 static void world_free(struct world *w)
@@ -272,6 +278,47 @@ static void test_gang_placement_env_and_success(void **state)
 	json_decref(j1);
 	run(w, 100);
 	assert_string_equal(job_state(w, "j-000002"), "running");
+	world_free(w);
+}
+
+/* With a queue depth of 2, the pass a submission triggers looks at the first two pending
+ * jobs only: a small job that fits behind three that do not waits (with a reason) for the
+ * pass that looks at every job, at most a second later. */
+static void test_queue_depth_defers_deep_jobs_to_the_full_pass(void **state)
+{
+	struct world *w = world_new_depth(2);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"a\",\"spec\":{\"name\":\"a\",\"command\":[\"x\"],"
+	                       "\"ranks\":6}}"),
+	                 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(apply(w, "job.submit",
+		                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\",\"command\":"
+		                       "[\"x\"],\"ranks\":6}}"),
+		                 201);
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"small\",\"spec\":{\"name\":\"small\",\"command\":"
+	                       "[\"x\"],\"ranks\":2}}"),
+	                 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000005"), "pending");
+	json_t *j = job(w, "j-000005");
+	sched_overlay_job(w->sched, j);
+	assert_int_equal(json_integer_value(json_object_get(j, "position")), 4);
+	assert_non_null(strstr(json_string_value(json_object_get(j, "reason")), "next full pass"));
+	json_decref(j);
+	j = job(w, "j-000002");
+	sched_overlay_job(w->sched, j);
+	assert_string_equal(json_string_value(json_object_get(j, "reason")),
+	                    "needs 6 devices, 2 free");
+	json_decref(j);
+	run(w, 1000);
+	assert_string_equal(job_state(w, "j-000005"), "running");
+	assert_string_equal(job_state(w, "j-000002"), "pending");
 	world_free(w);
 }
 
@@ -1221,6 +1268,7 @@ int main(void)
 	    cmocka_unit_test(test_leader_publishes_advisory_at_its_deadline),
 	    cmocka_unit_test(test_grace_period_then_suspect_then_down),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
+	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
 	    cmocka_unit_test(test_shrink_on_node_death_and_grow_back),

@@ -292,6 +292,65 @@ static void test_shrink_takes_the_largest_dp_that_fits(void **state)
 	}
 }
 
+/* A gang larger than the whole cluster never reserves: jobs behind it keep starting. */
+static void test_a_gang_bigger_than_the_cluster_does_not_reserve(void **state)
+{
+	struct place_node nodes[1];
+	struct queue_job jobs[2] = {
+	    {.id = "huge", .seq = 1, .pending_since_ms = 0, .req = {.dp = 8, .tp = 1, .pp = 1}},
+	    {.id = "small", .seq = 2, .pending_since_ms = 0, .req = {.dp = 1, .tp = 1, .pp = 1}},
+	};
+	struct queue_policy policy = {.reserve_after_ms = 1000};
+
+	make_nodes(nodes, 1, 4);
+	assert_false(place_fits_empty(nodes, 1, &jobs[0].req));
+	assert_true(place_fits_empty(nodes, 1, &jobs[1].req));
+	struct place_request tp8 = {.dp = 1, .tp = 8, .pp = 1};
+	struct place_node two[2];
+	make_nodes(two, 2, 4);
+	assert_false(place_fits_empty(two, 2, &tp8)); /* 8 devices, but no node holds 8 */
+	/* long after reserve_after_ms: the small job still starts */
+	assert_int_equal(queue_pass(jobs, 2, nodes, 1, &policy, 100000), 1);
+	assert_false(jobs[0].placed);
+	assert_true(jobs[1].placed);
+	assert_non_null(strstr(jobs[0].reason, "needs 8 devices"));
+	for (int i = 0; i < 2; i++)
+		free(jobs[i].slots);
+}
+
+/* A pass limited to max_attempts looks only at the head of the queue: a small job deep in
+ * it waits for a pass without the limit (and keeps its position); slots left NULL are
+ * allocated by the pass for the jobs it looks at. */
+static void test_depth_limits_the_jobs_a_pass_looks_at(void **state)
+{
+	struct place_node nodes[1];
+	struct queue_job jobs[4] = {
+	    {.id = "big-1", .seq = 1, .req = {.dp = 8, .tp = 1, .pp = 1}},
+	    {.id = "big-2", .seq = 2, .req = {.dp = 8, .tp = 1, .pp = 1}},
+	    {.id = "big-3", .seq = 3, .req = {.dp = 8, .tp = 1, .pp = 1}},
+	    {.id = "small", .seq = 4, .req = {.dp = 2, .tp = 1, .pp = 1}},
+	};
+	struct queue_policy shallow = {.max_attempts = 2}, deep = {.max_attempts = 0};
+
+	make_nodes(nodes, 1, 4);
+	snprintf(jobs[3].reason, sizeof jobs[3].reason, "earlier reason");
+	assert_int_equal(queue_pass(jobs, 4, nodes, 1, &shallow, 0), 0);
+	assert_true(jobs[0].tried && jobs[1].tried);
+	assert_false(jobs[2].tried || jobs[3].tried);
+	assert_int_equal(jobs[3].position, 4);
+	assert_string_equal(jobs[3].reason, "earlier reason"); /* untouched */
+	assert_null(jobs[3].slots);
+	assert_non_null(strstr(jobs[0].reason, "needs 8 devices"));
+	assert_int_equal(busy_count(nodes, 1), 0);
+
+	assert_int_equal(queue_pass(jobs, 4, nodes, 1, &deep, 0), 1);
+	assert_true(jobs[3].tried && jobs[3].placed);
+	assert_non_null(jobs[3].slots);
+	assert_int_equal(busy_count(nodes, 1), 2);
+	for (int i = 0; i < 4; i++)
+		free(jobs[i].slots);
+}
+
 static unsigned rnd_state = 1;
 static unsigned rnd(unsigned n)
 {
@@ -372,6 +431,8 @@ int main(void)
 	    cmocka_unit_test(test_priority_then_submission_order),
 	    cmocka_unit_test(test_backfill_until_reservation_prevents_starvation),
 	    cmocka_unit_test(test_shrink_takes_the_largest_dp_that_fits),
+	    cmocka_unit_test(test_depth_limits_the_jobs_a_pass_looks_at),
+	    cmocka_unit_test(test_a_gang_bigger_than_the_cluster_does_not_reserve),
 	    cmocka_unit_test(test_index_places_exactly_like_place_gang),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
