@@ -127,6 +127,9 @@ struct sched {
 	int leading;
 	uint64_t epoch; /* bumped on every leadership change: late proposals are ignored */
 	uint64_t leader_since_ms;
+	/* node-health checks: the last one, and the end of the last stall of this controller
+	 * (a loop that did not run for a while heard no heartbeat: that silence is its own) */
+	uint64_t last_health_ms, stall_end_ms;
 	uint64_t last_applied, last_full_ms;
 	uint64_t last_deep_ms; /* the last pass that looked at every pending job */
 	struct queue_job *q;   /* the pass's queue, kept between passes (no page faults) */
@@ -524,8 +527,8 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 			n->known_since_ms = now;
 		/* silence counts from the latest of: the last heartbeat, this leader's election
 		 * (the grace period), the node's registration */
-		uint64_t heard =
-		    YARD_MAX(n->last_seen_ms, YARD_MAX(s->leader_since_ms, n->known_since_ms));
+		uint64_t heard = YARD_MAX(YARD_MAX(n->last_seen_ms, s->stall_end_ms),
+		                          YARD_MAX(s->leader_since_ms, n->known_since_ms));
 		uint64_t silence_ms = now - heard;
 		const char *want = state;
 		char reason[160];
@@ -1584,8 +1587,20 @@ static void tick(struct sched *s, int with_nodes)
 		return;
 	}
 	json_t *nodes = json_incref(s->nodes_list);
-	if (with_nodes)
+	if (with_nodes) {
+		/* a loop stalled (stopped, starved of CPU, a long snapshot) heard no heartbeat
+		 * meanwhile: that silence must not count against the nodes */
+		uint64_t stall_ms = YARD_MAX(s->cfg.node_suspect_ms / 2, 5 * s->cfg.tick_ms);
+		if (s->last_health_ms != 0 && now - s->last_health_ms > stall_ms) {
+			log_warn("scheduler: no node-health check for %.1f s (this controller was "
+			         "stopped or starved of CPU): silence until now does not count "
+			         "against any node",
+			         (double)(now - s->last_health_ms) / 1000);
+			s->stall_end_ms = now;
+		}
+		s->last_health_ms = now;
 		check_nodes(s, nodes, now);
+	}
 	if (with_nodes)
 		publish_due_advisories(s);
 	uint64_t applied = s->io.applied_index(s->io.data);
@@ -1678,6 +1693,7 @@ void sched_leader_up(struct sched *s)
 	s->leading = 1;
 	s->publishing[0] = '\0';
 	s->leader_since_ms = mono_now(s);
+	s->last_health_ms = s->stall_end_ms = 0;
 	s->dirty = 1;
 	snprintf(s->leader_id, sizeof s->leader_id, "%lld-%d-%llu", (long long)wall_now(s),
 	         (int)getpid(), (unsigned long long)s->epoch);

@@ -9,10 +9,11 @@
 # back to dp 2 (rank r restores the shard of rank r mod 4 of that checkpoint) and succeeds. It trains like an
 # uninterrupted yard-run of the same spec (dp 2 throughout): the same samples and global batch,
 # only the gradient sums run in another order, so not bit for bit. Measured on this spec:
-# relative loss differences stay below 1e-6 up to step 200, then the float differences grow
-# (the loss of single small batches becomes chaotic: the same happens between an uninterrupted
-# dp 1 and dp 2 run), so the test asserts every step from the restore to step 200 within 1e-5
-# and the accuracy of the last 200 steps within 0.02 of the reference (measured 0.004-0.006).
+# relative loss differences stay below 1e-6 for the first 160 steps after the shrink, then the
+# float differences grow (the loss of single small batches becomes chaotic: the same happens
+# between an uninterrupted dp 1 and dp 2 run), so the test asserts the 100 steps after the
+# restore within 1e-5 and the accuracy of the last 200 steps within 0.02 of the reference
+# (measured 0.004-0.006).
 # Then the same with a job that does not allow shrinking: it waits, restarting, naming the
 # devices it needs and those free.
 # SHRINK_STORE=controller (train_shrink_controller.sh) runs the first part with the "controller"
@@ -25,8 +26,8 @@ if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
 	echo "SKIP: yard-run / yard-worker are not built"
 	exit 77
 fi
-# steps from the restore up to this one must have the reference's loss within a relative 1e-5
-close_until=200
+# this many steps after the restore must have the reference's loss within a relative 1e-5
+close_steps=100
 
 steps=1000
 store=${SHRINK_STORE:-dir}
@@ -59,8 +60,9 @@ for n in node-a node-b; do
 	wait_until 10 node_state_is 1 "$n" up || fail "$n did not register"
 done
 
-# paced (debug.block_ms; results do not change) so that the run outlasts the kill on any machine
-pace_spec "$T/job.json" 0.2
+# paced (debug.block_ms; results do not change: at least 20 ms a step) so that the run outlasts
+# the kill and the node's return on any machine
+pace_spec "$T/job.json" 0.4
 
 # run_and_kill SPEC_FILE: submits, waits for a complete checkpoint at step 40 or later, then
 # SIGKILLs the node of the job's last rank (agent and ranks). Sets J and victim.
@@ -120,7 +122,7 @@ grep -q "^job.shrunk: job $J re-placed with dp 1 (spec dp 2), 4 of 8 ranks: need
 	fail "no job.shrunk event saying why: $events"
 restored=$(sed -n 's/.*restoring from checkpoint step \([0-9]*\).*/\1/p' <<<"$events" | tail -n 1)
 [ -n "$restored" ] && [ "$restored" -ge 40 ] || fail "no restore from a checkpoint: $events"
-[ "$restored" -le $((close_until * 3 / 4)) ] || fail "restored from step $restored: the node died too late to compare enough steps before step $close_until"
+[ "$restored" -le $((steps - 400)) ] || fail "restored from step $restored of $steps: the node died too late to test the shrink and the grow back"
 # yardctl shows the effective layout
 yardctl --endpoints "$(api 1)" --token "$TOKEN" job show "$J" >"$T/show" 2>&1 || fail "yardctl job show: $(cat "$T/show")"
 grep -q "^parallel  *dp 1 of 2 (shrunk) × tp 2 × pp 2, world 4 of 8$" "$T/show" || fail "yardctl job show: $(cat "$T/show")"
@@ -166,7 +168,7 @@ note "grew back to dp 2 at generation 3, restoring step $regrown of the dp 1 gen
 
 # rank 0's metric lines in generation order (the last run of a step counts)
 for g in 1 2 3; do cat "$T"/agent-*/jobs/"$J"/rank-0.gen-$g.log; done >"$T/rank0" 2>/dev/null
-losses_equal_after "$T/rank0" "$T/whole" "$restored" "$close_until" 1e-5 ||
+losses_equal_after "$T/rank0" "$T/whole" "$restored" "$((restored + close_steps))" 1e-5 ||
 	fail "losses after the shrink differ from the uninterrupted run"
 python3 - "$T/rank0" "$T/whole" "$steps" <<'PY' || fail "the shrunk run did not learn like the uninterrupted one"
 import json, sys

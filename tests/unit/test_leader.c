@@ -208,6 +208,30 @@ static void test_grace_period_then_suspect_then_down(void **state)
 	world_free(w);
 }
 
+/* A controller whose loop stalled (stopped, starved of CPU) heard no heartbeat meanwhile:
+ * that silence does not make nodes suspect or down; silence after the stall still does. */
+static void test_a_stalled_leader_does_not_blame_the_nodes(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 1000);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 100);
+	advance(w, 5000); /* no tick, no heartbeat processed: the loop stalled */
+	sched_tick(w->sched);
+	assert_string_equal(node_state(w, "node-a"), "up");
+	assert_string_equal(node_state(w, "node-b"), "up");
+	json_decref(heartbeat(w, "node-a", "[]"));
+	run(w, 1600); /* node-b silent for 1.6 s after the stall: suspect */
+	assert_string_equal(node_state(w, "node-a"), "suspect");
+	assert_string_equal(node_state(w, "node-b"), "suspect");
+	run(w, 1500);
+	assert_string_equal(node_state(w, "node-b"), "down");
+	world_free(w);
+}
+
 static void test_gang_placement_env_and_success(void **state)
 {
 	struct world *w = world_new();
@@ -1267,6 +1291,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_leader_publishes_advisory_at_its_deadline),
 	    cmocka_unit_test(test_grace_period_then_suspect_then_down),
+	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
