@@ -137,7 +137,7 @@ const Charts = (() => {
 		const CELL_W = Math.max(6, Math.min(18, Math.floor(440 / Math.max(1, columns.length)))), CELL_H = 14;
 		const L = 64, T = 20, B = 24;
 		/* at least wide enough for the title, however few steps there are */
-		const W = Math.max(L + 360, L + columns.length * CELL_W + 100), H = T + ranks.length * CELL_H + B;
+		const W = Math.max(L + 440, L + columns.length * CELL_W + 100), H = T + ranks.length * CELL_H + B;
 		const root = svg('svg', {class: 'heatmap', viewBox: `0 0 ${W} ${H}`, width: W,
 			'data-cells': ranks.length * columns.length, role: 'img', 'aria-label': 'compute time per rank and step'});
 		root.appendChild(svg('text', {x: L, y: 13, class: 'chart-title'}, 'compute ms per rank (colour: ratio to the step median)'));
