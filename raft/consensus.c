@@ -591,6 +591,24 @@ int consensus_member_healthy(struct consensus *c, uint64_t id)
 	return 0;
 }
 
+int consensus_member_progress(struct consensus *c, uint64_t id, uint64_t *behind, int *healthy)
+{
+	if (c->closing || c->state_fn(&c->raft) != RAFT_LEADER ||
+	    c->raft.leader_state.progress == NULL)
+		return -1;
+	uint64_t last = raft_last_index(&c->raft);
+	for (unsigned i = 0; i < c->raft.configuration.n; i++) {
+		if (c->raft.configuration.servers[i].id != id)
+			continue;
+		uint64_t match =
+		    id == c->cfg.id ? last : c->raft.leader_state.progress[i].match_index;
+		*behind = match < last ? last - match : 0;
+		*healthy = consensus_member_healthy(c, id);
+		return 0;
+	}
+	return -1;
+}
+
 uint64_t consensus_pick_transfer_target(const struct consensus_candidate *cands, int n,
                                         uint64_t self)
 {

@@ -186,6 +186,10 @@ int consensus_is_ready(struct consensus *c); /* leader and barrier done */
 void consensus_leader(struct consensus *c, uint64_t *id, const char **raft_address);
 /* Whether the leader heard from member id within two election timeouts. */
 int consensus_member_healthy(struct consensus *c, uint64_t id);
+/* On the leader: how far member id has replicated (*behind: entries of the leader's log it
+ * has not acknowledged) and whether it answered lately (consensus_member_healthy). 0, or -1
+ * when this member is not the leader or does not know id. */
+int consensus_member_progress(struct consensus *c, uint64_t id, uint64_t *behind, int *healthy);
 /* Writes the current configuration (id, address, role) into out; returns the count. */
 int consensus_configuration(struct consensus *c, uint64_t *ids, const char **addrs, int *roles,
                             int max);

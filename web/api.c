@@ -30,6 +30,9 @@ static const char *raft_state_name(int state)
 }
 
 /* The raft configuration, with API URLs from the replicated members table. */
+/* A follower this far behind the leader's log still counts as keeping up (entries in flight). */
+#define MEMBER_LAG_OK 256
+
 static json_t *members_json(struct http_server *s)
 {
 	uint64_t ids[CONSENSUS_MAX_MEMBERS];
@@ -40,12 +43,30 @@ static json_t *members_json(struct http_server *s)
 	for (int i = 0; i < n; i++) {
 		char url[256] = "";
 		fsm_member_api_url(s->fsm, ids[i], url, sizeof url);
-		json_array_append_new(list,
-		                      json_pack("{s:I,s:s,s:s,s:s}", "id", (json_int_t)ids[i],
-		                                "raft_address", addrs[i], "api_url", url, "role",
-		                                roles[i] == RAFT_VOTER   ? "voter"
-		                                : roles[i] == RAFT_SPARE ? "spare"
-		                                                         : "standby"));
+		json_t *m = json_pack("{s:I,s:s,s:s,s:s}", "id", (json_int_t)ids[i], "raft_address",
+		                      addrs[i], "api_url", url, "role",
+		                      roles[i] == RAFT_VOTER   ? "voter"
+		                      : roles[i] == RAFT_SPARE ? "spare"
+		                                               : "standby");
+		/* the leader knows how every member keeps up; other members leave it out */
+		uint64_t behind = 0;
+		int healthy = 0;
+		if (consensus_member_progress(s->cons, ids[i], &behind, &healthy) == 0) {
+			char health[96];
+			if (ids[i] == s->cons->cfg.id)
+				snprintf(health, sizeof health, "ok (leading)");
+			else if (!healthy)
+				snprintf(health, sizeof health, "no answer for over %u ms",
+				         2 * s->cons->cfg.election_timeout_ms);
+			else if (behind > MEMBER_LAG_OK)
+				snprintf(health, sizeof health, "catching up: %llu entries behind",
+				         (unsigned long long)behind);
+			else
+				snprintf(health, sizeof health, "ok");
+			json_object_set_new(m, "health", json_string(health));
+			json_object_set_new(m, "entries_behind", json_integer((json_int_t)behind));
+		}
+		json_array_append_new(list, m);
 	}
 	return list;
 }

@@ -47,6 +47,14 @@ wait $XARGS
 grep -q FAILED "$T/acks" && fail "submissions never acknowledged: $(grep FAILED "$T/acks" | head)"
 [ "$(wc -l <"$T/acks")" = 200 ] || fail "$(wc -l <"$T/acks") acks, want 200"
 [ "$(cut -d' ' -f2 "$T/acks" | sort -u | wc -l)" = 200 ] || fail "two submissions share a job id"
+# the leader tells how every member keeps up: the dead one answers nothing, the other is ok
+health_of() { get "$LEADER" /v1/cluster; jget "$BODY" "[m.get('health') for m in d['members'] if m['id'] == $1][0]"; }
+other=$(echo $SURV | tr ' ' '\n' | grep -v "^$LEADER$")
+dead_seen() { health_of "$OLD" | grep -q "^no answer for over"; }
+wait_until 10 dead_seen || fail "the leader does not report member $OLD as silent: $BODY"
+[ "$(health_of "$LEADER")" = "ok (leading)" ] || fail "leader's own health: $BODY"
+[ "$(health_of "$other")" = ok ] || fail "member $other's health: $BODY"
+note "members' health from leader $LEADER: $OLD $(health_of "$OLD"), $other ok"
 
 # more writes while the old leader is down, so its restart needs a snapshot
 seq 201 300 | xargs -P 8 -n 1 "$T/submit.sh" >>"$T/acks" 2>/dev/null
@@ -71,6 +79,8 @@ installs=$(metric "$OLD" yard_raft_snapshot_installs_total)
 get "$OLD" "/v1/jobs?stale=1&limit=1000"
 [ "$(echo "$BODY" | grep -o '"id":"j-[0-9]*"' | sort -u | wc -l)" = 300 ] || fail "restarted member lacks jobs"
 note "member $OLD restarted and installed $installs snapshot(s); 3 digests equal: $(digest_of 1)"
+back_ok() { [ "$(health_of "$OLD")" = ok ]; }
+wait_until 10 back_ok || fail "member $OLD is back but the leader says: $(health_of "$OLD")"
 
 # leader redirect: a write to a follower answers 307 with the leader's URL
 wait_leader 10 1 2 3
