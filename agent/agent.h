@@ -10,7 +10,8 @@
  * restores), upgrade.c (in-place upgrade to a new build), guardian.c (rolls a node back when a
  * new build does not come up), selftest.c (the data-plane self-test a build must pass),
  * workerup.c (the yard-worker build new ranks run, installed by worker rollouts), perf.c (the
- * node probe for the planner).
+ * node probe for the planner), linkprobe.c (the link to another node: probe port and
+ * measurement).
  */
 #ifndef YARD_AGENT_H
 #define YARD_AGENT_H
@@ -48,8 +49,9 @@ struct agent_config {
 	char join_token[256];
 	char data_dir[PATH_MAX];
 	char name[AGENT_NAME_MAX + 1];
-	char host[64]; /* address peers use to reach this node's ranks */
-	int port_base; /* rank on device d listens on port_base + d */
+	char host[64];  /* address peers use to reach this node's ranks */
+	int port_base;  /* rank on device d listens on port_base + d */
+	int probe_port; /* the link probe port (linkprobe.c); 0: port_base - 1 */
 	int n_devices;
 	int cuda; /* devices are CUDA GPUs */
 	int64_t device_memory_mb;
@@ -182,6 +184,13 @@ struct agent {
 	int perf_unwanted; /* the leader said it has them (want_perf false): not sent */
 	int perf_attempts; /* probes started */
 	uv_timer_t perf_retry;
+	/* the link to another node (linkprobe.c) */
+	uv_tcp_t probe_server;
+	int probe_listening;                /* heartbeats name cfg.probe_port */
+	int probe_conns;                    /* served now */
+	int probe_running;                  /* a measurement is on the thread pool */
+	char link_peer[AGENT_NAME_MAX + 1]; /* measured against this node, "" not yet */
+	double link_bw_bytes_per_s, link_latency_s;
 };
 
 /* client.c: one request to the leader. body may hold any bytes (content_type defaults to
@@ -310,6 +319,12 @@ int agent_http_download(const char *url, const char *token, const char *path, in
                         char sha256_hex[65], int64_t *bytes, struct yard_err *err);
 /* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
 void perf_start(struct agent *a);
+/* linkprobe.c: serves the probe port on the loop (0, or an error naming the port). */
+int linkprobe_listen(struct agent *a, struct yard_err *err);
+/* A "link_probe" object from a heartbeat answer: measures the link to that node. */
+void linkprobe_offer(struct agent *a, const json_t *offer);
+/* Puts a measured link into a->perf, to be sent with the next heartbeat. */
+void linkprobe_apply(struct agent *a);
 /* Memory of one device: configured, else the host's memory shared by the CPU devices. */
 int64_t agent_device_memory_mb(const struct agent_config *cfg);
 

@@ -180,6 +180,8 @@ static void after_call(uv_work_t *w, int status)
 			upgrade_offer(a, json_object_get(c->resp, "upgrade"));
 		if (json_object_get(c->resp, "worker_upgrade") != NULL)
 			workerup_offer(a, json_object_get(c->resp, "worker_upgrade"));
+		if (json_object_get(c->resp, "link_probe") != NULL)
+			linkprobe_offer(a, json_object_get(c->resp, "link_probe"));
 	} else if (c->status == 401 || c->status == 404) {
 		log_warn("heartbeat refused (HTTP %ld: %s): registering again", c->status,
 		         resp_error(c->resp));
@@ -223,6 +225,8 @@ static json_t *heartbeat_body(struct agent *a)
 		json_object_set_new(body, "worker_upgrade", worker_upgrade);
 	if (a->perf != NULL && !a->perf_unwanted)
 		json_object_set(body, "perf", a->perf);
+	if (a->probe_listening)
+		json_object_set_new(body, "probe_port", json_integer(a->cfg.probe_port));
 	return body;
 }
 

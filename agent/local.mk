@@ -1,7 +1,7 @@
 # agent/: yard-agent, the node daemon (register, heartbeat, run and watch ranks).
 bin_PROGRAMS += yard-agent
 yard_agent_SOURCES = agent/agent.h agent/main.c agent/client.c agent/ranks.c \
-	agent/heartbeat.c agent/metrics.c agent/shim.c agent/perf.c \
+	agent/heartbeat.c agent/metrics.c agent/shim.c agent/perf.c agent/linkprobe.c \
 	agent/ranklog.c agent/ranklog.h agent/ckpt.c agent/upgrade.c agent/guardian.c \
 	agent/selftest.c agent/workerup.c
 yard_agent_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS)

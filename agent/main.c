@@ -3,7 +3,7 @@
  *   yard-agent --controllers URLS --join-token T --data-dir DIR --devices cpu:N|cuda:auto
  *              --name NAME [--host ADDR] [--port-base P] [--heartbeat-ms MS] [--worker PATH]
  *              [--log-max-bytes N] [--log-ship-bytes N] [--log-resend-bytes N]
- *              [--link-gbps G] [--config FILE]
+ *              [--link-gbps G] [--probe-port P] [--config FILE]
  *   yard-agent --self-test      the data-plane check a new build passes before it is run
  *
  * A config file holds the same settings as "key = value" lines (keys are the flag names
@@ -40,7 +40,9 @@ static void usage(FILE *out)
 	    "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
 	    "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n"
 	    "                  [--link-gbps G] (inter-node bandwidth for the planner; default:\n"
-	    "                                   the TCP loopback rate the probe measures)\n");
+	    "                                   measured to a peer the leader names)\n"
+	    "                  [--probe-port P] (where peers measure their link to this node;\n"
+	    "                                    default: port-base - 1)\n");
 }
 
 /* Counts CUDA devices through the runtime library, loaded only when asked for, so the
@@ -116,6 +118,12 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			    err, YARD_EINVAL,
 			    "link-gbps: '%s' is not a bandwidth in Gbit/s (0..100000]", value);
 		cfg->link_gbps = g;
+	} else if (strcmp(key, "probe-port") == 0) {
+		long n = strtol(value, &end, 10);
+		if (*end != '\0' || n < 1 || n > 65535)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "probe-port: '%s' is not a port in 1..65535", value);
+		cfg->probe_port = (int)n;
 	} else if (strcmp(key, "port-base") == 0 || strcmp(key, "heartbeat-ms") == 0 ||
 	           strcmp(key, "stop-grace-ms") == 0) {
 		long n = strtol(value, &end, 10);
@@ -289,6 +297,7 @@ int main(int argc, char **argv)
 	                                          {"log-ship-bytes", required_argument, NULL, 0},
 	                                          {"log-resend-bytes", required_argument, NULL, 0},
 	                                          {"link-gbps", required_argument, NULL, 0},
+	                                          {"probe-port", required_argument, NULL, 0},
 	                                          {"config", required_argument, NULL, 0},
 	                                          {"help", no_argument, NULL, 'h'},
 	                                          {NULL, 0, NULL, 0}};
@@ -354,6 +363,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (a->cfg.probe_port == 0) /* below the rank ports (port-base 1: above them) */
+		a->cfg.probe_port =
+		    a->cfg.port_base > 1 ? a->cfg.port_base - 1 : a->cfg.port_base + 64;
 	{
 		char component[96];
 		snprintf(component, sizeof component, "yard-agent[%s]", a->cfg.name);
@@ -394,9 +406,12 @@ int main(int argc, char **argv)
 	a->sigterm.data = a->sigint.data = a;
 	uv_signal_start(&a->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&a->sigint, on_signal, SIGINT);
-	log_info("node %s: version %s, %d %s device(s), ranks listen from port %d, controllers %s",
+	log_info("node %s: version %s, %d %s device(s), ranks listen from port %d, link probes on "
+	         "port %d, controllers %s",
 	         a->cfg.name, a->cfg.version, a->cfg.n_devices, a->cfg.cuda ? "CUDA" : "CPU",
-	         a->cfg.port_base, a->cfg.controllers);
+	         a->cfg.port_base, a->cfg.probe_port, a->cfg.controllers);
+	if (linkprobe_listen(a, &err) != 0)
+		log_warn("%s", err.msg);
 	perf_start(a);
 	heartbeat_start(a);
 	uv_run(a->loop, UV_RUN_DEFAULT);

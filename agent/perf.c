@@ -56,8 +56,8 @@ static void finish(struct perf_run *p)
 	if (!json_is_object(o) || json_real_value(json_object_get(o, "flops_per_s")) <= 0) {
 		int again = a->perf_attempts < PERF_ATTEMPTS;
 		log_warn("node probe (%s --probe, attempt %d of %d) failed (exit %lld): %s; %s",
-		         a->worker.path, a->perf_attempts, PERF_ATTEMPTS,
-		         (long long)p->exit_status, p->len ? p->buf : "no output",
+		         a->worker.path, a->perf_attempts, PERF_ATTEMPTS, (long long)p->exit_status,
+		         p->len ? p->buf : "no output",
 		         again ? "trying again shortly"
 		               : "heartbeats carry no perf and the planner will not use this "
 		                 "node's rates");
@@ -80,6 +80,7 @@ static void finish(struct perf_run *p)
 		                    json_integer(agent_device_memory_mb(&a->cfg)));
 		json_decref(a->perf);
 		a->perf = o;
+		linkprobe_apply(a); /* a link measured before this probe answered */
 		log_info("node probe: %.1f GFLOP/s per device (%.0f%% when all %d compute), "
 		         "shm %.2f GB/s, inter-node %.2f GB/s (%s), in %lld ms",
 		         json_real_value(json_object_get(o, "flops_per_s")) / 1e9,
@@ -161,7 +162,7 @@ void perf_start(struct agent *a)
 	snprintf(devices, sizeof devices, "%d", a->cfg.n_devices);
 	snprintf(budget, sizeof budget, "%d", PERF_BUDGET_MS);
 	char *args[] = {a->worker.path, "--probe", "--devices", devices,
-	                "--budget-ms",      budget,    NULL};
+	                "--budget-ms",  budget,    NULL};
 	uv_stdio_container_t stdio[3] = {
 	    {.flags = UV_IGNORE},
 	    {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out},

@@ -7,6 +7,10 @@
 #include <string.h>
 
 #include "common/jsonx.h"
+#include "jobs/fsm.h"
+
+/* what a node name is made of (fsm_valid_name) */
+#define NODE_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
 
 json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 {
@@ -46,8 +50,32 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	    jsonx_get_int(perf, "perf", "device_memory_mb", 0, 0, 1LL << 40, &memory_mb, err) !=
 	        0 ||
 	    jsonx_get_int(perf, "perf", "probe_ms", 0, 0, 3600000, &probe_ms, err) != 0 ||
-	    jsonx_get_string(perf, "perf", "inter_source", 0, 31, &source, err) != 0)
+	    jsonx_get_string(perf, "perf", "inter_source", 0, 9 + FSM_NAME_MAX, &source, err) != 0)
 		return NULL;
+	/* "configured" (--link-gbps), "tcp-loopback" (no peer measured yet) or
+	 * "measured:PEER" (a link probe to node PEER, which then also names a latency) */
+	int measured = strncmp(source, "measured:", 9) == 0;
+	if (!measured && strcmp(source, "configured") != 0 && strcmp(source, "tcp-loopback") != 0) {
+		yard_err_set(err, YARD_EINVAL,
+		             "perf.inter_source: '%s' is not configured, tcp-loopback or "
+		             "measured:NODE",
+		             source);
+		return NULL;
+	}
+	if (measured &&
+	    (source[9] == '\0' || strspn(source + 9, NODE_NAME_CHARS) != strlen(source + 9))) {
+		yard_err_set(
+		    err, YARD_EINVAL,
+		    "perf.inter_source: '%s' does not name a node after measured:", source);
+		return NULL;
+	}
+	if (measured && !(inter_lat > 0)) {
+		yard_err_set(err, YARD_EINVAL,
+		             "perf.inter_latency_s: a measured link (inter_source %s) needs a "
+		             "positive latency",
+		             source);
+		return NULL;
+	}
 	json_t *out = json_pack("{s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "parallel_efficiency", eff,
 	                        "availability", avail, "intra_latency_s", intra_lat,
 	                        "intra_busy_latency_s", busy_lat, "inter_latency_s", inter_lat,

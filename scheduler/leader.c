@@ -26,6 +26,10 @@
 #define LOG_PIECE_MAX (256 << 10) /* raw bytes of one log piece (an agent sends ≤ 64 KiB) */
 #define WINDOWS_MAX 8             /* window summaries in one rank report (agents send 4) */
 #define PENDING_NOTES 8           /* straggler notes waiting for the job's proposal slot */
+/* An asked link probe counts as under way this long (an agent gives up on one after 10 s):
+ * neither end takes part in another one meanwhile, and a probe that failed is asked again
+ * only after it. */
+#define LINK_PROBE_WAIT_MS 20000
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
@@ -37,6 +41,11 @@ struct soft_node {
 	int64_t free_disk_mb;
 	json_t *perf;  /* the rates the agent measured (autoplan_perf_clean), NULL: none yet */
 	int proposing; /* a node.set_state is in flight */
+	/* link probes (link_probe_for): the port the agent's probe server listens on (0: none),
+	 * and the peer this node was last asked to measure its link to, when */
+	int probe_port;
+	char probe_peer[FSM_NAME_MAX + 1];
+	uint64_t probe_asked_ms;
 };
 
 /* A rank the detector flagged in the current generation. */
@@ -2039,18 +2048,93 @@ json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, 
 	return doc != NULL ? doc : json_pack("{s:s,s:[]}", "job", job, "steps");
 }
 
+/* ---- link probes ---- */
+
+/* The node's perf names its inter-node link as measured against a peer, or configured: no
+ * probe to ask for. */
+static int link_settled(const struct soft_node *n)
+{
+	const char *source = json_string_value(json_object_get(n->perf, "inter_source"));
+	return source != NULL &&
+	       (strncmp(source, "measured:", 9) == 0 || strcmp(source, "configured") == 0);
+}
+
+/* c asks for, or is the peer of, a link probe still under way. */
+static int probe_busy(const struct sched *s, const struct soft_node *c, uint64_t now)
+{
+	for (int k = 0; k < s->n_nodes; k++) {
+		const struct soft_node *m = &s->nodes[k];
+		if (m->probe_peer[0] != '\0' && now - m->probe_asked_ms < LINK_PROBE_WAIT_MS &&
+		    (m == c || strcmp(m->probe_peer, c->id) == 0))
+			return 1;
+	}
+	return 0;
+}
+
+/* The host of a node that is up in the committed table, NULL otherwise. */
+static const char *up_host(const struct sched *s, const char *id)
+{
+	const json_t *pos = json_object_get(s->nodes_pos, id);
+	const json_t *row =
+	    pos ? json_array_get(s->nodes_list, (size_t)json_integer_value(pos)) : NULL;
+	const char *state = json_string_value(json_object_get(row, "state"));
+	if (state == NULL || strcmp(state, "up") != 0)
+		return NULL;
+	return json_string_value(json_object_get(row, "host"));
+}
+
+/* The "link_probe" of node n's heartbeat answer ({"node","host","port"}: measure the link to
+ * that node), or NULL: n's link is settled, it or every candidate peer is in a probe, or none
+ * is up, heard recently and listening. The peer is the next such node by id after n
+ * (wrapping), so that N nodes measure N different links rather than all one. */
+static json_t *link_probe_for(struct sched *s, struct soft_node *n)
+{
+	uint64_t now = mono_now(s);
+	if (n == NULL || n->perf == NULL || link_settled(n) || probe_busy(s, n, now))
+		return NULL;
+	const struct soft_node *after = NULL, *first = NULL;
+	const char *after_host = NULL, *first_host = NULL;
+	for (int k = 0; k < s->n_nodes; k++) {
+		const struct soft_node *c = &s->nodes[k];
+		const char *host;
+		if (c == n || c->probe_port <= 0 || c->last_seen_ms == 0 ||
+		    now - c->last_seen_ms >= s->cfg.node_suspect_ms ||
+		    (host = up_host(s, c->id)) == NULL || probe_busy(s, c, now))
+			continue;
+		if (strcmp(c->id, n->id) > 0 && (after == NULL || strcmp(c->id, after->id) < 0)) {
+			after = c;
+			after_host = host;
+		}
+		if (first == NULL || strcmp(c->id, first->id) < 0) {
+			first = c;
+			first_host = host;
+		}
+	}
+	const struct soft_node *peer = after != NULL ? after : first;
+	if (peer == NULL)
+		return NULL;
+	snprintf(n->probe_peer, sizeof n->probe_peer, "%s", peer->id);
+	n->probe_asked_ms = now;
+	log_info("scheduler: node %s measures its link to node %s (%s:%d)", n->id, peer->id,
+	         after != NULL ? after_host : first_host, peer->probe_port);
+	return json_pack("{s:s,s:s,s:i}", "node", peer->id, "host",
+	                 after != NULL ? after_host : first_host, "port", peer->probe_port);
+}
+
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
 {
 	static const char *const keys[] = {
-	    "node", "version", "free_disk_mb", "link_gbps",      "draining",       "ranks",
-	    "logs", "upgrade", "perf",         "worker_version", "worker_upgrade", NULL};
+	    "node",    "version", "free_disk_mb",   "link_gbps",      "draining",   "ranks", "logs",
+	    "upgrade", "perf",    "worker_version", "worker_upgrade", "probe_port", NULL};
 	const char *name = NULL, *version = "", *worker_version = "";
-	int64_t free_disk_mb = -1;
+	int64_t free_disk_mb = -1, probe_port = 0;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
 	    jsonx_get_string(body, "", "node", 1, FSM_NAME_MAX, &name, err) != 0 ||
 	    jsonx_get_string(body, "", "version", 0, 31, &version, err) != 0 ||
 	    jsonx_get_string(body, "", "worker_version", 0, 31, &worker_version, err) != 0 ||
-	    jsonx_get_int(body, "", "free_disk_mb", 0, -1, INT64_MAX / 2, &free_disk_mb, err) != 0)
+	    jsonx_get_int(body, "", "free_disk_mb", 0, -1, INT64_MAX / 2, &free_disk_mb, err) !=
+	        0 ||
+	    jsonx_get_int(body, "", "probe_port", 0, 1, 65535, &probe_port, err) != 0)
 		return NULL;
 	if (strcmp(name, node) != 0) {
 		yard_err_set(err, YARD_EPERM, "node: this token belongs to node %s, not %s", node,
@@ -2092,11 +2176,14 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 			snprintf(n->version, sizeof n->version, "%s", version);
 			snprintf(n->worker_version, sizeof n->worker_version, "%s", worker_version);
 			n->free_disk_mb = free_disk_mb;
+			n->probe_port = (int)probe_port;
 			if (perf != NULL) {
 				json_decref(n->perf);
 				n->perf = perf;
 				perf = NULL;
 			}
+			if (link_settled(n))
+				n->probe_peer[0] = '\0'; /* its probe (if any) is over */
 			s->dirty = 1;
 		}
 	}
@@ -2121,6 +2208,9 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 		const struct soft_node *n = node_find(s, node);
 		json_object_set_new(answer, "want_perf",
 		                    json_boolean(n == NULL || n->perf == NULL));
+		json_t *probe = link_probe_for(s, node_find(s, node));
+		if (probe != NULL)
+			json_object_set_new(answer, "link_probe", probe);
 	}
 	return answer;
 }
