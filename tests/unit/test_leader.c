@@ -1156,8 +1156,35 @@ static void test_plan_refuses_bad_specs_and_perf(void **state)
 	    "\"inter_bw_bytes_per_s\":1,\"gemm\":[[10,1],[5,1]]}}",
 	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
 	    "\"inter_bw_bytes_per_s\":1,\"block\":{\"mac_s\":\"fast\"}}}",
+	    /* the link: where it comes from, a measured one's peer and latency, the probe port */
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"inter_source\":\"guessed\"}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"inter_latency_s\":1e-5,\"inter_source\":\"measured:\"}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"inter_latency_s\":1e-5,"
+	    "\"inter_source\":\"measured:node b\"}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"inter_source\":\"measured:node-b\"}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":0,\"inter_latency_s\":1e-5,"
+	    "\"inter_source\":\"measured:node-b\"}}",
+	    "{\"node\":\"node-a\",\"probe_port\":0}",
+	    "{\"node\":\"node-a\",\"probe_port\":65536}",
+	    "{\"node\":\"node-a\",\"probe_port\":\"29499\"}",
 	};
-	const char *field[] = {"perf", "perf.flops_per_s", "perf.gemm[1]", "perf.block"};
+	const char *field[] = {"perf",
+	                       "perf.flops_per_s",
+	                       "perf.gemm[1]",
+	                       "perf.block",
+	                       "perf.inter_source",
+	                       "perf.inter_source",
+	                       "perf.inter_source",
+	                       "perf.inter_latency_s",
+	                       "perf.inter_bw_bytes_per_s",
+	                       "probe_port",
+	                       "probe_port",
+	                       "probe_port"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		json_t *b = json_loads(bad[i], 0, NULL);
 		memset(&err, 0, sizeof err);
@@ -1167,6 +1194,110 @@ static void test_plan_refuses_bad_specs_and_perf(void **state)
 			fail_msg("perf %zu: error '%s' does not name %s", i, err.msg, field[i]);
 		json_decref(b);
 	}
+	world_free(w);
+}
+
+#define PERF_LOOPBACK                                                                              \
+	"{\"flops_per_s\":5e10,\"intra_bw_bytes_per_s\":5e9,\"inter_bw_bytes_per_s\":2e9,"         \
+	"\"inter_latency_s\":1e-5,\"inter_source\":\"tcp-loopback\"}"
+#define PERF_MEASURED(peer)                                                                        \
+	"{\"flops_per_s\":5e10,\"intra_bw_bytes_per_s\":5e9,\"inter_bw_bytes_per_s\":1e9,"         \
+	"\"inter_latency_s\":3e-5,\"inter_source\":\"measured:" peer "\"}"
+
+/* A heartbeat of node with its probe port and perf (NULL: none): the link probe the answer
+ * asks for as "PEER HOST:PORT", or "" when it asks for none. */
+static const char *beat_probe(struct world *w, const char *node, int probe_port, const char *perf)
+{
+	static char asked[128];
+	char body[1024];
+	snprintf(body, sizeof body, "{\"node\":\"%s\",\"ranks\":[],\"probe_port\":%d%s%s}", node,
+	         probe_port, perf ? ",\"perf\":" : "", perf ? perf : "");
+	json_t *answer = heartbeat_answer(w, node, body);
+	const json_t *probe = json_object_get(answer, "link_probe");
+	asked[0] = '\0';
+	if (probe != NULL)
+		snprintf(asked, sizeof asked, "%s %s:%lld",
+		         json_string_value(json_object_get(probe, "node")),
+		         json_string_value(json_object_get(probe, "host")),
+		         (long long)json_integer_value(json_object_get(probe, "port")));
+	json_decref(answer);
+	return asked;
+}
+
+/* Link probes: a node whose perf has no peer measurement is asked to measure its link to the
+ * next node by id that is up and listening; a node takes part in one probe at a time (as the
+ * one measuring or the one measured); a probe that never reports is asked again after 20 s;
+ * a measured or configured link is never probed. */
+static void test_link_probes_are_assigned_one_at_a_time(void **state)
+{
+	struct world *w = world_new();
+	assert_int_equal(
+	    apply(w, "node.register",
+	          "{\"name\":\"node-c\",\"host\":\"10.0.0.3\",\"port_base\":29700,"
+	          "\"devices\":[{\"index\":0,\"kind\":\"cpu\"}],\"token_hash\":\""
+	          "0000000000000000000000000000000000000000000000000000000000000002\"}"),
+	    200);
+	/* heard, but no perf yet: nothing to measure */
+	assert_string_equal(beat_probe(w, "node-a", 29499, NULL), "");
+	assert_string_equal(beat_probe(w, "node-b", 29599, NULL), "");
+	assert_string_equal(beat_probe(w, "node-c", 29699, NULL), "");
+	run(w, 100);
+	/* node-a (tcp loopback only) measures against the next node by id */
+	assert_string_equal(beat_probe(w, "node-a", 29499, PERF_LOOPBACK), "node-b 10.0.0.2:29599");
+	assert_string_equal(beat_probe(w, "node-a", 29499, NULL), ""); /* asked once */
+	/* node-b is being measured and node-a measures: node-c waits, and so does node-b */
+	assert_string_equal(beat_probe(w, "node-c", 29699, PERF_LOOPBACK), "");
+	assert_string_equal(beat_probe(w, "node-b", 29599, PERF_LOOPBACK), "");
+	/* node-a reports its measured link: node-b measures against node-c, node-c still waits
+	 * (it is the one measured) */
+	assert_string_equal(beat_probe(w, "node-a", 29499, PERF_MEASURED("node-b")), "");
+	assert_string_equal(beat_probe(w, "node-b", 29599, NULL), "node-c 10.0.0.3:29699");
+	assert_string_equal(beat_probe(w, "node-c", 29699, NULL), "");
+	/* node-b's probe never reports: asked again 20 s later, not before; node-c keeps waiting
+	 * all along; node-a, measured, is never asked again */
+	int asked_b = 0;
+	for (int t = 100; t <= 20000; t += 100) {
+		advance(w, 100);
+		sched_tick(w->sched);
+		assert_string_equal(beat_probe(w, "node-a", 29499, NULL), "");
+		const char *b = beat_probe(w, "node-b", 29599, NULL);
+		if (t < 20000)
+			assert_string_equal(b, "");
+		else if (strcmp(b, "node-c 10.0.0.3:29699") == 0)
+			asked_b++;
+		assert_string_equal(beat_probe(w, "node-c", 29699, NULL), "");
+	}
+	assert_int_equal(asked_b, 1);
+	/* node-b reports; then node-c measures against the first node by id (wrapping) */
+	assert_string_equal(beat_probe(w, "node-b", 29599, PERF_MEASURED("node-c")), "");
+	assert_string_equal(beat_probe(w, "node-c", 29699, NULL), "node-a 10.0.0.1:29499");
+	assert_string_equal(beat_probe(w, "node-c", 29699, PERF_MEASURED("node-a")), "");
+	/* a configured link is never probed, even with nothing else going on */
+	assert_string_equal(beat_probe(w, "node-a", 29499, PERF), "");
+	world_free(w);
+}
+
+/* Only a peer that is up and names a probe port (an older agent names none) is measured. */
+static void test_link_probe_needs_a_listening_up_peer(void **state)
+{
+	struct world *w = world_new();
+	assert_string_equal(beat_probe(w, "node-a", 29499, NULL), "");
+	json_decref(heartbeat(w, "node-b", "[]")); /* no probe port */
+	run(w, 100);
+	assert_string_equal(beat_probe(w, "node-a", 29499, PERF_LOOPBACK), "");
+	/* node-b falls silent: suspect, then down */
+	for (int t = 0; t < 4000; t += 100) {
+		advance(w, 100);
+		sched_tick(w->sched);
+		assert_string_equal(beat_probe(w, "node-a", 29499, NULL), "");
+	}
+	assert_string_equal(node_state(w, "node-b"), "down");
+	/* it comes back listening: not a peer while still down, then measured once up */
+	assert_string_equal(beat_probe(w, "node-b", 29599, NULL), "");
+	assert_string_equal(beat_probe(w, "node-a", 29499, NULL), "");
+	run(w, 200); /* one tick commits "up", the next one reads it */
+	assert_string_equal(node_state(w, "node-b"), "up");
+	assert_string_equal(beat_probe(w, "node-a", 29499, NULL), "node-b 10.0.0.2:29599");
 	world_free(w);
 }
 
@@ -1304,6 +1435,8 @@ int main(void)
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
+	    cmocka_unit_test(test_link_probes_are_assigned_one_at_a_time),
+	    cmocka_unit_test(test_link_probe_needs_a_listening_up_peer),
 	    cmocka_unit_test(test_worker_rollout_follows_worker_versions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
