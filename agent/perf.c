@@ -2,7 +2,8 @@
  * `yard-worker --probe --devices N` (dataplane/probe.h: matmul rate through the trainer's own
  * matmul, two-process shared-memory and TCP allreduce through libyd) on the loop, bounded by a
  * kill timer, and keeps the answer with what it cannot measure alone added: the inter-node
- * link (configured --link-gbps, else the TCP loopback figure, labelled as such) and each
+ * link (configured --link-gbps, else the TCP loopback figure labelled "tcp-loopback" until
+ * linkprobe.c has measured the link to a peer the leader named: "measured:PEER") and each
  * device's memory. Heartbeats carry the result as "perf" once it exists; a failed probe is
  * logged and heartbeats go on without it (the planner then names the node as unmeasured). */
 #include <stdio.h>
