@@ -22,10 +22,8 @@ measured_against() { # measured_against NODE PEER
 	[ "$(jget "$BODY" 'd.get("perf", {}).get("inter_source")')" = "measured:$2" ] &&
 		[ "$(jget "$BODY" 'd["perf"]["inter_bw_bytes_per_s"] > 0 and d["perf"]["inter_latency_s"] > 0')" = True ]
 }
-note "$(date +%T.%N) waiting for the measurements"
 wait_until 60 measured_against node-a node-b || fail "node-a did not measure its link to node-b: $BODY"
 wait_until 60 measured_against node-b node-a || fail "node-b did not measure its link to node-a: $BODY"
-note "$(date +%T.%N) measured"
 for n in node-a node-b; do
 	get 1 "/v1/nodes/$n"
 	note "$n: $(jget "$BODY" '"%s: %.3g B/s, latency %.3g s" % (d["perf"]["inter_source"], d["perf"]["inter_bw_bytes_per_s"], d["perf"]["inter_latency_s"])')"
