@@ -6,11 +6,11 @@
  *   "SINK N\n"     → reads N more bytes, then "DONE N\n" (1 ≤ N ≤ 256 MiB: bandwidth)
  * Anything else (an unknown request, a line over 63 bytes, N out of range) is answered
  * "ERR why\n", logged with the sender and closed; so is a connection beyond the few served at
- * once, and a connection silent for 10 s is closed. Reads are the loop's ordinary 64 KiB
- * callbacks, so a sink never holds the loop.
+ * once, or one open for 60 s; a connection silent for 10 s is closed. Reads are the loop's
+ * ordinary 64 KiB callbacks, so a sink never holds the loop.
  *
  * The leader names the peer to measure in a heartbeat answer ("link_probe": {node, host,
- * port}). The measurement runs on libuv's thread pool with blocking sockets under a 10 s
+ * port}). The measurement runs on libuv's thread pool, every socket call bounded by one 10 s
  * deadline: 8 ping round trips (half the median is the latency), then 32 MiB through one
  * TCP_NODELAY connection, timed from the request to the peer's "DONE" (the bandwidth). The
  * result goes into perf (inter_*, inter_source "measured:PEER") and perf is sent again. A
@@ -37,6 +37,8 @@
 #define PROBE_SINK_MAX (256LL << 20)
 #define PROBE_CONNS_MAX 4
 #define PROBE_IDLE_MS 10000
+#define PROBE_CONN_MAX_MS 60000 /* a connection's whole life (a sink trickled in slowly) */
+#define PROBE_CHECK_MS 1000
 #define PROBE_READ_CHUNK (64 << 10)
 /* the measuring side */
 #define PROBE_DEADLINE_MS 10000
@@ -48,8 +50,9 @@
 
 struct probe_conn {
 	uv_tcp_t tcp;
-	uv_timer_t idle;
+	uv_timer_t idle; /* every PROBE_CHECK_MS: silence and age */
 	struct agent *agent;
+	uint64_t opened_ms, last_read_ms;
 	char from[64]; /* the sender's address, for log lines */
 	char line[PROBE_LINE_MAX];
 	size_t line_len;
@@ -144,11 +147,17 @@ static void conn_request(struct probe_conn *c)
 	}
 }
 
-static void on_idle(uv_timer_t *t)
+static void on_check(uv_timer_t *t)
 {
 	struct probe_conn *c = t->data;
-	log_info("link probe connection from %s: silent for %d ms, closed", c->from, PROBE_IDLE_MS);
-	conn_close(c);
+	uint64_t now = yard_now_mono_ms();
+	if (now - c->last_read_ms >= PROBE_IDLE_MS) {
+		log_info("link probe connection from %s: silent for %d ms, closed", c->from,
+		         PROBE_IDLE_MS);
+		conn_close(c);
+	} else if (now - c->opened_ms >= PROBE_CONN_MAX_MS && !c->refused) {
+		conn_refuse(c, "open for longer than 60 s");
+	}
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -167,7 +176,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		conn_close(c);
 		return;
 	}
-	uv_timer_again(&c->idle);
+	c->last_read_ms = yard_now_mono_ms();
 	const char *p = buf->base;
 	size_t left = (size_t)n;
 	while (left > 0 && !c->refused) {
@@ -235,7 +244,8 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
-	uv_timer_start(&c->idle, on_idle, PROBE_IDLE_MS, PROBE_IDLE_MS);
+	c->opened_ms = c->last_read_ms = yard_now_mono_ms();
+	uv_timer_start(&c->idle, on_check, PROBE_CHECK_MS, PROBE_CHECK_MS);
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
@@ -279,13 +289,16 @@ static int64_t ms_left(uint64_t deadline_ms)
 	return now >= deadline_ms ? 0 : (int64_t)(deadline_ms - now);
 }
 
-/* Waits for fd to become ready for events, until the deadline. 0, or -1 on timeout/error. */
+/* Waits for fd to become ready for events, until the deadline. 0, or -1 with errno
+ * (ETIMEDOUT when the deadline passed). */
 static int wait_fd(int fd, short events, uint64_t deadline_ms)
 {
 	for (;;) {
 		int64_t left = ms_left(deadline_ms);
-		if (left == 0)
+		if (left == 0) {
+			errno = ETIMEDOUT;
 			return -1;
+		}
 		struct pollfd p = {.fd = fd, .events = events};
 		int n = poll(&p, 1, (int)left);
 		if (n > 0)
@@ -303,8 +316,11 @@ static int send_all(int fd, const char *buf, size_t len, uint64_t deadline_ms)
 		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			if (n == 0)
+				errno = EPIPE;
 			return -1;
+		}
 		buf += n;
 		len -= (size_t)n;
 	}
@@ -322,14 +338,19 @@ static int recv_line(int fd, char *line, size_t cap, uint64_t deadline_ms)
 		ssize_t n = recv(fd, &ch, 1, MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			if (n == 0)
+				errno = ECONNRESET; /* closed by the peer */
 			return -1;
+		}
+		if (len + 1 >= cap) {
+			errno = EPROTO;
+			return -1;
+		}
 		if (ch == '\n') {
 			line[len] = '\0';
 			return 0;
 		}
-		if (len + 1 >= cap)
-			return -1;
 		line[len++] = ch;
 	}
 }
@@ -395,8 +416,8 @@ static void probe_run(uv_work_t *w)
 		uint64_t t0 = yard_now_mono_ns();
 		if (send_all(fd, "PING\n", 5, deadline_ms) != 0 ||
 		    recv_line(fd, line, sizeof line, deadline_ms) != 0) {
-			snprintf(r->why, sizeof r->why, "ping %d of %d: no answer within %d ms",
-			         i + 1, PROBE_PINGS, PROBE_DEADLINE_MS);
+			snprintf(r->why, sizeof r->why, "ping %d of %d: %s", i + 1, PROBE_PINGS,
+			         strerror(errno));
 			goto out;
 		}
 		if (strcmp(line, "PONG") != 0) {
@@ -437,8 +458,8 @@ static void probe_run(uv_work_t *w)
 	r->rc = 0;
 	goto out;
 sink_failed:
-	snprintf(r->why, sizeof r->why, "sending %lld bytes: not done within %d ms (%s)",
-	         PROBE_SINK_BYTES, PROBE_DEADLINE_MS, errno ? strerror(errno) : "closed");
+	snprintf(r->why, sizeof r->why, "sending %lld bytes: %s (all within %d ms)",
+	         PROBE_SINK_BYTES, strerror(errno), PROBE_DEADLINE_MS);
 out:
 	free(chunk);
 	close(fd);

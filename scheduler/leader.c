@@ -41,11 +41,14 @@ struct soft_node {
 	int64_t free_disk_mb;
 	json_t *perf;  /* the rates the agent measured (autoplan_perf_clean), NULL: none yet */
 	int proposing; /* a node.set_state is in flight */
-	/* link probes (link_probe_for): the port the agent's probe server listens on (0: none),
-	 * and the peer this node was last asked to measure its link to, when */
+	/* link probes (link_probe_for): the port the agent's probe server listens on (0: none);
+	 * the peer this node was last asked to measure its link to, when; and the node last
+	 * asked to measure its link to this one, when */
 	int probe_port;
 	char probe_peer[FSM_NAME_MAX + 1];
 	uint64_t probe_asked_ms;
+	char probed_by[FSM_NAME_MAX + 1];
+	uint64_t probed_since_ms;
 };
 
 /* A rank the detector flagged in the current generation. */
@@ -2060,15 +2063,19 @@ static int link_settled(const struct soft_node *n)
 }
 
 /* c asks for, or is the peer of, a link probe still under way. */
-static int probe_busy(const struct sched *s, const struct soft_node *c, uint64_t now)
+static int probe_busy(const struct soft_node *c, uint64_t now)
 {
-	for (int k = 0; k < s->n_nodes; k++) {
-		const struct soft_node *m = &s->nodes[k];
-		if (m->probe_peer[0] != '\0' && now - m->probe_asked_ms < LINK_PROBE_WAIT_MS &&
-		    (m == c || strcmp(m->probe_peer, c->id) == 0))
-			return 1;
-	}
-	return 0;
+	return (c->probe_peer[0] != '\0' && now - c->probe_asked_ms < LINK_PROBE_WAIT_MS) ||
+	       (c->probed_by[0] != '\0' && now - c->probed_since_ms < LINK_PROBE_WAIT_MS);
+}
+
+/* n's probe is over (it reported a measured link): its peer is free again. */
+static void probe_over(struct sched *s, struct soft_node *n)
+{
+	struct soft_node *peer = n->probe_peer[0] != '\0' ? node_find(s, n->probe_peer) : NULL;
+	if (peer != NULL && strcmp(peer->probed_by, n->id) == 0)
+		peer->probed_by[0] = '\0';
+	n->probe_peer[0] = '\0';
 }
 
 /* The host of a node that is up in the committed table, NULL otherwise. */
@@ -2090,16 +2097,16 @@ static const char *up_host(const struct sched *s, const char *id)
 static json_t *link_probe_for(struct sched *s, struct soft_node *n)
 {
 	uint64_t now = mono_now(s);
-	if (n == NULL || n->perf == NULL || link_settled(n) || probe_busy(s, n, now))
+	if (n == NULL || n->perf == NULL || link_settled(n) || probe_busy(n, now))
 		return NULL;
-	const struct soft_node *after = NULL, *first = NULL;
+	struct soft_node *after = NULL, *first = NULL;
 	const char *after_host = NULL, *first_host = NULL;
 	for (int k = 0; k < s->n_nodes; k++) {
-		const struct soft_node *c = &s->nodes[k];
+		struct soft_node *c = &s->nodes[k];
 		const char *host;
 		if (c == n || c->probe_port <= 0 || c->last_seen_ms == 0 ||
 		    now - c->last_seen_ms >= s->cfg.node_suspect_ms ||
-		    (host = up_host(s, c->id)) == NULL || probe_busy(s, c, now))
+		    (host = up_host(s, c->id)) == NULL || probe_busy(c, now))
 			continue;
 		if (strcmp(c->id, n->id) > 0 && (after == NULL || strcmp(c->id, after->id) < 0)) {
 			after = c;
@@ -2110,11 +2117,13 @@ static json_t *link_probe_for(struct sched *s, struct soft_node *n)
 			first_host = host;
 		}
 	}
-	const struct soft_node *peer = after != NULL ? after : first;
+	struct soft_node *peer = after != NULL ? after : first;
 	if (peer == NULL)
 		return NULL;
 	snprintf(n->probe_peer, sizeof n->probe_peer, "%s", peer->id);
 	n->probe_asked_ms = now;
+	snprintf(peer->probed_by, sizeof peer->probed_by, "%s", n->id);
+	peer->probed_since_ms = now;
 	log_info("scheduler: node %s measures its link to node %s (%s:%d)", n->id, peer->id,
 	         after != NULL ? after_host : first_host, peer->probe_port);
 	return json_pack("{s:s,s:s,s:i}", "node", peer->id, "host",
@@ -2183,7 +2192,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 				perf = NULL;
 			}
 			if (link_settled(n))
-				n->probe_peer[0] = '\0'; /* its probe (if any) is over */
+				probe_over(s, n);
 			s->dirty = 1;
 		}
 	}
