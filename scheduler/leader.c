@@ -30,6 +30,7 @@
  * neither end takes part in another one meanwhile, and a probe that failed is asked again
  * only after it. */
 #define LINK_PROBE_WAIT_MS 20000
+#define LINK_PROBE_SCAN 64 /* rows of the node table one heartbeat looks at for a peer */
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
@@ -2078,56 +2079,42 @@ static void probe_over(struct sched *s, struct soft_node *n)
 	n->probe_peer[0] = '\0';
 }
 
-/* The host of a node that is up in the committed table, NULL otherwise. */
-static const char *up_host(const struct sched *s, const char *id)
-{
-	const json_t *pos = json_object_get(s->nodes_pos, id);
-	const json_t *row =
-	    pos ? json_array_get(s->nodes_list, (size_t)json_integer_value(pos)) : NULL;
-	const char *state = json_string_value(json_object_get(row, "state"));
-	if (state == NULL || strcmp(state, "up") != 0)
-		return NULL;
-	return json_string_value(json_object_get(row, "host"));
-}
-
 /* The "link_probe" of node n's heartbeat answer ({"node","host","port"}: measure the link to
- * that node), or NULL: n's link is settled, it or every candidate peer is in a probe, or none
- * is up, heard recently and listening. The peer is the next such node by id after n
- * (wrapping), so that N nodes measure N different links rather than all one. */
+ * that node), or NULL: n's link is settled, n is in a probe, or no peer is free. The peer is
+ * the first node after n in the committed node table (by name, wrapping; a node registered
+ * since this leader read the table whole comes last) that is up, heard within the suspect
+ * time, names a probe port and is in no probe, so that N nodes measure N different links
+ * rather than all one. At most LINK_PROBE_SCAN rows are looked at per heartbeat. */
 static json_t *link_probe_for(struct sched *s, struct soft_node *n)
 {
 	uint64_t now = mono_now(s);
 	if (n == NULL || n->perf == NULL || link_settled(n) || probe_busy(n, now))
 		return NULL;
-	struct soft_node *after = NULL, *first = NULL;
-	const char *after_host = NULL, *first_host = NULL;
-	for (int k = 0; k < s->n_nodes; k++) {
-		struct soft_node *c = &s->nodes[k];
-		const char *host;
-		if (c == n || c->probe_port <= 0 || c->last_seen_ms == 0 ||
-		    now - c->last_seen_ms >= s->cfg.node_suspect_ms ||
-		    (host = up_host(s, c->id)) == NULL || probe_busy(c, now))
-			continue;
-		if (strcmp(c->id, n->id) > 0 && (after == NULL || strcmp(c->id, after->id) < 0)) {
-			after = c;
-			after_host = host;
-		}
-		if (first == NULL || strcmp(c->id, first->id) < 0) {
-			first = c;
-			first_host = host;
-		}
-	}
-	struct soft_node *peer = after != NULL ? after : first;
-	if (peer == NULL)
+	const json_t *pos = json_object_get(s->nodes_pos, n->id);
+	size_t rows = json_array_size(s->nodes_list);
+	if (pos == NULL || rows < 2)
 		return NULL;
-	snprintf(n->probe_peer, sizeof n->probe_peer, "%s", peer->id);
-	n->probe_asked_ms = now;
-	snprintf(peer->probed_by, sizeof peer->probed_by, "%s", n->id);
-	peer->probed_since_ms = now;
-	log_info("scheduler: node %s measures its link to node %s (%s:%d)", n->id, peer->id,
-	         after != NULL ? after_host : first_host, peer->probe_port);
-	return json_pack("{s:s,s:s,s:i}", "node", peer->id, "host",
-	                 after != NULL ? after_host : first_host, "port", peer->probe_port);
+	size_t mine = (size_t)json_integer_value(pos);
+	for (size_t k = 1; k < rows && k <= LINK_PROBE_SCAN; k++) {
+		const json_t *row = json_array_get(s->nodes_list, (mine + k) % rows);
+		const char *state = json_string_value(json_object_get(row, "state"));
+		const char *host = json_string_value(json_object_get(row, "host"));
+		const char *id = json_string_value(json_object_get(row, "id"));
+		struct soft_node *c = id != NULL ? node_find(s, id) : NULL;
+		if (c == NULL || c == n || host == NULL || state == NULL ||
+		    strcmp(state, "up") != 0 || c->probe_port <= 0 || c->last_seen_ms == 0 ||
+		    now - c->last_seen_ms >= s->cfg.node_suspect_ms || probe_busy(c, now))
+			continue;
+		snprintf(n->probe_peer, sizeof n->probe_peer, "%s", c->id);
+		n->probe_asked_ms = now;
+		snprintf(c->probed_by, sizeof c->probed_by, "%s", n->id);
+		c->probed_since_ms = now;
+		log_info("scheduler: node %s measures its link to node %s (%s:%d)", n->id, c->id,
+		         host, c->probe_port);
+		return json_pack("{s:s,s:s,s:i}", "node", c->id, "host", host, "port",
+		                 c->probe_port);
+	}
+	return NULL;
 }
 
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
