@@ -5,11 +5,36 @@ set -u
 
 YARDD=${YARDD:-yardd}
 T=$(mktemp -d "${TMPDIR:-/tmp}/yard-it.XXXXXX")
-# 100 ports per test, spread over 20000-32699 by pid so parallel tests rarely collide: below
-# the kernel's ephemeral range (32768-60999), where outgoing connections take ports, and
-# above 10000-19999, which tests/integration/yardctl_cluster.sh uses. +1..+9: raft, +21..+29:
-# API, +40..+99: the agents' rank ports (12 per agent, see start_agent).
-PORT_BASE=$((20000 + ($$ % 127) * 100))
+# 100 ports per test: one of 127 slots over 20000-32699, below the kernel's ephemeral range
+# (32768-60999), where outgoing connections take ports, and above 10000-19999, which
+# tests/integration/yardctl_cluster.sh uses. +1..+9: raft, +21..+29: API, +39..+99: the
+# agents' probe and rank ports (12 per agent, see start_agent). A slot is claimed with an
+# atomic mkdir and released by cleanup, so tests running at the same time never share one
+# (two pids equal modulo 127 did); a slot whose test died is taken over.
+PORT_SLOTS=${TMPDIR:-/tmp}/yard-port-slots
+claim_port_slot() {
+	local i n owner
+	mkdir -p "$PORT_SLOTS"
+	for i in $(seq 0 126); do
+		n=$((($$ + i) % 127))
+		if ! mkdir "$PORT_SLOTS/$n" 2>/dev/null; then
+			owner=$(cat "$PORT_SLOTS/$n/pid" 2>/dev/null || true)
+			[ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null || continue
+			rm -rf "$PORT_SLOTS/$n"
+			mkdir "$PORT_SLOTS/$n" 2>/dev/null || continue
+		fi
+		echo $$ >"$PORT_SLOTS/$n/pid"
+		PORT_SLOT=$n
+		return 0
+	done
+	PORT_SLOT=$(($$ % 127)) # every slot busy: share one, as before
+}
+release_port_slot() {
+	[ "$(cat "$PORT_SLOTS/$PORT_SLOT/pid" 2>/dev/null)" = $$ ] && rm -rf "$PORT_SLOTS/$PORT_SLOT"
+	return 0
+}
+claim_port_slot
+PORT_BASE=$((20000 + PORT_SLOT * 100))
 TOKEN=admin-token-for-tests-$$
 echo "$TOKEN" > "$T/admin.token"
 AUTH="Authorization: Bearer $TOKEN"
@@ -30,6 +55,7 @@ cleanup() {
 	for id in "${!PID[@]}"; do kill -9 "${PID[$id]}" 2>/dev/null; done
 	wait 2>/dev/null
 	rm -rf "$T"
+	release_port_slot
 }
 trap cleanup EXIT
 
