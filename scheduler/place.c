@@ -63,25 +63,35 @@ static int order_cmp(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
-int place_gang(struct place_node *nodes, int n_nodes, const struct place_request *req,
-               struct place_slot *slots, char *reason, int reason_len)
+/* A request no cluster could place (a bad layout, a TP group wider than any node): YARD_EINVAL
+ * with the reason; 0 otherwise. */
+static int layout_check(const struct place_request *req, char *reason, int reason_len)
 {
-	int ranks, groups, total_free = 0, group_room = 0, placed_groups = 0;
-	struct order_entry *order;
-
 	if (req->dp < 1 || req->tp < 1 || req->pp < 1) {
 		snprintf(reason, (size_t)reason_len, "invalid layout dp=%d tp=%d pp=%d", req->dp,
 		         req->tp, req->pp);
 		return YARD_EINVAL;
 	}
-	ranks = req->dp * req->tp * req->pp;
-	groups = req->dp * req->pp;
 	if (req->tp > PLACE_MAX_DEVICES_PER_NODE) {
 		snprintf(reason, (size_t)reason_len,
 		         "tensor-parallel degree %d exceeds the %d devices a node can have",
 		         req->tp, PLACE_MAX_DEVICES_PER_NODE);
 		return YARD_EINVAL;
 	}
+	return 0;
+}
+
+int place_gang(struct place_node *nodes, int n_nodes, const struct place_request *req,
+               struct place_slot *slots, char *reason, int reason_len)
+{
+	int ranks, groups, total_free = 0, group_room = 0, placed_groups = 0;
+	struct order_entry *order;
+
+	int rc = layout_check(req, reason, reason_len);
+	if (rc != 0)
+		return rc;
+	ranks = req->dp * req->tp * req->pp;
+	groups = req->dp * req->pp;
 	order = calloc((size_t)(n_nodes > 0 ? n_nodes : 1), sizeof *order);
 	if (order == NULL)
 		return YARD_ENOMEM;
@@ -265,19 +275,11 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 	int ranks, groups, total_free = 0, group_room = 0;
 	int eligible[64], n_eligible = 0, many = 0;
 
-	if (req->dp < 1 || req->tp < 1 || req->pp < 1) {
-		snprintf(reason, (size_t)reason_len, "invalid layout dp=%d tp=%d pp=%d", req->dp,
-		         req->tp, req->pp);
-		return YARD_EINVAL;
-	}
+	int rc = layout_check(req, reason, reason_len);
+	if (rc != 0)
+		return rc;
 	ranks = req->dp * req->tp * req->pp;
 	groups = req->dp * req->pp;
-	if (req->tp > PLACE_MAX_DEVICES_PER_NODE) {
-		snprintf(reason, (size_t)reason_len,
-		         "tensor-parallel degree %d exceeds the %d devices a node can have",
-		         req->tp, PLACE_MAX_DEVICES_PER_NODE);
-		return YARD_EINVAL;
-	}
 	/* totals over the eligible classes: what place_gang sums node by node */
 	for (int c = 0; c < x->n_classes; c++) {
 		if (!node_eligible(&x->nodes[x->classes[c].representative], req))
