@@ -165,6 +165,29 @@ json.dump(d, open(sys.argv[1], "w"))
 PY
 }
 
+# dir_ckpt_at_least DIR STEP: a job's "dir:" checkpoint directory holds a complete checkpoint
+# (its MANIFEST written) at STEP or later. Tests trigger kills on this, not on the step the
+# controller heard of last (heartbeats lag training).
+dir_ckpt_at_least() {
+	local m s
+	for m in "$1"/step-*/MANIFEST; do
+		[ -e "$m" ] || continue
+		s=${m%/MANIFEST}; s=${s##*/step-}
+		[ "$((10#$s))" -ge "$2" ] && return 0
+	done
+	return 1
+}
+# store_ckpt_at_least ID JOB STEP: the same for the controller store, asked of member ID
+# (no python: each poll must be quick while ranks train)
+store_ckpt_at_least() {
+	local s
+	get "$1" "/v1/jobs/$2/checkpoints"
+	for s in $(grep -o '"step":[0-9]*,[^}]*"complete":true' <<<"$BODY" | sed 's/"step":\([0-9]*\).*/\1/'); do
+		[ "$s" -ge "$3" ] && return 0
+	done
+	return 1
+}
+
 # make_join_token ID: an agent-role token in $JOIN
 make_join_token() {
 	call POST "$1" /v1/tokens '{"name":"nodes","role":"agent"}'

@@ -56,16 +56,7 @@ layout=${layout//,/ }
 four_ranks() { [ "$(grep -o '"pid":[1-9]' "$T/agent-$victim/ranks.json" | wc -l)" = 4 ]; }
 wait_until 10 four_ranks || fail "$victim does not run 4 ranks: $(cat "$T/agent-$victim/ranks.json")"
 ranks=$(grep -o '"pid":[0-9]*' "$T/agent-$victim/ranks.json" | cut -d: -f2 | tr '\n' ' ')
-complete_at_least() {
-	get 1 "/v1/jobs/$J/checkpoints"
-	# (no python here: each poll must be quick while eight ranks train)
-	local s
-	for s in $(grep -o '"step":[0-9]*,[^}]*"complete":true' <<<"$BODY" | sed 's/"step":\([0-9]*\).*/\1/'); do
-		[ "$s" -ge "$1" ] && return 0
-	done
-	return 1
-}
-wait_until 60 complete_at_least 100 || fail "no complete checkpoint at step 100 or later: $BODY"
+wait_until 60 store_ckpt_at_least 1 "$J" 100 || fail "no complete checkpoint at step 100 or later: $BODY"
 
 # ---- node death ----
 kill -9 "${APID[$victim]}"

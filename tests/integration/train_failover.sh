@@ -51,16 +51,7 @@ wait_until 10 four_ranks || fail "$victim does not run 4 ranks: $(cat "$T/agent-
 ranks=$(grep -o '"pid":[0-9]*' "$T/agent-$victim/ranks.json" | cut -d: -f2 | tr '\n' ' ')
 # the trigger is the shared checkpoint directory, not the step the controller last heard of
 # (heartbeats lag training by up to a second: hundreds of steps on a fast machine)
-ckpt_at_least() {
-	local m s
-	for m in "$T/ckpt/$J"/step-*/MANIFEST; do
-		[ -e "$m" ] || continue
-		s=${m%/MANIFEST}; s=${s##*/step-}
-		[ "$((10#$s))" -ge "$1" ] && return 0
-	done
-	return 1
-}
-wait_until 60 ckpt_at_least 100 || fail "no checkpoint at step 100 or later: $(ls "$T/ckpt/$J" 2>&1) $(job_field 1 "$J" '')"
+wait_until 60 dir_ckpt_at_least "$T/ckpt/$J" 100 || fail "no checkpoint at step 100 or later: $(ls "$T/ckpt/$J" 2>&1) $(job_field 1 "$J" '')"
 note "job $J has a checkpoint at step $(ls "$T/ckpt/$J" | tail -n 1); killing $victim (ranks $ranks) and its processes"
 
 # node death: the agent and every rank it runs, all at once

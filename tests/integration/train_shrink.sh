@@ -79,20 +79,7 @@ run_and_kill() {
 	# triggered by complete checkpoints (the directory's manifests, or the controller's
 	# records), not by the step the controller heard of last
 	ckpt_at_least() {
-		local m s
-		if grep -q '"store": "controller"' "$1"; then
-			get 1 "/v1/jobs/$J/checkpoints"
-			for s in $(grep -o '"step":[0-9]*,[^}]*"complete":true' <<<"$BODY" | sed 's/"step":\([0-9]*\).*/\1/'); do
-				[ "$s" -ge "$2" ] && return 0
-			done
-			return 1
-		fi
-		for m in "$T/ckpt/$J"/step-*/MANIFEST; do
-			[ -e "$m" ] || continue
-			s=${m%/MANIFEST}; s=${s##*/step-}
-			[ "$((10#$s))" -ge "$2" ] && return 0
-		done
-		return 1
+		if grep -q '"store": "controller"' "$1"; then store_ckpt_at_least 1 "$J" "$2"; else dir_ckpt_at_least "$T/ckpt/$J" "$2"; fi
 	}
 	wait_until 60 ckpt_at_least "$1" 40 || fail "no complete checkpoint at step 40 or later"
 	note "job $J has a complete checkpoint at step 40 or later; killing $victim (ranks $ranks)"

@@ -173,16 +173,7 @@ JSON
 pace_spec "$T/job.json" 0.5
 submit 1 "$(cat "$T/job.json")"
 C=$JOB
-ckpt_at_least() {
-	local m s
-	for m in "$T/ckpt/$C"/step-*/MANIFEST; do
-		[ -e "$m" ] || continue
-		s=${m%/MANIFEST}; s=${s##*/step-}
-		[ "$((10#$s))" -ge "$1" ] && return 0
-	done
-	return 1
-}
-wait_until 90 ckpt_at_least 60 || fail "job $C has no checkpoint at step 60 or later: $(job_field 1 "$C" '')"
+wait_until 90 dir_ckpt_at_least "$T/ckpt/$C" 60 || fail "job $C has no checkpoint at step 60 or later: $(job_field 1 "$C" '')"
 note "job $C checkpointed $(ls "$T/ckpt/$C" | tail -n 1); rolling worker 8.0.0-w out with policy restart"
 start_rollout 8.0.0-w 100% restart
 R3=$RO
