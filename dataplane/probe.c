@@ -380,7 +380,12 @@ static int concurrent_rate(int k, double window_s, double deadline_s, double *su
 	return 0;
 }
 
-/* One rank of the two-rank allreduce probe; writes {latency_s, bw} to out_fd (rank 0). */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
 /* One rank of a world-rank allreduce probe; rank 0 writes {latency per ring step, bandwidth}
  * to out_fd (bandwidth only for 2 ranks, 0 otherwise). */
 static void allreduce_child(int rank, int world, const char *rendezvous, const char *transport,
@@ -406,18 +411,29 @@ static void allreduce_child(int rank, int world, const char *rendezvous, const c
 	if (data == NULL || yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0 ||
 	    yd_allreduce(comm, data, data, 1, YD_F32, YD_SUM) != 0)
 		_exit(4);
-	double t0 = now_s();
-	for (int r = 0; r < PROBE_LAT_REPS; r++)
+	/* per-call times, so that a preemption of one call (a loaded machine) moves neither
+	 * figure: the median small call is the latency, the fastest large call the bandwidth */
+	double lat[PROBE_LAT_REPS], big = 0;
+	for (int r = 0; r < PROBE_LAT_REPS; r++) {
+		double t0 = now_s();
 		if (yd_allreduce(comm, data, data, 1, YD_F32, YD_SUM) != 0)
 			_exit(4);
-	double t1 = now_s();
-	for (int r = 0; world == 2 && r < PROBE_BW_REPS; r++)
+		lat[r] = now_s() - t0;
+	}
+	for (int r = 0; world == 2 && r < PROBE_BW_REPS; r++) {
+		double t0 = now_s();
 		if (yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0)
 			_exit(4);
-	double t2 = now_s();
+		double t = now_s() - t0;
+		if (r == 0 || t < big)
+			big = t;
+	}
+	qsort(lat, PROBE_LAT_REPS, sizeof lat[0], cmp_double);
 	/* as the planner counts it: a ring allreduce over n ranks takes 2(n-1) steps */
-	double latency = (t1 - t0) / PROBE_LAT_REPS / (2.0 * (world - 1));
-	double per = (t2 - t1) / PROBE_BW_REPS - 2 * latency;
+	double latency = lat[PROBE_LAT_REPS / 2] / (2.0 * (world - 1));
+	double per = big - 2 * latency;
+	if (per <= big / 2) /* latency noise larger than the transfer: count the transfer alone */
+		per = big;
 	/* ring allreduce over 2 ranks moves the buffer once each way: t = bytes / bw */
 	double result[2] = {latency, world == 2 && per > 0 ? PROBE_BW_BYTES / per : 0};
 	yd_barrier(comm);
@@ -457,11 +473,18 @@ static int allreduce_probe(int world, const char *transport, int timeout_ms, dou
 	close(results[0]);
 	reap(pids, world);
 	unlink(rendezvous);
-	if (rc != 0 || result[0] <= 0 || (world == 2 && result[1] <= 0))
-		return yard_err_set(err, rc ? rc : YARD_EIO,
+	if (rc != 0)
+		return yard_err_set(err, rc,
 		                    "probe: the %d-rank %s allreduce did not complete within the "
-		                    "budget",
-		                    world, transport);
+		                    "budget (%s)",
+		                    world, transport,
+		                    rc == YARD_ETIMEDOUT ? "timed out" : "a rank failed");
+	if (result[0] <= 0 || (world == 2 && result[1] <= 0))
+		return yard_err_set(
+		    err, YARD_EIO,
+		    "probe: the %d-rank %s allreduce measured no time (latency %.3g s, "
+		    "bandwidth %.3g B/s)",
+		    world, transport, result[0], result[1]);
 	*latency_s = result[0];
 	if (bw != NULL)
 		*bw = result[1];
@@ -487,9 +510,9 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	openblas_set_num_threads(1); /* one process per device, as ranks run */
 #endif
 	fflush(NULL); /* forked children must not flush the parent's buffers */
-	/* a loaded machine may be slow to schedule the helpers: the communicator gets at least a
-	 * second, so the probe stays bounded (a few seconds) without failing under load */
-	int comm_timeout_ms = budget_ms / 4 > 1000 ? budget_ms / 4 : 1000;
+	/* a loaded machine may be slow to schedule the helpers: the communicator gets at least
+	 * two seconds, so the probe stays bounded (a few seconds) without failing under load */
+	int comm_timeout_ms = budget_ms / 4 > 2000 ? budget_ms / 4 : 2000;
 	int all = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
 	if ((rc = allreduce_probe(2, "shm", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
 	                          &out->shm_latency_s, &out->shm_bw_bytes_per_s, err)) != 0 ||
@@ -525,12 +548,12 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	out->devices = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
 	out->parallel_efficiency = 1;
 	double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
-	if ((rc = concurrent_rate(1, budget_s * 0.05, now_s() + budget_s + 1, &alone, &alone_best,
+	if ((rc = concurrent_rate(1, budget_s * 0.05, now_s() + budget_s + 5, &alone, &alone_best,
 	                          err)) != 0)
 		return rc;
 	out->availability = alone_best > 0 ? fmin(1, alone / alone_best) : 0;
 	if (out->devices > 1) {
-		if ((rc = concurrent_rate(out->devices, budget_s * 0.05, now_s() + budget_s + 1,
+		if ((rc = concurrent_rate(out->devices, budget_s * 0.05, now_s() + budget_s + 5,
 		                          &sum, &best_sum, err)) != 0)
 			return rc;
 		out->parallel_efficiency = alone > 0 ? sum / (out->devices * alone) : 0;
