@@ -265,6 +265,8 @@ static void on_row_change(void *data, int op, const char *db_name, const char *t
 		f->nodes_version++;
 		journal_add(&f->changed_nodes, &f->n_changed_nodes, &f->cap_changed_nodes,
 		            &f->changed_nodes_all, rowid);
+	} else if (strcmp(table, "checkpoints") == 0 || strcmp(table, "checkpoint_restores") == 0) {
+		f->ckpt_version++;
 	}
 }
 
@@ -347,6 +349,7 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->n_changed_nodes = 0;
 	f->changed_nodes_all = 1;
 	f->nodes_version++;
+	f->ckpt_version++;
 	sqlite3_update_hook(db, on_row_change, f);
 	return 0;
 }

@@ -71,6 +71,9 @@ struct fsm {
 	int64_t *changed_nodes; /* the same journal for the nodes table */
 	int n_changed_nodes, cap_changed_nodes;
 	int changed_nodes_all;
+	/* bumped by every change to the checkpoints and checkpoint_restores tables and every
+	 * restore: what a cached heartbeat answer (scheduler/leader.c) read of them is stale */
+	uint64_t ckpt_version;
 };
 
 int fsm_init(struct fsm *f, struct yard_err *err);
@@ -121,7 +124,8 @@ enum {
 	FSM_NODE_DRAINING = 2,
 	FSM_NODE_DRAINED = 3
 };
-/* [{"job","rank"}...]: the slots of running jobs on one node, by job and rank. */
+/* [{"job","rank","generation"}...]: the slots of running jobs on one node, by job and rank,
+ * with the job's current generation. */
 json_t *fsm_node_slots(struct fsm *f, const char *node);
 /* Nodes without their token hashes: [{"id","state","host","port_base","devices","labels",
  * "version","cordoned","drain","registered_ms","updated_ms","reason"}...] by id; "drain" is

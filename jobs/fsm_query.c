@@ -151,15 +151,17 @@ json_t *fsm_node_slots(struct fsm *f, const char *node)
 {
 	json_t *list = json_array();
 	sqlite3_stmt *st =
-	    fsm_prepare(f, "SELECT a.job, a.rank FROM assignments a JOIN jobs j ON j.id = a.job"
+	    fsm_prepare(f, "SELECT a.job, a.rank, j.generation FROM assignments a"
+	                   " JOIN jobs j ON j.id = a.job"
 	                   " WHERE a.node = ?1 AND j.state = 'running' ORDER BY a.job, a.rank");
 	if (st == NULL)
 		return list;
 	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
 	while (sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(list,
-		                      json_pack("{s:s,s:I}", "job", sqlite3_column_text(st, 0),
-		                                "rank", (json_int_t)sqlite3_column_int64(st, 1)));
+		json_array_append_new(
+		    list, json_pack("{s:s,s:I,s:I}", "job", sqlite3_column_text(st, 0), "rank",
+		                    (json_int_t)sqlite3_column_int64(st, 1), "generation",
+		                    (json_int_t)sqlite3_column_int64(st, 2)));
 	fsm_release(f, st);
 	return list;
 }

@@ -119,6 +119,13 @@ struct soft_job {
 	int n_pending;
 	int replace_rank;
 	char replace_reason[256];
+	/* heartbeat answers (desired_for): the desired entry of every rank of generation
+	 * desired_gen ([rank], json null where none), built once from the committed job, its
+	 * nodes and its restore checkpoint, and reused until the generation, a node row or a
+	 * checkpoint changes (the FSM's versions below); owned, NULL: not built */
+	json_t *desired;
+	int64_t desired_gen;
+	uint64_t desired_nodes_version, desired_ckpt_version;
 };
 
 /* id -> index into a soft table, open addressing; slots hold index + 1 (0: empty). Both
@@ -413,6 +420,8 @@ static void job_release(struct soft_job *j)
 	free(j->shrink_dp);
 	j->shrink_dp = NULL;
 	j->n_shrink_dp = 0;
+	json_decref(j->desired);
+	j->desired = NULL;
 	straggler_reset(j);
 }
 
@@ -1962,48 +1971,33 @@ static void store_logs(struct sched *s, const char *node, const json_t *reports,
 	}
 }
 
-/* What one node must run: its slots of running jobs, each with the job and only the nodes
- * that job spans (a heartbeat costs what the node runs, not what the cluster runs). */
-static json_t *desired_for(struct sched *s, const char *node)
+/* The desired entry of every rank of a running job ([rank], json null where desired_rank
+ * gives none) from the committed job, the nodes of its layout and its restore checkpoint;
+ * NULL when the job cannot be read. *generation: the generation they are for. */
+static json_t *desired_build(struct sched *s, const char *job_id, int64_t *generation)
 {
 	struct yard_err err = {0};
-	json_t *desired = json_array();
-	json_t *me = fsm_node_get(s->fsm, node, &err);
-	if (me == NULL)
-		return desired;
-	if (strcmp(json_string_value(json_object_get(me, "state")), "down") == 0) {
-		json_decref(me); /* its ranks are being moved; anything it runs must stop */
-		return desired;
-	}
-	json_t *slots = fsm_node_slots(s->fsm, node);
-	json_t *nodes_by_id = json_object(), *jobs = json_object();
-	size_t i, k;
-	json_t *v, *slot;
-	json_object_set_new(nodes_by_id, node, me);
-	json_array_foreach(slots, i, v)
+	json_t *job = fsm_job_get(s->fsm, job_id, &err);
+	if (job == NULL)
+		return NULL;
+	const json_t *layout = json_object_get(job, "layout");
+	json_t *nodes_by_id = json_object();
+	size_t k;
+	json_t *slot;
+	json_array_foreach(layout, k, slot)
 	{
-		const char *job_id = json_string_value(json_object_get(v, "job"));
-		json_t *job = json_object_get(jobs, job_id);
-		if (job == NULL) {
-			job = fsm_job_get(s->fsm, job_id, &err);
-			if (job == NULL)
-				continue;
-			json_object_set_new(jobs, job_id, job);
-			json_array_foreach(json_object_get(job, "layout"), k, slot)
-			{
-				const char *peer = json_string_value(json_object_get(slot, "node"));
-				json_t *n;
-				if (peer == NULL || json_object_get(nodes_by_id, peer) != NULL)
-					continue;
-				if ((n = fsm_node_get(s->fsm, peer, &err)) != NULL)
-					json_object_set_new(nodes_by_id, peer, n);
-			}
-		}
-		int64_t restore_step = fsm_checkpoint_restore_step(
-		    s->fsm, job_id, json_integer_value(json_object_get(job, "generation")));
-		json_t *entry =
-		    desired_rank(job, json_object_get(job, "layout"), nodes_by_id,
-		                 (int)json_integer_value(json_object_get(v, "rank")), restore_step);
+		const char *peer = json_string_value(json_object_get(slot, "node"));
+		json_t *n;
+		if (peer == NULL || json_object_get(nodes_by_id, peer) != NULL)
+			continue;
+		if ((n = fsm_node_get(s->fsm, peer, &err)) != NULL)
+			json_object_set_new(nodes_by_id, peer, n);
+	}
+	*generation = json_integer_value(json_object_get(job, "generation"));
+	int64_t restore_step = fsm_checkpoint_restore_step(s->fsm, job_id, *generation);
+	json_t *entries = json_array();
+	for (int rank = 0; rank < (int)json_array_size(layout); rank++) {
+		json_t *entry = desired_rank(job, layout, nodes_by_id, rank, restore_step);
 		/* the controller store's checkpoint may be of another dp (allow_shrink_dp): the
 		 * agent fetches the shards its ranks read (agent/ckpt.c) */
 		json_t *ckpt = json_object_get(entry, "checkpoint");
@@ -2011,13 +2005,84 @@ static json_t *desired_for(struct sched *s, const char *node)
 			json_object_set_new(
 			    ckpt, "restore_world",
 			    json_integer(fsm_checkpoint_world(s->fsm, job_id, restore_step)));
-		if (entry != NULL)
-			json_array_append_new(desired, entry);
+		json_array_append_new(entries, entry != NULL ? entry : json_null());
 	}
-	json_decref(jobs);
 	json_decref(nodes_by_id);
+	json_decref(job);
+	return entries;
+}
+
+/* The desired entries of a running job's generation (borrowed from the soft job's cache,
+ * or from memo for a job the scheduler has not seen yet); NULL when it cannot be read. A
+ * cached list serves every heartbeat of the job's nodes until the generation, a node row or
+ * a checkpoint changes: a heartbeat then costs a lookup per slot, not a rebuild of every
+ * rank's peers. */
+static const json_t *desired_entries(struct sched *s, const char *job_id, int64_t generation,
+                                     json_t *memo)
+{
+	struct soft_job *j = s->leading ? job_find(s, job_id) : NULL;
+	if (j != NULL && j->desired != NULL && j->desired_gen == generation &&
+	    j->desired_nodes_version == s->fsm->nodes_version &&
+	    j->desired_ckpt_version == s->fsm->ckpt_version)
+		return j->desired;
+	const json_t *seen = json_object_get(memo, job_id);
+	if (seen != NULL)
+		return seen;
+	int64_t built_gen = -1;
+	json_t *entries = desired_build(s, job_id, &built_gen);
+	if (entries == NULL)
+		return NULL;
+	if (j != NULL && built_gen == generation) {
+		json_decref(j->desired);
+		j->desired = entries;
+		j->desired_gen = built_gen;
+		j->desired_nodes_version = s->fsm->nodes_version;
+		j->desired_ckpt_version = s->fsm->ckpt_version;
+		return entries;
+	}
+	json_object_set_new(memo, job_id, entries);
+	return entries;
+}
+
+/* What one node must run: its slots of running jobs, each with the job and only the nodes
+ * that job spans (a heartbeat costs what the node runs, not what the cluster runs). me: the
+ * node's committed row. */
+static json_t *desired_for(struct sched *s, const char *node, const json_t *me)
+{
+	json_t *desired = json_array();
+	if (me == NULL || strcmp(json_string_value(json_object_get(me, "state")), "down") == 0)
+		return desired; /* down: its ranks are being moved; anything it runs must stop */
+	json_t *slots = fsm_node_slots(s->fsm, node);
+	json_t *memo = json_object();
+	size_t i;
+	json_t *v;
+	json_array_foreach(slots, i, v)
+	{
+		const json_t *entries =
+		    desired_entries(s, json_string_value(json_object_get(v, "job")),
+		                    json_integer_value(json_object_get(v, "generation")), memo);
+		json_t *entry =
+		    json_array_get(entries, (size_t)json_integer_value(json_object_get(v, "rank")));
+		if (entry != NULL && !json_is_null(entry))
+			json_array_append(desired, entry);
+	}
+	json_decref(memo);
 	json_decref(slots);
 	return desired;
+}
+
+/* The node's committed row (new reference): from the scheduler's nodes list, kept current
+ * from the FSM's nodes journal, while leading; else read from the FSM. NULL: no such node. */
+static json_t *node_row(struct sched *s, const char *node)
+{
+	struct yard_err err = {0};
+	if (s->leading && s->nodes_list != NULL && nodes_refresh(s, &err) == 0) {
+		const json_t *pos = json_object_get(s->nodes_pos, node);
+		return pos != NULL ? json_incref(json_array_get(s->nodes_list,
+		                                                (size_t)json_integer_value(pos)))
+		                   : NULL;
+	}
+	return fsm_node_get(s->fsm, node, &err);
 }
 
 /* Every rank report that carries a step goes into its job's per-step history. */
@@ -2186,15 +2251,14 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	json_decref(perf);
 	json_decref(reports);
 	json_t *commands = json_array();
-	struct yard_err node_err = {0};
-	json_t *me = fsm_node_get(s->fsm, node, &node_err);
+	json_t *me = node_row(s, node);
 	if (me != NULL && json_is_string(json_object_get(me, "drain")))
 		json_array_append_new(commands, json_pack("{s:s}", "op", "drain"));
-	json_decref(me);
 	/* leader_id only while leading: it says the pieces of this heartbeat were kept */
 	json_t *answer =
-	    json_pack("{s:o,s:o,s:o}", "desired", desired_for(s, node), "commands", commands,
+	    json_pack("{s:o,s:o,s:o}", "desired", desired_for(s, node, me), "commands", commands,
 	              "leader_id", s->leading ? json_string(s->leader_id) : json_null());
+	json_decref(me);
 	const char *offer_key = "upgrade";
 	json_t *upgrade = rollout_driver_offer(s->rollouts, node, &offer_key);
 	if (upgrade != NULL)

@@ -305,6 +305,104 @@ static void test_gang_placement_env_and_success(void **state)
 	world_free(w);
 }
 
+/* The leader reuses each running job's desired entries between heartbeats (built once per
+ * generation, dropped when a node row or a checkpoint changes). After every random change
+ * (submissions, exits, failures, re-registrations with a new address, state changes) its
+ * answers must equal those of a scheduler on the same state machine that is not leading and
+ * so builds every answer from the committed state. */
+static void test_cached_heartbeat_answers_follow_every_change(void **state)
+{
+	struct world *w = world_new();
+	struct sched_config cfg;
+	sched_config_defaults(&cfg);
+	cfg.tick_ms = 0;
+	struct sched_io io = {.data = w,
+	                      .propose = fake_propose,
+	                      .is_ready = fake_ready,
+	                      .applied_index = fake_applied,
+	                      .mono_ms = fake_mono,
+	                      .wall_ms = fake_wall};
+	struct sched *ref = sched_create(&w->loop, &w->fsm, &cfg, &io);
+	const char *nodes[] = {"node-a", "node-b"};
+	unsigned seed = 7;
+	int submitted = 0, compared_nonempty = 0;
+	char args[512], ranks[1024];
+	for (int n = 0; n < 2; n++)
+		json_decref(heartbeat(w, nodes[n], "[]"));
+	for (int step = 0; step < 120; step++) {
+		int what = (int)(rand_r(&seed) % 5);
+		if (what == 0 && submitted < 40) {
+			snprintf(args, sizeof args,
+			         "{\"name\":\"r%d\",\"spec\":{\"name\":\"r%d\",\"command\":[\"x\"],"
+			         "\"ranks\":%d,\"failure\":{\"max_restarts\":3}}}",
+			         submitted, submitted, 1 + (int)(rand_r(&seed) % 6));
+			assert_int_equal(apply(w, "job.submit", args), 201);
+			submitted++;
+		} else if (what == 1) {
+			/* one node reports every rank it runs as exited, with code 0 or 1 */
+			const char *node = nodes[rand_r(&seed) % 2];
+			int code = (int)(rand_r(&seed) % 2);
+			struct yard_err err = {0};
+			json_t *b = json_pack("{s:s,s:[]}", "node", node, "ranks");
+			json_t *answer = sched_heartbeat(ref, node, b, &err);
+			json_decref(b);
+			assert_non_null(answer);
+			size_t i, used = 0;
+			json_t *e;
+			used += (size_t)snprintf(ranks, sizeof ranks, "[");
+			json_array_foreach(json_object_get(answer, "desired"), i, e)
+			{
+				if (used + 120 >= sizeof ranks)
+					break;
+				used += (size_t)snprintf(
+				    ranks + used, sizeof ranks - used,
+				    "%s{\"job\":\"%s\",\"rank\":%lld,\"generation\":%lld,"
+				    "\"state\":\"exited\",\"exit_code\":%d}",
+				    i ? "," : "", json_string_value(json_object_get(e, "job")),
+				    (long long)json_integer_value(json_object_get(e, "rank")),
+				    (long long)json_integer_value(json_object_get(e, "generation")),
+				    code);
+			}
+			snprintf(ranks + used, sizeof ranks - used, "]");
+			json_decref(answer);
+			json_decref(heartbeat(w, node, ranks));
+		} else if (what == 2) {
+			/* re-registration with a new address: every peer list naming it changes */
+			int n = (int)(rand_r(&seed) % 2);
+			snprintf(args, sizeof args,
+			         "{\"name\":\"%s\",\"host\":\"10.0.%d.%d\",\"port_base\":%d,"
+			         "\"devices\":[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,"
+			         "\"kind\":\"cpu\"},{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,"
+			         "\"kind\":\"cpu\"}],\"token_hash\":\"%064d\"}",
+			         nodes[n], step, n + 1, 29500 + 100 * n, n);
+			assert_int_equal(apply(w, "node.register", args), 200);
+		} else {
+			run(w, 100 + 100 * (uint64_t)(rand_r(&seed) % 10));
+		}
+		for (int n = 0; n < 2; n++) {
+			json_t *cached = heartbeat(w, nodes[n], "[]");
+			struct yard_err err = {0};
+			json_t *b = json_pack("{s:s,s:[]}", "node", nodes[n], "ranks");
+			json_t *answer = sched_heartbeat(ref, nodes[n], b, &err);
+			json_decref(b);
+			assert_non_null(answer);
+			json_t *fresh = json_object_get(answer, "desired");
+			if (!json_equal(cached, fresh)) {
+				char *a = json_dumps(cached, JSON_COMPACT | JSON_SORT_KEYS);
+				char *f = json_dumps(fresh, JSON_COMPACT | JSON_SORT_KEYS);
+				fail_msg("step %d, %s: cached answer %s differs from the fresh %s",
+				         step, nodes[n], a, f);
+			}
+			compared_nonempty += json_array_size(fresh) > 0;
+			json_decref(answer);
+			json_decref(cached);
+		}
+	}
+	assert_true(compared_nonempty > 20); /* the comparison saw running ranks */
+	sched_destroy(ref);
+	world_free(w);
+}
+
 /* With a queue depth of 2, the pass a submission triggers looks at the first two pending
  * jobs only: a small job that fits behind three that do not waits (with a reason) for the
  * pass that looks at every job, at most a second later. */
@@ -1424,6 +1522,7 @@ int main(void)
 	    cmocka_unit_test(test_grace_period_then_suspect_then_down),
 	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
+	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
