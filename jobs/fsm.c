@@ -270,8 +270,36 @@ static void on_row_change(void *data, int op, const char *db_name, const char *t
 	}
 }
 
+static void submitted_forget(struct fsm *f)
+{
+	json_decref(f->submitted);
+	json_decref(f->submitted_taken);
+	f->submitted = f->submitted_taken = NULL;
+	f->submitted_last[0] = '\0';
+}
+
+/* Notes the spec object of a job this apply submitted (fsm_submitted_spec). */
+static void submitted_note(struct fsm *f, const char *id, json_t *spec)
+{
+	if (f->submitted == NULL)
+		f->submitted = json_object();
+	if (json_object_size(f->submitted) >= FSM_SUBMITTED_MAX)
+		json_object_clear(f->submitted);
+	json_object_set(f->submitted, id, spec);
+	snprintf(f->submitted_last, sizeof f->submitted_last, "%s", id);
+}
+
+const json_t *fsm_submitted_spec(const struct fsm *f, const char *id)
+{
+	const json_t *spec = json_object_get(f->submitted_taken, id);
+	return spec != NULL ? spec : json_object_get(f->submitted, id);
+}
+
 int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n)
 {
+	json_decref(f->submitted_taken);
+	f->submitted_taken = f->submitted;
+	f->submitted = NULL;
 	int all = f->changed_all;
 	*rowids = f->changed_jobs;
 	*n = all ? 0 : f->n_changed;
@@ -350,6 +378,7 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->changed_nodes_all = 1;
 	f->nodes_version++;
 	f->ckpt_version++;
+	submitted_forget(f);
 	sqlite3_update_hook(db, on_row_change, f);
 	return 0;
 }
@@ -381,6 +410,7 @@ void fsm_close(struct fsm *f)
 	free(f->changed_nodes);
 	f->changed_nodes = NULL;
 	f->n_changed_nodes = f->cap_changed_nodes = 0;
+	submitted_forget(f);
 }
 
 int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_err *err)
@@ -657,6 +687,7 @@ static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 	if (fsm_event_append(f, c->ts, "job.submitted", id, c->actor, "job %s (%s) submitted by %s",
 	                     id, name, c->actor) != 0)
 		return NULL;
+	submitted_note(f, id, spec);
 	return fsm_res_ok(201, json_pack("{s:s,s:s}", "id", id, "state", "pending"));
 }
 
@@ -1072,6 +1103,7 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(400, "request_id",
 		                   "request_id: must be 1-64 characters of [A-Za-z0-9_-]");
 
+	f->submitted_last[0] = '\0';
 	if (tx(f, "BEGIN") != 0)
 		return fsm_res_err(500, NULL, "internal error: cannot begin a transaction");
 	/* Forget request ids older than the TTL, measured in command time so every member
@@ -1096,6 +1128,8 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 	}
 	if (tx(f, "COMMIT") != 0) {
 		tx(f, "ROLLBACK");
+		if (f->submitted_last[0] != '\0') /* its id goes to the next submission */
+			json_object_del(f->submitted, f->submitted_last);
 		json_decref(r);
 		r = fsm_res_err(500, NULL, "internal error: commit of %s failed", c->op);
 	}

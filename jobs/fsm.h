@@ -74,6 +74,11 @@ struct fsm {
 	/* bumped by every change to the checkpoints and checkpoint_restores tables and every
 	 * restore: what a cached heartbeat answer (scheduler/leader.c) read of them is stale */
 	uint64_t ckpt_version;
+	/* Process-local: the specs of the jobs submitted since the last fsm_jobs_changed_take
+	 * (id -> the spec object the command carried) and those of the take before, so the
+	 * scheduler reads a new job's row without parsing its spec text again. */
+	json_t *submitted, *submitted_taken;
+	char submitted_last[FSM_ID_MAX]; /* noted by the command being applied, "" if none */
 };
 
 int fsm_init(struct fsm *f, struct yard_err *err);
@@ -149,10 +154,20 @@ int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
  * or when more than FSM_CHANGED_MAX changes piled up unread, as on a follower). */
 #define FSM_CHANGED_MAX 65536
 int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n);
+/* The spec of job id if it was submitted on this member since the take before the last
+ * fsm_jobs_changed_take (borrowed, valid until the next take, apply or restore), else NULL.
+ * The same object the job.submit command carried: what the jobs row stores as text. */
+const json_t *fsm_submitted_spec(const struct fsm *f, const char *id);
+#define FSM_SUBMITTED_MAX 4096 /* specs kept unread (a follower): past it, forget them */
 /* Whether fsm_jobs_changed_take would report anything. */
 int fsm_jobs_changed_pending(const struct fsm *f);
 /* The job with this rowid, shaped like an element of fsm_jobs_active; NULL if none. */
 json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid);
+/* The same, with the spec of a job the caller has read before taken from known(data, id)
+ * (borrowed; NULL: parse the stored text): a spec never changes after submission, so a
+ * row that changed (a state, an assignment) costs no new parse of it. */
+json_t *fsm_job_by_rowid_known(struct fsm *f, int64_t rowid,
+                               const json_t *(*known)(void *data, const char *id), void *data);
 /* The same journal for the nodes table, and a node by rowid (as fsm_nodes_list shows it). */
 int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n);
 json_t *fsm_node_by_rowid(struct fsm *f, int64_t rowid);

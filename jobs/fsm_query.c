@@ -18,9 +18,16 @@ static json_t *col_text_or_null(sqlite3_stmt *st, int i)
 	"id, name, state, priority, submitted_ms, updated_ms, actor, spec, reason, step, loss,"    \
 	" restarts, seq, generation, plan, shrunk_dp"
 
-static json_t *job_from_row(sqlite3_stmt *st)
+/* known(data, id): the spec of job id as read before (borrowed), or NULL to parse the row's:
+ * a job's spec never changes after its submission. */
+typedef const json_t *(*known_spec_fn)(void *data, const char *id);
+
+static json_t *job_from_row_known(sqlite3_stmt *st, known_spec_fn known, void *data)
 {
-	json_t *spec = json_loads((const char *)sqlite3_column_text(st, 7), 0, NULL);
+	const json_t *seen =
+	    known != NULL ? known(data, (const char *)sqlite3_column_text(st, 0)) : NULL;
+	json_t *spec = seen != NULL ? json_incref((json_t *)seen)
+	                            : json_loads((const char *)sqlite3_column_text(st, 7), 0, NULL);
 	json_t *loss = sqlite3_column_type(st, 10) == SQLITE_NULL
 	                   ? json_null()
 	                   : json_real(sqlite3_column_double(st, 10));
@@ -56,6 +63,11 @@ static json_t *job_from_row(sqlite3_stmt *st)
 	if (plan != NULL)
 		json_object_set_new(job, "plan", plan); /* parallel "auto": the layout it got */
 	return job;
+}
+
+static json_t *job_from_row(sqlite3_stmt *st)
+{
+	return job_from_row_known(st, NULL, NULL);
 }
 
 json_t *fsm_job_get(struct fsm *f, const char *id, struct yard_err *err)
@@ -114,13 +126,19 @@ json_t *fsm_jobs_active(struct fsm *f)
 
 json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid)
 {
+	return fsm_job_by_rowid_known(f, rowid, NULL, NULL);
+}
+
+json_t *fsm_job_by_rowid_known(struct fsm *f, int64_t rowid,
+                               const json_t *(*known)(void *data, const char *id), void *data)
+{
 	sqlite3_stmt *st = fsm_prepare(f, "SELECT " JOB_COLUMNS " FROM jobs WHERE rowid = ?1");
 	if (st == NULL)
 		return NULL;
 	sqlite3_bind_int64(st, 1, rowid);
 	json_t *job = NULL;
 	if (sqlite3_step(st) == SQLITE_ROW) {
-		job = job_from_row(st);
+		job = job_from_row_known(st, known, data);
 		json_object_set_new(job, "seq", json_integer(sqlite3_column_int64(st, 12)));
 	}
 	fsm_release(f, st);

@@ -1334,6 +1334,17 @@ static void job_set_row(struct sched *s, json_t *row)
 	j->row_updated_ms = json_integer_value(json_object_get(row, "updated_ms"));
 }
 
+/* The spec of a job whose row the scheduler holds, or that this member's FSM just applied
+ * the submission of (fsm_job_by_rowid_known): neither is parsed again. */
+static const json_t *known_spec(void *data, const char *id)
+{
+	struct sched *s = data;
+	struct soft_job *j = job_find(s, id);
+	if (j != NULL && j->row != NULL)
+		return json_object_get(j->row, "spec");
+	return fsm_submitted_spec(s->fsm, id);
+}
+
 /* Brings the soft jobs' rows up to date: only the jobs the FSM's change journal names,
  * or every active job after a leadership change or when the journal overflowed. This
  * keeps a tick's cost proportional to what changed, not to the length of the queue. */
@@ -1358,7 +1369,7 @@ static void refresh_jobs(struct sched *s)
 		return;
 	}
 	for (int k = 0; k < n; k++) {
-		json_t *row = fsm_job_by_rowid(s->fsm, rowids[k]);
+		json_t *row = fsm_job_by_rowid_known(s->fsm, rowids[k], known_spec, s);
 		if (row != NULL)
 			job_set_row(s, row);
 	}

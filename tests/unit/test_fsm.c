@@ -712,6 +712,67 @@ static void test_job_change_journal(void **state)
 	fsm_close(&b);
 }
 
+/* The specs of jobs submitted since the take before the last are kept for the scheduler
+ * (fsm_submitted_spec), equal to what the row stores; they go after two takes, on a restore,
+ * and past FSM_SUBMITTED_MAX unread; a failed submission leaves none; the row read with a
+ * known spec equals the row read from the stored text. */
+static const json_t *submitted_spec_of(void *data, const char *id)
+{
+	return fsm_submitted_spec(data, id);
+}
+
+static void test_submitted_specs_are_kept_until_read(void **state)
+{
+	struct fsm a;
+	struct yard_err err = {0};
+	const int64_t *rowids;
+	int n;
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 1);
+	assert_int_equal(apply(&a, "job.submit",
+	                       "{\"name\":\"x\",\"spec\":{\"b\":[1,2.5,\"s\"],\"a\":{\"z\":null}}}",
+	                       NULL, T0, "bob", "user", NULL),
+	                 201);
+	assert_int_equal(apply(&a, "job.submit", "{\"name\":\"bad name\",\"spec\":{\"c\":1}}", NULL,
+	                       T0, "bob", "user", NULL),
+	                 400);
+	const json_t *kept = fsm_submitted_spec(&a, "j-000001");
+	assert_non_null(kept);
+	assert_null(fsm_submitted_spec(&a, "j-000002")); /* refused: no job, no spec */
+	json_t *job = fsm_job_get(&a, "j-000001", &err);
+	assert_non_null(job);
+	assert_true(json_equal(json_object_get(job, "spec"), kept));
+	json_decref(job);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_int_equal(n, 1);
+	assert_non_null(fsm_submitted_spec(&a, "j-000001")); /* still there for this read */
+	json_t *fresh = fsm_job_by_rowid(&a, rowids[0]);
+	json_t *known = fsm_job_by_rowid_known(&a, rowids[0], submitted_spec_of, &a);
+	assert_true(json_equal(fresh, known));
+	json_decref(fresh);
+	json_decref(known);
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	assert_null(fsm_submitted_spec(&a, "j-000001"));
+	/* a restore forgets them */
+	assert_int_equal(
+	    apply(&a, "job.submit", "{\"name\":\"y\",\"spec\":{}}", NULL, T0, "bob", "user", NULL),
+	    201);
+	assert_non_null(fsm_submitted_spec(&a, "j-000002"));
+	unsigned char *snap;
+	size_t len;
+	assert_int_equal(fsm_serialize(&a, &snap, &len, &err), 0);
+	assert_int_equal(fsm_restore(&a, snap, len, &err), 0);
+	sqlite3_free(snap);
+	assert_null(fsm_submitted_spec(&a, "j-000002"));
+	/* nobody reading (a follower): at most FSM_SUBMITTED_MAX are kept */
+	for (int i = 0; i <= FSM_SUBMITTED_MAX; i++)
+		assert_int_equal(apply(&a, "job.submit", "{\"name\":\"z\",\"spec\":{}}", NULL, T0,
+		                       "bob", "user", NULL),
+		                 201);
+	assert_true(json_object_size(a.submitted) <= FSM_SUBMITTED_MAX);
+	fsm_close(&a);
+}
+
 /* parallel "auto": the first placement must carry the planner's layout, with as many ranks
  * as the placement; a fixed-layout job may not carry one; the plan is stored with the job
  * and survives a snapshot, and a snapshot from before jobs had plans gains the column. */
@@ -928,6 +989,7 @@ int main(void)
 	    cmocka_unit_test(test_snapshot_restore_round_trip),
 	    cmocka_unit_test(test_statement_cache_survives_restore),
 	    cmocka_unit_test(test_job_change_journal),
+	    cmocka_unit_test(test_submitted_specs_are_kept_until_read),
 	    cmocka_unit_test(test_request_id_dedup_returns_original_result),
 	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),
