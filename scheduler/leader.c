@@ -170,6 +170,8 @@ struct sched {
 	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
 	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
+	json_t *nodes_by_id;    /* node id -> its row in nodes_list (owned), as of: */
+	uint64_t nodes_by_id_version;
 	/* nodes_list as placement input (busy masks clear) and its id index, rebuilt only when
 	 * nodes_list changes: a pass copies it instead of reading every node's JSON */
 	struct place_node *pn_base;
@@ -1462,13 +1464,19 @@ out:
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 {
 	refresh_jobs(s);
-	json_t *nodes_by_id = json_object();
+	if (s->nodes_by_id == NULL || s->nodes_by_id_version != s->nodes_version) {
+		/* rebuilt only when the nodes list changed, not on every pass */
+		size_t i;
+		json_t *v;
+		json_decref(s->nodes_by_id);
+		s->nodes_by_id = json_object();
+		json_array_foreach(nodes, i, v)
+		    json_object_set(s->nodes_by_id, json_string_value(json_object_get(v, "id")), v);
+		s->nodes_by_id_version = s->nodes_version;
+	}
+	json_t *nodes_by_id = json_incref(s->nodes_by_id);
 	struct soft_job **candidates = calloc((size_t)s->n_jobs + 1, sizeof *candidates);
 	int n_cand = 0;
-	size_t i;
-	json_t *v;
-	json_array_foreach(nodes, i, v)
-	    json_object_set(nodes_by_id, json_string_value(json_object_get(v, "id")), v);
 	/* Nothing below adds soft jobs, so j stays valid (proposals only flag them). */
 	for (int k = 0; candidates != NULL && k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
@@ -1711,6 +1719,7 @@ void sched_destroy(struct sched *s)
 	free(s->job_index.slots);
 	json_decref(s->nodes_list);
 	json_decref(s->nodes_pos);
+	json_decref(s->nodes_by_id);
 	free(s->pn_base);
 	free(s->pn_index.slots);
 	uv_timer_stop(&s->timer);
