@@ -17,6 +17,7 @@
 #include "scheduler/autoplan.h"
 #include "scheduler/desired.h"
 #include "scheduler/history.h"
+#include "scheduler/idindex.h"
 #include "scheduler/logstore.h"
 #include "scheduler/queue.h"
 #include "scheduler/rollout.h"
@@ -128,13 +129,6 @@ struct soft_job {
 	uint64_t desired_nodes_version, desired_ckpt_version;
 };
 
-/* id -> index into a soft table, open addressing; slots hold index + 1 (0: empty). Both
- * soft tables start their entries with the id, so one map type serves both. */
-struct id_index {
-	int *slots;
-	int cap; /* power of two, at least twice the entries */
-};
-
 struct sched {
 	uv_loop_t *loop;
 	struct fsm *fsm;
@@ -210,64 +204,6 @@ void sched_config_defaults(struct sched_config *cfg)
 }
 
 /* ---- soft tables ---- */
-
-static uint32_t id_hash(const char *id)
-{
-	uint32_t h = 2166136261u;
-	for (const unsigned char *p = (const unsigned char *)id; *p != '\0'; p++)
-		h = (h ^ *p) * 16777619u;
-	return h;
-}
-
-/* The id of entry i of a table whose entries are elem_size bytes and start with the id. */
-static const char *entry_id(const void *table, size_t elem_size, int i)
-{
-	return (const char *)table + (size_t)i * elem_size;
-}
-
-static int id_index_find(const struct id_index *x, const void *table, size_t elem_size,
-                         const char *id)
-{
-	if (x->cap == 0)
-		return -1;
-	for (uint32_t h = id_hash(id), probe = 0; probe < (uint32_t)x->cap; probe++) {
-		int v = x->slots[(h + probe) & (uint32_t)(x->cap - 1)];
-		if (v == 0)
-			return -1;
-		if (strcmp(entry_id(table, elem_size, v - 1), id) == 0)
-			return v - 1;
-	}
-	return -1;
-}
-
-static void id_index_put(struct id_index *x, const char *id, int i)
-{
-	uint32_t h = id_hash(id);
-	while (x->slots[h & (uint32_t)(x->cap - 1)] != 0)
-		h++;
-	x->slots[h & (uint32_t)(x->cap - 1)] = i + 1;
-}
-
-/* Rebuilds the index over entries [0, n), sized for at least min_cap / 2 entries. */
-static int id_index_rebuild(struct id_index *x, const void *table, size_t elem_size, int n,
-                            int min_cap)
-{
-	int cap = 64;
-	while (cap < 2 * n || cap < 2 * min_cap)
-		cap *= 2;
-	if (cap != x->cap) {
-		int *slots = malloc((size_t)cap * sizeof *slots);
-		if (slots == NULL)
-			return -1;
-		free(x->slots);
-		x->slots = slots;
-		x->cap = cap;
-	}
-	memset(x->slots, 0, (size_t)x->cap * sizeof *x->slots);
-	for (int i = 0; i < n; i++)
-		id_index_put(x, entry_id(table, elem_size, i), i);
-	return 0;
-}
 
 static struct soft_node *node_find(struct sched *s, const char *id)
 {

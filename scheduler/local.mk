@@ -4,6 +4,7 @@ scheduler_libsched_a_SOURCES = \
 	scheduler/place.c scheduler/place.h \
 	scheduler/queue.c scheduler/queue.h \
 	scheduler/desired.c scheduler/desired.h \
+	scheduler/idindex.c scheduler/idindex.h \
 	scheduler/straggler.c scheduler/straggler.h \
 	scheduler/autoplan.c scheduler/autoplan.h \
 	scheduler/planner.c scheduler/planner.h \
@@ -18,6 +19,12 @@ tests_unit_test_place_SOURCES = tests/unit/test_place.c
 tests_unit_test_place_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_place_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
 TESTS += tests/unit/test_place
+
+check_PROGRAMS += tests/unit/test_idindex
+tests_unit_test_idindex_SOURCES = tests/unit/test_idindex.c
+tests_unit_test_idindex_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_idindex_LDADD = scheduler/libsched.a $(CMOCKA_LIBS)
+TESTS += tests/unit/test_idindex
 
 # the parallelism planner (pure cost model)
 noinst_LIBRARIES += scheduler/libplanner.a

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "scheduler/idindex.h"
 
 #define RECENT_HEARTBEAT_MS 3000 /* a node heard within this is "still heartbeating" */
 /* A proposal without an outcome for this long no longer blocks the next one: the state
@@ -38,6 +39,7 @@ struct rollout_driver {
 	char proposing_what[96];
 	struct rd_node *nodes;
 	int n_nodes, cap_nodes;
+	struct id_index node_index; /* id -> nodes[]: a heartbeat finds its node in O(1) */
 	/* policy "restart": jobs already restarted for (rollout, wave) */
 	char restarted_for[FSM_ID_MAX + 16];
 	json_t *restarted; /* job ids */
@@ -69,6 +71,7 @@ void rollout_driver_destroy(struct rollout_driver *d)
 	if (d == NULL)
 		return;
 	free(d->nodes);
+	free(d->node_index.slots);
 	json_decref(d->restarted);
 	free(d);
 }
@@ -79,16 +82,15 @@ void rollout_driver_leading(struct rollout_driver *d, int leading)
 	d->epoch++;
 	d->proposing = 0;
 	d->n_nodes = 0;
+	id_index_rebuild(&d->node_index, d->nodes, sizeof *d->nodes, 0, 0);
 	d->restarted_for[0] = '\0';
 	json_array_clear(d->restarted);
 }
 
 static struct rd_node *node_find(struct rollout_driver *d, const char *id)
 {
-	for (int i = 0; i < d->n_nodes; i++)
-		if (strcmp(d->nodes[i].id, id) == 0)
-			return &d->nodes[i];
-	return NULL;
+	int i = id_index_find(&d->node_index, d->nodes, sizeof *d->nodes, id);
+	return i < 0 ? NULL : &d->nodes[i];
 }
 
 static struct rd_node *node_get(struct rollout_driver *d, const char *id)
@@ -104,9 +106,14 @@ static struct rd_node *node_get(struct rollout_driver *d, const char *id)
 		d->nodes = grown;
 		d->cap_nodes = cap;
 	}
-	n = &d->nodes[d->n_nodes++];
+	if (2 * (d->n_nodes + 1) > d->node_index.cap &&
+	    id_index_rebuild(&d->node_index, d->nodes, sizeof *d->nodes, d->n_nodes,
+	                     d->n_nodes + 1) != 0)
+		return NULL;
+	n = &d->nodes[d->n_nodes];
 	memset(n, 0, sizeof *n);
 	snprintf(n->id, sizeof n->id, "%s", id);
+	id_index_put(&d->node_index, n->id, d->n_nodes++);
 	return n;
 }
 
