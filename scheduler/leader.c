@@ -101,6 +101,12 @@ struct soft_job {
 	char reason[QUEUE_REASON_MAX];
 	json_t *row; /* the job as fsm_jobs_active shows it (owned); NULL once no longer active */
 	json_t *layout; /* fsm_job_layout of a running job, read once per row change (owned) */
+	/* layout as (placement view index, device) pairs, for the placement view of version
+	 * layout_slots_version: a pass marks a running job's devices busy without a JSON or
+	 * hash lookup per rank (owned; NULL: not built) */
+	int (*layout_slots)[2];
+	int n_layout_slots;
+	uint64_t layout_slots_version;
 	/* from row, read once when it is refreshed rather than on every tick */
 	char row_state[16];
 	int64_t row_generation, row_priority, row_seq, row_updated_ms;
@@ -241,6 +247,16 @@ static struct soft_job *job_find(struct sched *s, const char *id)
 	return i < 0 ? NULL : &s->jobs[i];
 }
 
+/* Forgets the job's cached layout and what was derived from it. */
+static void job_layout_forget(struct soft_job *j)
+{
+	json_decref(j->layout);
+	j->layout = NULL;
+	free(j->layout_slots);
+	j->layout_slots = NULL;
+	j->n_layout_slots = 0;
+}
+
 /* The data-parallel degrees below the spec's that a re-placement of j may use. */
 static void shrink_options(struct soft_job *j, const json_t *spec)
 {
@@ -350,8 +366,7 @@ static void job_release(struct soft_job *j)
 	j->claim = NULL;
 	json_decref(j->row);
 	j->row = NULL;
-	json_decref(j->layout);
-	j->layout = NULL;
+	job_layout_forget(j);
 	json_decref(j->spec);
 	json_decref(j->plan);
 	j->spec = j->plan = NULL;
@@ -1044,6 +1059,33 @@ static int pn_refresh(struct sched *s, const json_t *nodes)
 	return 0;
 }
 
+/* j->layout_slots for the current placement view: the slots whose node is in the view and
+ * whose device is in range (what mark_busy marks). */
+static void layout_slots_build(struct sched *s, struct soft_job *j)
+{
+	free(j->layout_slots);
+	j->n_layout_slots = 0;
+	j->layout_slots = malloc((json_array_size(j->layout) + 1) * sizeof *j->layout_slots);
+	if (j->layout_slots == NULL)
+		return;
+	size_t i;
+	json_t *v;
+	json_array_foreach(j->layout, i, v)
+	{
+		const char *node = json_string_value(json_object_get(v, "node"));
+		int64_t device = json_integer_value(json_object_get(v, "device"));
+		int k = node == NULL
+		            ? -1
+		            : id_index_find(&s->pn_index, s->pn_base, sizeof *s->pn_base, node);
+		if (k >= 0 && device >= 0 && device < PLACE_MAX_DEVICES_PER_NODE) {
+			j->layout_slots[j->n_layout_slots][0] = k;
+			j->layout_slots[j->n_layout_slots][1] = (int)device;
+			j->n_layout_slots++;
+		}
+	}
+	j->layout_slots_version = s->pn_version;
+}
+
 /* The placement view of the nodes (pn_refresh first) with the busy devices marked: the
  * layouts of running jobs (cached per soft job, the same set as fsm_running_slots) and the
  * claims of assignments in flight. Caller frees; NULL without memory. */
@@ -1059,7 +1101,11 @@ static struct place_node *busy_view(struct sched *s)
 		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
-			mark_busy_all(pn, &s->pn_index, j->layout);
+			if (j->layout_slots == NULL || j->layout_slots_version != s->pn_version)
+				layout_slots_build(s, j);
+			for (int r = 0; r < j->n_layout_slots; r++)
+				pn[j->layout_slots[r][0]].busy_mask |= 1ull
+				                                       << j->layout_slots[r][1];
 		}
 		mark_busy_all(pn, &s->pn_index, j->claim);
 	}
@@ -1249,8 +1295,7 @@ static void job_set_row(struct sched *s, json_t *row)
 		if (j != NULL) {
 			json_decref(j->row);
 			j->row = NULL;
-			json_decref(j->layout);
-			j->layout = NULL;
+			job_layout_forget(j);
 		}
 		json_decref(row);
 		return;
@@ -1262,8 +1307,7 @@ static void job_set_row(struct sched *s, json_t *row)
 	}
 	json_decref(j->row);
 	j->row = row;
-	json_decref(j->layout); /* an assignment always changes the row too */
-	j->layout = NULL;
+	job_layout_forget(j); /* an assignment always changes the row too */
 	snprintf(j->row_state, sizeof j->row_state, "%s",
 	         json_string_value(json_object_get(row, "state")));
 	j->row_generation = json_integer_value(json_object_get(row, "generation"));
@@ -1295,9 +1339,8 @@ static void refresh_jobs(struct sched *s)
 		s->jobs_resync = 0;
 		for (int k = 0; k < s->n_jobs; k++) {
 			json_decref(s->jobs[k].row);
-			json_decref(s->jobs[k].layout);
 			s->jobs[k].row = NULL;
-			s->jobs[k].layout = NULL;
+			job_layout_forget(&s->jobs[k]);
 		}
 		json_t *jobs = fsm_jobs_active(s->fsm);
 		size_t i;
@@ -1397,7 +1440,9 @@ out:
 	free(trial);
 }
 
-static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
+/* full: also look at every running job's ranks and at the draining nodes (a tick); a kick
+ * after a job change only places, so its cost follows the queue, not the running ranks. */
+static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int full)
 {
 	refresh_jobs(s);
 	if (s->nodes_by_id == NULL || s->nodes_by_id_version != s->nodes_version) {
@@ -1431,6 +1476,8 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 				j->step = -1, j->has_loss = 0;
 		}
 		if (strcmp(state, "running") == 0) {
+			if (!full)
+				continue;
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
 			check_running(s, j, j->layout, nodes_by_id, now);
@@ -1459,7 +1506,8 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now)
 	}
 	if (removed)
 		id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, 0);
-	check_drains(s, nodes);
+	if (full)
+		check_drains(s, nodes);
 	free(candidates);
 	json_decref(nodes_by_id);
 }
@@ -1587,7 +1635,9 @@ static void tick(struct sched *s, int with_nodes)
 		s->wake_ms = UINT64_MAX;
 		s->last_applied = applied;
 		s->last_full_ms = now;
-		run_jobs(s, nodes, now);
+		run_jobs(s, nodes, now, with_nodes);
+		if (!with_nodes)
+			s->dirty = 1; /* the running jobs were not looked at: the next tick does */
 	}
 	rollout_driver_tick(s->rollouts);
 	json_decref(nodes);

@@ -403,6 +403,61 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 	world_free(w);
 }
 
+/* A pass marks running jobs' devices busy from a per-job cache of (node, device) positions
+ * in the placement view; a node that joins and sorts first shifts every position, and the
+ * cache must follow: the next gang lands on the free devices only, never on a busy one. */
+static void test_busy_devices_survive_a_node_joining(void **state)
+{
+	struct world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(
+	    apply(w, "job.submit",
+	          "{\"name\":\"first\",\"spec\":{\"name\":\"first\",\"command\":[\"x\"],"
+	          "\"ranks\":4}}"),
+	    201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	/* a job that never fits keeps the passes placing, so the cache is built now */
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"huge\",\"spec\":{\"name\":\"huge\",\"command\":[\"x\"],"
+	                       "\"ranks\":100}}"),
+	                 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000002"), "pending");
+	assert_int_equal(
+	    apply(w, "node.register",
+	          "{\"name\":\"node-0\",\"host\":\"10.0.0.9\",\"port_base\":29900,"
+	          "\"devices\":[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,"
+	          "\"kind\":\"cpu\"},{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,"
+	          "\"kind\":\"cpu\"}],\"token_hash\":"
+	          "\"0000000000000000000000000000000000000000000000000000000000000009\"}"),
+	    200);
+	json_decref(heartbeat(w, "node-0", "[]"));
+	assert_int_equal(
+	    apply(w, "job.submit",
+	          "{\"name\":\"second\",\"spec\":{\"name\":\"second\",\"command\":[\"x\"],"
+	          "\"ranks\":8}}"),
+	    201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000003"), "running");
+	json_t *j1 = job(w, "j-000001"), *j2 = job(w, "j-000003");
+	size_t i, k;
+	json_t *a, *b;
+	json_array_foreach(json_object_get(j1, "layout"), i, a)
+	    json_array_foreach(json_object_get(j2, "layout"), k,
+	                       b) if (strcmp(json_string_value(json_object_get(a, "node")),
+	                                     json_string_value(json_object_get(b, "node"))) == 0 &&
+	                              json_integer_value(json_object_get(a, "device")) ==
+	                                  json_integer_value(json_object_get(b, "device")))
+	        fail_msg("device %s/%lld given to both jobs",
+	                 json_string_value(json_object_get(a, "node")),
+	                 (long long)json_integer_value(json_object_get(a, "device")));
+	json_decref(j1);
+	json_decref(j2);
+	world_free(w);
+}
+
 /* With a queue depth of 2, the pass a submission triggers looks at the first two pending
  * jobs only: a small job that fits behind three that do not waits (with a reason) for the
  * pass that looks at every job, at most a second later. */
@@ -1523,6 +1578,7 @@ int main(void)
 	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
+	    cmocka_unit_test(test_busy_devices_survive_a_node_joining),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
