@@ -263,8 +263,11 @@ static void on_row_change(void *data, int op, const char *db_name, const char *t
 		            rowid);
 	} else if (strcmp(table, "nodes") == 0) {
 		f->nodes_version++;
+		f->auth_version++;
 		journal_add(&f->changed_nodes, &f->n_changed_nodes, &f->cap_changed_nodes,
 		            &f->changed_nodes_all, rowid);
+	} else if (strcmp(table, "tokens") == 0) {
+		f->auth_version++;
 	} else if (strcmp(table, "checkpoints") == 0 || strcmp(table, "checkpoint_restores") == 0) {
 		f->ckpt_version++;
 	}
@@ -378,6 +381,7 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->changed_nodes_all = 1;
 	f->nodes_version++;
 	f->ckpt_version++;
+	f->auth_version++;
 	submitted_forget(f);
 	sqlite3_update_hook(db, on_row_change, f);
 	return 0;
@@ -411,6 +415,9 @@ void fsm_close(struct fsm *f)
 	f->changed_nodes = NULL;
 	f->n_changed_nodes = f->cap_changed_nodes = 0;
 	submitted_forget(f);
+	free(f->auth_cache);
+	f->auth_cache = NULL;
+	f->auth_cache_cap = f->auth_cache_used = 0;
 }
 
 int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_err *err)

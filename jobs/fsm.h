@@ -79,6 +79,11 @@ struct fsm {
 	 * scheduler reads a new job's row without parsing its spec text again. */
 	json_t *submitted, *submitted_taken;
 	char submitted_last[FSM_ID_MAX]; /* noted by the command being applied, "" if none */
+	/* Process-local: fsm_auth_lookup's answers, valid while auth_version is unchanged
+	 * (bumped by every change to the tokens or nodes table and every restore). */
+	uint64_t auth_version, auth_cache_version;
+	struct fsm_auth_entry *auth_cache; /* open addressing, auth_cache_cap slots */
+	int auth_cache_cap, auth_cache_used;
 };
 
 int fsm_init(struct fsm *f, struct yard_err *err);
@@ -142,6 +147,13 @@ int fsm_node_token_lookup(struct fsm *f, const char *hash_hex, char name[FSM_NAM
                           struct yard_err *err);
 json_t *fsm_tokens_list(struct fsm *f, struct yard_err *err);
 int fsm_tokens_count(struct fsm *f);
+/* The principal of a request's bearer token by the sha256 hex of its secret: an unrevoked
+ * API token (its role and name) or a node's current token (role "node", the node's name).
+ * Answers are remembered until a token or a node changes, so the heartbeats of thousands of
+ * nodes cost no SQL each; an unknown hash is looked up every time. */
+int fsm_auth_lookup(struct fsm *f, const char *hash_hex, char role[16], char name[FSM_NAME_MAX + 1],
+                    struct yard_err *err);
+#define FSM_AUTH_CACHE_MAX 65536 /* principals remembered; past it the cache starts over */
 /* Looks up an unrevoked token by the sha256 hex of its secret. */
 int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
                      char name[FSM_NAME_MAX + 1], struct yard_err *err);

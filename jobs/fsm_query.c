@@ -266,6 +266,85 @@ int fsm_node_token_lookup(struct fsm *f, const char *hash_hex, char name[FSM_NAM
 	return rc;
 }
 
+/* ---- authentication (fsm_auth_lookup) ---- */
+
+struct fsm_auth_entry {
+	char hash[SHA256_HEX_LEN + 1]; /* "" : empty slot */
+	char role[16];
+	char name[FSM_NAME_MAX + 1];
+};
+
+static uint32_t auth_slot(const char *hash_hex, int cap)
+{
+	uint32_t h = 2166136261u;
+	for (int i = 0; i < 16 && hash_hex[i] != '\0'; i++) /* a sha256 is uniform already */
+		h = (h ^ (unsigned char)hash_hex[i]) * 16777619u;
+	return h & (uint32_t)(cap - 1);
+}
+
+/* The cached entry of hash_hex, or the empty slot it would go in; NULL without a cache. */
+static struct fsm_auth_entry *auth_find(struct fsm *f, const char *hash_hex)
+{
+	if (f->auth_cache == NULL)
+		return NULL;
+	uint32_t at = auth_slot(hash_hex, f->auth_cache_cap);
+	for (int probe = 0; probe < f->auth_cache_cap; probe++) {
+		struct fsm_auth_entry *e =
+		    &f->auth_cache[(at + (uint32_t)probe) & (uint32_t)(f->auth_cache_cap - 1)];
+		if (e->hash[0] == '\0' || strcmp(e->hash, hash_hex) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static void auth_remember(struct fsm *f, const char *hash_hex, const char *role, const char *name)
+{
+	if (f->auth_cache == NULL || 2 * (f->auth_cache_used + 1) > f->auth_cache_cap) {
+		/* grow by starting over at twice the size (bounded): entries come back on use */
+		int cap = f->auth_cache_cap ? 2 * f->auth_cache_cap : 256;
+		if (cap > 2 * FSM_AUTH_CACHE_MAX)
+			cap = 2 * FSM_AUTH_CACHE_MAX;
+		struct fsm_auth_entry *fresh = calloc((size_t)cap, sizeof *fresh);
+		if (fresh == NULL)
+			return;
+		free(f->auth_cache);
+		f->auth_cache = fresh;
+		f->auth_cache_cap = cap;
+		f->auth_cache_used = 0;
+	}
+	struct fsm_auth_entry *e = auth_find(f, hash_hex);
+	if (e == NULL || e->hash[0] != '\0')
+		return;
+	snprintf(e->hash, sizeof e->hash, "%s", hash_hex);
+	snprintf(e->role, sizeof e->role, "%s", role);
+	snprintf(e->name, sizeof e->name, "%s", name);
+	f->auth_cache_used++;
+}
+
+int fsm_auth_lookup(struct fsm *f, const char *hash_hex, char role[16], char name[FSM_NAME_MAX + 1],
+                    struct yard_err *err)
+{
+	if (f->auth_cache_version != f->auth_version) {
+		if (f->auth_cache != NULL)
+			memset(f->auth_cache, 0, (size_t)f->auth_cache_cap * sizeof *f->auth_cache);
+		f->auth_cache_used = 0;
+		f->auth_cache_version = f->auth_version;
+	}
+	const struct fsm_auth_entry *e = auth_find(f, hash_hex);
+	if (e != NULL && e->hash[0] != '\0') {
+		snprintf(role, 16, "%s", e->role);
+		snprintf(name, FSM_NAME_MAX + 1, "%s", e->name);
+		return 0;
+	}
+	if (fsm_token_lookup(f, hash_hex, role, name, err) != 0) {
+		if (fsm_node_token_lookup(f, hash_hex, name, err) != 0)
+			return yard_err_set(err, YARD_ENOTFOUND, "unknown or revoked token");
+		snprintf(role, 16, "node");
+	}
+	auth_remember(f, hash_hex, role, name);
+	return 0;
+}
+
 /* Job ids are "j-" followed by the sequence number; paging compares sequence numbers. */
 static int64_t job_seq_of(const char *id)
 {

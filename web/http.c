@@ -325,12 +325,8 @@ static int authenticate(struct call *call)
 	char hash[SHA256_HEX_LEN + 1];
 	sha256_hex(v.base + 7, v.len - 7, hash);
 	struct yard_err err = {0};
-	if (fsm_token_lookup(call->s->fsm, hash, call->role, call->actor, &err) == 0)
+	if (fsm_auth_lookup(call->s->fsm, hash, call->role, call->actor, &err) == 0)
 		return 0;
-	if (fsm_node_token_lookup(call->s->fsm, hash, call->actor, &err) == 0) {
-		snprintf(call->role, sizeof call->role, "node");
-		return 0;
-	}
 	call_error(call, 401, NULL, "unknown or revoked token");
 	return -1;
 }

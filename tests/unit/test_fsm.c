@@ -773,6 +773,77 @@ static void test_submitted_specs_are_kept_until_read(void **state)
 	fsm_close(&a);
 }
 
+/* fsm_auth_lookup remembers principals but never outlives a change: a revoked token, a node
+ * that registered again with a new token and a restore are seen at once; an unknown hash is
+ * refused; many principals do not break it. */
+static void test_auth_cache_follows_tokens_and_nodes(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	const json_t *r;
+	char role[16], name[FSM_NAME_MAX + 1], hash[SHA256_HEX_LEN + 1], args[512];
+	const char *node_hash = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	assert_int_equal(fsm_init(&f, &err), 0);
+	sha256_hex("alice-secret", 12, hash);
+	snprintf(args, sizeof args, "{\"name\":\"alice\",\"role\":\"user\",\"hash\":\"%s\"}", hash);
+	assert_int_equal(apply(&f, "token.create", args, NULL, T0, "admin", "admin", &r), 201);
+	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	for (int round = 0; round < 2; round++) { /* the second round answers from the cache */
+		assert_int_equal(fsm_auth_lookup(&f, hash, role, name, &err), 0);
+		assert_string_equal(role, "user");
+		assert_string_equal(name, "alice");
+		assert_int_equal(fsm_auth_lookup(&f, node_hash, role, name, &err), 0);
+		assert_string_equal(role, "node");
+		assert_string_equal(name, "node-a");
+		assert_int_equal(fsm_auth_lookup(&f, "00", role, name, &err), YARD_ENOTFOUND);
+	}
+	assert_int_equal(
+	    apply(&f, "token.revoke", "{\"id\":\"t-000001\"}", NULL, T0, "admin", "admin", &r),
+	    200);
+	assert_int_equal(fsm_auth_lookup(&f, hash, role, name, &err), YARD_ENOTFOUND);
+	/* node-a registers again with another token: the old one stops working */
+	char *again = strdup(NODE_A);
+	char *at = strstr(again, node_hash);
+	assert_non_null(at);
+	memset(at, 'd', 64);
+	char new_hash[SHA256_HEX_LEN + 1];
+	snprintf(new_hash, sizeof new_hash, "%.64s", at);
+	assert_int_equal(apply(&f, "node.register", again, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_int_equal(fsm_auth_lookup(&f, node_hash, role, name, &err), YARD_ENOTFOUND);
+	assert_int_equal(fsm_auth_lookup(&f, new_hash, role, name, &err), 0);
+	assert_string_equal(name, "node-a");
+	/* a restore from before the second registration brings the old token back */
+	struct fsm g;
+	unsigned char *snap;
+	size_t len;
+	assert_int_equal(fsm_init(&g, &err), 0);
+	assert_int_equal(apply(&g, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_int_equal(fsm_serialize(&g, &snap, &len, &err), 0);
+	assert_int_equal(fsm_restore(&f, snap, len, &err), 0);
+	sqlite3_free(snap);
+	fsm_close(&g);
+	assert_int_equal(fsm_auth_lookup(&f, new_hash, role, name, &err), YARD_ENOTFOUND);
+	assert_int_equal(fsm_auth_lookup(&f, node_hash, role, name, &err), 0);
+	/* many principals: every one is still found after the cache grew */
+	for (int i = 0; i < 600; i++) {
+		snprintf(hash, sizeof hash, "%064d", i + 1);
+		snprintf(args, sizeof args, "{\"name\":\"u%d\",\"role\":\"user\",\"hash\":\"%s\"}",
+		         i, hash);
+		assert_int_equal(apply(&f, "token.create", args, NULL, T0, "admin", "admin", &r),
+		                 201);
+	}
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 600; i++) {
+			char want[16];
+			snprintf(hash, sizeof hash, "%064d", i + 1);
+			snprintf(want, sizeof want, "u%d", i);
+			assert_int_equal(fsm_auth_lookup(&f, hash, role, name, &err), 0);
+			assert_string_equal(name, want);
+		}
+	free(again);
+	fsm_close(&f);
+}
+
 /* parallel "auto": the first placement must carry the planner's layout, with as many ranks
  * as the placement; a fixed-layout job may not carry one; the plan is stored with the job
  * and survives a snapshot, and a snapshot from before jobs had plans gains the column. */
@@ -990,6 +1061,7 @@ int main(void)
 	    cmocka_unit_test(test_statement_cache_survives_restore),
 	    cmocka_unit_test(test_job_change_journal),
 	    cmocka_unit_test(test_submitted_specs_are_kept_until_read),
+	    cmocka_unit_test(test_auth_cache_follows_tokens_and_nodes),
 	    cmocka_unit_test(test_request_id_dedup_returns_original_result),
 	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),
