@@ -131,6 +131,7 @@ struct soft_job {
 	 * nodes and its restore checkpoint, and reused until the generation, a node row or a
 	 * checkpoint changes (the FSM's versions below); owned, NULL: not built */
 	json_t *desired;
+	char **desired_texts; /* [rank]: desired's entries as JSON text (NULL: none), or NULL */
 	int64_t desired_gen;
 	uint64_t desired_nodes_version, desired_ckpt_version;
 };
@@ -245,6 +246,17 @@ static struct soft_job *job_find(struct sched *s, const char *id)
 {
 	int i = id_index_find(&s->job_index, s->jobs, sizeof *s->jobs, id);
 	return i < 0 ? NULL : &s->jobs[i];
+}
+
+/* Forgets the job's cached heartbeat entries (desired_for). */
+static void desired_drop(struct soft_job *j)
+{
+	for (size_t r = 0; j->desired_texts != NULL && r < json_array_size(j->desired); r++)
+		free(j->desired_texts[r]);
+	free(j->desired_texts);
+	j->desired_texts = NULL;
+	json_decref(j->desired);
+	j->desired = NULL;
 }
 
 /* Forgets the job's cached layout and what was derived from it. */
@@ -373,8 +385,7 @@ static void job_release(struct soft_job *j)
 	free(j->shrink_dp);
 	j->shrink_dp = NULL;
 	j->n_shrink_dp = 0;
-	json_decref(j->desired);
-	j->desired = NULL;
+	desired_drop(j);
 	straggler_reset(j);
 }
 
@@ -1977,6 +1988,12 @@ static void store_logs(struct sched *s, const char *node, const json_t *reports,
 	}
 }
 
+/* A growing NUL-terminated text (owned by its user). */
+struct text_buf {
+	char *text;
+	size_t len, cap;
+};
+
 /* The desired entry of every rank of a running job ([rank], json null where desired_rank
  * gives none) from the committed job, the nodes of its layout and its restore checkpoint;
  * NULL when the job cannot be read. *generation: the generation they are for. */
@@ -2024,13 +2041,15 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
  * a checkpoint changes: a heartbeat then costs a lookup per slot, not a rebuild of every
  * rank's peers. */
 static const json_t *desired_entries(struct sched *s, const char *job_id, int64_t generation,
-                                     json_t *memo)
+                                     json_t *memo, struct soft_job **owner)
 {
 	struct soft_job *j = s->leading ? job_find(s, job_id) : NULL;
+	*owner = j;
 	if (j != NULL && j->desired != NULL && j->desired_gen == generation &&
 	    j->desired_nodes_version == s->fsm->nodes_version &&
 	    j->desired_ckpt_version == s->fsm->ckpt_version)
 		return j->desired;
+	*owner = NULL;
 	const json_t *seen = json_object_get(memo, job_id);
 	if (seen != NULL)
 		return seen;
@@ -2039,39 +2058,92 @@ static const json_t *desired_entries(struct sched *s, const char *job_id, int64_
 	if (entries == NULL)
 		return NULL;
 	if (j != NULL && built_gen == generation) {
-		json_decref(j->desired);
+		desired_drop(j);
 		j->desired = entries;
 		j->desired_gen = built_gen;
 		j->desired_nodes_version = s->fsm->nodes_version;
 		j->desired_ckpt_version = s->fsm->ckpt_version;
+		*owner = j;
 		return entries;
 	}
 	json_object_set_new(memo, job_id, entries);
 	return entries;
 }
 
+/* Entry rank of the owner's cached entries as JSON text (kept with them), or NULL. */
+static const char *desired_text(struct soft_job *j, size_t rank)
+{
+	size_t n = json_array_size(j->desired);
+	if (j->desired_texts == NULL) {
+		if ((j->desired_texts = calloc(n + 1, sizeof *j->desired_texts)) == NULL)
+			return NULL;
+		for (size_t r = 0; r < n; r++)
+			if (!json_is_null(json_array_get(j->desired, r)))
+				j->desired_texts[r] =
+				    json_dumps(json_array_get(j->desired, r), JSON_COMPACT);
+	}
+	return rank < n ? j->desired_texts[rank] : NULL;
+}
+
 /* What one node must run: its slots of running jobs, each with the job and only the nodes
  * that job spans (a heartbeat costs what the node runs, not what the cluster runs). me: the
  * node's committed row. */
-static json_t *desired_for(struct sched *s, const char *node, const json_t *me)
+static int text_append(struct text_buf *b, const char *text, size_t n)
 {
-	json_t *desired = json_array();
-	if (me == NULL || strcmp(json_string_value(json_object_get(me, "state")), "down") == 0)
-		return desired; /* down: its ranks are being moved; anything it runs must stop */
-	json_t *slots = fsm_node_slots(s->fsm, node);
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = 2 * (b->len + n + 1);
+		char *grown = realloc(b->text, cap);
+		if (grown == NULL)
+			return -1;
+		b->text = grown;
+		b->cap = cap;
+	}
+	memcpy(b->text + b->len, text, n);
+	b->len += n;
+	b->text[b->len] = '\0';
+	return 0;
+}
+
+/* The entries as a JSON array (as_text NULL), or appended to as_text as the text of one
+ * (entries of cached jobs copied from their kept text, not serialized again); as_text->len
+ * 0 afterwards says the text could not be made (no memory). */
+static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
+                           struct text_buf *as_text)
+{
+	json_t *desired = as_text != NULL ? NULL : json_array();
+	int appended = 0, failed = as_text != NULL && text_append(as_text, "[", 1) != 0;
+	/* down: its ranks are being moved; anything it runs must stop */
+	int down =
+	    me == NULL || strcmp(json_string_value(json_object_get(me, "state")), "down") == 0;
+	json_t *slots = down ? json_array() : fsm_node_slots(s->fsm, node);
 	json_t *memo = json_object();
 	size_t i;
 	json_t *v;
 	json_array_foreach(slots, i, v)
 	{
-		const json_t *entries =
-		    desired_entries(s, json_string_value(json_object_get(v, "job")),
-		                    json_integer_value(json_object_get(v, "generation")), memo);
-		json_t *entry =
-		    json_array_get(entries, (size_t)json_integer_value(json_object_get(v, "rank")));
-		if (entry != NULL && !json_is_null(entry))
+		struct soft_job *owner;
+		size_t rank = (size_t)json_integer_value(json_object_get(v, "rank"));
+		const json_t *entries = desired_entries(
+		    s, json_string_value(json_object_get(v, "job")),
+		    json_integer_value(json_object_get(v, "generation")), memo, &owner);
+		json_t *entry = json_array_get(entries, rank);
+		if (entry == NULL || json_is_null(entry))
+			continue;
+		if (as_text == NULL) {
 			json_array_append(desired, entry);
+			continue;
+		}
+		const char *text = owner != NULL ? desired_text(owner, rank) : NULL;
+		char *fresh = text == NULL ? json_dumps(entry, JSON_COMPACT) : NULL;
+		if (text == NULL)
+			text = fresh;
+		failed |= text == NULL || (appended++ > 0 && text_append(as_text, ",", 1) != 0) ||
+		          text_append(as_text, text, strlen(text)) != 0;
+		free(fresh);
 	}
+	failed |= as_text != NULL && text_append(as_text, "]", 1) != 0;
+	if (failed)
+		as_text->len = 0;
 	json_decref(memo);
 	json_decref(slots);
 	return desired;
@@ -2188,7 +2260,10 @@ static json_t *link_probe_for(struct sched *s, struct soft_node *n)
 	return NULL;
 }
 
-json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
+/* The heartbeat's work and its answer without "desired"; *me_out: the node's committed row
+ * (new reference, NULL: none). */
+static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t *body,
+                                json_t **me_out, struct yard_err *err)
 {
 	static const char *const keys[] = {
 	    "node",    "version", "free_disk_mb",   "link_gbps",      "draining",   "ranks", "logs",
@@ -2260,11 +2335,10 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	json_t *me = node_row(s, node);
 	if (me != NULL && json_is_string(json_object_get(me, "drain")))
 		json_array_append_new(commands, json_pack("{s:s}", "op", "drain"));
+	*me_out = me;
 	/* leader_id only while leading: it says the pieces of this heartbeat were kept */
-	json_t *answer =
-	    json_pack("{s:o,s:o,s:o}", "desired", desired_for(s, node, me), "commands", commands,
-	              "leader_id", s->leading ? json_string(s->leader_id) : json_null());
-	json_decref(me);
+	json_t *answer = json_pack("{s:o,s:o}", "commands", commands, "leader_id",
+	                           s->leading ? json_string(s->leader_id) : json_null());
 	const char *offer_key = "upgrade";
 	json_t *upgrade = rollout_driver_offer(s->rollouts, node, &offer_key);
 	if (upgrade != NULL)
@@ -2279,6 +2353,50 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 			json_object_set_new(answer, "link_probe", probe);
 	}
 	return answer;
+}
+
+json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, struct yard_err *err)
+{
+	json_t *me = NULL;
+	json_t *answer = heartbeat_answer(s, node, body, &me, err);
+	if (answer != NULL)
+		json_object_set_new(answer, "desired", desired_for(s, node, me, NULL));
+	json_decref(me);
+	return answer;
+}
+
+char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body, size_t *len,
+                           struct yard_err *err)
+{
+	json_t *me = NULL;
+	json_t *answer = heartbeat_answer(s, node, body, &me, err);
+	if (answer == NULL) {
+		json_decref(me);
+		return NULL;
+	}
+	char *rest = json_dumps(answer, JSON_COMPACT); /* {"commands":...,...} */
+	json_decref(answer);
+	struct text_buf b = {0};
+	int failed = rest == NULL || rest[0] != '{' || text_append(&b, "{\"desired\":", 11) != 0;
+	if (!failed) {
+		desired_for(s, node, me, &b);
+		failed = b.len == 0;
+	}
+	if (!failed && strcmp(rest, "{}") != 0)
+		failed = text_append(&b, ",", 1) != 0 ||
+		         text_append(&b, rest + 1, strlen(rest + 1)) != 0;
+	else if (!failed)
+		failed = text_append(&b, "}", 1) != 0;
+	free(rest);
+	json_decref(me);
+	if (failed) {
+		free(b.text);
+		yard_err_set(err, YARD_ENOMEM, "out of memory for the heartbeat answer of %s",
+		             node);
+		return NULL;
+	}
+	*len = b.len;
+	return b.text;
 }
 
 /* ---- overlays ---- */

@@ -105,6 +105,11 @@ void sched_tick(struct sched *s);
  * a malformed body stores nothing. */
 json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body,
                         struct yard_err *err);
+/* The same answer as JSON text (malloc'd, *len bytes, caller frees), with the entries of
+ * running jobs copied from text kept with the scheduler's cache of them instead of
+ * serialized for every heartbeat; NULL with err as above (YARD_ENOMEM without memory). */
+char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body, size_t *len,
+                           struct yard_err *err);
 
 /* Adds soft state to API objects on the leader: a job gets "position" and the current
  * pending "reason" while it waits, "step"/"loss" from the latest heartbeats and "ranks"

@@ -606,12 +606,13 @@ static void h_agents_heartbeat(struct call *call)
 	json_t *body = call_body_object(call);
 	if (body == NULL)
 		return;
-	json_t *answer = sched_heartbeat(call->s->sched, call->actor, body, &err);
+	size_t len = 0;
+	char *answer = sched_heartbeat_text(call->s->sched, call->actor, body, &len, &err);
 	json_decref(body);
 	if (answer == NULL)
 		call_yard_error(call, &err);
 	else
-		call_json(call, 200, answer);
+		call_text(call, 200, "application/json", answer, len);
 }
 
 static void h_nodes_list(struct call *call)
