@@ -127,11 +127,12 @@ struct soft_job {
 	int replace_rank;
 	char replace_reason[256];
 	/* heartbeat answers (desired_for): the desired entry of every rank of generation
-	 * desired_gen ([rank], json null where none), built once from the committed job, its
-	 * nodes and its restore checkpoint, and reused until the generation, a node row or a
-	 * checkpoint changes (the FSM's versions below); owned, NULL: not built */
+	 * desired_gen as JSON text ([rank], a json string; null where none), built once from
+	 * the committed job, its nodes and its restore checkpoint, and reused until the
+	 * generation, a node row or a checkpoint changes (the FSM's versions below); kept as
+	 * text, which is what heartbeats send and smaller than the objects; owned, NULL: not
+	 * built */
 	json_t *desired;
-	char **desired_texts; /* [rank]: desired's entries as JSON text (NULL: none), or NULL */
 	int64_t desired_gen;
 	uint64_t desired_nodes_version, desired_ckpt_version;
 };
@@ -251,10 +252,6 @@ static struct soft_job *job_find(struct sched *s, const char *id)
 /* Forgets the job's cached heartbeat entries (desired_for). */
 static void desired_drop(struct soft_job *j)
 {
-	for (size_t r = 0; j->desired_texts != NULL && r < json_array_size(j->desired); r++)
-		free(j->desired_texts[r]);
-	free(j->desired_texts);
-	j->desired_texts = NULL;
 	json_decref(j->desired);
 	j->desired = NULL;
 }
@@ -1994,9 +1991,10 @@ struct text_buf {
 	size_t len, cap;
 };
 
-/* The desired entry of every rank of a running job ([rank], json null where desired_rank
- * gives none) from the committed job, the nodes of its layout and its restore checkpoint;
- * NULL when the job cannot be read. *generation: the generation they are for. */
+/* The desired entry of every rank of a running job as JSON text ([rank], a json string;
+ * null where desired_rank gives none) from the committed job, the nodes of its layout and
+ * its restore checkpoint; NULL when the job cannot be read. *generation: the generation they
+ * are for. */
 static json_t *desired_build(struct sched *s, const char *job_id, int64_t *generation)
 {
 	struct yard_err err = {0};
@@ -2028,7 +2026,11 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
 			json_object_set_new(
 			    ckpt, "restore_world",
 			    json_integer(fsm_checkpoint_world(s->fsm, job_id, restore_step)));
-		json_array_append_new(entries, entry != NULL ? entry : json_null());
+		char *text = entry != NULL ? json_dumps(entry, JSON_COMPACT) : NULL;
+		json_array_append_new(entries,
+		                      text != NULL ? json_string_nocheck(text) : json_null());
+		free(text);
+		json_decref(entry);
 	}
 	json_decref(nodes_by_id);
 	json_decref(job);
@@ -2041,15 +2043,13 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
  * a checkpoint changes: a heartbeat then costs a lookup per slot, not a rebuild of every
  * rank's peers. */
 static const json_t *desired_entries(struct sched *s, const char *job_id, int64_t generation,
-                                     json_t *memo, struct soft_job **owner)
+                                     json_t *memo)
 {
 	struct soft_job *j = s->leading ? job_find(s, job_id) : NULL;
-	*owner = j;
 	if (j != NULL && j->desired != NULL && j->desired_gen == generation &&
 	    j->desired_nodes_version == s->fsm->nodes_version &&
 	    j->desired_ckpt_version == s->fsm->ckpt_version)
 		return j->desired;
-	*owner = NULL;
 	const json_t *seen = json_object_get(memo, job_id);
 	if (seen != NULL)
 		return seen;
@@ -2063,26 +2063,10 @@ static const json_t *desired_entries(struct sched *s, const char *job_id, int64_
 		j->desired_gen = built_gen;
 		j->desired_nodes_version = s->fsm->nodes_version;
 		j->desired_ckpt_version = s->fsm->ckpt_version;
-		*owner = j;
 		return entries;
 	}
 	json_object_set_new(memo, job_id, entries);
 	return entries;
-}
-
-/* Entry rank of the owner's cached entries as JSON text (kept with them), or NULL. */
-static const char *desired_text(struct soft_job *j, size_t rank)
-{
-	size_t n = json_array_size(j->desired);
-	if (j->desired_texts == NULL) {
-		if ((j->desired_texts = calloc(n + 1, sizeof *j->desired_texts)) == NULL)
-			return NULL;
-		for (size_t r = 0; r < n; r++)
-			if (!json_is_null(json_array_get(j->desired, r)))
-				j->desired_texts[r] =
-				    json_dumps(json_array_get(j->desired, r), JSON_COMPACT);
-	}
-	return rank < n ? j->desired_texts[rank] : NULL;
 }
 
 /* What one node must run: its slots of running jobs, each with the job and only the nodes
@@ -2121,25 +2105,21 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 	json_t *v;
 	json_array_foreach(slots, i, v)
 	{
-		struct soft_job *owner;
 		size_t rank = (size_t)json_integer_value(json_object_get(v, "rank"));
-		const json_t *entries = desired_entries(
-		    s, json_string_value(json_object_get(v, "job")),
-		    json_integer_value(json_object_get(v, "generation")), memo, &owner);
-		json_t *entry = json_array_get(entries, rank);
-		if (entry == NULL || json_is_null(entry))
+		const json_t *entries =
+		    desired_entries(s, json_string_value(json_object_get(v, "job")),
+		                    json_integer_value(json_object_get(v, "generation")), memo);
+		const json_t *entry = json_array_get(entries, rank);
+		if (!json_is_string(entry))
 			continue;
 		if (as_text == NULL) {
-			json_array_append(desired, entry);
+			json_array_append_new(desired,
+			                      json_loads(json_string_value(entry), 0, NULL));
 			continue;
 		}
-		const char *text = owner != NULL ? desired_text(owner, rank) : NULL;
-		char *fresh = text == NULL ? json_dumps(entry, JSON_COMPACT) : NULL;
-		if (text == NULL)
-			text = fresh;
-		failed |= text == NULL || (appended++ > 0 && text_append(as_text, ",", 1) != 0) ||
-		          text_append(as_text, text, strlen(text)) != 0;
-		free(fresh);
+		failed |=
+		    (appended++ > 0 && text_append(as_text, ",", 1) != 0) ||
+		    text_append(as_text, json_string_value(entry), json_string_length(entry)) != 0;
 	}
 	failed |= as_text != NULL && text_append(as_text, "]", 1) != 0;
 	if (failed)
