@@ -316,6 +316,11 @@ int fsm_jobs_changed_pending(const struct fsm *f)
 	return f->changed_all || f->n_changed > 0;
 }
 
+int fsm_nodes_changed_pending(const struct fsm *f)
+{
+	return f->changed_nodes_all || f->n_changed_nodes > 0;
+}
+
 int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n)
 {
 	int all = f->changed_nodes_all;

@@ -182,6 +182,8 @@ json_t *fsm_job_by_rowid_known(struct fsm *f, int64_t rowid,
                                const json_t *(*known)(void *data, const char *id), void *data);
 /* The same journal for the nodes table, and a node by rowid (as fsm_nodes_list shows it). */
 int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n);
+/* Whether fsm_nodes_changed_take would report anything. */
+int fsm_nodes_changed_pending(const struct fsm *f);
 json_t *fsm_node_by_rowid(struct fsm *f, int64_t rowid);
 
 /* Integer setting from the replicated config table (default when unset). */

@@ -134,7 +134,7 @@ struct soft_job {
 	 * built */
 	json_t *desired;
 	int64_t desired_gen;
-	uint64_t desired_nodes_version, desired_ckpt_version;
+	uint64_t desired_nodes_version, desired_ckpt_version; /* node_addr_version, FSM's */
 };
 
 struct sched {
@@ -174,6 +174,12 @@ struct sched {
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
 	json_t *nodes_by_id;    /* node id -> its row in nodes_list (owned), as of: */
 	uint64_t nodes_by_id_version;
+	/* bumped when a node's address, port base or devices change (or nodes are reread):
+	 * what cached heartbeat entries (desired_build) read of the nodes; a state change or a
+	 * cordon leaves them valid */
+	uint64_t node_addr_version;
+	json_t *pn_changed; /* ids of nodes whose rows changed since pn_refresh (owned) */
+	int pn_full;        /* a node came or went: pn_refresh rebuilds the whole view */
 	/* nodes_list as placement input (busy masks clear) and its id index, rebuilt only when
 	 * nodes_list changes: a pass copies it instead of reading every node's JSON */
 	struct place_node *pn_base;
@@ -1026,33 +1032,49 @@ static int pn_id_cmp(const void *a, const void *b)
 	return strcmp(((const struct place_node *)a)->id, ((const struct place_node *)b)->id);
 }
 
-/* The placement view of the nodes list, rebuilt when the list changed. */
+static void place_node_fill(struct place_node *pn, const json_t *v)
+{
+	const json_t *devices = json_object_get(v, "devices");
+	const char *kind = json_string_value(json_object_get(json_array_get(devices, 0), "kind"));
+	snprintf(pn->id, sizeof pn->id, "%s", json_string_value(json_object_get(v, "id")));
+	pn->schedulable = strcmp(json_string_value(json_object_get(v, "state")), "up") == 0 &&
+	                  !json_is_true(json_object_get(v, "cordoned"));
+	pn->kind = kind && strcmp(kind, "cuda") == 0 ? PLACE_DEVICE_CUDA : PLACE_DEVICE_CPU;
+	pn->n_devices = (int)json_array_size(devices);
+	pn->device_memory_mb =
+	    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
+}
+
+/* The placement view of the nodes list: the rows that changed are updated in place (a state
+ * change, a cordon: positions stay, pn_version too); a node that came or went rebuilds it. */
 static int pn_refresh(struct sched *s, const json_t *nodes)
 {
-	if (s->pn_valid && s->pn_version == s->nodes_version)
-		return 0;
+	if (s->pn_valid && !s->pn_full) {
+		size_t i, done = 0;
+		json_t *v;
+		json_array_foreach(s->pn_changed, i, v)
+		{
+			const char *id = json_string_value(v);
+			int k = id_index_find(&s->pn_index, s->pn_base, sizeof *s->pn_base, id);
+			const json_t *pos = json_object_get(s->nodes_pos, id);
+			if (k < 0 || pos == NULL)
+				break;
+			place_node_fill(&s->pn_base[k],
+			                json_array_get(nodes, (size_t)json_integer_value(pos)));
+			done++;
+		}
+		if (done == json_array_size(s->pn_changed)) {
+			json_array_clear(s->pn_changed);
+			return 0;
+		}
+	}
 	int n_nodes = (int)json_array_size(nodes);
 	struct place_node *pn = calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *pn);
 	size_t i;
 	json_t *v;
 	if (pn == NULL)
 		return -1;
-	json_array_foreach(nodes, i, v)
-	{
-		const json_t *devices = json_object_get(v, "devices");
-		const char *kind =
-		    json_string_value(json_object_get(json_array_get(devices, 0), "kind"));
-		snprintf(pn[i].id, sizeof pn[i].id, "%s",
-		         json_string_value(json_object_get(v, "id")));
-		pn[i].schedulable =
-		    strcmp(json_string_value(json_object_get(v, "state")), "up") == 0 &&
-		    !json_is_true(json_object_get(v, "cordoned"));
-		pn[i].kind =
-		    kind && strcmp(kind, "cuda") == 0 ? PLACE_DEVICE_CUDA : PLACE_DEVICE_CPU;
-		pn[i].n_devices = (int)json_array_size(devices);
-		pn[i].device_memory_mb =
-		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
-	}
+	json_array_foreach(nodes, i, v) place_node_fill(&pn[i], v);
 	/* in id order, which the per-pass index (place.h) then need not sort again */
 	qsort(pn, (size_t)n_nodes, sizeof *pn, pn_id_cmp);
 	if (id_index_rebuild(&s->pn_index, pn, sizeof *pn, n_nodes, n_nodes) != 0) {
@@ -1062,8 +1084,10 @@ static int pn_refresh(struct sched *s, const json_t *nodes)
 	free(s->pn_base);
 	s->pn_base = pn;
 	s->n_pn = n_nodes;
-	s->pn_version = s->nodes_version;
+	s->pn_version++;
 	s->pn_valid = 1;
+	s->pn_full = 0;
+	json_array_clear(s->pn_changed);
 	return 0;
 }
 
@@ -1560,6 +1584,16 @@ static void on_kick(uv_check_t *h)
 	tick(s, 0);
 }
 
+/* Whether two rows of a node give its ranks the same peers (desired_rank reads these). */
+static int node_addr_equal(const json_t *a, const json_t *b)
+{
+	static const char *const keys[] = {"host", "port_base", "devices"};
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (!json_equal(json_object_get(a, keys[i]), json_object_get(b, keys[i])))
+			return 0;
+	return 1;
+}
+
 /* Keeps nodes_list current: only the rows the FSM's nodes journal names (the nodes table
  * changes on registrations and state changes, never on heartbeats), or all of them after a
  * restore or an overflow. */
@@ -1579,13 +1613,25 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 			}
 			json_t *pos = json_object_get(s->nodes_pos, id);
 			if (pos != NULL) {
-				json_array_set_new(s->nodes_list, (size_t)json_integer_value(pos),
-				                   node);
+				size_t at = (size_t)json_integer_value(pos);
+				if (!node_addr_equal(json_array_get(s->nodes_list, at), node))
+					s->node_addr_version++;
+				if (s->pn_changed == NULL)
+					s->pn_changed = json_array();
+				json_array_append_new(s->pn_changed, json_string(id));
+				json_array_set_new(s->nodes_list, at, node);
 			} else {
 				json_object_set_new(
 				    s->nodes_pos, id,
 				    json_integer((json_int_t)json_array_size(s->nodes_list)));
 				json_array_append_new(s->nodes_list, node);
+				s->node_addr_version++;
+				s->pn_full = 1;
+			}
+			/* the id map follows the one row instead of being rebuilt */
+			if (s->nodes_by_id != NULL && s->nodes_by_id_version == s->nodes_version) {
+				json_object_set(s->nodes_by_id, id, node);
+				s->nodes_by_id_version++;
 			}
 			s->nodes_version++;
 		}
@@ -1605,6 +1651,8 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 	s->nodes_list = fresh;
 	s->nodes_pos = pos;
 	s->nodes_version++;
+	s->node_addr_version++;
+	s->pn_full = 1;
 	return 0;
 }
 
@@ -1714,6 +1762,7 @@ void sched_destroy(struct sched *s)
 	json_decref(s->nodes_list);
 	json_decref(s->nodes_pos);
 	json_decref(s->nodes_by_id);
+	json_decref(s->pn_changed);
 	free(s->pn_base);
 	free(s->pn_index.slots);
 	uv_timer_stop(&s->timer);
@@ -2046,8 +2095,10 @@ static const json_t *desired_entries(struct sched *s, const char *job_id, int64_
                                      json_t *memo)
 {
 	struct soft_job *j = s->leading ? job_find(s, job_id) : NULL;
-	if (j != NULL && j->desired != NULL && j->desired_gen == generation &&
-	    j->desired_nodes_version == s->fsm->nodes_version &&
+	/* the node versions are current once nodes_refresh read every pending node change */
+	int nodes_current = s->nodes_list != NULL && !fsm_nodes_changed_pending(s->fsm);
+	if (j != NULL && nodes_current && j->desired != NULL && j->desired_gen == generation &&
+	    j->desired_nodes_version == s->node_addr_version &&
 	    j->desired_ckpt_version == s->fsm->ckpt_version)
 		return j->desired;
 	const json_t *seen = json_object_get(memo, job_id);
@@ -2057,11 +2108,11 @@ static const json_t *desired_entries(struct sched *s, const char *job_id, int64_
 	json_t *entries = desired_build(s, job_id, &built_gen);
 	if (entries == NULL)
 		return NULL;
-	if (j != NULL && built_gen == generation) {
+	if (j != NULL && nodes_current && built_gen == generation) {
 		desired_drop(j);
 		j->desired = entries;
 		j->desired_gen = built_gen;
-		j->desired_nodes_version = s->fsm->nodes_version;
+		j->desired_nodes_version = s->node_addr_version;
 		j->desired_ckpt_version = s->fsm->ckpt_version;
 		return entries;
 	}

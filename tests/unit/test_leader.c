@@ -305,6 +305,23 @@ static void test_gang_placement_env_and_success(void **state)
 	world_free(w);
 }
 
+/* Fails when one device runs two ranks of running jobs. */
+static void assert_no_device_twice(struct world *w, int step)
+{
+	json_t *slots = fsm_running_slots(&w->fsm);
+	for (size_t i = 0; i < json_array_size(slots); i++)
+		for (size_t k = i + 1; k < json_array_size(slots); k++) {
+			const json_t *x = json_array_get(slots, i), *y = json_array_get(slots, k);
+			const char *node = json_string_value(json_object_get(x, "node"));
+			json_int_t device = json_integer_value(json_object_get(x, "device"));
+			if (strcmp(node, json_string_value(json_object_get(y, "node"))) == 0 &&
+			    device == json_integer_value(json_object_get(y, "device")))
+				fail_msg("step %d: device %s/%lld runs two ranks", step, node,
+				         (long long)device);
+		}
+	json_decref(slots);
+}
+
 /* The leader reuses each running job's desired entries between heartbeats (built once per
  * generation, dropped when a node row or a checkpoint changes). After every random change
  * (submissions, exits, failures, re-registrations with a new address, state changes) its
@@ -330,7 +347,7 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 	for (int n = 0; n < 2; n++)
 		json_decref(heartbeat(w, nodes[n], "[]"));
 	for (int step = 0; step < 120; step++) {
-		int what = (int)(rand_r(&seed) % 5);
+		int what = (int)(rand_r(&seed) % 6);
 		if (what == 0 && submitted < 40) {
 			snprintf(args, sizeof args,
 			         "{\"name\":\"r%d\",\"spec\":{\"name\":\"r%d\",\"command\":[\"x\"],"
@@ -376,9 +393,16 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 			         "\"kind\":\"cpu\"}],\"token_hash\":\"%064d\"}",
 			         nodes[n], step, n + 1, 29500 + 100 * n, n);
 			assert_int_equal(apply(w, "node.register", args), 200);
+		} else if (what == 3) {
+			/* a cordon changes the node's row but not its peers' addresses */
+			snprintf(args, sizeof args, "{\"id\":\"%s\",\"cordoned\":%s}",
+			         nodes[rand_r(&seed) % 2], rand_r(&seed) % 2 ? "true" : "false");
+			assert_int_equal(apply(w, "node.cordon", args), 200);
 		} else {
 			run(w, 100 + 100 * (uint64_t)(rand_r(&seed) % 10));
 		}
+		/* no device runs two ranks: the busy view followed every change */
+		assert_no_device_twice(w, step);
 		for (int n = 0; n < 2; n++) {
 			/* the leader's answer as the API sends it: text from the cached entries */
 			struct yard_err err = {0};
