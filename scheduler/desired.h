@@ -18,18 +18,22 @@
  * checkpoints are the controller's records (jobs/fsm_ckpt.c). */
 int desired_ckpt_dir(const char *store, const char *job, char *out, size_t out_len);
 
-/* One desired entry for `rank` of `job` (a job object as fsm_job_get returns it, with its
- * "spec" and "generation"; for a parallel "auto" job its "plan", whose layout replaces
- * "auto" in the spec the ranks get). slots: the job's slots, slots[r] = {"node","device"} for every
- * rank r in order. nodes: {"node-id": {"host","port_base","devices"}...} for at least the
- * nodes in slots. restore_step: for the "controller" store, the complete checkpoint this
- * generation restores (-1: none). Returns a new object {"job","rank","generation",
- * "world_size","device","kind","env","argv","spec"} plus, for the controller store,
- * "checkpoint": {"store": "controller", "restore_step"} (the agent then sets YARD_CKPT_DIR
- * and, with YARD_RESUME=1, downloads the shards first; the leader adds the checkpoint's
- * "restore_world"), or NULL when the rows are inconsistent. A job running with a shrunk dp
- * ("effective", failure.allow_shrink_dp) gets the spec of that dp (jobspec_with_dp). */
-json_t *desired_rank(const json_t *job, const json_t *slots, const json_t *nodes, int rank,
-                     int64_t restore_step);
+/* The desired entries of every rank of `job` (a job object as fsm_job_get returns it, with
+ * its "spec" and "generation"; for a parallel "auto" job its "plan", whose layout replaces
+ * "auto" in the spec the ranks get). slots: the job's slots, slots[r] = {"node","device"} for
+ * every rank r in order. nodes: {"node-id": {"host","port_base","devices"}...} for at least
+ * the nodes in slots. restore_step: for the "controller" store, the complete checkpoint this
+ * generation restores (-1: none). Returns a new array whose element r is rank r's object
+ * {"job","rank","generation","world_size","device","kind","env","argv","spec"} plus, for
+ * the controller store, "checkpoint": {"store": "controller", "restore_step"} (the agent then
+ * sets YARD_CKPT_DIR and, with YARD_RESUME=1, downloads the shards first; the leader adds the
+ * checkpoint's "restore_world"), or NULL when the rows are inconsistent. A job running with
+ * a shrunk dp ("effective", failure.allow_shrink_dp) gets the spec of that dp
+ * (jobspec_with_dp). The entries share their "argv" and "spec" objects (one job's ranks run
+ * the same spec): treat them as read-only. NODE_RANK is the index of the rank's node among
+ * the job's nodes in order of first appearance. Linear in the ranks: a job's peer list is
+ * built once, not once per rank. */
+json_t *desired_job(const json_t *job, const json_t *slots, const json_t *nodes,
+                    int64_t restore_step);
 
 #endif

@@ -2040,6 +2040,22 @@ struct text_buf {
 	size_t len, cap;
 };
 
+static int text_append(struct text_buf *b, const char *text, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = 2 * (b->len + n + 1);
+		char *grown = realloc(b->text, cap);
+		if (grown == NULL)
+			return -1;
+		b->text = grown;
+		b->cap = cap;
+	}
+	memcpy(b->text + b->len, text, n);
+	b->len += n;
+	b->text[b->len] = '\0';
+	return 0;
+}
+
 /* The desired entry of every rank of a running job as JSON text ([rank], a json string;
  * null where desired_rank gives none) from the committed job, the nodes of its layout and
  * its restore checkpoint; NULL when the job cannot be read. *generation: the generation they
@@ -2051,36 +2067,64 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
 	if (job == NULL)
 		return NULL;
 	const json_t *layout = json_object_get(job, "layout");
+	/* the nodes list while it is current (no JSON parsed), else the FSM's rows */
+	int soft = s->nodes_list != NULL && !fsm_nodes_changed_pending(s->fsm);
 	json_t *nodes_by_id = json_object();
 	size_t k;
 	json_t *slot;
 	json_array_foreach(layout, k, slot)
 	{
 		const char *peer = json_string_value(json_object_get(slot, "node"));
-		json_t *n;
 		if (peer == NULL || json_object_get(nodes_by_id, peer) != NULL)
 			continue;
-		if ((n = fsm_node_get(s->fsm, peer, &err)) != NULL)
+		const json_t *pos = soft ? json_object_get(s->nodes_pos, peer) : NULL;
+		json_t *n = pos != NULL ? json_incref(json_array_get(
+		                              s->nodes_list, (size_t)json_integer_value(pos)))
+		                        : fsm_node_get(s->fsm, peer, &err);
+		if (n != NULL)
 			json_object_set_new(nodes_by_id, peer, n);
 	}
 	*generation = json_integer_value(json_object_get(job, "generation"));
 	int64_t restore_step = fsm_checkpoint_restore_step(s->fsm, job_id, *generation);
+	/* the controller store's checkpoint may be of another dp (allow_shrink_dp): the agent
+	 * fetches the shards its ranks read (agent/ckpt.c) */
+	int64_t restore_world =
+	    restore_step >= 0 ? fsm_checkpoint_world(s->fsm, job_id, restore_step) : 0;
+	json_t *built = desired_job(job, layout, nodes_by_id, restore_step);
 	json_t *entries = json_array();
+	char *spec_text = NULL; /* the ranks share one spec: written once, spliced into each */
+	const json_t *spec = json_object_get(json_array_get(built, 0), "spec");
+	if (spec != NULL)
+		spec_text = json_dumps(spec, JSON_COMPACT);
 	for (int rank = 0; rank < (int)json_array_size(layout); rank++) {
-		json_t *entry = desired_rank(job, layout, nodes_by_id, rank, restore_step);
-		/* the controller store's checkpoint may be of another dp (allow_shrink_dp): the
-		 * agent fetches the shards its ranks read (agent/ckpt.c) */
+		json_t *entry = json_array_get(built, (size_t)rank);
 		json_t *ckpt = json_object_get(entry, "checkpoint");
 		if (ckpt != NULL && restore_step >= 0)
-			json_object_set_new(
-			    ckpt, "restore_world",
-			    json_integer(fsm_checkpoint_world(s->fsm, job_id, restore_step)));
-		char *text = entry != NULL ? json_dumps(entry, JSON_COMPACT) : NULL;
-		json_array_append_new(entries,
-		                      text != NULL ? json_string_nocheck(text) : json_null());
-		free(text);
-		json_decref(entry);
+			json_object_set_new(ckpt, "restore_world", json_integer(restore_world));
+		json_t *text = json_null();
+		if (json_is_object(entry) && spec_text != NULL &&
+		    json_object_get(entry, "spec") == spec) {
+			json_object_del(entry, "spec");
+			char *rest = json_dumps(entry, JSON_COMPACT); /* {...} */
+			size_t len = rest != NULL ? strlen(rest) : 0;
+			struct text_buf b = {0};
+			if (len >= 2 && text_append(&b, rest, len - 1) == 0 &&
+			    text_append(&b, ",\"spec\":", 8) == 0 &&
+			    text_append(&b, spec_text, strlen(spec_text)) == 0 &&
+			    text_append(&b, "}", 1) == 0)
+				text = json_stringn_nocheck(b.text, b.len);
+			free(b.text);
+			free(rest);
+		} else if (json_is_object(entry)) {
+			char *whole = json_dumps(entry, JSON_COMPACT);
+			if (whole != NULL)
+				text = json_string_nocheck(whole);
+			free(whole);
+		}
+		json_array_append_new(entries, text != NULL ? text : json_null());
 	}
+	free(spec_text);
+	json_decref(built);
 	json_decref(nodes_by_id);
 	json_decref(job);
 	return entries;
@@ -2123,21 +2167,6 @@ static const json_t *desired_entries(struct sched *s, const char *job_id, int64_
 /* What one node must run: its slots of running jobs, each with the job and only the nodes
  * that job spans (a heartbeat costs what the node runs, not what the cluster runs). me: the
  * node's committed row. */
-static int text_append(struct text_buf *b, const char *text, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = 2 * (b->len + n + 1);
-		char *grown = realloc(b->text, cap);
-		if (grown == NULL)
-			return -1;
-		b->text = grown;
-		b->cap = cap;
-	}
-	memcpy(b->text + b->len, text, n);
-	b->len += n;
-	b->text[b->len] = '\0';
-	return 0;
-}
 
 /* The entries as a JSON array (as_text NULL), or appended to as_text as the text of one
  * (entries of cached jobs copied from their kept text, not serialized again); as_text->len
