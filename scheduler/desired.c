@@ -126,7 +126,7 @@ static int job_view_init(struct job_view *v, const json_t *slots, const json_t *
 }
 
 json_t *desired_job(const json_t *job, const json_t *slots, const json_t *nodes,
-                    int64_t restore_step)
+                    int64_t restore_step, json_t **common_env)
 {
 	const char *job_id = json_string_value(json_object_get(job, "id"));
 	const json_t *spec = json_object_get(job, "spec");
@@ -216,6 +216,8 @@ json_t *desired_job(const json_t *job, const json_t *slots, const json_t *nodes,
 			                              "restore_step", (json_int_t)restore_step));
 		json_array_append_new(entries, entry != NULL ? entry : json_null());
 	}
+	if (common_env != NULL)
+		*common_env = json_incref(common);
 	json_decref(common);
 	json_decref(argv);
 	json_decref(run_spec);

@@ -32,8 +32,10 @@ int desired_ckpt_dir(const char *store, const char *job, char *out, size_t out_l
  * (jobspec_with_dp). The entries share their "argv" and "spec" objects (one job's ranks run
  * the same spec): treat them as read-only. NODE_RANK is the index of the rank's node among
  * the job's nodes in order of first appearance. Linear in the ranks: a job's peer list is
- * built once, not once per rank. */
+ * built once, not once per rank. common_env (optional): set to the environment every rank
+ * starts from (new reference); a rank's "env" holds these same value objects except for the
+ * keys it sets itself. */
 json_t *desired_job(const json_t *job, const json_t *slots, const json_t *nodes,
-                    int64_t restore_step);
+                    int64_t restore_step, json_t **common_env);
 
 #endif

@@ -126,12 +126,10 @@ struct soft_job {
 	int n_pending;
 	int replace_rank;
 	char replace_reason[256];
-	/* heartbeat answers (desired_for): the desired entry of every rank of generation
-	 * desired_gen as JSON text ([rank], a json string; null where none), built once from
-	 * the committed job, its nodes and its restore checkpoint, and reused until the
-	 * generation, a node row or a checkpoint changes (the FSM's versions below); kept as
-	 * text, which is what heartbeats send and smaller than the objects; owned, NULL: not
-	 * built */
+	/* heartbeat answers (desired_for): the desired entries of every rank of generation
+	 * desired_gen as text (desired_build), built once from the committed job, its nodes
+	 * and its restore checkpoint, and reused until the generation, a node row or a
+	 * checkpoint changes (the versions below); owned, NULL: not built */
 	json_t *desired;
 	int64_t desired_gen;
 	uint64_t desired_nodes_version, desired_ckpt_version; /* node_addr_version, FSM's */
@@ -2056,9 +2054,13 @@ static int text_append(struct text_buf *b, const char *text, size_t n)
 	return 0;
 }
 
-/* The desired entry of every rank of a running job as JSON text ([rank], a json string;
- * null where desired_rank gives none) from the committed job, the nodes of its layout and
- * its restore checkpoint; NULL when the job cannot be read. *generation: the generation they
+/* The desired entries of every rank of a running job, as text in two parts: {"heads":
+ * [rank] (a string, null where there is no entry), "tail": a string}; rank r's entry is
+ * heads[r] followed by tail. A head holds what is the rank's own (its job, rank, device,
+ * checkpoint and the environment variables it sets itself); the tail, shared, holds the
+ * rest of the environment (peer lists) and the spec: a job's cache grows with its ranks,
+ * not with ranks squared. Built from the committed job, the nodes of its layout and its
+ * restore checkpoint; NULL when the job cannot be read. *generation: the generation they
  * are for. */
 static json_t *desired_build(struct sched *s, const char *job_id, int64_t *generation)
 {
@@ -2090,44 +2092,77 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
 	 * fetches the shards its ranks read (agent/ckpt.c) */
 	int64_t restore_world =
 	    restore_step >= 0 ? fsm_checkpoint_world(s->fsm, job_id, restore_step) : 0;
-	json_t *built = desired_job(job, layout, nodes_by_id, restore_step);
-	json_t *entries = json_array();
-	char *spec_text = NULL; /* the ranks share one spec: written once, spliced into each */
+	json_t *common = NULL;
+	json_t *built = desired_job(job, layout, nodes_by_id, restore_step, &common);
+	json_decref(nodes_by_id);
+	json_decref(job);
 	const json_t *spec = json_object_get(json_array_get(built, 0), "spec");
-	if (spec != NULL)
-		spec_text = json_dumps(spec, JSON_COMPACT);
-	for (int rank = 0; rank < (int)json_array_size(layout); rank++) {
-		json_t *entry = json_array_get(built, (size_t)rank);
+	/* each rank's own variables: those whose value is not the shared one; a key any rank
+	 * sets itself leaves the shared part, so no entry names a key twice */
+	json_t *own = json_array();
+	json_t *shared = json_deep_copy(common);
+	size_t r;
+	json_t *entry;
+	json_array_foreach(built, r, entry)
+	{
+		json_t *mine = json_object();
+		const char *key;
+		json_t *value;
+		json_object_foreach(json_object_get(entry, "env"), key, value)
+		{
+			if (json_object_get(common, key) != value) {
+				json_object_set(mine, key, value);
+				json_object_del(shared, key);
+			}
+		}
+		json_array_append_new(own, mine);
+	}
+	json_t *answer = json_pack("{s:[],s:n}", "heads", "tail");
+	char *spec_text = spec != NULL ? json_dumps(spec, JSON_COMPACT) : NULL;
+	char *shared_text = shared != NULL ? json_dumps(shared, JSON_COMPACT) : NULL;
+	struct text_buf tail = {0};
+	int ok = spec_text != NULL && shared_text != NULL && strlen(shared_text) >= 2;
+	if (ok && strcmp(shared_text, "{}") != 0) /* ,"A":"1",...} after the rank's own */
+		ok = text_append(&tail, ",", 1) == 0 &&
+		     text_append(&tail, shared_text + 1, strlen(shared_text + 1)) == 0;
+	else if (ok)
+		ok = text_append(&tail, "}", 1) == 0;
+	ok = ok && text_append(&tail, ",\"spec\":", 8) == 0 &&
+	     text_append(&tail, spec_text, strlen(spec_text)) == 0 &&
+	     text_append(&tail, "}", 1) == 0;
+	if (ok)
+		json_object_set_new(answer, "tail", json_stringn_nocheck(tail.text, tail.len));
+	json_array_foreach(built, r, entry)
+	{
+		json_t *head = json_null();
 		json_t *ckpt = json_object_get(entry, "checkpoint");
 		if (ckpt != NULL && restore_step >= 0)
 			json_object_set_new(ckpt, "restore_world", json_integer(restore_world));
-		json_t *text = json_null();
-		if (json_is_object(entry) && spec_text != NULL &&
-		    json_object_get(entry, "spec") == spec) {
+		if (ok && json_is_object(entry) && json_object_get(entry, "spec") == spec) {
 			json_object_del(entry, "spec");
-			char *rest = json_dumps(entry, JSON_COMPACT); /* {...} */
-			size_t len = rest != NULL ? strlen(rest) : 0;
+			json_object_del(entry, "env");
+			char *rest = json_dumps(entry, JSON_COMPACT);                 /* {...} */
+			char *env = json_dumps(json_array_get(own, r), JSON_COMPACT); /* {...} */
 			struct text_buf b = {0};
-			if (len >= 2 && text_append(&b, rest, len - 1) == 0 &&
-			    text_append(&b, ",\"spec\":", 8) == 0 &&
-			    text_append(&b, spec_text, strlen(spec_text)) == 0 &&
-			    text_append(&b, "}", 1) == 0)
-				text = json_stringn_nocheck(b.text, b.len);
+			if (rest != NULL && env != NULL && strlen(rest) > 2 && strlen(env) > 2 &&
+			    text_append(&b, rest, strlen(rest) - 1) == 0 &&
+			    text_append(&b, ",\"env\":", 7) == 0 &&
+			    text_append(&b, env, strlen(env) - 1) == 0)
+				head = json_stringn_nocheck(b.text, b.len);
 			free(b.text);
 			free(rest);
-		} else if (json_is_object(entry)) {
-			char *whole = json_dumps(entry, JSON_COMPACT);
-			if (whole != NULL)
-				text = json_string_nocheck(whole);
-			free(whole);
+			free(env);
 		}
-		json_array_append_new(entries, text != NULL ? text : json_null());
+		json_array_append_new(json_object_get(answer, "heads"), head);
 	}
+	free(tail.text);
 	free(spec_text);
+	free(shared_text);
+	json_decref(shared);
+	json_decref(own);
+	json_decref(common);
 	json_decref(built);
-	json_decref(nodes_by_id);
-	json_decref(job);
-	return entries;
+	return answer;
 }
 
 /* The desired entries of a running job's generation (borrowed from the soft job's cache,
@@ -2189,17 +2224,24 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 		const json_t *entries =
 		    desired_entries(s, json_string_value(json_object_get(v, "job")),
 		                    json_integer_value(json_object_get(v, "generation")), memo);
-		const json_t *entry = json_array_get(entries, rank);
-		if (!json_is_string(entry))
+		const json_t *head = json_array_get(json_object_get(entries, "heads"), rank);
+		const json_t *tail = json_object_get(entries, "tail");
+		if (!json_is_string(head) || !json_is_string(tail))
 			continue;
 		if (as_text == NULL) {
-			json_array_append_new(desired,
-			                      json_loads(json_string_value(entry), 0, NULL));
+			struct text_buf e = {0};
+			if (text_append(&e, json_string_value(head), json_string_length(head)) ==
+			        0 &&
+			    text_append(&e, json_string_value(tail), json_string_length(tail)) == 0)
+				json_array_append_new(
+				    desired, json_loads(e.text, JSON_REJECT_DUPLICATES, NULL));
+			free(e.text);
 			continue;
 		}
 		failed |=
 		    (appended++ > 0 && text_append(as_text, ",", 1) != 0) ||
-		    text_append(as_text, json_string_value(entry), json_string_length(entry)) != 0;
+		    text_append(as_text, json_string_value(head), json_string_length(head)) != 0 ||
+		    text_append(as_text, json_string_value(tail), json_string_length(tail)) != 0;
 	}
 	failed |= as_text != NULL && text_append(as_text, "]", 1) != 0;
 	if (failed)

@@ -351,7 +351,8 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 		if (what == 0 && submitted < 40) {
 			snprintf(args, sizeof args,
 			         "{\"name\":\"r%d\",\"spec\":{\"name\":\"r%d\",\"command\":[\"x\"],"
-			         "\"ranks\":%d,\"failure\":{\"max_restarts\":3}}}",
+			         "\"ranks\":%d,\"failure\":{\"max_restarts\":3},"
+			         "\"env\":{\"A\":\"1\"}}}",
 			         submitted, submitted, 1 + (int)(rand_r(&seed) % 6));
 			assert_int_equal(apply(w, "job.submit", args), 201);
 			submitted++;
@@ -412,7 +413,7 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 			json_decref(hb);
 			assert_non_null(text);
 			assert_int_equal(len, strlen(text));
-			json_t *parsed = json_loads(text, 0, NULL);
+			json_t *parsed = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
 			free(text);
 			assert_non_null(parsed);
 			json_t *cached = json_incref(json_object_get(parsed, "desired"));
