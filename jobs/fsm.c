@@ -266,6 +266,8 @@ static void on_row_change(void *data, int op, const char *db_name, const char *t
 		f->auth_version++;
 		journal_add(&f->changed_nodes, &f->n_changed_nodes, &f->cap_changed_nodes,
 		            &f->changed_nodes_all, rowid);
+	} else if (strcmp(table, "rollouts") == 0) {
+		f->rollouts_version++;
 	} else if (strcmp(table, "tokens") == 0) {
 		f->auth_version++;
 	} else if (strcmp(table, "checkpoints") == 0 || strcmp(table, "checkpoint_restores") == 0) {
@@ -387,6 +389,7 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->nodes_version++;
 	f->ckpt_version++;
 	f->auth_version++;
+	f->rollouts_version++;
 	submitted_forget(f);
 	sqlite3_update_hook(db, on_row_change, f);
 	return 0;

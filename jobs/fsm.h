@@ -74,6 +74,9 @@ struct fsm {
 	/* bumped by every change to the checkpoints and checkpoint_restores tables and every
 	 * restore: what a cached heartbeat answer (scheduler/leader.c) read of them is stale */
 	uint64_t ckpt_version;
+	/* bumped by every change to the rollouts table and every restore (the rollout driver
+	 * rereads the active rollout for heartbeats only then) */
+	uint64_t rollouts_version;
 	/* Process-local: the specs of the jobs submitted since the last fsm_jobs_changed_take
 	 * (id -> the spec object the command carried) and those of the take before, so the
 	 * scheduler reads a new job's row without parsing its spec text again. */

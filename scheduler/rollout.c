@@ -40,6 +40,12 @@ struct rollout_driver {
 	struct rd_node *nodes;
 	int n_nodes, cap_nodes;
 	struct id_index node_index; /* id -> nodes[]: a heartbeat finds its node in O(1) */
+	/* the active rollout as heartbeats see it (fsm_rollout_active; owned, NULL: none), read
+	 * again only when the rollouts table changed (active_version: the FSM's version then;
+	 * active_read: 0 before the first read) */
+	json_t *active;
+	uint64_t active_version;
+	int active_read;
 	/* policy "restart": jobs already restarted for (rollout, wave) */
 	char restarted_for[FSM_ID_MAX + 16];
 	json_t *restarted; /* job ids */
@@ -72,6 +78,7 @@ void rollout_driver_destroy(struct rollout_driver *d)
 		return;
 	free(d->nodes);
 	free(d->node_index.slots);
+	json_decref(d->active);
 	json_decref(d->restarted);
 	free(d);
 }
@@ -216,7 +223,13 @@ static const struct rd_report *report(const struct rd_node *n, int worker)
 
 json_t *rollout_driver_offer(struct rollout_driver *d, const char *node, const char **key)
 {
-	json_t *ro = fsm_rollout_active(d->fsm);
+	if (!d->active_read || d->active_version != d->fsm->rollouts_version) {
+		json_decref(d->active);
+		d->active = fsm_rollout_active(d->fsm);
+		d->active_version = d->fsm->rollouts_version;
+		d->active_read = 1;
+	}
+	json_t *ro = json_incref(d->active);
 	json_t *offer = NULL;
 	if (ro == NULL)
 		return NULL;
