@@ -286,6 +286,8 @@ static void submitted_forget(struct fsm *f)
 /* Notes the spec object of a job this apply submitted (fsm_submitted_spec). */
 static void submitted_note(struct fsm *f, const char *id, json_t *spec)
 {
+	if (!f->keep_submitted)
+		return;
 	if (f->submitted == NULL)
 		f->submitted = json_object();
 	if (json_object_size(f->submitted) >= FSM_SUBMITTED_MAX)

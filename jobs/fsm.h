@@ -81,6 +81,7 @@ struct fsm {
 	 * (id -> the spec object the command carried) and those of the take before, so the
 	 * scheduler reads a new job's row without parsing its spec text again. */
 	json_t *submitted, *submitted_taken;
+	int keep_submitted;              /* set while this member's scheduler leads (reads them) */
 	char submitted_last[FSM_ID_MAX]; /* noted by the command being applied, "" if none */
 	/* Process-local: fsm_auth_lookup's answers, valid while auth_version is unchanged
 	 * (bumped by every change to the tokens or nodes table and every restore). */
@@ -171,7 +172,9 @@ int fsm_member_api_url(struct fsm *f, uint64_t id, char *url, size_t url_len);
 int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n);
 /* The spec of job id if it was submitted on this member since the take before the last
  * fsm_jobs_changed_take (borrowed, valid until the next take, apply or restore), else NULL.
- * The same object the job.submit command carried: what the jobs row stores as text. */
+ * The same object the job.submit command carried: what the jobs row stores as text. Kept
+ * only while keep_submitted is set (the leader's scheduler sets it while it leads), so a
+ * follower holds none. */
 const json_t *fsm_submitted_spec(const struct fsm *f, const char *id);
 #define FSM_SUBMITTED_MAX 4096 /* specs kept unread (a follower): past it, forget them */
 /* Whether fsm_jobs_changed_take would report anything. */

@@ -1774,6 +1774,7 @@ void sched_leader_up(struct sched *s)
 	soft_clear(s);
 	s->epoch++;
 	s->leading = 1;
+	s->fsm->keep_submitted = 1;
 	s->publishing[0] = '\0';
 	s->leader_since_ms = mono_now(s);
 	s->last_health_ms = s->stall_end_ms = 0;
@@ -1792,6 +1793,7 @@ void sched_leader_down(struct sched *s)
 	soft_clear(s);
 	s->epoch++;
 	s->leading = 0;
+	s->fsm->keep_submitted = 0;
 	rollout_driver_leading(s->rollouts, 0);
 	log_info("scheduler: no longer leading; soft state dropped");
 }

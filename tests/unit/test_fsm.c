@@ -729,6 +729,13 @@ static void test_submitted_specs_are_kept_until_read(void **state)
 	int n;
 	assert_int_equal(fsm_init(&a, &err), 0);
 	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 1);
+	/* a follower (nobody reads them) keeps none */
+	assert_int_equal(
+	    apply(&a, "job.submit", "{\"name\":\"f\",\"spec\":{}}", NULL, T0, "bob", "user", NULL),
+	    201);
+	assert_null(fsm_submitted_spec(&a, "j-000001"));
+	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
+	a.keep_submitted = 1;
 	assert_int_equal(apply(&a, "job.submit",
 	                       "{\"name\":\"x\",\"spec\":{\"b\":[1,2.5,\"s\"],\"a\":{\"z\":null}}}",
 	                       NULL, T0, "bob", "user", NULL),
@@ -736,34 +743,34 @@ static void test_submitted_specs_are_kept_until_read(void **state)
 	assert_int_equal(apply(&a, "job.submit", "{\"name\":\"bad name\",\"spec\":{\"c\":1}}", NULL,
 	                       T0, "bob", "user", NULL),
 	                 400);
-	const json_t *kept = fsm_submitted_spec(&a, "j-000001");
+	const json_t *kept = fsm_submitted_spec(&a, "j-000002");
 	assert_non_null(kept);
-	assert_null(fsm_submitted_spec(&a, "j-000002")); /* refused: no job, no spec */
-	json_t *job = fsm_job_get(&a, "j-000001", &err);
+	assert_null(fsm_submitted_spec(&a, "j-000003")); /* refused: no job, no spec */
+	json_t *job = fsm_job_get(&a, "j-000002", &err);
 	assert_non_null(job);
 	assert_true(json_equal(json_object_get(job, "spec"), kept));
 	json_decref(job);
 	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
 	assert_int_equal(n, 1);
-	assert_non_null(fsm_submitted_spec(&a, "j-000001")); /* still there for this read */
+	assert_non_null(fsm_submitted_spec(&a, "j-000002")); /* still there for this read */
 	json_t *fresh = fsm_job_by_rowid(&a, rowids[0]);
 	json_t *known = fsm_job_by_rowid_known(&a, rowids[0], submitted_spec_of, &a);
 	assert_true(json_equal(fresh, known));
 	json_decref(fresh);
 	json_decref(known);
 	assert_int_equal(fsm_jobs_changed_take(&a, &rowids, &n), 0);
-	assert_null(fsm_submitted_spec(&a, "j-000001"));
+	assert_null(fsm_submitted_spec(&a, "j-000002"));
 	/* a restore forgets them */
 	assert_int_equal(
 	    apply(&a, "job.submit", "{\"name\":\"y\",\"spec\":{}}", NULL, T0, "bob", "user", NULL),
 	    201);
-	assert_non_null(fsm_submitted_spec(&a, "j-000002"));
+	assert_non_null(fsm_submitted_spec(&a, "j-000003"));
 	unsigned char *snap;
 	size_t len;
 	assert_int_equal(fsm_serialize(&a, &snap, &len, &err), 0);
 	assert_int_equal(fsm_restore(&a, snap, len, &err), 0);
 	sqlite3_free(snap);
-	assert_null(fsm_submitted_spec(&a, "j-000002"));
+	assert_null(fsm_submitted_spec(&a, "j-000003"));
 	/* nobody reading (a follower): at most FSM_SUBMITTED_MAX are kept */
 	for (int i = 0; i <= FSM_SUBMITTED_MAX; i++)
 		assert_int_equal(apply(&a, "job.submit", "{\"name\":\"z\",\"spec\":{}}", NULL, T0,
