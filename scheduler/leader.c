@@ -1172,6 +1172,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		if (j->is_auto && plan_job(s, j, j->row, nodes) != 0)
 			continue;
 		struct queue_job *qj = &q[n_q++];
+		qj->user = c;
 		qj->id = j->id;
 		qj->priority = (int)j->row_priority;
 		qj->seq = j->row_seq;
@@ -1192,7 +1193,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 	queue_pass(q, n_q, pn, n_nodes, &policy, wall_now(s));
 	int waiting = 0;
 	for (int k = 0; k < n_q; k++) {
-		struct soft_job *j = job_find(s, q[k].id);
+		struct soft_job *j = candidates[q[k].user];
 		/* the position among the jobs still waiting, in queue order */
 		j->position = q[k].placed ? 0 : ++waiting;
 		if (!q[k].tried) {
@@ -1524,16 +1525,20 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 		place(s, candidates, n_cand, nodes, deep);
 	}
 	check_grow_back(s, nodes);
-	int removed = 0;
-	for (int k = 0; k < s->n_jobs;) {
+	/* order-preserving, so the table stays in submission order and a pass's queue is
+	 * usually sorted already (queue_pass then skips the sort) */
+	int removed = 0, kept = 0;
+	for (int k = 0; k < s->n_jobs; k++) {
 		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {
 			job_release(&s->jobs[k]);
-			s->jobs[k] = s->jobs[--s->n_jobs];
 			removed = 1;
-		} else {
-			k++;
+			continue;
 		}
+		if (kept != k)
+			s->jobs[kept] = s->jobs[k];
+		kept++;
 	}
+	s->n_jobs = kept;
 	if (removed)
 		id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, 0);
 	if (full)

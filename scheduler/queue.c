@@ -34,7 +34,12 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 
 	/* one index for the whole pass (place.h); without memory for it, node by node */
 	struct place_index *index = place_index_build(nodes, n_nodes);
-	qsort(jobs, (size_t)n_jobs, sizeof *jobs, queue_cmp);
+	/* callers usually hand the queue over in order already: check before sorting */
+	int sorted = 1;
+	for (int i = 1; i < n_jobs && sorted; i++)
+		sorted = queue_cmp(&jobs[i - 1], &jobs[i]) <= 0;
+	if (!sorted)
+		qsort(jobs, (size_t)n_jobs, sizeof *jobs, queue_cmp);
 	int attempts = 0;
 	for (int i = 0; i < n_jobs; i++) {
 		struct queue_job *job = &jobs[i];

@@ -35,6 +35,7 @@ struct queue_job {
 	 * fit; NULL: none */
 	const int *shrink_dp;
 	int n_shrink_dp;
+	int user; /* the caller's, untouched by the pass (the leader: its candidate index) */
 	/* outputs of queue_pass */
 	int placed;                    /* 1: slots are filled */
 	int dp;                        /* placed: the dp placed, req.dp or one of shrink_dp */
