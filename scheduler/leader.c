@@ -109,6 +109,9 @@ struct soft_job {
 	uint64_t layout_slots_version;
 	/* from row, read once when it is refreshed rather than on every tick */
 	char row_state[16];
+	int row_running, row_pending; /* row_state is "running", "pending" */
+	/* bumped by every new row; the phase below was compared with row row_seen */
+	uint64_t row_version, row_seen;
 	int64_t row_generation, row_priority, row_seq, row_updated_ms;
 	/* stragglers (straggler.h): the spec's failure.straggler, and per generation the
 	 * detector (det_ready 1: initialised, -1: cannot be), the flagged ranks (at most one
@@ -1128,7 +1131,7 @@ static struct place_node *busy_view(struct sched *s)
 	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
-		if (j->row != NULL && strcmp(j->row_state, "running") == 0) {
+		if (j->row != NULL && j->row_running) {
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
 			if (j->layout_slots == NULL || j->layout_slots_version != s->pn_version)
@@ -1339,8 +1342,11 @@ static void job_set_row(struct sched *s, json_t *row)
 	json_decref(j->row);
 	j->row = row;
 	job_layout_forget(j); /* an assignment always changes the row too */
+	j->row_version++;
 	snprintf(j->row_state, sizeof j->row_state, "%s",
 	         json_string_value(json_object_get(row, "state")));
+	j->row_running = strcmp(j->row_state, "running") == 0;
+	j->row_pending = strcmp(j->row_state, "pending") == 0;
 	j->row_generation = json_integer_value(json_object_get(row, "generation"));
 	j->row_priority = json_integer_value(json_object_get(row, "priority"));
 	j->row_seq = json_integer_value(json_object_get(row, "seq"));
@@ -1495,7 +1501,10 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 		if (j->row == NULL)
 			continue;
 		const char *state = j->row_state;
-		if (strcmp(j->state, state) != 0 || j->generation != j->row_generation) {
+		/* the phase changes only with the row: a pass over thousands of pending jobs
+		 * compares no strings for the ones whose row stayed */
+		if (j->row_seen != j->row_version &&
+		    (strcmp(j->state, state) != 0 || j->generation != j->row_generation)) {
 			snprintf(j->state, sizeof j->state, "%s", state);
 			j->generation = j->row_generation;
 			j->phase_since_ms = now;
@@ -1503,17 +1512,17 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 			j->position = 0;
 			j->reason[0] = '\0';
 			straggler_reset(j);
-			if (strcmp(state, "running") == 0)
+			if (j->row_running)
 				j->step = -1, j->has_loss = 0;
 		}
-		if (strcmp(state, "running") == 0) {
+		j->row_seen = j->row_version;
+		if (j->row_running) {
 			if (!full)
 				continue;
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
 			check_running(s, j, j->layout, nodes_by_id, now);
-		} else if (strcmp(state, "pending") == 0 ||
-		           check_restarting(s, j, j->row, nodes_by_id, now)) {
+		} else if (j->row_pending || check_restarting(s, j, j->row, nodes_by_id, now)) {
 			candidates[n_cand++] = j;
 		}
 	}
