@@ -42,6 +42,10 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
 #define PROBE_BW_BYTES (4u << 20)
 #define PROBE_LAT_REPS 50
 #define PROBE_BW_REPS 4
+/* sync probe: work between two exchanges (alone), exchanges per phase, rounds of phases */
+#define PROBE_SYNC_WORK_S 100e-6
+#define PROBE_SYNC_ITERS 20
+#define PROBE_SYNC_ROUNDS 4
 
 static double now_s(void)
 {
@@ -101,8 +105,13 @@ static int one_block_model(struct model *m, int d, int f, struct yard_err *err)
 	return model_init(m, &cfg, &lay, err);
 }
 
-/* Seconds per forward + backward of one block of (n, d, f), over window_s. */
-static double block_time(const int shape[3], double window_s, struct yard_err *err)
+/* Seconds per forward + backward of one block of (n, d, f), over window_s (the best
+ * slice). Adds the window's length to *spent_s and what its calls would have taken at the
+ * best slice's pace to *best_s: their ratio is the share of its best speed the process got
+ * over the window (another program on its core, or a host that slows the core down for
+ * stretches of 100 ms to seconds, which a short slice does not see). */
+static double block_time(const int shape[3], double window_s, double *spent_s, double *best_s,
+                         struct yard_err *err)
 {
 	int n = shape[0], d = shape[1], f = shape[2];
 	struct model m;
@@ -117,7 +126,7 @@ static double block_time(const int shape[3], double window_s, struct yard_err *e
 	}
 	for (size_t k = 0; k < (size_t)n * d; k++)
 		a->resid[0][k] = (float)(k % 13) * 0.05f - 0.3f;
-	double begin = now_s();
+	double begin = now_s(), total_reps = 0;
 	while (per < 0 || now_s() - begin < window_s) {
 		double start = now_s(), elapsed = 0;
 		long reps = 0;
@@ -138,7 +147,10 @@ static double block_time(const int shape[3], double window_s, struct yard_err *e
 		}
 		if (per < 0 || elapsed / reps < per)
 			per = elapsed / reps;
+		total_reps += (double)reps;
 	}
+	*spent_s += now_s() - begin;
+	*best_s += total_reps * per;
 out:
 	free(dresid);
 	if (a != NULL)
@@ -491,15 +503,154 @@ static int allreduce_probe(int world, const char *transport, int timeout_ms, dou
 	return 0;
 }
 
+/* Work of a fixed size for the sync probe: calls of a small GEMM (the size of a few rows of
+ * a narrow block, as a pipeline chunk or a tensor-parallel shard of the trainer computes
+ * between two messages). */
+#define SYNC_SHAPE 1
+static void compute_calls(float *buf, long calls)
+{
+	const int *s = GEMM_SHAPES[SYNC_SHAPE];
+	size_t ni = (size_t)s[0] * s[1], oi = (size_t)s[2] * s[1];
+	for (long c = 0; c < calls; c++)
+		model_matmul_forward(buf + ni + oi, buf, buf + ni, NULL, s[0], s[1], s[2]);
+}
+
+/* One rank of the sync probe: rounds of two phases, each between barriers: PROBE_SYNC_ITERS
+ * times a fixed amount of work (calls), alone (phase 0) or followed by a ring exchange of
+ * one float (phase 1: send to the next rank, receive from the previous one, as a pipeline
+ * boundary or one step of a ring allreduce). Both phases run on every rank at once, so they
+ * see the same sharing of the cores; the difference per iteration is what one exchange
+ * costs in the trainer's pattern, the peers' lateness, spinning, sleeping and being woken
+ * up included. Phases alternate so that a change in the machine's speed hits both. Rank 0
+ * writes the mean difference per iteration to out_fd. */
+static void sync_child(int rank, int world, const char *rendezvous, long calls, int timeout_ms,
+                       int out_fd)
+{
+	char errbuf[256] = "", buf[32];
+	yd_comm *comm = NULL;
+	const int *s = GEMM_SHAPES[SYNC_SHAPE];
+	float *work =
+	    calloc((size_t)s[0] * s[1] + (size_t)s[2] * s[1] + (size_t)s[0] * s[2], sizeof *work);
+	snprintf(buf, sizeof buf, "%d", rank);
+	setenv("YARD_RANK", buf, 1);
+	snprintf(buf, sizeof buf, "%d", world);
+	setenv("YARD_WORLD_SIZE", buf, 1);
+	setenv("YARD_RENDEZVOUS_FILE", rendezvous, 1);
+	setenv("YARD_TRANSPORT", "shm", 1);
+	unsetenv("YARD_PEERS");
+	unsetenv("YARD_HOSTS");
+	unsetenv("YARD_ALGO");
+	snprintf(buf, sizeof buf, "%d", timeout_ms);
+	setenv("YARD_TIMEOUT_MS", buf, 1);
+	if (work == NULL || yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
+		_exit(3);
+	double phase_s[2] = {0, 0};
+	float token = 0, got = 0;
+	for (int round = 0; round < PROBE_SYNC_ROUNDS; round++)
+		for (int phase = 0; phase < 2; phase++) {
+			if (yd_barrier(comm) != 0)
+				_exit(4);
+			double t0 = now_s();
+			for (int k = 0; k < PROBE_SYNC_ITERS; k++) {
+				compute_calls(work, calls);
+				if (phase == 0)
+					continue;
+				yd_request *req = NULL;
+				int tag = round * PROBE_SYNC_ITERS + k;
+				if (yd_isend(comm, &token, 1, YD_F32, (rank + 1) % world, tag,
+				             &req) != 0 ||
+				    yd_recv(comm, &got, 1, YD_F32, (rank + world - 1) % world,
+				            tag) != 0 ||
+				    yd_wait(req) != 0)
+					_exit(4);
+			}
+			if (yd_barrier(comm) != 0)
+				_exit(4);
+			phase_s[phase] += now_s() - t0;
+		}
+	yd_comm_destroy(comm);
+	free(work);
+	double per = (phase_s[1] - phase_s[0]) / (PROBE_SYNC_ROUNDS * PROBE_SYNC_ITERS);
+	if (rank == 0 && write(out_fd, &per, sizeof per) != (ssize_t)sizeof per)
+		_exit(5);
+	_exit(0);
+}
+
+/* Calls of the sync probe's GEMM that take about PROBE_SYNC_WORK_S in this process. */
+static long sync_calls(void)
+{
+	const int *s = GEMM_SHAPES[SYNC_SHAPE];
+	float *work =
+	    calloc((size_t)s[0] * s[1] + (size_t)s[2] * s[1] + (size_t)s[0] * s[2], sizeof *work);
+	long calls = 1;
+	if (work == NULL)
+		return 0;
+	compute_calls(work, 16); /* warm */
+	for (int k = 0; k < 20; k++) {
+		double t0 = now_s();
+		compute_calls(work, calls);
+		if (now_s() - t0 >= PROBE_SYNC_WORK_S)
+			break;
+		calls *= 2;
+	}
+	double t0 = now_s();
+	compute_calls(work, calls);
+	double per_call = (now_s() - t0) / calls;
+	free(work);
+	calls = per_call > 0 ? (long)(PROBE_SYNC_WORK_S / per_call) : calls;
+	return calls > 0 ? calls : 1;
+}
+
+/* The cost of one exchange between world processes of this node in the trainer's pattern
+ * (see sync_child); may be slightly negative on an idle node (noise), clamped at 0. */
+static int sync_probe(int world, long calls, int timeout_ms, double deadline_s, double *sync_s,
+                      struct yard_err *err)
+{
+	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
+	int fd = mkstemp(rendezvous), results[2];
+	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
+	int forked = 1;
+	double per = 0;
+	if (fd < 0)
+		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
+	close(fd);
+	if (pipe(results) != 0) {
+		unlink(rendezvous);
+		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
+	}
+	for (int r = 0; r < world; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			close(results[0]);
+			sync_child(r, world, rendezvous, calls, timeout_ms, results[1]);
+		}
+		forked = forked && pids[r] > 0;
+	}
+	close(results[1]);
+	int rc = forked ? read_full(results[0], &per, sizeof per, deadline_s) : YARD_EIO;
+	close(results[0]);
+	reap(pids, world);
+	unlink(rendezvous);
+	if (rc != 0)
+		return yard_err_set(err, rc,
+		                    "probe: the %d-process exchange (sync) probe did not complete "
+		                    "within the budget (%s)",
+		                    world, rc == YARD_ETIMEDOUT ? "timed out" : "a rank failed");
+	*sync_s = per > 0 ? per : 0;
+	return 0;
+}
+
 int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err)
 {
 	double start = now_s();
 	double budget_s = budget_ms / 1000.0;
 	/* budget shares: 2 allreduces (mostly connection set-up) 10% each, concurrency 5% + 5%,
-	 * the GEMM curve 15%, blocks 40%, optimisers 5% each */
+	 * the GEMM curve 15%, blocks 40%, optimisers 5% each; the sync probes take a fixed
+	 * ~20 + ~50 ms (2 and 4 devices: PROBE_SYNC_ROUNDS × 2 × PROBE_SYNC_ITERS × ~100 µs of
+	 * work, shared by the processes) */
 	double window_s = budget_s * 0.15 / PROBE_GEMM_POINTS;
 	double block_window_s = budget_s * 0.40 / PROBE_BLOCK_SHAPES;
-	double block_times[PROBE_BLOCK_SHAPES];
+	double block_times[PROBE_BLOCK_SHAPES], block_spent_s = 0, block_best_s = 0;
 	int rc;
 	memset(out, 0, sizeof *out);
 	if (devices < 1 || budget_ms < 100)
@@ -524,6 +675,17 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	    (rc = allreduce_probe(all, "shm", comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
 	                          &out->shm_busy_latency_s, NULL, err)) != 0)
 		return rc;
+	long calls = sync_calls();
+	if (calls <= 0)
+		return yard_err_set(err, YARD_ENOMEM, "probe: no memory for the sync probe's GEMM");
+	if ((rc = sync_probe(2, calls, comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
+	                     &out->shm_sync_s, err)) != 0)
+		return rc;
+	out->shm_busy_sync_s = out->shm_sync_s;
+	if (all > 2 &&
+	    (rc = sync_probe(all, calls, comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
+	                     &out->shm_busy_sync_s, err)) != 0)
+		return rc;
 	out->gemm_points = PROBE_GEMM_POINTS;
 	for (int p = 0; p < PROBE_GEMM_POINTS; p++) {
 		const int *s = GEMM_SHAPES[p];
@@ -536,7 +698,8 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	}
 	out->flops_per_s = out->gemm_flops_per_s[PROBE_GEMM_POINTS - 1];
 	for (int b = 0; b < PROBE_BLOCK_SHAPES; b++)
-		if ((block_times[b] = block_time(BLOCK_SHAPES[b], block_window_s, err)) <= 0)
+		if ((block_times[b] = block_time(BLOCK_SHAPES[b], block_window_s, &block_spent_s,
+		                                 &block_best_s, err)) <= 0)
 			return err->code ? err->code : YARD_EINTERNAL;
 	if (probe_block_fit(block_times, out) != 0)
 		return yard_err_set(err, YARD_EINTERNAL,
@@ -551,7 +714,12 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	if ((rc = concurrent_rate(1, budget_s * 0.05, now_s() + budget_s + 5, &alone, &alone_best,
 	                          err)) != 0)
 		return rc;
-	out->availability = alone_best > 0 ? fmin(1, alone / alone_best) : 0;
+	/* over the block windows (40% of the budget) and a fresh process's window: the blocks'
+	 * best-slice costs times this is what the trainer gets over a run */
+	double alone_window_s = budget_s * 0.05;
+	double alone_share = alone_best > 0 ? fmin(1, alone / alone_best) : 0;
+	out->availability = fmin(1, (block_best_s + alone_share * alone_window_s) /
+	                                (block_spent_s + alone_window_s));
 	if (out->devices > 1) {
 		if ((rc = concurrent_rate(out->devices, budget_s * 0.05, now_s() + budget_s + 5,
 		                          &sum, &best_sum, err)) != 0)
@@ -576,12 +744,12 @@ json_t *probe_to_json(const struct probe_result *r)
 	              "call_s", r->block_call_s, "fit_error", r->block_fit_error);
 	json_t *optim =
 	    json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd", r->sgd_s_per_param);
-	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
-	                 r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
-	                 "parallel_efficiency", r->parallel_efficiency, "availability",
-	                 r->availability, "devices", r->devices, "intra_bw_bytes_per_s",
-	                 r->shm_bw_bytes_per_s, "intra_latency_s", r->shm_latency_s,
-	                 "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
-	                 r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
-	                 (int)(r->elapsed_s * 1000));
+	return json_pack(
+	    "{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
+	    r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
+	    "parallel_efficiency", r->parallel_efficiency, "availability", r->availability,
+	    "devices", r->devices, "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s, "intra_latency_s",
+	    r->shm_latency_s, "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
+	    r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "intra_sync_s", r->shm_sync_s,
+	    "intra_busy_sync_s", r->shm_busy_sync_s, "probe_ms", (int)(r->elapsed_s * 1000));
 }

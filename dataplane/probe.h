@@ -49,6 +49,13 @@ struct probe_result {
 	/* per ring step of a 1-float allreduce over all the node's devices (at most 16) at once:
 	 * above shm_latency_s when they outnumber the cores and every wait needs a switch */
 	double shm_busy_latency_s;
+	/* what one exchange of a float between ranks costs in the trainer's pattern (every
+	 * rank computes ~100 µs, then sends to the next rank and receives from the previous
+	 * one), over the same work without the exchange: 2 processes (the node has cores to
+	 * spare), and every device's process at once (when they outnumber the cores, a rank
+	 * that waits for a descheduled peer sleeps and is woken by the scheduler: far above
+	 * the back-to-back latency) */
+	double shm_sync_s, shm_busy_sync_s;
 	double tcp_bw_bytes_per_s, tcp_latency_s;
 	double elapsed_s;
 };

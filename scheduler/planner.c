@@ -30,6 +30,15 @@ static double ring_allreduce_s(int n, double bytes, double bw, double latency)
 	return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * latency;
 }
 
+/* Dependent rounds of messages of an allreduce over n ranks: ⌈log2 n⌉. */
+static double sync_rounds(int n)
+{
+	int rounds = 0;
+	while ((1 << rounds) < n)
+		rounds++;
+	return rounds;
+}
+
 /* Blocks on the busiest device: v chunks of ceil(layers / (p·v)) blocks. */
 static int blocks_per_chunk(const struct plan_model *m, const struct plan_candidate *c)
 {
@@ -140,6 +149,10 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double inter_latency = k->inter_latency_s > 0 ? k->inter_latency_s : k->latency_s;
 	double pp_latency = pp_fits_node ? intra_latency : inter_latency;
 	double dp_latency = world_fits_node ? intra_latency : inter_latency;
+	/* the measured cost of one exchange within the node (busy when crowded) */
+	double intra_sync = crowded && k->busy_sync_s > 0 ? k->busy_sync_s : k->sync_s;
+	double pp_sync = pp_fits_node ? intra_sync : 0;
+	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
 
 	if (k->block_mac_s > 0) {
@@ -153,17 +166,28 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 		c->compute_s = 3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * share);
 	}
 	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / share;
-	c->tp_comm_s = c->tp > 1 ? 2.0 * blocks * c->m *
-	                               ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s,
-	                                                intra_latency)
-	                         : 0;
-	c->pp_comm_s = c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw) : 0;
+	c->tp_comm_s =
+	    c->tp > 1
+	        ? 2.0 * blocks * c->m *
+	              (ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s, intra_latency) +
+	               sync_rounds(c->tp) * intra_sync)
+	        : 0;
+	c->pp_comm_s =
+	    c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw + pp_sync) : 0;
 	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
-	c->dp_comm_s = ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency);
+	c->dp_comm_s = c->dp > 1 ? ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency) +
+	                               sync_rounds(c->dp) * dp_sync
+	                         : 0;
+	c->loss_comm_s = world > 1 ? ring_allreduce_s(world, 4 * 8,
+	                                              world_fits_node ? k->intra_bw_bytes_per_s
+	                                                              : k->inter_bw_bytes_per_s,
+	                                              dp_latency) +
+	                                 sync_rounds(world) * dp_sync
+	                           : 0;
 	backward_last_mb = (2.0 / 3.0) * c->compute_s / c->m;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
-	            c->dp_exposed_s + c->optim_s;
+	            c->dp_exposed_s + c->loss_comm_s + c->optim_s;
 
 	in_flight(m, c, &units, &blocks_per_unit);
 	c->memory_bytes = params * 4 * (m->adamw ? 4 : 3) +
@@ -331,9 +355,9 @@ void plan_explain(const struct plan_result *r, char *out, int out_len)
 	    (b->step_s - a->step_s) / b->step_s * 100, b->dp, b->tp, b->pp,
 	    plan_schedule_name(b->schedule), b->v, b->m, b->step_s * 1e3, a->compute_s * 1e3,
 	    b->compute_s * 1e3, a->bubble_fraction * 100, b->bubble_fraction * 100,
-	    (a->tp_comm_s + a->pp_comm_s + a->dp_exposed_s) * 1e3,
-	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s) * 1e3, a->optim_s * 1e3,
-	    b->optim_s * 1e3);
+	    (a->tp_comm_s + a->pp_comm_s + a->dp_exposed_s + a->loss_comm_s) * 1e3,
+	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s + b->loss_comm_s) * 1e3,
+	    a->optim_s * 1e3, b->optim_s * 1e3);
 }
 
 void plan_result_free(struct plan_result *r)

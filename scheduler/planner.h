@@ -18,11 +18,19 @@
  *               the node can compute at once (CPU devices on fewer cores: the measured
  *               parallel efficiency); messages within such a node cost the measured busy
  *               latency (all devices exchanging at once) instead of the two-device one
+ *   sync      = the measured cost of one exchange within a node in the trainer's pattern
+ *               (busy: when the node is crowded, as above), paid once per round of
+ *               messages a rank must wait for: ⌈log2 n⌉ per allreduce over n ranks (the
+ *               fewest dependent rounds of any allreduce algorithm) and 1 per pipeline
+ *               message; on top of the messages' own latency and bandwidth terms
  *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
- *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency
+ *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency,
+ *               plus its sync
  *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
  *               boundary, on the link between the stages (intra-node when p·tp fits in a
- *               node, else inter-node)
+ *               node, else inter-node; intra-node messages add a sync each)
+ *   loss comm = the step's allreduce of 4 numbers (loss, accuracy, rows, gradient norm)
+ *               over every rank, after the pipeline drains
  *   bubble    = (p−1)/(v·m + p−1) of the pipelined time: step = (compute + tp + pp) /
  *               (1 − bubble)
  *   optimiser = the device's parameters × the measured step cost per parameter, after the
@@ -30,7 +38,8 @@
  *   dp comm   = ring allreduce of the stage's gradients over dp replicas; buckets start
  *               during the backward of the last micro-batch (gradients accumulate until
  *               then), so that backward hides up to its own length and only the rest is
- *               exposed
+ *               exposed; its sync as for tp
+ *   step      = (compute + tp + pp) / (1 − bubble) + exposed dp + loss comm + optimiser
  * Memory per device = parameters + gradients + optimiser state (AdamW 2, SGD 1 extra copy)
  * + activations of the micro-batches in flight (GPipe m, 1F1B min(m, p), interleaved
  * Megatron's warm-up depth), all f32.
@@ -62,6 +71,11 @@ struct plan_cluster {
 	 * over all of them: higher when they outnumber the cores); 0: latency_s */
 	double busy_latency_s;
 	double inter_latency_s; /* per message between nodes; 0: latency_s */
+	/* measured cost of one exchange between ranks of one node in the trainer's pattern
+	 * (each computes, then waits for its peer's message: spinning, sleeping and being
+	 * woken included), with cores to spare and when the node's devices outnumber what it
+	 * computes at once (busy); 0: not measured (latency_s / busy_latency_s alone) */
+	double sync_s, busy_sync_s;
 	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
 	 * 0 points: flops_per_s at every size */
 	int rate_points;
@@ -89,7 +103,8 @@ struct plan_candidate {
 	enum plan_schedule schedule;
 	double step_s; /* predicted step time */
 	double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, dp_exposed_s;
-	double optim_s; /* optimiser step after the pipeline drains */
+	double loss_comm_s; /* the step's allreduce of loss, accuracy and gradient norm */
+	double optim_s;     /* optimiser step after the pipeline drains */
 	double bubble_fraction;
 	double memory_bytes; /* per device, the largest stage */
 	double comm_bytes;   /* bytes each device sends per step */

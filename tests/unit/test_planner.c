@@ -240,6 +240,60 @@ static void test_measured_block_and_optimiser_costs(void **state)
 	assert_float_equal(d1.step_s, d1.compute_s + d1.optim_s, 1e-12);
 }
 
+/* The measured exchange (sync) cost: ⌈log2 n⌉ per allreduce over n ranks, one per pipeline
+ * message within a node, the busy figure when the node is crowded, and the step's loss
+ * allreduce over every rank. Exact figures from deterministic inputs. */
+static void test_sync_cost_per_exchange(void **state)
+{
+	struct plan_cluster k = cluster(); /* 4 per node, 10 µs latency, 3 GB/s */
+	k.latency_s = 0;                   /* only the sync and bandwidth terms remain */
+	k.sync_s = 20e-6;
+	k.busy_sync_s = 100e-6;
+	struct plan_candidate one = {
+	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	plan_predict(&model, &k, &one);
+	assert_float_equal(one.loss_comm_s, 0, 1e-15); /* one rank: nothing to reduce */
+	double act_bytes = 64.0 * 64 * 4;              /* 64 rows × d_model 64, f32 */
+	/* tp2: 8 blocks × 2 allreduces, each 1 round of sync plus (2·1/2) · bytes / bw */
+	struct plan_candidate tp2 = one;
+	tp2.tp = 2;
+	plan_predict(&model, &k, &tp2);
+	assert_float_equal(tp2.tp_comm_s, 16 * (20e-6 + act_bytes / 3e9), 1e-12);
+	/* the loss allreduce over 2 ranks: 1 round, 32 bytes */
+	assert_float_equal(tp2.loss_comm_s, 20e-6 + 32.0 / 3e9, 1e-12);
+	/* tp4: 2 rounds each; the node is not crowded without a measured efficiency */
+	struct plan_candidate tp4 = one;
+	tp4.tp = 4;
+	plan_predict(&model, &k, &tp4);
+	assert_float_equal(tp4.tp_comm_s, 16 * (2 * 20e-6 + 1.5 * act_bytes / 3e9), 1e-12);
+	/* crowded (4 ranks on 2 devices' worth): the busy figure */
+	k.parallel_efficiency = 0.5;
+	plan_predict(&model, &k, &tp4);
+	assert_float_equal(tp4.tp_comm_s, 16 * (2 * 100e-6 + 1.5 * act_bytes / 3e9), 1e-12);
+	assert_float_equal(tp4.loss_comm_s, 2 * 100e-6 + 1.5 * 32.0 / 3e9, 1e-12);
+	/* pp2 with m 4: 2 · 4 messages of 16 rows, each a sync (2 ranks are not crowded) */
+	k.parallel_efficiency = 0;
+	struct plan_candidate pp2 = one;
+	pp2.pp = 2;
+	pp2.m = 4;
+	plan_predict(&model, &k, &pp2);
+	assert_float_equal(pp2.pp_comm_s, 8 * (20e-6 + 16.0 * 64 * 4 / 3e9), 1e-12);
+	/* the step adds the loss allreduce after the pipeline drains */
+	assert_float_equal(pp2.step_s,
+	                   (pp2.compute_s + pp2.pp_comm_s) / (1 - pp2.bubble_fraction) +
+	                       pp2.dp_exposed_s + pp2.loss_comm_s + pp2.optim_s,
+	                   1e-12);
+	/* unmeasured (0): no sync term, as before */
+	k.sync_s = k.busy_sync_s = 0;
+	plan_predict(&model, &k, &tp2);
+	assert_float_equal(tp2.tp_comm_s, 16 * act_bytes / 3e9, 1e-12);
+	/* pipeline stages on different nodes pay no intra-node sync */
+	k.sync_s = 20e-6;
+	k.devices_per_node = 1;
+	plan_predict(&model, &k, &pp2);
+	assert_float_equal(pp2.pp_comm_s, 8 * (16.0 * 64 * 4 / 1e9), 1e-12);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -254,6 +308,7 @@ int main(void)
 	    cmocka_unit_test(test_rate_curve_interpolates),
 	    cmocka_unit_test(test_oversubscribed_node_shares_compute),
 	    cmocka_unit_test(test_measured_block_and_optimiser_costs),
+	    cmocka_unit_test(test_sync_cost_per_exchange),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
