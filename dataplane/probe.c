@@ -35,6 +35,8 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
     {4, 256, 1024}, {16, 256, 256}, {32, 128, 512}, {64, 256, 1024}};
 
 #define PROBE_MAX_CONCURRENT 16
+/* blocks in the chunk a block is timed in (block_time) */
+#define PROBE_BLOCK_CHAIN 4
 /* Each timing is the best of the short slices its window is cut into (a slice holds at least
  * one call): another program's burst on a shared machine slows some slices, not the figure.
  * The best slice is also what an undisturbed rank sees. */
@@ -95,28 +97,32 @@ static double gemm_rate(const int shape[3], double window_s, double *sustained)
 	return best;
 }
 
-/* Builds a model whose only chunk is one middle block (no input projection, no head), as a
- * middle pipeline stage holds it. */
-static int one_block_model(struct model *m, int d, int f, struct yard_err *err)
+/* Builds a model whose only chunk is `blocks` middle blocks (no input projection, no head),
+ * as a middle pipeline stage holds them. */
+static int middle_blocks_model(struct model *m, int d, int f, int blocks, struct yard_err *err)
 {
 	struct model_config cfg = {
-	    .d_in = 8, .d_model = d, .d_ff = f, .layers = 3, .classes = 2, .seed = 1};
+	    .d_in = 8, .d_model = d, .d_ff = f, .layers = 3 * blocks, .classes = 2, .seed = 1};
 	struct model_layout lay = {.tp = 1, .tp_i = 0, .pp = 3, .pp_i = 1, .v = 1};
 	return model_init(m, &cfg, &lay, err);
 }
 
 /* Seconds per forward + backward of one block of (n, d, f), over window_s (the best
- * slice). Adds the window's length to *spent_s and what its calls would have taken at the
- * best slice's pace to *best_s: their ratio is the share of its best speed the process got
- * over the window (another program on its core, or a host that slows the core down for
- * stretches of 100 ms to seconds, which a short slice does not see). */
+ * slice), timed as a chunk of PROBE_BLOCK_CHAIN blocks: a stage of the trainer runs each
+ * micro-batch through all its blocks, so a block's weights and activations are no longer in
+ * the core's cache when the next micro-batch (or the backward) comes back to it; one block
+ * alone would stay in cache and measure up to 1.5× faster at weight-heavy shapes. Adds the window's
+ * length to *spent_s and what its calls would have taken at the best slice's pace to *best_s: their
+ * ratio is the share of its best speed the process got over the window (another program on its
+ * core, or a host that slows the core down for stretches of 100 ms to seconds, which a short slice
+ * does not see). */
 static double block_time(const int shape[3], double window_s, double *spent_s, double *best_s,
                          struct yard_err *err)
 {
 	int n = shape[0], d = shape[1], f = shape[2];
 	struct model m;
 	double per = -1;
-	if (one_block_model(&m, d, f, err) != 0)
+	if (middle_blocks_model(&m, d, f, PROBE_BLOCK_CHAIN, err) != 0)
 		return -1;
 	struct model_acts *a = model_acts_new(&m, 0, n);
 	float *dresid = calloc((size_t)n * d, sizeof *dresid);
@@ -156,7 +162,7 @@ out:
 	if (a != NULL)
 		model_acts_free(a);
 	model_free(&m);
-	return per;
+	return per > 0 ? per / PROBE_BLOCK_CHAIN : per;
 }
 
 /* Seconds per parameter of optim_step + model_zero_grad on a block of 256 × 1024. */
@@ -172,7 +178,7 @@ static double optim_time(enum optim_kind kind, double window_s, struct yard_err 
 	                           .eps = 1e-8,
 	                           .weight_decay = 0.01};
 	double per = -1;
-	if (one_block_model(&m, 256, 1024, err) != 0)
+	if (middle_blocks_model(&m, 256, 1024, 1, err) != 0)
 		return -1;
 	if (optim_init(&o, &cfg, m.numel, err) == 0) {
 		double begin = now_s();

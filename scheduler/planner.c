@@ -30,15 +30,6 @@ static double ring_allreduce_s(int n, double bytes, double bw, double latency)
 	return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * latency;
 }
 
-/* Dependent rounds of messages of an allreduce over n ranks: ⌈log2 n⌉. */
-static double sync_rounds(int n)
-{
-	int rounds = 0;
-	while ((1 << rounds) < n)
-		rounds++;
-	return rounds;
-}
-
 /* Blocks on the busiest device: v chunks of ceil(layers / (p·v)) blocks. */
 static int blocks_per_chunk(const struct plan_model *m, const struct plan_candidate *c)
 {
@@ -121,6 +112,17 @@ double plan_device_share(const struct plan_cluster *k, int ranks_on_node)
 	return avail * (ranks_on_node > capacity ? capacity / ranks_on_node : 1);
 }
 
+double plan_sync_cost(const struct plan_cluster *k, int ranks_on_node)
+{
+	int all = k->devices_per_node;
+	if (k->busy_sync_s <= 0 || ranks_on_node <= 2 || all <= 2)
+		return k->sync_s;
+	if (ranks_on_node >= all)
+		return k->busy_sync_s;
+	/* between the two measured points, linear in the ranks on the node */
+	return k->sync_s + (k->busy_sync_s - k->sync_s) * (ranks_on_node - 2) / (all - 2);
+}
+
 void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
                   struct plan_candidate *c)
 {
@@ -150,7 +152,7 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double pp_latency = pp_fits_node ? intra_latency : inter_latency;
 	double dp_latency = world_fits_node ? intra_latency : inter_latency;
 	/* the measured cost of one exchange within the node (busy when crowded) */
-	double intra_sync = crowded && k->busy_sync_s > 0 ? k->busy_sync_s : k->sync_s;
+	double intra_sync = plan_sync_cost(k, ranks_on_node);
 	double pp_sync = pp_fits_node ? intra_sync : 0;
 	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
@@ -170,19 +172,18 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	    c->tp > 1
 	        ? 2.0 * blocks * c->m *
 	              (ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s, intra_latency) +
-	               sync_rounds(c->tp) * intra_sync)
+	               intra_sync)
 	        : 0;
 	c->pp_comm_s =
 	    c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw + pp_sync) : 0;
 	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
-	c->dp_comm_s = c->dp > 1 ? ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency) +
-	                               sync_rounds(c->dp) * dp_sync
-	                         : 0;
+	c->dp_comm_s =
+	    c->dp > 1 ? ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency) + dp_sync : 0;
 	c->loss_comm_s = world > 1 ? ring_allreduce_s(world, 4 * 8,
 	                                              world_fits_node ? k->intra_bw_bytes_per_s
 	                                                              : k->inter_bw_bytes_per_s,
 	                                              dp_latency) +
-	                                 sync_rounds(world) * dp_sync
+	                                 dp_sync
 	                           : 0;
 	backward_last_mb = (2.0 / 3.0) * c->compute_s / c->m;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;

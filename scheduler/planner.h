@@ -19,10 +19,11 @@
  *               parallel efficiency); messages within such a node cost the measured busy
  *               latency (all devices exchanging at once) instead of the two-device one
  *   sync      = the measured cost of one exchange within a node in the trainer's pattern
- *               (busy: when the node is crowded, as above), paid once per round of
- *               messages a rank must wait for: ⌈log2 n⌉ per allreduce over n ranks (the
- *               fewest dependent rounds of any allreduce algorithm) and 1 per pipeline
- *               message; on top of the messages' own latency and bandwidth terms
+ *               (ranks compute, then each waits for a peer's message), for the number of
+ *               ranks on the node (measured with 2 and with every device; linear between),
+ *               paid once per rendezvous a rank waits in: per allreduce (all its ranks
+ *               meet once; the ring's later steps follow at the back-to-back latency) and
+ *               per pipeline message; on top of the messages' latency and bandwidth
  *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
  *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency,
  *               plus its sync
@@ -73,8 +74,8 @@ struct plan_cluster {
 	double inter_latency_s; /* per message between nodes; 0: latency_s */
 	/* measured cost of one exchange between ranks of one node in the trainer's pattern
 	 * (each computes, then waits for its peer's message: spinning, sleeping and being
-	 * woken included), with cores to spare and when the node's devices outnumber what it
-	 * computes at once (busy); 0: not measured (latency_s / busy_latency_s alone) */
+	 * woken included), with 2 processes on the node and with devices_per_node (busy);
+	 * 0: not measured (no sync term) */
 	double sync_s, busy_sync_s;
 	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
 	 * 0 points: flops_per_s at every size */
@@ -124,6 +125,8 @@ double plan_device_rate(const struct plan_cluster *cluster, double call_flops);
 /* The share (0, 1] of a device's compute each rank gets when ranks_on_node ranks share a
  * node (see the cost model above). */
 double plan_device_share(const struct plan_cluster *cluster, int ranks_on_node);
+/* The measured cost of one exchange when ranks_on_node ranks share a node (see sync above). */
+double plan_sync_cost(const struct plan_cluster *cluster, int ranks_on_node);
 /* Predicts one layout (no rule checks). */
 void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
                   struct plan_candidate *c);

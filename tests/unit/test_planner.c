@@ -240,39 +240,39 @@ static void test_measured_block_and_optimiser_costs(void **state)
 	assert_float_equal(d1.step_s, d1.compute_s + d1.optim_s, 1e-12);
 }
 
-/* The measured exchange (sync) cost: ⌈log2 n⌉ per allreduce over n ranks, one per pipeline
- * message within a node, the busy figure when the node is crowded, and the step's loss
- * allreduce over every rank. Exact figures from deterministic inputs. */
+/* The measured exchange (sync) cost: once per allreduce and per pipeline message within a
+ * node, for the ranks on the node (2 → the two-process figure, every device → the busy one,
+ * linear between), and the step's loss allreduce over every rank. Exact figures from
+ * deterministic inputs. */
 static void test_sync_cost_per_exchange(void **state)
 {
 	struct plan_cluster k = cluster(); /* 4 per node, 10 µs latency, 3 GB/s */
 	k.latency_s = 0;                   /* only the sync and bandwidth terms remain */
 	k.sync_s = 20e-6;
 	k.busy_sync_s = 100e-6;
+	assert_float_equal(plan_sync_cost(&k, 1), 20e-6, 1e-15);
+	assert_float_equal(plan_sync_cost(&k, 2), 20e-6, 1e-15);
+	assert_float_equal(plan_sync_cost(&k, 3), 60e-6, 1e-15);
+	assert_float_equal(plan_sync_cost(&k, 4), 100e-6, 1e-15);
 	struct plan_candidate one = {
 	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
 	plan_predict(&model, &k, &one);
 	assert_float_equal(one.loss_comm_s, 0, 1e-15); /* one rank: nothing to reduce */
 	double act_bytes = 64.0 * 64 * 4;              /* 64 rows × d_model 64, f32 */
-	/* tp2: 8 blocks × 2 allreduces, each 1 round of sync plus (2·1/2) · bytes / bw */
+	/* tp2: 8 blocks × 2 allreduces, each a sync plus (2·1/2) · bytes / bw */
 	struct plan_candidate tp2 = one;
 	tp2.tp = 2;
 	plan_predict(&model, &k, &tp2);
 	assert_float_equal(tp2.tp_comm_s, 16 * (20e-6 + act_bytes / 3e9), 1e-12);
-	/* the loss allreduce over 2 ranks: 1 round, 32 bytes */
+	/* the loss allreduce over 2 ranks: a sync, 32 bytes */
 	assert_float_equal(tp2.loss_comm_s, 20e-6 + 32.0 / 3e9, 1e-12);
-	/* tp4: 2 rounds each; the node is not crowded without a measured efficiency */
+	/* tp4: every device of the node runs a rank: the busy figure */
 	struct plan_candidate tp4 = one;
 	tp4.tp = 4;
 	plan_predict(&model, &k, &tp4);
-	assert_float_equal(tp4.tp_comm_s, 16 * (2 * 20e-6 + 1.5 * act_bytes / 3e9), 1e-12);
-	/* crowded (4 ranks on 2 devices' worth): the busy figure */
-	k.parallel_efficiency = 0.5;
-	plan_predict(&model, &k, &tp4);
-	assert_float_equal(tp4.tp_comm_s, 16 * (2 * 100e-6 + 1.5 * act_bytes / 3e9), 1e-12);
-	assert_float_equal(tp4.loss_comm_s, 2 * 100e-6 + 1.5 * 32.0 / 3e9, 1e-12);
-	/* pp2 with m 4: 2 · 4 messages of 16 rows, each a sync (2 ranks are not crowded) */
-	k.parallel_efficiency = 0;
+	assert_float_equal(tp4.tp_comm_s, 16 * (100e-6 + 1.5 * act_bytes / 3e9), 1e-12);
+	assert_float_equal(tp4.loss_comm_s, 100e-6 + 1.5 * 32.0 / 3e9, 1e-12);
+	/* pp2 with m 4: 2 · 4 messages of 16 rows, each a sync */
 	struct plan_candidate pp2 = one;
 	pp2.pp = 2;
 	pp2.m = 4;
@@ -283,7 +283,7 @@ static void test_sync_cost_per_exchange(void **state)
 	                   (pp2.compute_s + pp2.pp_comm_s) / (1 - pp2.bubble_fraction) +
 	                       pp2.dp_exposed_s + pp2.loss_comm_s + pp2.optim_s,
 	                   1e-12);
-	/* unmeasured (0): no sync term, as before */
+	/* unmeasured (0): no sync term */
 	k.sync_s = k.busy_sync_s = 0;
 	plan_predict(&model, &k, &tp2);
 	assert_float_equal(tp2.tp_comm_s, 16 * act_bytes / 3e9, 1e-12);
