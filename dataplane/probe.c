@@ -124,14 +124,12 @@ static double block_time(const int shape[3], double window_s, double *spent_s, d
 	double per = -1;
 	if (middle_blocks_model(&m, d, f, PROBE_BLOCK_CHAIN, err) != 0)
 		return -1;
-	struct model_acts *a = model_acts_new(&m, 0, n);
+	struct model_acts *a = NULL;
 	float *dresid = calloc((size_t)n * d, sizeof *dresid);
-	if (a == NULL || dresid == NULL) {
+	if (dresid == NULL) {
 		yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d block", n, d, f);
 		goto out;
 	}
-	for (size_t k = 0; k < (size_t)n * d; k++)
-		a->resid[0][k] = (float)(k % 13) * 0.05f - 0.3f;
 	double begin = now_s(), total_reps = 0;
 	while (per < 0 || now_s() - begin < window_s) {
 		double start = now_s(), elapsed = 0;
@@ -139,15 +137,29 @@ static double block_time(const int shape[3], double window_s, double *spent_s, d
 		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
 			double loss = 0;
 			int correct = 0;
-			for (size_t k = 0; k < (size_t)n * d; k++)
+			/* the trainer allocates a micro-batch's activations at its forward and
+			 * frees them after its backward: so does the probe (large ones are fresh
+			 * pages every time, which the kernel faults in and zeroes) */
+			if ((a = model_acts_new(&m, 0, n)) == NULL) {
+				yard_err_set(err, YARD_ENOMEM,
+				             "probe: no memory for a %dx%dx%d block", n, d, f);
+				per = -1;
+				goto out;
+			}
+			for (size_t k = 0; k < (size_t)n * d; k++) {
+				a->resid[0][k] = (float)(k % 13) * 0.05f - 0.3f;
 				dresid[k] = 1e-3f;
+			}
 			if (model_chunk_forward(&m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
 			    model_chunk_backward(&m, 0, a, dresid, 1.0f, NULL, NULL, NULL, NULL) !=
 			        0) {
 				yard_err_set(err, YARD_EINTERNAL, "probe: block %dx%dx%d failed", n,
 				             d, f);
+				per = -1;
 				goto out;
 			}
+			model_acts_free(a);
+			a = NULL;
 			reps++;
 			elapsed = now_s() - start;
 		}

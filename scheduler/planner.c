@@ -100,7 +100,7 @@ double plan_device_rate(const struct plan_cluster *k, double call_flops)
 	return rate;
 }
 
-double plan_device_share(const struct plan_cluster *k, int ranks_on_node)
+double plan_device_share(const struct plan_cluster *k, double ranks_on_node)
 {
 	double avail = k->availability > 0 && k->availability < 1 ? k->availability : 1;
 	/* the node computes at most efficiency × devices_per_node devices' worth at once */
@@ -156,6 +156,13 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double pp_sync = pp_fits_node ? intra_sync : 0;
 	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
+	/* a pipeline stage waits for its neighbours for the bubble's share of the step, and
+	 * while it waits its core runs another rank's work: only (1 − bubble) of the node's
+	 * ranks want a core at once (so a crowded node's step is its ranks' total work over
+	 * its capacity, a pipeline's at least its critical path); the optimiser steps after
+	 * the drain, every rank at once */
+	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
+	double compute_share = plan_device_share(k, ranks_on_node * (1.0 - c->bubble_fraction));
 
 	if (k->block_mac_s > 0) {
 		double block_s = k->block_mac_s * mbs * d * fl + k->block_weight_s * d * fl +
@@ -163,9 +170,10 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 		                 k->block_call_s;
 		double ends_s =
 		    3.0 * replica_samples * ends / plan_device_rate(k, 2.0 * mbs * d * m->classes);
-		c->compute_s = (blocks * c->m * block_s + ends_s) / share;
+		c->compute_s = (blocks * c->m * block_s + ends_s) / compute_share;
 	} else {
-		c->compute_s = 3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * share);
+		c->compute_s =
+		    3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * compute_share);
 	}
 	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / share;
 	c->tp_comm_s =
@@ -176,7 +184,6 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	        : 0;
 	c->pp_comm_s =
 	    c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw + pp_sync) : 0;
-	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
 	c->dp_comm_s =
 	    c->dp > 1 ? ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency) + dp_sync : 0;
 	c->loss_comm_s = world > 1 ? ring_allreduce_s(world, 4 * 8,

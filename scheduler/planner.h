@@ -14,27 +14,25 @@
  *               input projection / head as 3 × forward FLOPs at the measured GEMM rate for
  *               their size (interpolated on the measured curve: small GEMMs run far below
  *               peak). Without a block cost: 3 × forward FLOPs / rate. Divided by the
- *               share of a device a rank gets when the ranks on one node outnumber what
- *               the node can compute at once (CPU devices on fewer cores: the measured
- *               parallel efficiency); messages within such a node cost the measured busy
- *               latency (all devices exchanging at once) instead of the two-device one
- *   sync      = the measured cost of one exchange within a node in the trainer's pattern
- *               (ranks compute, then each waits for a peer's message), for the number of
- *               ranks on the node (measured with 2 and with every device; linear between),
- *               paid once per rendezvous a rank waits in: per allreduce (all its ranks
- *               meet once; the ring's later steps follow at the back-to-back latency) and
- *               per pipeline message; on top of the messages' latency and bandwidth
- *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
- *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency,
- *               plus its sync
- *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
- *               boundary, on the link between the stages (intra-node when p·tp fits in a
- *               node, else inter-node; intra-node messages add a sync each)
- *   loss comm = the step's allreduce of 4 numbers (loss, accuracy, rows, gradient norm)
- *               over every rank, after the pipeline drains
- *   bubble    = (p−1)/(v·m + p−1) of the pipelined time: step = (compute + tp + pp) /
- *               (1 − bubble)
- *   optimiser = the device's parameters × the measured step cost per parameter, after the
+ *               share of a device a rank gets when the ranks on one node that compute at
+ *               once outnumber what the node can compute at once (CPU devices on fewer
+ *               cores: the measured parallel efficiency); of a pipeline's ranks, only
+ *               (1 − bubble) compute at once (the others wait for their neighbours and
+ *               leave their core to another rank), so a crowded node's step comes out as
+ *               its ranks' total work over its capacity; messages within such a node cost the
+ * measured busy latency (all devices exchanging at once) instead of the two-device one sync      =
+ * the measured cost of one exchange within a node in the trainer's pattern (ranks compute, then
+ * each waits for a peer's message), for the number of ranks on the node (measured with 2 and with
+ * every device; linear between), paid once per rendezvous a rank waits in: per allreduce (all its
+ * ranks meet once; the ring's later steps follow at the back-to-back latency) and per pipeline
+ * message; on top of the messages' latency and bandwidth tp comm   = 2 allreduces per block per
+ * micro-batch (forward output + backward input gradient), each a ring: 2(tp−1)/tp · bytes /
+ * intra_bw + 2(tp−1) · latency, plus its sync pp comm   = one activation forward and one gradient
+ * backward per micro-batch per chunk boundary, on the link between the stages (intra-node when p·tp
+ * fits in a node, else inter-node; intra-node messages add a sync each) loss comm = the step's
+ * allreduce of 4 numbers (loss, accuracy, rows, gradient norm) over every rank, after the pipeline
+ * drains bubble    = (p−1)/(v·m + p−1) of the pipelined time: step = (compute + tp + pp) / (1 −
+ * bubble) optimiser = the device's parameters × the measured step cost per parameter, after the
  *               pipeline drains (not part of the bubble)
  *   dp comm   = ring allreduce of the stage's gradients over dp replicas; buckets start
  *               during the backward of the last micro-batch (gradients accumulate until
@@ -122,9 +120,10 @@ const char *plan_schedule_name(enum plan_schedule s);
 
 /* The measured GEMM rate of one device for a call of call_flops (the curve, interpolated). */
 double plan_device_rate(const struct plan_cluster *cluster, double call_flops);
-/* The share (0, 1] of a device's compute each rank gets when ranks_on_node ranks share a
- * node (see the cost model above). */
-double plan_device_share(const struct plan_cluster *cluster, int ranks_on_node);
+/* The share (0, 1] of a device's compute each rank gets when ranks_on_node ranks (on
+ * average: a fraction for the ranks of a pipeline that compute at once) share a node (see
+ * the cost model above). */
+double plan_device_share(const struct plan_cluster *cluster, double ranks_on_node);
 /* The measured cost of one exchange when ranks_on_node ranks share a node (see sync above). */
 double plan_sync_cost(const struct plan_cluster *cluster, int ranks_on_node);
 /* Predicts one layout (no rule checks). */
