@@ -125,6 +125,7 @@ static double block_time(const int shape[3], double window_s, double *spent_s, d
 	if (middle_blocks_model(&m, d, f, PROBE_BLOCK_CHAIN, err) != 0)
 		return -1;
 	struct model_acts *a = NULL;
+	uint64_t noise = 1;
 	float *dresid = calloc((size_t)n * d, sizeof *dresid);
 	if (dresid == NULL) {
 		yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d block", n, d, f);
@@ -146,8 +147,14 @@ static double block_time(const int shape[3], double window_s, double *spent_s, d
 				per = -1;
 				goto out;
 			}
+			/* fresh inputs every pass, as the trainer's micro-batches are: GELU's tanh
+			 * branches on its argument, and a pass repeated on the same numbers lets
+			 * the branch predictor learn them (measured 25-30% faster than the trainer)
+			 */
 			for (size_t k = 0; k < (size_t)n * d; k++) {
-				a->resid[0][k] = (float)(k % 13) * 0.05f - 0.3f;
+				noise = noise * 6364136223846793005ull + 1442695040888963407ull;
+				a->resid[0][k] =
+				    (float)(noise >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
 				dresid[k] = 1e-3f;
 			}
 			if (model_chunk_forward(&m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
