@@ -156,13 +156,10 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double pp_sync = pp_fits_node ? intra_sync : 0;
 	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
-	/* a pipeline stage waits for its neighbours for the bubble's share of the step, and
-	 * while it waits its core runs another rank's work: only (1 − bubble) of the node's
-	 * ranks want a core at once (so a crowded node's step is its ranks' total work over
-	 * its capacity, a pipeline's at least its critical path); the optimiser steps after
-	 * the drain, every rank at once */
+	/* the critical path is costed at what a lone rank gets (availability); the node's
+	 * crowding enters as a second bound below */
+	double alone_share = plan_device_share(k, 1);
 	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
-	double compute_share = plan_device_share(k, ranks_on_node * (1.0 - c->bubble_fraction));
 
 	if (k->block_mac_s > 0) {
 		double block_s = k->block_mac_s * mbs * d * fl + k->block_weight_s * d * fl +
@@ -170,12 +167,12 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 		                 k->block_call_s;
 		double ends_s =
 		    3.0 * replica_samples * ends / plan_device_rate(k, 2.0 * mbs * d * m->classes);
-		c->compute_s = (blocks * c->m * block_s + ends_s) / compute_share;
+		c->compute_s = (blocks * c->m * block_s + ends_s) / alone_share;
 	} else {
 		c->compute_s =
-		    3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * compute_share);
+		    3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * alone_share);
 	}
-	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / share;
+	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / alone_share;
 	c->tp_comm_s =
 	    c->tp > 1
 	        ? 2.0 * blocks * c->m *
@@ -196,6 +193,18 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
 	            c->dp_exposed_s + c->loss_comm_s + c->optim_s;
+	/* the node's bound: its ranks' work over what it computes at once. A rank that waits
+	 * (a message, the bubble) leaves its core to another, so the step is the larger of the
+	 * critical path above and this; when this is larger, compute and optimiser stretch
+	 * to make up the difference (each rank gets share of a device) */
+	double node_s = (c->compute_s + c->optim_s) * alone_share / share;
+	if (node_s > c->step_s) {
+		double stretch = 1 + (node_s - c->step_s) /
+		                         (c->compute_s / (1.0 - c->bubble_fraction) + c->optim_s);
+		c->compute_s *= stretch;
+		c->optim_s *= stretch;
+		c->step_s = node_s;
+	}
 
 	in_flight(m, c, &units, &blocks_per_unit);
 	c->memory_bytes = params * 4 * (m->adamw ? 4 : 3) +

@@ -14,31 +14,39 @@
  *               input projection / head as 3 × forward FLOPs at the measured GEMM rate for
  *               their size (interpolated on the measured curve: small GEMMs run far below
  *               peak). Without a block cost: 3 × forward FLOPs / rate. Divided by the
- *               share of a device a rank gets when the ranks on one node that compute at
- *               once outnumber what the node can compute at once (CPU devices on fewer
- *               cores: the measured parallel efficiency); of a pipeline's ranks, only
- *               (1 − bubble) compute at once (the others wait for their neighbours and
- *               leave their core to another rank), so a crowded node's step comes out as
- *               its ranks' total work over its capacity; messages within such a node cost the
- * measured busy latency (all devices exchanging at once) instead of the two-device one sync      =
- * the measured cost of one exchange within a node in the trainer's pattern (ranks compute, then
- * each waits for a peer's message), for the number of ranks on the node (measured with 2 and with
- * every device; linear between), paid once per rendezvous a rank waits in: per allreduce (all its
- * ranks meet once; the ring's later steps follow at the back-to-back latency) and per pipeline
- * message; on top of the messages' latency and bandwidth tp comm   = 2 allreduces per block per
- * micro-batch (forward output + backward input gradient), each a ring: 2(tp−1)/tp · bytes /
- * intra_bw + 2(tp−1) · latency, plus its sync pp comm   = one activation forward and one gradient
- * backward per micro-batch per chunk boundary, on the link between the stages (intra-node when p·tp
- * fits in a node, else inter-node; intra-node messages add a sync each) loss comm = the step's
- * allreduce of 4 numbers (loss, accuracy, rows, gradient norm) over every rank, after the pipeline
- * drains bubble    = (p−1)/(v·m + p−1) of the pipelined time: step = (compute + tp + pp) / (1 −
- * bubble) optimiser = the device's parameters × the measured step cost per parameter, after the
- *               pipeline drains (not part of the bubble)
- *   dp comm   = ring allreduce of the stage's gradients over dp replicas; buckets start
- *               during the backward of the last micro-batch (gradients accumulate until
- *               then), so that backward hides up to its own length and only the rest is
- *               exposed; its sync as for tp
- *   step      = (compute + tp + pp) / (1 − bubble) + exposed dp + loss comm + optimiser
+ *               measured availability (the share of a core a lone process gets)
+ *   sync      = the measured cost of one exchange within a node in the trainer's pattern
+ *               (ranks compute, then each waits for a peer's message: spins, sleeps and
+ *               wake-ups included), for the ranks the layout puts on the node (measured
+ *               with 2 and with every device; linear between), paid once per rendezvous
+ *               a rank waits in: per allreduce (its ranks meet once; the ring's later
+ *               steps follow at the back-to-back latency) and per pipeline message
+ *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
+ *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency,
+ *               plus a sync; messages within a node whose ranks outnumber what it computes
+ *               at once cost the measured busy latency instead of the two-device one
+ *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
+ *               boundary, on the link between the stages (intra-node when p·tp fits in a
+ *               node, else inter-node; intra-node messages add a sync each)
+ *   bubble    = (p−1)/(v·m + p−1) of the pipelined time
+ *   optimiser = the device's parameters × the measured step cost per parameter, after the
+ *               pipeline drains (not part of the bubble), divided by the availability
+ *   dp comm   = ring allreduce of the stage's gradients over dp replicas, plus a sync;
+ *               buckets start during the backward of the last micro-batch (gradients
+ *               accumulate until then), so that backward hides up to its own length and
+ *               only the rest is exposed
+ *   loss comm = the step's allreduce of 4 numbers (loss, accuracy, rows, gradient norm)
+ *               over every rank, plus a sync, after the pipeline drains
+ *   step      = the larger of the critical path
+ *                 (compute + tp + pp) / (1 − bubble) + exposed dp + loss comm + optimiser
+ *               and the node's work over its capacity (when the ranks on a node outnumber
+ *               what it computes at once: CPU devices on fewer cores, the measured
+ *               parallel efficiency)
+ *                 (compute + optimiser) × ranks on the node / capacity
+ *               (a rank that waits for a message or in the bubble leaves its core to
+ *               another rank, so a crowded node's step is its total work over its
+ *               capacity, a pipeline's at least its critical path). When the node's bound
+ *               wins, compute and optimiser are stretched to add up to it.
  * Memory per device = parameters + gradients + optimiser state (AdamW 2, SGD 1 extra copy)
  * + activations of the micro-batches in flight (GPipe m, 1F1B min(m, p), interleaved
  * Megatron's warm-up depth), all f32.

@@ -185,8 +185,23 @@ static void test_oversubscribed_node_shares_compute(void **state)
 	four.dp = 4;
 	plan_predict(&model, &k, &one);
 	plan_predict(&model, &k, &four);
-	/* dp4 does a quarter of the work at half the speed */
-	assert_float_equal(four.compute_s, one.compute_s / 4 * 2, one.compute_s * 1e-9);
+	/* dp4: 4 ranks each with a quarter of the compute and a whole optimiser step, on 2
+	 * devices' worth: the step is the node's work over its capacity (the critical path,
+	 * a quarter of the compute plus the allreduces, is shorter) */
+	assert_float_equal(four.step_s, (one.compute_s / 4 + one.optim_s) * 4 / 2,
+	                   one.step_s * 1e-9);
+	assert_float_equal(four.compute_s + four.optim_s + four.dp_exposed_s + four.loss_comm_s,
+	                   four.step_s, one.step_s * 1e-9);
+	/* a pipeline over the 4 devices with one micro-batch: only one stage computes at a
+	 * time, so the critical path (each stage in turn) is the step, not the node's bound */
+	struct plan_candidate pp4 = one;
+	pp4.pp = 4;
+	plan_predict(&model, &k, &pp4);
+	assert_float_equal(pp4.bubble_fraction, 0.75, 1e-12);
+	assert_true(pp4.step_s > (pp4.compute_s + pp4.optim_s) * 4 / 2);
+	assert_float_equal(pp4.step_s,
+	                   (pp4.compute_s + pp4.pp_comm_s) / 0.25 + pp4.loss_comm_s + pp4.optim_s,
+	                   one.step_s * 1e-9);
 	/* tensor-parallel allreduces on the crowded node pay the measured busy latency */
 	struct plan_candidate tp2 = one, tp4 = one;
 	tp2.tp = 2;
