@@ -44,7 +44,7 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
 #define PROBE_BW_BYTES (4u << 20)
 #define PROBE_LAT_REPS 50
 #define PROBE_BW_REPS 4
-/* sync probe: work between two exchanges (alone), exchanges per phase, rounds of phases */
+/* sync probe: work between two exchanges (alone), exchanges timed (rounds × iterations) */
 #define PROBE_SYNC_WORK_S 100e-6
 #define PROBE_SYNC_ITERS 20
 #define PROBE_SYNC_ROUNDS 2
@@ -549,16 +549,15 @@ static void compute_calls(float *buf, long calls)
 		model_matmul_forward(buf + ni + oi, buf, buf + ni, NULL, s[0], s[1], s[2]);
 }
 
-/* One rank of the sync probe: rounds of two phases, each between barriers: PROBE_SYNC_ITERS
- * times a fixed amount of work (calls), alone (phase 0) or followed by a ring exchange of
- * one float (phase 1: send to the next rank, receive from the previous one, as a pipeline
- * boundary or one step of a ring allreduce). Both phases run on every rank at once, so they
- * see the same sharing of the cores; the difference per iteration is what one exchange
- * costs in the trainer's pattern, the peers' lateness, spinning, sleeping and being woken
- * up included. Phases alternate so that a change in the machine's speed hits both. Rank 0
- * writes the mean difference per iteration to out_fd. */
-static void sync_child(int rank, int world, const char *rendezvous, long calls, int timeout_ms,
-                       int out_fd)
+/* One rank of the sync probe: PROBE_SYNC_ROUNDS × PROBE_SYNC_ITERS times a fixed amount of
+ * work (calls), each followed by an exchange of one float: a ring exchange (isend to the
+ * next rank, receive from the previous one, as pipeline stages do) or a blocking one-float
+ * allreduce (as tensor-parallel ranks do), every rank at once. The time spent in the
+ * exchange is what a rank waits in the trainer's pattern: the peers' lateness (on shared
+ * cores, their compute that ran while this rank did not), spinning, sleeping and being woken
+ * up. Rank 0 writes the mean per exchange to out_fd. */
+static void sync_child(int rank, int world, const char *rendezvous, long calls, int allreduce,
+                       int timeout_ms, int out_fd)
 {
 	char errbuf[256] = "", buf[32];
 	yd_comm *comm = NULL;
@@ -578,33 +577,27 @@ static void sync_child(int rank, int world, const char *rendezvous, long calls, 
 	setenv("YARD_TIMEOUT_MS", buf, 1);
 	if (work == NULL || yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
 		_exit(3);
-	double phase_s[2] = {0, 0};
+	double waited_s = 0;
 	float token = 0, got = 0;
-	for (int round = 0; round < PROBE_SYNC_ROUNDS; round++)
-		for (int phase = 0; phase < 2; phase++) {
-			if (yd_barrier(comm) != 0)
-				_exit(4);
-			double t0 = now_s();
-			for (int k = 0; k < PROBE_SYNC_ITERS; k++) {
-				compute_calls(work, calls);
-				if (phase == 0)
-					continue;
-				yd_request *req = NULL;
-				int tag = round * PROBE_SYNC_ITERS + k;
-				if (yd_isend(comm, &token, 1, YD_F32, (rank + 1) % world, tag,
-				             &req) != 0 ||
-				    yd_recv(comm, &got, 1, YD_F32, (rank + world - 1) % world,
-				            tag) != 0 ||
-				    yd_wait(req) != 0)
-					_exit(4);
-			}
-			if (yd_barrier(comm) != 0)
-				_exit(4);
-			phase_s[phase] += now_s() - t0;
-		}
+	if (yd_barrier(comm) != 0)
+		_exit(4);
+	for (int k = 0; k < PROBE_SYNC_ROUNDS * PROBE_SYNC_ITERS; k++) {
+		compute_calls(work, calls);
+		yd_request *req = NULL;
+		double t0 = now_s();
+		if (allreduce
+		        ? yd_allreduce(comm, &token, &got, 1, YD_F32, YD_SUM) != 0
+		        : yd_isend(comm, &token, 1, YD_F32, (rank + 1) % world, k, &req) != 0 ||
+		              yd_recv(comm, &got, 1, YD_F32, (rank + world - 1) % world, k) != 0 ||
+		              yd_wait(req) != 0)
+			_exit(4);
+		waited_s += now_s() - t0;
+	}
+	if (yd_barrier(comm) != 0)
+		_exit(4);
 	yd_comm_destroy(comm);
 	free(work);
-	double per = (phase_s[1] - phase_s[0]) / (PROBE_SYNC_ROUNDS * PROBE_SYNC_ITERS);
+	double per = waited_s / (PROBE_SYNC_ROUNDS * PROBE_SYNC_ITERS);
 	if (rank == 0 && write(out_fd, &per, sizeof per) != (ssize_t)sizeof per)
 		_exit(5);
 	_exit(0);
@@ -636,9 +629,9 @@ static long sync_calls(void)
 }
 
 /* The cost of one exchange between world processes of this node in the trainer's pattern
- * (see sync_child); may be slightly negative on an idle node (noise), clamped at 0. */
-static int sync_probe(int world, long calls, int timeout_ms, double deadline_s, double *sync_s,
-                      struct yard_err *err)
+ * (see sync_child). */
+static int sync_probe(int world, long calls, int allreduce, int timeout_ms, double deadline_s,
+                      double *sync_s, struct yard_err *err)
 {
 	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
 	int fd = mkstemp(rendezvous), results[2];
@@ -656,7 +649,7 @@ static int sync_probe(int world, long calls, int timeout_ms, double deadline_s, 
 		pids[r] = fork();
 		if (pids[r] == 0) {
 			close(results[0]);
-			sync_child(r, world, rendezvous, calls, timeout_ms, results[1]);
+			sync_child(r, world, rendezvous, calls, allreduce, timeout_ms, results[1]);
 		}
 		forked = forked && pids[r] > 0;
 	}
@@ -667,9 +660,10 @@ static int sync_probe(int world, long calls, int timeout_ms, double deadline_s, 
 	unlink(rendezvous);
 	if (rc != 0)
 		return yard_err_set(err, rc,
-		                    "probe: the %d-process exchange (sync) probe did not complete "
+		                    "probe: the %d-process %s (sync) probe did not complete "
 		                    "within the budget (%s)",
-		                    world, rc == YARD_ETIMEDOUT ? "timed out" : "a rank failed");
+		                    world, allreduce ? "allreduce" : "exchange",
+		                    rc == YARD_ETIMEDOUT ? "timed out" : "a rank failed");
 	*sync_s = per > 0 ? per : 0;
 	return 0;
 }
@@ -737,19 +731,23 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	long calls = sync_calls();
 	if (calls <= 0)
 		return yard_err_set(err, YARD_ENOMEM, "probe: no memory for the sync probe's GEMM");
-	double sync2[PROBE_SHARE_ROUNDS], sync_all[PROBE_SHARE_ROUNDS];
+	/* [kind][round]: kind 0 a ring exchange (isend, recv), 1 a one-float allreduce */
+	double sync2[2][PROBE_SHARE_ROUNDS], sync_all[2][PROBE_SHARE_ROUNDS];
 	double eff[PROBE_SHARE_ROUNDS], alone_share[PROBE_SHARE_ROUNDS];
 	double share_window_s = budget_s * 0.05 / 2;
 	for (int round = 0; round < PROBE_SHARE_ROUNDS; round++) {
 		double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
-		if ((rc = sync_probe(2, calls, comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
-		                     &sync2[round], err)) != 0)
-			return rc;
-		sync_all[round] = sync2[round];
-		if (all > 2 &&
-		    (rc = sync_probe(all, calls, comm_timeout_ms, now_s() + comm_timeout_ms / 500.0,
-		                     &sync_all[round], err)) != 0)
-			return rc;
+		for (int kind = 0; kind < 2; kind++) {
+			if ((rc = sync_probe(2, calls, kind, comm_timeout_ms,
+			                     now_s() + comm_timeout_ms / 500.0, &sync2[kind][round],
+			                     err)) != 0)
+				return rc;
+			sync_all[kind][round] = sync2[kind][round];
+			if (all > 2 && (rc = sync_probe(all, calls, kind, comm_timeout_ms,
+			                                now_s() + comm_timeout_ms / 500.0,
+			                                &sync_all[kind][round], err)) != 0)
+				return rc;
+		}
 		if ((rc = concurrent_rate(1, share_window_s, now_s() + budget_s + 5, &alone,
 		                          &alone_best, err)) != 0)
 			return rc;
@@ -763,8 +761,10 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 		}
 	}
 	out->devices = all;
-	out->shm_sync_s = median_of(sync2, PROBE_SHARE_ROUNDS);
-	out->shm_busy_sync_s = median_of(sync_all, PROBE_SHARE_ROUNDS);
+	out->shm_sync_s = median_of(sync2[0], PROBE_SHARE_ROUNDS);
+	out->shm_busy_sync_s = median_of(sync_all[0], PROBE_SHARE_ROUNDS);
+	out->shm_allreduce_sync_s = median_of(sync2[1], PROBE_SHARE_ROUNDS);
+	out->shm_busy_allreduce_sync_s = median_of(sync_all[1], PROBE_SHARE_ROUNDS);
 	out->parallel_efficiency = median_of(eff, PROBE_SHARE_ROUNDS);
 	/* over the block windows (40% of the budget) and the lone processes' windows: the
 	 * blocks' best-slice costs times this is what the trainer gets over a run */
@@ -787,11 +787,13 @@ json_t *probe_to_json(const struct probe_result *r)
 	json_t *optim =
 	    json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd", r->sgd_s_per_param);
 	return json_pack(
-	    "{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
+	    "{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
 	    r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
 	    "parallel_efficiency", r->parallel_efficiency, "availability", r->availability,
 	    "devices", r->devices, "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s, "intra_latency_s",
 	    r->shm_latency_s, "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
 	    r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "intra_sync_s", r->shm_sync_s,
-	    "intra_busy_sync_s", r->shm_busy_sync_s, "probe_ms", (int)(r->elapsed_s * 1000));
+	    "intra_busy_sync_s", r->shm_busy_sync_s, "intra_allreduce_sync_s",
+	    r->shm_allreduce_sync_s, "intra_busy_allreduce_sync_s", r->shm_busy_allreduce_sync_s,
+	    "probe_ms", (int)(r->elapsed_s * 1000));
 }

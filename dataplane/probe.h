@@ -50,12 +50,16 @@ struct probe_result {
 	 * above shm_latency_s when they outnumber the cores and every wait needs a switch */
 	double shm_busy_latency_s;
 	/* what one exchange of a float between ranks costs in the trainer's pattern (every
-	 * rank computes ~100 µs, then sends to the next rank and receives from the previous
-	 * one), over the same work without the exchange: 2 processes (the node has cores to
-	 * spare), and every device's process at once (when they outnumber the cores, a rank
-	 * that waits for a descheduled peer sleeps and is woken by the scheduler: far above
-	 * the back-to-back latency) */
+	 * rank computes ~100 µs, then isends to the next rank and receives from the previous
+	 * one, as pipeline stages do), over the same work without the exchange: 2 processes (the
+	 * node has cores to spare), and every device's process at once (when they outnumber the
+	 * cores, a rank that waits for a descheduled peer sleeps and is woken by the scheduler: far
+	 * above the back-to-back latency) */
 	double shm_sync_s, shm_busy_sync_s;
+	/* the same with a one-float allreduce over the processes instead of the ring exchange
+	 * (a blocking collective runs on the caller's thread; isend hands the exchange to the
+	 * communicator's progress thread, which costs thread switches of its own) */
+	double shm_allreduce_sync_s, shm_busy_allreduce_sync_s;
 	double tcp_bw_bytes_per_s, tcp_latency_s;
 	double elapsed_s;
 };

@@ -26,6 +26,8 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "intra_busy_latency_s",
 	                                   "intra_sync_s",
 	                                   "intra_busy_sync_s",
+	                                   "intra_allreduce_sync_s",
+	                                   "intra_busy_allreduce_sync_s",
 	                                   "tcp_bw_bytes_per_s",
 	                                   "tcp_latency_s",
 	                                   "inter_bw_bytes_per_s",
@@ -37,7 +39,7 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	static const char *const positive[] = {"flops_per_s", "intra_bw_bytes_per_s",
 	                                       "inter_bw_bytes_per_s", NULL};
 	double v = 0, eff = 1, avail = 1, intra_lat = 0, inter_lat = 0, busy_lat = 0, sync = 0,
-	       busy_sync = 0;
+	       busy_sync = 0, ar_sync = 0, busy_ar_sync = 0;
 	int64_t memory_mb = 0, probe_ms = 0;
 	const char *source = "configured";
 	if (!json_is_object(perf)) {
@@ -52,6 +54,10 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	    jsonx_get_double(perf, "perf", "intra_busy_latency_s", 0, 0, 10, &busy_lat, err) != 0 ||
 	    jsonx_get_double(perf, "perf", "intra_sync_s", 0, 0, 10, &sync, err) != 0 ||
 	    jsonx_get_double(perf, "perf", "intra_busy_sync_s", 0, 0, 10, &busy_sync, err) != 0 ||
+	    jsonx_get_double(perf, "perf", "intra_allreduce_sync_s", 0, 0, 10, &ar_sync, err) !=
+	        0 ||
+	    jsonx_get_double(perf, "perf", "intra_busy_allreduce_sync_s", 0, 0, 10, &busy_ar_sync,
+	                     err) != 0 ||
 	    jsonx_get_int(perf, "perf", "device_memory_mb", 0, 0, 1LL << 40, &memory_mb, err) !=
 	        0 ||
 	    jsonx_get_int(perf, "perf", "probe_ms", 0, 0, 3600000, &probe_ms, err) != 0 ||
@@ -86,6 +92,8 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	    avail, "intra_latency_s", intra_lat, "intra_busy_latency_s", busy_lat, "intra_sync_s",
 	    sync, "intra_busy_sync_s", busy_sync, "inter_latency_s", inter_lat, "device_memory_mb",
 	    (json_int_t)memory_mb, "probe_ms", (json_int_t)probe_ms, "inter_source", source);
+	json_object_set_new(out, "intra_allreduce_sync_s", json_real(ar_sync));
+	json_object_set_new(out, "intra_busy_allreduce_sync_s", json_real(busy_ar_sync));
 	for (int i = 0; positive[i] != NULL; i++) {
 		if (jsonx_get_double(perf, "perf", positive[i], 1, 1e-300, 1e300, &v, err) != 0) {
 			json_decref(out);
@@ -230,6 +238,10 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 		k->busy_latency_s = fmax(k->busy_latency_s, num(perf, "intra_busy_latency_s"));
 		k->sync_s = fmax(k->sync_s, num(perf, "intra_sync_s"));
 		k->busy_sync_s = fmax(k->busy_sync_s, num(perf, "intra_busy_sync_s"));
+		k->allreduce_sync_s =
+		    fmax(k->allreduce_sync_s, num(perf, "intra_allreduce_sync_s"));
+		k->busy_allreduce_sync_s =
+		    fmax(k->busy_allreduce_sync_s, num(perf, "intra_busy_allreduce_sync_s"));
 		k->inter_latency_s = fmax(k->inter_latency_s, inter_lat);
 		if (k->parallel_efficiency == 0 ||
 		    num(perf, "parallel_efficiency") < k->parallel_efficiency)
@@ -313,6 +325,8 @@ static json_t *cluster_json(const struct plan_cluster *k)
 	json_object_set_new(o, "intra_busy_latency_s", json_real(k->busy_latency_s));
 	json_object_set_new(o, "intra_sync_s", json_real(k->sync_s));
 	json_object_set_new(o, "intra_busy_sync_s", json_real(k->busy_sync_s));
+	json_object_set_new(o, "intra_allreduce_sync_s", json_real(k->allreduce_sync_s));
+	json_object_set_new(o, "intra_busy_allreduce_sync_s", json_real(k->busy_allreduce_sync_s));
 	json_object_set_new(o, "inter_latency_s", json_real(k->inter_latency_s));
 	return o;
 }

@@ -112,15 +112,20 @@ double plan_device_share(const struct plan_cluster *k, double ranks_on_node)
 	return avail * (ranks_on_node > capacity ? capacity / ranks_on_node : 1);
 }
 
-double plan_sync_cost(const struct plan_cluster *k, int ranks_on_node)
+double plan_sync_cost(const struct plan_cluster *k, int ranks_on_node, int allreduce)
 {
 	int all = k->devices_per_node;
-	if (k->busy_sync_s <= 0 || ranks_on_node <= 2 || all <= 2)
-		return k->sync_s;
+	double two = k->sync_s, busy = k->busy_sync_s;
+	if (allreduce && k->allreduce_sync_s > 0) {
+		two = k->allreduce_sync_s;
+		busy = k->busy_allreduce_sync_s;
+	}
+	if (busy <= 0 || ranks_on_node <= 2 || all <= 2)
+		return two;
 	if (ranks_on_node >= all)
-		return k->busy_sync_s;
+		return busy;
 	/* between the two measured points, linear in the ranks on the node */
-	return k->sync_s + (k->busy_sync_s - k->sync_s) * (ranks_on_node - 2) / (all - 2);
+	return two + (busy - two) * (ranks_on_node - 2) / (all - 2);
 }
 
 void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
@@ -152,8 +157,8 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double pp_latency = pp_fits_node ? intra_latency : inter_latency;
 	double dp_latency = world_fits_node ? intra_latency : inter_latency;
 	/* the measured cost of one exchange within the node (busy when crowded) */
-	double intra_sync = plan_sync_cost(k, ranks_on_node);
-	double pp_sync = pp_fits_node ? intra_sync : 0;
+	double intra_sync = plan_sync_cost(k, ranks_on_node, 1);
+	double pp_sync = pp_fits_node ? plan_sync_cost(k, ranks_on_node, 0) : 0;
 	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
 	/* the critical path is costed at what a lone rank gets (availability); the node's

@@ -83,6 +83,9 @@ struct plan_cluster {
 	 * woken included), with 2 processes on the node and with devices_per_node (busy);
 	 * 0: not measured (no sync term) */
 	double sync_s, busy_sync_s;
+	/* the same for a blocking one-float allreduce (tensor-parallel, loss) instead of a
+	 * point-to-point exchange (pipeline messages); 0: sync_s, busy_sync_s */
+	double allreduce_sync_s, busy_allreduce_sync_s;
 	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
 	 * 0 points: flops_per_s at every size */
 	int rate_points;
@@ -132,8 +135,9 @@ double plan_device_rate(const struct plan_cluster *cluster, double call_flops);
  * average: a fraction for the ranks of a pipeline that compute at once) share a node (see
  * the cost model above). */
 double plan_device_share(const struct plan_cluster *cluster, double ranks_on_node);
-/* The measured cost of one exchange when ranks_on_node ranks share a node (see sync above). */
-double plan_sync_cost(const struct plan_cluster *cluster, int ranks_on_node);
+/* The measured cost of one exchange (allreduce: an allreduce, else a pipeline message) when
+ * ranks_on_node ranks share a node (see sync above). */
+double plan_sync_cost(const struct plan_cluster *cluster, int ranks_on_node, int allreduce);
 /* Predicts one layout (no rule checks). */
 void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
                   struct plan_candidate *c);

@@ -255,20 +255,20 @@ static void test_measured_block_and_optimiser_costs(void **state)
 	assert_float_equal(d1.step_s, d1.compute_s + d1.optim_s, 1e-12);
 }
 
-/* The measured exchange (sync) cost: once per allreduce and per pipeline message within a
- * node, for the ranks on the node (2 → the two-process figure, every device → the busy one,
- * linear between), and the step's loss allreduce over every rank. Exact figures from
- * deterministic inputs. */
+/* The measured exchange (sync) cost: once per allreduce (its own figure when measured) and
+ * per pipeline message within a node, for the ranks on the node (2 → the two-process figure, every
+ * device → the busy one, linear between), and the step's loss allreduce over every rank. Exact
+ * figures from deterministic inputs. */
 static void test_sync_cost_per_exchange(void **state)
 {
 	struct plan_cluster k = cluster(); /* 4 per node, 10 µs latency, 3 GB/s */
 	k.latency_s = 0;                   /* only the sync and bandwidth terms remain */
 	k.sync_s = 20e-6;
 	k.busy_sync_s = 100e-6;
-	assert_float_equal(plan_sync_cost(&k, 1), 20e-6, 1e-15);
-	assert_float_equal(plan_sync_cost(&k, 2), 20e-6, 1e-15);
-	assert_float_equal(plan_sync_cost(&k, 3), 60e-6, 1e-15);
-	assert_float_equal(plan_sync_cost(&k, 4), 100e-6, 1e-15);
+	assert_float_equal(plan_sync_cost(&k, 1, 0), 20e-6, 1e-15);
+	assert_float_equal(plan_sync_cost(&k, 2, 0), 20e-6, 1e-15);
+	assert_float_equal(plan_sync_cost(&k, 3, 0), 60e-6, 1e-15);
+	assert_float_equal(plan_sync_cost(&k, 4, 0), 100e-6, 1e-15);
 	struct plan_candidate one = {
 	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
 	plan_predict(&model, &k, &one);
@@ -298,6 +298,18 @@ static void test_sync_cost_per_exchange(void **state)
 	                   (pp2.compute_s + pp2.pp_comm_s) / (1 - pp2.bubble_fraction) +
 	                       pp2.dp_exposed_s + pp2.loss_comm_s + pp2.optim_s,
 	                   1e-12);
+	/* a measured allreduce figure replaces the exchange's for allreduces (tensor-parallel,
+	 * loss), not for pipeline messages */
+	k.allreduce_sync_s = 5e-6;
+	k.busy_allreduce_sync_s = 45e-6;
+	assert_float_equal(plan_sync_cost(&k, 3, 1), 25e-6, 1e-15);
+	assert_float_equal(plan_sync_cost(&k, 3, 0), 60e-6, 1e-15);
+	plan_predict(&model, &k, &tp2);
+	assert_float_equal(tp2.tp_comm_s, 16 * (5e-6 + act_bytes / 3e9), 1e-12);
+	assert_float_equal(tp2.loss_comm_s, 5e-6 + 32.0 / 3e9, 1e-12);
+	plan_predict(&model, &k, &pp2);
+	assert_float_equal(pp2.pp_comm_s, 8 * (20e-6 + 16.0 * 64 * 4 / 3e9), 1e-12);
+	k.allreduce_sync_s = k.busy_allreduce_sync_s = 0;
 	/* unmeasured (0): no sync term */
 	k.sync_s = k.busy_sync_s = 0;
 	plan_predict(&model, &k, &tp2);
