@@ -1,16 +1,20 @@
 /* algo_select.c: which algorithm runs a collective. Forced (yd_config.algo, YARD_ALGO,
- * yd_comm_set_algo) where the algorithm applies to the collective; otherwise the cheapest by
- * an alpha-beta-gamma model (research/dataplane.md §2): time = steps·α + bytes moved·β +
- * bytes reduced·γ, with α and β of the slowest link the algorithm crosses. Every rank
- * computes the same choice from the same inputs (the parameters are rank 0's, see
- * dp_calibrate), and the choice travels in every header, so a divergence is reported as a
- * mismatch rather than corrupting data. */
+ * yd_comm_set_algo) where the algorithm applies to the collective; otherwise, for an
+ * allreduce, the cheapest by the costs calibrate.c measured on this communicator when it was
+ * created (per algorithm the slowest rank's times at a few sizes, so every rank computes the
+ * same choice). Without a calibration (YARD_CALIBRATE=0, yd_config.calibrate < 0) the
+ * alpha-beta-gamma model of research/dataplane.md §2 with built-in constants: time = steps·α
+ * + bytes moved·β + bytes reduced·γ, with α and β of the slowest link the algorithm crosses.
+ * The choice travels in every header, so a divergence is reported as a mismatch rather than
+ * corrupting data. */
 #include "config.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "dataplane/dp.h"
+
+static double model_cost(yd_comm *c, enum yd_algo a, size_t bytes);
 
 static const char *const algo_names[YD_ALGO_COUNT] = {"auto", "ring",  "rd", "hd",
                                                       "tree", "naive", "ps", "hier"};
@@ -56,6 +60,30 @@ static int any_tcp(yd_comm *c)
 /* Predicted seconds for an allreduce of `bytes` with algorithm a. */
 double dp_algo_cost(yd_comm *c, enum yd_algo a, size_t bytes)
 {
+	if (c->costs.calibrated && (unsigned)a < YD_ALGO_COUNT)
+		return dp_calibrated_cost(c, a, bytes);
+	return model_cost(c, a, bytes);
+}
+
+int dp_algo_candidates(yd_comm *c, enum yd_algo out[YD_ALGO_COUNT])
+{
+	static const enum yd_algo all[] = {YD_ALGO_RING,  YD_ALGO_RD, YD_ALGO_HD, YD_ALGO_TREE,
+	                                   YD_ALGO_NAIVE, YD_ALGO_PS, YD_ALGO_HIER};
+	int n = 0;
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+		/* naive moves n-1 full copies through every rank: never a choice beyond 4 */
+		if (all[i] == YD_ALGO_NAIVE && c->size > 4)
+			continue;
+		if (isinf(model_cost(c, all[i], 4096)))
+			continue;
+		out[n++] = all[i];
+	}
+	return n;
+}
+
+/* The alpha-beta-gamma model's seconds for an allreduce of `bytes` with algorithm a. */
+static double model_cost(yd_comm *c, enum yd_algo a, size_t bytes)
+{
 	const struct dp_costs *k = &c->costs;
 	double p = c->size, n = (double)bytes, lg = ceil(log2(p));
 	int tcp = any_tcp(c);
@@ -97,15 +125,14 @@ enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes)
 		return c->algo;
 	switch (kind) {
 	case DP_ALLREDUCE: {
-		static const enum yd_algo cand[] = {YD_ALGO_RING, YD_ALGO_RD, YD_ALGO_HD,
-		                                    YD_ALGO_NAIVE, YD_ALGO_HIER};
+		enum yd_algo cand[YD_ALGO_COUNT];
+		int n = dp_algo_candidates(c, cand);
 		enum yd_algo best = YD_ALGO_RING;
 		double bt = dp_algo_cost(c, YD_ALGO_RING, bytes);
-		for (size_t i = 1; i < sizeof cand / sizeof cand[0]; i++) {
-			if (cand[i] == YD_ALGO_NAIVE && c->size > 4)
-				continue;
+		for (int i = 0; i < n; i++) {
 			double t = dp_algo_cost(c, cand[i], bytes);
-			if (t < bt * 0.95) {
+			/* the ring unless another is clearly (5%) cheaper */
+			if (cand[i] != YD_ALGO_RING && t < bt * 0.95) {
 				bt = t;
 				best = cand[i];
 			}
@@ -123,4 +150,9 @@ enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes)
 	default:
 		return YD_ALGO_AUTO;
 	}
+}
+
+enum yd_algo yd_allreduce_algo(yd_comm *c, size_t count, enum yd_dtype dt)
+{
+	return c ? dp_algo_select(c, DP_ALLREDUCE, count * yd_dtype_size(dt)) : YD_ALGO_AUTO;
 }

@@ -247,6 +247,14 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 		char why[200];
 		dp_cuda_enable(c, why, sizeof why);
 	}
+	c->calibrate_cfg = cfg->calibrate;
+	if (c->algo == YD_ALGO_AUTO && cfg->calibrate >= 0 && (rc = dp_calibrate(c)) != 0) {
+		pthread_mutex_lock(&c->err_lock);
+		snprintf(err, errlen, "calibrating the allreduce algorithms: %s",
+		         c->errmsg[0] ? c->errmsg : yard_strerror(rc));
+		pthread_mutex_unlock(&c->err_lock);
+		goto fail;
+	}
 	*out = c;
 	return 0;
 fail:
@@ -438,6 +446,14 @@ int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len)
 		cfg.algo = (enum yd_algo)v;
 	}
 	cfg.tcp_sockets_per_peer = env_int("YARD_TCP_SOCKETS", 0);
+	const char *cal = getenv("YARD_CALIBRATE");
+	if (cal && *cal) {
+		if (strcmp(cal, "0") != 0 && strcmp(cal, "1") != 0) {
+			snprintf(errbuf, errbuf_len, "YARD_CALIBRATE=%s: want 0 or 1", cal);
+			return YARD_EINVAL;
+		}
+		cfg.calibrate = strcmp(cal, "0") == 0 ? -1 : 0;
+	}
 	const char *cu = getenv("YARD_CUDA");
 	if (cu && *cu) {
 		if (strcmp(cu, "0") != 0 && strcmp(cu, "1") != 0) {
@@ -584,12 +600,11 @@ int yd_comm_split(yd_comm *comm, int color, int key, yd_comm **out)
 	cfg.algo = comm->algo;
 	cfg.tcp_sockets_per_peer = comm->socks_per_peer;
 	cfg.cuda = comm->cuda_enabled;
+	cfg.calibrate = comm->calibrate_cfg;
 	rc = comm_create(&cfg, fd, out, err, sizeof err);
 	fd = -1;
 	if (rc)
 		rc = dp_fail(comm, rc, -1, "split (color %d): %s", color, err);
-	else
-		(*out)->costs = comm->costs;
 out:
 	if (fd >= 0)
 		close(fd);

@@ -134,9 +134,18 @@ struct dp_peer {
 struct yd_request;
 
 /* Cost model parameters (seconds, seconds/byte); see algo_select.c. */
+/* Sizes (bytes) at which calibrate.c times every candidate allreduce algorithm. */
+#define DP_CAL_POINTS 3
+extern const size_t dp_cal_bytes[DP_CAL_POINTS];
+
+/* What an allreduce costs here: the alpha-beta-gamma model's link figures, and once the
+ * communicator is calibrated (calibrate.c), per algorithm the seconds measured at each of
+ * dp_cal_bytes (the slowest rank's; INFINITY for an algorithm that was not a candidate). */
 struct dp_costs {
 	double alpha_shm, beta_shm, alpha_tcp, beta_tcp, gamma;
 	int calibrated;
+	double cal_s[YD_ALGO_COUNT][DP_CAL_POINTS];
+	double calibrate_s; /* how long the calibration took */
 };
 
 struct yd_comm {
@@ -146,6 +155,7 @@ struct yd_comm {
 	enum yd_algo algo;
 	enum yd_transport transport_cfg;
 	int socks_per_peer;
+	int calibrate_cfg; /* yd_config.calibrate, passed on to splits */
 	uint64_t nonce;
 	uint64_t seq;       /* collectives issued */
 	uint64_t split_seq; /* splits issued, for unique child names */
@@ -341,6 +351,14 @@ int dp_hier_usable(yd_comm *c);
 enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes);
 int dp_algo_supported(enum dp_kind kind, enum yd_algo a);
 double dp_algo_cost(yd_comm *c, enum yd_algo a, size_t bytes);
+/* The algorithms `auto` chooses an allreduce from on c; returns how many (≤ YD_ALGO_COUNT). */
+int dp_algo_candidates(yd_comm *c, enum yd_algo out[YD_ALGO_COUNT]);
+/* Times every candidate on c (all ranks at once, at creation); 0 or the error of a failed
+ * collective (c's error message names the rank). calibrate.c */
+int dp_calibrate(yd_comm *c);
+/* Seconds for an allreduce of `bytes` with a on calibrated c: piecewise linear through the
+ * measured points, extended past the last by its slope (INFINITY if a was not measured). */
+double dp_calibrated_cost(const yd_comm *c, enum yd_algo a, size_t bytes);
 
 /* coll.c */
 int dp_op_execute(yd_comm *c, struct dp_op *o);

@@ -6,7 +6,7 @@ dataplane_libyd_a_SOURCES = \
 	dataplane/yd.h dataplane/dp.h \
 	dataplane/comm.c dataplane/progress.c dataplane/coll.c dataplane/xfer.c \
 	dataplane/transport_tcp.c dataplane/transport_shm.c dataplane/transport_rdma.c \
-	dataplane/reduce.c dataplane/algo_select.c \
+	dataplane/reduce.c dataplane/algo_select.c dataplane/calibrate.c \
 	dataplane/coll_ring.c dataplane/coll_rd.c dataplane/coll_hd.c dataplane/coll_tree.c \
 	dataplane/coll_naive.c dataplane/coll_ps.c dataplane/coll_hier.c \
 	dataplane/cuda.c dataplane/dp_cuda.h
@@ -65,6 +65,11 @@ tests_integration_test_comm_fault_SOURCES = tests/integration/test_comm_fault.c 
 tests_integration_test_comm_fault_CFLAGS = $(DP_TEST_CFLAGS)
 tests_integration_test_comm_fault_LDADD = $(DP_TEST_LIBS)
 
+check_PROGRAMS += tests/integration/test_comm_calibrate
+TESTS += tests/integration/test_comm_calibrate
+tests_integration_test_comm_calibrate_SOURCES = tests/integration/test_comm_calibrate.c $(DP_HARNESS)
+tests_integration_test_comm_calibrate_CFLAGS = $(DP_TEST_CFLAGS)
+tests_integration_test_comm_calibrate_LDADD = $(DP_TEST_LIBS)
 check_PROGRAMS += tests/integration/test_comm_split
 TESTS += tests/integration/test_comm_split
 tests_integration_test_comm_split_SOURCES = tests/integration/test_comm_split.c $(DP_HARNESS)

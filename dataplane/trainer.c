@@ -462,6 +462,11 @@ int trainer_step(struct trainer *t, struct trainer_metrics *out, struct yard_err
 	}
 	t0 = yard_now_mono_ns();
 	optim_step(&t->optim, m, scale);
+	/* the optimiser is compute too: a slowed rank is slowed in all of it, so that its
+	 * compute time is slow_factor times the others' (not less, diluted by an unstretched
+	 * optimiser step) */
+	if (t->slow_factor > 1.0)
+		sleep_ms(ms_since(t0) * (t->slow_factor - 1.0));
 	compute_ms += ms_since(t0);
 	t->step++;
 

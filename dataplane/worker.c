@@ -246,6 +246,10 @@ int main(int argc, char **argv)
 
 	char errbuf[512] = "";
 	yd_comm *comm = NULL;
+	/* Exact resume: a restarted job must sum its gradients in the order the first run did,
+	 * and a measured choice of algorithm may differ between the two runs, so the trainer
+	 * chooses by the built-in model unless YARD_CALIBRATE=1 asks for measurement. */
+	setenv("YARD_CALIBRATE", "0", 0);
 	int rc = yd_comm_init_env(&comm, errbuf, sizeof errbuf);
 	if (rc) {
 		log_error("rank %d: joining the job failed: %s", rank, errbuf);

@@ -406,6 +406,8 @@ static inline void cpu_relax(void)
  * core the peer needs (yield in between lets it run). */
 #define SPIN_ROUNDS 2000
 #define YIELD_EVERY 64
+/* Sockets: a few polling rounds before sleeping in poll(2). */
+#define TCP_SPIN_ROUNDS 200
 
 int dp_xfer_run(yd_comm *c, struct dp_xfer *x, int n)
 {
@@ -434,6 +436,14 @@ int dp_xfer_run(yd_comm *c, struct dp_xfer *x, int n)
 				sched_yield();
 			else
 				cpu_relax();
+			continue;
+		}
+		if (!s.uses_shm && spins < TCP_SPIN_ROUNDS) {
+			/* each round is a nonblocking recv: a reply on the way is read without the
+			 * cost of sleeping in poll and being woken; yielding between rounds lets a
+			 * peer on the same core run */
+			spins++;
+			sched_yield();
 			continue;
 		}
 		rc = dp_xset_check_deadline(c, &s, last);

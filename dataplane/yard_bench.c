@@ -163,7 +163,7 @@ static int run_rank(yd_comm *c, const struct opts *o)
 			       o->cuda ? "cuda" : "cpu");
 		else
 			printf("# yard-bench %s: %d ranks, transport %s%s%s, algo %s%s\n"
-			       "#%12s %12s %6s %6s %10s %8s %8s %7s\n",
+			       "#%12s %12s %6s %9s %10s %8s %8s %7s\n",
 			       o->coll, n, o->transport ? o->transport : "auto",
 			       o->hosts ? ", hosts " : "", o->hosts ? o->hosts : "",
 			       o->algo ? o->algo : "auto", o->cuda ? ", buffers on GPU" : "",
@@ -251,7 +251,16 @@ static int run_rank(yd_comm *c, const struct opts *o)
 		if (me == 0) {
 			size_t bytes = total * esz;
 			double algbw = t_max > 0 ? (double)bytes / t_max / 1e3 : 0;
-			const char *an = o->algo ? o->algo : "auto";
+			/* what auto chose, for an allreduce (the other collectives choose by size
+			 * alone) */
+			char an[32];
+			if (o->algo)
+				snprintf(an, sizeof an, "%s", o->algo);
+			else if (!strcmp(o->coll, "allreduce"))
+				snprintf(an, sizeof an, "auto:%s",
+				         yd_algo_name(yd_allreduce_algo(c, total, dt)));
+			else
+				snprintf(an, sizeof an, "auto");
 			if (json)
 				printf(
 				    "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"algo\":\"%s\","
@@ -260,7 +269,7 @@ static int run_rank(yd_comm *c, const struct opts *o)
 				    first ? "" : ",", bytes, total, yd_dtype_name(dt), an, t_max,
 				    algbw, algbw * busf, (long long)wsum);
 			else
-				printf(" %12zu %12zu %6s %6s %10.2f %8.3f %8.3f %7lld\n", bytes,
+				printf(" %12zu %12zu %6s %9s %10.2f %8.3f %8.3f %7lld\n", bytes,
 				       total, yd_dtype_name(dt), an, t_max, algbw, algbw * busf,
 				       (long long)wsum);
 			fflush(stdout);

@@ -73,6 +73,10 @@ struct yd_config {
 	int tcp_sockets_per_peer;  /* 0 = default */
 	int cuda; /* 1: buffers may be CUDA device memory (yd_comm_use_cuda); where no GPU
 	           * exists, ignored (one debug log line per process) */
+	/* 0: with algo AUTO, time every allreduce algorithm at creation (a few ms: each at 4 KiB
+	 * and 1 MiB) and let `auto` choose by what was measured; -1: choose by the built-in
+	 * cost model instead. Communicators split from this one inherit it. */
+	int calibrate;
 };
 
 const char *yd_dtype_name(enum yd_dtype d);
@@ -91,7 +95,8 @@ int yd_comm_init(const struct yd_config *cfg, yd_comm **out, char *errbuf, size_
 /* Same, from the environment: YARD_RANK, YARD_WORLD_SIZE, and either YARD_PEERS
  * (comma-separated host:port, one per rank) or YARD_RENDEZVOUS_FILE (a shared file each
  * rank appends "rank host:port" to, choosing a free port itself). Optional: YARD_HOSTS
- * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TRANSPORT, YARD_ALGO, YARD_CUDA (0|1),
+ * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TRANSPORT, YARD_ALGO, YARD_CALIBRATE
+ * (0: no calibration, see yd_config.calibrate), YARD_CUDA (0|1),
  * YARD_NCCL (0|1|auto, read at the first device collective), YARD_RDMA_GID_INDEX (RoCE GID
  * table index, default 0). */
 int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len);
@@ -112,6 +117,9 @@ const char *yd_comm_last_error(const yd_comm *comm);
 enum yd_transport yd_comm_transport(const yd_comm *comm, int peer);
 void yd_comm_set_timeout(yd_comm *comm, int timeout_ms);
 void yd_comm_set_algo(yd_comm *comm, enum yd_algo algo);
+/* The algorithm an allreduce of count elements of dt runs on comm now: the forced one, or
+ * what `auto` chooses (from the calibration, see yd_config.calibrate). */
+enum yd_algo yd_allreduce_algo(yd_comm *comm, size_t count, enum yd_dtype dt);
 
 /* CUDA device buffers (libyd built with the CUDA toolkit, a GPU present).
  *

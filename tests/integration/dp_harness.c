@@ -59,6 +59,9 @@ int dp_spawn_run(const struct dp_spawn *sp, dp_rank_fn fn, void *arg, int *statu
 				/* the body decides whether init failing is expected */
 				if (fn)
 					rc = fn(NULL, err);
+				if (rc)
+					fprintf(stderr, "rank %d: communicator init failed: %s\n", r,
+					        err);
 				_exit(rc ? 1 : 0);
 			}
 			close(ready_pipe[0]);

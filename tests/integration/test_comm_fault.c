@@ -250,10 +250,12 @@ static int abort_from_thread(const char *transport)
 
 static int mismatch_body(yd_comm *c, void *arg)
 {
+	/* a rank still finishing the communicator's creation (its calibration) when a faster
+	 * rank finds the mismatch learns of it there: init fails with the mismatch reported */
+	if (!c)
+		return strstr((const char *)arg, "mismatch") != NULL ? 0 : 1;
 	int me = yd_comm_rank(c), which = *(int *)arg, rc = 0;
 	float buf[64] = {0};
-	if (!c)
-		return 1;
 	switch (which) {
 	case 0: /* count */
 		rc = yd_allreduce(c, buf, buf, me ? 12 : 10, YD_F32, YD_SUM);
