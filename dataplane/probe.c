@@ -432,10 +432,10 @@ static double median_of(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* One rank of a world-rank allreduce probe; rank 0 writes {latency per ring step, bandwidth}
- * to out_fd (bandwidth only for 2 ranks, 0 otherwise). */
-static void allreduce_child(int rank, int world, const char *rendezvous, const char *transport,
-                            int timeout_ms, int out_fd)
+/* Opens the communicator of one forked local rank (the environment libyd reads); exits the
+ * process with 3 if it cannot. */
+static yd_comm *child_comm(int rank, int world, const char *rendezvous, const char *transport,
+                           int timeout_ms)
 {
 	char errbuf[256] = "", buf[32];
 	yd_comm *comm = NULL;
@@ -452,6 +452,57 @@ static void allreduce_child(int rank, int world, const char *rendezvous, const c
 	setenv("YARD_TIMEOUT_MS", buf, 1);
 	if (yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
 		_exit(3);
+	return comm;
+}
+
+struct rank_job {
+	int world, timeout_ms;
+	const char *rendezvous;
+	const void *args;
+	/* runs rank `rank` (forked) and _exits; rank 0 writes its answer to out_fd */
+	void (*run)(const struct rank_job *job, int rank, int out_fd);
+};
+
+/* Forks job->world (≤ PROBE_MAX_CONCURRENT) ranks over a fresh rendezvous file and reads
+ * len bytes of rank 0's answer into out before deadline_s: 0, YARD_ETIMEDOUT, or YARD_EIO
+ * (a rank failed; err says so only when no rank could start). */
+static int run_ranks(struct rank_job *job, void *out, size_t len, double deadline_s,
+                     struct yard_err *err)
+{
+	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
+	int fd = mkstemp(rendezvous), results[2], forked = 1;
+	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
+	if (fd < 0)
+		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
+	close(fd);
+	if (pipe(results) != 0) {
+		unlink(rendezvous);
+		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
+	}
+	job->rendezvous = rendezvous;
+	for (int r = 0; r < job->world && r < PROBE_MAX_CONCURRENT; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			close(results[0]);
+			job->run(job, r, results[1]);
+			_exit(0);
+		}
+		forked = forked && pids[r] > 0;
+	}
+	close(results[1]);
+	int rc = forked ? read_full(results[0], out, len, deadline_s) : YARD_EIO;
+	close(results[0]);
+	reap(pids, job->world);
+	unlink(rendezvous);
+	return rc;
+}
+
+/* One rank of a world-rank allreduce probe; rank 0 writes {latency per ring step, bandwidth}
+ * to out_fd (bandwidth only for 2 ranks, 0 otherwise). */
+static void allreduce_rank(const struct rank_job *job, int rank, int out_fd)
+{
+	int world = job->world;
+	yd_comm *comm = child_comm(rank, world, job->rendezvous, job->args, job->timeout_ms);
 	size_t count = world == 2 ? PROBE_BW_BYTES / sizeof(float) : 1;
 	float *data = calloc(count, sizeof *data);
 	if (data == NULL || yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0 ||
@@ -494,31 +545,12 @@ static void allreduce_child(int rank, int world, const char *rendezvous, const c
 static int allreduce_probe(int world, const char *transport, int timeout_ms, double deadline_s,
                            double *latency_s, double *bw, struct yard_err *err)
 {
-	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
-	int fd = mkstemp(rendezvous), results[2];
-	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
 	double result[2] = {0};
-	if (fd < 0)
-		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
-	close(fd);
-	if (pipe(results) != 0) {
-		unlink(rendezvous);
-		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
-	}
-	int forked = 1;
-	for (int r = 0; r < world; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0) {
-			close(results[0]);
-			allreduce_child(r, world, rendezvous, transport, timeout_ms, results[1]);
-		}
-		forked = forked && pids[r] > 0;
-	}
-	close(results[1]);
-	int rc = forked ? read_full(results[0], result, sizeof result, deadline_s) : YARD_EIO;
-	close(results[0]);
-	reap(pids, world);
-	unlink(rendezvous);
+	struct rank_job job = {
+	    .world = world, .timeout_ms = timeout_ms, .args = transport, .run = allreduce_rank};
+	int rc = run_ranks(&job, result, sizeof result, deadline_s, err);
+	if (rc != 0 && err->code != 0)
+		return rc;
 	if (rc != 0)
 		return yard_err_set(err, rc,
 		                    "probe: the %d-rank %s allreduce did not complete within the "
@@ -556,26 +588,22 @@ static void compute_calls(float *buf, long calls)
  * exchange is what a rank waits in the trainer's pattern: the peers' lateness (on shared
  * cores, their compute that ran while this rank did not), spinning, sleeping and being woken
  * up. Rank 0 writes the mean per exchange to out_fd. */
-static void sync_child(int rank, int world, const char *rendezvous, long calls, int allreduce,
-                       int timeout_ms, int out_fd)
+struct sync_args {
+	long calls;    /* of the GEMM between two exchanges */
+	int allreduce; /* 1: a one-float allreduce, 0: a ring exchange */
+};
+
+static void sync_rank(const struct rank_job *job, int rank, int out_fd)
 {
-	char errbuf[256] = "", buf[32];
-	yd_comm *comm = NULL;
+	const struct sync_args *args = job->args;
+	int world = job->world;
+	long calls = args->calls;
+	int allreduce = args->allreduce;
 	const int *s = GEMM_SHAPES[SYNC_SHAPE];
 	float *work =
 	    calloc((size_t)s[0] * s[1] + (size_t)s[2] * s[1] + (size_t)s[0] * s[2], sizeof *work);
-	snprintf(buf, sizeof buf, "%d", rank);
-	setenv("YARD_RANK", buf, 1);
-	snprintf(buf, sizeof buf, "%d", world);
-	setenv("YARD_WORLD_SIZE", buf, 1);
-	setenv("YARD_RENDEZVOUS_FILE", rendezvous, 1);
-	setenv("YARD_TRANSPORT", "shm", 1);
-	unsetenv("YARD_PEERS");
-	unsetenv("YARD_HOSTS");
-	unsetenv("YARD_ALGO");
-	snprintf(buf, sizeof buf, "%d", timeout_ms);
-	setenv("YARD_TIMEOUT_MS", buf, 1);
-	if (work == NULL || yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
+	yd_comm *comm = child_comm(rank, world, job->rendezvous, "shm", job->timeout_ms);
+	if (work == NULL)
 		_exit(3);
 	double waited_s = 0;
 	float token = 0, got = 0;
@@ -629,35 +657,17 @@ static long sync_calls(void)
 }
 
 /* The cost of one exchange between world processes of this node in the trainer's pattern
- * (see sync_child). */
+ * (see sync_rank). */
 static int sync_probe(int world, long calls, int allreduce, int timeout_ms, double deadline_s,
                       double *sync_s, struct yard_err *err)
 {
-	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
-	int fd = mkstemp(rendezvous), results[2];
-	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
-	int forked = 1;
 	double per = 0;
-	if (fd < 0)
-		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
-	close(fd);
-	if (pipe(results) != 0) {
-		unlink(rendezvous);
-		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
-	}
-	for (int r = 0; r < world; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0) {
-			close(results[0]);
-			sync_child(r, world, rendezvous, calls, allreduce, timeout_ms, results[1]);
-		}
-		forked = forked && pids[r] > 0;
-	}
-	close(results[1]);
-	int rc = forked ? read_full(results[0], &per, sizeof per, deadline_s) : YARD_EIO;
-	close(results[0]);
-	reap(pids, world);
-	unlink(rendezvous);
+	struct sync_args args = {.calls = calls, .allreduce = allreduce};
+	struct rank_job job = {
+	    .world = world, .timeout_ms = timeout_ms, .args = &args, .run = sync_rank};
+	int rc = run_ranks(&job, &per, sizeof per, deadline_s, err);
+	if (rc != 0 && err->code != 0)
+		return rc;
 	if (rc != 0)
 		return yard_err_set(err, rc,
 		                    "probe: the %d-process %s (sync) probe did not complete "
