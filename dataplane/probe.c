@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef HAVE_OPENBLAS
@@ -54,6 +55,14 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
 static double now_s(void)
 {
 	return (double)yard_now_mono_ns() / 1e9;
+}
+
+/* CPU seconds this process (all its threads) has used. */
+static double process_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Forward + backward (3 GEMMs) of one linear layer, repeated for window_s; flops/s of the
@@ -605,28 +614,43 @@ static void sync_rank(const struct rank_job *job, int rank, int out_fd)
 	yd_comm *comm = child_comm(rank, world, job->rendezvous, "shm", job->timeout_ms);
 	if (work == NULL)
 		_exit(3);
-	double waited_s = 0;
+	/* [phase]: 0 the work alone, 1 followed by the exchange */
+	double wall_s[2] = {0, 0}, cpu_s[2] = {0, 0};
 	float token = 0, got = 0;
-	if (yd_barrier(comm) != 0)
+	for (int round = 0; round < PROBE_SYNC_ROUNDS; round++)
+		for (int phase = 0; phase < 2; phase++) {
+			if (yd_barrier(comm) != 0)
+				_exit(4);
+			double t0 = now_s(), c0 = process_cpu_s();
+			for (int k = 0; k < PROBE_SYNC_ITERS; k++) {
+				compute_calls(work, calls);
+				if (phase == 0)
+					continue;
+				yd_request *req = NULL;
+				int tag = round * PROBE_SYNC_ITERS + k;
+				if (allreduce
+				        ? yd_allreduce(comm, &token, &got, 1, YD_F32, YD_SUM) != 0
+				        : yd_isend(comm, &token, 1, YD_F32, (rank + 1) % world, tag,
+				                   &req) != 0 ||
+				              yd_recv(comm, &got, 1, YD_F32,
+				                      (rank + world - 1) % world, tag) != 0 ||
+				              yd_wait(req) != 0)
+					_exit(4);
+			}
+			if (yd_barrier(comm) != 0)
+				_exit(4);
+			wall_s[phase] += now_s() - t0;
+			cpu_s[phase] += process_cpu_s() - c0;
+		}
+	/* {wall, cpu} per exchange: rank 0's wall, the ranks' mean CPU */
+	double n = PROBE_SYNC_ROUNDS * PROBE_SYNC_ITERS;
+	double cpu = (cpu_s[1] - cpu_s[0]) / n, result[2] = {(wall_s[1] - wall_s[0]) / n, 0};
+	if (yd_allreduce(comm, &cpu, &result[1], 1, YD_F64, YD_SUM) != 0)
 		_exit(4);
-	for (int k = 0; k < PROBE_SYNC_ROUNDS * PROBE_SYNC_ITERS; k++) {
-		compute_calls(work, calls);
-		yd_request *req = NULL;
-		double t0 = now_s();
-		if (allreduce
-		        ? yd_allreduce(comm, &token, &got, 1, YD_F32, YD_SUM) != 0
-		        : yd_isend(comm, &token, 1, YD_F32, (rank + 1) % world, k, &req) != 0 ||
-		              yd_recv(comm, &got, 1, YD_F32, (rank + world - 1) % world, k) != 0 ||
-		              yd_wait(req) != 0)
-			_exit(4);
-		waited_s += now_s() - t0;
-	}
-	if (yd_barrier(comm) != 0)
-		_exit(4);
+	result[1] /= world;
 	yd_comm_destroy(comm);
 	free(work);
-	double per = waited_s / (PROBE_SYNC_ROUNDS * PROBE_SYNC_ITERS);
-	if (rank == 0 && write(out_fd, &per, sizeof per) != (ssize_t)sizeof per)
+	if (rank == 0 && write(out_fd, result, sizeof result) != (ssize_t)sizeof result)
 		_exit(5);
 	_exit(0);
 }
@@ -659,13 +683,13 @@ static long sync_calls(void)
 /* The cost of one exchange between world processes of this node in the trainer's pattern
  * (see sync_rank). */
 static int sync_probe(int world, long calls, int allreduce, int timeout_ms, double deadline_s,
-                      double *sync_s, struct yard_err *err)
+                      double *wall_s, double *cpu_s, struct yard_err *err)
 {
-	double per = 0;
+	double result[2] = {0, 0};
 	struct sync_args args = {.calls = calls, .allreduce = allreduce};
 	struct rank_job job = {
 	    .world = world, .timeout_ms = timeout_ms, .args = &args, .run = sync_rank};
-	int rc = run_ranks(&job, &per, sizeof per, deadline_s, err);
+	int rc = run_ranks(&job, result, sizeof result, deadline_s, err);
 	if (rc != 0 && err->code != 0)
 		return rc;
 	if (rc != 0)
@@ -674,7 +698,9 @@ static int sync_probe(int world, long calls, int allreduce, int timeout_ms, doub
 		                    "within the budget (%s)",
 		                    world, allreduce ? "allreduce" : "exchange",
 		                    rc == YARD_ETIMEDOUT ? "timed out" : "a rank failed");
-	*sync_s = per > 0 ? per : 0;
+	/* a difference of two timings: noise can make it slightly negative on an idle node */
+	*wall_s = fmax(0, result[0]);
+	*cpu_s = fmax(0, result[1]);
 	return 0;
 }
 
@@ -741,21 +767,24 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	long calls = sync_calls();
 	if (calls <= 0)
 		return yard_err_set(err, YARD_ENOMEM, "probe: no memory for the sync probe's GEMM");
-	/* [kind][round]: kind 0 a ring exchange (isend, recv), 1 a one-float allreduce */
-	double sync2[2][PROBE_SHARE_ROUNDS], sync_all[2][PROBE_SHARE_ROUNDS];
+	/* [kind][round]: kind 0 a ring exchange (isend, recv), 1 a one-float allreduce; wall
+	 * with 2 processes, CPU with 2 and with every device's */
+	double wall2[2][PROBE_SHARE_ROUNDS], cpu2[2][PROBE_SHARE_ROUNDS];
+	double cpu_all[2][PROBE_SHARE_ROUNDS];
 	double eff[PROBE_SHARE_ROUNDS], alone_share[PROBE_SHARE_ROUNDS];
 	double share_window_s = budget_s * 0.05 / 2;
 	for (int round = 0; round < PROBE_SHARE_ROUNDS; round++) {
-		double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
+		double alone = 0, alone_best = 0, sum = 0, best_sum = 0, wall_all = 0;
 		for (int kind = 0; kind < 2; kind++) {
 			if ((rc = sync_probe(2, calls, kind, comm_timeout_ms,
-			                     now_s() + comm_timeout_ms / 500.0, &sync2[kind][round],
-			                     err)) != 0)
+			                     now_s() + comm_timeout_ms / 500.0, &wall2[kind][round],
+			                     &cpu2[kind][round], err)) != 0)
 				return rc;
-			sync_all[kind][round] = sync2[kind][round];
-			if (all > 2 && (rc = sync_probe(all, calls, kind, comm_timeout_ms,
-			                                now_s() + comm_timeout_ms / 500.0,
-			                                &sync_all[kind][round], err)) != 0)
+			cpu_all[kind][round] = cpu2[kind][round];
+			if (all > 2 &&
+			    (rc = sync_probe(all, calls, kind, comm_timeout_ms,
+			                     now_s() + comm_timeout_ms / 500.0, &wall_all,
+			                     &cpu_all[kind][round], err)) != 0)
 				return rc;
 		}
 		if ((rc = concurrent_rate(1, share_window_s, now_s() + budget_s + 5, &alone,
@@ -771,10 +800,12 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 		}
 	}
 	out->devices = all;
-	out->shm_sync_s = median_of(sync2[0], PROBE_SHARE_ROUNDS);
-	out->shm_busy_sync_s = median_of(sync_all[0], PROBE_SHARE_ROUNDS);
-	out->shm_allreduce_sync_s = median_of(sync2[1], PROBE_SHARE_ROUNDS);
-	out->shm_busy_allreduce_sync_s = median_of(sync_all[1], PROBE_SHARE_ROUNDS);
+	out->shm_sync_s = median_of(wall2[0], PROBE_SHARE_ROUNDS);
+	out->shm_sync_cpu_s = median_of(cpu2[0], PROBE_SHARE_ROUNDS);
+	out->shm_busy_sync_cpu_s = median_of(cpu_all[0], PROBE_SHARE_ROUNDS);
+	out->shm_allreduce_sync_s = median_of(wall2[1], PROBE_SHARE_ROUNDS);
+	out->shm_allreduce_sync_cpu_s = median_of(cpu2[1], PROBE_SHARE_ROUNDS);
+	out->shm_busy_allreduce_sync_cpu_s = median_of(cpu_all[1], PROBE_SHARE_ROUNDS);
 	out->parallel_efficiency = median_of(eff, PROBE_SHARE_ROUNDS);
 	/* over the block windows (40% of the budget) and the lone processes' windows: the
 	 * blocks' best-slice costs times this is what the trainer gets over a run */
@@ -796,14 +827,21 @@ json_t *probe_to_json(const struct probe_result *r)
 	              "call_s", r->block_call_s, "fit_error", r->block_fit_error);
 	json_t *optim =
 	    json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd", r->sgd_s_per_param);
-	return json_pack(
-	    "{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
-	    r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
-	    "parallel_efficiency", r->parallel_efficiency, "availability", r->availability,
-	    "devices", r->devices, "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s, "intra_latency_s",
-	    r->shm_latency_s, "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
-	    r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "intra_sync_s", r->shm_sync_s,
-	    "intra_busy_sync_s", r->shm_busy_sync_s, "intra_allreduce_sync_s",
-	    r->shm_allreduce_sync_s, "intra_busy_allreduce_sync_s", r->shm_busy_allreduce_sync_s,
-	    "probe_ms", (int)(r->elapsed_s * 1000));
+	json_t *o = json_pack(
+	    "{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s", r->flops_per_s,
+	    "gemm", gemm, "block", block, "optim_s_per_param", optim, "parallel_efficiency",
+	    r->parallel_efficiency, "availability", r->availability, "devices", r->devices,
+	    "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s, "intra_latency_s", r->shm_latency_s,
+	    "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
+	    r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
+	    (int)(r->elapsed_s * 1000));
+	json_object_set_new(o, "intra_sync_s", json_real(r->shm_sync_s));
+	json_object_set_new(o, "intra_sync_cpu_s", json_real(r->shm_sync_cpu_s));
+	json_object_set_new(o, "intra_busy_sync_cpu_s", json_real(r->shm_busy_sync_cpu_s));
+	json_object_set_new(o, "intra_allreduce_sync_s", json_real(r->shm_allreduce_sync_s));
+	json_object_set_new(o, "intra_allreduce_sync_cpu_s",
+	                    json_real(r->shm_allreduce_sync_cpu_s));
+	json_object_set_new(o, "intra_busy_allreduce_sync_cpu_s",
+	                    json_real(r->shm_busy_allreduce_sync_cpu_s));
+	return o;
 }

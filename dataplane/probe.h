@@ -49,17 +49,17 @@ struct probe_result {
 	/* per ring step of a 1-float allreduce over all the node's devices (at most 16) at once:
 	 * above shm_latency_s when they outnumber the cores and every wait needs a switch */
 	double shm_busy_latency_s;
-	/* what one exchange of a float between ranks costs in the trainer's pattern (every
-	 * rank computes ~100 µs, then isends to the next rank and receives from the previous
-	 * one, as pipeline stages do), over the same work without the exchange: 2 processes (the
-	 * node has cores to spare), and every device's process at once (when they outnumber the
-	 * cores, a rank that waits for a descheduled peer sleeps and is woken by the scheduler: far
-	 * above the back-to-back latency) */
-	double shm_sync_s, shm_busy_sync_s;
-	/* the same with a one-float allreduce over the processes instead of the ring exchange
-	 * (a blocking collective runs on the caller's thread; isend hands the exchange to the
-	 * communicator's progress thread, which costs thread switches of its own) */
-	double shm_allreduce_sync_s, shm_busy_allreduce_sync_s;
+	/* what one exchange of a float between ranks adds in the trainer's pattern: every
+	 * process computes ~100 µs of work, then isends a float to the next and receives the
+	 * previous one's (as pipeline stages do), against the same work without the exchange,
+	 * in phases that alternate so that both see the machine alike. shm_sync_s: the wall
+	 * time it adds with 2 processes (waits, spins, sleeps and wake-ups the back-to-back
+	 * latency never sees); *_cpu_s: the CPU time it adds per process (spinning, system
+	 * calls, thread switches), with 2 processes and with one per device (busy) */
+	double shm_sync_s, shm_sync_cpu_s, shm_busy_sync_cpu_s;
+	/* the same with a blocking one-float allreduce in place of the exchange (as
+	 * tensor-parallel ranks do; isend hands its exchange to the progress thread) */
+	double shm_allreduce_sync_s, shm_allreduce_sync_cpu_s, shm_busy_allreduce_sync_cpu_s;
 	double tcp_bw_bytes_per_s, tcp_latency_s;
 	double elapsed_s;
 };

@@ -25,9 +25,11 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "intra_latency_s",
 	                                   "intra_busy_latency_s",
 	                                   "intra_sync_s",
-	                                   "intra_busy_sync_s",
+	                                   "intra_sync_cpu_s",
+	                                   "intra_busy_sync_cpu_s",
 	                                   "intra_allreduce_sync_s",
-	                                   "intra_busy_allreduce_sync_s",
+	                                   "intra_allreduce_sync_cpu_s",
+	                                   "intra_busy_allreduce_sync_cpu_s",
 	                                   "tcp_bw_bytes_per_s",
 	                                   "tcp_latency_s",
 	                                   "inter_bw_bytes_per_s",
@@ -36,10 +38,16 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "device_memory_mb",
 	                                   "probe_ms",
 	                                   NULL};
+	static const char *const sync_keys[] = {"intra_sync_s",
+	                                        "intra_sync_cpu_s",
+	                                        "intra_busy_sync_cpu_s",
+	                                        "intra_allreduce_sync_s",
+	                                        "intra_allreduce_sync_cpu_s",
+	                                        "intra_busy_allreduce_sync_cpu_s",
+	                                        NULL};
 	static const char *const positive[] = {"flops_per_s", "intra_bw_bytes_per_s",
 	                                       "inter_bw_bytes_per_s", NULL};
-	double v = 0, eff = 1, avail = 1, intra_lat = 0, inter_lat = 0, busy_lat = 0, sync = 0,
-	       busy_sync = 0, ar_sync = 0, busy_ar_sync = 0;
+	double v = 0, eff = 1, avail = 1, intra_lat = 0, inter_lat = 0, busy_lat = 0;
 	int64_t memory_mb = 0, probe_ms = 0;
 	const char *source = "configured";
 	if (!json_is_object(perf)) {
@@ -52,12 +60,6 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	    jsonx_get_double(perf, "perf", "intra_latency_s", 0, 0, 10, &intra_lat, err) != 0 ||
 	    jsonx_get_double(perf, "perf", "inter_latency_s", 0, 0, 10, &inter_lat, err) != 0 ||
 	    jsonx_get_double(perf, "perf", "intra_busy_latency_s", 0, 0, 10, &busy_lat, err) != 0 ||
-	    jsonx_get_double(perf, "perf", "intra_sync_s", 0, 0, 10, &sync, err) != 0 ||
-	    jsonx_get_double(perf, "perf", "intra_busy_sync_s", 0, 0, 10, &busy_sync, err) != 0 ||
-	    jsonx_get_double(perf, "perf", "intra_allreduce_sync_s", 0, 0, 10, &ar_sync, err) !=
-	        0 ||
-	    jsonx_get_double(perf, "perf", "intra_busy_allreduce_sync_s", 0, 0, 10, &busy_ar_sync,
-	                     err) != 0 ||
 	    jsonx_get_int(perf, "perf", "device_memory_mb", 0, 0, 1LL << 40, &memory_mb, err) !=
 	        0 ||
 	    jsonx_get_int(perf, "perf", "probe_ms", 0, 0, 3600000, &probe_ms, err) != 0 ||
@@ -87,13 +89,20 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 		             source);
 		return NULL;
 	}
-	json_t *out = json_pack(
-	    "{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "parallel_efficiency", eff, "availability",
-	    avail, "intra_latency_s", intra_lat, "intra_busy_latency_s", busy_lat, "intra_sync_s",
-	    sync, "intra_busy_sync_s", busy_sync, "inter_latency_s", inter_lat, "device_memory_mb",
-	    (json_int_t)memory_mb, "probe_ms", (json_int_t)probe_ms, "inter_source", source);
-	json_object_set_new(out, "intra_allreduce_sync_s", json_real(ar_sync));
-	json_object_set_new(out, "intra_busy_allreduce_sync_s", json_real(busy_ar_sync));
+	json_t *out = json_pack("{s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "parallel_efficiency", eff,
+	                        "availability", avail, "intra_latency_s", intra_lat,
+	                        "intra_busy_latency_s", busy_lat, "inter_latency_s", inter_lat,
+	                        "device_memory_mb", (json_int_t)memory_mb, "probe_ms",
+	                        (json_int_t)probe_ms, "inter_source", source);
+	/* the exchange costs (probe.h): optional, 0 when not measured */
+	for (int i = 0; sync_keys[i] != NULL; i++) {
+		double x = 0;
+		if (jsonx_get_double(perf, "perf", sync_keys[i], 0, 0, 10, &x, err) != 0) {
+			json_decref(out);
+			return NULL;
+		}
+		json_object_set_new(out, sync_keys[i], json_real(x));
+	}
 	for (int i = 0; positive[i] != NULL; i++) {
 		if (jsonx_get_double(perf, "perf", positive[i], 1, 1e-300, 1e300, &v, err) != 0) {
 			json_decref(out);
@@ -237,11 +246,14 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 		k->latency_s = fmax(k->latency_s, num(perf, "intra_latency_s"));
 		k->busy_latency_s = fmax(k->busy_latency_s, num(perf, "intra_busy_latency_s"));
 		k->sync_s = fmax(k->sync_s, num(perf, "intra_sync_s"));
-		k->busy_sync_s = fmax(k->busy_sync_s, num(perf, "intra_busy_sync_s"));
+		k->sync_cpu_s = fmax(k->sync_cpu_s, num(perf, "intra_sync_cpu_s"));
+		k->busy_sync_cpu_s = fmax(k->busy_sync_cpu_s, num(perf, "intra_busy_sync_cpu_s"));
 		k->allreduce_sync_s =
 		    fmax(k->allreduce_sync_s, num(perf, "intra_allreduce_sync_s"));
-		k->busy_allreduce_sync_s =
-		    fmax(k->busy_allreduce_sync_s, num(perf, "intra_busy_allreduce_sync_s"));
+		k->allreduce_sync_cpu_s =
+		    fmax(k->allreduce_sync_cpu_s, num(perf, "intra_allreduce_sync_cpu_s"));
+		k->busy_allreduce_sync_cpu_s = fmax(k->busy_allreduce_sync_cpu_s,
+		                                    num(perf, "intra_busy_allreduce_sync_cpu_s"));
 		k->inter_latency_s = fmax(k->inter_latency_s, inter_lat);
 		if (k->parallel_efficiency == 0 ||
 		    num(perf, "parallel_efficiency") < k->parallel_efficiency)
@@ -324,9 +336,12 @@ static json_t *cluster_json(const struct plan_cluster *k)
 	json_object_set_new(o, "intra_latency_s", json_real(k->latency_s));
 	json_object_set_new(o, "intra_busy_latency_s", json_real(k->busy_latency_s));
 	json_object_set_new(o, "intra_sync_s", json_real(k->sync_s));
-	json_object_set_new(o, "intra_busy_sync_s", json_real(k->busy_sync_s));
+	json_object_set_new(o, "intra_sync_cpu_s", json_real(k->sync_cpu_s));
+	json_object_set_new(o, "intra_busy_sync_cpu_s", json_real(k->busy_sync_cpu_s));
 	json_object_set_new(o, "intra_allreduce_sync_s", json_real(k->allreduce_sync_s));
-	json_object_set_new(o, "intra_busy_allreduce_sync_s", json_real(k->busy_allreduce_sync_s));
+	json_object_set_new(o, "intra_allreduce_sync_cpu_s", json_real(k->allreduce_sync_cpu_s));
+	json_object_set_new(o, "intra_busy_allreduce_sync_cpu_s",
+	                    json_real(k->busy_allreduce_sync_cpu_s));
 	json_object_set_new(o, "inter_latency_s", json_real(k->inter_latency_s));
 	return o;
 }

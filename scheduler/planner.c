@@ -112,13 +112,13 @@ double plan_device_share(const struct plan_cluster *k, double ranks_on_node)
 	return avail * (ranks_on_node > capacity ? capacity / ranks_on_node : 1);
 }
 
-double plan_sync_cost(const struct plan_cluster *k, int ranks_on_node, int allreduce)
+double plan_sync_cpu(const struct plan_cluster *k, int ranks_on_node, int allreduce)
 {
 	int all = k->devices_per_node;
-	double two = k->sync_s, busy = k->busy_sync_s;
-	if (allreduce && k->allreduce_sync_s > 0) {
-		two = k->allreduce_sync_s;
-		busy = k->busy_allreduce_sync_s;
+	double two = k->sync_cpu_s, busy = k->busy_sync_cpu_s;
+	if (allreduce && k->allreduce_sync_cpu_s > 0) {
+		two = k->allreduce_sync_cpu_s;
+		busy = k->busy_allreduce_sync_cpu_s;
 	}
 	if (busy <= 0 || ranks_on_node <= 2 || all <= 2)
 		return two;
@@ -157,8 +157,9 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double pp_latency = pp_fits_node ? intra_latency : inter_latency;
 	double dp_latency = world_fits_node ? intra_latency : inter_latency;
 	/* the measured cost of one exchange within the node (busy when crowded) */
-	double intra_sync = plan_sync_cost(k, ranks_on_node, 1);
-	double pp_sync = pp_fits_node ? plan_sync_cost(k, ranks_on_node, 0) : 0;
+	/* the wall time an exchange adds on the critical path */
+	double intra_sync = k->allreduce_sync_s > 0 ? k->allreduce_sync_s : k->sync_s;
+	double pp_sync = pp_fits_node ? k->sync_s : 0;
 	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
 	/* the critical path is costed at what a lone rank gets (availability); the node's
@@ -198,11 +199,17 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
 	            c->dp_exposed_s + c->loss_comm_s + c->optim_s;
-	/* the node's bound: its ranks' work over what it computes at once. A rank that waits
-	 * (a message, the bubble) leaves its core to another, so the step is the larger of the
-	 * critical path above and this; when this is larger, compute and optimiser stretch
-	 * to make up the difference (each rank gets share of a device) */
-	double node_s = (c->compute_s + c->optim_s) * alone_share / share;
+	/* the node's bound: its ranks' work, the CPU their exchanges burn included, over what
+	 * it computes at once. A rank that waits (a message, the bubble) leaves its core to
+	 * another, so the step is the larger of the critical path above and this; when this
+	 * is larger, compute and optimiser stretch to make up the difference */
+	double ar_cpu = plan_sync_cpu(k, ranks_on_node, 1),
+	       p2p_cpu = plan_sync_cpu(k, ranks_on_node, 0);
+	double exchanges_cpu = (c->tp > 1 ? 2.0 * blocks * c->m * ar_cpu : 0) +
+	                       (c->pp > 1 && pp_fits_node ? 2.0 * c->v * c->m * p2p_cpu : 0) +
+	                       (world_fits_node ? ((c->dp > 1) + (world > 1)) * ar_cpu : 0);
+	double node_s =
+	    (c->compute_s + c->optim_s + exchanges_cpu / alone_share) * alone_share / share;
 	if (node_s > c->step_s) {
 		double stretch = 1 + (node_s - c->step_s) /
 		                         (c->compute_s / (1.0 - c->bubble_fraction) + c->optim_s);

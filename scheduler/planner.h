@@ -15,12 +15,11 @@
  *               their size (interpolated on the measured curve: small GEMMs run far below
  *               peak). Without a block cost: 3 × forward FLOPs / rate. Divided by the
  *               measured availability (the share of a core a lone process gets)
- *   sync      = the measured cost of one exchange within a node in the trainer's pattern
- *               (ranks compute, then each waits for a peer's message: spins, sleeps and
- *               wake-ups included), for the ranks the layout puts on the node (measured
- *               with 2 and with every device; linear between), paid once per rendezvous
- *               a rank waits in: per allreduce (its ranks meet once; the ring's later
- *               steps follow at the back-to-back latency) and per pipeline message
+ *   sync      = the measured wall time one exchange within a node adds in the trainer's
+ *               pattern (ranks compute, then each waits for a peer's message), with cores
+ *               to spare: once per allreduce (its ranks meet once; the ring's later steps
+ *               follow at the back-to-back latency) and once per pipeline message, on top
+ *               of the messages' latency and bandwidth
  *   tp comm   = 2 allreduces per block per micro-batch (forward output + backward input
  *               gradient), each a ring: 2(tp−1)/tp · bytes / intra_bw + 2(tp−1) · latency,
  *               plus a sync; messages within a node whose ranks outnumber what it computes
@@ -42,7 +41,9 @@
  *               and the node's work over its capacity (when the ranks on a node outnumber
  *               what it computes at once: CPU devices on fewer cores, the measured
  *               parallel efficiency)
- *                 (compute + optimiser) × ranks on the node / capacity
+ *                 (compute + optimiser + exchanges × sync CPU) × ranks on the node / capacity
+ *               where sync CPU is the measured CPU time an exchange costs a rank (spins,
+ *               system calls, thread switches) for the ranks on the node
  *               (a rank that waits for a message or in the bubble leaves its core to
  *               another rank, so a crowded node's step is its total work over its
  *               capacity, a pipeline's at least its critical path). When the node's bound
@@ -78,14 +79,14 @@ struct plan_cluster {
 	 * over all of them: higher when they outnumber the cores); 0: latency_s */
 	double busy_latency_s;
 	double inter_latency_s; /* per message between nodes; 0: latency_s */
-	/* measured cost of one exchange between ranks of one node in the trainer's pattern
-	 * (each computes, then waits for its peer's message: spinning, sleeping and being
-	 * woken included), with 2 processes on the node and with devices_per_node (busy);
-	 * 0: not measured (no sync term) */
-	double sync_s, busy_sync_s;
-	/* the same for a blocking one-float allreduce (tensor-parallel, loss) instead of a
-	 * point-to-point exchange (pipeline messages); 0: sync_s, busy_sync_s */
-	double allreduce_sync_s, busy_allreduce_sync_s;
+	/* measured: what one exchange between ranks of one node adds in the trainer's pattern
+	 * (ranks compute, then each waits for a peer's message), for a point-to-point message
+	 * (pipeline) and a blocking allreduce (tensor-parallel, loss): the wall time with 2
+	 * ranks (waits, spins, sleeps, wake-ups), and the CPU time per rank with 2 and with
+	 * devices_per_node ranks (busy). 0: not measured (no such term; an allreduce figure of
+	 * 0 falls back to the point-to-point one) */
+	double sync_s, sync_cpu_s, busy_sync_cpu_s;
+	double allreduce_sync_s, allreduce_sync_cpu_s, busy_allreduce_sync_cpu_s;
 	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
 	 * 0 points: flops_per_s at every size */
 	int rate_points;
@@ -135,9 +136,10 @@ double plan_device_rate(const struct plan_cluster *cluster, double call_flops);
  * average: a fraction for the ranks of a pipeline that compute at once) share a node (see
  * the cost model above). */
 double plan_device_share(const struct plan_cluster *cluster, double ranks_on_node);
-/* The measured cost of one exchange (allreduce: an allreduce, else a pipeline message) when
- * ranks_on_node ranks share a node (see sync above). */
-double plan_sync_cost(const struct plan_cluster *cluster, int ranks_on_node, int allreduce);
+/* The CPU time one exchange (allreduce: an allreduce, else a pipeline message) costs a rank
+ * when ranks_on_node ranks share a node (measured with 2 and devices_per_node; linear
+ * between). */
+double plan_sync_cpu(const struct plan_cluster *cluster, int ranks_on_node, int allreduce);
 /* Predicts one layout (no rule checks). */
 void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
                   struct plan_candidate *c);

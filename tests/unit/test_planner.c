@@ -255,20 +255,23 @@ static void test_measured_block_and_optimiser_costs(void **state)
 	assert_float_equal(d1.step_s, d1.compute_s + d1.optim_s, 1e-12);
 }
 
-/* The measured exchange (sync) cost: once per allreduce (its own figure when measured) and
- * per pipeline message within a node, for the ranks on the node (2 → the two-process figure, every
- * device → the busy one, linear between), and the step's loss allreduce over every rank. Exact
- * figures from deterministic inputs. */
+/* The measured exchange (sync) costs: the wall time once per allreduce (its own figure when
+ * measured) and per pipeline message within a node on the critical path; the CPU time per
+ * exchange in the node's bound (for the ranks on the node: 2 → the two-rank figure, every
+ * device → the busy one, linear between); and the step's loss allreduce over every rank.
+ * Exact figures from deterministic inputs. */
 static void test_sync_cost_per_exchange(void **state)
 {
 	struct plan_cluster k = cluster(); /* 4 per node, 10 µs latency, 3 GB/s */
 	k.latency_s = 0;                   /* only the sync and bandwidth terms remain */
 	k.sync_s = 20e-6;
-	k.busy_sync_s = 100e-6;
-	assert_float_equal(plan_sync_cost(&k, 1, 0), 20e-6, 1e-15);
-	assert_float_equal(plan_sync_cost(&k, 2, 0), 20e-6, 1e-15);
-	assert_float_equal(plan_sync_cost(&k, 3, 0), 60e-6, 1e-15);
-	assert_float_equal(plan_sync_cost(&k, 4, 0), 100e-6, 1e-15);
+	k.sync_cpu_s = 4e-6;
+	k.busy_sync_cpu_s = 12e-6;
+	assert_float_equal(plan_sync_cpu(&k, 1, 0), 4e-6, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 2, 0), 4e-6, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 3, 0), 8e-6, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 4, 0), 12e-6, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 3, 1), 8e-6, 1e-15); /* no allreduce figure */
 	struct plan_candidate one = {
 	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
 	plan_predict(&model, &k, &one);
@@ -281,37 +284,44 @@ static void test_sync_cost_per_exchange(void **state)
 	assert_float_equal(tp2.tp_comm_s, 16 * (20e-6 + act_bytes / 3e9), 1e-12);
 	/* the loss allreduce over 2 ranks: a sync, 32 bytes */
 	assert_float_equal(tp2.loss_comm_s, 20e-6 + 32.0 / 3e9, 1e-12);
-	/* tp4: every device of the node runs a rank: the busy figure */
-	struct plan_candidate tp4 = one;
-	tp4.tp = 4;
-	plan_predict(&model, &k, &tp4);
-	assert_float_equal(tp4.tp_comm_s, 16 * (100e-6 + 1.5 * act_bytes / 3e9), 1e-12);
-	assert_float_equal(tp4.loss_comm_s, 100e-6 + 1.5 * 32.0 / 3e9, 1e-12);
 	/* pp2 with m 4: 2 · 4 messages of 16 rows, each a sync */
 	struct plan_candidate pp2 = one;
 	pp2.pp = 2;
 	pp2.m = 4;
 	plan_predict(&model, &k, &pp2);
 	assert_float_equal(pp2.pp_comm_s, 8 * (20e-6 + 16.0 * 64 * 4 / 3e9), 1e-12);
-	/* the step adds the loss allreduce after the pipeline drains */
 	assert_float_equal(pp2.step_s,
 	                   (pp2.compute_s + pp2.pp_comm_s) / (1 - pp2.bubble_fraction) +
 	                       pp2.dp_exposed_s + pp2.loss_comm_s + pp2.optim_s,
 	                   1e-12);
-	/* a measured allreduce figure replaces the exchange's for allreduces (tensor-parallel,
-	 * loss), not for pipeline messages */
+	/* a measured allreduce figure replaces the exchange's for allreduces only */
 	k.allreduce_sync_s = 5e-6;
-	k.busy_allreduce_sync_s = 45e-6;
-	assert_float_equal(plan_sync_cost(&k, 3, 1), 25e-6, 1e-15);
-	assert_float_equal(plan_sync_cost(&k, 3, 0), 60e-6, 1e-15);
+	k.allreduce_sync_cpu_s = 1e-6;
+	k.busy_allreduce_sync_cpu_s = 3e-6;
+	assert_float_equal(plan_sync_cpu(&k, 3, 1), 2e-6, 1e-15);
 	plan_predict(&model, &k, &tp2);
 	assert_float_equal(tp2.tp_comm_s, 16 * (5e-6 + act_bytes / 3e9), 1e-12);
 	assert_float_equal(tp2.loss_comm_s, 5e-6 + 32.0 / 3e9, 1e-12);
 	plan_predict(&model, &k, &pp2);
 	assert_float_equal(pp2.pp_comm_s, 8 * (20e-6 + 16.0 * 64 * 4 / 3e9), 1e-12);
-	k.allreduce_sync_s = k.busy_allreduce_sync_s = 0;
-	/* unmeasured (0): no sync term */
-	k.sync_s = k.busy_sync_s = 0;
+	/* crowded (4 ranks on 2 devices' worth): tp4's node bound is its compute, optimiser
+	 * and 17 allreduces' busy CPU (16 tensor-parallel, 1 loss) per rank, × 4 ranks / 2 */
+	k.parallel_efficiency = 0.5;
+	struct plan_candidate tp4 = one;
+	tp4.tp = 4;
+	k.allreduce_sync_s = 0; /* keep the critical path short: the node's bound wins */
+	k.sync_s = 0;
+	plan_predict(&model, &k, &tp4);
+	struct plan_candidate tp4_alone = tp4;
+	struct plan_cluster roomy = k;
+	roomy.parallel_efficiency = 0;
+	plan_predict(&model, &roomy, &tp4_alone); /* the same layout, uncrowded */
+	assert_float_equal(tp4.step_s,
+	                   (tp4_alone.compute_s + tp4_alone.optim_s + 17 * 3e-6) * 4 / 2, 1e-12);
+	assert_true(tp4.step_s > tp4_alone.step_s);
+	/* unmeasured (0): no sync terms */
+	k = cluster();
+	k.latency_s = 0;
 	plan_predict(&model, &k, &tp2);
 	assert_float_equal(tp2.tp_comm_s, 16 * act_bytes / 3e9, 1e-12);
 	/* pipeline stages on different nodes pay no intra-node sync */
