@@ -30,10 +30,12 @@ static const int GEMM_SHAPES[PROBE_GEMM_POINTS][3] = {
     {4, 32, 32}, {8, 64, 64}, {16, 64, 128}, {32, 128, 256}, {64, 256, 512}, {128, 512, 1024}};
 
 /* (rows, d_model, d_ff) of one block: spread over rows and widths so the fit separates the
- * matmul, per-hidden-unit (GELU), per-model-unit (layernorm, residual) and per-call costs */
+ * matmul, per-hidden-unit (GELU), per-model-unit (layernorm, residual) and per-call costs;
+ * hidden widths below d_model too, as a tensor-parallel shard (d_ff / tp) has them, or the
+ * per-model-unit cost (which tensor parallelism does not split) is confounded with GELU's */
 static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
-    {1, 64, 128},   {4, 64, 256},   {16, 64, 128},  {64, 64, 256},
-    {4, 256, 1024}, {16, 256, 256}, {32, 128, 512}, {64, 256, 1024}};
+    {1, 64, 128},   {64, 128, 32}, {16, 64, 128},  {64, 64, 256},
+    {4, 256, 1024}, {16, 256, 64}, {32, 128, 512}, {64, 256, 1024}};
 
 #define PROBE_MAX_CONCURRENT 16
 /* blocks in the chunk a block is timed in (block_time) */
