@@ -592,13 +592,15 @@ static void compute_calls(float *buf, long calls)
 		model_matmul_forward(buf + ni + oi, buf, buf + ni, NULL, s[0], s[1], s[2]);
 }
 
-/* One rank of the sync probe: PROBE_SYNC_ROUNDS × PROBE_SYNC_ITERS times a fixed amount of
- * work (calls), each followed by an exchange of one float: a ring exchange (isend to the
- * next rank, receive from the previous one, as pipeline stages do) or a blocking one-float
- * allreduce (as tensor-parallel ranks do), every rank at once. The time spent in the
- * exchange is what a rank waits in the trainer's pattern: the peers' lateness (on shared
- * cores, their compute that ran while this rank did not), spinning, sleeping and being woken
- * up. Rank 0 writes the mean per exchange to out_fd. */
+/* One rank of the sync probe: PROBE_SYNC_ROUNDS rounds of two phases between barriers, each
+ * PROBE_SYNC_ITERS times a fixed amount of work (calls): alone (phase 0), or with an
+ * exchange of one float (phase 1): a ring exchange (isend to the next rank before the work,
+ * receive from the previous one after it, as a pipeline stage does) or a blocking one-float
+ * allreduce after the work (as tensor-parallel ranks do), every rank at once. Phases
+ * alternate so that both see the machine alike; the difference per iteration is what an
+ * exchange adds in the trainer's pattern: in wall time (waits, spins, sleeps, wake-ups) and
+ * in CPU time (spins, system calls, the progress thread's switches). Rank 0 writes {its
+ * wall difference, the ranks' mean CPU difference} to out_fd. */
 struct sync_args {
 	long calls;    /* of the GEMM between two exchanges */
 	int allreduce; /* 1: a one-float allreduce, 0: a ring exchange */
@@ -625,17 +627,21 @@ static void sync_rank(const struct rank_job *job, int rank, int out_fd)
 				_exit(4);
 			double t0 = now_s(), c0 = process_cpu_s();
 			for (int k = 0; k < PROBE_SYNC_ITERS; k++) {
+				yd_request *req = NULL;
+				int tag = round * PROBE_SYNC_ITERS + k;
+				/* as a pipeline stage: the send leaves before the work, the
+				 * receive waits after it */
+				if (phase == 1 && !allreduce &&
+				    yd_isend(comm, &token, 1, YD_F32, (rank + 1) % world, tag,
+				             &req) != 0)
+					_exit(4);
 				compute_calls(work, calls);
 				if (phase == 0)
 					continue;
-				yd_request *req = NULL;
-				int tag = round * PROBE_SYNC_ITERS + k;
 				if (allreduce
 				        ? yd_allreduce(comm, &token, &got, 1, YD_F32, YD_SUM) != 0
-				        : yd_isend(comm, &token, 1, YD_F32, (rank + 1) % world, tag,
-				                   &req) != 0 ||
-				              yd_recv(comm, &got, 1, YD_F32,
-				                      (rank + world - 1) % world, tag) != 0 ||
+				        : yd_recv(comm, &got, 1, YD_F32, (rank + world - 1) % world,
+				                  tag) != 0 ||
 				              yd_wait(req) != 0)
 					_exit(4);
 			}
