@@ -49,7 +49,7 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
 #define PROBE_BW_REPS 4
 /* sync probe: work between two exchanges (alone), exchanges timed (rounds × iterations) */
 #define PROBE_SYNC_WORK_S 100e-6
-#define PROBE_SYNC_ITERS 20
+#define PROBE_SYNC_ITERS 12
 #define PROBE_SYNC_ROUNDS 2
 /* rounds of the measurements that depend on what other programs leave (median kept) */
 #define PROBE_SHARE_ROUNDS 3
@@ -459,6 +459,9 @@ static yd_comm *child_comm(int rank, int world, const char *rendezvous, const ch
 	unsetenv("YARD_PEERS");
 	unsetenv("YARD_HOSTS");
 	unsetenv("YARD_ALGO");
+	/* no calibration of the allreduce algorithms at init: it times every algorithm up to
+	 * 4 MiB (seconds on crowded cores), and the probe opens a dozen communicators */
+	setenv("YARD_CALIBRATE", "0", 1);
 	snprintf(buf, sizeof buf, "%d", timeout_ms);
 	setenv("YARD_TIMEOUT_MS", buf, 1);
 	if (yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
