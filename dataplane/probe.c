@@ -779,23 +779,24 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	if (calls <= 0)
 		return yard_err_set(err, YARD_ENOMEM, "probe: no memory for the sync probe's GEMM");
 	/* [kind][round]: kind 0 a ring exchange (isend, recv), 1 a one-float allreduce; wall
-	 * with 2 processes, CPU with 2 and with every device's */
+	 * and CPU with 2 processes and with every device's */
 	double wall2[2][PROBE_SHARE_ROUNDS], cpu2[2][PROBE_SHARE_ROUNDS];
-	double cpu_all[2][PROBE_SHARE_ROUNDS];
+	double wall_all[2][PROBE_SHARE_ROUNDS], cpu_all[2][PROBE_SHARE_ROUNDS];
 	double eff[PROBE_SHARE_ROUNDS], alone_share[PROBE_SHARE_ROUNDS];
 	double share_window_s = budget_s * 0.05 / 2;
 	for (int round = 0; round < PROBE_SHARE_ROUNDS; round++) {
-		double alone = 0, alone_best = 0, sum = 0, best_sum = 0, wall_all = 0;
+		double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
 		for (int kind = 0; kind < 2; kind++) {
 			if ((rc = sync_probe(2, calls, kind, comm_timeout_ms,
 			                     now_s() + comm_timeout_ms / 500.0, &wall2[kind][round],
 			                     &cpu2[kind][round], err)) != 0)
 				return rc;
+			wall_all[kind][round] = wall2[kind][round];
 			cpu_all[kind][round] = cpu2[kind][round];
-			if (all > 2 &&
-			    (rc = sync_probe(all, calls, kind, comm_timeout_ms,
-			                     now_s() + comm_timeout_ms / 500.0, &wall_all,
-			                     &cpu_all[kind][round], err)) != 0)
+			if (all > 2 && (rc = sync_probe(all, calls, kind, comm_timeout_ms,
+			                                now_s() + comm_timeout_ms / 500.0,
+			                                &wall_all[kind][round],
+			                                &cpu_all[kind][round], err)) != 0)
 				return rc;
 		}
 		if ((rc = concurrent_rate(1, share_window_s, now_s() + budget_s + 5, &alone,
@@ -812,6 +813,7 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	}
 	out->devices = all;
 	out->shm_sync_s = median_of(wall2[0], PROBE_SHARE_ROUNDS);
+	out->shm_busy_sync_s = median_of(wall_all[0], PROBE_SHARE_ROUNDS);
 	out->shm_sync_cpu_s = median_of(cpu2[0], PROBE_SHARE_ROUNDS);
 	out->shm_busy_sync_cpu_s = median_of(cpu_all[0], PROBE_SHARE_ROUNDS);
 	out->shm_allreduce_sync_s = median_of(wall2[1], PROBE_SHARE_ROUNDS);
@@ -847,6 +849,7 @@ json_t *probe_to_json(const struct probe_result *r)
 	    r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
 	    (int)(r->elapsed_s * 1000));
 	json_object_set_new(o, "intra_sync_s", json_real(r->shm_sync_s));
+	json_object_set_new(o, "intra_busy_sync_s", json_real(r->shm_busy_sync_s));
 	json_object_set_new(o, "intra_sync_cpu_s", json_real(r->shm_sync_cpu_s));
 	json_object_set_new(o, "intra_busy_sync_cpu_s", json_real(r->shm_busy_sync_cpu_s));
 	json_object_set_new(o, "intra_allreduce_sync_s", json_real(r->shm_allreduce_sync_s));

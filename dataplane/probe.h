@@ -57,6 +57,7 @@ struct probe_result {
 	 * latency never sees); *_cpu_s: the CPU time it adds per process (spinning, system
 	 * calls, thread switches), with 2 processes and with one per device (busy) */
 	double shm_sync_s, shm_sync_cpu_s, shm_busy_sync_cpu_s;
+	double shm_busy_sync_s; /* the wall time with one process per device */
 	/* the same with a blocking one-float allreduce in place of the exchange (as
 	 * tensor-parallel ranks do; isend hands its exchange to the progress thread) */
 	double shm_allreduce_sync_s, shm_allreduce_sync_cpu_s, shm_busy_allreduce_sync_cpu_s;

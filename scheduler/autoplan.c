@@ -25,6 +25,7 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "intra_latency_s",
 	                                   "intra_busy_latency_s",
 	                                   "intra_sync_s",
+	                                   "intra_busy_sync_s",
 	                                   "intra_sync_cpu_s",
 	                                   "intra_busy_sync_cpu_s",
 	                                   "intra_allreduce_sync_s",
@@ -39,6 +40,7 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "probe_ms",
 	                                   NULL};
 	static const char *const sync_keys[] = {"intra_sync_s",
+	                                        "intra_busy_sync_s",
 	                                        "intra_sync_cpu_s",
 	                                        "intra_busy_sync_cpu_s",
 	                                        "intra_allreduce_sync_s",
@@ -246,6 +248,7 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 		k->latency_s = fmax(k->latency_s, num(perf, "intra_latency_s"));
 		k->busy_latency_s = fmax(k->busy_latency_s, num(perf, "intra_busy_latency_s"));
 		k->sync_s = fmax(k->sync_s, num(perf, "intra_sync_s"));
+		k->busy_sync_s = fmax(k->busy_sync_s, num(perf, "intra_busy_sync_s"));
 		k->sync_cpu_s = fmax(k->sync_cpu_s, num(perf, "intra_sync_cpu_s"));
 		k->busy_sync_cpu_s = fmax(k->busy_sync_cpu_s, num(perf, "intra_busy_sync_cpu_s"));
 		k->allreduce_sync_s =
@@ -336,6 +339,7 @@ static json_t *cluster_json(const struct plan_cluster *k)
 	json_object_set_new(o, "intra_latency_s", json_real(k->latency_s));
 	json_object_set_new(o, "intra_busy_latency_s", json_real(k->busy_latency_s));
 	json_object_set_new(o, "intra_sync_s", json_real(k->sync_s));
+	json_object_set_new(o, "intra_busy_sync_s", json_real(k->busy_sync_s));
 	json_object_set_new(o, "intra_sync_cpu_s", json_real(k->sync_cpu_s));
 	json_object_set_new(o, "intra_busy_sync_cpu_s", json_real(k->busy_sync_cpu_s));
 	json_object_set_new(o, "intra_allreduce_sync_s", json_real(k->allreduce_sync_s));

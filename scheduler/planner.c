@@ -128,6 +128,16 @@ double plan_sync_cpu(const struct plan_cluster *k, int ranks_on_node, int allred
 	return two + (busy - two) * (ranks_on_node - 2) / (all - 2);
 }
 
+double plan_pipeline_sync(const struct plan_cluster *k, int ranks_on_node)
+{
+	int all = k->devices_per_node;
+	if (k->busy_sync_s <= 0 || ranks_on_node <= 2 || all <= 2)
+		return k->sync_s;
+	if (ranks_on_node >= all)
+		return k->busy_sync_s;
+	return k->sync_s + (k->busy_sync_s - k->sync_s) * (ranks_on_node - 2) / (all - 2);
+}
+
 void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
                   struct plan_candidate *c)
 {
@@ -159,7 +169,7 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	/* the measured cost of one exchange within the node (busy when crowded) */
 	/* the wall time an exchange adds on the critical path */
 	double intra_sync = k->allreduce_sync_s > 0 ? k->allreduce_sync_s : k->sync_s;
-	double pp_sync = pp_fits_node ? k->sync_s : 0;
+	double pp_sync = pp_fits_node ? plan_pipeline_sync(k, ranks_on_node) : 0;
 	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
 	/* the critical path is costed at what a lone rank gets (availability); the node's
@@ -185,6 +195,10 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	              (ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s, intra_latency) +
 	               intra_sync)
 	        : 0;
+	/* a receiver waits at most for one message's worth of its producer's compute */
+	double per_message_compute = c->compute_s / (2.0 * c->v * c->m);
+	if (pp_sync > per_message_compute)
+		pp_sync = per_message_compute;
 	c->pp_comm_s =
 	    c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw + pp_sync) : 0;
 	c->dp_comm_s =

@@ -26,7 +26,11 @@
  *               at once cost the measured busy latency instead of the two-device one
  *   pp comm   = one activation forward and one gradient backward per micro-batch per chunk
  *               boundary, on the link between the stages (intra-node when p·tp fits in a
- *               node, else inter-node; intra-node messages add a sync each)
+ *               node, else inter-node); intra-node messages add a sync each, for the ranks
+ *               on the node (2 ranks: sync; every device: the busy figure, where the
+ *               receiver waits for its descheduled producer to get a core; linear
+ *               between), at most the compute of one message's worth of the stage (the
+ *               producer's chunk: the longest a receiver can wait for it once it runs)
  *   bubble    = (p−1)/(v·m + p−1) of the pipelined time
  *   optimiser = the device's parameters × the measured step cost per parameter, after the
  *               pipeline drains (not part of the bubble), divided by the availability
@@ -86,6 +90,9 @@ struct plan_cluster {
 	 * devices_per_node ranks (busy). 0: not measured (no such term; an allreduce figure of
 	 * 0 falls back to the point-to-point one) */
 	double sync_s, sync_cpu_s, busy_sync_cpu_s;
+	/* the wall time of a point-to-point exchange with devices_per_node ranks (a crowded
+	 * node: the receiver waits for its producer to get a core); 0: sync_s */
+	double busy_sync_s;
 	double allreduce_sync_s, allreduce_sync_cpu_s, busy_allreduce_sync_cpu_s;
 	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
 	 * 0 points: flops_per_s at every size */
@@ -140,6 +147,9 @@ double plan_device_share(const struct plan_cluster *cluster, double ranks_on_nod
  * when ranks_on_node ranks share a node (measured with 2 and devices_per_node; linear
  * between). */
 double plan_sync_cpu(const struct plan_cluster *cluster, int ranks_on_node, int allreduce);
+/* The wall time a pipeline message adds when ranks_on_node ranks share a node (the same
+ * interpolation, between sync_s and busy_sync_s). */
+double plan_pipeline_sync(const struct plan_cluster *cluster, int ranks_on_node);
 /* Predicts one layout (no rule checks). */
 void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
                   struct plan_candidate *c);

@@ -319,6 +319,24 @@ static void test_sync_cost_per_exchange(void **state)
 	assert_float_equal(tp4.step_s,
 	                   (tp4_alone.compute_s + tp4_alone.optim_s + 17 * 3e-6) * 4 / 2, 1e-12);
 	assert_true(tp4.step_s > tp4_alone.step_s);
+	/* pipeline messages on a node whose every device runs a rank pay the busy wall figure,
+	 * at most one message's worth of the stage's compute */
+	k = cluster();
+	k.latency_s = 0;
+	k.sync_s = 20e-6;
+	k.busy_sync_s = 100e-6;
+	assert_float_equal(plan_pipeline_sync(&k, 2), 20e-6, 1e-15);
+	assert_float_equal(plan_pipeline_sync(&k, 3), 60e-6, 1e-15);
+	assert_float_equal(plan_pipeline_sync(&k, 4), 100e-6, 1e-15);
+	struct plan_candidate pp4 = one;
+	pp4.pp = 4;
+	pp4.m = 4;
+	plan_predict(&model, &k, &pp4);
+	double msg = 16.0 * 64 * 4 / 3e9;
+	assert_float_equal(pp4.pp_comm_s, 8 * (100e-6 + msg), 1e-12);
+	k.busy_sync_s = 1; /* far longer than a message's worth of compute (< 1 ms here) */
+	plan_predict(&model, &k, &pp4);
+	assert_float_equal(pp4.pp_comm_s, 8 * (pp4.compute_s / 8 + msg), 1e-12);
 	/* unmeasured (0): no sync terms */
 	k = cluster();
 	k.latency_s = 0;

@@ -63,7 +63,8 @@ static void test_probe_measures_every_figure(void **state)
 	assert_true(r.shm_latency_s > 0 && r.tcp_latency_s > 0);
 	/* the exchange costs exist (≥ 0: on an idle node an exchange may cost nothing beyond
 	 * noise) and the busy one is measured with as many processes as devices */
-	assert_true(r.shm_sync_s >= 0 && r.shm_sync_cpu_s >= 0 && r.shm_busy_sync_cpu_s >= 0);
+	assert_true(r.shm_sync_s >= 0 && r.shm_sync_cpu_s >= 0 && r.shm_busy_sync_cpu_s >= 0 &&
+	            r.shm_busy_sync_s >= 0);
 	assert_true(r.shm_allreduce_sync_s >= 0 && r.shm_allreduce_sync_cpu_s >= 0 &&
 	            r.shm_busy_allreduce_sync_cpu_s >= 0);
 	assert_true(r.availability > 0 && r.availability <= 1);
