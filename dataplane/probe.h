@@ -1,9 +1,13 @@
 /* probe.h: what a node measures at start for the parallelism planner (`yard-worker --probe`,
  * run by yard-agent): the f32 matmul rate of one device through the trainer's own matmul
  * (model_matmul_forward/backward, i.e. OpenBLAS single-threaded or the plain loops) at the
- * GEMM sizes the trainer runs, how much of that rate survives when every device of the node
- * computes at once, and the bandwidth and latency of a two-rank libyd allreduce between two
- * local processes over shared memory and over TCP (loopback).
+ * GEMM sizes the trainer runs, the trainer's residual block (fresh inputs every pass, inside
+ * a chunk of blocks, as a stage runs it), how much of that rate survives when every device of
+ * the node computes at once, the bandwidth and latency of a two-rank libyd allreduce between
+ * two local processes over shared memory and over TCP (loopback), and what an exchange adds
+ * to ranks that compute in lockstep (wall and CPU time, for a pipeline-style message and a
+ * one-float allreduce, with 2 processes and one per device). The figures that depend on what
+ * other programs leave of the cores are the median of 3 rounds spread over the probe.
  *
  * Bounded: the whole probe takes about budget_ms (a fraction per measurement), never hangs on
  * a communicator (its timeout is the budget), and reports what it could not measure as an

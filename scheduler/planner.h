@@ -47,7 +47,9 @@
  *               parallel efficiency)
  *                 (compute + optimiser + exchanges × sync CPU) × ranks on the node / capacity
  *               where sync CPU is the measured CPU time an exchange costs a rank (spins,
- *               system calls, thread switches) for the ranks on the node
+ *               system calls, thread switches) for the ranks on the node, and the
+ *               exchanges are a rank's 2·blocks·m tensor-parallel allreduces, 2·v·m
+ *               pipeline messages, and its data-parallel and loss allreduces
  *               (a rank that waits for a message or in the bubble leaves its core to
  *               another rank, so a crowded node's step is its total work over its
  *               capacity, a pipeline's at least its critical path). When the node's bound
