@@ -188,6 +188,7 @@ void autoplan_model(const struct jobspec *spec, struct plan_model *out)
 	out->classes = spec->model.classes;
 	out->batch_size = spec->train.batch_size;
 	out->adamw = spec->train.optimizer == JOBSPEC_ADAMW;
+	out->bucket_bytes = spec->train.bucket_mb * 1024 * 1024;
 }
 
 static double num(const json_t *o, const char *key)

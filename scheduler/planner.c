@@ -51,6 +51,37 @@ static double device_params(const struct plan_model *m, const struct plan_candid
 	return blocks * block + (input > head ? input : head);
 }
 
+/* Gradient buckets the trainer's data-parallel allreduce uses on the stage with the head
+ * (and, with one stage, the input projection): its parameters in the trainer's order (head,
+ * blocks last to first: b2, w2, b1, w1, layernorm), a bucket closing once it holds
+ * bucket_bytes or more, as dataplane/trainer.c builds them. 0 bucket_bytes: one bucket. */
+int plan_dp_buckets(const struct plan_model *m, const struct plan_candidate *c)
+{
+	double d = m->d_model, fl = (double)m->d_ff / c->tp;
+	double limit = m->bucket_bytes > 0 ? m->bucket_bytes / 4 : INFINITY;
+	double sizes[6] = {d, d * fl, fl, fl * d, d, d};
+	double held = m->classes + (double)m->classes * d; /* the head opens the first */
+	int buckets = 1;
+	int blocks = blocks_per_chunk(m, c) * c->v;
+	for (int k = 0; k < blocks; k++)
+		for (int i = 0; i < 6; i++) {
+			if (held >= limit) {
+				buckets++;
+				held = 0;
+			}
+			held += sizes[i];
+		}
+	if (c->pp == 1)
+		for (int i = 0; i < 2; i++) {
+			if (held >= limit) {
+				buckets++;
+				held = 0;
+			}
+			held += i == 0 ? d : d * m->d_in;
+		}
+	return buckets;
+}
+
 /* Micro-batches (GPipe, 1F1B) or chunk-micro-batches (interleaved) whose activations stage 0
  * holds at its peak, and the blocks each of them covers. */
 static void in_flight(const struct plan_model *m, const struct plan_candidate *c, double *units,
@@ -201,15 +232,22 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 		pp_sync = per_message_compute;
 	c->pp_comm_s =
 	    c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw + pp_sync) : 0;
-	c->dp_comm_s =
-	    c->dp > 1 ? ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency) + dp_sync : 0;
+	/* each bucket is an allreduce of its own on the communicator's progress thread: 2(dp−1)
+	 * ring steps, each a point-to-point exchange (the pipeline message's wall figure) */
+	int buckets = c->dp > 1 ? plan_dp_buckets(m, c) : 0;
+	double dp_step_sync = world_fits_node ? plan_pipeline_sync(k, ranks_on_node) : 0;
+	c->dp_comm_s = c->dp > 1 ? ring_allreduce_s(c->dp, params * 4, dp_bw, 0) +
+	                               buckets * 2.0 * (c->dp - 1) * (dp_latency + dp_step_sync)
+	                         : 0;
 	c->loss_comm_s = world > 1 ? ring_allreduce_s(world, 4 * 8,
 	                                              world_fits_node ? k->intra_bw_bytes_per_s
 	                                                              : k->inter_bw_bytes_per_s,
 	                                              dp_latency) +
 	                                 dp_sync
 	                           : 0;
-	backward_last_mb = (2.0 / 3.0) * c->compute_s / c->m;
+	/* the buckets progress during the last micro-batch's backward on a spare core; a crowded
+	 * node has none to spare, and the allreduce waits for the backward to end */
+	backward_last_mb = crowded ? 0 : (2.0 / 3.0) * c->compute_s / c->m;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
 	            c->dp_exposed_s + c->loss_comm_s + c->optim_s;

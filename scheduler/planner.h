@@ -34,10 +34,13 @@
  *   bubble    = (p−1)/(v·m + p−1) of the pipelined time
  *   optimiser = the device's parameters × the measured step cost per parameter, after the
  *               pipeline drains (not part of the bubble), divided by the availability
- *   dp comm   = ring allreduce of the stage's gradients over dp replicas, plus a sync;
- *               buckets start during the backward of the last micro-batch (gradients
- *               accumulate until then), so that backward hides up to its own length and
- *               only the rest is exposed
+ *   dp comm   = ring allreduce of the stage's gradients over dp replicas, in the trainer's
+ *               buckets (train.bucket_mb), each an allreduce of its own on the progress
+ *               thread: per bucket 2(dp−1) ring steps, each costing the latency and the
+ *               pipeline message's sync; buckets start during the backward of the last
+ *               micro-batch (gradients accumulate until then), so that backward hides up
+ *               to its own length and only the rest is exposed, when the node has a core
+ *               to spare for the progress thread (none is hidden on a crowded node)
  *   loss comm = the step's allreduce of 4 numbers (loss, accuracy, rows, gradient norm)
  *               over every rank, plus a sync, after the pipeline drains
  *   step      = the larger of the critical path
@@ -49,7 +52,7 @@
  *               where sync CPU is the measured CPU time an exchange costs a rank (spins,
  *               system calls, thread switches) for the ranks on the node, and the
  *               exchanges are a rank's 2·blocks·m tensor-parallel allreduces, 2·v·m
- *               pipeline messages, and its data-parallel and loss allreduces
+ *               pipeline messages, its buckets' ring steps and its loss allreduce
  *               (a rank that waits for a message or in the bubble leaves its core to
  *               another rank, so a crowded node's step is its total work over its
  *               capacity, a pipeline's at least its critical path). When the node's bound
@@ -69,8 +72,9 @@
 
 struct plan_model {
 	int d_in, d_model, d_ff, layers, classes;
-	int batch_size; /* global samples per step */
-	int adamw;      /* 1: AdamW (2 state tensors), 0: SGD with momentum (1) */
+	int batch_size;      /* global samples per step */
+	int adamw;           /* 1: AdamW (2 state tensors), 0: SGD with momentum (1) */
+	double bucket_bytes; /* data-parallel gradient bucket (train.bucket_mb); 0: one bucket */
 };
 
 struct plan_cluster {
@@ -152,6 +156,8 @@ double plan_sync_cpu(const struct plan_cluster *cluster, int ranks_on_node, int 
 /* The wall time a pipeline message adds when ranks_on_node ranks share a node (the same
  * interpolation, between sync_s and busy_sync_s). */
 double plan_pipeline_sync(const struct plan_cluster *cluster, int ranks_on_node);
+/* Data-parallel gradient buckets on the stage with the head (see the cost model). */
+int plan_dp_buckets(const struct plan_model *model, const struct plan_candidate *c);
 /* Predicts one layout (no rule checks). */
 void plan_predict(const struct plan_model *model, const struct plan_cluster *cluster,
                   struct plan_candidate *c);

@@ -349,6 +349,30 @@ static void test_sync_cost_per_exchange(void **state)
 	assert_float_equal(pp2.pp_comm_s, 8 * (16.0 * 64 * 4 / 1e9), 1e-12);
 }
 
+/* Data-parallel gradients travel in the trainer's buckets, each an allreduce of its own:
+ * with a bucket of one weight matrix every matrix closes one (16 for 8 blocks) and the last
+ * block's layernorm with the input projection fill one more; each bucket pays 2(dp−1) ring
+ * steps of the pipeline message's sync. */
+static void test_dp_buckets(void **state)
+{
+	struct plan_model mb = model; /* d_model 64, d_ff 256, 8 layers */
+	struct plan_candidate dp2 = {
+	    .dp = 2, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	mb.bucket_bytes = 0;
+	assert_int_equal(plan_dp_buckets(&mb, &dp2), 1);
+	mb.bucket_bytes = 1e9;
+	assert_int_equal(plan_dp_buckets(&mb, &dp2), 1);
+	mb.bucket_bytes = 4.0 * 64 * 256;
+	assert_int_equal(plan_dp_buckets(&mb, &dp2), 17);
+	struct plan_cluster k = cluster();
+	k.latency_s = 0;
+	k.sync_s = 20e-6;
+	plan_predict(&mb, &k, &dp2);
+	double params =
+	    8 * (2 * 64 + 64 * 256 + 256 + 256 * 64 + 64) + (32 * 64 + 64) + (64 * 10 + 10);
+	assert_float_equal(dp2.dp_comm_s, params * 4 / 3e9 + 17 * 2 * 20e-6, 1e-12);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +388,7 @@ int main(void)
 	    cmocka_unit_test(test_oversubscribed_node_shares_compute),
 	    cmocka_unit_test(test_measured_block_and_optimiser_costs),
 	    cmocka_unit_test(test_sync_cost_per_exchange),
+	    cmocka_unit_test(test_dp_buckets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
