@@ -330,7 +330,8 @@ static void print_plan_answer(const struct ctl *x, const json_t *a)
 		snprintf(b[3], sizeof b[3], "%.3f", num(c, "step_ms"));
 		snprintf(b[4], sizeof b[4], "%.3f", num(c, "compute_ms"));
 		snprintf(b[5], sizeof b[5], "%.3f",
-		         num(c, "tp_comm_ms") + num(c, "pp_comm_ms") + num(c, "dp_exposed_ms"));
+		         num(c, "tp_comm_ms") + num(c, "pp_comm_ms") + num(c, "dp_exposed_ms") +
+		             num(c, "loss_comm_ms"));
 		snprintf(b[6], sizeof b[6], "%.3f", num(c, "optim_ms"));
 		snprintf(b[7], sizeof b[7], "%.0f%%", num(c, "bubble_fraction") * 100);
 		snprintf(b[8], sizeof b[8], "%.2f", num(c, "memory_mb"));

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef HAVE_OPENBLAS
@@ -29,12 +30,16 @@ static const int GEMM_SHAPES[PROBE_GEMM_POINTS][3] = {
     {4, 32, 32}, {8, 64, 64}, {16, 64, 128}, {32, 128, 256}, {64, 256, 512}, {128, 512, 1024}};
 
 /* (rows, d_model, d_ff) of one block: spread over rows and widths so the fit separates the
- * matmul, per-hidden-unit (GELU), per-model-unit (layernorm, residual) and per-call costs */
+ * matmul, per-hidden-unit (GELU), per-model-unit (layernorm, residual) and per-call costs;
+ * hidden widths below d_model too, as a tensor-parallel shard (d_ff / tp) has them, or the
+ * per-model-unit cost (which tensor parallelism does not split) is confounded with GELU's */
 static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
-    {1, 64, 128},   {4, 64, 256},   {16, 64, 128},  {64, 64, 256},
-    {4, 256, 1024}, {16, 256, 256}, {32, 128, 512}, {64, 256, 1024}};
+    {1, 64, 128},   {64, 128, 32}, {16, 64, 128},  {64, 64, 256},
+    {4, 256, 1024}, {16, 256, 64}, {32, 128, 512}, {64, 256, 1024}};
 
 #define PROBE_MAX_CONCURRENT 16
+/* blocks in the chunk a block is timed in (block_time) */
+#define PROBE_BLOCK_CHAIN 4
 /* Each timing is the best of the short slices its window is cut into (a slice holds at least
  * one call): another program's burst on a shared machine slows some slices, not the figure.
  * The best slice is also what an undisturbed rank sees. */
@@ -42,10 +47,24 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
 #define PROBE_BW_BYTES (4u << 20)
 #define PROBE_LAT_REPS 50
 #define PROBE_BW_REPS 4
+/* sync probe: work between two exchanges (alone), exchanges timed (rounds × iterations) */
+#define PROBE_SYNC_WORK_S 100e-6
+#define PROBE_SYNC_ITERS 12
+#define PROBE_SYNC_ROUNDS 2
+/* rounds of the measurements that depend on what other programs leave (median kept) */
+#define PROBE_SHARE_ROUNDS 3
 
 static double now_s(void)
 {
 	return (double)yard_now_mono_ns() / 1e9;
+}
+
+/* CPU seconds this process (all its threads) has used. */
+static double process_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Forward + backward (3 GEMMs) of one linear layer, repeated for window_s; flops/s of the
@@ -91,60 +110,91 @@ static double gemm_rate(const int shape[3], double window_s, double *sustained)
 	return best;
 }
 
-/* Builds a model whose only chunk is one middle block (no input projection, no head), as a
- * middle pipeline stage holds it. */
-static int one_block_model(struct model *m, int d, int f, struct yard_err *err)
+/* Builds a model whose only chunk is `blocks` middle blocks (no input projection, no head),
+ * as a middle pipeline stage holds them. */
+static int middle_blocks_model(struct model *m, int d, int f, int blocks, struct yard_err *err)
 {
 	struct model_config cfg = {
-	    .d_in = 8, .d_model = d, .d_ff = f, .layers = 3, .classes = 2, .seed = 1};
+	    .d_in = 8, .d_model = d, .d_ff = f, .layers = 3 * blocks, .classes = 2, .seed = 1};
 	struct model_layout lay = {.tp = 1, .tp_i = 0, .pp = 3, .pp_i = 1, .v = 1};
 	return model_init(m, &cfg, &lay, err);
 }
 
-/* Seconds per forward + backward of one block of (n, d, f), over window_s. */
-static double block_time(const int shape[3], double window_s, struct yard_err *err)
+/* Seconds per forward + backward of one block of (n, d, f), over window_s (the best
+ * slice), timed as a chunk of PROBE_BLOCK_CHAIN blocks: a stage of the trainer runs each
+ * micro-batch through all its blocks, so a block's weights and activations are no longer in
+ * the core's cache when the next micro-batch (or the backward) comes back to it; one block
+ * alone would stay in cache and measure up to 1.5× faster at weight-heavy shapes. Adds the window's
+ * length to *spent_s and what its calls would have taken at the best slice's pace to *best_s: their
+ * ratio is the share of its best speed the process got over the window (another program on its
+ * core, or a host that slows the core down for stretches of 100 ms to seconds, which a short slice
+ * does not see). */
+static double block_time(const int shape[3], double window_s, double *spent_s, double *best_s,
+                         struct yard_err *err)
 {
 	int n = shape[0], d = shape[1], f = shape[2];
 	struct model m;
 	double per = -1;
-	if (one_block_model(&m, d, f, err) != 0)
+	if (middle_blocks_model(&m, d, f, PROBE_BLOCK_CHAIN, err) != 0)
 		return -1;
-	struct model_acts *a = model_acts_new(&m, 0, n);
+	struct model_acts *a = NULL;
+	uint64_t noise = 1;
 	float *dresid = calloc((size_t)n * d, sizeof *dresid);
-	if (a == NULL || dresid == NULL) {
+	if (dresid == NULL) {
 		yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d block", n, d, f);
 		goto out;
 	}
-	for (size_t k = 0; k < (size_t)n * d; k++)
-		a->resid[0][k] = (float)(k % 13) * 0.05f - 0.3f;
-	double begin = now_s();
+	double begin = now_s(), total_reps = 0;
 	while (per < 0 || now_s() - begin < window_s) {
 		double start = now_s(), elapsed = 0;
 		long reps = 0;
 		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
 			double loss = 0;
 			int correct = 0;
-			for (size_t k = 0; k < (size_t)n * d; k++)
+			/* the trainer allocates a micro-batch's activations at its forward and
+			 * frees them after its backward: so does the probe (large ones are fresh
+			 * pages every time, which the kernel faults in and zeroes) */
+			if ((a = model_acts_new(&m, 0, n)) == NULL) {
+				yard_err_set(err, YARD_ENOMEM,
+				             "probe: no memory for a %dx%dx%d block", n, d, f);
+				per = -1;
+				goto out;
+			}
+			/* fresh inputs every pass, as the trainer's micro-batches are: GELU's tanh
+			 * branches on its argument, and a pass repeated on the same numbers lets
+			 * the branch predictor learn them (measured 25-30% faster than the trainer)
+			 */
+			for (size_t k = 0; k < (size_t)n * d; k++) {
+				noise = noise * 6364136223846793005ull + 1442695040888963407ull;
+				a->resid[0][k] =
+				    (float)(noise >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
 				dresid[k] = 1e-3f;
+			}
 			if (model_chunk_forward(&m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
 			    model_chunk_backward(&m, 0, a, dresid, 1.0f, NULL, NULL, NULL, NULL) !=
 			        0) {
 				yard_err_set(err, YARD_EINTERNAL, "probe: block %dx%dx%d failed", n,
 				             d, f);
+				per = -1;
 				goto out;
 			}
+			model_acts_free(a);
+			a = NULL;
 			reps++;
 			elapsed = now_s() - start;
 		}
 		if (per < 0 || elapsed / reps < per)
 			per = elapsed / reps;
+		total_reps += (double)reps;
 	}
+	*spent_s += now_s() - begin;
+	*best_s += total_reps * per;
 out:
 	free(dresid);
 	if (a != NULL)
 		model_acts_free(a);
 	model_free(&m);
-	return per;
+	return per > 0 ? per / PROBE_BLOCK_CHAIN : per;
 }
 
 /* Seconds per parameter of optim_step + model_zero_grad on a block of 256 × 1024. */
@@ -160,7 +210,7 @@ static double optim_time(enum optim_kind kind, double window_s, struct yard_err 
 	                           .eps = 1e-8,
 	                           .weight_decay = 0.01};
 	double per = -1;
-	if (one_block_model(&m, 256, 1024, err) != 0)
+	if (middle_blocks_model(&m, 256, 1024, 1, err) != 0)
 		return -1;
 	if (optim_init(&o, &cfg, m.numel, err) == 0) {
 		double begin = now_s();
@@ -386,10 +436,17 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* One rank of a world-rank allreduce probe; rank 0 writes {latency per ring step, bandwidth}
- * to out_fd (bandwidth only for 2 ranks, 0 otherwise). */
-static void allreduce_child(int rank, int world, const char *rendezvous, const char *transport,
-                            int timeout_ms, int out_fd)
+/* The median of n values (sorts them). */
+static double median_of(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Opens the communicator of one forked local rank (the environment libyd reads); exits the
+ * process with 3 if it cannot. */
+static yd_comm *child_comm(int rank, int world, const char *rendezvous, const char *transport,
+                           int timeout_ms)
 {
 	char errbuf[256] = "", buf[32];
 	yd_comm *comm = NULL;
@@ -402,10 +459,64 @@ static void allreduce_child(int rank, int world, const char *rendezvous, const c
 	unsetenv("YARD_PEERS");
 	unsetenv("YARD_HOSTS");
 	unsetenv("YARD_ALGO");
+	/* no calibration of the allreduce algorithms at init: it times every algorithm up to
+	 * 4 MiB (seconds on crowded cores), and the probe opens a dozen communicators */
+	setenv("YARD_CALIBRATE", "0", 1);
 	snprintf(buf, sizeof buf, "%d", timeout_ms);
 	setenv("YARD_TIMEOUT_MS", buf, 1);
 	if (yd_comm_init_env(&comm, errbuf, sizeof errbuf) != 0)
 		_exit(3);
+	return comm;
+}
+
+struct rank_job {
+	int world, timeout_ms;
+	const char *rendezvous;
+	const void *args;
+	/* runs rank `rank` (forked) and _exits; rank 0 writes its answer to out_fd */
+	void (*run)(const struct rank_job *job, int rank, int out_fd);
+};
+
+/* Forks job->world (≤ PROBE_MAX_CONCURRENT) ranks over a fresh rendezvous file and reads
+ * len bytes of rank 0's answer into out before deadline_s: 0, YARD_ETIMEDOUT, or YARD_EIO
+ * (a rank failed; err says so only when no rank could start). */
+static int run_ranks(struct rank_job *job, void *out, size_t len, double deadline_s,
+                     struct yard_err *err)
+{
+	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
+	int fd = mkstemp(rendezvous), results[2], forked = 1;
+	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
+	if (fd < 0)
+		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
+	close(fd);
+	if (pipe(results) != 0) {
+		unlink(rendezvous);
+		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
+	}
+	job->rendezvous = rendezvous;
+	for (int r = 0; r < job->world && r < PROBE_MAX_CONCURRENT; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			close(results[0]);
+			job->run(job, r, results[1]);
+			_exit(0);
+		}
+		forked = forked && pids[r] > 0;
+	}
+	close(results[1]);
+	int rc = forked ? read_full(results[0], out, len, deadline_s) : YARD_EIO;
+	close(results[0]);
+	reap(pids, job->world);
+	unlink(rendezvous);
+	return rc;
+}
+
+/* One rank of a world-rank allreduce probe; rank 0 writes {latency per ring step, bandwidth}
+ * to out_fd (bandwidth only for 2 ranks, 0 otherwise). */
+static void allreduce_rank(const struct rank_job *job, int rank, int out_fd)
+{
+	int world = job->world;
+	yd_comm *comm = child_comm(rank, world, job->rendezvous, job->args, job->timeout_ms);
 	size_t count = world == 2 ? PROBE_BW_BYTES / sizeof(float) : 1;
 	float *data = calloc(count, sizeof *data);
 	if (data == NULL || yd_allreduce(comm, data, data, count, YD_F32, YD_SUM) != 0 ||
@@ -448,31 +559,12 @@ static void allreduce_child(int rank, int world, const char *rendezvous, const c
 static int allreduce_probe(int world, const char *transport, int timeout_ms, double deadline_s,
                            double *latency_s, double *bw, struct yard_err *err)
 {
-	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
-	int fd = mkstemp(rendezvous), results[2];
-	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
 	double result[2] = {0};
-	if (fd < 0)
-		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
-	close(fd);
-	if (pipe(results) != 0) {
-		unlink(rendezvous);
-		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
-	}
-	int forked = 1;
-	for (int r = 0; r < world; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0) {
-			close(results[0]);
-			allreduce_child(r, world, rendezvous, transport, timeout_ms, results[1]);
-		}
-		forked = forked && pids[r] > 0;
-	}
-	close(results[1]);
-	int rc = forked ? read_full(results[0], result, sizeof result, deadline_s) : YARD_EIO;
-	close(results[0]);
-	reap(pids, world);
-	unlink(rendezvous);
+	struct rank_job job = {
+	    .world = world, .timeout_ms = timeout_ms, .args = transport, .run = allreduce_rank};
+	int rc = run_ranks(&job, result, sizeof result, deadline_s, err);
+	if (rc != 0 && err->code != 0)
+		return rc;
 	if (rc != 0)
 		return yard_err_set(err, rc,
 		                    "probe: the %d-rank %s allreduce did not complete within the "
@@ -491,15 +583,149 @@ static int allreduce_probe(int world, const char *transport, int timeout_ms, dou
 	return 0;
 }
 
+/* Work of a fixed size for the sync probe: calls of a small GEMM (the size of a few rows of
+ * a narrow block, as a pipeline chunk or a tensor-parallel shard of the trainer computes
+ * between two messages). */
+#define SYNC_SHAPE 1
+static void compute_calls(float *buf, long calls)
+{
+	const int *s = GEMM_SHAPES[SYNC_SHAPE];
+	size_t ni = (size_t)s[0] * s[1], oi = (size_t)s[2] * s[1];
+	for (long c = 0; c < calls; c++)
+		model_matmul_forward(buf + ni + oi, buf, buf + ni, NULL, s[0], s[1], s[2]);
+}
+
+/* One rank of the sync probe: PROBE_SYNC_ROUNDS rounds of two phases between barriers, each
+ * PROBE_SYNC_ITERS times a fixed amount of work (calls): alone (phase 0), or with an
+ * exchange of one float (phase 1): a ring exchange (isend to the next rank before the work,
+ * receive from the previous one after it, as a pipeline stage does) or a blocking one-float
+ * allreduce after the work (as tensor-parallel ranks do), every rank at once. Phases
+ * alternate so that both see the machine alike; the difference per iteration is what an
+ * exchange adds in the trainer's pattern: in wall time (waits, spins, sleeps, wake-ups) and
+ * in CPU time (spins, system calls, the progress thread's switches). Rank 0 writes {its
+ * wall difference, the ranks' mean CPU difference} to out_fd. */
+struct sync_args {
+	long calls;    /* of the GEMM between two exchanges */
+	int allreduce; /* 1: a one-float allreduce, 0: a ring exchange */
+};
+
+static void sync_rank(const struct rank_job *job, int rank, int out_fd)
+{
+	const struct sync_args *args = job->args;
+	int world = job->world;
+	long calls = args->calls;
+	int allreduce = args->allreduce;
+	const int *s = GEMM_SHAPES[SYNC_SHAPE];
+	float *work =
+	    calloc((size_t)s[0] * s[1] + (size_t)s[2] * s[1] + (size_t)s[0] * s[2], sizeof *work);
+	yd_comm *comm = child_comm(rank, world, job->rendezvous, "shm", job->timeout_ms);
+	if (work == NULL)
+		_exit(3);
+	/* [phase]: 0 the work alone, 1 followed by the exchange */
+	double wall_s[2] = {0, 0}, cpu_s[2] = {0, 0};
+	float token = 0, got = 0;
+	for (int round = 0; round < PROBE_SYNC_ROUNDS; round++)
+		for (int phase = 0; phase < 2; phase++) {
+			if (yd_barrier(comm) != 0)
+				_exit(4);
+			double t0 = now_s(), c0 = process_cpu_s();
+			for (int k = 0; k < PROBE_SYNC_ITERS; k++) {
+				yd_request *req = NULL;
+				int tag = round * PROBE_SYNC_ITERS + k;
+				/* as a pipeline stage: the send leaves before the work, the
+				 * receive waits after it */
+				if (phase == 1 && !allreduce &&
+				    yd_isend(comm, &token, 1, YD_F32, (rank + 1) % world, tag,
+				             &req) != 0)
+					_exit(4);
+				compute_calls(work, calls);
+				if (phase == 0)
+					continue;
+				if (allreduce
+				        ? yd_allreduce(comm, &token, &got, 1, YD_F32, YD_SUM) != 0
+				        : yd_recv(comm, &got, 1, YD_F32, (rank + world - 1) % world,
+				                  tag) != 0 ||
+				              yd_wait(req) != 0)
+					_exit(4);
+			}
+			if (yd_barrier(comm) != 0)
+				_exit(4);
+			wall_s[phase] += now_s() - t0;
+			cpu_s[phase] += process_cpu_s() - c0;
+		}
+	/* {wall, cpu} per exchange: rank 0's wall, the ranks' mean CPU */
+	double n = PROBE_SYNC_ROUNDS * PROBE_SYNC_ITERS;
+	double cpu = (cpu_s[1] - cpu_s[0]) / n, result[2] = {(wall_s[1] - wall_s[0]) / n, 0};
+	if (yd_allreduce(comm, &cpu, &result[1], 1, YD_F64, YD_SUM) != 0)
+		_exit(4);
+	result[1] /= world;
+	yd_comm_destroy(comm);
+	free(work);
+	if (rank == 0 && write(out_fd, result, sizeof result) != (ssize_t)sizeof result)
+		_exit(5);
+	_exit(0);
+}
+
+/* Calls of the sync probe's GEMM that take about PROBE_SYNC_WORK_S in this process. */
+static long sync_calls(void)
+{
+	const int *s = GEMM_SHAPES[SYNC_SHAPE];
+	float *work =
+	    calloc((size_t)s[0] * s[1] + (size_t)s[2] * s[1] + (size_t)s[0] * s[2], sizeof *work);
+	long calls = 1;
+	if (work == NULL)
+		return 0;
+	compute_calls(work, 16); /* warm */
+	for (int k = 0; k < 20; k++) {
+		double t0 = now_s();
+		compute_calls(work, calls);
+		if (now_s() - t0 >= PROBE_SYNC_WORK_S)
+			break;
+		calls *= 2;
+	}
+	double t0 = now_s();
+	compute_calls(work, calls);
+	double per_call = (now_s() - t0) / calls;
+	free(work);
+	calls = per_call > 0 ? (long)(PROBE_SYNC_WORK_S / per_call) : calls;
+	return calls > 0 ? calls : 1;
+}
+
+/* The cost of one exchange between world processes of this node in the trainer's pattern
+ * (see sync_rank). */
+static int sync_probe(int world, long calls, int allreduce, int timeout_ms, double deadline_s,
+                      double *wall_s, double *cpu_s, struct yard_err *err)
+{
+	double result[2] = {0, 0};
+	struct sync_args args = {.calls = calls, .allreduce = allreduce};
+	struct rank_job job = {
+	    .world = world, .timeout_ms = timeout_ms, .args = &args, .run = sync_rank};
+	int rc = run_ranks(&job, result, sizeof result, deadline_s, err);
+	if (rc != 0 && err->code != 0)
+		return rc;
+	if (rc != 0)
+		return yard_err_set(err, rc,
+		                    "probe: the %d-process %s (sync) probe did not complete "
+		                    "within the budget (%s)",
+		                    world, allreduce ? "allreduce" : "exchange",
+		                    rc == YARD_ETIMEDOUT ? "timed out" : "a rank failed");
+	/* a difference of two timings: noise can make it slightly negative on an idle node */
+	*wall_s = fmax(0, result[0]);
+	*cpu_s = fmax(0, result[1]);
+	return 0;
+}
+
 int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err)
 {
 	double start = now_s();
 	double budget_s = budget_ms / 1000.0;
-	/* budget shares: 2 allreduces (mostly connection set-up) 10% each, concurrency 5% + 5%,
-	 * the GEMM curve 15%, blocks 40%, optimisers 5% each */
+	/* budget shares: 2 allreduces (mostly connection set-up) 10% each, concurrency
+	 * 3 × (2.5% + 2.5%), the GEMM curve 15%, blocks 40%, optimisers 5% each; the sync
+	 * probes take a fixed 3 × (~10 + ~25) ms (2 and 4 devices: PROBE_SYNC_ROUNDS × 2 ×
+	 * PROBE_SYNC_ITERS × ~100 µs of work, shared by the processes) */
 	double window_s = budget_s * 0.15 / PROBE_GEMM_POINTS;
 	double block_window_s = budget_s * 0.40 / PROBE_BLOCK_SHAPES;
-	double block_times[PROBE_BLOCK_SHAPES];
+	double block_times[PROBE_BLOCK_SHAPES], block_spent_s = 0, block_best_s = 0;
 	int rc;
 	memset(out, 0, sizeof *out);
 	if (devices < 1 || budget_ms < 100)
@@ -536,7 +762,8 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	}
 	out->flops_per_s = out->gemm_flops_per_s[PROBE_GEMM_POINTS - 1];
 	for (int b = 0; b < PROBE_BLOCK_SHAPES; b++)
-		if ((block_times[b] = block_time(BLOCK_SHAPES[b], block_window_s, err)) <= 0)
+		if ((block_times[b] = block_time(BLOCK_SHAPES[b], block_window_s, &block_spent_s,
+		                                 &block_best_s, err)) <= 0)
 			return err->code ? err->code : YARD_EINTERNAL;
 	if (probe_block_fit(block_times, out) != 0)
 		return yard_err_set(err, YARD_EINTERNAL,
@@ -545,21 +772,58 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	if ((out->adamw_s_per_param = optim_time(OPTIM_ADAMW, budget_s * 0.05, err)) <= 0 ||
 	    (out->sgd_s_per_param = optim_time(OPTIM_SGD, budget_s * 0.05, err)) <= 0)
 		return err->code ? err->code : YARD_EINTERNAL;
-	out->devices = devices < PROBE_MAX_CONCURRENT ? devices : PROBE_MAX_CONCURRENT;
-	out->parallel_efficiency = 1;
-	double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
-	if ((rc = concurrent_rate(1, budget_s * 0.05, now_s() + budget_s + 5, &alone, &alone_best,
-	                          err)) != 0)
-		return rc;
-	out->availability = alone_best > 0 ? fmin(1, alone / alone_best) : 0;
-	if (out->devices > 1) {
-		if ((rc = concurrent_rate(out->devices, budget_s * 0.05, now_s() + budget_s + 5,
-		                          &sum, &best_sum, err)) != 0)
+	/* what other programs leave of the cores moves from one moment to the next (a test
+	 * suite starting its processes, a build): the figures that depend on it are measured
+	 * in PROBE_SHARE_ROUNDS rounds spread over the probe's end, and the median is kept */
+	long calls = sync_calls();
+	if (calls <= 0)
+		return yard_err_set(err, YARD_ENOMEM, "probe: no memory for the sync probe's GEMM");
+	/* [kind][round]: kind 0 a ring exchange (isend, recv), 1 a one-float allreduce; wall
+	 * and CPU with 2 processes and with every device's */
+	double wall2[2][PROBE_SHARE_ROUNDS], cpu2[2][PROBE_SHARE_ROUNDS];
+	double wall_all[2][PROBE_SHARE_ROUNDS], cpu_all[2][PROBE_SHARE_ROUNDS];
+	double eff[PROBE_SHARE_ROUNDS], alone_share[PROBE_SHARE_ROUNDS];
+	double share_window_s = budget_s * 0.05 / 2;
+	for (int round = 0; round < PROBE_SHARE_ROUNDS; round++) {
+		double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
+		for (int kind = 0; kind < 2; kind++) {
+			if ((rc = sync_probe(2, calls, kind, comm_timeout_ms,
+			                     now_s() + comm_timeout_ms / 500.0, &wall2[kind][round],
+			                     &cpu2[kind][round], err)) != 0)
+				return rc;
+			wall_all[kind][round] = wall2[kind][round];
+			cpu_all[kind][round] = cpu2[kind][round];
+			if (all > 2 && (rc = sync_probe(all, calls, kind, comm_timeout_ms,
+			                                now_s() + comm_timeout_ms / 500.0,
+			                                &wall_all[kind][round],
+			                                &cpu_all[kind][round], err)) != 0)
+				return rc;
+		}
+		if ((rc = concurrent_rate(1, share_window_s, now_s() + budget_s + 5, &alone,
+		                          &alone_best, err)) != 0)
 			return rc;
-		out->parallel_efficiency = alone > 0 ? sum / (out->devices * alone) : 0;
-		if (out->parallel_efficiency > 1)
-			out->parallel_efficiency = 1;
+		alone_share[round] = alone_best > 0 ? fmin(1, alone / alone_best) : 0;
+		eff[round] = 1;
+		if (all > 1) {
+			if ((rc = concurrent_rate(all, share_window_s, now_s() + budget_s + 5, &sum,
+			                          &best_sum, err)) != 0)
+				return rc;
+			eff[round] = alone > 0 ? fmin(1, sum / (all * alone)) : 0;
+		}
 	}
+	out->devices = all;
+	out->shm_sync_s = median_of(wall2[0], PROBE_SHARE_ROUNDS);
+	out->shm_busy_sync_s = median_of(wall_all[0], PROBE_SHARE_ROUNDS);
+	out->shm_sync_cpu_s = median_of(cpu2[0], PROBE_SHARE_ROUNDS);
+	out->shm_busy_sync_cpu_s = median_of(cpu_all[0], PROBE_SHARE_ROUNDS);
+	out->shm_allreduce_sync_s = median_of(wall2[1], PROBE_SHARE_ROUNDS);
+	out->shm_allreduce_sync_cpu_s = median_of(cpu2[1], PROBE_SHARE_ROUNDS);
+	out->shm_busy_allreduce_sync_cpu_s = median_of(cpu_all[1], PROBE_SHARE_ROUNDS);
+	out->parallel_efficiency = median_of(eff, PROBE_SHARE_ROUNDS);
+	/* over the block windows (40% of the budget) and the lone processes' windows: the
+	 * blocks' best-slice costs times this is what the trainer gets over a run */
+	double alone_s = median_of(alone_share, PROBE_SHARE_ROUNDS) * share_window_s;
+	out->availability = fmin(1, (block_best_s + alone_s) / (block_spent_s + share_window_s));
 	out->elapsed_s = now_s() - start;
 	return 0;
 }
@@ -576,12 +840,22 @@ json_t *probe_to_json(const struct probe_result *r)
 	              "call_s", r->block_call_s, "fit_error", r->block_fit_error);
 	json_t *optim =
 	    json_pack("{s:f,s:f}", "adamw", r->adamw_s_per_param, "sgd", r->sgd_s_per_param);
-	return json_pack("{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s",
-	                 r->flops_per_s, "gemm", gemm, "block", block, "optim_s_per_param", optim,
-	                 "parallel_efficiency", r->parallel_efficiency, "availability",
-	                 r->availability, "devices", r->devices, "intra_bw_bytes_per_s",
-	                 r->shm_bw_bytes_per_s, "intra_latency_s", r->shm_latency_s,
-	                 "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
-	                 r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
-	                 (int)(r->elapsed_s * 1000));
+	json_t *o = json_pack(
+	    "{s:f,s:o,s:o,s:o,s:f,s:f,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "flops_per_s", r->flops_per_s,
+	    "gemm", gemm, "block", block, "optim_s_per_param", optim, "parallel_efficiency",
+	    r->parallel_efficiency, "availability", r->availability, "devices", r->devices,
+	    "intra_bw_bytes_per_s", r->shm_bw_bytes_per_s, "intra_latency_s", r->shm_latency_s,
+	    "intra_busy_latency_s", r->shm_busy_latency_s, "tcp_bw_bytes_per_s",
+	    r->tcp_bw_bytes_per_s, "tcp_latency_s", r->tcp_latency_s, "probe_ms",
+	    (int)(r->elapsed_s * 1000));
+	json_object_set_new(o, "intra_sync_s", json_real(r->shm_sync_s));
+	json_object_set_new(o, "intra_busy_sync_s", json_real(r->shm_busy_sync_s));
+	json_object_set_new(o, "intra_sync_cpu_s", json_real(r->shm_sync_cpu_s));
+	json_object_set_new(o, "intra_busy_sync_cpu_s", json_real(r->shm_busy_sync_cpu_s));
+	json_object_set_new(o, "intra_allreduce_sync_s", json_real(r->shm_allreduce_sync_s));
+	json_object_set_new(o, "intra_allreduce_sync_cpu_s",
+	                    json_real(r->shm_allreduce_sync_cpu_s));
+	json_object_set_new(o, "intra_busy_allreduce_sync_cpu_s",
+	                    json_real(r->shm_busy_allreduce_sync_cpu_s));
+	return o;
 }

@@ -1,9 +1,13 @@
 /* probe.h: what a node measures at start for the parallelism planner (`yard-worker --probe`,
  * run by yard-agent): the f32 matmul rate of one device through the trainer's own matmul
  * (model_matmul_forward/backward, i.e. OpenBLAS single-threaded or the plain loops) at the
- * GEMM sizes the trainer runs, how much of that rate survives when every device of the node
- * computes at once, and the bandwidth and latency of a two-rank libyd allreduce between two
- * local processes over shared memory and over TCP (loopback).
+ * GEMM sizes the trainer runs, the trainer's residual block (fresh inputs every pass, inside
+ * a chunk of blocks, as a stage runs it), how much of that rate survives when every device of
+ * the node computes at once, the bandwidth and latency of a two-rank libyd allreduce between
+ * two local processes over shared memory and over TCP (loopback), and what an exchange adds
+ * to ranks that compute in lockstep (wall and CPU time, for a pipeline-style message and a
+ * one-float allreduce, with 2 processes and one per device). The figures that depend on what
+ * other programs leave of the cores are the median of 3 rounds spread over the probe.
  *
  * Bounded: the whole probe takes about budget_ms (a fraction per measurement), never hangs on
  * a communicator (its timeout is the budget), and reports what it could not measure as an
@@ -49,6 +53,18 @@ struct probe_result {
 	/* per ring step of a 1-float allreduce over all the node's devices (at most 16) at once:
 	 * above shm_latency_s when they outnumber the cores and every wait needs a switch */
 	double shm_busy_latency_s;
+	/* what one exchange of a float between ranks adds in the trainer's pattern: every
+	 * process computes ~100 µs of work, then isends a float to the next and receives the
+	 * previous one's (as pipeline stages do), against the same work without the exchange,
+	 * in phases that alternate so that both see the machine alike. shm_sync_s: the wall
+	 * time it adds with 2 processes (waits, spins, sleeps and wake-ups the back-to-back
+	 * latency never sees); *_cpu_s: the CPU time it adds per process (spinning, system
+	 * calls, thread switches), with 2 processes and with one per device (busy) */
+	double shm_sync_s, shm_sync_cpu_s, shm_busy_sync_cpu_s;
+	double shm_busy_sync_s; /* the wall time with one process per device */
+	/* the same with a blocking one-float allreduce in place of the exchange (as
+	 * tensor-parallel ranks do; isend hands its exchange to the progress thread) */
+	double shm_allreduce_sync_s, shm_allreduce_sync_cpu_s, shm_busy_allreduce_sync_cpu_s;
 	double tcp_bw_bytes_per_s, tcp_latency_s;
 	double elapsed_s;
 };

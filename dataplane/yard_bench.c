@@ -254,7 +254,7 @@ static int run_rank(yd_comm *c, const struct opts *o)
 			/* what auto chose, for an allreduce (the other collectives choose by size
 			 * alone) */
 			char an[32];
-			if (o->algo)
+			if (o->algo && strcmp(o->algo, "auto") != 0)
 				snprintf(an, sizeof an, "%s", o->algo);
 			else if (!strcmp(o->coll, "allreduce"))
 				snprintf(an, sizeof an, "auto:%s",

@@ -24,6 +24,13 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "intra_bw_bytes_per_s",
 	                                   "intra_latency_s",
 	                                   "intra_busy_latency_s",
+	                                   "intra_sync_s",
+	                                   "intra_busy_sync_s",
+	                                   "intra_sync_cpu_s",
+	                                   "intra_busy_sync_cpu_s",
+	                                   "intra_allreduce_sync_s",
+	                                   "intra_allreduce_sync_cpu_s",
+	                                   "intra_busy_allreduce_sync_cpu_s",
 	                                   "tcp_bw_bytes_per_s",
 	                                   "tcp_latency_s",
 	                                   "inter_bw_bytes_per_s",
@@ -32,6 +39,14 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "device_memory_mb",
 	                                   "probe_ms",
 	                                   NULL};
+	static const char *const sync_keys[] = {"intra_sync_s",
+	                                        "intra_busy_sync_s",
+	                                        "intra_sync_cpu_s",
+	                                        "intra_busy_sync_cpu_s",
+	                                        "intra_allreduce_sync_s",
+	                                        "intra_allreduce_sync_cpu_s",
+	                                        "intra_busy_allreduce_sync_cpu_s",
+	                                        NULL};
 	static const char *const positive[] = {"flops_per_s", "intra_bw_bytes_per_s",
 	                                       "inter_bw_bytes_per_s", NULL};
 	double v = 0, eff = 1, avail = 1, intra_lat = 0, inter_lat = 0, busy_lat = 0;
@@ -81,6 +96,15 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                        "intra_busy_latency_s", busy_lat, "inter_latency_s", inter_lat,
 	                        "device_memory_mb", (json_int_t)memory_mb, "probe_ms",
 	                        (json_int_t)probe_ms, "inter_source", source);
+	/* the exchange costs (probe.h): optional, 0 when not measured */
+	for (int i = 0; sync_keys[i] != NULL; i++) {
+		double x = 0;
+		if (jsonx_get_double(perf, "perf", sync_keys[i], 0, 0, 10, &x, err) != 0) {
+			json_decref(out);
+			return NULL;
+		}
+		json_object_set_new(out, sync_keys[i], json_real(x));
+	}
 	for (int i = 0; positive[i] != NULL; i++) {
 		if (jsonx_get_double(perf, "perf", positive[i], 1, 1e-300, 1e300, &v, err) != 0) {
 			json_decref(out);
@@ -164,6 +188,7 @@ void autoplan_model(const struct jobspec *spec, struct plan_model *out)
 	out->classes = spec->model.classes;
 	out->batch_size = spec->train.batch_size;
 	out->adamw = spec->train.optimizer == JOBSPEC_ADAMW;
+	out->bucket_bytes = spec->train.bucket_mb * 1024 * 1024;
 }
 
 static double num(const json_t *o, const char *key)
@@ -223,6 +248,16 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 			k->inter_bw_bytes_per_s = num(perf, "inter_bw_bytes_per_s");
 		k->latency_s = fmax(k->latency_s, num(perf, "intra_latency_s"));
 		k->busy_latency_s = fmax(k->busy_latency_s, num(perf, "intra_busy_latency_s"));
+		k->sync_s = fmax(k->sync_s, num(perf, "intra_sync_s"));
+		k->busy_sync_s = fmax(k->busy_sync_s, num(perf, "intra_busy_sync_s"));
+		k->sync_cpu_s = fmax(k->sync_cpu_s, num(perf, "intra_sync_cpu_s"));
+		k->busy_sync_cpu_s = fmax(k->busy_sync_cpu_s, num(perf, "intra_busy_sync_cpu_s"));
+		k->allreduce_sync_s =
+		    fmax(k->allreduce_sync_s, num(perf, "intra_allreduce_sync_s"));
+		k->allreduce_sync_cpu_s =
+		    fmax(k->allreduce_sync_cpu_s, num(perf, "intra_allreduce_sync_cpu_s"));
+		k->busy_allreduce_sync_cpu_s = fmax(k->busy_allreduce_sync_cpu_s,
+		                                    num(perf, "intra_busy_allreduce_sync_cpu_s"));
 		k->inter_latency_s = fmax(k->inter_latency_s, inter_lat);
 		if (k->parallel_efficiency == 0 ||
 		    num(perf, "parallel_efficiency") < k->parallel_efficiency)
@@ -282,6 +317,7 @@ static json_t *candidate_json(const struct plan_candidate *c)
 	json_object_set_new(o, "pp_comm_ms", json_real(c->pp_comm_s * 1e3));
 	json_object_set_new(o, "dp_comm_ms", json_real(c->dp_comm_s * 1e3));
 	json_object_set_new(o, "dp_exposed_ms", json_real(c->dp_exposed_s * 1e3));
+	json_object_set_new(o, "loss_comm_ms", json_real(c->loss_comm_s * 1e3));
 	json_object_set_new(o, "optim_ms", json_real(c->optim_s * 1e3));
 	json_object_set_new(o, "bubble_fraction", json_real(c->bubble_fraction));
 	json_object_set_new(o, "memory_mb", json_real(c->memory_bytes / 1048576.0));
@@ -303,6 +339,14 @@ static json_t *cluster_json(const struct plan_cluster *k)
 	json_object_set_new(o, "inter_bw_bytes_per_s", json_real(k->inter_bw_bytes_per_s));
 	json_object_set_new(o, "intra_latency_s", json_real(k->latency_s));
 	json_object_set_new(o, "intra_busy_latency_s", json_real(k->busy_latency_s));
+	json_object_set_new(o, "intra_sync_s", json_real(k->sync_s));
+	json_object_set_new(o, "intra_busy_sync_s", json_real(k->busy_sync_s));
+	json_object_set_new(o, "intra_sync_cpu_s", json_real(k->sync_cpu_s));
+	json_object_set_new(o, "intra_busy_sync_cpu_s", json_real(k->busy_sync_cpu_s));
+	json_object_set_new(o, "intra_allreduce_sync_s", json_real(k->allreduce_sync_s));
+	json_object_set_new(o, "intra_allreduce_sync_cpu_s", json_real(k->allreduce_sync_cpu_s));
+	json_object_set_new(o, "intra_busy_allreduce_sync_cpu_s",
+	                    json_real(k->busy_allreduce_sync_cpu_s));
 	json_object_set_new(o, "inter_latency_s", json_real(k->inter_latency_s));
 	return o;
 }

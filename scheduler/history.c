@@ -137,9 +137,8 @@ static struct hstep *entry_for(struct hjob *j, int64_t step, int64_t generation)
 	return e;
 }
 
-void history_record(struct history *h, const char *job, int64_t generation, int rank,
-                    int64_t step, int has_loss, double loss, double step_ms, double compute_ms,
-                    uint64_t now_ms)
+void history_record(struct history *h, const char *job, int64_t generation, int rank, int64_t step,
+                    int has_loss, double loss, double step_ms, double compute_ms, uint64_t now_ms)
 {
 	if (h == NULL || job == NULL || rank < 0 || rank >= HISTORY_RANKS || step < 1)
 		return;
@@ -200,14 +199,14 @@ json_t *history_json(const struct history *h, const char *job, int64_t after_ste
 			json_array_append_new(compute, r < e->ncompute && !isnan(e->compute[r])
 			                                   ? json_real(e->compute[r])
 			                                   : json_null());
-		json_t *o = json_pack("{s:I,s:o,s:o,s:o,s:o}", "step", (json_int_t)e->step, "loss",
-		                      e->has_loss ? json_real(e->loss) : json_null(), "step_ms",
-		                      e->step_ms > 0 ? json_real(e->step_ms) : json_null(),
-		                      "samples_per_s",
-		                      e->step_ms > 0 && batch_size > 0
-		                          ? json_real((double)batch_size * 1000.0 / e->step_ms)
-		                          : json_null(),
-		                      "compute_ms", compute);
+		json_t *o =
+		    json_pack("{s:I,s:o,s:o,s:o,s:o}", "step", (json_int_t)e->step, "loss",
+		              e->has_loss ? json_real(e->loss) : json_null(), "step_ms",
+		              e->step_ms > 0 ? json_real(e->step_ms) : json_null(), "samples_per_s",
+		              e->step_ms > 0 && batch_size > 0
+		                  ? json_real((double)batch_size * 1000.0 / e->step_ms)
+		                  : json_null(),
+		              "compute_ms", compute);
 		json_array_append_new(steps, o);
 	}
 	return json_pack("{s:s,s:I,s:o}", "job", j->id, "generation", (json_int_t)j->generation,

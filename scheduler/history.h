@@ -28,9 +28,8 @@ void history_clear(struct history *h);
 
 /* One rank's report: its latest step, with loss (has_loss), step time and compute time in
  * ms (negative: not reported). now_ms orders jobs for eviction. */
-void history_record(struct history *h, const char *job, int64_t generation, int rank,
-                    int64_t step, int has_loss, double loss, double step_ms, double compute_ms,
-                    uint64_t now_ms);
+void history_record(struct history *h, const char *job, int64_t generation, int rank, int64_t step,
+                    int has_loss, double loss, double step_ms, double compute_ms, uint64_t now_ms);
 
 /* {"job": ID, "generation": G, "steps": [{"step", "loss"|null, "step_ms"|null,
  * "samples_per_s"|null, "compute_ms": [per rank, null where unknown]}]} for the steps after

@@ -51,6 +51,37 @@ static double device_params(const struct plan_model *m, const struct plan_candid
 	return blocks * block + (input > head ? input : head);
 }
 
+/* Gradient buckets the trainer's data-parallel allreduce uses on the stage with the head
+ * (and, with one stage, the input projection): its parameters in the trainer's order (head,
+ * blocks last to first: b2, w2, b1, w1, layernorm), a bucket closing once it holds
+ * bucket_bytes or more, as dataplane/trainer.c builds them. 0 bucket_bytes: one bucket. */
+int plan_dp_buckets(const struct plan_model *m, const struct plan_candidate *c)
+{
+	double d = m->d_model, fl = (double)m->d_ff / c->tp;
+	double limit = m->bucket_bytes > 0 ? m->bucket_bytes / 4 : INFINITY;
+	double sizes[6] = {d, d * fl, fl, fl * d, d, d};
+	double held = m->classes + (double)m->classes * d; /* the head opens the first */
+	int buckets = 1;
+	int blocks = blocks_per_chunk(m, c) * c->v;
+	for (int k = 0; k < blocks; k++)
+		for (int i = 0; i < 6; i++) {
+			if (held >= limit) {
+				buckets++;
+				held = 0;
+			}
+			held += sizes[i];
+		}
+	if (c->pp == 1)
+		for (int i = 0; i < 2; i++) {
+			if (held >= limit) {
+				buckets++;
+				held = 0;
+			}
+			held += i == 0 ? d : d * m->d_in;
+		}
+	return buckets;
+}
+
 /* Micro-batches (GPipe, 1F1B) or chunk-micro-batches (interleaved) whose activations stage 0
  * holds at its peak, and the blocks each of them covers. */
 static void in_flight(const struct plan_model *m, const struct plan_candidate *c, double *units,
@@ -100,7 +131,7 @@ double plan_device_rate(const struct plan_cluster *k, double call_flops)
 	return rate;
 }
 
-double plan_device_share(const struct plan_cluster *k, int ranks_on_node)
+double plan_device_share(const struct plan_cluster *k, double ranks_on_node)
 {
 	double avail = k->availability > 0 && k->availability < 1 ? k->availability : 1;
 	/* the node computes at most efficiency × devices_per_node devices' worth at once */
@@ -110,6 +141,32 @@ double plan_device_share(const struct plan_cluster *k, int ranks_on_node)
 	if (capacity < 1)
 		capacity = 1;
 	return avail * (ranks_on_node > capacity ? capacity / ranks_on_node : 1);
+}
+
+double plan_sync_cpu(const struct plan_cluster *k, int ranks_on_node, int allreduce)
+{
+	int all = k->devices_per_node;
+	double two = k->sync_cpu_s, busy = k->busy_sync_cpu_s;
+	if (allreduce && k->allreduce_sync_cpu_s > 0) {
+		two = k->allreduce_sync_cpu_s;
+		busy = k->busy_allreduce_sync_cpu_s;
+	}
+	if (busy <= 0 || ranks_on_node <= 2 || all <= 2)
+		return two;
+	if (ranks_on_node >= all)
+		return busy;
+	/* between the two measured points, linear in the ranks on the node */
+	return two + (busy - two) * (ranks_on_node - 2) / (all - 2);
+}
+
+double plan_pipeline_sync(const struct plan_cluster *k, int ranks_on_node)
+{
+	int all = k->devices_per_node;
+	if (k->busy_sync_s <= 0 || ranks_on_node <= 2 || all <= 2)
+		return k->sync_s;
+	if (ranks_on_node >= all)
+		return k->busy_sync_s;
+	return k->sync_s + (k->busy_sync_s - k->sync_s) * (ranks_on_node - 2) / (all - 2);
 }
 
 void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
@@ -140,7 +197,16 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double inter_latency = k->inter_latency_s > 0 ? k->inter_latency_s : k->latency_s;
 	double pp_latency = pp_fits_node ? intra_latency : inter_latency;
 	double dp_latency = world_fits_node ? intra_latency : inter_latency;
+	/* the measured cost of one exchange within the node (busy when crowded) */
+	/* the wall time an exchange adds on the critical path */
+	double intra_sync = k->allreduce_sync_s > 0 ? k->allreduce_sync_s : k->sync_s;
+	double pp_sync = pp_fits_node ? plan_pipeline_sync(k, ranks_on_node) : 0;
+	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
+	/* the critical path is costed at what a lone rank gets (availability); the node's
+	 * crowding enters as a second bound below */
+	double alone_share = plan_device_share(k, 1);
+	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
 
 	if (k->block_mac_s > 0) {
 		double block_s = k->block_mac_s * mbs * d * fl + k->block_weight_s * d * fl +
@@ -148,22 +214,61 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 		                 k->block_call_s;
 		double ends_s =
 		    3.0 * replica_samples * ends / plan_device_rate(k, 2.0 * mbs * d * m->classes);
-		c->compute_s = (blocks * c->m * block_s + ends_s) / share;
+		c->compute_s = (blocks * c->m * block_s + ends_s) / alone_share;
 	} else {
-		c->compute_s = 3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * share);
+		c->compute_s =
+		    3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * alone_share);
 	}
-	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / share;
-	c->tp_comm_s = c->tp > 1 ? 2.0 * blocks * c->m *
-	                               ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s,
-	                                                intra_latency)
+	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / alone_share;
+	c->tp_comm_s =
+	    c->tp > 1
+	        ? 2.0 * blocks * c->m *
+	              (ring_allreduce_s(c->tp, act_bytes, k->intra_bw_bytes_per_s, intra_latency) +
+	               intra_sync)
+	        : 0;
+	/* a receiver waits at most for one message's worth of its producer's compute */
+	double per_message_compute = c->compute_s / (2.0 * c->v * c->m);
+	if (pp_sync > per_message_compute)
+		pp_sync = per_message_compute;
+	c->pp_comm_s =
+	    c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw + pp_sync) : 0;
+	/* each bucket is an allreduce of its own on the communicator's progress thread: 2(dp−1)
+	 * ring steps, each a point-to-point exchange (the pipeline message's wall figure) */
+	int buckets = c->dp > 1 ? plan_dp_buckets(m, c) : 0;
+	double dp_step_sync = world_fits_node ? plan_pipeline_sync(k, ranks_on_node) : 0;
+	c->dp_comm_s = c->dp > 1 ? ring_allreduce_s(c->dp, params * 4, dp_bw, 0) +
+	                               buckets * 2.0 * (c->dp - 1) * (dp_latency + dp_step_sync)
 	                         : 0;
-	c->pp_comm_s = c->pp > 1 ? 2.0 * c->v * c->m * (pp_latency + act_bytes / pp_bw) : 0;
-	c->bubble_fraction = (double)(c->pp - 1) / ((double)c->v * c->m + c->pp - 1);
-	c->dp_comm_s = ring_allreduce_s(c->dp, params * 4, dp_bw, dp_latency);
-	backward_last_mb = (2.0 / 3.0) * c->compute_s / c->m;
+	c->loss_comm_s = world > 1 ? ring_allreduce_s(world, 4 * 8,
+	                                              world_fits_node ? k->intra_bw_bytes_per_s
+	                                                              : k->inter_bw_bytes_per_s,
+	                                              dp_latency) +
+	                                 dp_sync
+	                           : 0;
+	/* the buckets progress during the last micro-batch's backward on a spare core; a crowded
+	 * node has none to spare, and the allreduce waits for the backward to end */
+	backward_last_mb = crowded ? 0 : (2.0 / 3.0) * c->compute_s / c->m;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
-	            c->dp_exposed_s + c->optim_s;
+	            c->dp_exposed_s + c->loss_comm_s + c->optim_s;
+	/* the node's bound: its ranks' work, the CPU their exchanges burn included, over what
+	 * it computes at once. A rank that waits (a message, the bubble) leaves its core to
+	 * another, so the step is the larger of the critical path above and this; when this
+	 * is larger, compute and optimiser stretch to make up the difference */
+	double ar_cpu = plan_sync_cpu(k, ranks_on_node, 1),
+	       p2p_cpu = plan_sync_cpu(k, ranks_on_node, 0);
+	double exchanges_cpu = (c->tp > 1 ? 2.0 * blocks * c->m * ar_cpu : 0) +
+	                       (c->pp > 1 && pp_fits_node ? 2.0 * c->v * c->m * p2p_cpu : 0) +
+	                       (world_fits_node ? ((c->dp > 1) + (world > 1)) * ar_cpu : 0);
+	double node_s =
+	    (c->compute_s + c->optim_s + exchanges_cpu / alone_share) * alone_share / share;
+	if (node_s > c->step_s) {
+		double stretch = 1 + (node_s - c->step_s) /
+		                         (c->compute_s / (1.0 - c->bubble_fraction) + c->optim_s);
+		c->compute_s *= stretch;
+		c->optim_s *= stretch;
+		c->step_s = node_s;
+	}
 
 	in_flight(m, c, &units, &blocks_per_unit);
 	c->memory_bytes = params * 4 * (m->adamw ? 4 : 3) +
@@ -331,9 +436,9 @@ void plan_explain(const struct plan_result *r, char *out, int out_len)
 	    (b->step_s - a->step_s) / b->step_s * 100, b->dp, b->tp, b->pp,
 	    plan_schedule_name(b->schedule), b->v, b->m, b->step_s * 1e3, a->compute_s * 1e3,
 	    b->compute_s * 1e3, a->bubble_fraction * 100, b->bubble_fraction * 100,
-	    (a->tp_comm_s + a->pp_comm_s + a->dp_exposed_s) * 1e3,
-	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s) * 1e3, a->optim_s * 1e3,
-	    b->optim_s * 1e3);
+	    (a->tp_comm_s + a->pp_comm_s + a->dp_exposed_s + a->loss_comm_s) * 1e3,
+	    (b->tp_comm_s + b->pp_comm_s + b->dp_exposed_s + b->loss_comm_s) * 1e3,
+	    a->optim_s * 1e3, b->optim_s * 1e3);
 }
 
 void plan_result_free(struct plan_result *r)

@@ -1178,6 +1178,8 @@ static void test_heartbeat_logs_are_kept_once_and_read(void **state)
 	"\"hidden_s\":1e-9,\"model_s\":1e-9,\"call_s\":1e-5,\"fit_error\":0.1},"                   \
 	"\"optim_s_per_param\":{\"adamw\":5e-9,\"sgd\":1e-9},\"parallel_efficiency\":1,"           \
 	"\"intra_bw_bytes_per_s\":5e9,\"intra_latency_s\":2e-6,\"inter_bw_bytes_per_s\":1e9,"      \
+	"\"intra_sync_s\":1.5e-5,\"intra_sync_cpu_s\":4e-6,\"intra_busy_sync_cpu_s\":1e-5,"        \
+	"\"intra_allreduce_sync_s\":5e-6,\"intra_busy_allreduce_sync_cpu_s\":4e-5,"                \
 	"\"inter_latency_s\":2e-5,\"inter_source\":\"configured\",\"device_memory_mb\":4096}"
 
 #define AUTO_SPEC                                                                                  \
@@ -1252,6 +1254,13 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 	                 json_array_size(cands));
 	assert_int_equal(
 	    json_integer_value(json_object_get(json_object_get(plan, "cluster"), "devices")), 8);
+	/* the measured exchange costs reach the cost model */
+	assert_float_equal(
+	    json_real_value(json_object_get(json_object_get(plan, "cluster"), "intra_sync_s")),
+	    1.5e-5, 1e-12);
+	assert_float_equal(json_real_value(json_object_get(json_object_get(plan, "cluster"),
+	                                                   "intra_busy_allreduce_sync_cpu_s")),
+	                   4e-5, 1e-12);
 	json_t *best = json_object_get(json_array_get(cands, 0), "layout");
 
 	run(w, 100);
@@ -1359,6 +1368,8 @@ static void test_plan_refuses_bad_specs_and_perf(void **state)
 	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
 	    "\"inter_bw_bytes_per_s\":0,\"inter_latency_s\":1e-5,"
 	    "\"inter_source\":\"measured:node-b\"}}",
+	    "{\"node\":\"node-a\",\"perf\":{\"flops_per_s\":1,\"intra_bw_bytes_per_s\":1,"
+	    "\"inter_bw_bytes_per_s\":1,\"intra_busy_sync_cpu_s\":-1e-4}}",
 	    "{\"node\":\"node-a\",\"probe_port\":0}",
 	    "{\"node\":\"node-a\",\"probe_port\":65536}",
 	    "{\"node\":\"node-a\",\"probe_port\":\"29499\"}",
@@ -1372,6 +1383,7 @@ static void test_plan_refuses_bad_specs_and_perf(void **state)
 	                       "perf.inter_source",
 	                       "perf.inter_latency_s",
 	                       "perf.inter_bw_bytes_per_s",
+	                       "perf.intra_busy_sync_cpu_s",
 	                       "probe_port",
 	                       "probe_port",
 	                       "probe_port"};

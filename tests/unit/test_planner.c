@@ -185,8 +185,23 @@ static void test_oversubscribed_node_shares_compute(void **state)
 	four.dp = 4;
 	plan_predict(&model, &k, &one);
 	plan_predict(&model, &k, &four);
-	/* dp4 does a quarter of the work at half the speed */
-	assert_float_equal(four.compute_s, one.compute_s / 4 * 2, one.compute_s * 1e-9);
+	/* dp4: 4 ranks each with a quarter of the compute and a whole optimiser step, on 2
+	 * devices' worth: the step is the node's work over its capacity (the critical path,
+	 * a quarter of the compute plus the allreduces, is shorter) */
+	assert_float_equal(four.step_s, (one.compute_s / 4 + one.optim_s) * 4 / 2,
+	                   one.step_s * 1e-9);
+	assert_float_equal(four.compute_s + four.optim_s + four.dp_exposed_s + four.loss_comm_s,
+	                   four.step_s, one.step_s * 1e-9);
+	/* a pipeline over the 4 devices with one micro-batch: only one stage computes at a
+	 * time, so the critical path (each stage in turn) is the step, not the node's bound */
+	struct plan_candidate pp4 = one;
+	pp4.pp = 4;
+	plan_predict(&model, &k, &pp4);
+	assert_float_equal(pp4.bubble_fraction, 0.75, 1e-12);
+	assert_true(pp4.step_s > (pp4.compute_s + pp4.optim_s) * 4 / 2);
+	assert_float_equal(pp4.step_s,
+	                   (pp4.compute_s + pp4.pp_comm_s) / 0.25 + pp4.loss_comm_s + pp4.optim_s,
+	                   one.step_s * 1e-9);
 	/* tensor-parallel allreduces on the crowded node pay the measured busy latency */
 	struct plan_candidate tp2 = one, tp4 = one;
 	tp2.tp = 2;
@@ -240,6 +255,124 @@ static void test_measured_block_and_optimiser_costs(void **state)
 	assert_float_equal(d1.step_s, d1.compute_s + d1.optim_s, 1e-12);
 }
 
+/* The measured exchange (sync) costs: the wall time once per allreduce (its own figure when
+ * measured) and per pipeline message within a node on the critical path; the CPU time per
+ * exchange in the node's bound (for the ranks on the node: 2 → the two-rank figure, every
+ * device → the busy one, linear between); and the step's loss allreduce over every rank.
+ * Exact figures from deterministic inputs. */
+static void test_sync_cost_per_exchange(void **state)
+{
+	struct plan_cluster k = cluster(); /* 4 per node, 10 µs latency, 3 GB/s */
+	k.latency_s = 0;                   /* only the sync and bandwidth terms remain */
+	k.sync_s = 20e-6;
+	k.sync_cpu_s = 4e-6;
+	k.busy_sync_cpu_s = 12e-6;
+	assert_float_equal(plan_sync_cpu(&k, 1, 0), 4e-6, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 2, 0), 4e-6, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 3, 0), 8e-6, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 4, 0), 12e-6, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 3, 1), 8e-6, 1e-15); /* no allreduce figure */
+	struct plan_candidate one = {
+	    .dp = 1, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	plan_predict(&model, &k, &one);
+	assert_float_equal(one.loss_comm_s, 0, 1e-15); /* one rank: nothing to reduce */
+	double act_bytes = 64.0 * 64 * 4;              /* 64 rows × d_model 64, f32 */
+	/* tp2: 8 blocks × 2 allreduces, each a sync plus (2·1/2) · bytes / bw */
+	struct plan_candidate tp2 = one;
+	tp2.tp = 2;
+	plan_predict(&model, &k, &tp2);
+	assert_float_equal(tp2.tp_comm_s, 16 * (20e-6 + act_bytes / 3e9), 1e-12);
+	/* the loss allreduce over 2 ranks: a sync, 32 bytes */
+	assert_float_equal(tp2.loss_comm_s, 20e-6 + 32.0 / 3e9, 1e-12);
+	/* pp2 with m 4: 2 · 4 messages of 16 rows, each a sync */
+	struct plan_candidate pp2 = one;
+	pp2.pp = 2;
+	pp2.m = 4;
+	plan_predict(&model, &k, &pp2);
+	assert_float_equal(pp2.pp_comm_s, 8 * (20e-6 + 16.0 * 64 * 4 / 3e9), 1e-12);
+	assert_float_equal(pp2.step_s,
+	                   (pp2.compute_s + pp2.pp_comm_s) / (1 - pp2.bubble_fraction) +
+	                       pp2.dp_exposed_s + pp2.loss_comm_s + pp2.optim_s,
+	                   1e-12);
+	/* a measured allreduce figure replaces the exchange's for allreduces only */
+	k.allreduce_sync_s = 5e-6;
+	k.allreduce_sync_cpu_s = 1e-6;
+	k.busy_allreduce_sync_cpu_s = 3e-6;
+	assert_float_equal(plan_sync_cpu(&k, 3, 1), 2e-6, 1e-15);
+	plan_predict(&model, &k, &tp2);
+	assert_float_equal(tp2.tp_comm_s, 16 * (5e-6 + act_bytes / 3e9), 1e-12);
+	assert_float_equal(tp2.loss_comm_s, 5e-6 + 32.0 / 3e9, 1e-12);
+	plan_predict(&model, &k, &pp2);
+	assert_float_equal(pp2.pp_comm_s, 8 * (20e-6 + 16.0 * 64 * 4 / 3e9), 1e-12);
+	/* crowded (4 ranks on 2 devices' worth): tp4's node bound is its compute, optimiser
+	 * and 17 allreduces' busy CPU (16 tensor-parallel, 1 loss) per rank, × 4 ranks / 2 */
+	k.parallel_efficiency = 0.5;
+	struct plan_candidate tp4 = one;
+	tp4.tp = 4;
+	k.allreduce_sync_s = 0; /* keep the critical path short: the node's bound wins */
+	k.sync_s = 0;
+	plan_predict(&model, &k, &tp4);
+	struct plan_candidate tp4_alone = tp4;
+	struct plan_cluster roomy = k;
+	roomy.parallel_efficiency = 0;
+	plan_predict(&model, &roomy, &tp4_alone); /* the same layout, uncrowded */
+	assert_float_equal(tp4.step_s,
+	                   (tp4_alone.compute_s + tp4_alone.optim_s + 17 * 3e-6) * 4 / 2, 1e-12);
+	assert_true(tp4.step_s > tp4_alone.step_s);
+	/* pipeline messages on a node whose every device runs a rank pay the busy wall figure,
+	 * at most one message's worth of the stage's compute */
+	k = cluster();
+	k.latency_s = 0;
+	k.sync_s = 20e-6;
+	k.busy_sync_s = 100e-6;
+	assert_float_equal(plan_pipeline_sync(&k, 2), 20e-6, 1e-15);
+	assert_float_equal(plan_pipeline_sync(&k, 3), 60e-6, 1e-15);
+	assert_float_equal(plan_pipeline_sync(&k, 4), 100e-6, 1e-15);
+	struct plan_candidate pp4 = one;
+	pp4.pp = 4;
+	pp4.m = 4;
+	plan_predict(&model, &k, &pp4);
+	double msg = 16.0 * 64 * 4 / 3e9;
+	assert_float_equal(pp4.pp_comm_s, 8 * (100e-6 + msg), 1e-12);
+	k.busy_sync_s = 1; /* far longer than a message's worth of compute (< 1 ms here) */
+	plan_predict(&model, &k, &pp4);
+	assert_float_equal(pp4.pp_comm_s, 8 * (pp4.compute_s / 8 + msg), 1e-12);
+	/* unmeasured (0): no sync terms */
+	k = cluster();
+	k.latency_s = 0;
+	plan_predict(&model, &k, &tp2);
+	assert_float_equal(tp2.tp_comm_s, 16 * act_bytes / 3e9, 1e-12);
+	/* pipeline stages on different nodes pay no intra-node sync */
+	k.sync_s = 20e-6;
+	k.devices_per_node = 1;
+	plan_predict(&model, &k, &pp2);
+	assert_float_equal(pp2.pp_comm_s, 8 * (16.0 * 64 * 4 / 1e9), 1e-12);
+}
+
+/* Data-parallel gradients travel in the trainer's buckets, each an allreduce of its own:
+ * with a bucket of one weight matrix every matrix closes one (16 for 8 blocks) and the last
+ * block's layernorm with the input projection fill one more; each bucket pays 2(dp−1) ring
+ * steps of the pipeline message's sync. */
+static void test_dp_buckets(void **state)
+{
+	struct plan_model mb = model; /* d_model 64, d_ff 256, 8 layers */
+	struct plan_candidate dp2 = {
+	    .dp = 2, .tp = 1, .pp = 1, .v = 1, .m = 1, .schedule = PLAN_1F1B};
+	mb.bucket_bytes = 0;
+	assert_int_equal(plan_dp_buckets(&mb, &dp2), 1);
+	mb.bucket_bytes = 1e9;
+	assert_int_equal(plan_dp_buckets(&mb, &dp2), 1);
+	mb.bucket_bytes = 4.0 * 64 * 256;
+	assert_int_equal(plan_dp_buckets(&mb, &dp2), 17);
+	struct plan_cluster k = cluster();
+	k.latency_s = 0;
+	k.sync_s = 20e-6;
+	plan_predict(&mb, &k, &dp2);
+	double params =
+	    8 * (2 * 64 + 64 * 256 + 256 + 256 * 64 + 64) + (32 * 64 + 64) + (64 * 10 + 10);
+	assert_float_equal(dp2.dp_comm_s, params * 4 / 3e9 + 17 * 2 * 20e-6, 1e-12);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -254,6 +387,8 @@ int main(void)
 	    cmocka_unit_test(test_rate_curve_interpolates),
 	    cmocka_unit_test(test_oversubscribed_node_shares_compute),
 	    cmocka_unit_test(test_measured_block_and_optimiser_costs),
+	    cmocka_unit_test(test_sync_cost_per_exchange),
+	    cmocka_unit_test(test_dp_buckets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

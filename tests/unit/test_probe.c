@@ -61,10 +61,20 @@ static void test_probe_measures_every_figure(void **state)
 	assert_true(r.adamw_s_per_param > 0 && r.sgd_s_per_param > 0);
 	assert_true(r.shm_bw_bytes_per_s > 0 && r.tcp_bw_bytes_per_s > 0);
 	assert_true(r.shm_latency_s > 0 && r.tcp_latency_s > 0);
+	/* the exchange costs exist (≥ 0: on an idle node an exchange may cost nothing beyond
+	 * noise) and the busy one is measured with as many processes as devices */
+	assert_true(r.shm_sync_s >= 0 && r.shm_sync_cpu_s >= 0 && r.shm_busy_sync_cpu_s >= 0 &&
+	            r.shm_busy_sync_s >= 0);
+	assert_true(r.shm_allreduce_sync_s >= 0 && r.shm_allreduce_sync_cpu_s >= 0 &&
+	            r.shm_busy_allreduce_sync_cpu_s >= 0);
+	assert_true(r.availability > 0 && r.availability <= 1);
 	json_t *o = probe_to_json(&r);
 	assert_non_null(json_object_get(o, "gemm"));
 	assert_non_null(json_object_get(json_object_get(o, "block"), "mac_s"));
 	assert_non_null(json_object_get(json_object_get(o, "optim_s_per_param"), "adamw"));
+	assert_true(json_is_real(json_object_get(o, "intra_sync_s")));
+	assert_true(json_is_real(json_object_get(o, "intra_busy_sync_cpu_s")));
+	assert_true(json_is_real(json_object_get(o, "intra_busy_allreduce_sync_cpu_s")));
 	json_decref(o);
 	assert_int_equal(probe_run(0, 400, &r, &err), YARD_EINVAL);
 	assert_non_null(strstr(err.msg, "devices"));

@@ -518,7 +518,7 @@
 	/* What makes candidate c slower than the winner w: the cost term that grew most. */
 	function slowerBecause(c, w) {
 		const terms = [['compute', 'compute_ms'], ['tensor-parallel allreduce', 'tp_comm_ms'], ['pipeline p2p', 'pp_comm_ms'],
-			['exposed data-parallel allreduce', 'dp_exposed_ms'], ['optimizer', 'optim_ms']];
+			['exposed data-parallel allreduce', 'dp_exposed_ms'], ['loss allreduce', 'loss_comm_ms'], ['optimizer', 'optim_ms']];
 		let best = null;
 		for (const [name, k] of terms) {
 			const d = (c[k] || 0) - (w[k] || 0);
@@ -544,7 +544,7 @@
 			['predicted step time', ms(plan.step_ms)],
 			['memory per device', mib(plan.memory_mb) + (k.device_memory_mb ? ` of ${mib(k.device_memory_mb)}` : '')],
 			['pipeline bubble', pct(plan.bubble_fraction)],
-			['step time split', `compute ${ms(plan.compute_ms)} · tp ${ms(plan.tp_comm_ms)} · pp ${ms(plan.pp_comm_ms)} · dp exposed ${ms(plan.dp_exposed_ms)} · optimizer ${ms(plan.optim_ms)}`],
+			['step time split', `compute ${ms(plan.compute_ms)} · tp ${ms(plan.tp_comm_ms)} · pp ${ms(plan.pp_comm_ms)} · dp exposed ${ms(plan.dp_exposed_ms)} · loss allreduce ${ms(plan.loss_comm_ms || 0)} · optimizer ${ms(plan.optim_ms)}`],
 			['planned for', k.devices ? `${plural(k.devices, 'device')}, ${k.devices_per_node} per node, ${num((k.flops_per_s || 0) / 1e9, 3)} GFLOP/s each` : '—'],
 		];
 		/* the best few the planner ranked (recorded since "ranked" exists; older plans keep
@@ -553,7 +553,7 @@
 		const rows = ranked.map((c, i) => h('tr', {class: i === 0 ? 'winner' : '', 'data-rank': i + 1},
 			h('td', {class: 'num'}, String(i + 1)), h('td', {class: 'mono'}, layoutName(c.layout)), h('td', {}, scheduleName(c.layout)),
 			h('td', {class: 'num'}, String(c.layout.micro_batches)), h('td', {class: 'num'}, ms(c.step_ms)),
-			h('td', {class: 'num'}, ms(c.compute_ms)), h('td', {class: 'num'}, ms((c.tp_comm_ms || 0) + (c.pp_comm_ms || 0) + (c.dp_exposed_ms || 0))),
+			h('td', {class: 'num'}, ms(c.compute_ms)), h('td', {class: 'num'}, ms((c.tp_comm_ms || 0) + (c.pp_comm_ms || 0) + (c.dp_exposed_ms || 0) + (c.loss_comm_ms || 0))),
 			h('td', {class: 'num'}, pct(c.bubble_fraction)), h('td', {class: 'num'}, mib(c.memory_mb)),
 			h('td', {}, i === 0 ? badge('winner') : `+${(((c.step_ms - ranked[0].step_ms) / ranked[0].step_ms) * 100).toFixed(1)}%: ${slowerBecause(c, ranked[0])}`)));
 		return section('Plan (parallel "auto")', h('div', {class: 'plan', 'data-plan': layoutName(l)},
