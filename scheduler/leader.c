@@ -2181,11 +2181,11 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
 	return answer;
 }
 
-/* The desired entries of a running job's generation (borrowed from the soft job's cache,
- * or from memo for a job the scheduler has not seen yet); NULL when it cannot be read. A
- * cached list serves every heartbeat of the job's nodes until the generation, a node row or
- * a checkpoint changes: a heartbeat then costs a lookup per slot, not a rebuild of every
- * rank's peers. */
+/* The desired entries of a running job's generation, as desired_build gives them (borrowed
+ * from the soft job's cache, or from memo for a job the scheduler has not seen yet or while
+ * node changes are unread); NULL when it cannot be read. A cached set serves every heartbeat
+ * of the job's nodes until the generation, a node's address or devices, or a checkpoint
+ * changes: a heartbeat then costs a lookup per slot, not a rebuild of every rank's peers. */
 static const json_t *desired_entries(struct sched *s, const char *job_id, int64_t generation,
                                      json_t *memo)
 {
