@@ -85,9 +85,11 @@ note "node $victim killed; restored from step $restored; final loss equals the u
 # forward across the restore, losses are the training's, every rank's compute time appears
 get 1 "/v1/jobs/$J/metrics?limit=100000"
 [ "$CODE" = 200 ] || fail "metrics: $CODE $BODY"
-python3 - "$BODY" "$T/whole" "$restored" <<'PY' || fail "the job's metrics history is wrong"
+# through a file: the history of 2,000 steps is larger than one argument may be (128 KiB)
+printf '%s' "$BODY" >"$T/metrics.json"
+python3 - "$T/metrics.json" "$T/whole" "$restored" <<'PY' || fail "the job's metrics history is wrong"
 import json, sys
-doc = json.loads(sys.argv[1])
+doc = json.load(open(sys.argv[1]))
 want = {}
 for line in open(sys.argv[2]):
     if line.startswith("{"):
