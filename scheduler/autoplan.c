@@ -12,8 +12,15 @@
 /* what a node name is made of (fsm_valid_name) */
 #define NODE_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
 
+/* the exchange costs a probe measures (probe.h): optional, 0 when not measured */
+#define PERF_SYNC_KEYS                                                                        \
+	"intra_sync_s", "intra_busy_sync_s", "intra_sync_cpu_s", "intra_busy_sync_cpu_s",    \
+	    "intra_allreduce_sync_s", "intra_allreduce_sync_cpu_s",                           \
+	    "intra_busy_allreduce_sync_cpu_s"
+
 json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 {
+	static const char *const sync_keys[] = {PERF_SYNC_KEYS, NULL};
 	static const char *const keys[] = {"flops_per_s",
 	                                   "gemm",
 	                                   "block",
@@ -24,13 +31,7 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "intra_bw_bytes_per_s",
 	                                   "intra_latency_s",
 	                                   "intra_busy_latency_s",
-	                                   "intra_sync_s",
-	                                   "intra_busy_sync_s",
-	                                   "intra_sync_cpu_s",
-	                                   "intra_busy_sync_cpu_s",
-	                                   "intra_allreduce_sync_s",
-	                                   "intra_allreduce_sync_cpu_s",
-	                                   "intra_busy_allreduce_sync_cpu_s",
+	                                   PERF_SYNC_KEYS,
 	                                   "tcp_bw_bytes_per_s",
 	                                   "tcp_latency_s",
 	                                   "inter_bw_bytes_per_s",
@@ -39,14 +40,6 @@ json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err)
 	                                   "device_memory_mb",
 	                                   "probe_ms",
 	                                   NULL};
-	static const char *const sync_keys[] = {"intra_sync_s",
-	                                        "intra_busy_sync_s",
-	                                        "intra_sync_cpu_s",
-	                                        "intra_busy_sync_cpu_s",
-	                                        "intra_allreduce_sync_s",
-	                                        "intra_allreduce_sync_cpu_s",
-	                                        "intra_busy_allreduce_sync_cpu_s",
-	                                        NULL};
 	static const char *const positive[] = {"flops_per_s", "intra_bw_bytes_per_s",
 	                                       "inter_bw_bytes_per_s", NULL};
 	double v = 0, eff = 1, avail = 1, intra_lat = 0, inter_lat = 0, busy_lat = 0;
