@@ -65,20 +65,26 @@ double dp_algo_cost(yd_comm *c, enum yd_algo a, size_t bytes)
 	return model_cost(c, a, bytes);
 }
 
-int dp_algo_candidates(yd_comm *c, enum yd_algo out[YD_ALGO_COUNT])
+void dp_algo_init(yd_comm *c)
 {
 	static const enum yd_algo all[] = {YD_ALGO_RING,  YD_ALGO_RD, YD_ALGO_HD, YD_ALGO_TREE,
 	                                   YD_ALGO_NAIVE, YD_ALGO_PS, YD_ALGO_HIER};
-	int n = 0;
+	c->any_net = any_tcp(c);
+	c->ncand = 0;
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
 		/* naive moves n-1 full copies through every rank: never a choice beyond 4 */
 		if (all[i] == YD_ALGO_NAIVE && c->size > 4)
 			continue;
 		if (isinf(model_cost(c, all[i], 4096)))
 			continue;
-		out[n++] = all[i];
+		c->cand[c->ncand++] = all[i];
 	}
-	return n;
+}
+
+int dp_algo_candidates(yd_comm *c, enum yd_algo out[YD_ALGO_COUNT])
+{
+	memcpy(out, c->cand, sizeof c->cand[0] * (size_t)c->ncand);
+	return c->ncand;
 }
 
 /* The alpha-beta-gamma model's seconds for an allreduce of `bytes` with algorithm a. */
@@ -86,7 +92,7 @@ static double model_cost(yd_comm *c, enum yd_algo a, size_t bytes)
 {
 	const struct dp_costs *k = &c->costs;
 	double p = c->size, n = (double)bytes, lg = ceil(log2(p));
-	int tcp = any_tcp(c);
+	int tcp = c->any_net;
 	double al = tcp ? k->alpha_tcp : k->alpha_shm, be = tcp ? k->beta_tcp : k->beta_shm;
 	double g = k->gamma;
 	int pow2 = (c->size & (c->size - 1)) == 0;
@@ -125,16 +131,14 @@ enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes)
 		return c->algo;
 	switch (kind) {
 	case DP_ALLREDUCE: {
-		enum yd_algo cand[YD_ALGO_COUNT];
-		int n = dp_algo_candidates(c, cand);
 		enum yd_algo best = YD_ALGO_RING;
 		double bt = dp_algo_cost(c, YD_ALGO_RING, bytes);
-		for (int i = 0; i < n; i++) {
-			double t = dp_algo_cost(c, cand[i], bytes);
+		for (int i = 0; i < c->ncand; i++) {
+			double t = dp_algo_cost(c, c->cand[i], bytes);
 			/* the ring unless another is clearly (5%) cheaper */
-			if (cand[i] != YD_ALGO_RING && t < bt * 0.95) {
+			if (c->cand[i] != YD_ALGO_RING && t < bt * 0.95) {
 				bt = t;
-				best = cand[i];
+				best = c->cand[i];
 			}
 		}
 		return best;

@@ -241,6 +241,7 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 	c->costs.alpha_tcp = 15e-6;
 	c->costs.beta_tcp = 0.35e-9;
 	c->costs.gamma = 0.25e-9;
+	dp_algo_init(c);
 	/* a CPU-only machine runs on, silently: every buffer is host memory there (the
 	 * process's one debug line about the missing GPU comes from cuda.c) */
 	if (cfg->cuda) {

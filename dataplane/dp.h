@@ -156,6 +156,11 @@ struct yd_comm {
 	enum yd_transport transport_cfg;
 	int socks_per_peer;
 	int calibrate_cfg; /* yd_config.calibrate, passed on to splits */
+	/* fixed once the transports are set up (dp_algo_init): whether any peer is reached
+	 * over a network, and the allreduce algorithms `auto` chooses from */
+	int any_net;
+	int ncand;
+	enum yd_algo cand[YD_ALGO_COUNT];
 	uint64_t nonce;
 	uint64_t seq;       /* collectives issued */
 	uint64_t split_seq; /* splits issued, for unique child names */
@@ -351,6 +356,9 @@ int dp_hier_usable(yd_comm *c);
 enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes);
 int dp_algo_supported(enum dp_kind kind, enum yd_algo a);
 double dp_algo_cost(yd_comm *c, enum yd_algo a, size_t bytes);
+/* Computes what algorithm selection needs of c's fixed shape (transports, hosts); called
+ * once the transports are set up. */
+void dp_algo_init(yd_comm *c);
 /* The algorithms `auto` chooses an allreduce from on c; returns how many (≤ YD_ALGO_COUNT). */
 int dp_algo_candidates(yd_comm *c, enum yd_algo out[YD_ALGO_COUNT]);
 /* Times every candidate on c (all ranks at once, at creation); 0 or the error of a failed
