@@ -98,8 +98,14 @@ struct soft_job {
 	double loss;
 	int has_loss;
 	int position;
+	uint64_t position_pass; /* the pass that set position (sched.pass_seq) */
 	char reason[QUEUE_REASON_MAX];
-	json_t *row; /* the job as fsm_jobs_active shows it (owned); NULL once no longer active */
+	json_t *row; /* the job as fsm_jobs_active shows it (owned); NULL once no longer active.
+	              * Its "spec" is spec_view: the full spec is read once (job_parse) */
+	/* {"parallel": the spec's}: all a row read again needs of the spec (its "effective"
+	 * layout), so a changed row costs no spec parse and a queued job holds no parsed spec
+	 * (owned) */
+	json_t *spec_view;
 	json_t *layout; /* fsm_job_layout of a running job, read once per row change (owned) */
 	/* layout as (placement view index, device) pairs, for the placement view of version
 	 * layout_slots_version: a pass marks a running job's devices busy without a JSON or
@@ -110,8 +116,6 @@ struct soft_job {
 	/* from row, read once when it is refreshed rather than on every tick */
 	char row_state[16];
 	int row_running, row_pending; /* row_state is "running", "pending" */
-	/* bumped by every new row; the phase below was compared with row row_seen */
-	uint64_t row_version, row_seen;
 	int64_t row_generation, row_priority, row_seq, row_updated_ms;
 	/* stragglers (straggler.h): the spec's failure.straggler, and per generation the
 	 * detector (det_ready 1: initialised, -1: cannot be), the flagged ranks (at most one
@@ -125,7 +129,7 @@ struct soft_job {
 	struct soft_straggler *flags;
 	int n_flags;
 	struct straggler_change *changes; /* [world]: straggler_judge's output */
-	struct soft_note pending[PENDING_NOTES];
+	struct soft_note *pending;        /* [PENDING_NOTES], allocated by the first note (owned) */
 	int n_pending;
 	int replace_rank;
 	char replace_reason[256];
@@ -136,6 +140,18 @@ struct soft_job {
 	json_t *desired;
 	int64_t desired_gen;
 	uint64_t desired_nodes_version, desired_ckpt_version; /* node_addr_version, FSM's */
+};
+
+/* What a pass over the queue reads of a soft job, in an array beside the jobs (keys[k]
+ * describes jobs[k]): 24 bytes a job rather than the job's scattered cache lines, so a pass
+ * over tens of thousands of queued jobs costs microseconds per thousand. */
+enum { JK_NONE, JK_PENDING, JK_RUNNING, JK_RESTARTING };
+struct job_key {
+	int64_t priority, seq; /* the row's, queue order: priority first, then seq */
+	uint8_t kind;          /* JK_*: the active row's state; JK_NONE: no active row */
+	uint8_t proposing;     /* as the job's flag (a claim exists only while proposing) */
+	uint8_t changed;       /* a new row whose phase no pass has compared yet */
+	uint8_t dead;          /* released; the slot stays until the table is compacted */
 };
 
 struct sched {
@@ -164,7 +180,12 @@ struct sched {
 	struct soft_node *nodes;
 	int n_nodes, cap_nodes;
 	struct soft_job *jobs;
+	struct job_key *keys; /* [cap_jobs], beside jobs */
 	int n_jobs, cap_jobs;
+	int n_dead;    /* released jobs still in the table (compacted when many) */
+	int *pass_buf; /* indices of a pass's candidates, kept between passes */
+	int cap_pass_buf;
+	uint64_t pass_seq;               /* bumped by every pass over the queue */
 	struct rollout_driver *rollouts; /* scheduler/rollout.h */
 	struct history *history;         /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
@@ -253,7 +274,12 @@ static struct soft_node *node_get(struct sched *s, const char *id)
 static struct soft_job *job_find(struct sched *s, const char *id)
 {
 	int i = id_index_find(&s->job_index, s->jobs, sizeof *s->jobs, id);
-	return i < 0 ? NULL : &s->jobs[i];
+	return i < 0 || s->keys[i].dead ? NULL : &s->jobs[i];
+}
+
+static struct job_key *key_of(struct sched *s, const struct soft_job *j)
+{
+	return &s->keys[j - s->jobs];
 }
 
 /* Forgets the job's cached heartbeat entries (desired_for). */
@@ -337,25 +363,39 @@ static void job_parse(struct soft_job *j, const json_t *job)
 static struct soft_job *job_get(struct sched *s, const json_t *job)
 {
 	const char *id = json_string_value(json_object_get(job, "id"));
-	struct soft_job *j = job_find(s, id);
-	if (j != NULL)
-		return j;
-	if (s->n_jobs == s->cap_jobs) {
-		int cap = s->cap_jobs ? s->cap_jobs * 2 : 16;
-		struct soft_job *grown = realloc(s->jobs, (size_t)cap * sizeof *grown);
-		if (grown == NULL)
+	int i = id_index_find(&s->job_index, s->jobs, sizeof *s->jobs, id);
+	struct soft_job *j;
+	if (i >= 0 && !s->keys[i].dead)
+		return &s->jobs[i];
+	int reused = i >= 0;
+	if (reused) {
+		/* released but not compacted away yet: the slot is reused as a new job */
+		s->n_dead--;
+	} else {
+		if (s->n_jobs == s->cap_jobs) {
+			int cap = s->cap_jobs ? s->cap_jobs * 2 : 16;
+			struct soft_job *grown = realloc(s->jobs, (size_t)cap * sizeof *grown);
+			if (grown == NULL)
+				return NULL;
+			s->jobs = grown;
+			struct job_key *keys = realloc(s->keys, (size_t)cap * sizeof *keys);
+			if (keys == NULL)
+				return NULL;
+			s->keys = keys;
+			s->cap_jobs = cap;
+		}
+		if (2 * (s->n_jobs + 1) > s->job_index.cap &&
+		    id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs,
+		                     s->n_jobs + 1) != 0)
 			return NULL;
-		s->jobs = grown;
-		s->cap_jobs = cap;
+		i = s->n_jobs++;
 	}
-	if (2 * (s->n_jobs + 1) > s->job_index.cap &&
-	    id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, s->n_jobs + 1) !=
-	        0)
-		return NULL;
-	j = &s->jobs[s->n_jobs];
+	j = &s->jobs[i];
 	memset(j, 0, sizeof *j);
+	memset(&s->keys[i], 0, sizeof s->keys[i]);
 	snprintf(j->id, sizeof j->id, "%s", id);
-	id_index_put(&s->job_index, j->id, s->n_jobs++);
+	if (!reused)
+		id_index_put(&s->job_index, j->id, i);
 	j->step = -1;
 	j->replace_rank = -1;
 	j->grow_after_step = INT64_MIN;
@@ -385,12 +425,15 @@ static void job_release(struct soft_job *j)
 	job_layout_forget(j);
 	json_decref(j->spec);
 	json_decref(j->plan);
-	j->spec = j->plan = NULL;
+	json_decref(j->spec_view);
+	j->spec = j->plan = j->spec_view = NULL;
 	free(j->shrink_dp);
 	j->shrink_dp = NULL;
 	j->n_shrink_dp = 0;
 	desired_drop(j);
 	straggler_reset(j);
+	free(j->pending);
+	j->pending = NULL;
 }
 
 static void soft_clear(struct sched *s)
@@ -402,7 +445,7 @@ static void soft_clear(struct sched *s)
 	}
 	for (int i = 0; i < s->n_jobs; i++)
 		job_release(&s->jobs[i]);
-	s->n_nodes = s->n_jobs = 0;
+	s->n_nodes = s->n_jobs = s->n_dead = 0;
 	history_clear(s->history);
 	id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, 0, 0);
 	id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, 0, 0);
@@ -433,6 +476,7 @@ static void set_proposing(struct sched *s, int is_node, const char *id, int on)
 	if (j == NULL)
 		return;
 	j->proposing = on;
+	key_of(s, j)->proposing = (uint8_t)on;
 	if (!on) {
 		json_decref(j->claim);
 		j->claim = NULL;
@@ -623,6 +667,12 @@ static void straggler_feed(struct soft_job *j, int64_t rank, const json_t *rep)
 
 static void pending_note(struct soft_job *j, const char *type, const char *key, const char *message)
 {
+	if (j->pending == NULL &&
+	    (j->pending = calloc(PENDING_NOTES, sizeof *j->pending)) == NULL) {
+		log_warn("scheduler: job %s: straggler note dropped (out of memory): %s", j->id,
+		         message);
+		return;
+	}
 	if (j->n_pending == PENDING_NOTES) {
 		log_warn("scheduler: job %s: straggler note dropped (queue full): %s", j->id,
 		         message);
@@ -1130,6 +1180,8 @@ static struct place_node *busy_view(struct sched *s)
 		return NULL;
 	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
+		if (s->keys[k].kind != JK_RUNNING && !s->keys[k].proposing)
+			continue; /* neither a layout nor a claim */
 		struct soft_job *j = &s->jobs[k];
 		if (j->row != NULL && j->row_running) {
 			if (j->layout == NULL)
@@ -1154,10 +1206,11 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 	int n_nodes = s->n_pn;
 	struct place_node *pn = busy_view(s);
 	if (n_cand > s->cap_q) {
-		struct queue_job *grown = realloc(s->q, (size_t)n_cand * sizeof *grown);
+		int cap = YARD_MAX(n_cand, 2 * s->cap_q);
+		struct queue_job *grown = realloc(s->q, (size_t)cap * sizeof *grown);
 		if (grown != NULL) {
 			s->q = grown;
-			s->cap_q = n_cand;
+			s->cap_q = cap;
 		}
 	}
 	struct queue_job *q = s->q; /* kept between passes: no fresh pages every pass */
@@ -1199,6 +1252,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		struct soft_job *j = candidates[q[k].user];
 		/* the position among the jobs still waiting, in queue order */
 		j->position = q[k].placed ? 0 : ++waiting;
+		j->position_pass = s->pass_seq;
 		if (!q[k].tried) {
 			/* beyond this pass's depth: the reason of the last pass that looked stands,
 			 * and the pass that looks at every job comes at most a second after the
@@ -1296,7 +1350,7 @@ static void check_drains(struct sched *s, const json_t *nodes)
 		/* a slot of a running job (its committed layout, cached per job) */
 		for (int jk = 0; jk < s->n_jobs && !busy; jk++) {
 			struct soft_job *j = &s->jobs[jk];
-			if (j->row == NULL || strcmp(j->row_state, "running") != 0)
+			if (s->keys[jk].kind != JK_RUNNING)
 				continue;
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
@@ -1330,6 +1384,7 @@ static void job_set_row(struct sched *s, json_t *row)
 			json_decref(j->row);
 			j->row = NULL;
 			job_layout_forget(j);
+			key_of(s, j)->kind = JK_NONE;
 		}
 		json_decref(row);
 		return;
@@ -1339,10 +1394,16 @@ static void job_set_row(struct sched *s, json_t *row)
 		json_decref(row);
 		return;
 	}
+	if (j->spec_view == NULL) {
+		const json_t *parallel = json_object_get(json_object_get(row, "spec"), "parallel");
+		j->spec_view =
+		    parallel != NULL ? json_pack("{s:O}", "parallel", parallel) : json_object();
+	}
+	if (j->spec_view != NULL)
+		json_object_set(row, "spec", j->spec_view);
 	json_decref(j->row);
 	j->row = row;
 	job_layout_forget(j); /* an assignment always changes the row too */
-	j->row_version++;
 	snprintf(j->row_state, sizeof j->row_state, "%s",
 	         json_string_value(json_object_get(row, "state")));
 	j->row_running = strcmp(j->row_state, "running") == 0;
@@ -1351,6 +1412,14 @@ static void job_set_row(struct sched *s, json_t *row)
 	j->row_priority = json_integer_value(json_object_get(row, "priority"));
 	j->row_seq = json_integer_value(json_object_get(row, "seq"));
 	j->row_updated_ms = json_integer_value(json_object_get(row, "updated_ms"));
+	struct job_key *key = key_of(s, j);
+	key->kind = j->row_running                            ? JK_RUNNING
+	            : j->row_pending                          ? JK_PENDING
+	            : strcmp(j->row_state, "restarting") == 0 ? JK_RESTARTING
+	                                                      : JK_NONE;
+	key->priority = j->row_priority;
+	key->seq = j->row_seq;
+	key->changed = 1;
 }
 
 /* The spec of a job whose row the scheduler holds, or that this member's FSM just applied
@@ -1359,8 +1428,8 @@ static const json_t *known_spec(void *data, const char *id)
 {
 	struct sched *s = data;
 	struct soft_job *j = job_find(s, id);
-	if (j != NULL && j->row != NULL)
-		return json_object_get(j->row, "spec");
+	if (j != NULL && j->spec_view != NULL)
+		return j->spec_view;
 	return fsm_submitted_spec(s->fsm, id);
 }
 
@@ -1378,6 +1447,7 @@ static void refresh_jobs(struct sched *s)
 			json_decref(s->jobs[k].row);
 			s->jobs[k].row = NULL;
 			job_layout_forget(&s->jobs[k]);
+			s->keys[k].kind = JK_NONE;
 		}
 		json_t *jobs = fsm_jobs_active(s->fsm);
 		size_t i;
@@ -1411,13 +1481,12 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 {
 	int shrunk = 0;
 	for (int k = 0; k < s->n_jobs; k++) {
-		const struct soft_job *j = &s->jobs[k];
-		if (j->row == NULL)
-			continue;
-		if (strcmp(j->row_state, "pending") == 0 ||
-		    strcmp(j->row_state, "restarting") == 0 || j->claim != NULL)
+		const struct job_key *key = &s->keys[k];
+		if (key->kind == JK_PENDING || key->kind == JK_RESTARTING ||
+		    (key->proposing && s->jobs[k].claim != NULL))
 			return; /* devices are spoken for */
-		shrunk += strcmp(j->row_state, "running") == 0 && effective_dp(j) < j->req.dp;
+		if (key->kind == JK_RUNNING)
+			shrunk += effective_dp(&s->jobs[k]) < s->jobs[k].req.dp;
 	}
 	if (shrunk == 0 || pn_refresh(s, nodes) != 0)
 		return;
@@ -1428,8 +1497,8 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 		goto out;
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
-		if (j->row == NULL || strcmp(j->row_state, "running") != 0 || j->proposing ||
-		    j->parsed != 1 || j->n_shrink_dp == 0 || effective_dp(j) >= j->req.dp)
+		if (s->keys[k].kind != JK_RUNNING || j->proposing || j->parsed != 1 ||
+		    j->n_shrink_dp == 0 || effective_dp(j) >= j->req.dp)
 			continue;
 		memcpy(trial, pn, (size_t)n_nodes * sizeof *pn);
 		size_t i;
@@ -1477,8 +1546,76 @@ out:
 	free(trial);
 }
 
+/* Queue order of two soft jobs by their keys: higher priority first, then submission order,
+ * then id (as queue_pass sorts). */
+static int key_before(const struct sched *s, int a, int b)
+{
+	const struct job_key *x = &s->keys[a], *y = &s->keys[b];
+	if (x->priority != y->priority)
+		return x->priority > y->priority;
+	if (x->seq != y->seq)
+		return x->seq < y->seq;
+	return strcmp(s->jobs[a].id, s->jobs[b].id) < 0;
+}
+
+/* Restores the heap order of idx[0, depth) below p: each job comes no earlier in queue
+ * order than its children (the root is the latest). */
+static void sift_down(const struct sched *s, int *idx, int depth, int p)
+{
+	for (int c; (c = 2 * p + 1) < depth; p = c) {
+		if (c + 1 < depth && key_before(s, idx[c], idx[c + 1]))
+			c++;
+		if (!key_before(s, idx[p], idx[c]))
+			break;
+		int tmp = idx[p];
+		idx[p] = idx[c];
+		idx[c] = tmp;
+	}
+}
+
+/* Moves the first depth jobs in queue order among idx[0, n) to idx[0, depth), in no
+ * particular order: a heap of the best depth seen so far, its worst at the root. O(n log
+ * depth), and one comparison for most of a long queue of equal priority. */
+static void select_first(const struct sched *s, int *idx, int n, int depth)
+{
+	for (int i = depth / 2 - 1; i >= 0; i--)
+		sift_down(s, idx, depth, i);
+	for (int i = depth; i < n; i++) {
+		if (!key_before(s, idx[i], idx[0]))
+			continue;
+		idx[0] = idx[i];
+		sift_down(s, idx, depth, 0);
+	}
+}
+
+/* Removes the released jobs from the table once they are a quarter of it (order-preserving,
+ * so the table stays in submission order and a pass's queue is usually sorted already);
+ * until then they stay as unfindable slots, so a job finishing does not move every job
+ * behind it on every pass. */
+static void compact_jobs(struct sched *s)
+{
+	if (s->n_dead == 0 || 4 * s->n_dead < s->n_jobs)
+		return;
+	int kept = 0;
+	for (int k = 0; k < s->n_jobs; k++) {
+		if (s->keys[k].dead)
+			continue;
+		if (kept != k) {
+			s->jobs[kept] = s->jobs[k];
+			s->keys[kept] = s->keys[k];
+		}
+		kept++;
+	}
+	s->n_jobs = kept;
+	s->n_dead = 0;
+	id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, 0);
+}
+
 /* full: also look at every running job's ranks and at the draining nodes (a tick); a kick
- * after a job change only places, so its cost follows the queue, not the running ranks. */
+ * after a job change only places, so its cost follows the queue, not the running ranks.
+ * A pass reads the jobs' keys, and a job itself only when its row changed, it runs (full
+ * passes), restarts, or is among the candidates placed: the first cfg.queue_depth pending
+ * jobs in queue order, or every one in a deep pass (at most a second apart). */
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int full)
 {
 	refresh_jobs(s);
@@ -1493,66 +1630,90 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 		s->nodes_by_id_version = s->nodes_version;
 	}
 	json_t *nodes_by_id = json_incref(s->nodes_by_id);
-	struct soft_job **candidates = calloc((size_t)s->n_jobs + 1, sizeof *candidates);
-	int n_cand = 0;
-	/* Nothing below adds soft jobs, so j stays valid (proposals only flag them). */
-	for (int k = 0; candidates != NULL && k < s->n_jobs; k++) {
-		struct soft_job *j = &s->jobs[k];
-		if (j->row == NULL)
-			continue;
-		const char *state = j->row_state;
-		/* the phase changes only with the row: a pass over thousands of pending jobs
-		 * compares no strings for the ones whose row stayed */
-		if (j->row_seen != j->row_version &&
-		    (strcmp(j->state, state) != 0 || j->generation != j->row_generation)) {
-			snprintf(j->state, sizeof j->state, "%s", state);
-			j->generation = j->row_generation;
-			j->phase_since_ms = now;
-			j->noted_waiting = j->noted_running = j->noted_progress = j->stopped = 0;
-			j->position = 0;
-			j->reason[0] = '\0';
-			straggler_reset(j);
-			if (j->row_running)
-				j->step = -1, j->has_loss = 0;
+	s->pass_seq++;
+	if (s->cap_pass_buf < s->n_jobs + 1) {
+		int cap = YARD_MAX(s->n_jobs + 1, 2 * s->cap_pass_buf);
+		int *grown = realloc(s->pass_buf, (size_t)cap * sizeof *grown);
+		if (grown != NULL) {
+			s->pass_buf = grown;
+			s->cap_pass_buf = cap;
 		}
-		j->row_seen = j->row_version;
-		if (j->row_running) {
+	}
+	/* pending candidates from the front of pass_buf (in table order: a deep pass's queue
+	 * is then usually sorted already), restarting ones from the back */
+	int *buf = s->cap_pass_buf >= s->n_jobs + 1 ? s->pass_buf : NULL;
+	int n_restart = 0, n_pend = 0;
+	/* Nothing below adds soft jobs, so j stays valid (proposals only flag them). */
+	for (int k = 0; buf != NULL && k < s->n_jobs; k++) {
+		struct job_key *key = &s->keys[k];
+		if (key->dead)
+			continue;
+		if (key->kind == JK_NONE) {
+			if (!key->proposing) { /* no longer active and nothing in flight */
+				job_release(&s->jobs[k]);
+				key->dead = 1;
+				s->n_dead++;
+			}
+			continue;
+		}
+		struct soft_job *j = &s->jobs[k];
+		if (key->changed) {
+			/* the phase changes only with the row */
+			key->changed = 0;
+			if (strcmp(j->state, j->row_state) != 0 ||
+			    j->generation != j->row_generation) {
+				snprintf(j->state, sizeof j->state, "%s", j->row_state);
+				j->generation = j->row_generation;
+				j->phase_since_ms = now;
+				j->noted_waiting = j->noted_running = j->noted_progress =
+				    j->stopped = 0;
+				j->position = 0;
+				j->reason[0] = '\0';
+				straggler_reset(j);
+				if (j->row_running)
+					j->step = -1, j->has_loss = 0;
+			}
+		}
+		if (key->kind == JK_RUNNING) {
 			if (!full)
 				continue;
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
 			check_running(s, j, j->layout, nodes_by_id, now);
-		} else if (j->row_pending || check_restarting(s, j, j->row, nodes_by_id, now)) {
-			candidates[n_cand++] = j;
+		} else if (key->kind == JK_PENDING) {
+			if (!key->proposing)
+				buf[n_pend++] = k;
+		} else if (check_restarting(s, j, j->row, nodes_by_id, now)) {
+			buf[s->n_jobs - ++n_restart] = k;
 		}
 	}
-	if (candidates != NULL) {
-		int deep = s->cfg.queue_depth <= 0 || n_cand <= s->cfg.queue_depth ||
-		           now - s->last_deep_ms >= 1000;
-		if (deep)
+	if (buf != NULL) {
+		int depth = s->cfg.queue_depth;
+		int deep = depth <= 0 || n_pend <= depth || now - s->last_deep_ms >= 1000;
+		if (deep) {
 			s->last_deep_ms = now;
-		place(s, candidates, n_cand, nodes, deep);
+		} else {
+			select_first(s, buf, n_pend, depth);
+			n_pend = depth;
+			/* the pass that looks at every job comes at most a second after the last */
+			if (s->wake_ms > s->last_deep_ms + 1000)
+				s->wake_ms = s->last_deep_ms + 1000;
+		}
+		int n_cand = n_pend + n_restart;
+		struct soft_job **candidates = malloc((size_t)(n_cand + 1) * sizeof *candidates);
+		if (candidates != NULL) {
+			for (int c = 0; c < n_pend; c++)
+				candidates[c] = &s->jobs[buf[c]];
+			for (int c = 0; c < n_restart; c++)
+				candidates[n_pend + c] = &s->jobs[buf[s->n_jobs - 1 - c]];
+			place(s, candidates, n_cand, nodes, deep);
+			free(candidates);
+		}
 	}
 	check_grow_back(s, nodes);
-	/* order-preserving, so the table stays in submission order and a pass's queue is
-	 * usually sorted already (queue_pass then skips the sort) */
-	int removed = 0, kept = 0;
-	for (int k = 0; k < s->n_jobs; k++) {
-		if (s->jobs[k].row == NULL && !s->jobs[k].proposing) {
-			job_release(&s->jobs[k]);
-			removed = 1;
-			continue;
-		}
-		if (kept != k)
-			s->jobs[kept] = s->jobs[k];
-		kept++;
-	}
-	s->n_jobs = kept;
-	if (removed)
-		id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs, 0);
+	compact_jobs(s);
 	if (full)
 		check_drains(s, nodes);
-	free(candidates);
 	json_decref(nodes_by_id);
 }
 
@@ -1766,6 +1927,8 @@ void sched_destroy(struct sched *s)
 	logstore_destroy(s->logs);
 	free(s->nodes);
 	free(s->jobs);
+	free(s->keys);
+	free(s->pass_buf);
 	free(s->q);
 	rollout_driver_destroy(s->rollouts);
 	history_destroy(s->history);
@@ -2519,6 +2682,19 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
 
 /* ---- overlays ---- */
 
+/* The place of pending job k among the jobs waiting to be placed, in queue order. */
+static int queue_position(struct sched *s, int k)
+{
+	int ahead = 0;
+	for (int i = 0; i < s->n_jobs; i++) {
+		const struct job_key *key = &s->keys[i];
+		if (i != k && !key->dead && !key->proposing &&
+		    (key->kind == JK_PENDING || key->kind == JK_RESTARTING) && key_before(s, i, k))
+			ahead++;
+	}
+	return ahead + 1;
+}
+
 void sched_overlay_job(struct sched *s, json_t *job)
 {
 	if (!s->leading)
@@ -2529,10 +2705,23 @@ void sched_overlay_job(struct sched *s, json_t *job)
 	if (j == NULL || state == NULL)
 		return;
 	if (strcmp(state, "pending") == 0 || strcmp(state, "restarting") == 0) {
-		if (j->reason[0] != '\0')
-			json_object_set_new(job, "reason", json_string(j->reason));
-		if (j->position > 0)
-			json_object_set_new(job, "position", json_integer(j->position));
+		int position = j->position;
+		char reason[QUEUE_REASON_MAX];
+		snprintf(reason, sizeof reason, "%s", j->reason);
+		if (j->position_pass != s->pass_seq && key_of(s, j)->kind == JK_PENDING &&
+		    !j->proposing) {
+			/* beyond the last pass's depth: its place now, and the reason of the last
+			 * pass that looked stands */
+			position = queue_position(s, (int)(j - s->jobs));
+			if (reason[0] == '\0')
+				snprintf(reason, sizeof reason,
+				         "queued behind %d job(s); the next full pass looks at it",
+				         position - 1);
+		}
+		if (reason[0] != '\0')
+			json_object_set_new(job, "reason", json_string(reason));
+		if (position > 0)
+			json_object_set_new(job, "position", json_integer(position));
 	}
 	if (strcmp(state, "running") != 0)
 		return;

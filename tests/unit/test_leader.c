@@ -536,6 +536,107 @@ static void test_queue_depth_defers_deep_jobs_to_the_full_pass(void **state)
 	world_free(w);
 }
 
+/* Submits a command job of this many ranks and priority. */
+static void submit_command(struct world *w, int ranks, int priority)
+{
+	char args[256];
+	snprintf(args, sizeof args,
+	         "{\"name\":\"c\",\"priority\":%d,\"spec\":{\"name\":\"c\",\"command\":[\"x\"],"
+	         "\"ranks\":%d,\"priority\":%d}}",
+	         priority, ranks, priority);
+	assert_int_equal(apply(w, "job.submit", args), 201);
+}
+
+/* The pass a submission triggers looks at the first queue_depth jobs in queue order, not in
+ * submission order: a high-priority job submitted behind a long queue is among them and is
+ * placed at once, without waiting for the pass over every job. */
+static void test_shallow_pass_takes_the_first_jobs_in_queue_order(void **state)
+{
+	struct world *w = world_new_depth(2);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	submit_command(w, 6, 0); /* j-000001 */
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	for (int i = 0; i < 6; i++) /* j-000002..7: none fits beside a */
+		submit_command(w, 6, 0);
+	run(w, 1000);            /* a pass over every job has seen them all */
+	submit_command(w, 2, 5); /* j-000008, urgent */
+	submit_command(w, 1, 0); /* j-000009 */
+	run(w, 100);             /* not a full pass: only the first two in queue order are tried */
+	assert_string_equal(job_state(w, "j-000008"), "running");
+	assert_string_equal(job_state(w, "j-000009"), "pending");
+	run(w, 100); /* the scheduler sees the assignment it proposed */
+	json_t *j = job(w, "j-000009");
+	sched_overlay_job(w->sched, j);
+	/* behind the six big jobs (the urgent one runs) */
+	assert_int_equal(json_integer_value(json_object_get(j, "position")), 7);
+	json_decref(j);
+	j = job(w, "j-000002");
+	sched_overlay_job(w->sched, j);
+	assert_int_equal(json_integer_value(json_object_get(j, "position")), 1);
+	json_decref(j);
+	world_free(w);
+}
+
+/* run() with both nodes heard every 500 ms (no rank reports: nothing exits) */
+static void run_heard(struct world *w, uint64_t ms)
+{
+	for (uint64_t t = 0; t < ms; t += 500) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 500);
+	}
+}
+
+/* Jobs that end leave the scheduler's table (after a quarter of it has ended, in one
+ * compaction): the jobs still queued keep their order, positions and placement. */
+static void test_ended_jobs_leave_the_queue_in_order(void **state)
+{
+	struct world *w = world_new_depth(1); /* a pass after a change tries one job */
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	/* j-000001..8 run (one device each), 9..40 wait; the last one with a higher priority */
+	for (int i = 0; i < 40; i++) {
+		if (i == 8)
+			run_heard(w, 500);
+		submit_command(w, 1, i < 39 ? 0 : 3);
+	}
+	run_heard(w, 1000);
+	assert_string_equal(job_state(w, "j-000008"), "running");
+	assert_string_equal(job_state(w, "j-000009"), "pending");
+	char args[64], id[16];
+	for (int i = 9; i < 39; i++) { /* cancel all but the last two queued */
+		snprintf(args, sizeof args, "{\"id\":\"j-%06d\"}", i);
+		assert_int_equal(apply(w, "job.cancel", args), 200);
+		if (i % 7 == 0)
+			run_heard(w, 500); /* some passes in between: released a few at a time */
+	}
+	run_heard(w, 1000);
+	for (int i = 39; i <= 40; i++) {
+		snprintf(id, sizeof id, "j-%06d", i);
+		json_t *j = job(w, id);
+		sched_overlay_job(w->sched, j);
+		assert_string_equal(json_string_value(json_object_get(j, "state")), "pending");
+		assert_int_equal(json_integer_value(json_object_get(j, "position")), 40 - i + 1);
+		json_decref(j);
+	}
+	/* two running jobs end: the two queued take their devices, in queue order */
+	assert_int_equal(apply(w, "job.cancel", "{\"id\":\"j-000001\"}"), 200);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000040"), "running");
+	assert_string_equal(job_state(w, "j-000039"), "pending");
+	assert_int_equal(apply(w, "job.cancel", "{\"id\":\"j-000002\"}"), 200);
+	run_heard(w, 1000);
+	assert_string_equal(job_state(w, "j-000039"), "running");
+	/* a new job after the compaction is found and placed like any other */
+	assert_int_equal(apply(w, "job.cancel", "{\"id\":\"j-000003\"}"), 200);
+	submit_command(w, 1, 0);
+	run_heard(w, 1000);
+	assert_string_equal(job_state(w, "j-000041"), "running");
+	world_free(w);
+}
+
 static void test_restarts_backoff_and_failure(void **state)
 {
 	struct world *w = world_new();
@@ -1642,6 +1743,8 @@ int main(void)
 	    cmocka_unit_test(test_link_probes_are_assigned_one_at_a_time),
 	    cmocka_unit_test(test_link_probe_needs_a_listening_up_peer),
 	    cmocka_unit_test(test_worker_rollout_follows_worker_versions),
+	    cmocka_unit_test(test_shallow_pass_takes_the_first_jobs_in_queue_order),
+	    cmocka_unit_test(test_ended_jobs_leave_the_queue_in_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
