@@ -159,6 +159,10 @@ struct agent {
 	char leader_id[64];   /* the leader's "leader_id": a change means it holds no logs */
 	int log_cursor;       /* rank slot the next heartbeat's logs start from (fairness) */
 	int heartbeat_in_flight;
+	int heartbeat_again; /* a rank exited while a heartbeat was in flight (heartbeat_soon) */
+	uint64_t heartbeat_sent_mono_ms; /* when the latest heartbeat went out */
+	/* called when a rank exits (heartbeat_soon once heartbeats started; NULL before) */
+	void (*rank_exited)(struct agent *a);
 	int registered;
 	struct agent_rank ranks[AGENT_MAX_RANKS];
 	int metrics_fd;
@@ -249,6 +253,9 @@ int shim_read_exit(const char *exit_file, int *code, int *sig);
 
 /* heartbeat.c */
 void heartbeat_start(struct agent *a);
+/* A rank exited: the next heartbeat goes out soon (heartbeat.c) instead of up to a whole
+ * interval later. */
+void heartbeat_soon(struct agent *a);
 /* Applies a desired set: starts missing ranks, stops unlisted or outdated ones. */
 void heartbeat_reconcile(struct agent *a, const json_t *desired);
 

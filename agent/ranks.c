@@ -240,6 +240,8 @@ static void on_rank_exit(uv_process_t *proc, int64_t exit_status, int term_signa
 	         (int)exit_status, term_signal);
 	uv_close((uv_handle_t *)proc, (uv_close_cb)free);
 	ranks_save_state(a);
+	if (a->rank_exited != NULL)
+		a->rank_exited(a);
 }
 
 int agent_mkdir_p(const char *dir)
@@ -508,9 +510,12 @@ void ranks_tick(struct agent *a)
 				rank_ended_unwatched(r);
 				changed = 1;
 			}
-			if (r->exited)
+			if (r->exited) {
 				log_info("adopted rank %d of %s (pid %d) exited", r->rank, r->job,
 				         (int)r->pid);
+				if (a->rank_exited != NULL)
+					a->rank_exited(a);
+			}
 		}
 		if (!r->exited && r->stopping &&
 		    now - r->stop_sent_ms > (uint64_t)a->cfg.stop_grace_ms) {

@@ -3,6 +3,8 @@
  * token like yard-agent and then speaks the real heartbeat protocol (docs/api.md) with its
  * own node token: it "runs" every rank the controller lists in `desired` (reported running)
  * for --hold-ms, then reports it exited with code 0, so gangs finish and free their devices.
+ * Like yard-agent (heartbeat_soon), a node whose rank exits heartbeats 20 ms later rather
+ * than at its next regular heartbeat, at most every quarter interval.
  * Optionally it also submits a stream of command jobs of 8..64 ranks.
  *
  *   yard-simnodes --endpoint URL --join-token T --nodes N [--devices 8] [--prefix sim]
@@ -39,6 +41,7 @@ struct sim_node {
 	char name[64];
 	char token[96];
 	double next_ms;
+	double sent_ms; /* the latest heartbeat went out then */
 	int busy;
 	struct sim_rank ranks[RANKS_PER_NODE_MAX];
 	int n_ranks;
@@ -252,6 +255,17 @@ static void apply_desired(struct sim_node *n, const char *resp, double now)
 		else
 			k++;
 	json_decref(root);
+	/* the first exit not reported yet brings the next heartbeat forward (heartbeat_soon) */
+	for (int k = 0; k < n->n_ranks; k++) {
+		double exit_ms = n->ranks[k].started_ms + opt.hold_ms;
+		if (exit_ms <= n->sent_ms)
+			continue; /* the heartbeat in flight at its exit reported it */
+		double at = exit_ms + 20;
+		if (at < n->sent_ms + opt.heartbeat_ms / 4.0)
+			at = n->sent_ms + opt.heartbeat_ms / 4.0;
+		if (at < n->next_ms)
+			n->next_ms = at;
+	}
 }
 
 static char *submit_body(long seq)
@@ -389,6 +403,7 @@ int main(int argc, char **argv)
 				n->next_ms += opt.heartbeat_ms;
 				if (n->next_ms < now)
 					n->next_ms = now + opt.heartbeat_ms;
+				n->sent_ms = now;
 				struct req *r =
 				    req_new(multi, REQ_HEARTBEAT, "/v1/agents/heartbeat", n->token,
 				            heartbeat_body(n, now));
