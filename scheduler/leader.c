@@ -32,6 +32,7 @@
  * only after it. */
 #define LINK_PROBE_WAIT_MS 20000
 #define LINK_PROBE_SCAN 64 /* rows of the node table one heartbeat looks at for a peer */
+#define CHECK_ALL_MS 1000  /* every running job is looked at at least this often */
 
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
@@ -93,6 +94,10 @@ struct soft_job {
 	uint64_t phase_since_ms;
 	int noted_waiting, noted_running, noted_progress, stopped;
 	int proposing;
+	/* a running job's ranks are looked at again (check_running) on the next full pass:
+	 * a report of one of them arrived, its row or a proposal of it changed; otherwise
+	 * only every CHECK_ALL_MS (hangs, silent nodes) or when a node row changed */
+	int check_due;
 	json_t *claim; /* devices of an in-flight job.assign: [{"node","device"}] */
 	int64_t step;  /* latest step reported by any rank of the generation, -1: none */
 	double loss;
@@ -171,7 +176,9 @@ struct sched {
 	uint64_t last_health_ms, stall_end_ms;
 	uint64_t last_applied, last_full_ms;
 	uint64_t last_deep_ms; /* the last pass that looked at every pending job */
-	struct queue_job *q;   /* the pass's queue, kept between passes (no page faults) */
+	/* the last full pass that looked at every running job, and the nodes it saw */
+	uint64_t last_check_all_ms, check_all_nodes_version;
+	struct queue_job *q; /* the pass's queue, kept between passes (no page faults) */
 	int cap_q;
 	uint64_t wake_ms; /* a time-based condition (back-off, stop wait) comes due then */
 	int dirty;
@@ -196,6 +203,7 @@ struct sched {
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
 	json_t *nodes_by_id;    /* node id -> its row in nodes_list (owned), as of: */
 	uint64_t nodes_by_id_version;
+	int n_draining; /* nodes of nodes_list being drained */
 	/* bumped when a node's address, port base or devices change (or nodes are reread):
 	 * what cached heartbeat entries (desired_build) read of the nodes; a state change or a
 	 * cordon leaves them valid */
@@ -397,6 +405,7 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 	if (!reused)
 		id_index_put(&s->job_index, j->id, i);
 	j->step = -1;
+	j->check_due = 1;
 	j->replace_rank = -1;
 	j->grow_after_step = INT64_MIN;
 	job_parse(j, job);
@@ -492,6 +501,9 @@ static void proposal_done(void *data, int status, const json_t *result)
 			s->publishing[0] = '\0';
 		else
 			set_proposing(s, p->is_node, p->id, 0);
+		struct soft_job *j = p->is_node ? NULL : job_find(s, p->id);
+		if (j != NULL)
+			j->check_due = 1;
 		const char *error =
 		    result ? json_string_value(json_object_get(result, "error")) : NULL;
 		if (status != 0)
@@ -780,11 +792,15 @@ static void straggler_propose(struct sched *s, struct soft_job *j)
 	                      n.message));
 }
 
+static int row_draining(const json_t *row)
+{
+	const char *drain = json_string_value(json_object_get(row, "drain"));
+	return drain != NULL && strcmp(drain, "draining") == 0;
+}
+
 static int node_draining(const json_t *nodes_by_id, const char *node)
 {
-	const char *drain =
-	    json_string_value(json_object_get(json_object_get(nodes_by_id, node), "drain"));
-	return drain != NULL && strcmp(drain, "draining") == 0;
+	return row_draining(json_object_get(nodes_by_id, node));
 }
 
 /* Looks at every rank of a running job's generation; proposes at most one decision. */
@@ -1479,15 +1495,16 @@ static int64_t job_newest_checkpoint(struct sched *s, const struct soft_job *j)
  * spec's dp first and its ranks restore the shrunk checkpoint (any dp restores). */
 static void check_grow_back(struct sched *s, const json_t *nodes)
 {
-	int shrunk = 0;
 	for (int k = 0; k < s->n_jobs; k++) {
 		const struct job_key *key = &s->keys[k];
 		if (key->kind == JK_PENDING || key->kind == JK_RESTARTING ||
 		    (key->proposing && s->jobs[k].claim != NULL))
 			return; /* devices are spoken for */
-		if (key->kind == JK_RUNNING)
-			shrunk += effective_dp(&s->jobs[k]) < s->jobs[k].req.dp;
 	}
+	int shrunk = 0;
+	for (int k = 0; k < s->n_jobs; k++)
+		if (s->keys[k].kind == JK_RUNNING && s->jobs[k].n_shrink_dp > 0)
+			shrunk += effective_dp(&s->jobs[k]) < s->jobs[k].req.dp;
 	if (shrunk == 0 || pn_refresh(s, nodes) != 0)
 		return;
 	int n_nodes = s->n_pn;
@@ -1631,6 +1648,12 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 	}
 	json_t *nodes_by_id = json_incref(s->nodes_by_id);
 	s->pass_seq++;
+	int check_all = full && (now - s->last_check_all_ms >= CHECK_ALL_MS ||
+	                         s->check_all_nodes_version != s->nodes_version);
+	if (check_all) {
+		s->last_check_all_ms = now;
+		s->check_all_nodes_version = s->nodes_version;
+	}
 	if (s->cap_pass_buf < s->n_jobs + 1) {
 		int cap = YARD_MAX(s->n_jobs + 1, 2 * s->cap_pass_buf);
 		int *grown = realloc(s->pass_buf, (size_t)cap * sizeof *grown);
@@ -1673,10 +1696,12 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 				if (j->row_running)
 					j->step = -1, j->has_loss = 0;
 			}
+			j->check_due = 1;
 		}
 		if (key->kind == JK_RUNNING) {
-			if (!full)
+			if (!full || !(j->check_due || check_all))
 				continue;
+			j->check_due = 0;
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
 			check_running(s, j, j->layout, nodes_by_id, now);
@@ -1712,7 +1737,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 	}
 	check_grow_back(s, nodes);
 	compact_jobs(s);
-	if (full)
+	if (full && s->n_draining > 0)
 		check_drains(s, nodes);
 	json_decref(nodes_by_id);
 }
@@ -1757,6 +1782,24 @@ static void on_kick(uv_check_t *h)
 	tick(s, 0);
 }
 
+/* The jobs of these rank reports are looked at on the next full pass (check_due). */
+static void mark_reported(struct sched *s, const json_t *reports)
+{
+	size_t i;
+	json_t *r;
+	const char *last = NULL;
+	json_array_foreach(reports, i, r)
+	{
+		const char *id = json_string_value(json_object_get(r, "job"));
+		if (id == NULL || (last != NULL && strcmp(id, last) == 0))
+			continue; /* a node's ranks of one job usually come together */
+		struct soft_job *j = job_find(s, id);
+		if (j != NULL)
+			j->check_due = 1;
+		last = id;
+	}
+}
+
 /* Whether two rows of a node give its ranks the same peers (desired_rank reads these). */
 static int node_addr_equal(const json_t *a, const json_t *b)
 {
@@ -1787,8 +1830,10 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 			json_t *pos = json_object_get(s->nodes_pos, id);
 			if (pos != NULL) {
 				size_t at = (size_t)json_integer_value(pos);
-				if (!node_addr_equal(json_array_get(s->nodes_list, at), node))
+				const json_t *old = json_array_get(s->nodes_list, at);
+				if (!node_addr_equal(old, node))
 					s->node_addr_version++;
+				s->n_draining += row_draining(node) - row_draining(old);
 				if (s->pn_changed == NULL)
 					s->pn_changed = json_array();
 				json_array_append_new(s->pn_changed, json_string(id));
@@ -1797,6 +1842,7 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 				json_object_set_new(
 				    s->nodes_pos, id,
 				    json_integer((json_int_t)json_array_size(s->nodes_list)));
+				s->n_draining += row_draining(node);
 				json_array_append_new(s->nodes_list, node);
 				s->node_addr_version++;
 				s->pn_full = 1;
@@ -1817,8 +1863,13 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 	json_t *pos = json_object();
 	size_t i;
 	json_t *v;
-	json_array_foreach(fresh, i, v) json_object_set_new(
-	    pos, json_string_value(json_object_get(v, "id")), json_integer((json_int_t)i));
+	s->n_draining = 0;
+	json_array_foreach(fresh, i, v)
+	{
+		json_object_set_new(pos, json_string_value(json_object_get(v, "id")),
+		                    json_integer((json_int_t)i));
+		s->n_draining += row_draining(v);
+	}
 	json_decref(s->nodes_list);
 	json_decref(s->nodes_pos);
 	s->nodes_list = fresh;
@@ -2592,6 +2643,8 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 		record_history(s, reports);
 		struct soft_node *n = node_get(s, node);
 		if (n != NULL) {
+			mark_reported(s, n->ranks);
+			mark_reported(s, reports);
 			json_decref(n->ranks);
 			n->ranks = reports;
 			reports = NULL;
