@@ -2782,11 +2782,23 @@ void sched_overlay_job(struct sched *s, json_t *job)
 		json_object_set_new(job, "step", json_integer(j->step));
 	if (j->has_loss)
 		json_object_set_new(job, "loss", json_real(j->loss));
-	json_t *ranks = json_array();
-	for (int k = 0; k < s->n_nodes; k++) {
+	/* the reports of the nodes of its layout, each node once: not a scan of every node's
+	 * reports, which made a job list on a cluster of thousands of nodes stall the leader */
+	if (j->layout == NULL)
+		j->layout = fsm_job_layout(s->fsm, j->id);
+	json_t *ranks = json_array(), *seen = json_object();
+	size_t slot_i;
+	json_t *slot;
+	json_array_foreach(j->layout, slot_i, slot)
+	{
+		const char *node_id = json_string_value(json_object_get(slot, "node"));
+		if (node_id == NULL || json_object_get(seen, node_id) != NULL)
+			continue;
+		json_object_set_new(seen, node_id, json_true());
+		const struct soft_node *n = node_find(s, node_id);
 		size_t i;
 		json_t *r;
-		json_array_foreach(s->nodes[k].ranks, i, r)
+		json_array_foreach(n != NULL ? n->ranks : NULL, i, r)
 		{
 			if (strcmp(json_string_value(json_object_get(r, "job")), id) != 0 ||
 			    json_integer_value(json_object_get(r, "generation")) != j->generation)
@@ -2800,13 +2812,14 @@ void sched_overlay_job(struct sched *s, json_t *job)
 				                json_object_get(last, "compute_ms"));
 			json_object_del(copy, "job");
 			json_object_del(copy, "windows");
-			json_object_set_new(copy, "node", json_string(s->nodes[k].id));
+			json_object_set_new(copy, "node", json_string(n->id));
 			for (int f = 0; f < j->n_flags; f++)
 				if (j->flags[f].rank == rank)
 					json_object_set_new(copy, "straggler", json_true());
 			json_array_append_new(ranks, copy);
 		}
 	}
+	json_decref(seen);
 	json_object_set_new(job, "ranks", ranks);
 	if (j->det_ready != 1)
 		return;
