@@ -1,6 +1,7 @@
 /* jsonx.c: bounded parsing and typed, field-naming getters for untrusted JSON. */
 #include "common/jsonx.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,22 @@ void jsonx_path(char *out, size_t out_len, const char *prefix, const char *key)
 		snprintf(out, out_len, "%s", key);
 	else
 		snprintf(out, out_len, "%s.%s", prefix, key);
+}
+
+/* YARD_EINVAL naming field prefix.key: the path is formatted only when there is an error,
+ * not on every field read. */
+static int field_err(struct yard_err *err, const char *prefix, const char *key, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
+static int field_err(struct yard_err *err, const char *prefix, const char *key, const char *fmt,
+                     ...)
+{
+	char path[256], what[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	jsonx_path(path, sizeof path, prefix, key);
+	return yard_err_set(err, YARD_EINVAL, "%s: %s", path, what);
 }
 
 /* Depth is checked on the raw text before jansson builds anything, so a hostile
@@ -128,20 +145,18 @@ static json_t *lookup(const json_t *obj, const char *prefix, const char *key, in
 	return v;
 }
 
-int jsonx_get_int(const json_t *obj, const char *prefix, const char *key, int required,
-                  int64_t min, int64_t max, int64_t *out, struct yard_err *err)
+int jsonx_get_int(const json_t *obj, const char *prefix, const char *key, int required, int64_t min,
+                  int64_t max, int64_t *out, struct yard_err *err)
 {
-	char path[256];
 	int rc;
 	json_t *v = lookup(obj, prefix, key, required, err, &rc);
 	if (v == NULL)
 		return rc;
-	jsonx_path(path, sizeof path, prefix, key);
 	if (!json_is_integer(v))
-		return yard_err_set(err, YARD_EINVAL, "%s: must be an integer", path);
+		return field_err(err, prefix, key, "must be an integer");
 	if (json_integer_value(v) < min || json_integer_value(v) > max)
-		return yard_err_set(err, YARD_EINVAL, "%s: %lld is out of range [%lld, %lld]", path,
-		                    (long long)json_integer_value(v), (long long)min, (long long)max);
+		return field_err(err, prefix, key, "%lld is out of range [%lld, %lld]",
+		                 (long long)json_integer_value(v), (long long)min, (long long)max);
 	*out = json_integer_value(v);
 	return 0;
 }
@@ -149,32 +164,28 @@ int jsonx_get_int(const json_t *obj, const char *prefix, const char *key, int re
 int jsonx_get_double(const json_t *obj, const char *prefix, const char *key, int required,
                      double min, double max, double *out, struct yard_err *err)
 {
-	char path[256];
 	int rc;
 	json_t *v = lookup(obj, prefix, key, required, err, &rc);
 	if (v == NULL)
 		return rc;
-	jsonx_path(path, sizeof path, prefix, key);
 	if (!json_is_number(v))
-		return yard_err_set(err, YARD_EINVAL, "%s: must be a number", path);
+		return field_err(err, prefix, key, "must be a number");
 	if (json_number_value(v) < min || json_number_value(v) > max)
-		return yard_err_set(err, YARD_EINVAL, "%s: %g is out of range [%g, %g]", path,
-		                    json_number_value(v), min, max);
+		return field_err(err, prefix, key, "%g is out of range [%g, %g]",
+		                 json_number_value(v), min, max);
 	*out = json_number_value(v);
 	return 0;
 }
 
-int jsonx_get_bool(const json_t *obj, const char *prefix, const char *key, int required,
-                   int *out, struct yard_err *err)
+int jsonx_get_bool(const json_t *obj, const char *prefix, const char *key, int required, int *out,
+                   struct yard_err *err)
 {
-	char path[256];
 	int rc;
 	json_t *v = lookup(obj, prefix, key, required, err, &rc);
 	if (v == NULL)
 		return rc;
-	jsonx_path(path, sizeof path, prefix, key);
 	if (!json_is_boolean(v))
-		return yard_err_set(err, YARD_EINVAL, "%s: must be true or false", path);
+		return field_err(err, prefix, key, "must be true or false");
 	*out = json_is_true(v);
 	return 0;
 }
@@ -182,16 +193,14 @@ int jsonx_get_bool(const json_t *obj, const char *prefix, const char *key, int r
 int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int required,
                      size_t max_len, const char **out, struct yard_err *err)
 {
-	char path[256];
 	int rc;
 	json_t *v = lookup(obj, prefix, key, required, err, &rc);
 	if (v == NULL)
 		return rc;
-	jsonx_path(path, sizeof path, prefix, key);
 	if (!json_is_string(v))
-		return yard_err_set(err, YARD_EINVAL, "%s: must be a string", path);
+		return field_err(err, prefix, key, "must be a string");
 	if (json_string_length(v) > max_len)
-		return yard_err_set(err, YARD_EINVAL, "%s: longer than %zu bytes", path, max_len);
+		return field_err(err, prefix, key, "longer than %zu bytes", max_len);
 	*out = json_string_value(v);
 	return 0;
 }
