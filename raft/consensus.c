@@ -651,6 +651,23 @@ static const char *raft_reason(struct raft *r, int rv)
 	return msg != NULL && msg[0] != '\0' ? msg : raft_strerror(rv);
 }
 
+/* libraft 0.15 answers an AppendEntries whose entries it was still writing when a step-down
+ * cleared its leader: the result goes to server id 0 at address NULL, and raft_uv crashes on
+ * strlen(NULL) while looking up a connection to it (canonical/raft#350; seen here as a
+ * follower's SIGSEGV under leader churn). A message to no server is refused instead: raft
+ * drops a send that fails, as it does one to an unreachable peer, and the leader, if any,
+ * re-sends the entries. */
+int consensus_guarded_send(struct raft_io *io, struct raft_io_send *req,
+                           const struct raft_message *message, raft_io_send_cb cb)
+{
+	struct consensus *c = (struct consensus *)((char *)io - offsetof(struct consensus, io));
+	if (message->server_id == 0 || message->server_address == NULL) {
+		c->stats.sends_to_nobody++;
+		return RAFT_NOCONNECTION;
+	}
+	return c->uv_send(io, req, message, cb);
+}
+
 int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_config *cfg,
                    const struct consensus_fsm_ops *ops, struct yard_err *err)
 {
@@ -673,6 +690,8 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 		return yard_err_set(err, YARD_EIO, "raft storage in %s: %s", c->data_dir,
 		                    c->io.errmsg);
 	raft_uv_set_connect_retry_delay(&c->io, cfg->connect_retry_ms);
+	c->uv_send = c->io.send;
+	c->io.send = consensus_guarded_send;
 
 	c->fsm.version = 2;
 	c->fsm.data = c;

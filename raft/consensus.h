@@ -108,6 +108,7 @@ struct consensus_stats {
 	uint64_t leader_changes;     /* times the known leader id changed */
 	uint64_t leader_ready_index; /* last index when this node last became ready */
 	uint64_t elected_index;      /* last index when this node last became raft leader */
+	uint64_t sends_to_nobody;    /* messages raft addressed to no server, refused */
 };
 
 typedef void (*consensus_apply_cb)(void *data, int status, const void *result);
@@ -119,6 +120,10 @@ struct consensus {
 	uv_loop_t *loop;
 	struct raft raft;
 	struct raft_io io;
+	/* raft_uv's send: io.send is consensus_guarded_send, which refuses a message raft
+	 * addresses to no server before it reaches raft_uv (see consensus.c) */
+	int (*uv_send)(struct raft_io *io, struct raft_io_send *req,
+	               const struct raft_message *message, raft_io_send_cb cb);
 	struct raft_fsm fsm;
 	struct nodelay_transport transport;
 	struct consensus_fsm_ops ops;
@@ -152,6 +157,11 @@ struct consensus {
 	int (*state_fn)(struct raft *r);
 	void (*on_fatal)(struct consensus *c, const char *why);
 };
+
+/* io.send of every member: raft's message, unless it names no server (id 0 or no address:
+ * RAFT_NOCONNECTION, nothing sent, cb not called). */
+int consensus_guarded_send(struct raft_io *io, struct raft_io_send *req,
+                           const struct raft_message *message, raft_io_send_cb cb);
 
 /* Creates data structures, bootstraps (RAFT_CANTBOOTSTRAP on restart is normal), applies
  * settings and starts raft (restoring any local snapshot synchronously). */

@@ -522,6 +522,12 @@ char *metrics_render(struct http_server *s, size_t *len)
 	        "%llu\n",
 	        (unsigned long long)c->stats.corrupt_entries);
 	fprintf(f,
+	        "# HELP yard_raft_sends_to_nobody_total Messages raft addressed to no server "
+	        "(a reply to a leader a step-down forgot), refused before the transport.\n"
+	        "# TYPE yard_raft_sends_to_nobody_total counter\nyard_raft_sends_to_nobody_total "
+	        "%llu\n",
+	        (unsigned long long)c->stats.sends_to_nobody);
+	fprintf(f,
 	        "# TYPE yard_raft_tcp_nodelay_streams_total "
 	        "counter\nyard_raft_tcp_nodelay_streams_total %lu\n",
 	        c->transport.streams_tuned);

@@ -381,6 +381,50 @@ static void test_resubmit_from_leadership_lost_callback_does_not_crash(void **st
 	stop_all(3);
 }
 
+static int sent_status = -1;
+static void sent_cb(struct raft_io_send *req, int status)
+{
+	sent_status = status;
+}
+
+static int sent_done(void *arg)
+{
+	return sent_status != -1;
+}
+
+/* raft 0.15 answers entries it finished writing after a step-down cleared its leader with a
+ * message to server 0 at address NULL, which raft_uv's send dereferences (canonical/raft#350,
+ * a follower's SIGSEGV here under leader churn). The members' io.send refuses a message to
+ * no server; one to a real member still goes out. Without the guard this test crashes. */
+static void test_a_message_to_no_server_is_refused_not_sent(void **state)
+{
+	setup_members(3);
+	for (int i = 0; i < 3; i++)
+		start_node(i, 3, 0, 0);
+	int leader = find_leader(3);
+	int follower = (leader + 1) % 3;
+	struct consensus *c = &nodes[follower].c;
+	struct raft_message m;
+	memset(&m, 0, sizeof m);
+	m.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+	m.append_entries_result.term = 1;
+	struct raft_io_send req;
+	memset(&req, 0, sizeof req);
+	m.server_id = 0; /* the leader a step-down forgot */
+	m.server_address = NULL;
+	assert_int_equal(c->io.send(&c->io, &req, &m, sent_cb), RAFT_NOCONNECTION);
+	m.server_id = (raft_id)leader + 1; /* an id without an address */
+	assert_int_equal(c->io.send(&c->io, &req, &m, sent_cb), RAFT_NOCONNECTION);
+	assert_int_equal(c->stats.sends_to_nobody, 2);
+	assert_int_equal(sent_status, -1); /* nothing was sent, no callback */
+	/* a message to a member goes through raft_uv as before */
+	m.server_address = nodes[leader].addr;
+	assert_int_equal(c->io.send(&c->io, &req, &m, sent_cb), 0);
+	assert_true(run_until(sent_done, NULL, 5000));
+	assert_int_equal(c->stats.sends_to_nobody, 2);
+	stop_all(3);
+}
+
 static void test_transfer_target_choice(void **state)
 {
 	/* self, a dead follower with the best match index, a spare, a healthy voter */
@@ -822,6 +866,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(
 	        test_resubmit_from_leadership_lost_callback_does_not_crash, per_test_setup,
 	        per_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_a_message_to_no_server_is_refused_not_sent,
+	                                    per_test_setup, per_test_teardown),
 	    cmocka_unit_test(test_transfer_target_choice),
 	    cmocka_unit_test_setup_teardown(test_transfer_skips_a_dead_follower, per_test_setup,
 	                                    per_test_teardown),
