@@ -104,6 +104,7 @@ struct soft_job {
 	int has_loss;
 	int position;
 	uint64_t position_pass; /* the pass that set position (sched.pass_seq) */
+	int queue_rank;         /* place among the waiting jobs as of sched.ranks_pass */
 	char reason[QUEUE_REASON_MAX];
 	json_t *row; /* the job as fsm_jobs_active shows it (owned); NULL once no longer active.
 	              * Its "spec" is spec_view: the full spec is read once (job_parse) */
@@ -192,7 +193,8 @@ struct sched {
 	int n_dead;    /* released jobs still in the table (compacted when many) */
 	int *pass_buf; /* indices of a pass's candidates, kept between passes */
 	int cap_pass_buf;
-	uint64_t pass_seq;               /* bumped by every pass over the queue */
+	uint64_t pass_seq;   /* bumped by every pass over the queue */
+	uint64_t ranks_pass; /* the pass the soft jobs' queue_rank is of (queue_ranks) */
 	struct rollout_driver *rollouts; /* scheduler/rollout.h */
 	struct history *history;         /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
@@ -2735,17 +2737,36 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
 
 /* ---- overlays ---- */
 
-/* The place of pending job k among the jobs waiting to be placed, in queue order. */
-static int queue_position(struct sched *s, int k)
+static int rank_cmp(const void *a, const void *b, void *data)
 {
-	int ahead = 0;
-	for (int i = 0; i < s->n_jobs; i++) {
-		const struct job_key *key = &s->keys[i];
-		if (i != k && !key->dead && !key->proposing &&
-		    (key->kind == JK_PENDING || key->kind == JK_RESTARTING) && key_before(s, i, k))
-			ahead++;
+	const struct sched *s = data;
+	int x = *(const int *)a, y = *(const int *)b;
+	return key_before(s, x, y) ? -1 : key_before(s, y, x) ? 1 : 0;
+}
+
+/* The place of every job waiting to be placed, in queue order (soft_job.queue_rank), as of
+ * the last pass: one sort the first time a job beyond that pass's depth is shown, so listing
+ * a thousand queued jobs costs one sort rather than a scan of the queue per job. Without
+ * memory for it every queue_rank stays 0 (the position is then left out). */
+static void queue_ranks(struct sched *s)
+{
+	if (s->ranks_pass == s->pass_seq)
+		return;
+	int *idx = malloc((size_t)(s->n_jobs ? s->n_jobs : 1) * sizeof *idx), n = 0;
+	for (int k = 0; k < s->n_jobs; k++) {
+		const struct job_key *key = &s->keys[k];
+		s->jobs[k].queue_rank = 0;
+		if (idx != NULL && !key->dead && !key->proposing &&
+		    (key->kind == JK_PENDING || key->kind == JK_RESTARTING))
+			idx[n++] = k;
 	}
-	return ahead + 1;
+	if (idx == NULL)
+		return;
+	qsort_r(idx, (size_t)n, sizeof *idx, rank_cmp, s);
+	for (int i = 0; i < n; i++)
+		s->jobs[idx[i]].queue_rank = i + 1;
+	free(idx);
+	s->ranks_pass = s->pass_seq;
 }
 
 void sched_overlay_job(struct sched *s, json_t *job)
@@ -2765,8 +2786,9 @@ void sched_overlay_job(struct sched *s, json_t *job)
 		    !j->proposing) {
 			/* beyond the last pass's depth: its place now, and the reason of the last
 			 * pass that looked stands */
-			position = queue_position(s, (int)(j - s->jobs));
-			if (reason[0] == '\0')
+			queue_ranks(s);
+			position = j->queue_rank;
+			if (reason[0] == '\0' && position > 0)
 				snprintf(reason, sizeof reason,
 				         "queued behind %d job(s); the next full pass looks at it",
 				         position - 1);
