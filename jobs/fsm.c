@@ -214,21 +214,26 @@ int fsm_run(struct fsm *f, const char *sql, const char *types, ...)
 	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
+/* A counter's next value. Read and written by key (UPSERT ... RETURNING builds an ephemeral
+ * table per call: a third of a submission's apply went there). */
 int64_t fsm_meta_next(struct fsm *f, const char *key)
 {
-	int64_t v = 0;
-	sqlite3_stmt *st =
-	    fsm_prepare(f, "INSERT INTO meta(key, value) VALUES(?1, 1) ON CONFLICT(key)"
-	                   " DO UPDATE SET value = value + 1 RETURNING value");
+	int64_t v = 1;
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT value FROM meta WHERE key = ?1");
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	else
-		v = -1;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0) + 1;
 	fsm_release(f, st);
-	return v;
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return -1;
+	rc = fsm_run(f,
+	             v == 1 ? "INSERT INTO meta(key, value) VALUES(?1, ?2)"
+	                    : "UPDATE meta SET value = ?2 WHERE key = ?1",
+	             "si", key, v);
+	return rc == SQLITE_DONE ? v : -1;
 }
 
 /* ---- the change journal (fsm.h) ---- */
@@ -577,23 +582,74 @@ static int is_error(const json_t *r)
 
 static const char ZERO_HASH[] = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/* Feeds s to the hash as a JSON string, escaped exactly as jansson's compact dump escapes
+ * it ('"', '\\', control characters; everything else as is), the form the chain has used
+ * since its first event. */
+static void hash_json_string(struct sha256_ctx *ctx, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char buf[256];
+	size_t n = 0;
+	buf[n++] = '"';
+	for (; *s != '\0'; s++) {
+		if (n > sizeof buf - 8) {
+			sha256_update(ctx, buf, n);
+			n = 0;
+		}
+		unsigned char ch = (unsigned char)*s;
+		const char *esc = ch == '"'    ? "\\\""
+		                  : ch == '\\' ? "\\\\"
+		                  : ch == '\b'  ? "\\b"
+		                  : ch == '\f'  ? "\\f"
+		                  : ch == '\n'  ? "\\n"
+		                  : ch == '\r'  ? "\\r"
+		                  : ch == '\t'  ? "\\t"
+		                                : NULL;
+		if (esc != NULL) {
+			buf[n++] = esc[0];
+			buf[n++] = esc[1];
+		} else if (ch < 0x20) {
+			memcpy(buf + n, "\\u00", 4);
+			buf[n + 4] = hex[ch >> 4];
+			buf[n + 5] = hex[ch & 15];
+			n += 6;
+		} else {
+			buf[n++] = (char)ch;
+		}
+	}
+	buf[n++] = '"';
+	sha256_update(ctx, buf, n);
+}
+
+/* The hash of an event: sha256(prev_hash || canonical JSON), the canonical JSON being the
+ * compact, key-sorted {"actor","job","message","seq","ts_ms","type"} (job null if none).
+ * Written out directly: building and printing it with jansson was a fifth of a
+ * submission's apply. */
 void fsm_event_hash(const char *prev_hash, int64_t seq, int64_t ts_ms, const char *type,
                     const char *job, const char *actor, const char *message,
                     char hash[SHA256_HEX_LEN + 1])
 {
-	json_t *canon = json_pack(
-	    "{s:I,s:I,s:s,s:o,s:s,s:s}", "seq", (json_int_t)seq, "ts_ms", (json_int_t)ts_ms, "type",
-	    type, "job", job ? json_string(job) : json_null(), "actor", actor, "message", message);
-	char *text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS);
 	struct sha256_ctx ctx;
 	uint8_t digest[SHA256_DIGEST_LEN];
+	char num[64];
 	sha256_init(&ctx);
 	sha256_update(&ctx, prev_hash, strlen(prev_hash));
-	sha256_update(&ctx, text, strlen(text));
+	sha256_update(&ctx, "{\"actor\":", 9);
+	hash_json_string(&ctx, actor);
+	sha256_update(&ctx, ",\"job\":", 7);
+	if (job != NULL)
+		hash_json_string(&ctx, job);
+	else
+		sha256_update(&ctx, "null", 4);
+	sha256_update(&ctx, ",\"message\":", 11);
+	hash_json_string(&ctx, message);
+	int len = snprintf(num, sizeof num, ",\"seq\":%lld,\"ts_ms\":%lld,\"type\":", (long long)seq,
+	                   (long long)ts_ms);
+	sha256_update(&ctx, num, (size_t)len);
+	hash_json_string(&ctx, type);
+	sha256_update(&ctx, "}", 1);
 	sha256_final(&ctx, digest);
 	sha256_to_hex(digest, hash);
-	free(text);
-	json_decref(canon);
 }
 
 int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
@@ -1121,7 +1177,8 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 		                   "request_id: must be 1-64 characters of [A-Za-z0-9_-]");
 
 	f->submitted_last[0] = '\0';
-	if (tx(f, "BEGIN") != 0)
+	int own_tx = !f->in_batch; /* else fsm_apply_batch_end commits the entry's commands */
+	if (own_tx && tx(f, "BEGIN") != 0)
 		return fsm_res_err(500, NULL, "internal error: cannot begin a transaction");
 	/* Forget request ids older than the TTL, measured in command time so every member
 	 * forgets the same ones at the same entry. */
@@ -1143,7 +1200,7 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 			free(text);
 		}
 	}
-	if (tx(f, "COMMIT") != 0) {
+	if (own_tx && tx(f, "COMMIT") != 0) {
 		tx(f, "ROLLBACK");
 		if (f->submitted_last[0] != '\0') /* its id goes to the next submission */
 			json_object_del(f->submitted, f->submitted_last);
@@ -1169,6 +1226,22 @@ const json_t *fsm_apply(struct fsm *f, const void *payload, size_t len)
 	f->last_result = r;
 	f->applies++;
 	return r;
+}
+
+void fsm_apply_batch_begin(struct fsm *f)
+{
+	f->in_batch = tx(f, "BEGIN") == 0; /* else each command is its own transaction */
+}
+
+int fsm_apply_batch_end(struct fsm *f)
+{
+	if (!f->in_batch)
+		return 0;
+	f->in_batch = 0;
+	if (tx(f, "COMMIT") == 0)
+		return 0;
+	tx(f, "ROLLBACK");
+	return YARD_EINTERNAL;
 }
 
 char *fsm_command_encode(const char *op, json_t *args, const char *request_id, int64_t ts_ms,

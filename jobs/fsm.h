@@ -83,6 +83,7 @@ struct fsm {
 	json_t *submitted, *submitted_taken;
 	int keep_submitted;              /* set while this member's scheduler leads (reads them) */
 	char submitted_last[FSM_ID_MAX]; /* noted by the command being applied, "" if none */
+	int in_batch; /* between fsm_apply_batch_begin and _end: one transaction */
 	/* Process-local: fsm_auth_lookup's answers, valid while auth_version is unchanged
 	 * (bumped by every change to the tokens or nodes table and every restore). */
 	uint64_t auth_version, auth_cache_version;
@@ -96,6 +97,14 @@ void fsm_close(struct fsm *f);
 /* Applies one command. Returns the result, borrowed: valid until the next apply/restore or
  * fsm_close. Never NULL, never a failure of apply itself. */
 const json_t *fsm_apply(struct fsm *f, const void *payload, size_t len);
+
+/* Bracket the commands of one raft entry: one transaction for all of them, each command
+ * still a savepoint of its own (an error undoes that command only). The commit at _end
+ * fails only without memory; the entry's effects are then undone while its results said
+ * they happened, so the caller must not go on with this state (non-zero: restart the
+ * member, which replays the log). */
+void fsm_apply_batch_begin(struct fsm *f);
+int fsm_apply_batch_end(struct fsm *f);
 
 /* Builds a command's JSON text (malloc'd, caller frees). Takes ownership of args. */
 char *fsm_command_encode(const char *op, json_t *args, const char *request_id, int64_t ts_ms,

@@ -109,12 +109,16 @@ static int apply_batch(struct consensus *c, const void *const *payloads, const s
                        void **result)
 {
 	/* batch_results has room for CODEC_BATCH_MAX (allocated by consensus_init) */
+	if (c->ops.apply_batch_begin != NULL)
+		c->ops.apply_batch_begin(c->ops.data);
 	for (int i = 0; i < n; i++) {
 		const void *r = c->ops.apply(c->ops.data, payloads[i], lens[i]);
 		if (r != NULL && c->ops.result_hold != NULL)
 			c->ops.result_hold(c->ops.data, r);
 		c->batch_results[c->n_batch_results++] = r;
 	}
+	if (c->ops.apply_batch_end != NULL && c->ops.apply_batch_end(c->ops.data) != 0)
+		c->on_fatal(c, "the state machine could not keep a batch entry it applied");
 	*result = (void *)c->batch_results;
 	return 0;
 }

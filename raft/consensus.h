@@ -72,6 +72,10 @@ struct consensus_fsm_ops {
 	const void *(*apply)(void *data, const void *payload, size_t len);
 	void (*result_hold)(void *data, const void *result);
 	void (*result_release)(void *data, const void *result);
+	/* Optional: bracket the commands of one batch entry (apply_batch_end non-zero: the
+	 * state after them could not be kept; the member exits to replay its log). */
+	void (*apply_batch_begin)(void *data);
+	int (*apply_batch_end)(void *data);
 	int (*snapshot)(void *data, void **buf, size_t *len);
 	void (*snapshot_free)(void *data, void *buf);
 	int (*restore)(void *data, const void *buf, size_t len);

@@ -17,6 +17,16 @@ static void ops_result_release(void *data, const void *result)
 	json_decref((json_t *)result);
 }
 
+static void ops_apply_batch_begin(void *data)
+{
+	fsm_apply_batch_begin(data);
+}
+
+static int ops_apply_batch_end(void *data)
+{
+	return fsm_apply_batch_end(data);
+}
+
 static int ops_snapshot(void *data, void **buf, size_t *len)
 {
 	struct yard_err err = {0};
@@ -43,6 +53,8 @@ void fsm_ops_init(struct consensus_fsm_ops *ops, struct fsm *f)
 	ops->apply = ops_apply;
 	ops->result_hold = ops_result_hold;
 	ops->result_release = ops_result_release;
+	ops->apply_batch_begin = ops_apply_batch_begin;
+	ops->apply_batch_end = ops_apply_batch_end;
 	ops->snapshot = ops_snapshot;
 	ops->snapshot_free = ops_snapshot_free;
 	ops->restore = ops_restore;

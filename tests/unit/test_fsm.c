@@ -309,6 +309,134 @@ static void test_event_hash_chain_links_and_detects_tampering(void **state)
 	fsm_close(&f);
 }
 
+/* The chain's canonical form, as every version before the direct writer produced it:
+ * sha256(prev || compact key-sorted jansson dump of the event's fields). */
+static void reference_event_hash(const char *prev, int64_t seq, int64_t ts, const char *type,
+                                 const char *job, const char *actor, const char *message,
+                                 char hex[SHA256_HEX_LEN + 1])
+{
+	json_t *canon = json_pack("{s:I,s:I,s:s,s:o,s:s,s:s}", "seq", (json_int_t)seq, "ts_ms",
+	                          (json_int_t)ts, "type", type, "job",
+	                          job ? json_string(job) : json_null(), "actor", actor, "message",
+	                          message);
+	assert_non_null(canon);
+	char *text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS);
+	size_t n = strlen(prev) + strlen(text);
+	char *all = malloc(n + 1);
+	snprintf(all, n + 1, "%s%s", prev, text);
+	sha256_hex(all, n, hex);
+	free(all);
+	free(text);
+	json_decref(canon);
+}
+
+static void test_event_hash_is_the_canonical_json_form(void **state)
+{
+	const char *strings[] = {"",
+	                         "plain",
+	                         "quote \" backslash \\ slash /",
+	                         "\b\f\n\r\t and \x01\x02\x1f\x7f",
+	                         "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x9a\x82 \xe2\x80\xa8",
+	                         "job j-000001 (train-7b) submitted by alice"};
+	size_t n = sizeof strings / sizeof strings[0];
+	char got[SHA256_HEX_LEN + 1], want[SHA256_HEX_LEN + 1];
+	const char *prev = "0000000000000000000000000000000000000000000000000000000000000000";
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++) {
+			const char *job = j % 3 == 0 ? NULL : strings[(i + j) % n];
+			int64_t seq = (int64_t)(i * n + j) - 3, ts = T0 * (j % 2 ? -1 : 1);
+			fsm_event_hash(prev, seq, ts, strings[i], job, strings[j], strings[(i * 7 + j) % n],
+			               got);
+			reference_event_hash(prev, seq, ts, strings[i], job, strings[j],
+			                     strings[(i * 7 + j) % n], want);
+			assert_string_equal(got, want);
+		}
+	/* a long message crosses the writer's buffer many times, escapes included */
+	char message[512];
+	for (size_t i = 0; i < sizeof message - 1; i++)
+		message[i] = "ab\"\\\n\x03c"[i % 7];
+	message[sizeof message - 1] = '\0';
+	fsm_event_hash(prev, 1, T0, "t", "j", "a", message, got);
+	reference_event_hash(prev, 1, T0, "t", "j", "a", message, want);
+	assert_string_equal(got, want);
+}
+
+/* Every row of a table, in key order, as [[col, ...], ...] of text or null. */
+static json_t *dump_table(struct fsm *f, const char *table)
+{
+	char sql[128];
+	snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY 1", table);
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(f->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return NULL;
+	json_t *rows = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		json_t *row = json_array();
+		for (int c = 0; c < sqlite3_column_count(st); c++) {
+			const unsigned char *v = sqlite3_column_text(st, c);
+			json_array_append_new(row, v ? json_string((const char *)v) : json_null());
+		}
+		json_array_append_new(rows, row);
+	}
+	sqlite3_finalize(st);
+	return rows;
+}
+
+/* The commands of one raft entry share a transaction: the state after the batch is the
+ * state after applying them one by one, a failing command in the middle undoes only itself,
+ * and a repeated request id inside the batch answers with the first result. */
+static void test_batch_applies_like_single_commands(void **state)
+{
+	struct fsm a, b;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	const json_t *r;
+	struct {
+		const char *op, *args, *rid;
+		int status;
+	} cmds[] = {
+	    {"job.submit", "{\"name\":\"a\",\"spec\":{\"ranks\":1}}", "r1", 201},
+	    {"job.submit", "{\"name\":\"bad name\",\"spec\":{}}", "r2", 400},
+	    {"job.cancel", "{\"id\":\"j-000001\"}", NULL, 200},
+	    {"job.submit", "{\"name\":\"b\",\"spec\":{\"ranks\":2}}", "r3", 201},
+	    {"job.submit", "{\"name\":\"b\",\"spec\":{\"ranks\":2}}", "r3", 201}, /* retry */
+	    {"job.cancel", "{\"id\":\"j-000001\"}", NULL, 409},
+	    {"no.such.op", "{}", NULL, 400},
+	    {"job.submit", "{\"name\":\"c\",\"spec\":{\"ranks\":3}}", NULL, 201},
+	};
+	size_t n = sizeof cmds / sizeof cmds[0];
+	fsm_apply_batch_begin(&b);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(apply(&a, cmds[i].op, cmds[i].args, cmds[i].rid, T0 + (int64_t)i,
+		                       "admin", "admin", NULL),
+		                 cmds[i].status);
+		assert_int_equal(apply(&b, cmds[i].op, cmds[i].args, cmds[i].rid, T0 + (int64_t)i,
+		                       "admin", "admin", &r),
+		                 cmds[i].status);
+	}
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "id")),
+	                    "j-000003");
+	assert_int_equal(fsm_apply_batch_end(&b), 0);
+	/* same rows in both (page layout may differ: one transaction instead of eight) */
+	const char *tables[] = {"jobs", "events", "request_ids", "meta"};
+	for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+		json_t *ra = dump_table(&a, tables[t]), *rb = dump_table(&b, tables[t]);
+		assert_non_null(ra);
+		assert_true(json_equal(ra, rb));
+		json_decref(ra);
+		json_decref(rb);
+	}
+	assert_int_equal(fsm_events_verify(&b, &err), 0);
+	/* after the batch, commands are transactions of their own again */
+	assert_int_equal(apply(&b, "job.cancel", "{\"id\":\"j-000002\"}", NULL, T0 + 9, "admin",
+	                       "admin", NULL),
+	                 200);
+	assert_false(b.in_batch);
+	fsm_close(&a);
+	fsm_close(&b);
+}
+
 static void test_tokens_members_config(void **state)
 {
 	struct fsm f;
@@ -1072,6 +1200,8 @@ int main(void)
 	    cmocka_unit_test(test_request_id_dedup_returns_original_result),
 	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),
+	    cmocka_unit_test(test_event_hash_is_the_canonical_json_form),
+	    cmocka_unit_test(test_batch_applies_like_single_commands),
 	    cmocka_unit_test(test_tokens_members_config),
 	    cmocka_unit_test(test_jobs_list_filters_and_pages),
 	    cmocka_unit_test(test_nodes_and_placements),
