@@ -2893,6 +2893,16 @@ void sched_overlay_rollout(struct sched *s, json_t *rollout)
 	rollout_driver_overlay(s->rollouts, rollout);
 }
 
+int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms)
+{
+	struct soft_node *n = s->leading ? node_find(s, node) : NULL;
+	if (n == NULL || n->last_seen_ms == 0)
+		return 0;
+	uint64_t ago = mono_now(s) - n->last_seen_ms;
+	*ago_ms = (int64_t)ago;
+	return ago < s->cfg.node_suspect_ms;
+}
+
 void sched_overlay_node(struct sched *s, json_t *node)
 {
 	if (!s->leading)

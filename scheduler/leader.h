@@ -121,6 +121,9 @@ void sched_overlay_job(struct sched *s, json_t *job);
  * keep no soft state). batch_size > 0 adds samples_per_s. */
 json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, int limit,
                           int64_t batch_size);
+/* 1 when this leader heard the node's agent less than node_suspect_ms ago (*ago_ms says
+ * when); 0 when not, or not since it leads. */
+int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);
 void sched_overlay_node(struct sched *s, json_t *node);
 /* Adds each target node's live version and upgrade state to a rollout (fsm_rollout_get). */
 void sched_overlay_rollout(struct sched *s, json_t *rollout);

@@ -503,6 +503,18 @@ static void h_tokens_create(struct call *call)
 		json_decref(body);
 		return;
 	}
+	int64_t ago_ms = 0;
+	if (call->s->sched != NULL && sched_node_live(call->s->sched, name, &ago_ms)) {
+		log_warn("registration of node %s refused: its agent heartbeated %lld ms ago", name,
+		         (long long)ago_ms);
+		call_error(call, 409, "name",
+		           "name: node %s is live (its agent heartbeated %lld ms ago): another agent "
+		           "already runs under this name; stop it or give this agent another --name "
+		           "(a node silent for the node-suspect time can register again)",
+		           name, (long long)ago_ms);
+		json_decref(body);
+		return;
+	}
 	unsigned char raw[32];
 	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
 		json_decref(body);
@@ -555,7 +567,11 @@ static void node_registered(struct call *call, const json_t *result)
 
 /* POST /v1/agents/register with a join token: the node's record (replicated) and a fresh
  * node token, stored only as its hash. Registering the same name again keeps the node and
- * replaces its token. The state machine re-validates every field (fsm_cluster.c). */
+ * replaces its token, unless the node's agent is live (heard within node_suspect_ms): then
+ * a second agent runs under that name, and replacing the token would make the two take
+ * turns shutting each other out; it is refused (409) instead, and the agent that lost its
+ * token gets in once the old one has gone quiet. The state machine re-validates every
+ * field (fsm_cluster.c). */
 static void h_agents_register(struct call *call)
 {
 	static const char *const keys[] = {"name",    "host",   "port_base", "version",
@@ -573,6 +589,18 @@ static void h_agents_register(struct call *call)
 	    jsonx_get_string(body, "", "version", 0, 31, &version, &err) != 0) {
 		json_decref(body);
 		call_yard_error(call, &err);
+		return;
+	}
+	int64_t ago_ms = 0;
+	if (call->s->sched != NULL && sched_node_live(call->s->sched, name, &ago_ms)) {
+		log_warn("registration of node %s refused: its agent heartbeated %lld ms ago", name,
+		         (long long)ago_ms);
+		call_error(call, 409, "name",
+		           "name: node %s is live (its agent heartbeated %lld ms ago): another agent "
+		           "already runs under this name; stop it or give this agent another --name "
+		           "(a node silent for the node-suspect time can register again)",
+		           name, (long long)ago_ms);
+		json_decref(body);
 		return;
 	}
 	unsigned char raw[32];

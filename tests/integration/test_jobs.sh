@@ -153,6 +153,10 @@ reg '{"name":"bad name","host":"127.0.0.1","port_base":100,"devices":[{"index":0
 [ "$CODE" = 400 ] || fail "register with a bad name: $CODE $BODY"
 reg '{"name":"x","host":"127.0.0.1","port_base":100,"devices":[{"index":0,"kind":"tpu"}]}'
 [ "$CODE" = 400 ] || fail "register with a bad device kind: $CODE $BODY"
+# a live node's name is refused (409 naming the field): its agent keeps its token
+reg '{"name":"node-a","host":"127.0.0.1","port_base":100,"devices":[{"index":0,"kind":"cpu"}]}'
+[ "$CODE" = 409 ] && echo "$BODY" | grep -q '"field":"name"' && echo "$BODY" | grep -q 'is live' ||
+	fail "register over a live node: $CODE $BODY"
 get 1 /v1/nodes
 [ "$(jget "$BODY" 'len(d["nodes"])')" = 2 ] || fail "bad registrations changed the node list: $BODY"
 call POST 1 /v1/nodes/node-b/cordon
