@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
@@ -57,6 +58,7 @@ struct agent_config {
 	int64_t device_memory_mb;
 	double link_gbps; /* inter-node bandwidth for the planner, 0 = measure TCP loopback */
 	int heartbeat_ms;
+	int watch_ms;               /* a watch waits this long for news (0: no watches) */
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
 	int64_t log_max_bytes;      /* a rank's log is rotated past this (FILE + FILE.1 kept) */
 	int64_t log_ship_bytes;     /* at most this much of one rank's log per heartbeat */
@@ -159,11 +161,20 @@ struct agent {
 	char leader_id[64];   /* the leader's "leader_id": a change means it holds no logs */
 	int log_cursor;       /* rank slot the next heartbeat's logs start from (fairness) */
 	int heartbeat_in_flight;
-	int heartbeat_again; /* a rank exited while a heartbeat was in flight (heartbeat_soon) */
+	/* while a heartbeat was in flight: 1 a rank exited (heartbeat_soon after it), 2 the
+	 * watch brought news (heartbeat_now after it) */
+	int heartbeat_again;
 	uint64_t heartbeat_sent_mono_ms; /* when the latest heartbeat went out */
 	/* called when a rank exits (heartbeat_soon once heartbeats started; NULL before) */
 	void (*rank_exited)(struct agent *a);
 	int registered;
+	/* the watch (watch.c): one long-poll on the thread pool at a time for news of this
+	 * node's desired set; a new version triggers a heartbeat */
+	int watch_in_flight;
+	int64_t watch_version;         /* the last one answered, -1: none */
+	uint64_t watch_retry_mono_ms;  /* no watch before this (after a failure) */
+	volatile sig_atomic_t watch_abort; /* the agent is stopping */
+	uint64_t watch_news;           /* answers that brought a new version */
 	struct agent_rank ranks[AGENT_MAX_RANKS];
 	int metrics_fd;
 	uv_poll_t metrics_poll;
@@ -205,6 +216,9 @@ struct agent_request {
 	size_t body_len;
 	size_t max_response;
 	long timeout_ms;
+	/* non-NULL: the transfer is given up (an error) within about a second of it becoming
+	 * non-zero (a long-poll that must not hold up the agent's exit) */
+	const volatile sig_atomic_t *abort;
 };
 struct agent_response {
 	long status;
@@ -256,6 +270,12 @@ void heartbeat_start(struct agent *a);
 /* A rank exited: the next heartbeat goes out soon (heartbeat.c) instead of up to a whole
  * interval later. */
 void heartbeat_soon(struct agent *a);
+/* A heartbeat now (at most one in flight; none more often than every 20 ms), whatever the
+ * spacing heartbeat_soon keeps: the controller said this node has news. */
+void heartbeat_now(struct agent *a);
+/* watch.c: keeps a watch waiting at the leader while registered (called from every
+ * heartbeat tick and after each answer). */
+void watch_tick(struct agent *a);
 /* Applies a desired set: starts missing ranks, stops unlisted or outdated ones. */
 void heartbeat_reconcile(struct agent *a, const json_t *desired);
 

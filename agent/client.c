@@ -64,6 +64,14 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* curl's progress callback: non-zero aborts the transfer (rq->abort set). */
+static int on_progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+	const struct agent_request *rq = data;
+	return *rq->abort != 0;
+}
+
 /* One request to base_url+path. Returns 0 when an HTTP answer came (any status). */
 static int request_once(const char *base_url, const struct agent_request *rq, long *status,
                         char *location, size_t location_len, struct response_buf *out, char *why,
@@ -99,6 +107,11 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
 	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
 	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+	if (rq->abort != NULL) {
+		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *)rq);
+		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	}
 	rc = curl_easy_perform(curl);
 	if (rc == CURLE_OK) {
 		char *loc = NULL;

@@ -149,10 +149,12 @@ static void after_call(uv_work_t *w, int status)
 	struct agent *a = c->agent;
 
 	a->heartbeat_in_flight = 0;
-	if (a->heartbeat_again) {
-		a->heartbeat_again = 0;
+	int again = a->heartbeat_again;
+	a->heartbeat_again = 0;
+	if (again == 2)
+		heartbeat_now(a);
+	else if (again)
 		heartbeat_soon(a);
-	}
 	if (c->kind == CALL_HEARTBEAT && (c->rc != 0 || c->status != 200))
 		ranks_logs_done(a, 0); /* the pieces go again with the next heartbeat */
 	if (c->rc != 0) {
@@ -164,6 +166,7 @@ static void after_call(uv_work_t *w, int status)
 			save_node_token(a);
 			a->registered = 1;
 			log_info("registered as %s with %s", a->cfg.name, a->leader_url);
+			watch_tick(a);
 		} else {
 			log_error("registration refused by %s: HTTP %ld: %s", a->leader_url,
 			          c->status, resp_error(c->resp));
@@ -242,6 +245,7 @@ static void on_tick(uv_timer_t *t)
 	ranks_tick(a);
 	if (!a->stopping)
 		ckpt_tick(a);
+	watch_tick(a);
 	upgrade_tick(a);
 	if (a->heartbeat_in_flight || a->stopping ||
 	    buildinfo_fault(a->cfg.name) == BUILD_FAULT_NO_HEARTBEAT)
@@ -277,7 +281,8 @@ static void on_tick(uv_timer_t *t)
 void heartbeat_soon(struct agent *a)
 {
 	if (a->heartbeat_in_flight) {
-		a->heartbeat_again = 1; /* the one in flight may have missed the exit */
+		if (a->heartbeat_again == 0)
+			a->heartbeat_again = 1; /* the one in flight may have missed the exit */
 		return;
 	}
 	if (!uv_is_active((uv_handle_t *)&a->heartbeat_timer) || !a->registered)
@@ -287,6 +292,21 @@ void heartbeat_soon(struct agent *a)
 	                       a->heartbeat_sent_mono_ms + (uint64_t)a->cfg.heartbeat_ms / 4);
 	if (at - now >= uv_timer_get_due_in(&a->heartbeat_timer))
 		return; /* the regular one comes first */
+	uv_timer_start(&a->heartbeat_timer, on_tick, at - now, (uint64_t)a->cfg.heartbeat_ms);
+}
+
+void heartbeat_now(struct agent *a)
+{
+	if (a->heartbeat_in_flight) {
+		a->heartbeat_again = 2; /* its answer may predate the news */
+		return;
+	}
+	if (!uv_is_active((uv_handle_t *)&a->heartbeat_timer) || !a->registered)
+		return;
+	uint64_t now = yard_now_mono_ms();
+	uint64_t at = YARD_MAX(now, a->heartbeat_sent_mono_ms + HEARTBEAT_SOON_MS);
+	if (at - now >= uv_timer_get_due_in(&a->heartbeat_timer))
+		return;
 	uv_timer_start(&a->heartbeat_timer, on_tick, at - now, (uint64_t)a->cfg.heartbeat_ms);
 }
 

@@ -35,6 +35,8 @@ static void usage(FILE *out)
 	    "usage: yard-agent --controllers URL[,URL...] --join-token TOKEN --data-dir DIR\n"
 	    "                  --devices cpu:N|cuda:auto --name NAME [--host ADDR]\n"
 	    "                  [--port-base PORT] [--heartbeat-ms MS] [--worker PATH]\n"
+	    "                  [--watch-ms MS] (long-poll for new work; 0: heartbeats only;\n"
+	    "                                   default 25000)\n"
 	    "                  [--join-token-file FILE] [--config FILE]\n"
 	    "                  [--log-max-bytes N] (rotate a rank's log past N; default 16 MiB)\n"
 	    "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
@@ -124,6 +126,12 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			return yard_err_set(err, YARD_EINVAL,
 			                    "probe-port: '%s' is not a port in 1..65535", value);
 		cfg->probe_port = (int)n;
+	} else if (strcmp(key, "watch-ms") == 0) {
+		long n = strtol(value, &end, 10);
+		if (*end != '\0' || n < 0 || n > 60000)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "watch-ms: '%s' is not 0 (no watch) .. 60000 ms", value);
+		cfg->watch_ms = (int)n;
 	} else if (strcmp(key, "port-base") == 0 || strcmp(key, "heartbeat-ms") == 0 ||
 	           strcmp(key, "stop-grace-ms") == 0) {
 		long n = strtol(value, &end, 10);
@@ -273,6 +281,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	         "restart",
 	         signum, ranks_running(a));
 	a->stopping = 1;
+	a->watch_abort = 1; /* a waiting watch must not hold up the exit */
 	/* a stop is not a crash: an upgrade's guardian must not bring the agent back */
 	if (a->up.guardian_pid > 0 && kill(a->up.guardian_pid, SIGKILL) == 0)
 		log_info("upgrade guardian pid %d stopped with the agent", (int)a->up.guardian_pid);
@@ -291,6 +300,7 @@ int main(int argc, char **argv)
 	                                          {"host", required_argument, NULL, 0},
 	                                          {"port-base", required_argument, NULL, 0},
 	                                          {"heartbeat-ms", required_argument, NULL, 0},
+	                                          {"watch-ms", required_argument, NULL, 0},
 	                                          {"stop-grace-ms", required_argument, NULL, 0},
 	                                          {"worker", required_argument, NULL, 0},
 	                                          {"log-max-bytes", required_argument, NULL, 0},
@@ -321,6 +331,8 @@ int main(int argc, char **argv)
 	a->cfg.port_base = 29500;
 	a->cfg.n_devices = 0;
 	a->cfg.heartbeat_ms = 500;
+	a->cfg.watch_ms = 25000;
+	a->watch_version = -1;
 	a->cfg.stop_grace_ms = 5000;
 	a->cfg.log_max_bytes = 16 << 20;
 	a->cfg.log_ship_bytes = 64 << 10;
@@ -395,6 +407,9 @@ int main(int argc, char **argv)
 		abort();
 	}
 
+	/* the thread pool (4 threads by default) carries heartbeats, transfers, probes and a
+	 * watch that waits most of the time: room for all of them */
+	setenv("UV_THREADPOOL_SIZE", "8", 0);
 	a->loop = uv_default_loop();
 	a->loop->data = a;
 	if (metrics_open(a) != 0)

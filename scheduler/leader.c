@@ -52,6 +52,14 @@ struct soft_node {
 	uint64_t probe_asked_ms;
 	char probed_by[FSM_NAME_MAX + 1];
 	uint64_t probed_since_ms;
+	/* the agent's watch (sched_node_watch): changes of the node's desired set this leader
+	 * saw, and the watch waiting for the next one (NULL cb: none; watch_pos is its index
+	 * in s->watching) */
+	uint64_t news;
+	sched_watch_cb watch_cb;
+	void *watch_data;
+	uint64_t watch_deadline_ms;
+	int watch_pos;
 };
 
 /* A rank the detector flagged in the current generation. */
@@ -221,6 +229,12 @@ struct sched {
 	/* straggler counters for /metrics, over this member's leaderships */
 	uint64_t stragglers_flagged_total, straggler_windows_judged_total;
 	uint64_t straggler_judge_ns_total;
+	/* watches: the nodes (indices) whose agent waits for news, and the base of this
+	 * leadership's versions (a version of another leadership never matches) */
+	int *watching;
+	int n_watching, cap_watching;
+	uint64_t watch_base;
+	uint64_t watch_answers_total, watch_news_total;
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -447,8 +461,99 @@ static void job_release(struct soft_job *j)
 	j->pending = NULL;
 }
 
+/* ---- watches: an agent's long-poll for changes of its node's desired set ---- */
+
+static uint64_t news_version(const struct sched *s, const struct soft_node *n)
+{
+	return s->watch_base + n->news;
+}
+
+/* Answers the node's waiting watch (status 0: with the node's version) and forgets it. */
+static void watch_answer(struct sched *s, struct soft_node *n, int status)
+{
+	sched_watch_cb cb = n->watch_cb;
+	void *data = n->watch_data;
+	int pos = n->watch_pos, last = s->watching[--s->n_watching];
+	s->watching[pos] = last;
+	s->nodes[last].watch_pos = pos;
+	n->watch_cb = NULL;
+	n->watch_data = NULL;
+	s->watch_answers_total++;
+	cb(data, status, news_version(s, n));
+}
+
+static void watch_release_all(struct sched *s, int status)
+{
+	while (s->n_watching > 0)
+		watch_answer(s, &s->nodes[s->watching[s->n_watching - 1]], status);
+}
+
+/* Watches whose wait is over are answered with the unchanged version. */
+static void watch_expire(struct sched *s, uint64_t now)
+{
+	for (int i = s->n_watching - 1; i >= 0; i--) {
+		if (i >= s->n_watching)
+			continue;
+		struct soft_node *n = &s->nodes[s->watching[i]];
+		if (n->watch_deadline_ms <= now)
+			watch_answer(s, n, 0);
+	}
+}
+
+/* The node's desired set may have changed: a new version, and its watch answered. */
+static void node_news(struct sched *s, const char *node)
+{
+	struct soft_node *n = node != NULL ? node_find(s, node) : NULL;
+	if (n == NULL)
+		return;
+	n->news++;
+	s->watch_news_total++;
+	if (n->watch_cb != NULL)
+		watch_answer(s, n, 0);
+}
+
+/* Every node of a layout ([{"node": ...}, ...]) has news. */
+static void layout_news(struct sched *s, const json_t *layout)
+{
+	size_t i;
+	const json_t *v;
+	json_array_foreach(layout, i, v) node_news(s, json_string_value(json_object_get(v, "node")));
+}
+
+int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_t wait_ms,
+                     sched_watch_cb cb, void *data, struct yard_err *err)
+{
+	if (!s->leading)
+		return yard_err_set(err, YARD_ENOTLEADER, "not the leader: watch at the leader");
+	struct soft_node *n = node_get(s, node);
+	if (n == NULL)
+		return yard_err_set(err, YARD_ENOMEM, "no memory to watch node %s", node);
+	if (n->watch_cb != NULL) /* the agent's previous watch, given up on: superseded */
+		watch_answer(s, n, 0);
+	if (version < 0 || (uint64_t)version != news_version(s, n) || wait_ms == 0) {
+		s->watch_answers_total++;
+		cb(data, 0, news_version(s, n));
+		return 0;
+	}
+	if (s->n_watching == s->cap_watching) {
+		int cap = s->cap_watching ? 2 * s->cap_watching : 64;
+		int *grown = realloc(s->watching, (size_t)cap * sizeof *grown);
+		if (grown == NULL)
+			return yard_err_set(err, YARD_ENOMEM, "no memory to watch node %s", node);
+		s->watching = grown;
+		s->cap_watching = cap;
+	}
+	n->watch_pos = s->n_watching;
+	s->watching[s->n_watching++] = (int)(n - s->nodes);
+	n->watch_cb = cb;
+	n->watch_data = data;
+	n->watch_deadline_ms = mono_now(s) + wait_ms;
+	return 0;
+}
+
 static void soft_clear(struct sched *s)
 {
+	watch_release_all(s, YARD_ENOTLEADER);
 	logstore_clear(s->logs);
 	for (int i = 0; i < s->n_nodes; i++) {
 		json_decref(s->nodes[i].ranks);
@@ -1396,6 +1501,20 @@ static int job_active(const json_t *row)
  * job is no longer active. */
 static void job_set_row(struct sched *s, json_t *row)
 {
+	if (s->n_watching > 0) {
+		/* the nodes the job ran on (as cached) and runs on now have news for their agents:
+		 * a placement starts ranks there, an end or a restart stops them */
+		const char *id = json_string_value(json_object_get(row, "id"));
+		struct soft_job *old = job_find(s, id);
+		if (old != NULL && old->layout != NULL)
+			layout_news(s, old->layout);
+		const char *state = json_string_value(json_object_get(row, "state"));
+		if (state != NULL && strcmp(state, "running") == 0) {
+			json_t *layout = fsm_job_layout(s->fsm, id);
+			layout_news(s, layout);
+			json_decref(layout);
+		}
+	}
 	if (!job_active(row)) {
 		struct soft_job *j = job_find(s, json_string_value(json_object_get(row, "id")));
 		if (j != NULL) {
@@ -1836,6 +1955,10 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 				if (!node_addr_equal(old, node))
 					s->node_addr_version++;
 				s->n_draining += row_draining(node) - row_draining(old);
+				/* down: everything it runs must stop (desired_for) */
+				if (s->n_watching > 0 && !json_equal(json_object_get(old, "state"),
+				                                     json_object_get(node, "state")))
+					node_news(s, id);
 				if (s->pn_changed == NULL)
 					s->pn_changed = json_array();
 				json_array_append_new(s->pn_changed, json_string(id));
@@ -1927,6 +2050,7 @@ static void tick(struct sched *s, int with_nodes)
 
 void sched_tick(struct sched *s)
 {
+	watch_expire(s, mono_now(s));
 	tick(s, 1);
 }
 
@@ -1983,6 +2107,7 @@ void sched_destroy(struct sched *s)
 	free(s->keys);
 	free(s->pass_buf);
 	free(s->q);
+	free(s->watching);
 	rollout_driver_destroy(s->rollouts);
 	history_destroy(s->history);
 	free(s->node_index.slots);
@@ -2007,6 +2132,7 @@ void sched_leader_up(struct sched *s)
 	s->fsm->keep_submitted = 1;
 	s->publishing[0] = '\0';
 	s->leader_since_ms = mono_now(s);
+	s->watch_base = (uint64_t)wall_now(s) << 16;
 	s->last_health_ms = s->stall_end_ms = 0;
 	s->dirty = 1;
 	snprintf(s->leader_id, sizeof s->leader_id, "%lld-%d-%llu", (long long)wall_now(s),
@@ -2886,6 +3012,16 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "judging windows.\n# TYPE yard_straggler_judge_seconds_total counter\n"
 	        "yard_straggler_judge_seconds_total %.9f\n",
 	        (double)s->straggler_judge_ns_total / 1e9);
+	fprintf(f,
+	        "# HELP yard_agent_watches Agents waiting on a watch for news of their node.\n"
+	        "# TYPE yard_agent_watches gauge\nyard_agent_watches %d\n"
+	        "# HELP yard_agent_watch_answers_total Watches answered (news, timeout, "
+	        "superseded or leadership lost).\n# TYPE yard_agent_watch_answers_total counter\n"
+	        "yard_agent_watch_answers_total %llu\n"
+	        "# HELP yard_node_news_total Changes of a node's desired set told to its watch.\n"
+	        "# TYPE yard_node_news_total counter\nyard_node_news_total %llu\n",
+	        s->n_watching, (unsigned long long)s->watch_answers_total,
+	        (unsigned long long)s->watch_news_total);
 }
 
 void sched_overlay_rollout(struct sched *s, json_t *rollout)

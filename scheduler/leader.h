@@ -121,6 +121,16 @@ void sched_overlay_job(struct sched *s, json_t *job);
  * keep no soft state). batch_size > 0 adds samples_per_s. */
 json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, int limit,
                           int64_t batch_size);
+/* An agent's long-poll for work: cb(data, 0, version) once the node's desired set may have
+ * changed since version (a placement on the node, or the end, restart or move of a job
+ * with ranks there), at once when version is not the node's current one (-1: unknown; a
+ * version of another leadership never is), or after wait_ms with the unchanged version;
+ * cb(data, YARD_ENOTLEADER, 0) when leadership is lost first. A new watch of the node
+ * answers the previous one. The answer tells the agent to heartbeat now: the heartbeat's
+ * answer carries the desired set. Non-zero (cb not called): not leading, or no memory. */
+typedef void (*sched_watch_cb)(void *data, int status, uint64_t version);
+int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_t wait_ms,
+                     sched_watch_cb cb, void *data, struct yard_err *err);
 /* 1 when this leader heard the node's agent less than node_suspect_ms ago (*ago_ms says
  * when); 0 when not, or not since it leads. */
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);

@@ -643,6 +643,47 @@ static void h_agents_heartbeat(struct call *call)
 		call_text(call, 200, "application/json", answer, len);
 }
 
+static void watch_answered(void *data, int status, uint64_t version)
+{
+	struct call *call = data;
+	if (status != 0)
+		call_error(call, 503, NULL, "this controller stopped leading; watch at the leader");
+	else
+		call_json(call, 200, json_pack("{s:I}", "version", (json_int_t)version));
+}
+
+/* POST /v1/agents/watch with a node token: {"version": V, "wait_ms": W} is answered
+ * {"version": V'} as soon as the node's desired set may have changed since V (at once when
+ * V is not the current version, e.g. -1), or after W ms with V unchanged. An agent keeps
+ * one watch waiting and heartbeats whenever the version changes, so a placed rank starts
+ * within a round trip instead of at the node's next regular heartbeat. Soft state of the
+ * leader: nothing is replicated. */
+#define WATCH_MAX_WAIT_MS 60000
+static void h_agents_watch(struct call *call)
+{
+	static const char *const keys[] = {"version", "wait_ms", NULL};
+	struct yard_err err = {0};
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "this controller runs no scheduler");
+		return;
+	}
+	json_t *body = call_body_object(call);
+	if (body == NULL)
+		return;
+	int64_t version = -1, wait_ms = 0;
+	if (jsonx_only_keys(body, "", keys, &err) != 0 ||
+	    jsonx_get_int(body, "", "version", 1, -1, INT64_MAX, &version, &err) != 0 ||
+	    jsonx_get_int(body, "", "wait_ms", 1, 0, WATCH_MAX_WAIT_MS, &wait_ms, &err) != 0) {
+		json_decref(body);
+		call_yard_error(call, &err);
+		return;
+	}
+	json_decref(body);
+	if (sched_node_watch(call->s->sched, call->actor, version, (uint64_t)wait_ms,
+	                     watch_answered, call, &err) != 0)
+		call_yard_error(call, &err);
+}
+
 static void h_nodes_list(struct call *call)
 {
 	struct yard_err err = {0};
@@ -744,6 +785,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/debug/database", ROLE_ADMIN, ROUTE_READ, h_database},
     {"POST", "/v1/agents/register", ROLE_AGENT, ROUTE_WRITE, h_agents_register},
     {"POST", "/v1/agents/heartbeat", ROLE_NODE, ROUTE_WRITE, h_agents_heartbeat},
+    {"POST", "/v1/agents/watch", ROLE_NODE, ROUTE_WRITE, h_agents_watch},
     {"GET", "/v1/nodes", ROLES_ANY, ROUTE_READ, h_nodes_list},
     {"GET", "/v1/nodes/*", ROLES_ANY, ROUTE_READ, h_nodes_get},
     {"POST", "/v1/nodes/*/cordon", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_cordon},

@@ -4,13 +4,16 @@
  * own node token: it "runs" every rank the controller lists in `desired` (reported running)
  * for --hold-ms, then reports it exited with code 0, so gangs finish and free their devices.
  * Like yard-agent (heartbeat_soon), a node whose rank exits heartbeats 20 ms later rather
- * than at its next regular heartbeat, at most every quarter interval.
+ * than at its next regular heartbeat, at most every quarter interval. With --watch-ms W each
+ * node also keeps a watch (POST /v1/agents/watch, W ms) waiting at the leader, as yard-agent
+ * does, and heartbeats at once (20 ms after its previous one at the earliest) when it
+ * answers with a new version.
  * Optionally it also submits a stream of command jobs of 8..64 ranks.
  *
  *   yard-simnodes --endpoint URL --join-token T --nodes N [--devices 8] [--prefix sim]
  *                 [--heartbeat-ms 1000] [--hold-ms 2000] [--inflight 64]
  *                 [--quiet-seconds 10] [--seconds 30] [--submit-token T --jobs-per-s R]
- *                 [--leader-pid PID]
+ *                 [--leader-pid PID] [--watch-ms W]
  *
  * After registering, it heartbeats alone for --quiet-seconds, then heartbeats and submits
  * for --seconds. With --leader-pid (same machine) it reads the leader's CPU time and memory
@@ -45,11 +48,15 @@ struct sim_node {
 	double sent_ms;       /* the latest heartbeat went out then */
 	uint64_t answer_hash; /* of the latest answer applied: an equal one is not parsed */
 	int busy;
+	int watching;          /* a watch is waiting */
+	int hb_again;          /* news came while a heartbeat was in flight */
+	long long watch_version; /* the last one answered, -1: none */
+	double watch_retry_ms; /* no watch before this (after a failure) */
 	struct sim_rank ranks[RANKS_PER_NODE_MAX];
 	int n_ranks;
 };
 
-enum req_kind { REQ_REGISTER, REQ_HEARTBEAT, REQ_SUBMIT };
+enum req_kind { REQ_REGISTER, REQ_HEARTBEAT, REQ_SUBMIT, REQ_WATCH };
 
 struct req {
 	CURL *easy;
@@ -65,6 +72,7 @@ struct req {
 static struct {
 	const char *endpoint, *join_token, *submit_token, *prefix;
 	int nodes, devices, heartbeat_ms, hold_ms, seconds, quiet_seconds, inflight, leader_pid;
+	int watch_ms;
 	double jobs_per_s;
 } opt = {.prefix = "sim",
          .devices = 8,
@@ -108,6 +116,8 @@ static long redirects;
 static struct sim_node *nodes;
 static double *hb_lat;
 static long n_hb, hb_errors, reg_errors, submits, submit_errors, ranks_started, hb_late;
+static long watch_answers, watch_news, watch_errors;
+static int *need_watch, n_need_watch; /* nodes (indices) without a watch waiting */
 static double hb_late_max_ms;
 static unsigned rng = 12345;
 
@@ -154,7 +164,7 @@ static struct req *req_new(CURLM *multi, enum req_kind kind, const char *path, c
 	curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, collect);
 	curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 30000L + opt.watch_ms);
 	curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(r->easy, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r);
@@ -305,6 +315,14 @@ static char *submit_body(long seq)
 	return strdup(text);
 }
 
+static int watches_waiting(void)
+{
+	int n = 0;
+	for (int i = 0; opt.watch_ms > 0 && i < opt.nodes; i++)
+		n += nodes[i].watching;
+	return n;
+}
+
 static int arg_int(const char *v)
 {
 	return atoi(v);
@@ -340,28 +358,36 @@ int main(int argc, char **argv)
 			opt.inflight = arg_int(v);
 		else if (strcmp(k, "--jobs-per-s") == 0)
 			opt.jobs_per_s = atof(v);
+		else if (strcmp(k, "--watch-ms") == 0)
+			opt.watch_ms = arg_int(v);
 		else {
 			fprintf(stderr, "yard-simnodes: unknown option %s\n", k);
 			return 2;
 		}
 	}
 	if (opt.endpoint == NULL || opt.join_token == NULL || opt.nodes < 1 || opt.devices < 1 ||
-	    opt.devices > 64 || opt.heartbeat_ms < 10 || opt.inflight < 1 ||
+	    opt.devices > 64 || opt.heartbeat_ms < 10 || opt.inflight < 1 || opt.watch_ms < 0 ||
+	    opt.watch_ms > 60000 ||
 	    (opt.jobs_per_s > 0 && opt.submit_token == NULL)) {
 		fprintf(stderr,
 		        "usage: yard-simnodes --endpoint URL --join-token T --nodes N "
 		        "[--devices 8] [--prefix sim] [--heartbeat-ms 1000] [--hold-ms 2000] "
-		        "[--seconds 30] [--inflight 64] [--submit-token T --jobs-per-s R]\n");
+		        "[--seconds 30] [--inflight 64] [--submit-token T --jobs-per-s R] "
+		        "[--watch-ms W]\n");
 		return 2;
 	}
 	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	CURLM *multi = curl_multi_init();
-	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.inflight + 8);
+	/* every node's watch holds a connection of its own */
+	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+	                  (long)opt.inflight + 8 + (opt.watch_ms > 0 ? opt.nodes : 0));
 	nodes = calloc((size_t)opt.nodes, sizeof *nodes);
 	hb_lat = calloc(LAT_MAX, sizeof *hb_lat);
-	for (int i = 0; i < opt.nodes; i++)
+	for (int i = 0; i < opt.nodes; i++) {
 		snprintf(nodes[i].name, sizeof nodes[i].name, "%s-%05d", opt.prefix, i + 1);
+		nodes[i].watch_version = -1;
+	}
 
 	/* 1. registration: a raft write per node */
 	double t0 = now_ms();
@@ -408,10 +434,13 @@ int main(int argc, char **argv)
 	proc_sample(opt.leader_pid, &cpu0, &rss0);
 	for (int i = 0; i < opt.nodes; i++)
 		nodes[i].next_ms = start + (double)opt.heartbeat_ms * i / opt.nodes;
+	need_watch = calloc((size_t)opt.nodes, sizeof *need_watch);
+	for (int i = 0; opt.watch_ms > 0 && i < opt.nodes; i++)
+		need_watch[n_need_watch++] = opt.nodes - 1 - i;
 	int cursor = 0, submit_inflight = 0;
 	double submit_credit = 0, last_ms = start;
 	long submit_seq = 0;
-	while (now_ms() < end || inflight > 0) {
+	while (now_ms() < end || inflight > watches_waiting()) {
 		double now = now_ms();
 		if (now < end) {
 			/* heartbeats due, in round-robin order, within the in-flight budget */
@@ -434,6 +463,24 @@ int main(int argc, char **argv)
 				            heartbeat_body(n, now));
 				r->node = n;
 				n->busy = 1;
+				inflight++;
+			}
+			/* watches: one waiting per node (outside the heartbeats' in-flight budget);
+			 * a node whose watch failed waits, and so do the nodes behind it */
+			while (n_need_watch > 0) {
+				struct sim_node *n = &nodes[need_watch[n_need_watch - 1]];
+				if (n->watch_retry_ms > now)
+					break;
+				n_need_watch--;
+				if (n->watching || n->token[0] == '\0')
+					continue;
+				char *body = malloc(64);
+				snprintf(body, 64, "{\"version\":%lld,\"wait_ms\":%d}", n->watch_version,
+				         opt.watch_ms);
+				struct req *r =
+				    req_new(multi, REQ_WATCH, "/v1/agents/watch", n->token, body);
+				r->node = n;
+				n->watching = 1;
 				inflight++;
 			}
 			if (now >= jobs_from && hb_at_jobs < 0) {
@@ -463,13 +510,43 @@ int main(int argc, char **argv)
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
 			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
 			double t = now_ms();
-			if (r->kind == REQ_HEARTBEAT) {
+			if (r->kind == REQ_WATCH) {
+				struct sim_node *n = r->node;
+				json_t *resp = code == 200 && r->resp ? json_loads(r->resp, 0, NULL) : NULL;
+				const json_t *v = json_object_get(resp, "version");
+				n->watching = 0;
+				if (json_is_integer(v)) {
+					watch_answers++;
+					if (json_integer_value(v) != n->watch_version) {
+						n->watch_version = json_integer_value(v);
+						watch_news++;
+						double at = n->sent_ms + 20;
+						n->next_ms = at > t ? at : t; /* heartbeat now */
+						if (n->busy)
+							n->hb_again = 1;
+					}
+				} else {
+					if (code == 307)
+						follow_leader(r->resp);
+					else if (watch_errors++ < 5)
+						fprintf(stderr, "yard-simnodes: watch of %s: HTTP %ld: %.200s\n",
+						        n->name, code,
+						        r->resp ? r->resp : curl_easy_strerror(m->data.result));
+					n->watch_retry_ms = t + opt.heartbeat_ms;
+				}
+				json_decref(resp);
+				need_watch[n_need_watch++] = (int)(n - nodes);
+			} else if (r->kind == REQ_HEARTBEAT) {
 				r->node->busy = 0;
 				if (code == 200 && r->resp != NULL) {
 					if (n_hb < LAT_MAX)
 						hb_lat[n_hb] = t - r->started_ms;
 					n_hb++;
 					apply_desired(r->node, r->resp, t);
+					if (r->node->hb_again) { /* its answer may predate the news */
+						r->node->hb_again = 0;
+						r->node->next_ms = t;
+					}
 				} else if (code == 307 && follow_leader(r->resp)) {
 					r->node->next_ms = t; /* again at once, to the leader */
 				} else {
@@ -513,16 +590,19 @@ int main(int argc, char **argv)
 	       "\"jobs_submitted\":%ld,\"submit_errors\":%ld,\"job_phase_s\":%.2f,"
 	       "\"leader_us_per_heartbeat_quiet\":%.1f,\"leader_cpu_pct_quiet\":%.1f,"
 	       "\"leader_cpu_pct_jobs\":%.1f,\"leader_rss_mib_start\":%.1f,"
-	       "\"leader_rss_mib_end\":%.1f,\"redirects\":%ld}\n",
+	       "\"leader_rss_mib_end\":%.1f,\"redirects\":%ld,\"watch_ms\":%d,"
+	       "\"watch_answers\":%ld,\"watch_news\":%ld,\"watch_errors\":%ld}\n",
 	       opt.nodes, opt.devices, reg_s, reg_errors, secs, opt.heartbeat_ms, n_hb, n_hb / secs,
 	       n_lat ? hb_lat[n_lat / 2] : 0, n_lat ? hb_lat[(long)(n_lat * 0.99)] : 0, hb_errors,
 	       hb_late, hb_late_max_ms, ranks_started, submits, submit_errors, job_s,
 	       cpu1 >= 0 && quiet_hb > 0 ? (cpu1 - cpu0) / hz * 1e6 / quiet_hb : -1,
 	       cpu1 >= 0 && quiet_s > 0 ? (cpu1 - cpu0) / hz / quiet_s * 100 : -1,
 	       cpu2 >= 0 && cpu1 >= 0 && job_s > 0 ? (cpu2 - cpu1) / hz / job_s * 100 : -1,
-	       rss0 / 1024.0, rss2 / 1024.0, redirects);
+	       rss0 / 1024.0, rss2 / 1024.0, redirects, opt.watch_ms, watch_answers, watch_news,
+	       watch_errors);
 	curl_multi_cleanup(multi);
 	free(nodes);
 	free(hb_lat);
+	free(need_watch);
 	return reg_errors || hb_errors || submit_errors ? 1 : 0;
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# test_watch.sh: agents long-poll the leader for work (POST /v1/agents/watch). Three
+# controllers, one agent heartbeating only every 6 s (the controllers judge nodes on a
+# longer scale): a submitted job's rank starts well before the next regular heartbeat,
+# because the watch answers when the placement commits and the agent heartbeats at once.
+# The same after the leader is SIGKILLed (the agent's watch fails over with it). The route
+# checks its body and role; a stopping agent does not wait for its watch to end.
+. "$(dirname "$0")/lib.sh"
+
+args=(--node-suspect-ms 30000 --node-down-ms 60000 --election-timeout-ms 1000)
+for i in 1 2 3; do start_member "$i" "$(members_arg 1 2 3)" "${args[@]}"; done
+wait_leader 20 1 2 3 || fail "no leader"
+make_join_token "$LEADER"
+start_agent node-a 1 "$(api 1),$(api 2),$(api 3)" --heartbeat-ms 6000
+write_rank_script
+wait_until 20 node_state_is "$LEADER" node-a up || fail "node-a did not register"
+
+started() { grep -q "started rank 0 of $1 " "$T/log.agent-node-a"; }
+run_one() { # run_one NAME: submit a 1-rank job, see it start early and succeed
+	local t0 took
+	t0=$(now_ms)
+	submit "$LEADER" "{\"name\":\"$1\",\"ranks\":1,$(cmd sleep 0.3),\"failure\":{\"max_restarts\":0}}"
+	wait_until 15 started "$JOB" || fail "$1: rank never started: $(job_field "$LEADER" "$JOB" '')"
+	took=$(($(now_ms) - t0))
+	note "$1: submitted -> rank started in $took ms (regular heartbeat every 6000 ms)"
+	# a start that waited for the regular heartbeat would come up to 6 s after the submission;
+	# the watch brings it within a round trip or two of the placement
+	[ "$took" -lt 3000 ] || fail "$1: the rank started with a regular heartbeat ($took ms)"
+	wait_until 20 job_state_is "$LEADER" "$JOB" succeeded || fail "$1: $(job_field "$LEADER" "$JOB" '')"
+}
+run_one first
+run_one second
+[ "$(metric "$LEADER" yard_agent_watches)" = 1 ] || fail "the agent has no watch waiting: $(metric "$LEADER" yard_agent_watches)"
+
+# the leader dies: the agent's watch goes to the new one
+old=$LEADER
+kill_member "$old"
+others=()
+for i in 1 2 3; do [ "$i" != "$old" ] && others+=("$i"); done
+wait_leader 20 "${others[@]}" || fail "no new leader"
+note "leader $old killed, $LEADER leads"
+wait_until 30 sh -c "[ \"\$(curl -s -H '$AUTH' '$(api "$LEADER")/metrics' | awk '\$1 == \"yard_agent_watches\" { print \$2 }')\" = 1 ]" ||
+	fail "the agent does not watch the new leader: $(grep -i watch "$T/log.agent-node-a" | tail -3)"
+run_one after-failover
+
+# a stop does not wait for the watch (25 s) to end
+t0=$(now_ms)
+kill -TERM "${APID[node-a]}"
+wait "${APID[node-a]}" 2>/dev/null
+unset "APID[node-a]"
+took=$(($(now_ms) - t0))
+note "agent stopped in $took ms with a watch waiting"
+[ "$took" -lt 8000 ] || fail "the agent's stop waited for its watch ($took ms)"
+# the route, with the agent gone (its own watch would supersede these): a node token only,
+# a checked body
+NT=$(cat "$T/agent-node-a/node.token")
+wcall() { CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $1" --data "$2" "$(api "$LEADER")/v1/agents/watch"); BODY=$(cat "$T/body"); }
+wcall "$NT" '{"version":-1,"wait_ms":0}'
+[ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["version"] > 0')" = True ] || fail "watch with an unknown version: $CODE $BODY"
+v=$(jget "$BODY" 'd["version"]')
+t0=$(now_ms)
+wcall "$NT" "{\"version\":$v,\"wait_ms\":300}"
+[ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["version"]')" = "$v" ] || fail "watch that times out: $CODE $BODY"
+[ $(($(now_ms) - t0)) -ge 250 ] || fail "a watch with nothing new did not wait"
+wcall "$NT" '{"version":1,"wait_ms":60001}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"wait_ms"' || fail "wait_ms out of range: $CODE $BODY"
+wcall "$NT" '{"version":1,"wait_ms":10,"extra":1}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q 'extra' || fail "unknown field: $CODE $BODY"
+wcall "$NT" '{"wait_ms":10}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"version"' || fail "no version: $CODE $BODY"
+wcall "$TOKEN" '{"version":1,"wait_ms":10}'
+[ "$CODE" = 403 ] || fail "an admin token on the node route: $CODE $BODY"
+
+note "ok"
