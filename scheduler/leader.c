@@ -1501,19 +1501,23 @@ static int job_active(const json_t *row)
  * job is no longer active. */
 static void job_set_row(struct sched *s, json_t *row)
 {
-	if (s->n_watching > 0) {
-		/* the nodes the job ran on (as cached) and runs on now have news for their agents:
-		 * a placement starts ranks there, an end or a restart stops them */
-		const char *id = json_string_value(json_object_get(row, "id"));
-		struct soft_job *old = job_find(s, id);
-		if (old != NULL && old->layout != NULL)
-			layout_news(s, old->layout);
-		const char *state = json_string_value(json_object_get(row, "state"));
-		if (state != NULL && strcmp(state, "running") == 0) {
-			json_t *layout = fsm_job_layout(s->fsm, id);
-			layout_news(s, layout);
-			json_decref(layout);
-		}
+	/* news for the agents (sched_node_watch), counted whether or not a watch waits now
+	 * (one may be on its way): the nodes of a new placement start ranks; those of the
+	 * placement the job leaves (a cancel, failure, restart or move; a job that succeeded
+	 * has no rank left to stop) stop them. Other row changes of a running job are none. */
+	const char *id = json_string_value(json_object_get(row, "id"));
+	const char *state = json_string_value(json_object_get(row, "state"));
+	int64_t generation = json_integer_value(json_object_get(row, "generation"));
+	int running = state != NULL && strcmp(state, "running") == 0;
+	struct soft_job *prev = job_find(s, id);
+	int moved = prev == NULL || !prev->row_running || prev->row_generation != generation;
+	if (prev != NULL && prev->layout != NULL && (!running || moved) &&
+	    (state == NULL || strcmp(state, "succeeded") != 0))
+		layout_news(s, prev->layout);
+	if (running && moved) {
+		json_t *layout = fsm_job_layout(s->fsm, id);
+		layout_news(s, layout);
+		json_decref(layout);
 	}
 	if (!job_active(row)) {
 		struct soft_job *j = job_find(s, json_string_value(json_object_get(row, "id")));
@@ -1956,8 +1960,7 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 					s->node_addr_version++;
 				s->n_draining += row_draining(node) - row_draining(old);
 				/* down: everything it runs must stop (desired_for) */
-				if (s->n_watching > 0 && !json_equal(json_object_get(old, "state"),
-				                                     json_object_get(node, "state")))
+				if (!json_equal(json_object_get(old, "state"), json_object_get(node, "state")))
 					node_news(s, id);
 				if (s->pn_changed == NULL)
 					s->pn_changed = json_array();

@@ -24,6 +24,7 @@
  */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <sys/epoll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ enum req_kind { REQ_REGISTER, REQ_HEARTBEAT, REQ_SUBMIT, REQ_WATCH };
 
 struct req {
 	CURL *easy;
+	CURLM *multi;
 	enum req_kind kind;
 	struct sim_node *node;
 	struct curl_slist *headers;
@@ -147,9 +149,13 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static struct req *req_new(CURLM *multi, enum req_kind kind, const char *path, const char *token,
-                           char *body)
+/* Two multi handles: watches hold ten thousand connections, and curl looks for a connection
+ * to reuse among all of a multi handle's connections to the host on every request. */
+static CURLM *multis[2]; /* 0: registrations, heartbeats, submissions; 1: watches */
+
+static struct req *req_new(enum req_kind kind, const char *path, const char *token, char *body)
 {
+	CURLM *multi = multis[kind == REQ_WATCH];
 	char url[1024], auth[256];
 	struct req *r = calloc(1, sizeof *r);
 	r->kind = kind;
@@ -169,13 +175,14 @@ static struct req *req_new(CURLM *multi, enum req_kind kind, const char *path, c
 	curl_easy_setopt(r->easy, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r);
 	r->started_ms = now_ms();
+	r->multi = multi;
 	curl_multi_add_handle(multi, r->easy);
 	return r;
 }
 
-static void req_free(CURLM *multi, struct req *r)
+static void req_free(struct req *r)
 {
-	curl_multi_remove_handle(multi, r->easy);
+	curl_multi_remove_handle(r->multi, r->easy);
 	curl_easy_cleanup(r->easy);
 	curl_slist_free_all(r->headers);
 	free(r->body);
@@ -315,12 +322,67 @@ static char *submit_body(long seq)
 	return strdup(text);
 }
 
-static int watches_waiting(void)
+/* The multi handles are driven by their sockets (curl_multi_socket_action over epoll), so
+ * that ten thousand connections held by watches cost nothing while they wait:
+ * curl_multi_perform would visit every one of them on every turn of the loop. */
+static int epfd = -1;
+static long curl_timeout_ms[2] = {-1, -1}; /* what each timer callback last asked; -1: none */
+static double curl_timeout_at[2];
+
+static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
-	int n = 0;
-	for (int i = 0; opt.watch_ms > 0 && i < opt.nodes; i++)
-		n += nodes[i].watching;
-	return n;
+	struct epoll_event ev = {.data.u64 = (uint64_t)fd | (uint64_t)(uintptr_t)userp << 32};
+	if (what == CURL_POLL_REMOVE) {
+		epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		return 0;
+	}
+	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+	if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) != 0)
+		epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+	return 0;
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+	int k = (int)(uintptr_t)userp;
+	curl_timeout_ms[k] = timeout_ms;
+	curl_timeout_at[k] = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	return 0;
+}
+
+/* Waits up to wait_ms for socket events or a timeout of curl's and lets curl act on them. */
+static void drive(int wait_ms)
+{
+	struct epoll_event evs[256];
+	int running;
+	for (int k = 0; k < 2; k++)
+		if (curl_timeout_ms[k] >= 0) {
+			double left = curl_timeout_at[k] - now_ms();
+			if (left < wait_ms)
+				wait_ms = left > 0 ? (int)left : 0;
+		}
+	int n = epoll_wait(epfd, evs, 256, wait_ms);
+	for (int i = 0; i < n; i++) {
+		int flags = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+		            (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+		            (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+		curl_multi_socket_action(multis[evs[i].data.u64 >> 32],
+		                         (curl_socket_t)(evs[i].data.u64 & 0xffffffffu), flags,
+		                         &running);
+	}
+	for (int k = 0; k < 2; k++)
+		if (curl_timeout_ms[k] >= 0 && now_ms() >= curl_timeout_at[k]) {
+			curl_timeout_ms[k] = -1;
+			curl_multi_socket_action(multis[k], CURL_SOCKET_TIMEOUT, 0, &running);
+		}
+}
+
+/* The next finished transfer of either multi handle, NULL when none. */
+static CURLMsg *next_done(void)
+{
+	int left;
+	CURLMsg *m = curl_multi_info_read(multis[0], &left);
+	return m != NULL ? m : curl_multi_info_read(multis[1], &left);
 }
 
 static int arg_int(const char *v)
@@ -378,10 +440,17 @@ int main(int argc, char **argv)
 	}
 	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	CURLM *multi = curl_multi_init();
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	for (int k = 0; k < 2; k++) {
+		multis[k] = curl_multi_init();
+		curl_multi_setopt(multis[k], CURLMOPT_SOCKETFUNCTION, on_socket);
+		curl_multi_setopt(multis[k], CURLMOPT_SOCKETDATA, (void *)(uintptr_t)k);
+		curl_multi_setopt(multis[k], CURLMOPT_TIMERFUNCTION, on_timer);
+		curl_multi_setopt(multis[k], CURLMOPT_TIMERDATA, (void *)(uintptr_t)k);
+	}
+	curl_multi_setopt(multis[0], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.inflight + 8);
 	/* every node's watch holds a connection of its own */
-	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS,
-	                  (long)opt.inflight + 8 + (opt.watch_ms > 0 ? opt.nodes : 0));
+	curl_multi_setopt(multis[1], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.nodes + 8);
 	nodes = calloc((size_t)opt.nodes, sizeof *nodes);
 	hb_lat = calloc(LAT_MAX, sizeof *hb_lat);
 	for (int i = 0; i < opt.nodes; i++) {
@@ -394,16 +463,14 @@ int main(int argc, char **argv)
 	int next = 0, done = 0, inflight = 0;
 	while (done < opt.nodes) {
 		while (next < opt.nodes && inflight < opt.inflight) {
-			struct req *r = req_new(multi, REQ_REGISTER, "/v1/agents/register",
+			struct req *r = req_new(REQ_REGISTER, "/v1/agents/register",
 			                        opt.join_token, register_body(&nodes[next]));
 			r->node = &nodes[next++];
 			inflight++;
 		}
-		int running;
 		CURLMsg *m;
-		int left;
-		curl_multi_perform(multi, &running);
-		while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+		drive(0);
+		while ((m = next_done()) != NULL) {
 			struct req *r;
 			long code = 0;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
@@ -415,12 +482,12 @@ int main(int argc, char **argv)
 			else
 				reg_errors++;
 			json_decref(resp);
-			req_free(multi, r);
+			req_free(r);
 			inflight--;
 			done++;
 		}
 		if (done < opt.nodes)
-			curl_multi_poll(multi, NULL, 0, 50, NULL);
+			drive(50);
 	}
 	double reg_s = (now_ms() - t0) / 1e3;
 
@@ -440,7 +507,7 @@ int main(int argc, char **argv)
 	int cursor = 0, submit_inflight = 0;
 	double submit_credit = 0, last_ms = start;
 	long submit_seq = 0;
-	while (now_ms() < end || inflight > watches_waiting()) {
+	while (now_ms() < end || inflight > 0) {
 		double now = now_ms();
 		if (now < end) {
 			/* heartbeats due, in round-robin order, within the in-flight budget */
@@ -459,7 +526,7 @@ int main(int argc, char **argv)
 					n->next_ms = now + opt.heartbeat_ms;
 				n->sent_ms = now;
 				struct req *r =
-				    req_new(multi, REQ_HEARTBEAT, "/v1/agents/heartbeat", n->token,
+				    req_new(REQ_HEARTBEAT, "/v1/agents/heartbeat", n->token,
 				            heartbeat_body(n, now));
 				r->node = n;
 				n->busy = 1;
@@ -478,10 +545,9 @@ int main(int argc, char **argv)
 				snprintf(body, 64, "{\"version\":%lld,\"wait_ms\":%d}", n->watch_version,
 				         opt.watch_ms);
 				struct req *r =
-				    req_new(multi, REQ_WATCH, "/v1/agents/watch", n->token, body);
+				    req_new(REQ_WATCH, "/v1/agents/watch", n->token, body);
 				r->node = n;
 				n->watching = 1;
-				inflight++;
 			}
 			if (now >= jobs_from && hb_at_jobs < 0) {
 				hb_at_jobs = n_hb;
@@ -494,17 +560,15 @@ int main(int argc, char **argv)
 			last_ms = now;
 			while (submit_credit >= 1 && submit_inflight < opt.inflight) {
 				submit_credit -= 1;
-				req_new(multi, REQ_SUBMIT, "/v1/jobs", opt.submit_token,
+				req_new(REQ_SUBMIT, "/v1/jobs", opt.submit_token,
 				        submit_body(++submit_seq));
 				submit_inflight++;
 				inflight++;
 			}
 		}
-		int running;
 		CURLMsg *m;
-		int left;
-		curl_multi_perform(multi, &running);
-		while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+		drive(0);
+		while ((m = next_done()) != NULL) {
 			struct req *r;
 			long code = 0;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
@@ -536,6 +600,8 @@ int main(int argc, char **argv)
 				}
 				json_decref(resp);
 				need_watch[n_need_watch++] = (int)(n - nodes);
+				req_free(r);
+				continue; /* not counted in flight: watches wait by design */
 			} else if (r->kind == REQ_HEARTBEAT) {
 				r->node->busy = 0;
 				if (code == 200 && r->resp != NULL) {
@@ -570,10 +636,10 @@ int main(int argc, char **argv)
 					        r->resp ? r->resp
 					                : curl_easy_strerror(m->data.result));
 			}
-			req_free(multi, r);
+			req_free(r);
 			inflight--;
 		}
-		curl_multi_poll(multi, NULL, 0, 2, NULL);
+		drive(2);
 	}
 	double end_ms = now_ms(), secs = (end_ms - start) / 1e3;
 	proc_sample(opt.leader_pid, &cpu2, &rss2);
@@ -600,7 +666,9 @@ int main(int argc, char **argv)
 	       cpu2 >= 0 && cpu1 >= 0 && job_s > 0 ? (cpu2 - cpu1) / hz / job_s * 100 : -1,
 	       rss0 / 1024.0, rss2 / 1024.0, redirects, opt.watch_ms, watch_answers, watch_news,
 	       watch_errors);
-	curl_multi_cleanup(multi);
+	curl_multi_cleanup(multis[0]);
+	curl_multi_cleanup(multis[1]);
+	close(epfd);
 	free(nodes);
 	free(hb_lat);
 	free(need_watch);
