@@ -16,6 +16,7 @@
 
 #define WATCH_NO_ROUTE_RETRY_MS 60000
 #define WATCH_SLACK_MS 5000 /* the HTTP timeout beyond the wait */
+#define WATCH_EARLY_MS 50   /* an answer without news sooner than this did not wait */
 
 struct watch_call {
 	uv_work_t work;
@@ -25,6 +26,7 @@ struct watch_call {
 	char *body;
 	int64_t version;
 	long wait_ms;
+	uint64_t sent_mono_ms;
 	int rc;
 	struct agent_response rs;
 	struct yard_err err;
@@ -63,12 +65,17 @@ static void watch_done(uv_work_t *w, int status)
 		log_warn("watch: %s", c->err.msg);
 		retry_later(a, (uint64_t)a->cfg.heartbeat_ms);
 	} else if (c->rs.status == 200 && json_is_integer(v)) {
+		a->watch_retry_mono_ms = 0;
 		if (json_integer_value(v) != a->watch_version) {
 			a->watch_version = json_integer_value(v);
 			a->watch_news++;
 			heartbeat_now(a);
+		} else if (c->wait_ms > 0 &&
+		           yard_now_mono_ms() - c->sent_mono_ms < WATCH_EARLY_MS) {
+			/* nothing new, and no wait: a controller that does not hold watches must
+			 * not be asked in a tight loop */
+			retry_later(a, (uint64_t)a->cfg.heartbeat_ms);
 		}
-		a->watch_retry_mono_ms = 0;
 	} else if (c->rs.status == 404) {
 		log_warn("watch: %s has no watch route (an older controller?): placements reach "
 		         "this node with its heartbeats; asking again in %d s",
@@ -101,6 +108,7 @@ void watch_tick(struct agent *a)
 	snprintf(c->leader_url, sizeof c->leader_url, "%s", a->leader_url);
 	c->version = a->watch_version;
 	c->wait_ms = a->cfg.watch_ms;
+	c->sent_mono_ms = yard_now_mono_ms();
 	json_t *body = json_pack("{s:I,s:I}", "version", (json_int_t)c->version, "wait_ms",
 	                         (json_int_t)c->wait_ms);
 	c->body = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
