@@ -224,6 +224,8 @@ struct sched {
 	 * nodes_list changes: a pass copies it instead of reading every node's JSON */
 	struct place_node *pn_base;
 	int n_pn, pn_valid;
+	struct place_node *busy; /* busy_view's buffer, [cap_busy], kept between passes */
+	int cap_busy;
 	uint64_t pn_version;
 	struct id_index pn_index;
 	/* straggler counters for /metrics, over this member's leaderships */
@@ -1294,13 +1296,22 @@ static void layout_slots_build(struct sched *s, struct soft_job *j)
 
 /* The placement view of the nodes (pn_refresh first) with the busy devices marked: the
  * layouts of running jobs (cached per soft job, the same set as fsm_running_slots) and the
- * claims of assignments in flight. Caller frees; NULL without memory. */
+ * claims of assignments in flight. The scheduler's buffer, valid until the next call; NULL
+ * without memory. */
 static struct place_node *busy_view(struct sched *s)
 {
 	int n_nodes = s->n_pn;
-	struct place_node *pn = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *pn);
-	if (pn == NULL)
-		return NULL;
+	if (n_nodes > s->cap_busy || s->busy == NULL) {
+		/* kept between passes: a fresh megabyte per pass at 10,000 nodes came as new
+		 * pages to fault in and zero every time */
+		int cap = YARD_MAX(YARD_MAX(n_nodes, 2 * s->cap_busy), 16);
+		struct place_node *grown = realloc(s->busy, (size_t)cap * sizeof *grown);
+		if (grown == NULL)
+			return NULL;
+		s->busy = grown;
+		s->cap_busy = cap;
+	}
+	struct place_node *pn = s->busy;
 	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
 		if (s->keys[k].kind != JK_RUNNING && !s->keys[k].proposing)
@@ -1449,7 +1460,6 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 out:
 	for (int k = 0; k < n_q; k++)
 		free(q[k].slots);
-	free(pn);
 }
 
 /* ---- drains ---- */
@@ -1684,7 +1694,6 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 		break; /* one at a time: the next pass sees the devices it will take */
 	}
 out:
-	free(pn);
 	free(trial);
 }
 
@@ -2110,6 +2119,7 @@ void sched_destroy(struct sched *s)
 	free(s->keys);
 	free(s->pass_buf);
 	free(s->q);
+	free(s->busy);
 	free(s->watching);
 	rollout_driver_destroy(s->rollouts);
 	history_destroy(s->history);

@@ -365,7 +365,8 @@ static void test_index_places_exactly_like_place_gang(void **state)
 {
 	static const int devices[] = {1, 2, 3, 4, 8, 8, 8, 16, 64};
 	static const int tps[] = {1, 1, 2, 4, 8, 3, 16, 65};
-	static const int64_t memories[] = {0, 8000, 16000};
+	/* two kinds × six memory sizes: more classes than the index starts with room for */
+	static const int64_t memories[] = {0, 8000, 16000, 24000, 32000, 40000};
 	enum { MAX_NODES = 120, MAX_SLOTS = 4096 };
 	static struct place_node a[MAX_NODES], b[MAX_NODES];
 	static struct place_slot sa[MAX_SLOTS], sb[MAX_SLOTS];
@@ -379,7 +380,7 @@ static void test_index_places_exactly_like_place_gang(void **state)
 			a[i].schedulable = rnd(8) != 0;
 			a[i].kind = rnd(4) == 0 ? PLACE_DEVICE_CUDA : PLACE_DEVICE_CPU;
 			a[i].n_devices = devices[rnd(sizeof devices / sizeof devices[0])];
-			a[i].device_memory_mb = memories[rnd(3)];
+			a[i].device_memory_mb = memories[rnd(6)];
 			for (int d = 0; d < a[i].n_devices; d++)
 				if (rnd(3) == 0)
 					a[i].busy_mask |= 1ull << d;
