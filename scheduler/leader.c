@@ -2503,29 +2503,51 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
 	     text_append(&tail, "}", 1) == 0;
 	if (ok)
 		json_object_set_new(answer, "tail", json_stringn_nocheck(tail.text, tail.len));
+	/* what every rank's head shares (the same argv; checkpoints equal), printed once: a
+	 * head is then one formatted line and its own variables, not a dump of the entry
+	 * (printing every rank's entry was most of a 10,000-node leader's heartbeat work) */
+	json_t *first = json_array_get(built, 0);
+	char *argv_text = json_dumps(json_object_get(first, "argv"), JSON_COMPACT);
+	json_t *ckpt0 = json_deep_copy(json_object_get(first, "checkpoint"));
+	if (ckpt0 != NULL && restore_step >= 0)
+		json_object_set_new(ckpt0, "restore_world", json_integer(restore_world));
+	char *ckpt_text = ckpt0 != NULL ? json_dumps(ckpt0, JSON_COMPACT) : NULL;
+	json_decref(ckpt0);
 	json_array_foreach(built, r, entry)
 	{
 		json_t *head = json_null();
-		json_t *ckpt = json_object_get(entry, "checkpoint");
-		if (ckpt != NULL && restore_step >= 0)
-			json_object_set_new(ckpt, "restore_world", json_integer(restore_world));
-		if (ok && json_is_object(entry) && json_object_get(entry, "spec") == spec) {
-			json_object_del(entry, "spec");
-			json_object_del(entry, "env");
-			char *rest = json_dumps(entry, JSON_COMPACT);                 /* {...} */
+		const char *entry_job = json_string_value(json_object_get(entry, "job"));
+		const char *kind = json_string_value(json_object_get(entry, "kind"));
+		int same_ckpt = (json_object_get(entry, "checkpoint") != NULL) == (ckpt_text != NULL);
+		if (ok && argv_text != NULL && entry_job != NULL && kind != NULL && same_ckpt &&
+		    json_object_get(entry, "spec") == spec) {
 			char *env = json_dumps(json_array_get(own, r), JSON_COMPACT); /* {...} */
 			struct text_buf b = {0};
-			if (rest != NULL && env != NULL && strlen(rest) > 2 && strlen(env) > 2 &&
-			    text_append(&b, rest, strlen(rest) - 1) == 0 &&
+			char line[256];
+			int n = snprintf(line, sizeof line,
+			                 "{\"job\":\"%s\",\"rank\":%lld,\"generation\":%lld,"
+			                 "\"world_size\":%lld,\"device\":%lld,\"kind\":\"%s\",\"argv\":",
+			                 entry_job,
+			                 (long long)json_integer_value(json_object_get(entry, "rank")),
+			                 (long long)json_integer_value(json_object_get(entry, "generation")),
+			                 (long long)json_integer_value(json_object_get(entry, "world_size")),
+			                 (long long)json_integer_value(json_object_get(entry, "device")),
+			                 kind);
+			if (n > 0 && (size_t)n < sizeof line && env != NULL && strlen(env) > 2 &&
+			    text_append(&b, line, (size_t)n) == 0 &&
+			    text_append(&b, argv_text, strlen(argv_text)) == 0 &&
+			    (ckpt_text == NULL || (text_append(&b, ",\"checkpoint\":", 14) == 0 &&
+			                           text_append(&b, ckpt_text, strlen(ckpt_text)) == 0)) &&
 			    text_append(&b, ",\"env\":", 7) == 0 &&
 			    text_append(&b, env, strlen(env) - 1) == 0)
 				head = json_stringn_nocheck(b.text, b.len);
 			free(b.text);
-			free(rest);
 			free(env);
 		}
 		json_array_append_new(json_object_get(answer, "heads"), head);
 	}
+	free(argv_text);
+	free(ckpt_text);
 	free(tail.text);
 	free(spec_text);
 	free(shared_text);
