@@ -1,6 +1,8 @@
 /* jsonx.c: bounded parsing and typed, field-naming getters for untrusted JSON. */
 #include "common/jsonx.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -203,4 +205,196 @@ int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int
 		return field_err(err, prefix, key, "longer than %zu bytes", max_len);
 	*out = json_string_value(v);
 	return 0;
+}
+
+/* ---- jsonx_dumps_compact ---- */
+
+struct dump_buf {
+	char *text;
+	size_t len, cap;
+	int failed;
+};
+
+static void dump_put(struct dump_buf *b, const char *s, size_t n)
+{
+	if (b->failed)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *grown = realloc(b->text, cap);
+		if (grown == NULL) {
+			b->failed = 1;
+			return;
+		}
+		b->text = grown;
+		b->cap = cap;
+	}
+	memcpy(b->text + b->len, s, n);
+	b->len += n;
+	b->text[b->len] = '\0';
+}
+
+static void dump_string(struct dump_buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t run = 0; /* bytes copied as they are, pending */
+	dump_put(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch >= 0x20 && ch != '"' && ch != '\\') {
+			run++;
+			continue;
+		}
+		dump_put(b, s + i - run, run);
+		run = 0;
+		char esc[6] = {'\\', 0};
+		size_t k = 2;
+		switch (ch) {
+		case '"': esc[1] = '"'; break;
+		case '\\': esc[1] = '\\'; break;
+		case '\b': esc[1] = 'b'; break;
+		case '\f': esc[1] = 'f'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\t': esc[1] = 't'; break;
+		default:
+			memcpy(esc, "\\u00", 4);
+			esc[4] = hex[ch >> 4];
+			esc[5] = hex[ch & 15];
+			k = 6;
+		}
+		dump_put(b, esc, k);
+	}
+	dump_put(b, s + n - run, run);
+	dump_put(b, "\"", 1);
+}
+
+/* jansson's real format: "%.17g", ".0" when neither '.' nor 'e' shows, and an exponent
+ * without '+' or leading zeros */
+static void dump_real(struct dump_buf *b, double v)
+{
+	char buf[64];
+	if (v > -1e15 && v < 1e15 && v == (double)(long long)v && !(v == 0 && signbit(v))) {
+		/* an integral value: "%.17g" prints its digits, then ".0" comes (the common case
+		 * in specs, and glibc's "%.17g" is the slow part of printing one) */
+		int k = snprintf(buf, sizeof buf, "%lld.0", (long long)v);
+		dump_put(b, buf, (size_t)k);
+		return;
+	}
+	int n = snprintf(buf, sizeof buf, "%.17g", v);
+	if (n < 0 || (size_t)n >= sizeof buf - 3) {
+		b->failed = 1;
+		return;
+	}
+	if (strchr(buf, '.') == NULL && strchr(buf, 'e') == NULL) {
+		memcpy(buf + n, ".0", 3);
+		n += 2;
+	}
+	char *e = strchr(buf, 'e');
+	if (e != NULL) {
+		/* what follows 'e': a '+' goes, and so do the zeros before the first digit */
+		char *start = e + 1, *end = start + 1;
+		if (*start == '-')
+			start++;
+		while (*end == '0')
+			end++;
+		if (end != start) {
+			memmove(start, end, strlen(end) + 1);
+			n = (int)strlen(buf);
+		}
+	}
+	dump_put(b, buf, (size_t)n);
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void dump_value(struct dump_buf *b, const json_t *v, int sort_keys)
+{
+	char num[32];
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: {
+		size_t n = json_object_size(v), i = 0;
+		const char *key;
+		json_t *value;
+		dump_put(b, "{", 1);
+		if (!sort_keys || n < 2) {
+			json_object_foreach((json_t *)v, key, value)
+			{
+				if (i++ > 0)
+					dump_put(b, ",", 1);
+				dump_string(b, key, strlen(key));
+				dump_put(b, ":", 1);
+				dump_value(b, value, sort_keys);
+			}
+		} else {
+			const char **keys = malloc(n * sizeof *keys);
+			if (keys == NULL) {
+				b->failed = 1;
+				return;
+			}
+			json_object_foreach((json_t *)v, key, value) keys[i++] = key;
+			qsort(keys, n, sizeof *keys, key_cmp);
+			for (i = 0; i < n; i++) {
+				if (i > 0)
+					dump_put(b, ",", 1);
+				dump_string(b, keys[i], strlen(keys[i]));
+				dump_put(b, ":", 1);
+				dump_value(b, json_object_get(v, keys[i]), sort_keys);
+			}
+			free(keys);
+		}
+		dump_put(b, "}", 1);
+		break;
+	}
+	case JSON_ARRAY: {
+		dump_put(b, "[", 1);
+		for (size_t i = 0; i < json_array_size(v); i++) {
+			if (i > 0)
+				dump_put(b, ",", 1);
+			dump_value(b, json_array_get(v, i), sort_keys);
+		}
+		dump_put(b, "]", 1);
+		break;
+	}
+	case JSON_STRING:
+		dump_string(b, json_string_value(v), json_string_length(v));
+		break;
+	case JSON_INTEGER: {
+		int n = snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		dump_put(b, num, (size_t)n);
+		break;
+	}
+	case JSON_REAL:
+		dump_real(b, json_real_value(v));
+		break;
+	case JSON_TRUE:
+		dump_put(b, "true", 4);
+		break;
+	case JSON_FALSE:
+		dump_put(b, "false", 5);
+		break;
+	case JSON_NULL:
+		dump_put(b, "null", 4);
+		break;
+	}
+}
+
+char *jsonx_dumps_compact(const json_t *v, int sort_keys, size_t *len)
+{
+	struct dump_buf b = {0};
+	if (v == NULL)
+		return NULL;
+	dump_value(&b, v, sort_keys);
+	if (b.failed || b.text == NULL) {
+		free(b.text);
+		return NULL;
+	}
+	if (len != NULL)
+		*len = b.len;
+	return b.text;
 }

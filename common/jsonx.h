@@ -38,4 +38,10 @@ int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int
 /* Writes "prefix.key" (or "key" when prefix is empty) into out. */
 void jsonx_path(char *out, size_t out_len, const char *prefix, const char *key);
 
+/* The text jansson's json_dumps(v, JSON_COMPACT | (sort_keys ? JSON_SORT_KEYS : 0)) gives,
+ * byte for byte (same escapes, same "%.17g" reals with ".0" and the exponent trimmed), two
+ * to five times faster: what members store must not depend on which printer a build uses.
+ * malloc'd, *len bytes; NULL without memory. */
+char *jsonx_dumps_compact(const json_t *v, int sort_keys, size_t *len);
+
 #endif

@@ -748,7 +748,7 @@ static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 		return NULL;
 	char id[FSM_ID_MAX];
 	snprintf(id, sizeof id, "j-%06lld", (long long)seq);
-	char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+	char *spec_text = jsonx_dumps_compact(spec, 1, NULL); /* json_dumps' text, faster */
 	int rc =
 	    fsm_run(f,
 	            "INSERT INTO jobs(id, seq, name, state, priority, submitted_ms, updated_ms,"
@@ -1253,9 +1253,10 @@ char *fsm_command_encode(const char *op, json_t *args, const char *request_id, i
 	              (json_int_t)ts_ms, "actor", actor, "role", role);
 	if (cmd == NULL)
 		return NULL;
-	char *text = json_dumps(cmd, JSON_COMPACT);
+	size_t n = 0;
+	char *text = jsonx_dumps_compact(cmd, 0, &n); /* json_dumps' compact text */
 	json_decref(cmd);
 	if (text != NULL && len != NULL)
-		*len = strlen(text);
+		*len = n;
 	return text;
 }

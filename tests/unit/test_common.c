@@ -118,10 +118,111 @@ static void test_base64_vectors_round_trip_and_strictness(void **state)
 			fail_msg("'%s' decoded, but is not strict base64", bad[i]);
 }
 
+/* ---- jsonx_dumps_compact: jansson's compact text, byte for byte ---- */
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd64(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static void random_text(char *out, size_t cap)
+{
+	static const char *const pieces[] = {"a", "Z", "0", "_", " ", "\"", "\\", "/", "\b", "\f",
+	                                     "\n", "\r", "\t", "\x01", "\x1f", "\x7f", "\xc3\xa9",
+	                                     "\xe2\x82\xac", "\xf0\x9f\x9a\x82", "\xe2\x80\xa8",
+	                                     "key", "lr"};
+	size_t n = rnd64() % 9, len = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		const char *p = pieces[rnd64() % (sizeof pieces / sizeof pieces[0])];
+		if (len + strlen(p) + 1 > cap)
+			break;
+		memcpy(out + len, p, strlen(p) + 1);
+		len += strlen(p);
+	}
+}
+
+static double random_real(void)
+{
+	static const double specials[] = {0.0,   -0.0,  0.1,     0.01, 1.0,     3.0,
+	                                  1e16,  1e17,  1e20,    1e-5, 1.5e-7,  123456789012345678.0,
+	                                  5e-324, 1.7976931348623157e308, -2.5, 0.29999999999999999};
+	if (rnd64() % 3 == 0)
+		return specials[rnd64() % (sizeof specials / sizeof specials[0])];
+	double mant = (double)(rnd64() % 2000000) / 1000.0 - 1000.0;
+	int exp = (int)(rnd64() % 61) - 30;
+	double v = mant;
+	for (int i = 0; i < (exp < 0 ? -exp : exp); i++)
+		v = exp < 0 ? v / 10 : v * 10;
+	return v;
+}
+
+static json_t *random_json(int depth)
+{
+	char text[64];
+	switch (depth > 3 ? 2 + rnd64() % 5 : rnd64() % 7) {
+	case 0: {
+		json_t *o = json_object();
+		for (int i = (int)(rnd64() % 6); i > 0; i--) {
+			random_text(text, sizeof text);
+			json_object_set_new(o, text, random_json(depth + 1));
+		}
+		return o;
+	}
+	case 1: {
+		json_t *a = json_array();
+		for (int i = (int)(rnd64() % 5); i > 0; i--)
+			json_array_append_new(a, random_json(depth + 1));
+		return a;
+	}
+	case 2:
+		random_text(text, sizeof text);
+		return json_string(text);
+	case 3: {
+		static const json_int_t edges[] = {0, -1, 1, INT64_MAX, INT64_MIN, 1000000007};
+		return json_integer(rnd64() % 2 ? edges[rnd64() % 6] : (json_int_t)rnd64());
+	}
+	case 4:
+		return json_real(random_real());
+	case 5:
+		return json_boolean(rnd64() % 2);
+	default:
+		return json_null();
+	}
+}
+
+static void test_dumps_compact_matches_jansson(void **state)
+{
+	for (int round = 0; round < 3000; round++) {
+		json_t *doc = random_json(0);
+		assert_non_null(doc);
+		for (int sort = 0; sort < 2; sort++) {
+			char *want = json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY |
+			                                 (sort ? JSON_SORT_KEYS : 0));
+			size_t len = 0;
+			char *got = jsonx_dumps_compact(doc, sort, &len);
+			assert_non_null(want);
+			assert_non_null(got);
+			if (strcmp(want, got) != 0)
+				fail_msg("round %d, sort %d:\n jansson %s\n ours    %s", round, sort, want,
+				         got);
+			assert_int_equal(len, strlen(got));
+			free(want);
+			free(got);
+		}
+		json_decref(doc);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_rejects_oversized_body),
+	    cmocka_unit_test(test_dumps_compact_matches_jansson),
 	    cmocka_unit_test(test_parse_rejects_deep_nesting),
 	    cmocka_unit_test(test_parse_reports_position_of_malformed_json),
 	    cmocka_unit_test(test_only_keys_names_unknown_field),
