@@ -503,18 +503,6 @@ static void h_tokens_create(struct call *call)
 		json_decref(body);
 		return;
 	}
-	int64_t ago_ms = 0;
-	if (call->s->sched != NULL && sched_node_live(call->s->sched, name, &ago_ms)) {
-		log_warn("registration of node %s refused: its agent heartbeated %lld ms ago", name,
-		         (long long)ago_ms);
-		call_error(call, 409, "name",
-		           "name: node %s is live (its agent heartbeated %lld ms ago): another agent "
-		           "already runs under this name; stop it or give this agent another --name "
-		           "(a node silent for the node-suspect time can register again)",
-		           name, (long long)ago_ms);
-		json_decref(body);
-		return;
-	}
 	unsigned char raw[32];
 	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
 		json_decref(body);

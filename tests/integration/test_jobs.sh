@@ -157,6 +157,9 @@ reg '{"name":"x","host":"127.0.0.1","port_base":100,"devices":[{"index":0,"kind"
 reg '{"name":"node-a","host":"127.0.0.1","port_base":100,"devices":[{"index":0,"kind":"cpu"}]}'
 [ "$CODE" = 409 ] && echo "$BODY" | grep -q '"field":"name"' && echo "$BODY" | grep -q 'is live' ||
 	fail "register over a live node: $CODE $BODY"
+# only registrations are checked against live nodes: a token may share a node's name
+call POST 1 /v1/tokens '{"name":"node-a","role":"user"}'
+[ "$CODE" = 201 ] || fail "a token named like a live node: $CODE $BODY"
 get 1 /v1/nodes
 [ "$(jget "$BODY" 'len(d["nodes"])')" = 2 ] || fail "bad registrations changed the node list: $BODY"
 call POST 1 /v1/nodes/node-b/cordon
