@@ -236,18 +236,20 @@ static void dump_put(struct dump_buf *b, const char *s, size_t n)
 	b->text[b->len] = '\0';
 }
 
-static void dump_string(struct dump_buf *b, const char *s, size_t n)
+void jsonx_escape(const char *s, size_t n, void (*put)(void *ctx, const char *p, size_t len),
+                  void *ctx)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t run = 0; /* bytes copied as they are, pending */
-	dump_put(b, "\"", 1);
+	put(ctx, "\"", 1);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		if (ch >= 0x20 && ch != '"' && ch != '\\') {
 			run++;
 			continue;
 		}
-		dump_put(b, s + i - run, run);
+		if (run > 0)
+			put(ctx, s + i - run, run);
 		run = 0;
 		char esc[6] = {'\\', 0};
 		size_t k = 2;
@@ -265,10 +267,21 @@ static void dump_string(struct dump_buf *b, const char *s, size_t n)
 			esc[5] = hex[ch & 15];
 			k = 6;
 		}
-		dump_put(b, esc, k);
+		put(ctx, esc, k);
 	}
-	dump_put(b, s + n - run, run);
-	dump_put(b, "\"", 1);
+	if (run > 0)
+		put(ctx, s + n - run, run);
+	put(ctx, "\"", 1);
+}
+
+static void dump_put_cb(void *ctx, const char *p, size_t len)
+{
+	dump_put(ctx, p, len);
+}
+
+static void dump_string(struct dump_buf *b, const char *s, size_t n)
+{
+	jsonx_escape(s, n, dump_put_cb, b);
 }
 
 /* jansson's real format: "%.17g", ".0" when neither '.' nor 'e' shows, and an exponent

@@ -38,6 +38,11 @@ int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int
 /* Writes "prefix.key" (or "key" when prefix is empty) into out. */
 void jsonx_path(char *out, size_t out_len, const char *prefix, const char *key);
 
+/* s (n bytes) as a JSON string, quotes included, escaped as jansson's compact dump escapes
+ * it ('"', '\\', control characters; all else as is), handed to put piece by piece. */
+void jsonx_escape(const char *s, size_t n, void (*put)(void *ctx, const char *p, size_t len),
+                  void *ctx);
+
 /* The text jansson's json_dumps(v, JSON_COMPACT | (sort_keys ? JSON_SORT_KEYS : 0)) gives,
  * byte for byte (same escapes, same "%.17g" reals with ".0" and the exponent trimmed), two
  * to five times faster: what members store must not depend on which printer a build uses.

@@ -582,43 +582,16 @@ static int is_error(const json_t *r)
 
 static const char ZERO_HASH[] = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/* Feeds s to the hash as a JSON string, escaped exactly as jansson's compact dump escapes
- * it ('"', '\\', control characters; everything else as is), the form the chain has used
- * since its first event. */
+static void hash_put(void *ctx, const char *p, size_t len)
+{
+	sha256_update(ctx, p, len);
+}
+
+/* Feeds s to the hash as a JSON string, escaped as jansson's compact dump escapes it, the
+ * form the chain has used since its first event. */
 static void hash_json_string(struct sha256_ctx *ctx, const char *s)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	char buf[256];
-	size_t n = 0;
-	buf[n++] = '"';
-	for (; *s != '\0'; s++) {
-		if (n > sizeof buf - 8) {
-			sha256_update(ctx, buf, n);
-			n = 0;
-		}
-		unsigned char ch = (unsigned char)*s;
-		const char *esc = ch == '"'    ? "\\\""
-		                  : ch == '\\' ? "\\\\"
-		                  : ch == '\b'  ? "\\b"
-		                  : ch == '\f'  ? "\\f"
-		                  : ch == '\n'  ? "\\n"
-		                  : ch == '\r'  ? "\\r"
-		                  : ch == '\t'  ? "\\t"
-		                                : NULL;
-		if (esc != NULL) {
-			buf[n++] = esc[0];
-			buf[n++] = esc[1];
-		} else if (ch < 0x20) {
-			memcpy(buf + n, "\\u00", 4);
-			buf[n + 4] = hex[ch >> 4];
-			buf[n + 5] = hex[ch & 15];
-			n += 6;
-		} else {
-			buf[n++] = (char)ch;
-		}
-	}
-	buf[n++] = '"';
-	sha256_update(ctx, buf, n);
+	jsonx_escape(s, strlen(s), hash_put, ctx);
 }
 
 /* The hash of an event: sha256(prev_hash || canonical JSON), the canonical JSON being the
