@@ -278,36 +278,35 @@ static void on_tick(uv_timer_t *t)
  * come at most every quarter interval, so a crash-looping rank cannot flood the controller
  * (a node of 8 ranks adds at most 3 heartbeats per interval). */
 #define HEARTBEAT_SOON_MS 20
-void heartbeat_soon(struct agent *a)
+
+/* Brings the next heartbeat forward to delay_ms from now, but no sooner than min_gap_ms after
+ * the previous one; while one is in flight, another follows it (again: 1 with
+ * heartbeat_soon's spacing, 2 with heartbeat_now's). */
+static void heartbeat_forward(struct agent *a, uint64_t delay_ms, uint64_t min_gap_ms,
+                              int again)
 {
 	if (a->heartbeat_in_flight) {
-		if (a->heartbeat_again == 0)
-			a->heartbeat_again = 1; /* the one in flight may have missed the exit */
+		if (a->heartbeat_again < again) /* its answer may predate the exit or the news */
+			a->heartbeat_again = again;
 		return;
 	}
 	if (!uv_is_active((uv_handle_t *)&a->heartbeat_timer) || !a->registered)
 		return;
 	uint64_t now = yard_now_mono_ms();
-	uint64_t at = YARD_MAX(now + HEARTBEAT_SOON_MS,
-	                       a->heartbeat_sent_mono_ms + (uint64_t)a->cfg.heartbeat_ms / 4);
+	uint64_t at = YARD_MAX(now + delay_ms, a->heartbeat_sent_mono_ms + min_gap_ms);
 	if (at - now >= uv_timer_get_due_in(&a->heartbeat_timer))
 		return; /* the regular one comes first */
 	uv_timer_start(&a->heartbeat_timer, on_tick, at - now, (uint64_t)a->cfg.heartbeat_ms);
 }
 
+void heartbeat_soon(struct agent *a)
+{
+	heartbeat_forward(a, HEARTBEAT_SOON_MS, (uint64_t)a->cfg.heartbeat_ms / 4, 1);
+}
+
 void heartbeat_now(struct agent *a)
 {
-	if (a->heartbeat_in_flight) {
-		a->heartbeat_again = 2; /* its answer may predate the news */
-		return;
-	}
-	if (!uv_is_active((uv_handle_t *)&a->heartbeat_timer) || !a->registered)
-		return;
-	uint64_t now = yard_now_mono_ms();
-	uint64_t at = YARD_MAX(now, a->heartbeat_sent_mono_ms + HEARTBEAT_SOON_MS);
-	if (at - now >= uv_timer_get_due_in(&a->heartbeat_timer))
-		return;
-	uv_timer_start(&a->heartbeat_timer, on_tick, at - now, (uint64_t)a->cfg.heartbeat_ms);
+	heartbeat_forward(a, 0, HEARTBEAT_SOON_MS, 2);
 }
 
 void heartbeat_start(struct agent *a)

@@ -514,12 +514,20 @@ static void node_news(struct sched *s, const char *node)
 		watch_answer(s, n, 0);
 }
 
-/* Every node of a layout ([{"node": ...}, ...]) has news. */
+/* Every node of a layout ([{"node": ...}, ...], ranks of a node next to each other) has
+ * news, once. */
 static void layout_news(struct sched *s, const json_t *layout)
 {
 	size_t i;
 	const json_t *v;
-	json_array_foreach(layout, i, v) node_news(s, json_string_value(json_object_get(v, "node")));
+	const char *prev = NULL;
+	json_array_foreach(layout, i, v)
+	{
+		const char *node = json_string_value(json_object_get(v, "node"));
+		if (node != NULL && (prev == NULL || strcmp(prev, node) != 0))
+			node_news(s, node);
+		prev = node;
+	}
 }
 
 int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_t wait_ms,
@@ -3053,7 +3061,8 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "# HELP yard_agent_watch_answers_total Watches answered (news, timeout, "
 	        "superseded or leadership lost).\n# TYPE yard_agent_watch_answers_total counter\n"
 	        "yard_agent_watch_answers_total %llu\n"
-	        "# HELP yard_node_news_total Changes of a node's desired set told to its watch.\n"
+	        "# HELP yard_node_news_total News for nodes' watches: a placement on a node, or "
+	        "one it leaves.\n"
 	        "# TYPE yard_node_news_total counter\nyard_node_news_total %llu\n",
 	        s->n_watching, (unsigned long long)s->watch_answers_total,
 	        (unsigned long long)s->watch_news_total);

@@ -66,6 +66,12 @@ wcall "$NT" '{"version":1,"wait_ms":60001}'
 [ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"wait_ms"' || fail "wait_ms out of range: $CODE $BODY"
 wcall "$NT" '{"version":1,"wait_ms":10,"extra":1}'
 [ "$CODE" = 400 ] && echo "$BODY" | grep -q 'extra' || fail "unknown field: $CODE $BODY"
+wcall "$NT" 'not json'
+[ "$CODE" = 400 ] || fail "malformed body: $CODE $BODY"
+wcall "$NT" '{"version":"7","wait_ms":10}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"version"' || fail "version as text: $CODE $BODY"
+wcall "$NT" '{"version":-2,"wait_ms":10}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"version"' || fail "version below -1: $CODE $BODY"
 wcall "$NT" '{"wait_ms":10}'
 [ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"version"' || fail "no version: $CODE $BODY"
 wcall "$TOKEN" '{"version":1,"wait_ms":10}'
