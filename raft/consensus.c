@@ -494,6 +494,67 @@ static void close_raft(struct consensus *c)
 	raft_close(&c->raft, raft_closed);
 }
 
+/* The election timer raft is running now. raft 0.15's raft_set_election_timeout only sets
+ * the base for later draws, so the current draw (a public field of struct raft, shared by
+ * the follower and candidate states) is set here too. */
+static void set_current_election_timeout(struct consensus *c, unsigned ms)
+{
+	int state = c->state_fn(&c->raft);
+	if (state == RAFT_FOLLOWER)
+		c->raft.follower_state.randomized_election_timeout = ms;
+	else if (state == RAFT_CANDIDATE)
+		c->raft.candidate_state.randomized_election_timeout = ms;
+}
+
+/* A follower polls the TCP state of its connection to the leader: the leader's end closed
+ * (FIN or reset) means its process most likely died. An election timeout of half a
+ * heartbeat, for the current timer and for a candidate's retries, starts the pre-vote at
+ * raft's next tick; both followers see the close, so neither keeps refusing votes because
+ * it still believes in the old leader. */
+static void leader_watch_cb(uv_timer_t *h)
+{
+	struct consensus *c = CONSENSUS_OF(h, leader_watch);
+	raft_id leader = 0;
+	const char *addr = NULL;
+	if (c->closing || !c->started || c->fast_election ||
+	    c->state_fn(&c->raft) != RAFT_FOLLOWER)
+		return;
+	raft_leader(&c->raft, &leader, &addr);
+	if (leader == 0 || !nodelay_transport_peer_closed(&c->transport, leader))
+		return;
+	c->stats.leader_conn_lost++;
+	unsigned fast = c->cfg.heartbeat_ms / 2 > 0 ? c->cfg.heartbeat_ms / 2 : 1;
+	log_info("consensus: leader %llu closed its connection; election timeout %u ms until a "
+	         "leader is heard from",
+	         (unsigned long long)leader, fast);
+	c->fast_election = 1;
+	c->fast_since_ms = yard_now_mono_ms();
+	c->fast_timer_start = c->raft.election_timer_start;
+	raft_set_election_timeout(&c->raft, fast);
+	set_current_election_timeout(c, fast);
+}
+
+/* Back to the configured election timeout once a leader has been heard from since the fast
+ * election began (a new one, or the old one after all), on becoming leader (a leader's
+ * election timeout is its check-quorum period), or when two election timeouts passed. A
+ * follower's running timer is redrawn from the configured range, as raft would. */
+static void fast_election_check(struct consensus *c, int state, raft_id leader)
+{
+	int heard = state == RAFT_FOLLOWER && leader != 0 &&
+	            c->raft.election_timer_start != c->fast_timer_start;
+	uint64_t since = yard_now_mono_ms() - c->fast_since_ms;
+	unsigned base = c->cfg.election_timeout_ms;
+	if (state != RAFT_LEADER && !heard && since < 2ull * base)
+		return;
+	c->fast_election = 0;
+	raft_set_election_timeout(&c->raft, base);
+	set_current_election_timeout(c, base + (unsigned)random() % (base > 0 ? base : 1));
+	log_info("consensus: election timeout back to %u ms (%s, %llu ms after the leader's "
+	         "connection closed)",
+	         base, state == RAFT_LEADER ? "leading" : heard ? "leader heard" : "no leader yet",
+	         (unsigned long long)since);
+}
+
 static void check_cb(uv_check_t *h)
 {
 	struct consensus *c = CONSENSUS_OF(h, check);
@@ -514,6 +575,8 @@ static void check_cb(uv_check_t *h)
 	raft_id leader = 0;
 	const char *addr = NULL;
 	raft_leader(&c->raft, &leader, &addr);
+	if (c->fast_election)
+		fast_election_check(c, state, leader);
 	if (leader != c->known_leader) {
 		if (leader != 0) {
 			c->stats.leader_changes++;
@@ -738,7 +801,8 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 	uv_check_init(loop, &c->check);
 	uv_idle_init(loop, &c->idle);
 	uv_timer_init(loop, &c->health);
-	c->handles_open = 3;
+	uv_timer_init(loop, &c->leader_watch);
+	c->handles_open = 4;
 	if ((rv = raft_start(&c->raft)) != 0)
 		return yard_err_set(err, YARD_EIO, "raft start in %s (raft address %s): %s%s",
 		                    c->data_dir, c->raft_address, raft_reason(&c->raft, rv),
@@ -748,6 +812,10 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 	c->started = 1;
 	uv_check_start(&c->check, check_cb);
 	uv_timer_start(&c->health, health_cb, cfg->heartbeat_ms, cfg->heartbeat_ms);
+	{
+		unsigned every = cfg->heartbeat_ms / 4 > 0 ? cfg->heartbeat_ms / 4 : 1;
+		uv_timer_start(&c->leader_watch, leader_watch_cb, every, every);
+	}
 	log_info(
 	    "consensus: member %llu at %s started (election %u ms, heartbeat %u ms, pre-vote on)",
 	    (unsigned long long)cfg->id, c->raft_address, cfg->election_timeout_ms,
@@ -770,10 +838,11 @@ static void raft_closed(struct raft *r)
 	c->batch_results = NULL;
 	raft_uv_close(&c->io);
 	nodelay_transport_close(&c->transport);
-	c->check.data = c->idle.data = c->health.data = c;
+	c->check.data = c->idle.data = c->health.data = c->leader_watch.data = c;
 	uv_close((uv_handle_t *)&c->check, handle_closed);
 	uv_close((uv_handle_t *)&c->idle, handle_closed);
 	uv_close((uv_handle_t *)&c->health, handle_closed);
+	uv_close((uv_handle_t *)&c->leader_watch, handle_closed);
 }
 
 void consensus_close(struct consensus *c, void (*cb)(struct consensus *c))
@@ -790,6 +859,7 @@ void consensus_close(struct consensus *c, void (*cb)(struct consensus *c))
 		op = next;
 	}
 	uv_timer_stop(&c->health);
+	uv_timer_stop(&c->leader_watch);
 	if (!c->started) { /* raft_start failed: no segment, nothing in the thread pool */
 		close_raft(c);
 		return;

@@ -14,6 +14,12 @@
  *  - a node that turns RAFT_UNAVAILABLE outside shutdown logs and exits(1) (watchdog);
  *  - writes are refused while the data dir has less than min_free_mb free;
  *  - a new leader runs a raft_barrier before it reports leader-up and admits requests;
+ *  - a follower whose connection to the leader is closed by the leader's end (its process
+ *    died: raft/transport.h; polled every quarter heartbeat) shortens its election timeout
+ *    to half a heartbeat until it hears from a leader again (or two election timeouts
+ *    pass), so a crashed leader is replaced within a few heartbeats instead of one to two
+ *    election timeouts. With pre-vote this cannot disrupt a leader that is in fact alive:
+ *    the other voters still hear from it and refuse the pre-vote;
  *  - raft_close is issued from the loop's check phase, so raft_uv's open-segment writer has
  *    closed before raft_uv reports itself closed (0.15 fires that report early when a poll
  *    phase comes between: a double close callback, canonical/raft#341).
@@ -113,6 +119,7 @@ struct consensus_stats {
 	uint64_t leader_ready_index; /* last index when this node last became ready */
 	uint64_t elected_index;      /* last index when this node last became raft leader */
 	uint64_t sends_to_nobody;    /* messages raft addressed to no server, refused */
+	uint64_t leader_conn_lost;   /* times the leader's end of our connection closed */
 };
 
 typedef void (*consensus_apply_cb)(void *data, int status, const void *result);
@@ -137,6 +144,7 @@ struct consensus {
 	uv_check_t check;  /* state polling, watchdog */
 	uv_idle_t idle;    /* issues queued requests outside raft callbacks */
 	uv_timer_t health; /* samples follower contact while leader */
+	uv_timer_t leader_watch; /* a follower's look at its leader's connection */
 	struct consensus_op *queue_head, *queue_tail;
 	/* results of the latest batch entry applied, held until the next entry applies (room
 	 * for CODEC_BATCH_MAX, allocated once so an apply never fails for memory) */
@@ -149,6 +157,10 @@ struct consensus {
 	int barrier_wanted;    /* (re)issue the ready barrier from the next poll */
 	raft_term leader_term; /* term in which leader_seen was set */
 	uint64_t known_leader;
+	/* fast election after the leader's connection closed (see above) */
+	int fast_election;
+	uint64_t fast_since_ms;         /* monotonic */
+	raft_time fast_timer_start;     /* raft's election timer start when it began */
 	int change_pending; /* one membership change at a time */
 	int started, closing, handles_open;
 	struct {

@@ -1,7 +1,10 @@
-/* transport.c: TCP_NODELAY wrapper around raft_uv_tcp (see transport.h). It only forwards
- * calls; the one thing it adds is uv_tcp_nodelay on each stream handed to raft. */
+/* transport.c: TCP_NODELAY wrapper around raft_uv_tcp (see transport.h). It forwards
+ * calls, sets uv_tcp_nodelay on each stream handed to raft, and remembers the sockets it
+ * connects to peers so the TCP state of a peer's connection can be asked for. */
 #include "raft/transport.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -13,6 +16,7 @@ struct connect_req {
 	struct raft_uv_connect *outer;
 	raft_uv_connect_cb cb;
 	struct nodelay_transport *t;
+	raft_id id;
 };
 
 static void tune(struct nodelay_transport *t, struct uv_stream_s *stream)
@@ -24,6 +28,56 @@ static void tune(struct nodelay_transport *t, struct uv_stream_s *stream)
 		else
 			t->streams_tuned++;
 	}
+}
+
+/* Remembers the socket of a new connection to peer id (replacing an older one). */
+static void remember(struct nodelay_transport *t, raft_id id, uv_stream_t *stream)
+{
+	uv_os_fd_t fd;
+	int slot = -1;
+	if (uv_fileno((uv_handle_t *)stream, &fd) != 0)
+		return;
+	for (int i = 0; i < NODELAY_PEERS_MAX; i++) {
+		if (t->peers[i].id == id)
+			t->peers[i].id = 0;
+		if (t->peers[i].id == 0 && slot < 0)
+			slot = i;
+	}
+	if (slot < 0)
+		return;
+	t->peers[slot].peer_len = sizeof t->peers[slot].peer;
+	if (getpeername(fd, (struct sockaddr *)&t->peers[slot].peer, &t->peers[slot].peer_len) != 0)
+		return;
+	t->peers[slot].id = id;
+	t->peers[slot].fd = fd;
+	t->peers[slot].reported = 0;
+}
+
+int nodelay_transport_peer_closed(struct nodelay_transport *t, raft_id id)
+{
+	for (int i = 0; i < NODELAY_PEERS_MAX; i++) {
+		if (t->peers[i].id != id || id == 0)
+			continue;
+		if (t->peers[i].reported)
+			return 0;
+		struct tcp_info info;
+		socklen_t len = sizeof info;
+		struct sockaddr_storage now;
+		socklen_t now_len = sizeof now;
+		memset(&info, 0, sizeof info);
+		if (getsockopt(t->peers[i].fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0)
+			return 0; /* closed by raft_uv (and not reused): it reconnects */
+		/* CLOSE_WAIT: the peer sent FIN; CLOSE: a reset (or raft_uv is closing it) */
+		if (info.tcpi_state != TCP_CLOSE_WAIT && info.tcpi_state != TCP_CLOSE)
+			return 0;
+		/* a reset socket has no peer name left; a reused descriptor has another one */
+		if (getpeername(t->peers[i].fd, (struct sockaddr *)&now, &now_len) == 0 &&
+		    (now_len != t->peers[i].peer_len || memcmp(&now, &t->peers[i].peer, now_len) != 0))
+			return 0;
+		t->peers[i].reported = 1;
+		return 1;
+	}
+	return 0;
 }
 
 static struct nodelay_transport *outer_of(struct raft_uv_transport *inner)
@@ -61,8 +115,10 @@ static int t_listen(struct raft_uv_transport *super, raft_uv_accept_cb cb)
 static void connect_cb(struct raft_uv_connect *inner_req, struct uv_stream_s *stream, int status)
 {
 	struct connect_req *req = inner_req->data;
-	if (status == 0)
+	if (status == 0) {
 		tune(req->t, stream);
+		remember(req->t, req->id, stream);
+	}
 	raft_uv_connect_cb cb = req->cb;
 	struct raft_uv_connect *outer = req->outer;
 	free(req);
@@ -80,6 +136,7 @@ static int t_connect(struct raft_uv_transport *super, struct raft_uv_connect *ou
 	req->outer = outer;
 	req->cb = cb;
 	req->t = t;
+	req->id = id;
 	int rc = t->inner.connect(&t->inner, &req->inner, id, address, connect_cb);
 	if (rc != 0) {
 		memcpy(super->errmsg, t->inner.errmsg, sizeof super->errmsg);

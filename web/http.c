@@ -495,6 +495,12 @@ char *metrics_render(struct http_server *s, size_t *len)
 	    f,
 	    "# TYPE yard_raft_leader_changes_total counter\nyard_raft_leader_changes_total %llu\n",
 	    (unsigned long long)c->stats.leader_changes);
+	fprintf(f, "# HELP yard_raft_leader_conn_lost_total Times the leader's end of this "
+	           "follower's raft connection closed (an election follows at once).\n");
+	fprintf(f,
+	        "# TYPE yard_raft_leader_conn_lost_total counter\nyard_raft_leader_conn_lost_total "
+	        "%llu\n",
+	        (unsigned long long)c->stats.leader_conn_lost);
 	fprintf(f, "# TYPE yard_raft_applies_total counter\nyard_raft_applies_total %llu\n",
 	        (unsigned long long)c->stats.applies);
 	fprintf(

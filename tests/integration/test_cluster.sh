@@ -43,6 +43,13 @@ SURV=$(echo 1 2 3 | tr ' ' '\n' | grep -v "^$OLD$" | tr '\n' ' ')
 note "SIGKILLed leader $OLD after $(wc -l <"$T/acks") acks"
 wait_leader 10 $SURV || fail "no new leader after killing $OLD"
 note "failover: new leader $LEADER ready $(($(now_ms) - t0)) ms after the kill (poll every 20 ms)"
+# the survivors saw the dead leader's connection close and started the election at once
+# rather than after an election timeout (raft/consensus.h)
+lost=0
+for id in $SURV; do lost=$((lost + $(metric "$id" yard_raft_leader_conn_lost_total))); done
+[ "$lost" -ge 1 ] || fail "no survivor noticed leader $OLD's connection closing"
+cat $(for id in $SURV; do echo "$T/log.$id"; done) | grep -q "leader $OLD closed its connection" ||
+	fail "no survivor logged leader $OLD's closed connection"
 wait $XARGS
 grep -q FAILED "$T/acks" && fail "submissions never acknowledged: $(grep FAILED "$T/acks" | head)"
 [ "$(wc -l <"$T/acks")" = 200 ] || fail "$(wc -l <"$T/acks") acks, want 200"
