@@ -136,6 +136,8 @@ int fsm_events_verify(struct fsm *f, struct yard_err *err);
 json_t *fsm_job_layout(struct fsm *f, const char *id);
 /* Jobs that are pending, running or restarting, in submission order, each with its "seq". */
 json_t *fsm_jobs_active(struct fsm *f);
+/* The rowids of those jobs, in the same order (malloc'd; *n of them); NULL: no memory. */
+int64_t *fsm_jobs_active_rowids(struct fsm *f, int *n);
 /* [{"job","rank","node","device","generation"}...]: every slot of every running job. */
 json_t *fsm_running_slots(struct fsm *f);
 /* Values of the nodes.cordoned column: a drain is a cordon that also moves the node's ranks

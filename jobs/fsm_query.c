@@ -124,6 +124,36 @@ json_t *fsm_jobs_active(struct fsm *f)
 	return list;
 }
 
+int64_t *fsm_jobs_active_rowids(struct fsm *f, int *n)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT rowid FROM jobs WHERE state IN"
+	                                  " ('pending', 'running', 'restarting') ORDER BY seq");
+	int cap = 0;
+	int64_t *ids = NULL;
+	*n = 0;
+	if (st == NULL)
+		return NULL;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (*n == cap) {
+			int grown_cap = cap ? 2 * cap : 256;
+			int64_t *grown = realloc(ids, (size_t)grown_cap * sizeof *ids);
+			if (grown == NULL) {
+				free(ids);
+				fsm_release(f, st);
+				*n = 0;
+				return NULL;
+			}
+			ids = grown;
+			cap = grown_cap;
+		}
+		ids[(*n)++] = sqlite3_column_int64(st, 0);
+	}
+	fsm_release(f, st);
+	if (ids == NULL)
+		ids = malloc(sizeof *ids); /* none active: still a (empty) list */
+	return ids;
+}
+
 json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid)
 {
 	return fsm_job_by_rowid_known(f, rowid, NULL, NULL);

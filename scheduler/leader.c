@@ -175,6 +175,7 @@ struct sched {
 	struct sched_io io;
 	uv_timer_t timer;
 	uv_check_t kick; /* a pass right after a job change committed (not only on ticks) */
+	uv_idle_t resync_idle; /* keeps the loop from sleeping in poll while jobs are reread */
 	int handles_open;
 	uint64_t last_kick_ms;
 	int leading;
@@ -208,6 +209,11 @@ struct sched {
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 	struct id_index node_index, job_index;
 	int jobs_resync;        /* reread every active job (leadership change) */
+	/* A reread in progress: the active jobs' rowids when it began, read RESYNC_CHUNK per
+	 * pass so a new leader answers requests meanwhile; no placement decision is made
+	 * until every one was read (the busy view would miss devices). */
+	int64_t *resync_rowids;
+	int n_resync, resync_at;
 	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
 	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
@@ -576,6 +582,9 @@ static void soft_clear(struct sched *s)
 	id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, 0, 0);
 	id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, 0, 0);
 	s->jobs_resync = 1;
+	free(s->resync_rowids);
+	s->resync_rowids = NULL;
+	s->n_resync = s->resync_at = 0;
 }
 
 /* ---- proposals ---- */
@@ -1594,8 +1603,12 @@ static const json_t *known_spec(void *data, const char *id)
 
 /* Brings the soft jobs' rows up to date: only the jobs the FSM's change journal names,
  * or every active job after a leadership change or when the journal overflowed. This
- * keeps a tick's cost proportional to what changed, not to the length of the queue. */
-static void refresh_jobs(struct sched *s)
+ * keeps a tick's cost proportional to what changed, not to the length of the queue. A
+ * reread of every job goes RESYNC_CHUNK jobs per pass (a new leader with thousands of
+ * queued jobs would otherwise hold its loop for a parse of each: ~70 µs a job). 1: a
+ * reread is still going, and the soft jobs are not all there yet. */
+#define RESYNC_CHUNK 64
+static int refresh_jobs(struct sched *s)
 {
 	const int64_t *rowids;
 	int n;
@@ -1608,18 +1621,37 @@ static void refresh_jobs(struct sched *s)
 			job_layout_forget(&s->jobs[k]);
 			s->keys[k].kind = JK_NONE;
 		}
-		json_t *jobs = fsm_jobs_active(s->fsm);
-		size_t i;
-		json_t *v;
-		json_array_foreach(jobs, i, v) job_set_row(s, json_incref(v));
-		json_decref(jobs);
-		return;
+		/* jobs that change from here on are in the journal; the list covers the rest */
+		free(s->resync_rowids);
+		s->resync_rowids = fsm_jobs_active_rowids(s->fsm, &s->n_resync);
+		s->resync_at = 0;
+		if (s->resync_rowids == NULL) {
+			log_error("scheduler: no memory to reread the active jobs; trying again");
+			s->jobs_resync = 1;
+			return 1;
+		}
+		n = 0;
 	}
 	for (int k = 0; k < n; k++) {
 		json_t *row = fsm_job_by_rowid_known(s->fsm, rowids[k], known_spec, s);
 		if (row != NULL)
 			job_set_row(s, row);
 	}
+	if (s->resync_rowids == NULL)
+		return 0;
+	int end = YARD_MIN(s->resync_at + RESYNC_CHUNK, s->n_resync);
+	for (; s->resync_at < end; s->resync_at++) {
+		json_t *row =
+		    fsm_job_by_rowid_known(s->fsm, s->resync_rowids[s->resync_at], known_spec, s);
+		if (row != NULL)
+			job_set_row(s, row);
+	}
+	if (s->resync_at < s->n_resync)
+		return 1;
+	free(s->resync_rowids);
+	s->resync_rowids = NULL;
+	s->n_resync = s->resync_at = 0;
+	return 0;
 }
 
 /* The newest complete checkpoint of a job, in either store; -1: none. */
@@ -1777,7 +1809,10 @@ static void compact_jobs(struct sched *s)
  * jobs in queue order, or every one in a deep pass (at most a second apart). */
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int full)
 {
-	refresh_jobs(s);
+	if (refresh_jobs(s) != 0) {
+		s->dirty = 1; /* the next pass (after this loop iteration: on_kick) reads on */
+		return;
+	}
 	if (s->nodes_by_id == NULL || s->nodes_by_id_version != s->nodes_version) {
 		/* rebuilt only when the nodes list changed, not on every pass */
 		size_t i;
@@ -1912,9 +1947,24 @@ static void on_tick(uv_timer_t *t)
 /* After every loop iteration: when applies changed jobs (a submission, a finish), place at
  * once instead of at the next tick, at most every kick_min_ms. Placement latency is then
  * commit + pass + commit, not up to a tick more. */
+static void on_resync_idle(uv_idle_t *h)
+{
+	(void)h; /* its being active is the point: poll does not block, on_kick comes next */
+}
+
 static void on_kick(uv_check_t *h)
 {
 	struct sched *s = h->data;
+	if (s->leading && (s->resync_rowids != NULL || s->jobs_resync) &&
+	    s->io.is_ready(s->io.data)) {
+		tick(s, 0); /* a reread of every job goes on between requests */
+		if (s->resync_rowids != NULL || s->jobs_resync)
+			uv_idle_start(&s->resync_idle, on_resync_idle);
+		else
+			uv_idle_stop(&s->resync_idle);
+		return;
+	}
+	uv_idle_stop(&s->resync_idle);
 	if (!s->leading || !fsm_jobs_changed_pending(s->fsm))
 		return;
 	uint64_t now = mono_now(s);
@@ -2100,8 +2150,9 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	}
 	uv_timer_init(loop, &s->timer);
 	uv_check_init(loop, &s->kick);
-	s->timer.data = s->kick.data = s;
-	s->handles_open = 2;
+	uv_idle_init(loop, &s->resync_idle);
+	s->timer.data = s->kick.data = s->resync_idle.data = s;
+	s->handles_open = 3;
 	if (cfg->tick_ms > 0) {
 		uv_timer_start(&s->timer, on_tick, cfg->tick_ms, cfg->tick_ms);
 		uv_check_start(&s->kick, on_kick);
@@ -2141,8 +2192,10 @@ void sched_destroy(struct sched *s)
 	free(s->pn_index.slots);
 	uv_timer_stop(&s->timer);
 	uv_check_stop(&s->kick);
+	uv_idle_stop(&s->resync_idle);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
 	uv_close((uv_handle_t *)&s->kick, timer_closed);
+	uv_close((uv_handle_t *)&s->resync_idle, timer_closed);
 }
 
 void sched_leader_up(struct sched *s)

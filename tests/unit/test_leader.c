@@ -547,6 +547,40 @@ static void submit_command(struct world *w, int ranks, int priority)
 	assert_int_equal(apply(w, "job.submit", args), 201);
 }
 
+/* A new leader rereads every active job a chunk per pass (so that thousands of queued jobs
+ * do not hold its loop while requests wait) and decides nothing until it has read them all:
+ * the first pass places nothing, and the job that fits is placed once the reread is over. */
+static void test_new_leader_rereads_jobs_in_chunks_before_deciding(void **state)
+{
+	struct world *w = world_new_depth(0); /* every pass looks at the whole queue */
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	submit_command(w, 6, 0); /* j-000001 runs on 6 of the 8 devices */
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	sched_leader_down(w->sched);
+	for (int i = 0; i < 150; i++)
+		submit_command(w, 6, 0); /* j-000002..151: none fits */
+	submit_command(w, 2, 0);         /* j-000152 fits beside j-000001 */
+	sched_leader_up(w->sched);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	advance(w, 100);
+	sched_tick(w->sched); /* the first chunk only */
+	assert_string_equal(job_state(w, "j-000152"), "pending");
+	int ticks = 1;
+	while (strcmp(job_state(w, "j-000152"), "pending") == 0 && ticks < 20) {
+		advance(w, 100);
+		sched_tick(w->sched);
+		ticks++;
+	}
+	assert_string_equal(job_state(w, "j-000152"), "running");
+	assert_true(ticks >= 3); /* 152 jobs: at least three passes of 64 */
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_string_equal(job_state(w, "j-000002"), "pending");
+	world_free(w);
+}
+
 /* The pass a submission triggers looks at the first queue_depth jobs in queue order, not in
  * submission order: a high-priority job submitted behind a long queue is among them and is
  * placed at once, without waiting for the pass over every job. */
@@ -1730,6 +1764,7 @@ int main(void)
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
 	    cmocka_unit_test(test_busy_devices_survive_a_node_joining),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
+	    cmocka_unit_test(test_new_leader_rereads_jobs_in_chunks_before_deciding),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
 	    cmocka_unit_test(test_shrink_on_node_death_and_grow_back),
