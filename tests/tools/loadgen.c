@@ -33,6 +33,12 @@ static size_t discard(char *p, size_t s, size_t n, void *u)
 	return s * n;
 }
 
+static size_t to_stderr(char *p, size_t s, size_t n, void *u)
+{
+	fwrite(p, s, n, stderr);
+	return s * n;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -83,6 +89,9 @@ static void setup_easy(struct slot *s, const char *url, const char *auth, const 
 	curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(s->easy, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(s->easy, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
+	/* a follower's 307 names another member: the token goes along, as yardctl re-sends it
+	 * (curl drops a custom Authorization header on a redirect to another host or port) */
+	curl_easy_setopt(s->easy, CURLOPT_UNRESTRICTED_AUTH, 1L);
 	curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, 10000L);
 	curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
@@ -167,6 +176,8 @@ static int cmd_until_write(char endpoints[][512], int n_endpoints, const char *t
 		return 1;
 	}
 	int attempt = 0;
+	/* YARD_LOADGEN_TRACE=1: every attempt on stderr, to see where a failover's time goes */
+	int trace = getenv("YARD_LOADGEN_TRACE") != NULL;
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
 	while (now_ms() - t0 < timeout_ms) {
 		for (int e = 0; e < n_endpoints; e++) {
@@ -180,8 +191,18 @@ static int cmd_until_write(char endpoints[][512], int n_endpoints, const char *t
 			           attempt++);
 			curl_easy_setopt(s.easy, CURLOPT_TIMEOUT_MS, 300L);
 			curl_easy_setopt(s.easy, CURLOPT_CONNECTTIMEOUT_MS, 100L);
+			if (trace)
+				curl_easy_setopt(s.easy, CURLOPT_WRITEFUNCTION, to_stderr);
+			double a0 = now_ms();
 			rc = curl_easy_perform(s.easy);
 			curl_easy_getinfo(s.easy, CURLINFO_RESPONSE_CODE, &code);
+			if (trace) {
+				char *eff = NULL;
+				curl_easy_getinfo(s.easy, CURLINFO_EFFECTIVE_URL, &eff);
+				fprintf(stderr, "\nuntil-write: +%.1f ms %s (last %s): %s, HTTP %ld (%.1f ms)\n",
+				        a0 - t0, endpoints[e], eff ? eff : "-", curl_easy_strerror(rc), code,
+				        now_ms() - a0);
+			}
 			curl_slist_free_all(s.headers);
 			curl_easy_cleanup(s.easy);
 			if (rc == CURLE_OK && code >= 200 && code < 300) {
