@@ -209,14 +209,9 @@ int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int
 
 /* ---- jsonx_dumps_compact ---- */
 
-struct dump_buf {
-	char *text;
-	size_t len, cap;
-	int failed;
-};
-
-static void dump_put(struct dump_buf *b, const char *s, size_t n)
+void jsonx_buf_put(void *ctx, const char *s, size_t n)
 {
+	struct jsonx_buf *b = ctx;
 	if (b->failed)
 		return;
 	if (b->len + n + 1 > b->cap) {
@@ -274,26 +269,22 @@ void jsonx_escape(const char *s, size_t n, void (*put)(void *ctx, const char *p,
 	put(ctx, "\"", 1);
 }
 
-static void dump_put_cb(void *ctx, const char *p, size_t len)
-{
-	dump_put(ctx, p, len);
-}
 
-static void dump_string(struct dump_buf *b, const char *s, size_t n)
+static void dump_string(struct jsonx_buf *b, const char *s, size_t n)
 {
-	jsonx_escape(s, n, dump_put_cb, b);
+	jsonx_escape(s, n, jsonx_buf_put, b);
 }
 
 /* jansson's real format: "%.17g", ".0" when neither '.' nor 'e' shows, and an exponent
  * without '+' or leading zeros */
-static void dump_real(struct dump_buf *b, double v)
+static void dump_real(struct jsonx_buf *b, double v)
 {
 	char buf[64];
 	if (v > -1e15 && v < 1e15 && v == (double)(long long)v && !(v == 0 && signbit(v))) {
 		/* an integral value: "%.17g" prints its digits, then ".0" comes (the common case
 		 * in specs, and glibc's "%.17g" is the slow part of printing one) */
 		int k = snprintf(buf, sizeof buf, "%lld.0", (long long)v);
-		dump_put(b, buf, (size_t)k);
+		jsonx_buf_put(b, buf, (size_t)k);
 		return;
 	}
 	int n = snprintf(buf, sizeof buf, "%.17g", v);
@@ -318,7 +309,7 @@ static void dump_real(struct dump_buf *b, double v)
 			n = (int)strlen(buf);
 		}
 	}
-	dump_put(b, buf, (size_t)n);
+	jsonx_buf_put(b, buf, (size_t)n);
 }
 
 static int key_cmp(const void *a, const void *b)
@@ -326,7 +317,7 @@ static int key_cmp(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static void dump_value(struct dump_buf *b, const json_t *v, int sort_keys)
+static void dump_value(struct jsonx_buf *b, const json_t *v, int sort_keys)
 {
 	char num[32];
 	switch (json_typeof(v)) {
@@ -334,14 +325,14 @@ static void dump_value(struct dump_buf *b, const json_t *v, int sort_keys)
 		size_t n = json_object_size(v), i = 0;
 		const char *key;
 		json_t *value;
-		dump_put(b, "{", 1);
+		jsonx_buf_put(b, "{", 1);
 		if (!sort_keys || n < 2) {
 			json_object_foreach((json_t *)v, key, value)
 			{
 				if (i++ > 0)
-					dump_put(b, ",", 1);
+					jsonx_buf_put(b, ",", 1);
 				dump_string(b, key, strlen(key));
-				dump_put(b, ":", 1);
+				jsonx_buf_put(b, ":", 1);
 				dump_value(b, value, sort_keys);
 			}
 		} else {
@@ -354,24 +345,24 @@ static void dump_value(struct dump_buf *b, const json_t *v, int sort_keys)
 			qsort(keys, n, sizeof *keys, key_cmp);
 			for (i = 0; i < n; i++) {
 				if (i > 0)
-					dump_put(b, ",", 1);
+					jsonx_buf_put(b, ",", 1);
 				dump_string(b, keys[i], strlen(keys[i]));
-				dump_put(b, ":", 1);
+				jsonx_buf_put(b, ":", 1);
 				dump_value(b, json_object_get(v, keys[i]), sort_keys);
 			}
 			free(keys);
 		}
-		dump_put(b, "}", 1);
+		jsonx_buf_put(b, "}", 1);
 		break;
 	}
 	case JSON_ARRAY: {
-		dump_put(b, "[", 1);
+		jsonx_buf_put(b, "[", 1);
 		for (size_t i = 0; i < json_array_size(v); i++) {
 			if (i > 0)
-				dump_put(b, ",", 1);
+				jsonx_buf_put(b, ",", 1);
 			dump_value(b, json_array_get(v, i), sort_keys);
 		}
-		dump_put(b, "]", 1);
+		jsonx_buf_put(b, "]", 1);
 		break;
 	}
 	case JSON_STRING:
@@ -379,27 +370,27 @@ static void dump_value(struct dump_buf *b, const json_t *v, int sort_keys)
 		break;
 	case JSON_INTEGER: {
 		int n = snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		dump_put(b, num, (size_t)n);
+		jsonx_buf_put(b, num, (size_t)n);
 		break;
 	}
 	case JSON_REAL:
 		dump_real(b, json_real_value(v));
 		break;
 	case JSON_TRUE:
-		dump_put(b, "true", 4);
+		jsonx_buf_put(b, "true", 4);
 		break;
 	case JSON_FALSE:
-		dump_put(b, "false", 5);
+		jsonx_buf_put(b, "false", 5);
 		break;
 	case JSON_NULL:
-		dump_put(b, "null", 4);
+		jsonx_buf_put(b, "null", 4);
 		break;
 	}
 }
 
 char *jsonx_dumps_compact(const json_t *v, int sort_keys, size_t *len)
 {
-	struct dump_buf b = {0};
+	struct jsonx_buf b = {0};
 	if (v == NULL)
 		return NULL;
 	dump_value(&b, v, sort_keys);

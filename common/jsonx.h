@@ -38,6 +38,15 @@ int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int
 /* Writes "prefix.key" (or "key" when prefix is empty) into out. */
 void jsonx_path(char *out, size_t out_len, const char *prefix, const char *key);
 
+/* A growing text: jsonx_buf_put appends n bytes (kept NUL-terminated); failed turns 1 at
+ * the first allocation failure and later puts do nothing. Start from {0}; free text. */
+struct jsonx_buf {
+	char *text;
+	size_t len, cap;
+	int failed;
+};
+void jsonx_buf_put(void *buf, const char *s, size_t n);
+
 /* s (n bytes) as a JSON string, quotes included, escaped as jansson's compact dump escapes
  * it ('"', '\\', control characters; all else as is), handed to put piece by piece. */
 void jsonx_escape(const char *s, size_t n, void (*put)(void *ctx, const char *p, size_t len),

@@ -2524,98 +2524,9 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
 	 * fetches the shards its ranks read (agent/ckpt.c) */
 	int64_t restore_world =
 	    restore_step >= 0 ? fsm_checkpoint_world(s->fsm, job_id, restore_step) : 0;
-	json_t *common = NULL;
-	json_t *built = desired_job(job, layout, nodes_by_id, restore_step, &common);
+	json_t *answer = desired_job_text(job, layout, nodes_by_id, restore_step, restore_world);
 	json_decref(nodes_by_id);
 	json_decref(job);
-	const json_t *spec = json_object_get(json_array_get(built, 0), "spec");
-	/* each rank's own variables: those whose value is not the shared one; a key any rank
-	 * sets itself leaves the shared part, so no entry names a key twice */
-	json_t *own = json_array();
-	json_t *shared = json_deep_copy(common);
-	size_t r;
-	json_t *entry;
-	json_array_foreach(built, r, entry)
-	{
-		json_t *mine = json_object();
-		const char *key;
-		json_t *value;
-		json_object_foreach(json_object_get(entry, "env"), key, value)
-		{
-			if (json_object_get(common, key) != value) {
-				json_object_set(mine, key, value);
-				json_object_del(shared, key);
-			}
-		}
-		json_array_append_new(own, mine);
-	}
-	json_t *answer = json_pack("{s:[],s:n}", "heads", "tail");
-	char *spec_text = spec != NULL ? json_dumps(spec, JSON_COMPACT) : NULL;
-	char *shared_text = shared != NULL ? json_dumps(shared, JSON_COMPACT) : NULL;
-	struct text_buf tail = {0};
-	int ok = spec_text != NULL && shared_text != NULL && strlen(shared_text) >= 2;
-	if (ok && strcmp(shared_text, "{}") != 0) /* ,"A":"1",...} after the rank's own */
-		ok = text_append(&tail, ",", 1) == 0 &&
-		     text_append(&tail, shared_text + 1, strlen(shared_text + 1)) == 0;
-	else if (ok)
-		ok = text_append(&tail, "}", 1) == 0;
-	ok = ok && text_append(&tail, ",\"spec\":", 8) == 0 &&
-	     text_append(&tail, spec_text, strlen(spec_text)) == 0 &&
-	     text_append(&tail, "}", 1) == 0;
-	if (ok)
-		json_object_set_new(answer, "tail", json_stringn_nocheck(tail.text, tail.len));
-	/* what every rank's head shares (the same argv; checkpoints equal), printed once: a
-	 * head is then one formatted line and its own variables, not a dump of the entry
-	 * (printing every rank's entry was most of a 10,000-node leader's heartbeat work) */
-	json_t *first = json_array_get(built, 0);
-	char *argv_text = json_dumps(json_object_get(first, "argv"), JSON_COMPACT);
-	json_t *ckpt0 = json_deep_copy(json_object_get(first, "checkpoint"));
-	if (ckpt0 != NULL && restore_step >= 0)
-		json_object_set_new(ckpt0, "restore_world", json_integer(restore_world));
-	char *ckpt_text = ckpt0 != NULL ? json_dumps(ckpt0, JSON_COMPACT) : NULL;
-	json_decref(ckpt0);
-	json_array_foreach(built, r, entry)
-	{
-		json_t *head = json_null();
-		const char *entry_job = json_string_value(json_object_get(entry, "job"));
-		const char *kind = json_string_value(json_object_get(entry, "kind"));
-		int same_ckpt = (json_object_get(entry, "checkpoint") != NULL) == (ckpt_text != NULL);
-		if (ok && argv_text != NULL && entry_job != NULL && kind != NULL && same_ckpt &&
-		    json_object_get(entry, "spec") == spec) {
-			char *env = json_dumps(json_array_get(own, r), JSON_COMPACT); /* {...} */
-			struct text_buf b = {0};
-			char line[256];
-			int n = snprintf(line, sizeof line,
-			                 "{\"job\":\"%s\",\"rank\":%lld,\"generation\":%lld,"
-			                 "\"world_size\":%lld,\"device\":%lld,\"kind\":\"%s\",\"argv\":",
-			                 entry_job,
-			                 (long long)json_integer_value(json_object_get(entry, "rank")),
-			                 (long long)json_integer_value(json_object_get(entry, "generation")),
-			                 (long long)json_integer_value(json_object_get(entry, "world_size")),
-			                 (long long)json_integer_value(json_object_get(entry, "device")),
-			                 kind);
-			if (n > 0 && (size_t)n < sizeof line && env != NULL && strlen(env) > 2 &&
-			    text_append(&b, line, (size_t)n) == 0 &&
-			    text_append(&b, argv_text, strlen(argv_text)) == 0 &&
-			    (ckpt_text == NULL || (text_append(&b, ",\"checkpoint\":", 14) == 0 &&
-			                           text_append(&b, ckpt_text, strlen(ckpt_text)) == 0)) &&
-			    text_append(&b, ",\"env\":", 7) == 0 &&
-			    text_append(&b, env, strlen(env) - 1) == 0)
-				head = json_stringn_nocheck(b.text, b.len);
-			free(b.text);
-			free(env);
-		}
-		json_array_append_new(json_object_get(answer, "heads"), head);
-	}
-	free(argv_text);
-	free(ckpt_text);
-	free(tail.text);
-	free(spec_text);
-	free(shared_text);
-	json_decref(shared);
-	json_decref(own);
-	json_decref(common);
-	json_decref(built);
 	return answer;
 }
 

@@ -34,6 +34,12 @@ dist_check_SCRIPTS += tests/integration/test_rollout.sh tests/integration/test_r
 TESTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh \
 	tests/integration/train_rollout.sh tests/integration/train_worker_rollout.sh
 
+check_PROGRAMS += tests/unit/test_desired
+TESTS += tests/unit/test_desired
+tests_unit_test_desired_SOURCES = tests/unit/test_desired.c
+tests_unit_test_desired_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_desired_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIBS) $(UV_LIBS) $(CMOCKA_LIBS)
+
 check_PROGRAMS += tests/unit/test_leader
 TESTS += tests/unit/test_leader
 tests_unit_test_leader_SOURCES = tests/unit/test_leader.c
