@@ -81,7 +81,8 @@ static void setup_easy(struct slot *s, const char *url, const char *auth, const 
 	curl_slist_free_all(s->headers);
 	s->headers = NULL;
 	snprintf(rid, sizeof rid, "X-Request-Id: lg-%d-%d", (int)getpid(), seq);
-	s->headers = curl_slist_append(s->headers, auth);
+	if (auth[0] != '\0') /* an empty token: no Authorization header (etcd's gateway) */
+		s->headers = curl_slist_append(s->headers, auth);
 	s->headers = curl_slist_append(s->headers, "Content-Type: application/json");
 	s->headers = curl_slist_append(s->headers, rid);
 	curl_easy_setopt(s->easy, CURLOPT_URL, url);
@@ -111,7 +112,10 @@ static int cmd_submit(const char *endpoint, const char *token, int clients, int 
 	double t0;
 
 	snprintf(url, sizeof url, "%s%s", endpoint, path);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	if (token[0] != '\0')
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	else
+		auth[0] = '\0';
 	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)clients);
 	t0 = now_ms();
 	for (int i = 0; i < clients && sent < requests; i++) {
