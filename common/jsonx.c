@@ -56,6 +56,88 @@ static int raw_depth_exceeds(const char *buf, size_t len, int max_depth)
 	return 0;
 }
 
+/* 1 when s[0..n) is valid UTF-8 as jansson decodes it: no overlong forms, no surrogates,
+ * nothing above U+10FFFF. */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		unsigned c = s[i];
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		int extra = (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+		if (extra < 0 || i + (size_t)extra >= n) /* the sequence must end within s */
+			return 0;
+		unsigned v = c & (0x3fu >> extra);
+		for (int k = 1; k <= extra; k++) {
+			unsigned t = s[i + (size_t)k];
+			if ((t & 0xc0) != 0x80)
+				return 0;
+			v = (v << 6) | (t & 0x3f);
+		}
+		if ((extra == 1 && v < 0x80) || (extra == 2 && v < 0x800) ||
+		    (extra == 3 && v < 0x10000) || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+			return 0;
+		i += (size_t)extra + 1;
+	}
+	return 1;
+}
+
+int jsonx_printed_parses(const char *text, size_t len, size_t max_bytes, int max_depth)
+{
+	static const char nul[] = "\\u0000";
+	if (text == NULL || len > max_bytes || raw_depth_exceeds(text, len, max_depth))
+		return 0;
+	/* jansson refuses a NUL in a string or key (no JSON_ALLOW_NUL) */
+	for (size_t i = 0; i + sizeof nul - 1 <= len; i++)
+		if (text[i] == '\\' && memcmp(text + i, nul, sizeof nul - 1) == 0)
+			return 0;
+	return utf8_valid((const unsigned char *)text, len);
+}
+
+int jsonx_identical(const json_t *a, const json_t *b)
+{
+	if (a == b)
+		return 1;
+	if (a == NULL || b == NULL || json_typeof(a) != json_typeof(b))
+		return 0;
+	switch (json_typeof(a)) {
+	case JSON_OBJECT: {
+		if (json_object_size(a) != json_object_size(b))
+			return 0;
+		void *ia = json_object_iter((json_t *)a), *ib = json_object_iter((json_t *)b);
+		while (ia != NULL && ib != NULL) {
+			if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) != 0 ||
+			    !jsonx_identical(json_object_iter_value(ia), json_object_iter_value(ib)))
+				return 0;
+			ia = json_object_iter_next((json_t *)a, ia);
+			ib = json_object_iter_next((json_t *)b, ib);
+		}
+		return ia == NULL && ib == NULL;
+	}
+	case JSON_ARRAY:
+		if (json_array_size(a) != json_array_size(b))
+			return 0;
+		for (size_t i = 0; i < json_array_size(a); i++)
+			if (!jsonx_identical(json_array_get(a, i), json_array_get(b, i)))
+				return 0;
+		return 1;
+	case JSON_STRING:
+		return json_string_length(a) == json_string_length(b) &&
+		       memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
+	case JSON_INTEGER:
+		return json_integer_value(a) == json_integer_value(b);
+	case JSON_REAL: {
+		double x = json_real_value(a), y = json_real_value(b);
+		return memcmp(&x, &y, sizeof x) == 0;
+	}
+	default:
+		return 1; /* true, false, null: same type */
+	}
+}
+
 json_t *jsonx_parse(const char *buf, size_t len, size_t max_bytes, int max_depth,
                     struct yard_err *err)
 {

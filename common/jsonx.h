@@ -38,6 +38,16 @@ int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int
 /* Writes "prefix.key" (or "key" when prefix is empty) into out. */
 void jsonx_path(char *out, size_t out_len, const char *prefix, const char *key);
 
+/* 1 when jsonx_parse(text, len, max_bytes, max_depth) accepts text printed by
+ * jsonx_dumps_compact: within the size and raw depth, no \u0000 (jansson refuses NUL
+ * without JSON_ALLOW_NUL), valid UTF-8 (a string made with json_string_nocheck may not be).
+ * What the printer writes is otherwise well-formed JSON. Linear, allocates nothing. */
+int jsonx_printed_parses(const char *text, size_t len, size_t max_bytes, int max_depth);
+
+/* 1 when a and b are the same JSON down to object key order, integer vs real, and each
+ * real's bits: what parsing b's printed text would give if b is a. */
+int jsonx_identical(const json_t *a, const json_t *b);
+
 /* A growing text: jsonx_buf_put appends n bytes (kept NUL-terminated); failed turns 1 at
  * the first allocation failure and later puts do nothing. Start from {0}; free text. */
 struct jsonx_buf {

@@ -402,9 +402,12 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	return 0;
 }
 
+static void own_clear(struct fsm *f);
+
 int fsm_init(struct fsm *f, struct yard_err *err)
 {
 	memset(f, 0, sizeof *f);
+	f->verify_own = getenv("YARD_FSM_VERIFY_OWN") != NULL;
 	int rc = open_memdb(f, NULL, 0, err);
 	if (rc != 0)
 		return rc;
@@ -430,6 +433,7 @@ void fsm_close(struct fsm *f)
 	f->changed_nodes = NULL;
 	f->n_changed_nodes = f->cap_changed_nodes = 0;
 	submitted_forget(f);
+	own_clear(f);
 	free(f->auth_cache);
 	f->auth_cache = NULL;
 	f->auth_cache_cap = f->auth_cache_used = 0;
@@ -1076,13 +1080,14 @@ static int valid_request_id(const char *s)
 	return 1;
 }
 
-static json_t *parse_cmd(const void *payload, size_t len, struct fsm_cmd *c)
+/* Fills c from a command object (borrowing from it); NULL, and root released, when it is
+ * not {op, args, request_id, ts, actor, role}. */
+#define FSM_CMD_MAX_DEPTH 64 /* nesting a command may have (parse_cmd) */
+
+static json_t *cmd_fields(json_t *root, struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"op", "args", "request_id", "ts", "actor", "role", NULL};
 	struct yard_err e = {0};
-	json_t *root = jsonx_parse(payload, len, CODEC_MAX_PAYLOAD, 64, &e);
-	if (root == NULL)
-		return NULL;
 	memset(c, 0, sizeof *c);
 	c->role = "admin";
 	if (!json_is_object(root) || jsonx_only_keys(root, "", keys, &e) != 0 ||
@@ -1110,6 +1115,146 @@ static json_t *parse_cmd(const void *payload, size_t len, struct fsm_cmd *c)
 		return NULL;
 	}
 	return root;
+}
+
+static json_t *parse_cmd(const void *payload, size_t len, struct fsm_cmd *c)
+{
+	struct yard_err e = {0};
+	json_t *root = jsonx_parse(payload, len, CODEC_MAX_PAYLOAD, FSM_CMD_MAX_DEPTH, &e);
+	return root != NULL ? cmd_fields(root, c) : NULL;
+}
+
+/* ---- the leader's own commands (fsm_command_encode_own) ---- */
+
+#define FSM_OWN_MAX 1024
+#define FSM_OWN_SEARCH 16 /* kept commands an apply looks through for its own */
+
+struct fsm_own {
+	char *text;
+	size_t len;
+	json_t *cmd;
+};
+
+static void own_drop_head(struct fsm *f)
+{
+	struct fsm_own *e = &f->own[f->own_head];
+	free(e->text);
+	json_decref(e->cmd);
+	e->text = NULL;
+	e->cmd = NULL;
+	f->own_head = (f->own_head + 1) % FSM_OWN_MAX;
+	f->own_n--;
+}
+
+static void own_clear(struct fsm *f)
+{
+	while (f->own_n > 0)
+		own_drop_head(f);
+	free(f->own);
+	f->own = NULL;
+	f->own_head = 0;
+}
+
+/* Nothing but the command holds a reference to any of its values (true, false and null are
+ * shared constants, never changed). */
+static int owned_alone(const json_t *v)
+{
+	if (json_is_true(v) || json_is_false(v) || json_is_null(v))
+		return 1;
+	if (v->refcount != 1)
+		return 0;
+	if (json_is_object(v)) {
+		const char *k;
+		const json_t *x;
+		json_object_foreach((json_t *)v, k, x)
+		{
+			if (!owned_alone(x))
+				return 0;
+		}
+	} else if (json_is_array(v)) {
+		for (size_t i = 0; i < json_array_size(v); i++)
+			if (!owned_alone(json_array_get(v, i)))
+				return 0;
+	}
+	return 1;
+}
+
+/* Keeps cmd (stolen) and a copy of its text, or releases cmd. */
+static void own_keep(struct fsm *f, const char *text, size_t len, json_t *cmd)
+{
+	if (!f->keep_submitted || !owned_alone(cmd) ||
+	    !jsonx_printed_parses(text, len, CODEC_MAX_PAYLOAD, FSM_CMD_MAX_DEPTH)) {
+		json_decref(cmd);
+		return;
+	}
+	if (f->own == NULL && (f->own = calloc(FSM_OWN_MAX, sizeof *f->own)) == NULL) {
+		json_decref(cmd);
+		return;
+	}
+	if (f->own_n == FSM_OWN_MAX) /* never applied here (lost with a leadership): oldest */
+		own_drop_head(f);
+	struct fsm_own *e = &f->own[(f->own_head + f->own_n) % FSM_OWN_MAX];
+	e->text = malloc(len ? len : 1);
+	if (e->text == NULL) {
+		json_decref(cmd);
+		return;
+	}
+	memcpy(e->text, text, len);
+	e->len = len;
+	e->cmd = cmd;
+	f->own_n++;
+}
+
+void fsm_command_unsent(struct fsm *f, const char *text, size_t len)
+{
+	if (f->own_n == 0 || text == NULL)
+		return;
+	int last = (f->own_head + f->own_n - 1) % FSM_OWN_MAX;
+	struct fsm_own *e = &f->own[last];
+	if (e->len != len || memcmp(e->text, text, len) != 0)
+		return;
+	free(e->text);
+	json_decref(e->cmd);
+	e->text = NULL;
+	e->cmd = NULL;
+	f->own_n--;
+}
+
+/* The kept object of the command whose text is payload (new reference), or NULL. Kept
+ * commands before it were never applied here (refused, or lost with a leadership). */
+static json_t *own_take(struct fsm *f, const void *payload, size_t len)
+{
+	if (!f->keep_submitted) {
+		if (f->own != NULL)
+			own_clear(f);
+		return NULL;
+	}
+	for (int k = 0; k < f->own_n && k < FSM_OWN_SEARCH; k++) {
+		struct fsm_own *e = &f->own[(f->own_head + k) % FSM_OWN_MAX];
+		if (e->len != len || memcmp(e->text, payload, len) != 0)
+			continue;
+		while (k-- > 0)
+			own_drop_head(f);
+		e = &f->own[f->own_head];
+		json_t *cmd = e->cmd;
+		e->cmd = NULL;
+		own_drop_head(f);
+		if (f->verify_own) {
+			struct yard_err err = {0};
+			json_t *parsed =
+			    jsonx_parse(payload, len, CODEC_MAX_PAYLOAD, FSM_CMD_MAX_DEPTH, &err);
+			if (!jsonx_identical(parsed, cmd)) {
+				log_error("fsm: a kept command differs from its parsed text (%zu bytes: "
+				          "%.*s)",
+				          len, (int)(len > 400 ? 400 : len), (const char *)payload);
+				abort();
+			}
+			json_decref(parsed);
+		}
+		f->own_taken++;
+		return cmd;
+	}
+	return NULL;
 }
 
 /* Looks up a remembered result for request_id (new reference) or NULL. */
@@ -1186,7 +1331,8 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 const json_t *fsm_apply(struct fsm *f, const void *payload, size_t len)
 {
 	struct fsm_cmd c;
-	json_t *root = parse_cmd(payload, len, &c);
+	json_t *root = own_take(f, payload, len);
+	root = root != NULL ? cmd_fields(root, &c) : parse_cmd(payload, len, &c);
 	json_t *r;
 	if (root == NULL)
 		r = fsm_res_err(
@@ -1217,19 +1363,43 @@ int fsm_apply_batch_end(struct fsm *f)
 	return YARD_EINTERNAL;
 }
 
+/* The command object and its text (*cmd: a new reference, or NULL with NULL returned). */
+static char *command_text(const char *op, json_t *args, const char *request_id, int64_t ts_ms,
+                          const char *actor, const char *role, size_t *len, json_t **cmd)
+{
+	*cmd = json_pack("{s:s,s:o,s:o,s:I,s:s,s:s}", "op", op, "args", args ? args : json_object(),
+	                 "request_id", request_id ? json_string(request_id) : json_null(), "ts",
+	                 (json_int_t)ts_ms, "actor", actor, "role", role);
+	if (*cmd == NULL)
+		return NULL;
+	size_t n = 0;
+	char *text = jsonx_dumps_compact(*cmd, 0, &n); /* json_dumps' compact text */
+	if (text != NULL && len != NULL)
+		*len = n;
+	return text;
+}
+
 char *fsm_command_encode(const char *op, json_t *args, const char *request_id, int64_t ts_ms,
                          const char *actor, const char *role, size_t *len)
 {
-	json_t *cmd =
-	    json_pack("{s:s,s:o,s:o,s:I,s:s,s:s}", "op", op, "args", args ? args : json_object(),
-	              "request_id", request_id ? json_string(request_id) : json_null(), "ts",
-	              (json_int_t)ts_ms, "actor", actor, "role", role);
-	if (cmd == NULL)
-		return NULL;
-	size_t n = 0;
-	char *text = jsonx_dumps_compact(cmd, 0, &n); /* json_dumps' compact text */
+	json_t *cmd;
+	char *text = command_text(op, args, request_id, ts_ms, actor, role, len, &cmd);
 	json_decref(cmd);
-	if (text != NULL && len != NULL)
+	return text;
+}
+
+char *fsm_command_encode_own(struct fsm *f, const char *op, json_t *args, const char *request_id,
+                             int64_t ts_ms, const char *actor, const char *role, size_t *len)
+{
+	json_t *cmd;
+	size_t n = 0;
+	char *text = command_text(op, args, request_id, ts_ms, actor, role, &n, &cmd);
+	if (text == NULL) {
+		json_decref(cmd);
+		return NULL;
+	}
+	own_keep(f, text, n, cmd);
+	if (len != NULL)
 		*len = n;
 	return text;
 }

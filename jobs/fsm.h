@@ -84,6 +84,13 @@ struct fsm {
 	int keep_submitted;              /* set while this member's scheduler leads (reads them) */
 	char submitted_last[FSM_ID_MAX]; /* noted by the command being applied, "" if none */
 	int in_batch; /* between fsm_apply_batch_begin and _end: one transaction */
+	/* Process-local: the leader's own commands from fsm_command_encode_own to their apply,
+	 * oldest first (a ring of FSM_OWN_MAX): apply takes the command object instead of
+	 * parsing the text it was printed as. */
+	struct fsm_own *own;
+	int own_head, own_n;
+	uint64_t own_taken; /* applies that used the kept object (for tests and profiles) */
+	int verify_own;     /* YARD_FSM_VERIFY_OWN set: parse anyway and abort on a difference */
 	/* Process-local: fsm_auth_lookup's answers, valid while auth_version is unchanged
 	 * (bumped by every change to the tokens or nodes table and every restore). */
 	uint64_t auth_version, auth_cache_version;
@@ -105,6 +112,17 @@ const json_t *fsm_apply(struct fsm *f, const void *payload, size_t len);
  * member, which replays the log). */
 void fsm_apply_batch_begin(struct fsm *f);
 int fsm_apply_batch_end(struct fsm *f);
+
+/* The leader's variant of fsm_command_encode: while keep_submitted is set (this member's
+ * scheduler leads) the command object is kept until the command is applied here, which
+ * then uses it instead of parsing the text: the same values in the same order, since the
+ * text is the object printed (jsonx_dumps_compact) and is kept only when jsonx_parse would
+ * accept it and nothing else holds a reference into the object (nothing can change it
+ * before the apply). Followers parse the same bytes. fsm_command_unsent: the text was not
+ * submitted after all (the newest kept command, if it is that text, is dropped). */
+char *fsm_command_encode_own(struct fsm *f, const char *op, json_t *args, const char *request_id,
+                             int64_t ts_ms, const char *actor, const char *role, size_t *len);
+void fsm_command_unsent(struct fsm *f, const char *text, size_t len);
 
 /* Builds a command's JSON text (malloc'd, caller frees). Takes ownership of args. */
 char *fsm_command_encode(const char *op, json_t *args, const char *request_id, int64_t ts_ms,

@@ -145,8 +145,8 @@ static int sched_propose(void *data, const char *op, json_t *args, sched_done_cb
 {
 	struct yard_err err = {0};
 	size_t len = 0;
-	char *cmd =
-	    fsm_command_encode(op, args, NULL, yard_now_wall_ms(), "scheduler", "admin", &len);
+	char *cmd = fsm_command_encode_own(&yd.fsm, op, args, NULL, yard_now_wall_ms(), "scheduler",
+	                                   "admin", &len);
 	struct sched_call *sc = malloc(sizeof *sc);
 	int rc = YARD_ENOMEM;
 	if (cmd != NULL && sc != NULL) {
@@ -156,6 +156,8 @@ static int sched_propose(void *data, const char *op, json_t *args, sched_done_cb
 		if (rc != 0)
 			log_warn("scheduler: %s not submitted: %s", op, err.msg);
 	}
+	if (rc != 0)
+		fsm_command_unsent(&yd.fsm, cmd, len);
 	if (rc != 0)
 		free(sc);
 	free(cmd);

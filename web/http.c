@@ -242,8 +242,10 @@ void call_submit(struct call *call, const char *op, json_t *args,
 {
 	struct yard_err err = {0};
 	size_t len = 0;
-	char *cmd = fsm_command_encode(op, args, call->request_id[0] ? call->request_id : NULL,
-	                               yard_now_wall_ms(), call->actor, call->role, &len);
+	char *cmd =
+	    fsm_command_encode_own(call->s->fsm, op, args,
+	                           call->request_id[0] ? call->request_id : NULL,
+	                           yard_now_wall_ms(), call->actor, call->role, &len);
 	if (cmd == NULL) {
 		call_error(call, 500, NULL, "cannot encode command %s", op);
 		return;
@@ -252,6 +254,8 @@ void call_submit(struct call *call, const char *op, json_t *args,
 	ctx->call = call;
 	ctx->on_result = on_result;
 	int rc = consensus_submit(call->s->cons, cmd, len, submit_done, ctx, &err);
+	if (rc != 0)
+		fsm_command_unsent(call->s->fsm, cmd, len);
 	free(cmd);
 	if (rc != 0) {
 		free(ctx);

@@ -4,6 +4,9 @@
 set -u
 
 YARDD=${YARDD:-yardd}
+# a leader applies its own commands from the objects it printed them from; here it also
+# parses each and aborts if the two differ (jobs/fsm.h, fsm_command_encode_own)
+export YARD_FSM_VERIFY_OWN=1
 T=$(mktemp -d "${TMPDIR:-/tmp}/yard-it.XXXXXX")
 # 100 ports per test: one of 127 slots over 20000-32699, below the kernel's ephemeral range
 # (32768-60999), where outgoing connections take ports, and above 10000-19999, which

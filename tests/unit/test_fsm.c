@@ -437,6 +437,97 @@ static void test_batch_applies_like_single_commands(void **state)
 	fsm_close(&b);
 }
 
+/* The leader applies its own commands from the objects it printed them from
+ * (fsm_command_encode_own): the same results and the same database as a member that parses
+ * the text. Not kept: a command whose text jansson would refuse (a NUL in a string), one
+ * whose values something else still references, one that was not submitted. A payload that
+ * is not the next kept command (another leader's entry) is parsed and leaves them kept. */
+static int apply_own(struct fsm *a, struct fsm *b, const char *op, json_t *args, int64_t ts)
+{
+	size_t la = 0, lb = 0;
+	char *ta = fsm_command_encode(op, json_deep_copy(args), NULL, ts, "admin", "admin", &la);
+	char *tb = fsm_command_encode_own(b, op, args, NULL, ts, "admin", "admin", &lb);
+	assert_non_null(ta);
+	assert_non_null(tb);
+	assert_int_equal(la, lb);
+	assert_memory_equal(ta, tb, la);
+	int sa = (int)json_integer_value(json_object_get(fsm_apply(a, ta, la), "status"));
+	int sb = (int)json_integer_value(json_object_get(fsm_apply(b, tb, lb), "status"));
+	assert_int_equal(sa, sb);
+	free(ta);
+	free(tb);
+	return sb;
+}
+
+static void test_own_commands_apply_like_parsed(void **state)
+{
+	struct fsm a, b;
+	struct yard_err err = {0};
+	char ha[SHA256_HEX_LEN + 1], hb[SHA256_HEX_LEN + 1];
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	b.keep_submitted = 1; /* b leads */
+	b.verify_own = 1;     /* and aborts if a kept object is not what its text parses to */
+	const char *specs[] = {
+	    "{\"ranks\":2,\"env\":{\"A\":\"\\u00e9\\\"q\\\"\",\"B\":\"\\ud83d\\ude00\",\"D\":\"ü\",\"C\":\"tab\\t\"}}",
+	    "{\"ranks\":1,\"lr\":0.1,\"big\":1e300,\"neg\":-0.0,\"i\":-9007199254740993,"
+	    "\"deep\":[[1,[2,{\"x\":[true,false,null]}]]],\"z\":{},\"e\":[]}",
+	    "{\"ranks\":3,\"command\":[\"sh\",\"-c\",\"echo \\\\u0000\"]}",
+	};
+	int kept = 0;
+	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+		char args[600];
+		snprintf(args, sizeof args, "{\"name\":\"j%zu\",\"spec\":%s}", i, specs[i]);
+		json_t *v = json_loads(args, 0, NULL);
+		assert_non_null(v);
+		assert_int_equal(apply_own(&a, &b, "job.submit", v, T0 + (int64_t)i), 201);
+		kept += i != 2; /* the third prints a backslash before u0000: parsed to be safe */
+		assert_int_equal(b.own_taken, (uint64_t)kept);
+	}
+	/* a NUL in a string: printed as \u0000, which jansson refuses: parsed, refused alike */
+	json_t *nul = json_pack("{s:s,s:{s:i,s:o}}", "name", "n", "spec", "ranks", 1, "x",
+	                        json_stringn("a\0b", 3));
+	assert_int_equal(apply_own(&a, &b, "job.submit", nul, T0 + 10), 400);
+	assert_int_equal(b.own_taken, (uint64_t)kept);
+	/* something else still holds the spec: parsed */
+	json_t *shared = json_pack("{s:i}", "ranks", 2);
+	json_t *args = json_pack("{s:s,s:O}", "name", "s", "spec", shared);
+	assert_int_equal(apply_own(&a, &b, "job.submit", args, T0 + 11), 201);
+	assert_int_equal(b.own_taken, (uint64_t)kept);
+	json_decref(shared);
+	/* not submitted: dropped; another leader's entry between: parsed, the kept one waits */
+	size_t l1 = 0, l2 = 0, l3 = 0;
+	char *t1 = fsm_command_encode_own(&b, "job.cancel", json_pack("{s:s}", "id", "j-000001"),
+	                                  NULL, T0 + 12, "admin", "admin", &l1);
+	fsm_command_unsent(&b, t1, l1);
+	assert_int_equal(b.own_n, 0);
+	char *t2 = fsm_command_encode_own(&b, "job.cancel", json_pack("{s:s}", "id", "j-000002"),
+	                                  NULL, T0 + 13, "admin", "admin", &l2);
+	char *t3 = fsm_command_encode(
+	    "job.submit", json_pack("{s:s,s:{s:i}}", "name", "other", "spec", "ranks", 1), NULL,
+	    T0 + 14, "admin", "admin", &l3);
+	assert_int_equal(json_integer_value(json_object_get(fsm_apply(&b, t3, l3), "status")), 201);
+	assert_int_equal(b.own_n, 1);
+	assert_int_equal(json_integer_value(json_object_get(fsm_apply(&a, t3, l3), "status")), 201);
+	assert_int_equal(json_integer_value(json_object_get(fsm_apply(&b, t2, l2), "status")), 200);
+	assert_int_equal(json_integer_value(json_object_get(fsm_apply(&a, t2, l2), "status")), 200);
+	assert_int_equal(b.own_taken, (uint64_t)kept + 1);
+	assert_int_equal(b.own_n, 0);
+	free(t1);
+	free(t2);
+	free(t3);
+	digest(&a, ha);
+	digest(&b, hb);
+	assert_string_equal(ha, hb);
+	/* no longer leading: nothing is kept */
+	b.keep_submitted = 0;
+	free(fsm_command_encode_own(&b, "job.cancel", json_pack("{s:s}", "id", "j-000003"), NULL,
+	                            T0 + 15, "admin", "admin", &l1));
+	assert_int_equal(b.own_n, 0);
+	fsm_close(&a);
+	fsm_close(&b);
+}
+
 static void test_tokens_members_config(void **state)
 {
 	struct fsm f;
@@ -1202,6 +1293,7 @@ int main(void)
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),
 	    cmocka_unit_test(test_event_hash_is_the_canonical_json_form),
 	    cmocka_unit_test(test_batch_applies_like_single_commands),
+	    cmocka_unit_test(test_own_commands_apply_like_parsed),
 	    cmocka_unit_test(test_tokens_members_config),
 	    cmocka_unit_test(test_jobs_list_filters_and_pages),
 	    cmocka_unit_test(test_nodes_and_placements),
