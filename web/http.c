@@ -507,6 +507,10 @@ char *metrics_render(struct http_server *s, size_t *len)
 	        (unsigned long long)c->stats.leader_conn_lost);
 	fprintf(f, "# TYPE yard_raft_applies_total counter\nyard_raft_applies_total %llu\n",
 	        (unsigned long long)c->stats.applies);
+	fprintf(f, "# HELP yard_fsm_own_commands_total Commands this member applied as leader from "
+	           "the objects it printed them from (not parsed again).\n");
+	fprintf(f, "# TYPE yard_fsm_own_commands_total counter\nyard_fsm_own_commands_total %llu\n",
+	        (unsigned long long)s->fsm->own_taken);
 	fprintf(
 	    f, "# HELP yard_raft_commands_total Commands applied (a batch entry holds several).\n");
 	fprintf(f, "# TYPE yard_raft_commands_total counter\nyard_raft_commands_total %llu\n",

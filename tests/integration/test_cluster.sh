@@ -66,6 +66,10 @@ note "members' health from leader $LEADER: $OLD $(health_of "$OLD"), $other ok"
 # more writes while the old leader is down, so its restart needs a snapshot
 seq 201 300 | xargs -P 8 -n 1 "$T/submit.sh" >>"$T/acks" 2>/dev/null
 [ "$(wc -l <"$T/acks")" = 300 ] || fail "second batch incomplete"
+# the new leader applied its own commands from their objects (checked against their text:
+# YARD_FSM_VERIFY_OWN, lib.sh)
+own=$(metric "$LEADER" yard_fsm_own_commands_total)
+[ "${own:-0}" -ge 100 ] || fail "leader $LEADER applied ${own:-0} of its own commands from their objects, want >= 100"
 
 # every acknowledged job is on both survivors (stale reads are local), exactly once
 wait_until 10 same_digest $SURV || fail "survivors' databases differ"
