@@ -520,7 +520,7 @@ static void leader_watch_cb(uv_timer_t *h)
 	    c->state_fn(&c->raft) != RAFT_FOLLOWER)
 		return;
 	raft_leader(&c->raft, &leader, &addr);
-	if (leader == 0 || !nodelay_transport_peer_closed(&c->transport, leader))
+	if (leader == 0 || !c->peer_closed_fn(&c->transport, leader))
 		return;
 	c->stats.leader_conn_lost++;
 	unsigned fast = c->cfg.heartbeat_ms / 2 > 0 ? c->cfg.heartbeat_ms / 2 : 1;
@@ -547,12 +547,12 @@ static void fast_election_check(struct consensus *c, int state, raft_id leader)
 	if (state != RAFT_LEADER && !heard && since < 2ull * base)
 		return;
 	c->fast_election = 0;
+	c->fast_ended = state == RAFT_LEADER ? "leading" : heard ? "leader heard" : "no leader yet";
 	raft_set_election_timeout(&c->raft, base);
 	set_current_election_timeout(c, base + (unsigned)random() % (base > 0 ? base : 1));
 	log_info("consensus: election timeout back to %u ms (%s, %llu ms after the leader's "
 	         "connection closed)",
-	         base, state == RAFT_LEADER ? "leading" : heard ? "leader heard" : "no leader yet",
-	         (unsigned long long)since);
+	         base, c->fast_ended, (unsigned long long)since);
 }
 
 static void check_cb(uv_check_t *h)
@@ -744,6 +744,7 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 	c->cfg = *cfg;
 	c->ops = *ops;
 	c->state_fn = raft_state;
+	c->peer_closed_fn = nodelay_transport_peer_closed;
 	c->on_fatal = default_fatal;
 	snprintf(c->data_dir, sizeof c->data_dir, "%s", cfg->data_dir);
 	snprintf(c->raft_address, sizeof c->raft_address, "%s", cfg->raft_address);

@@ -160,6 +160,7 @@ struct consensus {
 	/* fast election after the leader's connection closed (see above) */
 	int fast_election;
 	uint64_t fast_since_ms;         /* monotonic */
+	const char *fast_ended;         /* why the last one ended (tests, logs) */
 	raft_time fast_timer_start;     /* raft's election timer start when it began */
 	int change_pending; /* one membership change at a time */
 	int started, closing, handles_open;
@@ -169,8 +170,9 @@ struct consensus {
 	} contact[CONSENSUS_MAX_MEMBERS];
 	struct consensus_stats stats;
 	void (*close_cb)(struct consensus *c);
-	/* Seams for tests; default raft_state and log+exit(1). */
+	/* Seams for tests; default raft_state, nodelay_transport_peer_closed and log+exit(1). */
 	int (*state_fn)(struct raft *r);
+	int (*peer_closed_fn)(struct nodelay_transport *t, raft_id id);
 	void (*on_fatal)(struct consensus *c, const char *why);
 };
 

@@ -486,6 +486,88 @@ static void test_transfer_skips_a_dead_follower(void **state)
 	stop_all(3);
 }
 
+/* ---- a leader's connection closing (raft/consensus.h: fast elections) ---- */
+
+static int never(void *arg);
+
+static int survivors_led_and_calm(void *arg)
+{
+	int dead = *(int *)arg;
+	int ready = 0, calm = 1;
+	for (int i = 0; i < 3; i++) {
+		if (i == dead || !nodes[i].running)
+			continue;
+		ready |= consensus_is_ready(&nodes[i].c);
+		calm &= !nodes[i].c.fast_election;
+	}
+	return ready && calm;
+}
+
+/* A leader whose process goes (here: its raft closed without a handover, so its sockets
+ * close as a crashed process's do): the followers see its connection close, start the
+ * election at once, and go back to the configured timeout once one leads. */
+static void test_a_closed_leader_connection_starts_the_election(void **state)
+{
+	election_timeout_ms = 1000; /* so that only the closed connection explains a quick one */
+	setup_members(3);
+	for (int i = 0; i < 3; i++)
+		start_node(i, 3, 0, 0);
+	int leader = find_leader(3);
+	stop_nodes(&leader, 1);
+	assert_true(run_until(survivors_led_and_calm, &leader, 10000));
+	uint64_t lost = 0;
+	for (int i = 0; i < 3; i++)
+		if (i != leader) {
+			lost += nodes[i].c.stats.leader_conn_lost;
+			assert_int_equal(nodes[i].c.raft.election_timeout, 1000);
+		}
+	assert_true(lost >= 1);
+	stop_all(3);
+}
+
+static raft_id suspected; /* the leader a fake report says closed, once */
+static int fake_peer_closed(struct nodelay_transport *t, raft_id id)
+{
+	(void)t;
+	if (suspected == 0 || id != suspected)
+		return 0;
+	suspected = 0;
+	return 1;
+}
+
+static int alarm_over(void *arg)
+{
+	struct consensus *c = arg;
+	return c->stats.leader_conn_lost == 1 && !c->fast_election;
+}
+
+/* A false alarm on one follower while the leader is alive (its connection reported closed):
+ * the follower's early pre-vote is refused by a member that still hears the leader, the
+ * leader keeps its term, and the follower goes back to its timeout once the leader is heard. */
+static void test_a_false_alarm_leaves_the_leader_alone(void **state)
+{
+	election_timeout_ms = 1000;
+	setup_members(3);
+	for (int i = 0; i < 3; i++)
+		start_node(i, 3, 0, 0);
+	int leader = find_leader(3);
+	int follower = (leader + 1) % 3;
+	raft_term term = nodes[leader].c.raft.current_term;
+	suspected = (raft_id)leader + 1;
+	nodes[follower].c.peer_closed_fn = fake_peer_closed;
+	assert_true(run_until(alarm_over, &nodes[follower].c, 5000));
+	assert_false(run_until(never, NULL, 300)); /* a few more heartbeats */
+	assert_true(consensus_is_ready(&nodes[leader].c));
+	assert_int_equal(nodes[leader].c.raft.current_term, term);
+	assert_int_equal(nodes[follower].c.raft.current_term, term);
+	assert_int_equal(nodes[follower].c.raft.election_timeout, 1000);
+	assert_string_equal(nodes[follower].c.fast_ended, "leader heard");
+	uint64_t id;
+	consensus_leader(&nodes[follower].c, &id, NULL);
+	assert_int_equal(id, (uint64_t)leader + 1);
+	stop_all(3);
+}
+
 static int applied_at_least(void *arg)
 {
 	raft_index *v = arg; /* v[0]: node, v[1]: index */
@@ -871,6 +953,10 @@ int main(void)
 	    cmocka_unit_test(test_transfer_target_choice),
 	    cmocka_unit_test_setup_teardown(test_transfer_skips_a_dead_follower, per_test_setup,
 	                                    per_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_a_closed_leader_connection_starts_the_election,
+	                                    per_test_setup, per_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_a_false_alarm_leaves_the_leader_alone,
+	                                    per_test_setup, per_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_restarted_member_catches_up_by_snapshot,
 	                                    per_test_setup, per_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_batches_apply_each_command_on_its_own,
