@@ -67,7 +67,10 @@ static int utf8_valid(const unsigned char *s, size_t n)
 			i++;
 			continue;
 		}
-		int extra = (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+		int extra = (c & 0xe0) == 0xc0   ? 1
+		            : (c & 0xf0) == 0xe0 ? 2
+		            : (c & 0xf8) == 0xf0 ? 3
+		                                 : -1;
 		if (extra < 0 || i + (size_t)extra >= n) /* the sequence must end within s */
 			return 0;
 		unsigned v = c & (0x3fu >> extra);
@@ -110,7 +113,8 @@ int jsonx_identical(const json_t *a, const json_t *b)
 		void *ia = json_object_iter((json_t *)a), *ib = json_object_iter((json_t *)b);
 		while (ia != NULL && ib != NULL) {
 			if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) != 0 ||
-			    !jsonx_identical(json_object_iter_value(ia), json_object_iter_value(ib)))
+			    !jsonx_identical(json_object_iter_value(ia),
+			                     json_object_iter_value(ib)))
 				return 0;
 			ia = json_object_iter_next((json_t *)a, ia);
 			ib = json_object_iter_next((json_t *)b, ib);
@@ -126,7 +130,8 @@ int jsonx_identical(const json_t *a, const json_t *b)
 		return 1;
 	case JSON_STRING:
 		return json_string_length(a) == json_string_length(b) &&
-		       memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
+		       memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) ==
+		           0;
 	case JSON_INTEGER:
 		return json_integer_value(a) == json_integer_value(b);
 	case JSON_REAL: {
@@ -350,7 +355,6 @@ void jsonx_escape(const char *s, size_t n, void (*put)(void *ctx, const char *p,
 		put(ctx, s + n - run, run);
 	put(ctx, "\"", 1);
 }
-
 
 static void dump_string(struct jsonx_buf *b, const char *s, size_t n)
 {

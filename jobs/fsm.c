@@ -1244,9 +1244,10 @@ static json_t *own_take(struct fsm *f, const void *payload, size_t len)
 			json_t *parsed =
 			    jsonx_parse(payload, len, CODEC_MAX_PAYLOAD, FSM_CMD_MAX_DEPTH, &err);
 			if (!jsonx_identical(parsed, cmd)) {
-				log_error("fsm: a kept command differs from its parsed text (%zu bytes: "
-				          "%.*s)",
-				          len, (int)(len > 400 ? 400 : len), (const char *)payload);
+				log_error(
+				    "fsm: a kept command differs from its parsed text (%zu bytes: "
+				    "%.*s)",
+				    len, (int)(len > 400 ? 400 : len), (const char *)payload);
 				abort();
 			}
 			json_decref(parsed);

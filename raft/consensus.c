@@ -516,8 +516,7 @@ static void leader_watch_cb(uv_timer_t *h)
 	struct consensus *c = CONSENSUS_OF(h, leader_watch);
 	raft_id leader = 0;
 	const char *addr = NULL;
-	if (c->closing || !c->started || c->fast_election ||
-	    c->state_fn(&c->raft) != RAFT_FOLLOWER)
+	if (c->closing || !c->started || c->fast_election || c->state_fn(&c->raft) != RAFT_FOLLOWER)
 		return;
 	raft_leader(&c->raft, &leader, &addr);
 	if (leader == 0 || !c->peer_closed_fn(&c->transport, leader))

@@ -141,9 +141,9 @@ struct consensus {
 	struct consensus_config cfg;
 	char data_dir[4096];
 	char raft_address[CONSENSUS_ADDR_MAX];
-	uv_check_t check;  /* state polling, watchdog */
-	uv_idle_t idle;    /* issues queued requests outside raft callbacks */
-	uv_timer_t health; /* samples follower contact while leader */
+	uv_check_t check;        /* state polling, watchdog */
+	uv_idle_t idle;          /* issues queued requests outside raft callbacks */
+	uv_timer_t health;       /* samples follower contact while leader */
 	uv_timer_t leader_watch; /* a follower's look at its leader's connection */
 	struct consensus_op *queue_head, *queue_tail;
 	/* results of the latest batch entry applied, held until the next entry applies (room
@@ -159,10 +159,10 @@ struct consensus {
 	uint64_t known_leader;
 	/* fast election after the leader's connection closed (see above) */
 	int fast_election;
-	uint64_t fast_since_ms;         /* monotonic */
-	const char *fast_ended;         /* why the last one ended (tests, logs) */
-	raft_time fast_timer_start;     /* raft's election timer start when it began */
-	int change_pending; /* one membership change at a time */
+	uint64_t fast_since_ms;     /* monotonic */
+	const char *fast_ended;     /* why the last one ended (tests, logs) */
+	raft_time fast_timer_start; /* raft's election timer start when it began */
+	int change_pending;         /* one membership change at a time */
 	int started, closing, handles_open;
 	struct {
 		uint64_t id;

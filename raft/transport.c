@@ -72,7 +72,8 @@ int nodelay_transport_peer_closed(struct nodelay_transport *t, raft_id id)
 			return 0;
 		/* a reset socket has no peer name left; a reused descriptor has another one */
 		if (getpeername(t->peers[i].fd, (struct sockaddr *)&now, &now_len) == 0 &&
-		    (now_len != t->peers[i].peer_len || memcmp(&now, &t->peers[i].peer, now_len) != 0))
+		    (now_len != t->peers[i].peer_len ||
+		     memcmp(&now, &t->peers[i].peer, now_len) != 0))
 			return 0;
 		t->peers[i].reported = 1;
 		return 1;

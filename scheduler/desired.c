@@ -131,11 +131,11 @@ struct job_parts {
 	const char *job_id;
 	json_int_t generation;
 	struct job_view v;
-	const char *kind;  /* "command" or "trainer" */
-	json_t *argv;      /* owned */
-	json_t *run_spec;  /* owned: the spec the ranks run */
+	const char *kind; /* "command" or "trainer" */
+	json_t *argv;     /* owned */
+	json_t *run_spec; /* owned: the spec the ranks run */
 	int controller_store;
-	json_t *common;    /* owned: the environment every rank starts from */
+	json_t *common; /* owned: the environment every rank starts from */
 };
 
 static void job_parts_free(struct job_parts *p)
@@ -163,7 +163,8 @@ static int job_parts_init(struct job_parts *p, const json_t *job, const json_t *
 	}
 	const json_t *command = json_object_get(spec, "command");
 	p->kind = json_is_array(command) ? "command" : "trainer";
-	p->argv = json_is_array(command) ? json_deep_copy(command) : json_pack("[s]", "yard-worker");
+	p->argv =
+	    json_is_array(command) ? json_deep_copy(command) : json_pack("[s]", "yard-worker");
 	/* parallel "auto": the ranks run the layout the job's recorded plan chose */
 	const json_t *layout = json_object_get(json_object_get(job, "plan"), "layout");
 	p->run_spec = json_deep_copy(spec);
@@ -216,11 +217,21 @@ static int job_parts_init(struct job_parts *p, const json_t *job, const json_t *
 
 /* The variables each rank sets for itself, in the order it sets them; CUDA_VISIBLE_DEVICES
  * only on a node whose devices are CUDA. */
-enum { OWN_RANK, OWN_LOCAL_RANK, OWN_LOCAL_WORLD_SIZE, OWN_NODE_RANK, OWN_GROUP_RANK,
-       OWN_YARD_RANK, OWN_YARD_NODE, OWN_YARD_DEVICE, OWN_CUDA, OWN_N };
-static const char *const own_keys[OWN_N] = {
-    "RANK",      "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",           "GROUP_RANK",
-    "YARD_RANK", "YARD_NODE",  "YARD_DEVICE",      "CUDA_VISIBLE_DEVICES"};
+enum {
+	OWN_RANK,
+	OWN_LOCAL_RANK,
+	OWN_LOCAL_WORLD_SIZE,
+	OWN_NODE_RANK,
+	OWN_GROUP_RANK,
+	OWN_YARD_RANK,
+	OWN_YARD_NODE,
+	OWN_YARD_DEVICE,
+	OWN_CUDA,
+	OWN_N
+};
+static const char *const own_keys[OWN_N] = {"RANK",      "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
+                                            "NODE_RANK", "GROUP_RANK",  "YARD_RANK",
+                                            "YARD_NODE", "YARD_DEVICE", "CUDA_VISIBLE_DEVICES"};
 
 /* Rank r's own value of own_keys[k] into buf; NULL when the rank does not set it. */
 static const char *own_value(const struct job_view *v, int r, int k, char *buf, size_t len)
@@ -229,19 +240,31 @@ static const char *own_value(const struct job_view *v, int r, int k, char *buf, 
 	long long n;
 	switch (k) {
 	case OWN_RANK:
-	case OWN_YARD_RANK: n = r; break;
-	case OWN_LOCAL_RANK: n = v->local_rank[r]; break;
-	case OWN_LOCAL_WORLD_SIZE: n = v->node_ranks[node]; break;
+	case OWN_YARD_RANK:
+		n = r;
+		break;
+	case OWN_LOCAL_RANK:
+		n = v->local_rank[r];
+		break;
+	case OWN_LOCAL_WORLD_SIZE:
+		n = v->node_ranks[node];
+		break;
 	case OWN_NODE_RANK:
-	case OWN_GROUP_RANK: n = node; break;
-	case OWN_YARD_NODE: return v->node[r];
-	case OWN_YARD_DEVICE: n = v->device[r]; break;
+	case OWN_GROUP_RANK:
+		n = node;
+		break;
+	case OWN_YARD_NODE:
+		return v->node[r];
+	case OWN_YARD_DEVICE:
+		n = v->device[r];
+		break;
 	case OWN_CUDA:
 		if (!v->node_cuda[node])
 			return NULL;
 		n = v->device[r];
 		break;
-	default: return NULL;
+	default:
+		return NULL;
 	}
 	snprintf(buf, len, "%lld", n);
 	return buf;
@@ -265,8 +288,8 @@ json_t *desired_job(const json_t *job, const json_t *slots, const json_t *nodes,
 		}
 		json_t *entry = json_pack("{s:s,s:i,s:I,s:i,s:i,s:s,s:o,s:O,s:O}", "job", p.job_id,
 		                          "rank", rank, "generation", p.generation, "world_size",
-		                          v->world, "device", v->device[rank], "kind", p.kind, "env",
-		                          env, "argv", p.argv, "spec", p.run_spec);
+		                          v->world, "device", v->device[rank], "kind", p.kind,
+		                          "env", env, "argv", p.argv, "spec", p.run_spec);
 		if (entry != NULL && p.controller_store)
 			json_object_set_new(entry, "checkpoint",
 			                    json_pack("{s:s,s:I}", "store", "controller",
@@ -347,7 +370,8 @@ json_t *desired_job_text(const json_t *job, const json_t *slots, const json_t *n
 	}
 	text_str(&fixed, ",\"env\":{");
 	json_t *heads = json_array();
-	int ok = !tail.failed && !fixed.failed && spec_text != NULL && argv_text != NULL && heads != NULL;
+	int ok = !tail.failed && !fixed.failed && spec_text != NULL && argv_text != NULL &&
+	         heads != NULL;
 	for (int r = 0; ok && r < v->world; r++) {
 		struct jsonx_buf head = {0};
 		text_str(&head, "{\"job\":");
@@ -366,9 +390,10 @@ json_t *desired_job_text(const json_t *job, const json_t *slots, const json_t *n
 			char buf[32];
 			const char *mine = own_value(v, r, k, buf, sizeof buf);
 			/* set by other ranks only: this one keeps the job's own value, if any */
-			const char *val = mine != NULL
-			                      ? mine
-			                      : json_string_value(json_object_get(p.common, own_keys[k]));
+			const char *val =
+			    mine != NULL
+			        ? mine
+			        : json_string_value(json_object_get(p.common, own_keys[k]));
 			if (val == NULL)
 				continue;
 			text_member(&head, first, own_keys[k], val);

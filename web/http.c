@@ -242,10 +242,9 @@ void call_submit(struct call *call, const char *op, json_t *args,
 {
 	struct yard_err err = {0};
 	size_t len = 0;
-	char *cmd =
-	    fsm_command_encode_own(call->s->fsm, op, args,
-	                           call->request_id[0] ? call->request_id : NULL,
-	                           yard_now_wall_ms(), call->actor, call->role, &len);
+	char *cmd = fsm_command_encode_own(call->s->fsm, op, args,
+	                                   call->request_id[0] ? call->request_id : NULL,
+	                                   yard_now_wall_ms(), call->actor, call->role, &len);
 	if (cmd == NULL) {
 		call_error(call, 500, NULL, "cannot encode command %s", op);
 		return;

@@ -203,9 +203,11 @@ static int cmd_until_write(char endpoints[][512], int n_endpoints, const char *t
 			if (trace) {
 				char *eff = NULL;
 				curl_easy_getinfo(s.easy, CURLINFO_EFFECTIVE_URL, &eff);
-				fprintf(stderr, "\nuntil-write: +%.1f ms %s (last %s): %s, HTTP %ld (%.1f ms)\n",
-				        a0 - t0, endpoints[e], eff ? eff : "-", curl_easy_strerror(rc), code,
-				        now_ms() - a0);
+				fprintf(stderr,
+				        "\nuntil-write: +%.1f ms %s (last %s): %s, HTTP %ld (%.1f "
+				        "ms)\n",
+				        a0 - t0, endpoints[e], eff ? eff : "-",
+				        curl_easy_strerror(rc), code, now_ms() - a0);
 			}
 			curl_slist_free_all(s.headers);
 			curl_easy_cleanup(s.easy);

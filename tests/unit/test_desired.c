@@ -25,7 +25,8 @@ static json_t *nodes(void)
 	    "\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"}]},"
 	    "\"node-b\":{\"host\":\"10.0.0.2\",\"port_base\":29600,\"devices\":[{\"index\":0,"
 	    "\"kind\":\"cuda\"},{\"index\":1,\"kind\":\"cuda\"}]},"
-	    "\"node-\\\"q\\\"\":{\"host\":\"10.0.0.3\",\"port_base\":29700,\"devices\":[{\"index\":0,"
+	    "\"node-\\\"q\\\"\":{\"host\":\"10.0.0.3\",\"port_base\":29700,\"devices\":[{\"index\":"
+	    "0,"
 	    "\"kind\":\"cpu\"}]}}",
 	    0, NULL);
 }
@@ -64,7 +65,8 @@ static int check_same(const char *job_text, const char *slots_text, int64_t rest
 		if (ckpt != NULL && restore_step >= 0)
 			json_object_set_new(ckpt, "restore_world", json_integer(restore_world));
 		if (!json_equal(parsed, want)) {
-			char *a = json_dumps(parsed, JSON_SORT_KEYS), *b = json_dumps(want, JSON_SORT_KEYS);
+			char *a = json_dumps(parsed, JSON_SORT_KEYS),
+			     *b = json_dumps(want, JSON_SORT_KEYS);
 			fail_msg("rank %zu differs:\n text: %s\n want: %s", r, a, b);
 		}
 		json_decref(want);
@@ -86,12 +88,13 @@ static const char *const SLOTS4 =
 
 static void test_trainer_on_two_nodes(void **state)
 {
-	assert_int_equal(check_same("{\"id\":\"j-000001\",\"generation\":1,\"spec\":{\"name\":\"t\","
-	                            "\"ranks\":2,\"model\":{\"layers\":2}}}",
-	                            "[{\"node\":\"node-a\",\"device\":0},"
-	                            "{\"node\":\"node-a\",\"device\":1}]",
-	                            -1, 0),
-	                 2);
+	assert_int_equal(
+	    check_same("{\"id\":\"j-000001\",\"generation\":1,\"spec\":{\"name\":\"t\","
+	               "\"ranks\":2,\"model\":{\"layers\":2}}}",
+	               "[{\"node\":\"node-a\",\"device\":0},"
+	               "{\"node\":\"node-a\",\"device\":1}]",
+	               -1, 0),
+	    2);
 }
 
 static void test_command_job_with_env_to_escape_and_mixed_cuda(void **state)
@@ -99,11 +102,12 @@ static void test_command_job_with_env_to_escape_and_mixed_cuda(void **state)
 	/* RANK and CUDA_VISIBLE_DEVICES from the job: each rank's own value wins; a CPU node's
 	 * rank keeps the job's CUDA_VISIBLE_DEVICES, which the CUDA node's ranks replace */
 	assert_int_equal(
-	    check_same("{\"id\":\"j-000002\",\"generation\":3,\"spec\":{\"name\":\"c\","
-	               "\"command\":[\"sh\",\"-c\",\"echo \\\"$RANK\\\"\\n\"],\"ranks\":4,"
-	               "\"env\":{\"RANK\":\"x\",\"CUDA_VISIBLE_DEVICES\":\"7\",\"A\":\"tab\\there\","
-	               "\"U\":\"\\u00e9\\u0001\",\"N\":5}}}",
-	               SLOTS4, -1, 0),
+	    check_same(
+	        "{\"id\":\"j-000002\",\"generation\":3,\"spec\":{\"name\":\"c\","
+	        "\"command\":[\"sh\",\"-c\",\"echo \\\"$RANK\\\"\\n\"],\"ranks\":4,"
+	        "\"env\":{\"RANK\":\"x\",\"CUDA_VISIBLE_DEVICES\":\"7\",\"A\":\"tab\\there\","
+	        "\"U\":\"\\u00e9\\u0001\",\"N\":5}}}",
+	        SLOTS4, -1, 0),
 	    4);
 	/* a node name that needs escaping */
 	assert_int_equal(check_same("{\"id\":\"j-000003\",\"generation\":1,\"spec\":{\"name\":"
@@ -116,8 +120,9 @@ static void test_command_job_with_env_to_escape_and_mixed_cuda(void **state)
 
 static void test_controller_store_with_and_without_restore(void **state)
 {
-	const char *job = "{\"id\":\"j-000004\",\"generation\":2,\"spec\":{\"name\":\"t\","
-	                  "\"ranks\":4,\"checkpoint\":{\"store\":\"controller\",\"every_steps\":5}}}";
+	const char *job =
+	    "{\"id\":\"j-000004\",\"generation\":2,\"spec\":{\"name\":\"t\","
+	    "\"ranks\":4,\"checkpoint\":{\"store\":\"controller\",\"every_steps\":5}}}";
 	assert_int_equal(check_same(job, SLOTS4, -1, 0), 4);
 	assert_int_equal(check_same(job, SLOTS4, 40, 2), 4);
 	/* a directory store: YARD_CKPT_DIR shared, no "checkpoint" member */
@@ -139,8 +144,8 @@ static void test_auto_job_runs_its_plan(void **state)
 static void test_inconsistent_rows_give_null(void **state)
 {
 	json_t *n = nodes();
-	json_t *job = json_loads("{\"id\":\"j-000007\",\"generation\":1,\"spec\":{\"name\":\"t\"}}",
-	                         0, NULL);
+	json_t *job =
+	    json_loads("{\"id\":\"j-000007\",\"generation\":1,\"spec\":{\"name\":\"t\"}}", 0, NULL);
 	json_t *unknown = json_loads("[{\"node\":\"node-z\",\"device\":0}]", 0, NULL);
 	json_t *none = json_array();
 	assert_null(desired_job_text(job, unknown, n, -1, 0));

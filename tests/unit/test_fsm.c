@@ -469,7 +469,8 @@ static void test_own_commands_apply_like_parsed(void **state)
 	b.keep_submitted = 1; /* b leads */
 	b.verify_own = 1;     /* and aborts if a kept object is not what its text parses to */
 	const char *specs[] = {
-	    "{\"ranks\":2,\"env\":{\"A\":\"\\u00e9\\\"q\\\"\",\"B\":\"\\ud83d\\ude00\",\"D\":\"ü\",\"C\":\"tab\\t\"}}",
+	    "{\"ranks\":2,\"env\":{\"A\":\"\\u00e9\\\"q\\\"\",\"B\":\"\\ud83d\\ude00\",\"D\":\"ü\","
+	    "\"C\":\"tab\\t\"}}",
 	    "{\"ranks\":1,\"lr\":0.1,\"big\":1e300,\"neg\":-0.0,\"i\":-9007199254740993,"
 	    "\"deep\":[[1,[2,{\"x\":[true,false,null]}]]],\"z\":{},\"e\":[]}",
 	    "{\"ranks\":3,\"command\":[\"sh\",\"-c\",\"echo \\\\u0000\"]}",
