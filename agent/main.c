@@ -68,6 +68,18 @@ static int cuda_device_count(struct yard_err *err)
 	return count;
 }
 
+/* value as a whole number in lo..hi into *out: 0, or -1 (empty, trailing text, out of range) */
+static int parse_long(const char *value, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long n = strtol(value, &end, 10);
+	if (end == value || *end != '\0' || errno == ERANGE || n < lo || n > hi)
+		return -1;
+	*out = n;
+	return 0;
+}
+
 static int set_option(struct agent_config *cfg, const char *key, const char *value,
                       struct yard_err *err)
 {
@@ -96,8 +108,8 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 		snprintf(cfg->worker_path, sizeof cfg->worker_path, "%s", value);
 	else if (strcmp(key, "devices") == 0) {
 		if (strncmp(value, "cpu:", 4) == 0) {
-			long n = strtol(value + 4, &end, 10);
-			if (*end != '\0' || n < 1 || n > 64)
+			long n;
+			if (parse_long(value + 4, 1, 64, &n) != 0)
 				return yard_err_set(err, YARD_EINVAL,
 				                    "devices: '%s': want cpu:N with N in 1..64",
 				                    value);
@@ -121,21 +133,22 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			    "link-gbps: '%s' is not a bandwidth in Gbit/s (0..100000]", value);
 		cfg->link_gbps = g;
 	} else if (strcmp(key, "probe-port") == 0) {
-		long n = strtol(value, &end, 10);
-		if (*end != '\0' || n < 1 || n > 65535)
+		long n;
+		if (parse_long(value, 1, 65535, &n) != 0)
 			return yard_err_set(err, YARD_EINVAL,
 			                    "probe-port: '%s' is not a port in 1..65535", value);
 		cfg->probe_port = (int)n;
 	} else if (strcmp(key, "watch-ms") == 0) {
-		long n = strtol(value, &end, 10);
-		if (*end != '\0' || n < 0 || n > 60000)
+		long n;
+		if (parse_long(value, 0, 60000, &n) != 0)
 			return yard_err_set(err, YARD_EINVAL,
-			                    "watch-ms: '%s' is not 0 (no watch) .. 60000 ms", value);
+			                    "watch-ms: '%s' is not 0 (no watch) .. 60000 ms",
+			                    value);
 		cfg->watch_ms = (int)n;
 	} else if (strcmp(key, "port-base") == 0 || strcmp(key, "heartbeat-ms") == 0 ||
 	           strcmp(key, "stop-grace-ms") == 0) {
-		long n = strtol(value, &end, 10);
-		if (*end != '\0' || n < 1 || n > 65535 * 1000L)
+		long n;
+		if (parse_long(value, 1, 65535 * 1000L, &n) != 0)
 			return yard_err_set(err, YARD_EINVAL, "%s: '%s' is not a positive integer",
 			                    key, value);
 		if (strcmp(key, "port-base") == 0) {

@@ -62,19 +62,21 @@ t0=$(now_ms)
 wcall "$NT" "{\"version\":$v,\"wait_ms\":300}"
 [ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["version"]')" = "$v" ] || fail "watch that times out: $CODE $BODY"
 [ $(($(now_ms) - t0)) -ge 250 ] || fail "a watch with nothing new did not wait"
-wcall "$NT" '{"version":1,"wait_ms":60001}'
-[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"wait_ms"' || fail "wait_ms out of range: $CODE $BODY"
-wcall "$NT" '{"version":1,"wait_ms":10,"extra":1}'
-[ "$CODE" = 400 ] && echo "$BODY" | grep -q 'extra' || fail "unknown field: $CODE $BODY"
-wcall "$NT" 'not json'
-[ "$CODE" = 400 ] || fail "malformed body: $CODE $BODY"
-wcall "$NT" '{"version":"7","wait_ms":10}'
-[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"version"' || fail "version as text: $CODE $BODY"
-wcall "$NT" '{"version":-2,"wait_ms":10}'
-[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"version"' || fail "version below -1: $CODE $BODY"
-wcall "$NT" '{"wait_ms":10}'
-[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"version"' || fail "no version: $CODE $BODY"
+# refused: 400 naming the field (grep pattern), nothing waits
+refused() { wcall "$NT" "$1"; [ "$CODE" = 400 ] && echo "$BODY" | grep -q "$2" || fail "$3: $CODE $BODY"; }
+refused '{"version":1,"wait_ms":60001}' '"field":"wait_ms"' "wait_ms out of range"
+refused '{"version":1,"wait_ms":10,"extra":1}' 'extra' "unknown field"
+refused 'not json' 'error' "malformed body"
+refused '{"version":"7","wait_ms":10}' '"field":"version"' "version as text"
+refused '{"version":-2,"wait_ms":10}' '"field":"version"' "version below -1"
+refused '{"wait_ms":10}' '"field":"version"' "no version"
 wcall "$TOKEN" '{"version":1,"wait_ms":10}'
 [ "$CODE" = 403 ] || fail "an admin token on the node route: $CODE $BODY"
+
+# the agent's --watch-ms: 0..60000, anything else refused by name before it starts
+for bad in '' 5x -1 60001; do
+	out=$("$YARD_AGENT" --watch-ms "$bad" 2>&1) && fail "yard-agent accepted --watch-ms '$bad'"
+	echo "$out" | grep -q -- "--watch-ms: '$bad'" || fail "yard-agent --watch-ms '$bad': $out"
+done
 
 note "ok"
