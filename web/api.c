@@ -292,16 +292,23 @@ static void h_jobs_submit(struct call *call)
 
 /* POST /v1/plan: ranks the layouts of a job spec for the cluster's devices and measured rates
  * (the leader's view, sched_plan); changes nothing. ?limit=N candidates, 0 for all. */
+/* The JSON object body of a request to the scheduler (new reference), or NULL once an error
+ * was answered: 503 on a controller without one, 400 for a body that is not an object. */
+static json_t *scheduler_body(struct call *call, const char *what)
+{
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "%sthis controller runs no scheduler", what);
+		return NULL;
+	}
+	return call_body_object(call);
+}
+
 static void h_plan(struct call *call)
 {
 	int64_t limit = AUTOPLAN_DEFAULT_LIMIT;
 	if (call_query_int(call, "limit", 0, 100000, &limit) != 0)
 		return;
-	if (call->s->sched == NULL) {
-		call_error(call, 503, NULL, "plan: this controller runs no scheduler");
-		return;
-	}
-	json_t *body = call_body_object(call);
+	json_t *body = scheduler_body(call, "plan: ");
 	if (body == NULL)
 		return;
 	struct yard_err err = {0};
@@ -583,11 +590,12 @@ static void h_agents_register(struct call *call)
 	if (call->s->sched != NULL && sched_node_live(call->s->sched, name, &ago_ms)) {
 		log_warn("registration of node %s refused: its agent heartbeated %lld ms ago", name,
 		         (long long)ago_ms);
-		call_error(call, 409, "name",
-		           "name: node %s is live (its agent heartbeated %lld ms ago): another agent "
-		           "already runs under this name; stop it or give this agent another --name "
-		           "(a node silent for the node-suspect time can register again)",
-		           name, (long long)ago_ms);
+		call_error(
+		    call, 409, "name",
+		    "name: node %s is live (its agent heartbeated %lld ms ago): another agent "
+		    "already runs under this name; stop it or give this agent another --name "
+		    "(a node silent for the node-suspect time can register again)",
+		    name, (long long)ago_ms);
 		json_decref(body);
 		return;
 	}
@@ -615,11 +623,7 @@ static void h_agents_register(struct call *call)
 static void h_agents_heartbeat(struct call *call)
 {
 	struct yard_err err = {0};
-	if (call->s->sched == NULL) {
-		call_error(call, 503, NULL, "this controller runs no scheduler");
-		return;
-	}
-	json_t *body = call_body_object(call);
+	json_t *body = scheduler_body(call, "");
 	if (body == NULL)
 		return;
 	size_t len = 0;
@@ -651,11 +655,7 @@ static void h_agents_watch(struct call *call)
 {
 	static const char *const keys[] = {"version", "wait_ms", NULL};
 	struct yard_err err = {0};
-	if (call->s->sched == NULL) {
-		call_error(call, 503, NULL, "this controller runs no scheduler");
-		return;
-	}
-	json_t *body = call_body_object(call);
+	json_t *body = scheduler_body(call, "");
 	if (body == NULL)
 		return;
 	int64_t version = -1, wait_ms = 0;
