@@ -1080,10 +1080,10 @@ static int valid_request_id(const char *s)
 	return 1;
 }
 
-/* Fills c from a command object (borrowing from it); NULL, and root released, when it is
- * not {op, args, request_id, ts, actor, role}. */
 #define FSM_CMD_MAX_DEPTH 64 /* nesting a command may have (parse_cmd) */
 
+/* Fills c from a command object (borrowing from it); NULL, and root released, when it is
+ * not {op, args, request_id, ts, actor, role}. */
 static json_t *cmd_fields(json_t *root, struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"op", "args", "request_id", "ts", "actor", "role", NULL};
@@ -1182,8 +1182,10 @@ static int owned_alone(const json_t *v)
 /* Keeps cmd (stolen) and a copy of its text, or releases cmd. */
 static void own_keep(struct fsm *f, const char *text, size_t len, json_t *cmd)
 {
-	if (!f->keep_submitted || !owned_alone(cmd) ||
-	    !jsonx_printed_parses(text, len, CODEC_MAX_PAYLOAD, FSM_CMD_MAX_DEPTH)) {
+	/* the text first: its depth check bounds owned_alone's recursion */
+	if (!f->keep_submitted ||
+	    !jsonx_printed_parses(text, len, CODEC_MAX_PAYLOAD, FSM_CMD_MAX_DEPTH) ||
+	    !owned_alone(cmd)) {
 		json_decref(cmd);
 		return;
 	}

@@ -13,6 +13,7 @@
 
 #include "common/base64.h"
 #include "common/common.h"
+#include "common/jsonx.h"
 #include "jobs/spec.h"
 #include "scheduler/autoplan.h"
 #include "scheduler/desired.h"
@@ -1541,24 +1542,25 @@ static void job_set_row(struct sched *s, json_t *row)
 	if (prev != NULL && prev->layout != NULL && (!running || moved) &&
 	    (state == NULL || strcmp(state, "succeeded") != 0))
 		layout_news(s, prev->layout);
+	json_t *placed = NULL; /* a new placement's layout: read once, for the news and the job */
 	if (running && moved) {
-		json_t *layout = fsm_job_layout(s->fsm, id);
-		layout_news(s, layout);
-		json_decref(layout);
+		placed = fsm_job_layout(s->fsm, id);
+		layout_news(s, placed);
 	}
 	if (!job_active(row)) {
-		struct soft_job *j = job_find(s, json_string_value(json_object_get(row, "id")));
-		if (j != NULL) {
-			json_decref(j->row);
-			j->row = NULL;
-			job_layout_forget(j);
-			key_of(s, j)->kind = JK_NONE;
+		if (prev != NULL) {
+			json_decref(prev->row);
+			prev->row = NULL;
+			job_layout_forget(prev);
+			key_of(s, prev)->kind = JK_NONE;
 		}
+		json_decref(placed);
 		json_decref(row);
 		return;
 	}
 	struct soft_job *j = job_get(s, row);
 	if (j == NULL) {
+		json_decref(placed);
 		json_decref(row);
 		return;
 	}
@@ -1569,9 +1571,14 @@ static void job_set_row(struct sched *s, json_t *row)
 	}
 	if (j->spec_view != NULL)
 		json_object_set(row, "spec", j->spec_view);
+	/* a layout is the generation's (only an assignment, which starts a new generation,
+	 * changes it): kept while the job runs the same one, replaced by a new placement's */
+	if (placed != NULL || !running || !j->row_running || j->row_generation != generation)
+		job_layout_forget(j);
+	if (placed != NULL)
+		j->layout = placed;
 	json_decref(j->row);
 	j->row = row;
-	job_layout_forget(j); /* an assignment always changes the row too */
 	snprintf(j->row_state, sizeof j->row_state, "%s",
 	         json_string_value(json_object_get(row, "state")));
 	j->row_running = strcmp(j->row_state, "running") == 0;
@@ -1944,14 +1951,15 @@ static void on_tick(uv_timer_t *t)
 	sched_tick(t->data);
 }
 
-/* After every loop iteration: when applies changed jobs (a submission, a finish), place at
- * once instead of at the next tick, at most every kick_min_ms. Placement latency is then
- * commit + pass + commit, not up to a tick more. */
 static void on_resync_idle(uv_idle_t *h)
 {
 	(void)h; /* its being active is the point: poll does not block, on_kick comes next */
 }
 
+/* After every loop iteration: while a new leader rereads its jobs, the next chunk; else,
+ * when applies changed jobs (a submission, a finish), place at once instead of at the next
+ * tick, at most every kick_min_ms. Placement latency is then commit + pass + commit, not
+ * up to a tick more. */
 static void on_kick(uv_check_t *h)
 {
 	struct sched *s = h->data;
@@ -2464,28 +2472,6 @@ static void store_logs(struct sched *s, const char *node, const json_t *reports,
 	}
 }
 
-/* A growing NUL-terminated text (owned by its user). */
-struct text_buf {
-	char *text;
-	size_t len, cap;
-};
-
-static int text_append(struct text_buf *b, const char *text, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = 2 * (b->len + n + 1);
-		char *grown = realloc(b->text, cap);
-		if (grown == NULL)
-			return -1;
-		b->text = grown;
-		b->cap = cap;
-	}
-	memcpy(b->text + b->len, text, n);
-	b->len += n;
-	b->text[b->len] = '\0';
-	return 0;
-}
-
 /* The desired entries of every rank of a running job, as text in two parts: {"heads":
  * [rank] (a string, null where there is no entry), "tail": a string}; rank r's entry is
  * heads[r] followed by tail. A head holds what is the rank's own (its job, rank, device,
@@ -2569,13 +2555,15 @@ static const json_t *desired_entries(struct sched *s, const char *job_id, int64_
  * node's committed row. */
 
 /* The entries as a JSON array (as_text NULL), or appended to as_text as the text of one
- * (entries of cached jobs copied from their kept text, not serialized again); as_text->len
- * 0 afterwards says the text could not be made (no memory). */
+ * (entries of cached jobs copied from their kept text, not serialized again); as_text's
+ * failed flag says the text could not be made (no memory). */
 static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
-                           struct text_buf *as_text)
+                           struct jsonx_buf *as_text)
 {
 	json_t *desired = as_text != NULL ? NULL : json_array();
-	int appended = 0, failed = as_text != NULL && text_append(as_text, "[", 1) != 0;
+	int appended = 0;
+	if (as_text != NULL)
+		jsonx_buf_put(as_text, "[", 1);
 	/* down: its ranks are being moved; anything it runs must stop */
 	int down =
 	    me == NULL || strcmp(json_string_value(json_object_get(me, "state")), "down") == 0;
@@ -2593,24 +2581,18 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 		const json_t *tail = json_object_get(entries, "tail");
 		if (!json_is_string(head) || !json_is_string(tail))
 			continue;
-		if (as_text == NULL) {
-			struct text_buf e = {0};
-			if (text_append(&e, json_string_value(head), json_string_length(head)) ==
-			        0 &&
-			    text_append(&e, json_string_value(tail), json_string_length(tail)) == 0)
-				json_array_append_new(
-				    desired, json_loads(e.text, JSON_REJECT_DUPLICATES, NULL));
-			free(e.text);
-			continue;
-		}
-		failed |=
-		    (appended++ > 0 && text_append(as_text, ",", 1) != 0) ||
-		    text_append(as_text, json_string_value(head), json_string_length(head)) != 0 ||
-		    text_append(as_text, json_string_value(tail), json_string_length(tail)) != 0;
+		struct jsonx_buf entry = {0}, *out = as_text != NULL ? as_text : &entry;
+		if (as_text != NULL && appended++ > 0)
+			jsonx_buf_put(out, ",", 1);
+		jsonx_buf_put(out, json_string_value(head), json_string_length(head));
+		jsonx_buf_put(out, json_string_value(tail), json_string_length(tail));
+		if (as_text == NULL && !entry.failed)
+			json_array_append_new(desired,
+			                      json_loads(entry.text, JSON_REJECT_DUPLICATES, NULL));
+		free(entry.text);
 	}
-	failed |= as_text != NULL && text_append(as_text, "]", 1) != 0;
-	if (failed)
-		as_text->len = 0;
+	if (as_text != NULL)
+		jsonx_buf_put(as_text, "]", 1);
 	json_decref(memo);
 	json_decref(slots);
 	return desired;
@@ -2845,17 +2827,19 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
 	}
 	char *rest = json_dumps(answer, JSON_COMPACT); /* {"commands":...,...} */
 	json_decref(answer);
-	struct text_buf b = {0};
-	int failed = rest == NULL || rest[0] != '{' || text_append(&b, "{\"desired\":", 11) != 0;
+	struct jsonx_buf b = {0};
+	int failed = rest == NULL || rest[0] != '{';
 	if (!failed) {
+		jsonx_buf_put(&b, "{\"desired\":", 11);
 		desired_for(s, node, me, &b);
-		failed = b.len == 0;
+		if (strcmp(rest, "{}") != 0) {
+			jsonx_buf_put(&b, ",", 1);
+			jsonx_buf_put(&b, rest + 1, strlen(rest + 1));
+		} else {
+			jsonx_buf_put(&b, "}", 1);
+		}
+		failed = b.failed;
 	}
-	if (!failed && strcmp(rest, "{}") != 0)
-		failed = text_append(&b, ",", 1) != 0 ||
-		         text_append(&b, rest + 1, strlen(rest + 1)) != 0;
-	else if (!failed)
-		failed = text_append(&b, "}", 1) != 0;
 	free(rest);
 	json_decref(me);
 	if (failed) {
