@@ -211,6 +211,16 @@ static int find_leader(int n)
 	return -1;
 }
 
+/* Members 1..3 started with this snapshot threshold and trailing (0: defaults); returns the
+ * index of the one that leads. */
+static int start_three(unsigned threshold, unsigned trailing)
+{
+	setup_members(3);
+	for (int i = 0; i < 3; i++)
+		start_node(i, 3, threshold, trailing);
+	return find_leader(3);
+}
+
 static char *job_cmd(int i, size_t *len)
 {
 	char args[128];
@@ -350,10 +360,7 @@ static void test_watchdog_and_disk_guard(void **state)
 
 static void test_resubmit_from_leadership_lost_callback_does_not_crash(void **state)
 {
-	setup_members(3);
-	for (int i = 0; i < 3; i++)
-		start_node(i, 3, 0, 0);
-	int leader = find_leader(3);
+	int leader = start_three(0, 0);
 	struct counter k = {.c = &nodes[leader].c, .submitted = 10, .resubmit = 10};
 	struct yard_err err = {0};
 	for (int i = 0; i < 10; i++) {
@@ -398,10 +405,7 @@ static int sent_done(void *arg)
  * no server; one to a real member still goes out. Without the guard this test crashes. */
 static void test_a_message_to_no_server_is_refused_not_sent(void **state)
 {
-	setup_members(3);
-	for (int i = 0; i < 3; i++)
-		start_node(i, 3, 0, 0);
-	int leader = find_leader(3);
+	int leader = start_three(0, 0);
 	int follower = (leader + 1) % 3;
 	struct consensus *c = &nodes[follower].c;
 	struct raft_message m;
@@ -461,10 +465,7 @@ static int dead_stale(void *arg)
 static void test_transfer_skips_a_dead_follower(void **state)
 {
 	election_timeout_ms = 1000;
-	setup_members(3);
-	for (int i = 0; i < 3; i++)
-		start_node(i, 3, 0, 0);
-	int leader = find_leader(3);
+	int leader = start_three(0, 0);
 	int dead = (leader + 1) % 3, live = (leader + 2) % 3;
 	int v_live[2] = {leader, live + 1}, v_dead[2] = {leader, dead + 1};
 	assert_true(run_until(leader_healthy_of, v_live, 5000));
@@ -509,10 +510,7 @@ static int survivors_led_and_calm(void *arg)
 static void test_a_closed_leader_connection_starts_the_election(void **state)
 {
 	election_timeout_ms = 1000; /* so that only the closed connection explains a quick one */
-	setup_members(3);
-	for (int i = 0; i < 3; i++)
-		start_node(i, 3, 0, 0);
-	int leader = find_leader(3);
+	int leader = start_three(0, 0);
 	stop_nodes(&leader, 1);
 	assert_true(run_until(survivors_led_and_calm, &leader, 10000));
 	uint64_t lost = 0;
@@ -547,10 +545,7 @@ static int alarm_over(void *arg)
 static void test_a_false_alarm_leaves_the_leader_alone(void **state)
 {
 	election_timeout_ms = 1000;
-	setup_members(3);
-	for (int i = 0; i < 3; i++)
-		start_node(i, 3, 0, 0);
-	int leader = find_leader(3);
+	int leader = start_three(0, 0);
 	int follower = (leader + 1) % 3;
 	raft_term term = nodes[leader].c.raft.current_term;
 	suspected = (raft_id)leader + 1;
@@ -604,10 +599,7 @@ static int log_compacted(void *arg)
 
 static void test_restarted_member_catches_up_by_snapshot(void **state)
 {
-	setup_members(3);
-	for (int i = 0; i < 3; i++)
-		start_node(i, 3, 16, 4);
-	int leader = find_leader(3);
+	int leader = start_three(16, 4);
 	int lagging = (leader + 1) % 3;
 	stop_nodes(&lagging, 1);
 	struct counter k = {0};
@@ -712,10 +704,7 @@ static void submit_op(struct consensus *c, const char *op, const char *args, con
 static void test_batches_apply_each_command_on_its_own(void **state)
 {
 	election_timeout_ms = 1000;
-	setup_members(3);
-	for (int i = 0; i < 3; i++)
-		start_node(i, 3, 0, 0);
-	int leader = find_leader(3);
+	int leader = start_three(0, 0);
 	struct consensus *c = &nodes[leader].c;
 	struct consensus_stats before = c->stats;
 
