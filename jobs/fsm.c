@@ -53,6 +53,18 @@
 	" reason TEXT, actor TEXT NOT NULL, created_ms INTEGER NOT NULL,"                          \
 	" updated_ms INTEGER NOT NULL);"
 
+/* assignments.running is 1 while the slot's job runs (jobs.state 'running'): the trigger
+ * keeps it so on every state change, whichever command made it (job.assign inserts the
+ * slots of a pending or restarting job, 0, then sets the job running). The partial index
+ * finds a node's running slots without visiting the slots of every job it ever ran (a
+ * heartbeat's answer, a device's holder, a drain), so their cost does not grow with the
+ * cluster's history. schema_upgrade adds both to a database from a binary without them. */
+#define ASSIGNMENTS_RUNNING                                                                        \
+	"CREATE INDEX assignments_running ON assignments(node, device) WHERE running = 1;"         \
+	"CREATE TRIGGER assignments_running AFTER UPDATE OF state ON jobs"                         \
+	" WHEN (old.state = 'running') != (new.state = 'running') BEGIN"                           \
+	" UPDATE assignments SET running = (new.state = 'running') WHERE job = new.id; END;"
+
 /* Tables for what later issues add are created now so a snapshot taken today restores into
  * tomorrow's binary unchanged; when a placeholder had to change shape anyway (builds,
  * advisories, checkpoints, rollouts), schema_upgrade replaces it on restore. */
@@ -71,8 +83,9 @@ static const char SCHEMA[] =
     " cordoned INTEGER NOT NULL DEFAULT 0, registered_ms INTEGER NOT NULL DEFAULT 0,"
     " reason TEXT);"
     "CREATE TABLE assignments(job TEXT NOT NULL, rank INTEGER NOT NULL, node TEXT NOT NULL,"
-    " device INTEGER NOT NULL, generation INTEGER NOT NULL, PRIMARY KEY(job, rank));"
-    "CREATE INDEX assignments_node ON assignments(node, device);"
+    " device INTEGER NOT NULL, generation INTEGER NOT NULL, running INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY(job, rank));"
+    "CREATE INDEX assignments_node ON assignments(node, device);" ASSIGNMENTS_RUNNING
     "CREATE TABLE events(seq INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL, type TEXT NOT NULL,"
     " job TEXT, actor TEXT NOT NULL, message TEXT NOT NULL, prev_hash TEXT NOT NULL,"
     " hash TEXT NOT NULL);"
@@ -506,6 +519,15 @@ static int schema_upgrade(struct fsm *f)
 	     fsm_exec(
 	         f, "DROP TABLE IF EXISTS builds; DROP TABLE IF EXISTS advisories;" STORE_SCHEMA) !=
 	         0))
+		return YARD_EINTERNAL;
+	/* snapshots from before assignments.running (see ASSIGNMENTS_RUNNING) */
+	int has_running = has_column(f, "assignments", "running");
+	if (has_running < 0 ||
+	    (!has_running &&
+	     fsm_exec(f,
+	              "ALTER TABLE assignments ADD COLUMN running INTEGER NOT NULL DEFAULT 0;"
+	              "UPDATE assignments SET running = 1 WHERE job IN"
+	              " (SELECT id FROM jobs WHERE state = 'running');" ASSIGNMENTS_RUNNING) != 0))
 		return YARD_EINTERNAL;
 	/* the same for the placeholder rollouts table (it had no plan column) */
 	int has_rollouts = has_column(f, "rollouts", "plan");

@@ -262,9 +262,10 @@ json_t *fsm_op_node_drain(struct fsm *f, const struct fsm_cmd *c)
 		return r;
 	if (was != FSM_NODE_DRAINING && was != FSM_NODE_DRAINED) {
 		int64_t ranks = 0, jobs = 0;
-		sqlite3_stmt *st = fsm_prepare(
-		    f, "SELECT count(*), count(DISTINCT a.job) FROM assignments a"
-		       " JOIN jobs j ON j.id = a.job WHERE a.node = ?1 AND j.state = 'running'");
+		sqlite3_stmt *st =
+		    fsm_prepare(f, "SELECT count(*), count(DISTINCT a.job) FROM assignments a"
+		                   " JOIN jobs j ON j.id = a.job"
+		                   " WHERE a.node = ?1 AND a.running = 1 AND j.state = 'running'");
 		if (st == NULL)
 			return NULL;
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -370,7 +371,7 @@ static int device_holder(struct fsm *f, const char *self, const char *node, int6
 {
 	sqlite3_stmt *st =
 	    fsm_prepare(f, "SELECT a.job FROM assignments a JOIN jobs j ON j.id = a.job"
-	                   " WHERE a.node = ?1 AND a.device = ?2 AND"
+	                   " WHERE a.node = ?1 AND a.device = ?2 AND a.running = 1 AND"
 	                   " j.state = 'running' AND a.job != ?3 LIMIT 1");
 	int held = 0;
 	if (st == NULL)
@@ -496,12 +497,129 @@ static json_t *check_dp(struct fsm *f, const char *id, const struct job_row *row
 	return NULL;
 }
 
+struct slot_key {
+	const char *node;
+	int64_t device;
+	int rank;
+};
+
+static int slot_key_cmp(const void *a, const void *b)
+{
+	const struct slot_key *x = a, *y = b;
+	int c = strcmp(x->node, y->node);
+	if (c != 0)
+		return c;
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	return x->rank - y->rank;
+}
+
+/* For each slot of a placement, the first earlier rank given the same node:device, or -1
+ * (malloc'd, [size of ranks]; NULL without memory): a sort, not a comparison of every pair,
+ * so a placement of many thousand ranks applies in milliseconds. */
+static int *slot_duplicates(const json_t *ranks)
+{
+	size_t n = json_array_size(ranks);
+	struct slot_key *keys = malloc((n + 1) * sizeof *keys);
+	int *dup_of = malloc((n + 1) * sizeof *dup_of);
+	if (keys == NULL || dup_of == NULL) {
+		free(keys);
+		free(dup_of);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const json_t *slot = json_array_get(ranks, i);
+		const char *node = json_string_value(json_object_get(slot, "node"));
+		keys[i] =
+		    (struct slot_key){.node = node != NULL ? node : "",
+		                      .device = json_integer_value(json_object_get(slot, "device")),
+		                      .rank = (int)i};
+		dup_of[i] = -1;
+	}
+	qsort(keys, n, sizeof *keys, slot_key_cmp);
+	for (size_t i = 1, first = 0; i < n; i++) {
+		if (strcmp(keys[i].node, keys[first].node) == 0 &&
+		    keys[i].device == keys[first].device)
+			dup_of[keys[i].rank] = keys[first].rank;
+		else
+			first = i;
+	}
+	free(keys);
+	return dup_of;
+}
+
+/* Why a placement's slots cannot be used, as the result to answer, judged rank by rank: a
+ * malformed slot, a node that is unknown, not up or cordoned, a device the node does not
+ * have, a device given to an earlier rank too, a device a running job holds. *refusal stays
+ * NULL when every slot is usable. -1 on an internal error. */
+static int slots_refusal(struct fsm *f, const char *id, const json_t *ranks, json_t **refusal)
+{
+	static const char *const slot_keys[] = {"node", "device", NULL};
+	struct yard_err e = {0};
+	int *dup_of = slot_duplicates(ranks);
+	const char *usable = NULL; /* the last node found usable, and its devices */
+	int64_t n_devices = 0;
+	int rc = 0;
+	size_t i;
+	json_t *slot;
+	if (dup_of == NULL)
+		return -1;
+	json_array_foreach(ranks, i, slot)
+	{
+		char prefix[32], holder[FSM_ID_MAX];
+		const char *node = NULL;
+		int64_t device = -1;
+		snprintf(prefix, sizeof prefix, "ranks[%zu]", i);
+		if (!json_is_object(slot)) {
+			*refusal = fsm_res_err(400, "ranks", "%s: must be {node, device}", prefix);
+			break;
+		}
+		if (jsonx_only_keys(slot, prefix, slot_keys, &e) != 0 ||
+		    jsonx_get_string(slot, prefix, "node", 1, FSM_NAME_MAX, &node, &e) != 0 ||
+		    jsonx_get_int(slot, prefix, "device", 1, 0, NODE_MAX_DEVICES - 1, &device,
+		                  &e) != 0) {
+			*refusal = fsm_res_from_err(&e);
+			break;
+		}
+		/* a node's ranks are usually neighbours: its row is read once for them */
+		if (usable == NULL || strcmp(usable, node) != 0) {
+			usable = NULL;
+			if ((*refusal = node_usable(f, node, &n_devices)) != NULL)
+				break;
+			usable = node;
+		}
+		if (device >= n_devices) {
+			*refusal = fsm_res_err(
+			    409, "ranks", "%s: node %s has %lld devices, no device %lld", prefix,
+			    node, (long long)n_devices, (long long)device);
+			break;
+		}
+		if (dup_of[i] >= 0) {
+			*refusal = fsm_res_err(409, "ranks", "%s: %s:%lld is given to rank %d too",
+			                       prefix, node, (long long)device, dup_of[i]);
+			break;
+		}
+		int held = device_holder(f, id, node, device, holder);
+		if (held < 0) {
+			rc = -1;
+			break;
+		}
+		if (held) {
+			*refusal =
+			    fsm_res_err(409, "ranks", "%s: %s:%lld is held by running job %s",
+			                prefix, node, (long long)device, holder);
+			break;
+		}
+	}
+	free(dup_of);
+	return rc;
+}
+
 json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id",   "generation",    "ranks",
 	                                   "note", "plan",          "restore_step",
 	                                   "dp",   "shrink_reason", NULL};
-	static const char *const slot_keys[] = {"node", "device", NULL};
 	struct yard_err e = {0};
 	const char *id = NULL, *note = "", *shrink_reason = "";
 	int64_t generation = 0, restore_step = -1, dp = 0, world = 0, spec_dp = 0;
@@ -542,40 +660,11 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_err(
 		    400, "ranks", "ranks: job %s has %lld ranks%s, placement has %zu", id,
 		    (long long)world, shrunk ? " with the shrunk dp" : "", json_array_size(ranks));
-	json_array_foreach(ranks, i, slot)
-	{
-		char prefix[32], holder[FSM_ID_MAX];
-		const char *node = NULL;
-		int64_t device = -1, n_devices = 0;
-		snprintf(prefix, sizeof prefix, "ranks[%zu]", i);
-		if (!json_is_object(slot))
-			return fsm_res_err(400, "ranks", "%s: must be {node, device}", prefix);
-		if (jsonx_only_keys(slot, prefix, slot_keys, &e) != 0 ||
-		    jsonx_get_string(slot, prefix, "node", 1, FSM_NAME_MAX, &node, &e) != 0 ||
-		    jsonx_get_int(slot, prefix, "device", 1, 0, NODE_MAX_DEVICES - 1, &device,
-		                  &e) != 0)
-			return fsm_res_from_err(&e);
-		if ((r = node_usable(f, node, &n_devices)) != NULL)
-			return r;
-		if (device >= n_devices)
-			return fsm_res_err(409, "ranks",
-			                   "%s: node %s has %lld devices, no device %lld", prefix,
-			                   node, (long long)n_devices, (long long)device);
-		for (size_t k = 0; k < i; k++) {
-			json_t *other = json_array_get(ranks, k);
-			if (strcmp(json_string_value(json_object_get(other, "node")), node) == 0 &&
-			    json_integer_value(json_object_get(other, "device")) == device)
-				return fsm_res_err(409, "ranks",
-				                   "%s: %s:%lld is given to rank %zu too", prefix,
-				                   node, (long long)device, k);
-		}
-		int held = device_holder(f, id, node, device, holder);
-		if (held < 0)
-			return NULL;
-		if (held)
-			return fsm_res_err(409, "ranks", "%s: %s:%lld is held by running job %s",
-			                   prefix, node, (long long)device, holder);
-	}
+	json_t *refusal = NULL;
+	if (slots_refusal(f, id, ranks, &refusal) != 0)
+		return NULL;
+	if (refusal != NULL)
+		return refusal;
 	if ((r = fsm_ckpt_on_assign(f, id, generation, restore_step)) != NULL)
 		return r;
 	const json_t *plan = json_object_get(c->args, "plan");
@@ -601,6 +690,8 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 		            generation) != SQLITE_DONE)
 			return NULL;
 	}
+	/* (the job was pending or restarting: its new slots' running flag is set by the
+	 * trigger of this change, fsm.c ASSIGNMENTS_RUNNING) */
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = 'running', generation = ?2, updated_ms = ?3,"
 	            " reason = NULL, noted = ',', shrunk_dp = CASE WHEN ?4 > 0 THEN ?4 END"

@@ -178,10 +178,10 @@ json_t *fsm_job_by_rowid_known(struct fsm *f, int64_t rowid,
 json_t *fsm_running_slots(struct fsm *f)
 {
 	json_t *list = json_array();
-	sqlite3_stmt *st =
-	    fsm_prepare(f, "SELECT a.job, a.rank, a.node, a.device, a.generation FROM assignments a"
-	                   " JOIN jobs j ON j.id = a.job WHERE j.state = 'running'"
-	                   " ORDER BY a.node, a.job, a.rank");
+	sqlite3_stmt *st = fsm_prepare(
+	    f, "SELECT a.job, a.rank, a.node, a.device, a.generation FROM assignments a"
+	       " JOIN jobs j ON j.id = a.job WHERE a.running = 1 AND j.state = 'running'"
+	       " ORDER BY a.node, a.job, a.rank");
 	if (st == NULL)
 		return list;
 	while (sqlite3_step(st) == SQLITE_ROW)
@@ -201,7 +201,8 @@ json_t *fsm_node_slots(struct fsm *f, const char *node)
 	sqlite3_stmt *st =
 	    fsm_prepare(f, "SELECT a.job, a.rank, j.generation FROM assignments a"
 	                   " JOIN jobs j ON j.id = a.job"
-	                   " WHERE a.node = ?1 AND j.state = 'running' ORDER BY a.job, a.rank");
+	                   " WHERE a.node = ?1 AND a.running = 1 AND j.state = 'running'"
+	                   " ORDER BY a.job, a.rank");
 	if (st == NULL)
 		return list;
 	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);

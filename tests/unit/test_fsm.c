@@ -614,6 +614,18 @@ static void test_jobs_list_filters_and_pages(void **state)
 	fsm_close(&f);
 }
 
+/* to: a new FSM restored from a snapshot of from. */
+static void restore_copy(struct fsm *from, struct fsm *to)
+{
+	struct yard_err err = {0};
+	unsigned char *img = NULL;
+	size_t len = 0;
+	assert_int_equal(fsm_serialize(from, &img, &len, &err), 0);
+	assert_int_equal(fsm_init(to, &err), 0);
+	assert_int_equal(fsm_restore(to, img, len, &err), 0);
+	sqlite3_free(img);
+}
+
 static const char *NODE_A =
     "{\"name\":\"node-a\",\"host\":\"127.0.0.1\",\"port_base\":29500,\"version\":\"0.1\","
     "\"devices\":[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"}],"
@@ -1164,24 +1176,17 @@ static void test_shrunk_placement_is_recorded(void **state)
 	json_decref(page);
 	/* a snapshot keeps it; an image from before jobs.shrunk_dp restores with the column */
 	struct fsm g;
-	unsigned char *img = NULL;
-	size_t len = 0;
-	assert_int_equal(fsm_serialize(&f, &img, &len, &err), 0);
-	assert_int_equal(fsm_init(&g, &err), 0);
-	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
-	sqlite3_free(img);
+	restore_copy(&f, &g);
 	assert_int_equal(effective(&g, "j-000001", "dp"), 2);
 	assert_int_equal(
 	    sqlite3_exec(g.db, "ALTER TABLE jobs DROP COLUMN shrunk_dp", NULL, NULL, NULL),
 	    SQLITE_OK);
-	assert_int_equal(fsm_serialize(&g, &img, &len, &err), 0);
+	struct fsm old_image;
+	restore_copy(&g, &old_image);
 	fsm_close(&g);
-	assert_int_equal(fsm_init(&g, &err), 0);
-	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
-	sqlite3_free(img);
-	assert_int_equal(effective(&g, "j-000001", "dp"), 4);
-	assert_int_equal(effective(&g, "j-000001", "shrunk"), 0);
-	fsm_close(&g);
+	assert_int_equal(effective(&old_image, "j-000001", "dp"), 4);
+	assert_int_equal(effective(&old_image, "j-000001", "shrunk"), 0);
+	fsm_close(&old_image);
 	/* the next re-placement with the spec's dp clears it */
 	assert_int_equal(apply(&f, "node.set_state", "{\"id\":\"node-a\",\"state\":\"up\"}", NULL,
 	                       T0 + 4, "yardd", "admin", NULL),
@@ -1208,6 +1213,154 @@ static void test_shrunk_placement_is_recorded(void **state)
 	assert_non_null(strstr(json_string_value(json_object_get(r, "error")),
 	                       "failure.allow_shrink_dp is false"));
 	assert_string_equal(job_state(&f, "j-000002", NULL, NULL), "pending");
+	fsm_close(&f);
+}
+
+/* A placement's slots are judged in rank order, the first bad one named; a device given
+ * twice names the first rank that has it. */
+static void test_placement_refusals_name_the_first_bad_slot(void **state)
+{
+	static const struct {
+		const char *slots, *error;
+	} cases[] = {
+	    {"a1,a0,b0,a0", "ranks[3]: node-a:0 is given to rank 1 too"},
+	    {"a0,a0,a1,a0", "ranks[1]: node-a:0 is given to rank 0 too"},
+	    {"a0,a0,a9,b1", "ranks[1]: node-a:0 is given to rank 0 too"},
+	    {"a9,a0,a0,b1", "ranks[0]: node node-a has 2 devices, no device 9"},
+	    {"b1,b0,c0,b1", "ranks: no node node-c"},
+	    {"b1,b0,a1,b1", "ranks[3]: node-b:1 is given to rank 0 too"},
+	};
+	struct fsm f;
+	struct yard_err err = {0};
+	const json_t *r;
+	(void)state;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_int_equal(apply(&f, "node.register", NODE_B, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_int_equal(apply(&f, "job.submit", "{\"name\":\"j\",\"spec\":{\"ranks\":4}}", NULL,
+	                       T0, "alice", "user", NULL),
+	                 201);
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		char body[512] = "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[";
+		/* "a1,b0": node-a device 1, node-b device 0 */
+		for (const char *p = cases[c].slots; p[0] != '\0' && p[1] != '\0'; p += 3) {
+			size_t len = strlen(body);
+			snprintf(body + len, sizeof body - len,
+			         "%s{\"node\":\"node-%c\",\"device\":%c}",
+			         p == cases[c].slots ? "" : ",", p[0], p[1]);
+			if (p[2] == '\0')
+				break;
+		}
+		strcat(body, "]}");
+		assert_int_equal(apply(&f, "job.assign", body, NULL, T0, "yardd", "admin", &r),
+		                 409);
+		assert_string_equal(json_string_value(json_object_get(r, "error")), cases[c].error);
+		assert_string_equal(job_state(&f, "j-000001", NULL, NULL), "pending");
+	}
+	fsm_close(&f);
+}
+
+/* The slots whose running flag disagrees with their job's state. */
+static int64_t running_flags(struct fsm *f)
+{
+	sqlite3_stmt *st;
+	int64_t n = -1;
+	assert_int_equal(sqlite3_prepare_v2(f->db,
+	                                    "SELECT count(*) FROM assignments a JOIN jobs j"
+	                                    " ON j.id = a.job WHERE a.running !="
+	                                    " (j.state = 'running')",
+	                                    -1, &st, NULL),
+	                 SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* The node's running slots (fsm_node_slots) as "job/rank" words. */
+static void assert_node_slots(struct fsm *f, const char *node, const char *want)
+{
+	json_t *slots = fsm_node_slots(f, node);
+	char got[256] = "";
+	size_t i;
+	json_t *v;
+	json_array_foreach(slots, i, v)
+	{
+		size_t len = strlen(got);
+		snprintf(got + len, sizeof got - len, "%s%s/%lld", len ? " " : "",
+		         json_string_value(json_object_get(v, "job")),
+		         (long long)json_integer_value(json_object_get(v, "rank")));
+	}
+	json_decref(slots);
+	assert_string_equal(got, want);
+}
+
+/* Applies a command (as the scheduler would) that must give status, then checks node-a's
+ * running slots and that every slot's running flag agrees with its job. */
+static void apply_then_slots(struct fsm *f, const char *op, const char *args, int64_t ts,
+                             int status, const char *want)
+{
+	assert_int_equal(apply(f, op, args, NULL, ts, "yardd", "admin", NULL), status);
+	assert_node_slots(f, "node-a", want);
+	assert_int_equal(running_flags(f), 0);
+}
+
+/* assignments.running follows every state change of its job, and the node's slots, the
+ * device holder check and an upgraded image read it. */
+static void test_running_flag_follows_job_state(void **state)
+{
+	struct fsm f, g;
+	struct yard_err err = {0};
+	const json_t *r;
+	(void)state;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(apply(&f, "job.submit", "{\"name\":\"j\",\"spec\":{\"ranks\":2}}",
+		                       NULL, T0, "alice", "user", NULL),
+		                 201);
+	const char *on01 = "{\"id\":\"%s\",\"generation\":%d,\"ranks\":[{\"node\":\"node-a\","
+	                   "\"device\":0},{\"node\":\"node-a\",\"device\":1}]}";
+	char body[256];
+	snprintf(body, sizeof body, on01, "j-000001", 1);
+	apply_then_slots(&f, "job.assign", body, T0, 200, "j-000001/0 j-000001/1");
+	/* held while j-000001 runs */
+	snprintf(body, sizeof body, on01, "j-000002", 1);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0, "yardd", "admin", &r), 409);
+	assert_non_null(strstr(json_string_value(json_object_get(r, "error")), "j-000001"));
+	/* finished: its slots stay (the job's layout) but no longer run or hold devices */
+	apply_then_slots(&f, "job.finish",
+	                 "{\"id\":\"j-000001\",\"generation\":1,\"state\":\"succeeded\","
+	                 "\"reason\":\"done\"}",
+	                 T0 + 1, 200, "");
+	apply_then_slots(&f, "job.assign", body, T0 + 2, 200, "j-000002/0 j-000002/1");
+	/* restarting, then running again on the same devices */
+	apply_then_slots(&f, "job.restart",
+	                 "{\"id\":\"j-000002\",\"generation\":1,\"reason\":\"x\","
+	                 "\"max_restarts\":3}",
+	                 T0 + 3, 200, "");
+	snprintf(body, sizeof body, on01, "j-000003", 1);
+	apply_then_slots(&f, "job.assign", body, T0 + 4, 200, "j-000003/0 j-000003/1");
+	apply_then_slots(&f, "job.cancel", "{\"id\":\"j-000003\"}", T0 + 5, 200, "");
+	snprintf(body, sizeof body, on01, "j-000002", 2);
+	apply_then_slots(&f, "job.assign", body, T0 + 6, 200, "j-000002/0 j-000002/1");
+
+	/* an image from before the flag: restored with it set from the jobs' states, and the
+	 * trigger keeps it from then on */
+	assert_int_equal(sqlite3_exec(f.db,
+	                              "DROP TRIGGER assignments_running;"
+	                              "DROP INDEX assignments_running;"
+	                              "ALTER TABLE assignments DROP COLUMN running",
+	                              NULL, NULL, NULL),
+	                 SQLITE_OK);
+	restore_copy(&f, &g);
+	assert_int_equal(running_flags(&g), 0);
+	assert_node_slots(&g, "node-a", "j-000002/0 j-000002/1");
+	apply_then_slots(&g, "job.finish",
+	                 "{\"id\":\"j-000002\",\"generation\":2,\"state\":\"failed\","
+	                 "\"reason\":\"x\"}",
+	                 T0 + 7, 200, "");
+	fsm_close(&g);
 	fsm_close(&f);
 }
 
@@ -1252,12 +1405,7 @@ static void test_auto_job_placement_records_plan(void **state)
 	json_decref(job);
 
 	/* snapshot round trip keeps it */
-	unsigned char *img = NULL;
-	size_t len = 0;
-	assert_int_equal(fsm_serialize(&f, &img, &len, &err), 0);
-	assert_int_equal(fsm_init(&g, &err), 0);
-	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
-	sqlite3_free(img);
+	restore_copy(&f, &g);
 	job = fsm_job_get(&g, "j-000001", &err);
 	assert_true(json_equal(json_object_get(job, "plan"), want));
 	json_decref(job);
@@ -1266,10 +1414,7 @@ static void test_auto_job_placement_records_plan(void **state)
 	/* an image from before jobs.plan existed restores with the column added */
 	assert_int_equal(sqlite3_exec(f.db, "ALTER TABLE jobs DROP COLUMN plan", NULL, NULL, NULL),
 	                 SQLITE_OK);
-	assert_int_equal(fsm_serialize(&f, &img, &len, &err), 0);
-	assert_int_equal(fsm_init(&g, &err), 0);
-	assert_int_equal(fsm_restore(&g, img, len, &err), 0);
-	sqlite3_free(img);
+	restore_copy(&f, &g);
 	job = fsm_job_get(&g, "j-000001", &err);
 	assert_non_null(job);
 	assert_null(json_object_get(job, "plan"));
@@ -1298,6 +1443,8 @@ int main(void)
 	    cmocka_unit_test(test_tokens_members_config),
 	    cmocka_unit_test(test_jobs_list_filters_and_pages),
 	    cmocka_unit_test(test_nodes_and_placements),
+	    cmocka_unit_test(test_running_flag_follows_job_state),
+	    cmocka_unit_test(test_placement_refusals_name_the_first_bad_slot),
 	    cmocka_unit_test(test_auto_job_placement_records_plan),
 	    cmocka_unit_test(test_shrunk_placement_is_recorded),
 	};
