@@ -35,11 +35,33 @@
 #define LINK_PROBE_SCAN 64 /* rows of the node table one heartbeat looks at for a peer */
 #define CHECK_ALL_MS 1000  /* every running job is looked at at least this often */
 
+/* A rank report (clean_reports' form) as a running job's check reads it. */
+struct report_key {
+	int64_t rank, generation;
+	const char *job; /* the report's, valid while the report lives */
+	const json_t *report;
+	int exited; /* state "exited" (else "running") */
+	int has_loss;
+	int64_t exit_code, signal, step, last_step_ms_ago;
+	double loss;
+};
+
+/* A row of the nodes list as the health check reads it: its soft node (index) and the row's
+ * id and state (strings of the row: valid while nodes_list holds it). */
+struct health_row {
+	int node;
+	const char *id, *state;
+};
+
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
 	uint64_t last_seen_ms;   /* monotonic; 0: not heard since this member became leader */
 	uint64_t known_since_ms; /* when this leader first saw the node's row (a registration) */
 	json_t *ranks;           /* the latest validated rank reports (owned) */
+	/* what report_find compares of each of ranks' reports, in their order: a running
+	 * job's check finds its ranks' reports without JSON lookups (owned) */
+	struct report_key *report_keys;
+	int n_report_keys;
 	char version[32];
 	char worker_version[32]; /* the yard-worker build the node starts ranks with */
 	int64_t free_disk_mb;
@@ -75,6 +97,11 @@ struct soft_note {
 	char type[16];
 	char key[40];
 	char message[400];
+};
+
+struct check_slot {
+	int64_t rank;
+	const char *node;
 };
 
 struct soft_job {
@@ -128,6 +155,10 @@ struct soft_job {
 	int (*layout_slots)[2];
 	int n_layout_slots;
 	uint64_t layout_slots_version;
+	/* layout as check_running reads it: each slot's rank and node (a string of layout),
+	 * so a check makes no JSON lookup per slot ([size of layout], owned; NULL: not
+	 * built) */
+	struct check_slot *check_slots;
 	/* from row, read once when it is refreshed rather than on every tick */
 	char row_state[16];
 	int row_running, row_pending; /* row_state is "running", "pending" */
@@ -218,6 +249,9 @@ struct sched {
 	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
 	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
+	struct health_row *health; /* health_refresh: nodes_list's rows, as of: */
+	int n_health;
+	uint64_t health_version;
 	json_t *nodes_by_id;    /* node id -> its row in nodes_list (owned), as of: */
 	uint64_t nodes_by_id_version;
 	int n_draining; /* nodes of nodes_list being drained */
@@ -329,6 +363,8 @@ static void job_layout_forget(struct soft_job *j)
 	j->layout = NULL;
 	free(j->layout_slots);
 	j->layout_slots = NULL;
+	free(j->check_slots);
+	j->check_slots = NULL;
 	j->n_layout_slots = 0;
 }
 
@@ -574,11 +610,15 @@ static void soft_clear(struct sched *s)
 	logstore_clear(s->logs);
 	for (int i = 0; i < s->n_nodes; i++) {
 		json_decref(s->nodes[i].ranks);
+		free(s->nodes[i].report_keys);
 		json_decref(s->nodes[i].perf);
 	}
 	for (int i = 0; i < s->n_jobs; i++)
 		job_release(&s->jobs[i]);
 	s->n_nodes = s->n_jobs = s->n_dead = 0;
+	free(s->health); /* its rows name soft nodes */
+	s->health = NULL;
+	s->n_health = 0;
 	history_clear(s->history);
 	id_index_rebuild(&s->node_index, s->nodes, sizeof *s->nodes, 0, 0);
 	id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, 0, 0);
@@ -685,16 +725,42 @@ static void note(struct sched *s, struct soft_job *j, const char *type, const ch
 
 /* ---- node health ---- */
 
-static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
+/* health: per row of the nodes list, its soft node and state (strings of the row), read
+ * again only when the list changed; a check then reads no JSON. 0 or -1 without memory. */
+static int health_refresh(struct sched *s, const json_t *nodes)
 {
+	if (s->health != NULL && s->health_version == s->nodes_version)
+		return 0;
+	size_t count = json_array_size(nodes);
+	struct health_row *rows = realloc(s->health, (count + 1) * sizeof *rows);
+	if (rows == NULL)
+		return -1;
+	s->health = rows;
+	s->n_health = 0;
 	size_t i;
 	json_t *node;
 	json_array_foreach(nodes, i, node)
 	{
 		const char *id = json_string_value(json_object_get(node, "id"));
 		const char *state = json_string_value(json_object_get(node, "state"));
-		struct soft_node *n = node_get(s, id);
-		if (n == NULL || n->proposing)
+		struct soft_node *n = id == NULL || state == NULL ? NULL : node_get(s, id);
+		if (n != NULL)
+			rows[s->n_health++] = (struct health_row){
+			    .node = (int)(n - s->nodes), .id = id, .state = state};
+	}
+	s->health_version = s->nodes_version;
+	return 0;
+}
+
+static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
+{
+	if (health_refresh(s, nodes) != 0)
+		return;
+	for (int i = 0; i < s->n_health; i++) {
+		const char *id = s->health[i].id;
+		const char *state = s->health[i].state;
+		struct soft_node *n = &s->nodes[s->health[i].node];
+		if (n->proposing)
 			continue;
 		if (n->known_since_ms == 0)
 			n->known_since_ms = now;
@@ -729,21 +795,53 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 
 /* ---- running jobs ---- */
 
-static const json_t *report_find(const struct soft_node *n, const char *job, int64_t rank,
-                                 int64_t generation)
+static const struct report_key *report_find(const struct soft_node *n, const char *job,
+                                            int64_t rank, int64_t generation)
 {
-	size_t i;
-	json_t *r;
 	if (n == NULL)
 		return NULL;
-	json_array_foreach(n->ranks, i, r)
-	{
-		if (json_integer_value(json_object_get(r, "rank")) == rank &&
-		    json_integer_value(json_object_get(r, "generation")) == generation &&
-		    strcmp(json_string_value(json_object_get(r, "job")), job) == 0)
-			return r;
+	for (int i = 0; i < n->n_report_keys; i++) {
+		const struct report_key *k = &n->report_keys[i];
+		if (k->rank == rank && k->generation == generation && strcmp(k->job, job) == 0)
+			return k;
 	}
 	return NULL;
+}
+
+/* The node's latest reports (clean_reports' output, taken over) and their keys. */
+static void node_set_reports(struct soft_node *n, json_t *reports)
+{
+	size_t count = json_array_size(reports);
+	struct report_key *keys = malloc((count + 1) * sizeof *keys);
+	json_decref(n->ranks);
+	free(n->report_keys);
+	n->ranks = reports;
+	n->report_keys = keys;
+	n->n_report_keys = 0;
+	if (keys == NULL)
+		return; /* report_find then finds nothing: ranks look silent, not wrong */
+	size_t i;
+	json_t *r;
+	json_array_foreach(reports, i, r)
+	{
+		const char *job = json_string_value(json_object_get(r, "job"));
+		if (job == NULL)
+			continue;
+		const json_t *loss = json_object_get(r, "loss");
+		const char *state = json_string_value(json_object_get(r, "state"));
+		keys[n->n_report_keys++] = (struct report_key){
+		    .rank = json_integer_value(json_object_get(r, "rank")),
+		    .generation = json_integer_value(json_object_get(r, "generation")),
+		    .job = job,
+		    .report = r,
+		    .exited = state != NULL && strcmp(state, "exited") == 0,
+		    .has_loss = json_is_number(loss),
+		    .exit_code = json_integer_value(json_object_get(r, "exit_code")),
+		    .signal = json_integer_value(json_object_get(r, "signal")),
+		    .step = json_integer_value(json_object_get(r, "step")),
+		    .last_step_ms_ago = json_integer_value(json_object_get(r, "last_step_ms_ago")),
+		    .loss = json_number_value(loss)};
+	}
 }
 
 static const char *node_state_of(const json_t *nodes_by_id, const char *node)
@@ -930,45 +1028,72 @@ static int node_draining(const json_t *nodes_by_id, const char *node)
 	return row_draining(json_object_get(nodes_by_id, node));
 }
 
+/* The slots of a layout (fsm_job_layout's form) as check_running reads them; NULL without
+ * memory. */
+static struct check_slot *check_slots_build(const json_t *layout)
+{
+	struct check_slot *slots = malloc((json_array_size(layout) + 1) * sizeof *slots);
+	size_t i;
+	json_t *slot;
+	if (slots == NULL)
+		return NULL;
+	json_array_foreach(layout, i, slot)
+	{
+		slots[i].rank = json_integer_value(json_object_get(slot, "rank"));
+		slots[i].node = json_string_value(json_object_get(slot, "node"));
+	}
+	return slots;
+}
+
 /* Looks at every rank of a running job's generation; proposes at most one decision. */
 static void check_running(struct sched *s, struct soft_job *j, const json_t *layout,
                           const json_t *nodes_by_id, uint64_t now)
 {
-	size_t i;
-	json_t *slot;
 	int world = (int)json_array_size(layout), exited_ok = 0, running = 0;
 	char failure[256] = "", drain[256] = "";
 	int64_t max_step = -1;
+	if (j->check_slots == NULL && (j->check_slots = check_slots_build(layout)) == NULL)
+		return; /* without memory: the next pass checks again */
 	straggler_start(j);
-	json_array_foreach(layout, i, slot)
-	{
-		int64_t rank = json_integer_value(json_object_get(slot, "rank"));
-		const char *node = json_string_value(json_object_get(slot, "node"));
-		if (strcmp(node_state_of(nodes_by_id, node), "down") == 0) {
+	/* a node's ranks are usually neighbours in the layout: its row and soft node are
+	 * looked up once for them */
+	const char *last_node = NULL;
+	int down = 0, draining = 0;
+	const struct soft_node *n = NULL;
+	for (int i = 0; i < world; i++) {
+		int64_t rank = j->check_slots[i].rank;
+		const char *node = j->check_slots[i].node;
+		if (node == NULL)
+			continue; /* not something the FSM writes */
+		if (last_node == NULL || strcmp(node, last_node) != 0) {
+			last_node = node;
+			down = strcmp(node_state_of(nodes_by_id, node), "down") == 0;
+			draining = node_draining(nodes_by_id, node);
+			n = node_find(s, node);
+		}
+		if (down) {
 			snprintf(failure, sizeof failure, "rank %lld on node %s: node down",
 			         (long long)rank, node);
 			break;
 		}
-		if (drain[0] == '\0' && node_draining(nodes_by_id, node))
+		if (drain[0] == '\0' && draining)
 			snprintf(drain, sizeof drain, "rank %lld on node %s: node draining",
 			         (long long)rank, node);
-		const struct soft_node *n = node_find(s, node);
-		const json_t *rep = report_find(n, j->id, rank, j->generation);
+		const struct report_key *rep = report_find(n, j->id, rank, j->generation);
 		if (rep == NULL)
 			continue;
-		straggler_feed(j, rank, rep);
-		int64_t step = json_integer_value(json_object_get(rep, "step"));
+		straggler_feed(j, rank, rep->report);
+		int64_t step = rep->step;
 		if (step > max_step) {
 			max_step = step;
-			json_t *loss = json_object_get(rep, "loss");
-			if (json_is_number(loss)) {
-				j->loss = json_number_value(loss);
+			if (rep->has_loss) {
+				j->loss = rep->loss;
 				j->has_loss = 1;
 			}
 		}
-		if (strcmp(json_string_value(json_object_get(rep, "state")), "exited") == 0) {
-			json_int_t code = json_integer_value(json_object_get(rep, "exit_code"));
-			json_int_t sig = json_integer_value(json_object_get(rep, "signal"));
+		if (rep->exited) {
+			int64_t code = rep->exit_code;
+			int64_t sig = rep->signal;
 			if (code == 0 && sig == 0) {
 				exited_ok++;
 				continue;
@@ -992,9 +1117,7 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		/* Hang: trainer ranks always report steps; a command job is judged only once it
 		 * has reported one (docs/api.md). */
 		if (step >= 0 || !j->is_command) {
-			uint64_t ago =
-			    (uint64_t)json_integer_value(json_object_get(rep, "last_step_ms_ago")) +
-			    (now - n->last_seen_ms);
+			uint64_t ago = (uint64_t)rep->last_step_ms_ago + (now - n->last_seen_ms);
 			if (ago > (uint64_t)j->hang_timeout_s * 1000) {
 				snprintf(failure, sizeof failure,
 				         "rank %lld on node %s made no step progress for %.1f s "
@@ -1102,14 +1225,13 @@ static int check_restarting(struct sched *s, struct soft_job *j, const json_t *j
 			int64_t rank = json_integer_value(json_object_get(slot, "rank"));
 			const char *node = json_string_value(json_object_get(slot, "node"));
 			const struct soft_node *n = node_find(s, node);
-			const json_t *rep;
+			const struct report_key *rep;
 			if (strcmp(node_state_of(nodes_by_id, node), "down") == 0)
 				continue;
 			if (n == NULL || n->last_seen_ms == 0)
 				waiting++;
 			else if ((rep = report_find(n, j->id, rank, j->generation)) != NULL &&
-			         strcmp(json_string_value(json_object_get(rep, "state")),
-			                "running") == 0)
+			         !rep->exited)
 				waiting++;
 		}
 		json_decref(layout);
@@ -2187,6 +2309,7 @@ void sched_destroy(struct sched *s)
 	free(s->pass_buf);
 	free(s->q);
 	free(s->busy);
+	free(s->health);
 	free(s->watching);
 	rollout_driver_destroy(s->rollouts);
 	history_destroy(s->history);
@@ -2762,8 +2885,7 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 		if (n != NULL) {
 			mark_reported(s, n->ranks);
 			mark_reported(s, reports);
-			json_decref(n->ranks);
-			n->ranks = reports;
+			node_set_reports(n, reports);
 			reports = NULL;
 			n->last_seen_ms = mono_now(s);
 			snprintf(n->version, sizeof n->version, "%s", version);
