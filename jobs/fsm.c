@@ -54,8 +54,8 @@
 	" updated_ms INTEGER NOT NULL);"
 
 /* assignments.running is 1 while the slot's job runs (jobs.state 'running'): the trigger
- * keeps it so on every state change, whichever command made it (job.assign inserts the
- * slots of a pending or restarting job, 0, then sets the job running). The partial index
+ * keeps it so on every state change, whichever command made it (job.assign drops the old
+ * slots, sets the job running and inserts the new ones running). The partial index
  * finds a node's running slots without visiting the slots of every job it ever ran (a
  * heartbeat's answer, a device's holder, a drain), so their cost does not grow with the
  * cluster's history. schema_upgrade adds both to a database from a binary without them. */
@@ -788,6 +788,20 @@ json_t *fsm_job_result(struct fsm *f, const char *id, int status)
 	if (job == NULL)
 		return NULL;
 	return fsm_res_ok(status, job);
+}
+
+json_t *fsm_job_brief(struct fsm *f, const char *id, int status)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT state, generation FROM jobs WHERE id = ?1");
+	json_t *body = NULL;
+	if (st == NULL)
+		return NULL;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		body = json_pack("{s:s,s:s,s:I}", "id", id, "state", sqlite3_column_text(st, 0),
+		                 "generation", (json_int_t)sqlite3_column_int64(st, 1));
+	fsm_release(f, st);
+	return body != NULL ? fsm_res_ok(status, body) : NULL;
 }
 
 static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)

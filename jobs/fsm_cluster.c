@@ -679,25 +679,25 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	}
 	if (fsm_run(f, "DELETE FROM assignments WHERE job = ?1", "s", id) != SQLITE_DONE)
 		return NULL;
-	json_array_foreach(ranks, i, slot)
-	{
-		if (fsm_run(f,
-		            "INSERT INTO assignments(job, rank, node, device, generation)"
-		            " VALUES(?1, ?2, ?3, ?4, ?5)",
-		            "sisii", id, (int64_t)i,
-		            json_string_value(json_object_get(slot, "node")),
-		            json_integer_value(json_object_get(slot, "device")),
-		            generation) != SQLITE_DONE)
-			return NULL;
-	}
-	/* (the job was pending or restarting: its new slots' running flag is set by the
-	 * trigger of this change, fsm.c ASSIGNMENTS_RUNNING) */
+	/* the old slots go first, so the state change's trigger (fsm.c ASSIGNMENTS_RUNNING)
+	 * has none to visit; the new ones are inserted running */
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = 'running', generation = ?2, updated_ms = ?3,"
 	            " reason = NULL, noted = ',', shrunk_dp = CASE WHEN ?4 > 0 THEN ?4 END"
 	            " WHERE id = ?1",
 	            "siii", id, generation, c->ts, shrunk ? dp : (int64_t)0) != SQLITE_DONE)
 		return NULL;
+	json_array_foreach(ranks, i, slot)
+	{
+		if (fsm_run(f,
+		            "INSERT INTO assignments(job, rank, node, device, generation, running)"
+		            " VALUES(?1, ?2, ?3, ?4, ?5, 1)",
+		            "sisii", id, (int64_t)i,
+		            json_string_value(json_object_get(slot, "node")),
+		            json_integer_value(json_object_get(slot, "device")),
+		            generation) != SQLITE_DONE)
+			return NULL;
+	}
 	if (shrunk &&
 	    fsm_event_append(f, c->ts, "job.shrunk", id, c->actor,
 	                     "job %s re-placed with dp %lld (spec dp %lld), %zu of "
@@ -714,7 +714,7 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	                     (long long)generation, json_array_size(ranks), where,
 	                     note[0] ? "; " : "", note) != 0)
 		return NULL;
-	return fsm_job_result(f, id, 200);
+	return fsm_job_brief(f, id, 200);
 }
 
 /* Reads the job into row; NULL when it is running at generation, else the error result (404,
@@ -789,7 +789,7 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 	                           (long long)row.restarts + 1, (long long)max_restarts, reason);
 	if (rc != 0)
 		return NULL;
-	return fsm_job_result(f, id, 200);
+	return fsm_job_brief(f, id, 200);
 }
 
 json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
@@ -830,7 +830,7 @@ json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
 	snprintf(type, sizeof type, "job.%s", to);
 	if (fsm_event_append(f, c->ts, type, id, c->actor, "job %s %s: %s", id, to, reason) != 0)
 		return NULL;
-	return fsm_job_result(f, id, 200);
+	return fsm_job_brief(f, id, 200);
 }
 
 json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
@@ -953,5 +953,5 @@ json_t *fsm_op_job_replace(struct fsm *f, const struct fsm_cmd *c)
 	                     id, (long long)rank, node, (long long)used + 1,
 	                     (long long)max_replacements, reason) != 0)
 		return NULL;
-	return fsm_job_result(f, id, 200);
+	return fsm_job_brief(f, id, 200);
 }

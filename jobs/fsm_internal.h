@@ -48,6 +48,10 @@ int fsm_job_state_terminal(const char *s);
 json_t *fsm_job_lookup(struct fsm *f, const char *id, char state[16], char actor[FSM_NAME_MAX + 1]);
 /* {"status": status, "body": the job} */
 json_t *fsm_job_result(struct fsm *f, const char *id, int status);
+/* The result of a scheduler's decision on a job (job.assign, restart, finish, replace): the
+ * job's id, state and generation instead of the whole job, which every member would build
+ * for each decision and nobody reads (the scheduler looks only for an error). */
+json_t *fsm_job_brief(struct fsm *f, const char *id, int status);
 
 /* fsm_cluster.c: nodes and placements (node.register, node.set_state, node.cordon,
  * job.assign, job.restart, job.replace, job.finish, job.note). */

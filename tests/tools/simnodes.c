@@ -20,7 +20,7 @@
  * from /proc at each phase boundary. Prints one JSON line: registration time, heartbeats
  * sent and their latency, leader CPU per heartbeat (quiet phase) and leader CPU share and
  * RSS (job phase), ranks started, jobs submitted. What it does not do: spawn processes, open rank
- * ports, report steps.
+ * ports, report steps. SIM_TRACE_NODE=NAME prints every answer that node applies (stderr).
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -438,6 +438,12 @@ static void desired_one(void *arg, const char *job, int rank, int gen)
 static void apply_desired(struct sim_node *n, const char *resp, double now)
 {
 	uint64_t h = fnv1a(resp);
+	static const char *trace;
+	if (trace == NULL)
+		trace = getenv("SIM_TRACE_NODE") ? getenv("SIM_TRACE_NODE") : "";
+	if (trace[0] != '\0' && strcmp(trace, n->name) == 0)
+		fprintf(stderr, "TRACE %.0f %s hash %s ranks %d answer %.300s\n", now, n->name,
+		        h == n->answer_hash ? "same" : "new", n->n_ranks, resp);
 	if (h == n->answer_hash) {
 		exit_brings_heartbeat_forward(n);
 		return;
