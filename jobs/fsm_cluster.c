@@ -387,29 +387,106 @@ static int device_holder(struct fsm *f, const char *self, const char *node, int6
 	return held;
 }
 
-/* "node-a (4), node-b (2)": the nodes of a placement in rank order with rank counts. */
-static void placement_summary(const json_t *ranks, char *out, size_t out_len)
+/* A placement's slots sorted by node, device and rank: what its checks and its summary read
+ * instead of comparing every pair of slots (a placement of thousands of ranks is applied by
+ * every member). */
+struct slot_key {
+	const char *node;
+	int64_t device;
+	int rank;
+};
+
+static int slot_key_cmp(const void *a, const void *b)
 {
-	size_t i, n = 0;
-	json_t *slot;
-	out[0] = '\0';
-	json_array_foreach(ranks, i, slot)
-	{
+	const struct slot_key *x = a, *y = b;
+	int c = strcmp(x->node, y->node);
+	if (c != 0)
+		return c;
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	return x->rank - y->rank;
+}
+
+/* The slots' keys, sorted (malloc'd, [size of ranks]; NULL without memory); with_device 0
+ * leaves the devices out (every key's device 0): sorted by node and rank. */
+static struct slot_key *slot_keys_sorted(const json_t *ranks, int with_device)
+{
+	size_t n = json_array_size(ranks);
+	struct slot_key *keys = malloc((n + 1) * sizeof *keys);
+	if (keys == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *slot = json_array_get(ranks, i);
 		const char *node = json_string_value(json_object_get(slot, "node"));
-		int seen = 0, count = 0;
-		for (size_t k = 0; k < json_array_size(ranks); k++) {
-			const char *other =
-			    json_string_value(json_object_get(json_array_get(ranks, k), "node"));
-			if (strcmp(other, node) == 0) {
-				if (k < i)
-					seen = 1;
-				count++;
-			}
-		}
-		if (!seen && n < out_len)
-			n += (size_t)snprintf(out + n, out_len - n, "%s%s (%d)", n ? ", " : "",
-			                      node, count);
+		keys[i] = (struct slot_key){
+		    .node = node != NULL ? node : "",
+		    .device = with_device ? json_integer_value(json_object_get(slot, "device")) : 0,
+		    .rank = (int)i};
 	}
+	qsort(keys, n, sizeof *keys, slot_key_cmp);
+	return keys;
+}
+
+/* For each slot of a placement, the first earlier rank given the same node:device, or -1
+ * (malloc'd, [size of ranks]; NULL without memory). */
+static int *slot_duplicates(const json_t *ranks)
+{
+	size_t n = json_array_size(ranks);
+	struct slot_key *keys = slot_keys_sorted(ranks, 1);
+	int *dup_of = malloc((n + 1) * sizeof *dup_of);
+	if (keys == NULL || dup_of == NULL) {
+		free(keys);
+		free(dup_of);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		dup_of[i] = -1;
+	for (size_t i = 1, first = 0; i < n; i++) {
+		if (strcmp(keys[i].node, keys[first].node) == 0 &&
+		    keys[i].device == keys[first].device)
+			dup_of[keys[i].rank] = keys[first].rank;
+		else
+			first = i;
+	}
+	free(keys);
+	return dup_of;
+}
+
+struct node_run {
+	const char *node;
+	int first, count; /* the node's first rank, its ranks */
+};
+
+static int node_run_cmp(const void *a, const void *b)
+{
+	return ((const struct node_run *)a)->first - ((const struct node_run *)b)->first;
+}
+
+/* "node-a (4), node-b (2)": the nodes of a placement in rank order with rank counts, as much
+ * as out_len holds. -1 without memory. */
+static int placement_summary(const json_t *ranks, char *out, size_t out_len)
+{
+	size_t n_slots = json_array_size(ranks), n_runs = 0, n = 0;
+	struct slot_key *keys = slot_keys_sorted(ranks, 0);
+	struct node_run *runs = malloc((n_slots + 1) * sizeof *runs);
+	out[0] = '\0';
+	if (keys == NULL || runs == NULL) {
+		free(keys);
+		free(runs);
+		return -1;
+	}
+	for (size_t i = 0; i < n_slots; i++) {
+		if (i == 0 || strcmp(keys[i].node, keys[i - 1].node) != 0)
+			runs[n_runs++] = (struct node_run){keys[i].node, keys[i].rank, 0};
+		runs[n_runs - 1].count++; /* keys[i].rank ascends within a node */
+	}
+	qsort(runs, n_runs, sizeof *runs, node_run_cmp);
+	for (size_t r = 0; r < n_runs && n < out_len; r++)
+		n += (size_t)snprintf(out + n, out_len - n, "%s%s (%d)", n ? ", " : "",
+		                      runs[r].node, runs[r].count);
+	free(keys);
+	free(runs);
+	return 0;
 }
 
 #define PLAN_MAX_BYTES 8192
@@ -495,57 +572,6 @@ static json_t *check_dp(struct fsm *f, const char *id, const struct job_row *row
 		    "data-parallel degree",
 		    id, row->state);
 	return NULL;
-}
-
-struct slot_key {
-	const char *node;
-	int64_t device;
-	int rank;
-};
-
-static int slot_key_cmp(const void *a, const void *b)
-{
-	const struct slot_key *x = a, *y = b;
-	int c = strcmp(x->node, y->node);
-	if (c != 0)
-		return c;
-	if (x->device != y->device)
-		return x->device < y->device ? -1 : 1;
-	return x->rank - y->rank;
-}
-
-/* For each slot of a placement, the first earlier rank given the same node:device, or -1
- * (malloc'd, [size of ranks]; NULL without memory): a sort, not a comparison of every pair,
- * so a placement of many thousand ranks applies in milliseconds. */
-static int *slot_duplicates(const json_t *ranks)
-{
-	size_t n = json_array_size(ranks);
-	struct slot_key *keys = malloc((n + 1) * sizeof *keys);
-	int *dup_of = malloc((n + 1) * sizeof *dup_of);
-	if (keys == NULL || dup_of == NULL) {
-		free(keys);
-		free(dup_of);
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const json_t *slot = json_array_get(ranks, i);
-		const char *node = json_string_value(json_object_get(slot, "node"));
-		keys[i] =
-		    (struct slot_key){.node = node != NULL ? node : "",
-		                      .device = json_integer_value(json_object_get(slot, "device")),
-		                      .rank = (int)i};
-		dup_of[i] = -1;
-	}
-	qsort(keys, n, sizeof *keys, slot_key_cmp);
-	for (size_t i = 1, first = 0; i < n; i++) {
-		if (strcmp(keys[i].node, keys[first].node) == 0 &&
-		    keys[i].device == keys[first].device)
-			dup_of[keys[i].rank] = keys[first].rank;
-		else
-			first = i;
-	}
-	free(keys);
-	return dup_of;
 }
 
 /* Why a placement's slots cannot be used, as the result to answer, judged rank by rank: a
@@ -707,7 +733,8 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	                     shrink_reason[0] ? ": " : "", shrink_reason) != 0)
 		return NULL;
 	char where[300];
-	placement_summary(ranks, where, sizeof where);
+	if (placement_summary(ranks, where, sizeof where) != 0)
+		return NULL;
 	if (fsm_event_append(f, c->ts, "job.placed", id, c->actor,
 	                     "job %s %splaced (generation %lld): %zu rank(s) on %s%s%s", id,
 	                     strcmp(row.state, "restarting") == 0 ? "re-" : "",

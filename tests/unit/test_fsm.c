@@ -1216,6 +1216,18 @@ static void test_shrunk_placement_is_recorded(void **state)
 	fsm_close(&f);
 }
 
+/* f: a new FSM with node-a and node-b (2 devices each) and job j-000001 of `ranks` ranks. */
+static void two_nodes_and_a_job(struct fsm *f, int ranks)
+{
+	struct yard_err err = {0};
+	char spec[96];
+	assert_int_equal(fsm_init(f, &err), 0);
+	assert_int_equal(apply(f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_int_equal(apply(f, "node.register", NODE_B, NULL, T0, "nodes", "agent", NULL), 200);
+	snprintf(spec, sizeof spec, "{\"name\":\"j\",\"spec\":{\"ranks\":%d}}", ranks);
+	assert_int_equal(apply(f, "job.submit", spec, NULL, T0, "alice", "user", NULL), 201);
+}
+
 /* A placement's slots are judged in rank order, the first bad one named; a device given
  * twice names the first rank that has it. */
 static void test_placement_refusals_name_the_first_bad_slot(void **state)
@@ -1231,15 +1243,9 @@ static void test_placement_refusals_name_the_first_bad_slot(void **state)
 	    {"b1,b0,a1,b1", "ranks[3]: node-b:1 is given to rank 0 too"},
 	};
 	struct fsm f;
-	struct yard_err err = {0};
 	const json_t *r;
 	(void)state;
-	assert_int_equal(fsm_init(&f, &err), 0);
-	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
-	assert_int_equal(apply(&f, "node.register", NODE_B, NULL, T0, "nodes", "agent", NULL), 200);
-	assert_int_equal(apply(&f, "job.submit", "{\"name\":\"j\",\"spec\":{\"ranks\":4}}", NULL,
-	                       T0, "alice", "user", NULL),
-	                 201);
+	two_nodes_and_a_job(&f, 4);
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		char body[512] = "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[";
 		/* "a1,b0": node-a device 1, node-b device 0 */
@@ -1257,6 +1263,37 @@ static void test_placement_refusals_name_the_first_bad_slot(void **state)
 		assert_string_equal(json_string_value(json_object_get(r, "error")), cases[c].error);
 		assert_string_equal(job_state(&f, "j-000001", NULL, NULL), "pending");
 	}
+	fsm_close(&f);
+}
+
+/* The job.placed event counts a placement's ranks per node, nodes in order of their first
+ * rank, whatever the order of the slots. */
+static void test_placed_event_counts_ranks_per_node(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	(void)state;
+	two_nodes_and_a_job(&f, 4);
+	assert_int_equal(
+	    apply(&f, "job.assign",
+	          "{\"id\":\"j-000001\",\"generation\":1,\"ranks\":[{\"node\":\"node-b\","
+	          "\"device\":1},{\"node\":\"node-a\",\"device\":0},{\"node\":\"node-b\","
+	          "\"device\":0},{\"node\":\"node-a\",\"device\":1}]}",
+	          NULL, T0, "yardd", "admin", NULL),
+	    200);
+	json_t *page = fsm_events_list(&f, 0, 100, "j-000001", &err);
+	const char *placed = NULL;
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(page, "events"), i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "type")), "job.placed") == 0)
+			placed = json_string_value(json_object_get(e, "message"));
+	}
+	assert_non_null(placed);
+	assert_string_equal(placed, "job j-000001 placed (generation 1): 4 rank(s) on node-b (2), "
+	                            "node-a (2)");
+	json_decref(page);
 	fsm_close(&f);
 }
 
@@ -1445,6 +1482,7 @@ int main(void)
 	    cmocka_unit_test(test_nodes_and_placements),
 	    cmocka_unit_test(test_running_flag_follows_job_state),
 	    cmocka_unit_test(test_placement_refusals_name_the_first_bad_slot),
+	    cmocka_unit_test(test_placed_event_counts_ranks_per_node),
 	    cmocka_unit_test(test_auto_job_placement_records_plan),
 	    cmocka_unit_test(test_shrunk_placement_is_recorded),
 	};
