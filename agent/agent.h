@@ -159,6 +159,11 @@ struct agent {
 	char node_token[256];
 	char leader_url[512]; /* last URL that answered as leader */
 	char leader_id[64];   /* the leader's "leader_id": a change means it holds no logs */
+	/* the desired set of the last answer that carried one (owned, NULL: none) and its
+	 * "desired_tag" ("": none): heartbeats send the tag, and an answer that says
+	 * "desired_unchanged" is reconciled against this set */
+	json_t *desired;
+	char desired_tag[24];
 	int log_cursor;       /* rank slot the next heartbeat's logs start from (fairness) */
 	int heartbeat_in_flight;
 	/* while a heartbeat was in flight: 1 a rank exited (heartbeat_soon after it), 2 the

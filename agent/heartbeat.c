@@ -143,6 +143,27 @@ static void apply_commands(struct agent *a, const json_t *commands)
 	a->draining = draining;
 }
 
+/* The desired set an answer gives: its "desired" (kept, with its "desired_tag", for the
+ * answers that follow), or the kept set when it says "desired_unchanged"; NULL when it has
+ * neither (heartbeat_reconcile then changes nothing and says so). */
+static const json_t *desired_of(struct agent *a, const json_t *resp)
+{
+	const json_t *desired = json_object_get(resp, "desired");
+	const char *tag = json_string_value(json_object_get(resp, "desired_tag"));
+	if (json_is_array(desired)) {
+		json_decref(a->desired);
+		a->desired = json_incref((json_t *)desired);
+		snprintf(a->desired_tag, sizeof a->desired_tag, "%s",
+		         tag != NULL && strlen(tag) < sizeof a->desired_tag ? tag : "");
+		return desired;
+	}
+	if (json_is_true(json_object_get(resp, "desired_unchanged")) && a->desired != NULL &&
+	    tag != NULL && strcmp(tag, a->desired_tag) == 0)
+		return a->desired;
+	a->desired_tag[0] = '\0'; /* the next answer carries the set */
+	return NULL;
+}
+
 static void after_call(uv_work_t *w, int status)
 {
 	struct call *c = (struct call *)w;
@@ -165,6 +186,7 @@ static void after_call(uv_work_t *w, int status)
 			snprintf(a->node_token, sizeof a->node_token, "%s", token);
 			save_node_token(a);
 			a->registered = 1;
+			a->desired_tag[0] = '\0';
 			log_info("registered as %s with %s", a->cfg.name, a->leader_url);
 			watch_tick(a);
 		} else {
@@ -182,7 +204,7 @@ static void after_call(uv_work_t *w, int status)
 		const json_t *want_perf = json_object_get(c->resp, "want_perf");
 		if (want_perf != NULL)
 			a->perf_unwanted = json_is_false(want_perf);
-		heartbeat_reconcile(a, json_object_get(c->resp, "desired"));
+		heartbeat_reconcile(a, desired_of(a, c->resp));
 		if (json_object_get(c->resp, "upgrade") != NULL)
 			upgrade_offer(a, json_object_get(c->resp, "upgrade"));
 		if (json_object_get(c->resp, "worker_upgrade") != NULL)
@@ -193,6 +215,7 @@ static void after_call(uv_work_t *w, int status)
 		log_warn("heartbeat refused (HTTP %ld: %s): registering again", c->status,
 		         resp_error(c->resp));
 		a->registered = 0;
+		a->desired_tag[0] = '\0';
 	} else {
 		log_warn("heartbeat to %s: HTTP %ld: %s", a->leader_url, c->status,
 		         resp_error(c->resp));
@@ -234,6 +257,8 @@ static json_t *heartbeat_body(struct agent *a)
 		json_object_set(body, "perf", a->perf);
 	if (a->probe_listening)
 		json_object_set_new(body, "probe_port", json_integer(a->cfg.probe_port));
+	if (a->desired_tag[0] != '\0' && a->desired != NULL)
+		json_object_set_new(body, "desired_tag", json_string(a->desired_tag));
 	return body;
 }
 

@@ -184,6 +184,7 @@ struct soft_job {
 	 * and its restore checkpoint, and reused until the generation, a node row or a
 	 * checkpoint changes (the versions below); owned, NULL: not built */
 	json_t *desired;
+	uint64_t desired_serial; /* sched.desired_serials when desired was built */
 	int64_t desired_gen;
 	uint64_t desired_nodes_version, desired_ckpt_version; /* node_addr_version, FSM's */
 };
@@ -278,6 +279,10 @@ struct sched {
 	int n_watching, cap_watching;
 	uint64_t watch_base;
 	uint64_t watch_answers_total, watch_news_total;
+	/* heartbeat answers: the serial of the last desired set built (each gets the next),
+	 * and the answers that said the node's desired set is unchanged (desired_tag) */
+	uint64_t desired_serials;
+	uint64_t desired_unchanged_total;
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -2645,15 +2650,18 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
  * of the job's nodes until the generation, a node's address or devices, or a checkpoint
  * changes: a heartbeat then costs a lookup per slot, not a rebuild of every rank's peers. */
 static const json_t *desired_entries(struct sched *s, const char *job_id, int64_t generation,
-                                     json_t *memo)
+                                     json_t *memo, uint64_t *serial)
 {
+	*serial = 0;
 	struct soft_job *j = s->leading ? job_find(s, job_id) : NULL;
 	/* the node versions are current once nodes_refresh read every pending node change */
 	int nodes_current = s->nodes_list != NULL && !fsm_nodes_changed_pending(s->fsm);
 	if (j != NULL && nodes_current && j->desired != NULL && j->desired_gen == generation &&
 	    j->desired_nodes_version == s->node_addr_version &&
-	    j->desired_ckpt_version == s->fsm->ckpt_version)
+	    j->desired_ckpt_version == s->fsm->ckpt_version) {
+		*serial = j->desired_serial;
 		return j->desired;
+	}
 	const json_t *seen = json_object_get(memo, job_id);
 	if (seen != NULL)
 		return seen;
@@ -2667,6 +2675,7 @@ static const json_t *desired_entries(struct sched *s, const char *job_id, int64_
 		j->desired_gen = built_gen;
 		j->desired_nodes_version = s->node_addr_version;
 		j->desired_ckpt_version = s->fsm->ckpt_version;
+		j->desired_serial = *serial = ++s->desired_serials;
 		return entries;
 	}
 	json_object_set_new(memo, job_id, entries);
@@ -2677,45 +2686,99 @@ static const json_t *desired_entries(struct sched *s, const char *job_id, int64_
  * that job spans (a heartbeat costs what the node runs, not what the cluster runs). me: the
  * node's committed row. */
 
-/* The entries as a JSON array (as_text NULL), or appended to as_text as the text of one
- * (entries of cached jobs copied from their kept text, not serialized again); as_text's
- * failed flag says the text could not be made (no memory). */
+static void put_str(struct jsonx_buf *b, const char *text)
+{
+	jsonx_buf_put(b, text, strlen(text));
+}
+
+static uint64_t tag_mix(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ull; /* FNV-1a */
+	return h;
+}
+
+/* The entries as a JSON array (as_text NULL), or as the members of a heartbeat answer's text
+ * appended to as_text: "desired":[...] (entries of cached jobs copied from their kept text,
+ * not serialized again), with "desired_tag":"T" when every entry came from a job's cache.
+ * The tag names the set: this leadership, the node's slots and the build of each job's
+ * entries (a job's entries are rebuilt, with a new serial, whenever their text would change).
+ * When their_tag, the tag of the set the agent holds, equals it, the members are
+ * "desired_unchanged":true,"desired_tag":"T" instead: a node running ranks of a large job
+ * is not sent its peers again every heartbeat. as_text's failed flag says the text could not
+ * be made (no memory). */
 static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
-                           struct jsonx_buf *as_text)
+                           struct jsonx_buf *as_text, const char *their_tag)
 {
 	json_t *desired = as_text != NULL ? NULL : json_array();
-	int appended = 0;
-	if (as_text != NULL)
-		jsonx_buf_put(as_text, "[", 1);
 	/* down: its ranks are being moved; anything it runs must stop */
 	int down =
 	    me == NULL || strcmp(json_string_value(json_object_get(me, "state")), "down") == 0;
 	json_t *slots = down ? json_array() : fsm_node_slots(s->fsm, node);
 	json_t *memo = json_object();
-	size_t i;
+	size_t n_slots = json_array_size(slots), n_picked = 0, i;
+	const json_t *(*picked)[2] = malloc((n_slots + 1) * sizeof *picked); /* head, tail */
+	int tagged = as_text != NULL && s->leading && picked != NULL;
+	uint64_t tag = tag_mix(1469598103934665603ull, s->leader_id, strlen(s->leader_id) + 1);
 	json_t *v;
+	tag = tag_mix(tag, &down, sizeof down);
 	json_array_foreach(slots, i, v)
 	{
-		size_t rank = (size_t)json_integer_value(json_object_get(v, "rank"));
-		const json_t *entries =
-		    desired_entries(s, json_string_value(json_object_get(v, "job")),
-		                    json_integer_value(json_object_get(v, "generation")), memo);
-		const json_t *head = json_array_get(json_object_get(entries, "heads"), rank);
+		const char *job = json_string_value(json_object_get(v, "job"));
+		int64_t rank = json_integer_value(json_object_get(v, "rank"));
+		int64_t generation = json_integer_value(json_object_get(v, "generation"));
+		uint64_t serial = 0;
+		const json_t *entries = desired_entries(s, job, generation, memo, &serial);
+		const json_t *head =
+		    json_array_get(json_object_get(entries, "heads"), (size_t)rank);
 		const json_t *tail = json_object_get(entries, "tail");
+		if (serial == 0)
+			tagged = 0; /* not from a cache: nothing names this text */
+		tag = tag_mix(tag, job, strlen(job) + 1);
+		tag = tag_mix(tag, &rank, sizeof rank);
+		tag = tag_mix(tag, &generation, sizeof generation);
+		tag = tag_mix(tag, &serial, sizeof serial);
 		if (!json_is_string(head) || !json_is_string(tail))
 			continue;
-		struct jsonx_buf entry = {0}, *out = as_text != NULL ? as_text : &entry;
-		if (as_text != NULL && appended++ > 0)
-			jsonx_buf_put(out, ",", 1);
-		jsonx_buf_put(out, json_string_value(head), json_string_length(head));
-		jsonx_buf_put(out, json_string_value(tail), json_string_length(tail));
-		if (as_text == NULL && !entry.failed)
-			json_array_append_new(desired,
-			                      json_loads(entry.text, JSON_REJECT_DUPLICATES, NULL));
-		free(entry.text);
+		if (as_text == NULL) {
+			struct jsonx_buf entry = {0};
+			jsonx_buf_put(&entry, json_string_value(head), json_string_length(head));
+			jsonx_buf_put(&entry, json_string_value(tail), json_string_length(tail));
+			if (!entry.failed)
+				json_array_append_new(
+				    desired, json_loads(entry.text, JSON_REJECT_DUPLICATES, NULL));
+			free(entry.text);
+		} else if (picked != NULL) {
+			picked[n_picked][0] = head;
+			picked[n_picked++][1] = tail;
+		}
 	}
-	if (as_text != NULL)
+	char hex[17];
+	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)tag);
+	if (as_text != NULL && tagged && their_tag != NULL && strcmp(their_tag, hex) == 0) {
+		put_str(as_text, "\"desired_unchanged\":true");
+		s->desired_unchanged_total++;
+	} else if (as_text != NULL) {
+		put_str(as_text, "\"desired\":[");
+		for (size_t k = 0; k < n_picked; k++) {
+			if (k > 0)
+				jsonx_buf_put(as_text, ",", 1);
+			jsonx_buf_put(as_text, json_string_value(picked[k][0]),
+			              json_string_length(picked[k][0]));
+			jsonx_buf_put(as_text, json_string_value(picked[k][1]),
+			              json_string_length(picked[k][1]));
+		}
 		jsonx_buf_put(as_text, "]", 1);
+		if (picked == NULL)
+			as_text->failed = 1;
+	}
+	if (as_text != NULL && tagged) {
+		put_str(as_text, ",\"desired_tag\":\"");
+		put_str(as_text, hex);
+		put_str(as_text, "\"");
+	}
+	free(picked);
 	json_decref(memo);
 	json_decref(slots);
 	return desired;
@@ -2838,14 +2901,16 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
                                 json_t **me_out, struct yard_err *err)
 {
 	static const char *const keys[] = {
-	    "node",    "version", "free_disk_mb",   "link_gbps",      "draining",   "ranks", "logs",
-	    "upgrade", "perf",    "worker_version", "worker_upgrade", "probe_port", NULL};
-	const char *name = NULL, *version = "", *worker_version = "";
+	    "node",           "version",    "free_disk_mb", "link_gbps", "draining",
+	    "ranks",          "logs",       "upgrade",      "perf",      "worker_version",
+	    "worker_upgrade", "probe_port", "desired_tag",  NULL};
+	const char *name = NULL, *version = "", *worker_version = "", *tag = NULL;
 	int64_t free_disk_mb = -1, probe_port = 0;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
 	    jsonx_get_string(body, "", "node", 1, FSM_NAME_MAX, &name, err) != 0 ||
 	    jsonx_get_string(body, "", "version", 0, 31, &version, err) != 0 ||
 	    jsonx_get_string(body, "", "worker_version", 0, 31, &worker_version, err) != 0 ||
+	    jsonx_get_string(body, "", "desired_tag", 0, 16, &tag, err) != 0 ||
 	    jsonx_get_int(body, "", "free_disk_mb", 0, -1, INT64_MAX / 2, &free_disk_mb, err) !=
 	        0 ||
 	    jsonx_get_int(body, "", "probe_port", 0, 1, 65535, &probe_port, err) != 0)
@@ -2933,7 +2998,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	json_t *me = NULL;
 	json_t *answer = heartbeat_answer(s, node, body, &me, err);
 	if (answer != NULL)
-		json_object_set_new(answer, "desired", desired_for(s, node, me, NULL));
+		json_object_set_new(answer, "desired", desired_for(s, node, me, NULL, NULL));
 	json_decref(me);
 	return answer;
 }
@@ -2952,8 +3017,9 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
 	struct jsonx_buf b = {0};
 	int failed = rest == NULL || rest[0] != '{';
 	if (!failed) {
-		jsonx_buf_put(&b, "{\"desired\":", 11);
-		desired_for(s, node, me, &b);
+		jsonx_buf_put(&b, "{", 1);
+		desired_for(s, node, me, &b,
+		            json_string_value(json_object_get(body, "desired_tag")));
 		if (strcmp(rest, "{}") != 0) {
 			jsonx_buf_put(&b, ",", 1);
 			jsonx_buf_put(&b, rest + 1, strlen(rest + 1));
@@ -3136,6 +3202,12 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "# TYPE yard_node_news_total counter\nyard_node_news_total %llu\n",
 	        s->n_watching, (unsigned long long)s->watch_answers_total,
 	        (unsigned long long)s->watch_news_total);
+	fprintf(f,
+	        "# HELP yard_heartbeat_desired_unchanged_total Heartbeat answers that told the "
+	        "agent its desired set is the one it holds (desired_tag) instead of sending it.\n"
+	        "# TYPE yard_heartbeat_desired_unchanged_total counter\n"
+	        "yard_heartbeat_desired_unchanged_total %llu\n",
+	        (unsigned long long)s->desired_unchanged_total);
 }
 
 void sched_overlay_rollout(struct sched *s, json_t *rollout)

@@ -19,6 +19,12 @@ wait_until 10 node_state_is 1 node-b up || fail "node-b did not register"
 submit 1 "{\"name\":\"env\",\"ranks\":6,$(cmd sleep 1),\"failure\":{\"max_restarts\":0}}"
 ENVJOB=$JOB
 wait_until 20 job_state_is 1 "$ENVJOB" succeeded || fail "env job: $(job_field 1 "$ENVJOB" '')"
+# while a node's set stays the same, a heartbeat's answer says so (desired_tag) instead of
+# carrying it again, and the agent keeps running what it holds
+n_unchanged=$(metric 1 yard_heartbeat_desired_unchanged_total)
+[ "${n_unchanged:-0}" -gt 0 ] || fail "no heartbeat answer said the desired set was unchanged"
+! grep -h "without a desired array" "$T"/log.agent-* || fail "an agent got an answer it could not use"
+note "$n_unchanged heartbeat answer(s) said the node's desired set was unchanged"
 get 1 "/v1/jobs/$ENVJOB"
 layout=$(jget "$BODY" '" ".join("%d:%s:%d" % (s["rank"], s["node"], s["device"]) for s in d["layout"])')
 note "layout: $layout"

@@ -48,6 +48,7 @@ struct sim_node {
 	double next_ms;
 	double sent_ms;       /* the latest heartbeat went out then */
 	uint64_t answer_hash; /* of the latest answer applied: an equal one is not parsed */
+	char desired_tag[24]; /* of the latest desired set, sent back as yard-agent does */
 	int busy;
 	int watching;          /* a watch is waiting */
 	int hb_again;          /* news came while a heartbeat was in flight */
@@ -222,7 +223,7 @@ static char *register_body(const struct sim_node *n)
  * Job ids and node names are [A-Za-z0-9._-]: nothing to escape. */
 static char *heartbeat_body(const struct sim_node *n, double now)
 {
-	size_t cap = 256 + (size_t)n->n_ranks * 160, len = 0; /* a rank takes under 120 */
+	size_t cap = 300 + (size_t)n->n_ranks * 160, len = 0; /* a rank takes under 120 */
 	char *text = malloc(cap);
 	if (text == NULL)
 		return NULL;
@@ -239,7 +240,10 @@ static char *heartbeat_body(const struct sim_node *n, double now)
 		                        i ? "," : "", r->job, r->rank, r->generation, 1000 + i,
 		                        done ? "exited" : "running", done ? ",\"exit_code\":0" : "");
 	}
-	snprintf(text + len, cap - len, "]}");
+	if (n->desired_tag[0] != '\0')
+		snprintf(text + len, cap - len, "],\"desired_tag\":\"%s\"}", n->desired_tag);
+	else
+		snprintf(text + len, cap - len, "]}");
 	return text;
 }
 
@@ -444,11 +448,16 @@ static void apply_desired(struct sim_node *n, const char *resp, double now)
 	if (trace[0] != '\0' && strcmp(trace, n->name) == 0)
 		fprintf(stderr, "TRACE %.0f %s hash %s ranks %d answer %.300s\n", now, n->name,
 		        h == n->answer_hash ? "same" : "new", n->n_ranks, resp);
-	if (h == n->answer_hash) {
+	/* "desired_unchanged": the set it holds, named by its tag (docs/api.md) */
+	if (h == n->answer_hash || strstr(resp, "\"desired_unchanged\":true") != NULL) {
 		exit_brings_heartbeat_forward(n);
 		return;
 	}
 	n->answer_hash = h;
+	const char *tag = strstr(resp, "\"desired_tag\":\"");
+	n->desired_tag[0] = '\0';
+	if (tag != NULL && sscanf(tag + 15, "%23[0-9a-f]", n->desired_tag) != 1)
+		n->desired_tag[0] = '\0';
 	for (int k = 0; k < n->n_ranks; k++)
 		n->ranks[k].seen = 0;
 	struct desired_ctx ctx = {n, now};

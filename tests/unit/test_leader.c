@@ -342,8 +342,10 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 	struct sched *ref = sched_create(&w->loop, &w->fsm, &cfg, &io);
 	const char *nodes[] = {"node-a", "node-b"};
 	unsigned seed = 7;
-	int submitted = 0, compared_nonempty = 0;
+	int submitted = 0, compared_nonempty = 0, unchanged = 0;
 	char args[512], ranks[1024];
+	json_t *held[2] = {NULL, NULL}; /* the desired set each node's agent holds, its tag */
+	char held_tag[2][24] = {"", ""};
 	for (int n = 0; n < 2; n++)
 		json_decref(heartbeat(w, nodes[n], "[]"));
 	for (int step = 0; step < 120; step++) {
@@ -405,10 +407,16 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 		/* no device runs two ranks: the busy view followed every change */
 		assert_no_device_twice(w, step);
 		for (int n = 0; n < 2; n++) {
-			/* the leader's answer as the API sends it: text from the cached entries */
+			/* the leader's answer as the API sends it: text from the cached entries,
+			 * or "unchanged" for the tag of the set the agent holds (every other step
+			 * sends a wrong tag: the set must come whole) */
 			struct yard_err err = {0};
 			size_t len = 0;
 			json_t *hb = json_pack("{s:s,s:[]}", "node", nodes[n], "ranks");
+			if (held[n] != NULL)
+				json_object_set_new(
+				    hb, "desired_tag",
+				    json_string(step % 2 ? held_tag[n] : "0123abcd"));
 			char *text = sched_heartbeat_text(w->sched, nodes[n], hb, &len, &err);
 			json_decref(hb);
 			assert_non_null(text);
@@ -416,7 +424,21 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 			json_t *parsed = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
 			free(text);
 			assert_non_null(parsed);
-			json_t *cached = json_incref(json_object_get(parsed, "desired"));
+			const char *tag = json_string_value(json_object_get(parsed, "desired_tag"));
+			assert_non_null(tag); /* a leading scheduler names every set */
+			json_t *cached;
+			if (json_is_true(json_object_get(parsed, "desired_unchanged"))) {
+				assert_true(step % 2 == 1 && held[n] != NULL);
+				assert_null(json_object_get(parsed, "desired"));
+				assert_string_equal(tag, held_tag[n]);
+				cached = json_incref(held[n]);
+				unchanged++;
+			} else {
+				cached = json_incref(json_object_get(parsed, "desired"));
+				json_decref(held[n]);
+				held[n] = json_incref(cached);
+				snprintf(held_tag[n], sizeof held_tag[n], "%s", tag);
+			}
 			assert_non_null(json_object_get(parsed, "commands"));
 			json_decref(parsed);
 			json_t *b = json_pack("{s:s,s:[]}", "node", nodes[n], "ranks");
@@ -436,6 +458,9 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 		}
 	}
 	assert_true(compared_nonempty > 20); /* the comparison saw running ranks */
+	assert_true(unchanged > 10);         /* and unchanged answers */
+	json_decref(held[0]);
+	json_decref(held[1]);
 	sched_destroy(ref);
 	world_free(w);
 }
