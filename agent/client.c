@@ -4,6 +4,7 @@
  * what the caller allows). */
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,41 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* One connection cache for every request of the agent, whichever thread makes it: a
+ * heartbeat, a watch or an upload goes over a connection an earlier request left open
+ * instead of a new one each time (at 10,000 nodes, ten thousand connects and closes a
+ * second for the leader). */
+static CURLSH *share;
+static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+static pthread_once_t share_once = PTHREAD_ONCE_INIT;
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *u)
+{
+	(void)h, (void)access, (void)u;
+	pthread_mutex_lock(&share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *u)
+{
+	(void)h, (void)u;
+	pthread_mutex_unlock(&share_locks[data]);
+}
+
+static void share_init(void)
+{
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&share_locks[i], NULL);
+	share = curl_share_init();
+	if (share != NULL &&
+	    (curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+	     curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+	     curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
+	     curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK)) {
+		curl_share_cleanup(share);
+		share = NULL; /* each request then opens its own connection, as before */
+	}
+}
+
 /* curl's progress callback: non-zero aborts the transfer (rq->abort set). */
 static int on_progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
@@ -85,6 +121,9 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
 		snprintf(why, why_len, "curl_easy_init failed");
 		return -1;
 	}
+	pthread_once(&share_once, share_init);
+	if (share != NULL)
+		curl_easy_setopt(curl, CURLOPT_SHARE, share);
 	snprintf(url, sizeof url, "%s%s", base_url, rq->path);
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", rq->token);
 	snprintf(type, sizeof type, "Content-Type: %s",

@@ -575,6 +575,11 @@ char *metrics_render(struct http_server *s, size_t *len)
 	        "# TYPE yard_raft_tcp_nodelay_streams_total "
 	        "counter\nyard_raft_tcp_nodelay_streams_total %lu\n",
 	        c->transport.streams_tuned);
+	fprintf(f,
+	        "# HELP yard_http_connections_total TCP connections accepted by the API (clients "
+	        "that keep theirs open make one for many requests).\n"
+	        "# TYPE yard_http_connections_total counter\nyard_http_connections_total %llu\n",
+	        (unsigned long long)s->connections_total);
 	fprintf(f, "# TYPE yard_http_requests_total counter\n");
 	for (int i = 0; i <= api_routes_count; i++)
 		for (int code = 100; code < 600; code++)
@@ -631,6 +636,7 @@ static void on_connection(uv_stream_t *listener, int status)
 		return;
 	}
 	uv_tcp_nodelay(conn, 1);
+	s->connections_total++;
 	h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)conn, (uv_close_cb)free);
 	h2o_accept(&s->accept_ctx, sock);
 }

@@ -60,6 +60,7 @@ struct http_server {
 	int listening;
 	struct route_metrics *metrics; /* one per route, plus one for unrouted requests */
 	struct sched *sched;           /* the leader's scheduler: heartbeats and soft state */
+	uint64_t connections_total;    /* TCP connections accepted */
 };
 
 struct call_guard {

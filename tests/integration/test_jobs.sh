@@ -25,6 +25,19 @@ n_unchanged=$(metric 1 yard_heartbeat_desired_unchanged_total)
 [ "${n_unchanged:-0}" -gt 0 ] || fail "no heartbeat answer said the desired set was unchanged"
 ! grep -h "without a desired array" "$T"/log.agent-* || fail "an agent got an answer it could not use"
 note "$n_unchanged heartbeat answer(s) said the node's desired set was unchanged"
+# the agents keep their connections: twenty heartbeats do not open twenty connections (each
+# of this test's reads of /metrics opens one: they are counted out)
+count() { curl -s -H "$AUTH" "$(api 1)/metrics" | awk -v p="$1" 'index($0, p) == 1 { n += $NF } END { print n + 0 }'; }
+heartbeats() { count 'yard_http_requests_total{route="POST /v1/agents/heartbeat"'; }
+reads() { count 'yard_http_requests_total{route="GET /metrics"'; }
+hb_at_least() { [ "$(heartbeats)" -ge "$1" ]; }
+hb0=$(heartbeats) conn0=$(metric 1 yard_http_connections_total) reads0=$(reads)
+wait_until 20 hb_at_least $((hb0 + 20)) || fail "the agents stopped heartbeating"
+hb1=$(heartbeats) conn1=$(metric 1 yard_http_connections_total) reads1=$(reads)
+agent_conns=$((conn1 - conn0 - (reads1 - reads0)))
+note "$((hb1 - hb0)) heartbeats over $agent_conns new agent connection(s)"
+[ "$agent_conns" -le $(((hb1 - hb0) / 4)) ] ||
+	fail "agents open a connection per request: $agent_conns for $((hb1 - hb0)) heartbeats"
 get 1 "/v1/jobs/$ENVJOB"
 layout=$(jget "$BODY" '" ".join("%d:%s:%d" % (s["rank"], s["node"], s["device"]) for s in d["layout"])')
 note "layout: $layout"

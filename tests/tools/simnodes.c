@@ -623,9 +623,13 @@ int main(int argc, char **argv)
 		curl_multi_setopt(multis[k], CURLMOPT_TIMERFUNCTION, on_timer);
 		curl_multi_setopt(multis[k], CURLMOPT_TIMERDATA, (void *)(uintptr_t)k);
 	}
+	/* the connections stay open between requests, as yard-agent's do: curl's cache would
+	 * otherwise shrink with the transfers in flight and close the rest */
 	curl_multi_setopt(multis[0], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.inflight + 8);
+	curl_multi_setopt(multis[0], CURLMOPT_MAXCONNECTS, (long)opt.inflight + 8);
 	/* every node's watch holds a connection of its own */
 	curl_multi_setopt(multis[1], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.nodes + 8);
+	curl_multi_setopt(multis[1], CURLMOPT_MAXCONNECTS, (long)opt.nodes + 8);
 	nodes = calloc((size_t)opt.nodes, sizeof *nodes);
 	hb_lat = calloc(LAT_MAX, sizeof *hb_lat);
 	for (int i = 0; i < opt.nodes; i++) {
