@@ -282,26 +282,25 @@ static size_t on_download(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-int agent_http_download(const char *url, const char *token, const char *path, int64_t max_bytes,
-                        char sha256_hex[SHA256_HEX_LEN + 1], int64_t *bytes, struct yard_err *err)
+/* One GET of url into d (its file rewound and its digest restarted first). Returns the
+ * curl code; *status the HTTP status, location the redirect's target ("" when none). */
+static CURLcode download_once(const char *url, const char *token, struct download *d, long *status,
+                              char *location, size_t location_len)
 {
 	char auth[300];
-	uint8_t digest[SHA256_DIGEST_LEN];
 	struct curl_slist *headers = NULL;
-	struct download d = {.max_bytes = max_bytes};
-	long status = 0;
-	CURL *curl;
-	CURLcode rc;
-
-	d.out = fopen(path, "wbe");
-	if (d.out == NULL)
-		return yard_err_set(err, YARD_EIO, "download to %s: %s", path, strerror(errno));
-	curl = curl_easy_init();
-	if (curl == NULL) {
-		fclose(d.out);
-		return yard_err_set(err, YARD_ENOMEM, "download %s: curl_easy_init failed", url);
-	}
-	sha256_init(&d.sha);
+	char *loc = NULL;
+	CURL *curl = curl_easy_init();
+	*status = 0;
+	location[0] = '\0';
+	if (curl == NULL)
+		return CURLE_OUT_OF_MEMORY;
+	rewind(d->out);
+	if (ftruncate(fileno(d->out), 0) != 0)
+		d->write_failed = 1;
+	d->bytes = 0;
+	d->overflow = 0;
+	sha256_init(&d->sha);
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
 	headers = curl_slist_append(headers, auth);
 	curl_easy_setopt(curl, CURLOPT_URL, url);
@@ -310,29 +309,57 @@ int agent_http_download(const char *url, const char *token, const char *path, in
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 120000L);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
-	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L); /* a follower names the leader */
-	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 3L);
-	curl_easy_setopt(curl, CURLOPT_UNRESTRICTED_AUTH, 0L);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_download);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &d);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, d);
 	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-	rc = curl_easy_perform(curl);
-	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	CURLcode rc = curl_easy_perform(curl);
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+	if (rc == CURLE_OK && curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK &&
+	    loc != NULL)
+		snprintf(location, location_len, "%s", loc);
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(curl);
+	return rc;
+}
+
+int agent_http_download(const char *url, const char *token, const char *path, int64_t max_bytes,
+                        char sha256_hex[SHA256_HEX_LEN + 1], int64_t *bytes, struct yard_err *err)
+{
+	uint8_t digest[SHA256_DIGEST_LEN];
+	struct download d = {.max_bytes = max_bytes};
+	char target[1024], location[1024];
+	long status = 0;
+	CURLcode rc = CURLE_OK;
+
+	d.out = fopen(path, "wbe");
+	if (d.out == NULL)
+		return yard_err_set(err, YARD_EIO, "download to %s: %s", path, strerror(errno));
+	/* a member that is no longer the leader answers 307 naming the one that is: followed
+	 * here, at most 3 hops, with the node's token (curl itself would send the Authorization
+	 * header only to the first host) */
+	snprintf(target, sizeof target, "%s", url);
+	for (int hop = 0; hop < 4; hop++) {
+		rc = download_once(target, token, &d, &status, location, sizeof location);
+		if (rc != CURLE_OK || (status != 307 && status != 308) || location[0] == '\0' ||
+		    hop == 3)
+			break;
+		snprintf(target, sizeof target, "%s", location);
+	}
 	if (fflush(d.out) != 0 || fsync(fileno(d.out)) != 0)
 		d.write_failed = 1;
 	fclose(d.out);
 	if (d.overflow)
 		return yard_err_set(err, YARD_ECORRUPT,
-		                    "download %s: more than the %lld bytes expected", url,
+		                    "download %s: more than the %lld bytes expected", target,
 		                    (long long)max_bytes);
 	if (d.write_failed)
-		return yard_err_set(err, YARD_EIO, "download %s: cannot write %s: %s", url, path,
+		return yard_err_set(err, YARD_EIO, "download %s: cannot write %s: %s", target, path,
 		                    strerror(errno));
 	if (rc != CURLE_OK)
-		return yard_err_set(err, YARD_EPEER, "download %s: %s%s%ld", url,
+		return yard_err_set(err, YARD_EPEER, "download %s: %s%s%ld", target,
 		                    curl_easy_strerror(rc), status ? ": HTTP " : "", status);
+	if (status != 200)
+		return yard_err_set(err, YARD_EPEER, "download %s: HTTP %ld", target, status);
 	sha256_final(&d.sha, digest);
 	sha256_to_hex(digest, sha256_hex);
 	*bytes = d.bytes;

@@ -4,7 +4,8 @@
 # longer scale): a submitted job's rank starts well before the next regular heartbeat,
 # because the watch answers when the placement commits and the agent heartbeats at once.
 # The same after the leader is SIGKILLed (the agent's watch fails over with it). The route
-# checks its body and role; a stopping agent does not wait for its watch to end.
+# checks its body and role; a stopping agent does not wait for its watch to end. A node's
+# download of a build sent to a follower follows the 307 with the node's token.
 . "$(dirname "$0")/lib.sh"
 
 args=(--node-suspect-ms 30000 --node-down-ms 60000 --election-timeout-ms 1000)
@@ -72,6 +73,22 @@ refused '{"version":-2,"wait_ms":10}' '"field":"version"' "version below -1"
 refused '{"wait_ms":10}' '"field":"version"' "no version"
 wcall "$TOKEN" '{"version":1,"wait_ms":10}'
 [ "$CODE" = 403 ] || fail "an admin token on the node route: $CODE $BODY"
+
+# a node's download of a build sent to a member that is not the leader (leadership moved
+# after the offer): the 307 is followed with the node's token, and the bytes are the build's
+YARDCTL=${YARDCTL:-yardctl}
+MARK_BUILD=${MARK_BUILD:-$top_srcdir/scripts/mark-build}
+YARD_FETCH=${YARD_FETCH:-$top_builddir/tests/tools/yard-fetch}
+"$MARK_BUILD" "$(command -v "$YARD_AGENT")" "$T/build" --version 9.9.9-fetch >/dev/null || fail "mark-build"
+"$YARDCTL" --endpoints "$(api "$LEADER")" --token "$TOKEN" build upload "$T/build" --version 9.9.9-fetch \
+	--component agent >"$T/out" 2>&1 || fail "upload: $(cat "$T/out")"
+for i in "${others[@]}"; do [ "$i" != "$LEADER" ] && follower=$i; done
+out=$("$YARD_FETCH" "$(api "$follower")/v1/builds/9.9.9-fetch/binary" "$NT" "$T/fetched" 100000000 2>&1) ||
+	fail "a download sent to follower $follower: $out"
+[ "$out" = "$(stat -c %s "$T/build") $(sha256sum "$T/build" | cut -d' ' -f1)" ] ||
+	fail "the download from follower $follower is not the build: $out"
+cmp -s "$T/build" "$T/fetched" || fail "the downloaded file differs from the build"
+note "a download sent to follower $follower followed its 307: $out"
 
 # the agent's --watch-ms: 0..60000, anything else refused by name before it starts
 for bad in '' 5x -1 60001; do
