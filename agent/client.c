@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -100,6 +101,14 @@ static void share_init(void)
 	}
 }
 
+/* The sockets of the agent's requests are close-on-exec: connections now outlive their
+ * requests, and the ranks the agent starts must not inherit them. */
+static curl_socket_t open_socket(void *data, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	(void)data, (void)purpose;
+	return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+}
+
 /* curl's progress callback: non-zero aborts the transfer (rq->abort set). */
 static int on_progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
@@ -124,6 +133,7 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
 	pthread_once(&share_once, share_init);
 	if (share != NULL)
 		curl_easy_setopt(curl, CURLOPT_SHARE, share);
+	curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 	snprintf(url, sizeof url, "%s%s", base_url, rq->path);
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", rq->token);
 	snprintf(type, sizeof type, "Content-Type: %s",
@@ -305,6 +315,7 @@ static CURLcode download_once(const char *url, const char *token, struct downloa
 	headers = curl_slist_append(headers, auth);
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 120000L);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);

@@ -41,6 +41,11 @@ int shim_main(int argc, char **argv)
 		return 2;
 	}
 	const char *exit_file = argv[2];
+	/* what the agent had open and did not mark close-on-exec (libuv's and libcurl's
+	 * internal socket pairs, ...) is not the rank's: only stdin, stdout and stderr go on */
+	if (close_range(3, ~0U, 0) != 0)
+		for (int fd = 3; fd < 1024; fd++)
+			close(fd);
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	pid_t child = fork();

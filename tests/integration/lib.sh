@@ -265,10 +265,11 @@ cleanup_upgraded_agents() {
 #                      checkpoint (step-NNNNNNNN/MANIFEST) every 5 steps; with YARD_RESUME=1 every
 #                      rank resumes from the newest one; rank H hangs after step 3 in generation 1
 write_rank_script() {
-	mkdir -p "$T/pids" "$T/env"
+	mkdir -p "$T/pids" "$T/env" "$T/fds"
 	cat >"$T/rank.sh" <<'SCRIPT'
 out=$OUT
 tag="$YARD_JOB_ID.$RANK.$YARD_GENERATION"
+ls -l /proc/$$/fd/ >"$out/fds/$tag" 2>&1 # what the rank inherited
 ps -o pgid= -p $$ | tr -d " " >"$out/pids/.$tag.tmp" && mv "$out/pids/.$tag.tmp" "$out/pids/$tag" # whole or absent
 echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT YARD_RANK=$YARD_RANK YARD_WORLD_SIZE=$YARD_WORLD_SIZE YARD_HOSTS=$YARD_HOSTS YARD_PEERS=$YARD_PEERS YARD_CKPT_DIR=$YARD_CKPT_DIR YARD_RESUME=${YARD_RESUME:-0}" >"$out/env/$tag"
 case $1 in

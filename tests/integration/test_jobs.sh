@@ -19,6 +19,10 @@ wait_until 10 node_state_is 1 node-b up || fail "node-b did not register"
 submit 1 "{\"name\":\"env\",\"ranks\":6,$(cmd sleep 1),\"failure\":{\"max_restarts\":0}}"
 ENVJOB=$JOB
 wait_until 20 job_state_is 1 "$ENVJOB" succeeded || fail "env job: $(job_field 1 "$ENVJOB" '')"
+# a rank inherits stdin, stdout and stderr from its agent, none of its sockets (its
+# connections to the controller, libuv's and libcurl's internal pairs)
+! grep -l "socket:" "$T"/fds/* || fail "a rank inherited sockets of its agent: $(grep -h "socket:" "$T"/fds/* | head -3)"
+[ "$(ls "$T"/fds | wc -l)" -ge 6 ] || fail "the ranks did not list their descriptors"
 # while a node's set stays the same, a heartbeat's answer says so (desired_tag) instead of
 # carrying it again, and the agent keeps running what it holds
 n_unchanged=$(metric 1 yard_heartbeat_desired_unchanged_total)
