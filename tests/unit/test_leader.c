@@ -1152,6 +1152,19 @@ static void test_heartbeat_refuses_bad_input(void **state)
 		assert_true(err.code == YARD_EINVAL || err.code == YARD_EPERM);
 		json_decref(b);
 	}
+	/* the tag of the desired set the agent holds: a string of at most 16 characters, named
+	 * when it is not; the text answer (the API's) refuses it the same way */
+	const char *bad_tags[] = {"{\"node\":\"node-a\",\"desired_tag\":7}",
+	                          "{\"node\":\"node-a\",\"desired_tag\":\"0123456789abcdef0\"}"};
+	for (size_t i = 0; i < sizeof bad_tags / sizeof bad_tags[0]; i++) {
+		json_t *b = json_loads(bad_tags[i], 0, NULL);
+		size_t len = 0;
+		memset(&err, 0, sizeof err);
+		assert_null(sched_heartbeat_text(w->sched, "node-a", b, &len, &err));
+		assert_int_equal(err.code, YARD_EINVAL);
+		assert_non_null(strstr(err.msg, "desired_tag"));
+		json_decref(b);
+	}
 	world_free(w);
 }
 
