@@ -109,6 +109,39 @@ static curl_socket_t open_socket(void *data, curlsocktype purpose, struct curl_s
 	return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
 }
 
+/* A handle for one request of the agent to url with the node's or join token: the shared
+ * connection cache, close-on-exec sockets, HTTP/1.1, no signals. *headers holds the
+ * Authorization header (the caller may append more and frees the list); NULL without
+ * memory. */
+static CURL *easy_new(const char *url, const char *token, struct curl_slist **headers)
+{
+	char auth[300];
+	CURL *curl = curl_easy_init();
+	*headers = NULL;
+	if (curl == NULL)
+		return NULL;
+	pthread_once(&share_once, share_init);
+	if (share != NULL)
+		curl_easy_setopt(curl, CURLOPT_SHARE, share);
+	curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	*headers = curl_slist_append(*headers, auth);
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+	return curl;
+}
+
+/* The status of a finished request and the target of its redirect ("" when none). */
+static void answer_of(CURL *curl, long *status, char *location, size_t location_len)
+{
+	char *loc = NULL;
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+	location[0] = '\0';
+	if (curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc != NULL)
+		snprintf(location, location_len, "%s", loc);
+}
+
 /* curl's progress callback: non-zero aborts the transfer (rq->abort set). */
 static int on_progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
@@ -122,26 +155,19 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
                         char *location, size_t location_len, struct response_buf *out, char *why,
                         size_t why_len)
 {
-	char url[1024], auth[300], type[128];
+	char url[1024], type[128];
 	struct curl_slist *headers = NULL;
 	CURLcode rc;
-	CURL *curl = curl_easy_init();
+	snprintf(url, sizeof url, "%s%s", base_url, rq->path);
+	CURL *curl = easy_new(url, rq->token, &headers);
 	if (curl == NULL) {
 		snprintf(why, why_len, "curl_easy_init failed");
 		return -1;
 	}
-	pthread_once(&share_once, share_init);
-	if (share != NULL)
-		curl_easy_setopt(curl, CURLOPT_SHARE, share);
-	curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, open_socket);
-	snprintf(url, sizeof url, "%s%s", base_url, rq->path);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", rq->token);
 	snprintf(type, sizeof type, "Content-Type: %s",
 	         rq->content_type != NULL ? rq->content_type : "application/json");
-	headers = curl_slist_append(headers, auth);
 	headers = curl_slist_append(headers, type);
 	headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
-	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, rq->method);
 	if (strcmp(rq->method, "GET") != 0) {
@@ -150,12 +176,10 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
 	}
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, rq->timeout_ms > 0 ? rq->timeout_ms : 5000L);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, out);
 	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
-	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
 	if (rq->abort != NULL) {
 		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *)rq);
@@ -163,12 +187,7 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
 	}
 	rc = curl_easy_perform(curl);
 	if (rc == CURLE_OK) {
-		char *loc = NULL;
-		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
-		curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc);
-		location[0] = '\0';
-		if (loc != NULL)
-			snprintf(location, location_len, "%s", loc);
+		answer_of(curl, status, location, location_len);
 	} else {
 		snprintf(why, why_len, "%s: %s%s", base_url, curl_easy_strerror(rc),
 		         out->overflow ? " (answer too long)" : "");
@@ -297,10 +316,8 @@ static size_t on_download(char *ptr, size_t size, size_t nmemb, void *userdata)
 static CURLcode download_once(const char *url, const char *token, struct download *d, long *status,
                               char *location, size_t location_len)
 {
-	char auth[300];
 	struct curl_slist *headers = NULL;
-	char *loc = NULL;
-	CURL *curl = curl_easy_init();
+	CURL *curl = easy_new(url, token, &headers);
 	*status = 0;
 	location[0] = '\0';
 	if (curl == NULL)
@@ -311,23 +328,17 @@ static CURLcode download_once(const char *url, const char *token, struct downloa
 	d->bytes = 0;
 	d->overflow = 0;
 	sha256_init(&d->sha);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-	headers = curl_slist_append(headers, auth);
-	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 120000L);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_download);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, d);
-	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
 	CURLcode rc = curl_easy_perform(curl);
-	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
-	if (rc == CURLE_OK && curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK &&
-	    loc != NULL)
-		snprintf(location, location_len, "%s", loc);
+	if (rc == CURLE_OK)
+		answer_of(curl, status, location, location_len);
+	else
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(curl);
 	return rc;
