@@ -16,8 +16,8 @@
 
 static double model_cost(yd_comm *c, enum yd_algo a, size_t bytes);
 
-static const char *const algo_names[YD_ALGO_COUNT] = {"auto", "ring",  "rd", "hd",
-                                                      "tree", "naive", "ps", "hier"};
+static const char *const algo_names[YD_ALGO_COUNT] = {"auto",  "ring", "rd",   "hd",    "tree",
+                                                      "naive", "ps",   "hier", "shared"};
 
 const char *yd_algo_name(enum yd_algo a)
 {
@@ -67,8 +67,8 @@ double dp_algo_cost(yd_comm *c, enum yd_algo a, size_t bytes)
 
 void dp_algo_init(yd_comm *c)
 {
-	static const enum yd_algo all[] = {YD_ALGO_RING,  YD_ALGO_RD, YD_ALGO_HD, YD_ALGO_TREE,
-	                                   YD_ALGO_NAIVE, YD_ALGO_PS, YD_ALGO_HIER};
+	static const enum yd_algo all[] = {YD_ALGO_RING,  YD_ALGO_RD, YD_ALGO_HD,   YD_ALGO_TREE,
+	                                   YD_ALGO_NAIVE, YD_ALGO_PS, YD_ALGO_HIER, YD_ALGO_SHARED};
 	c->any_net = any_tcp(c);
 	c->ncand = 0;
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -119,6 +119,13 @@ static double model_cost(yd_comm *c, enum yd_algo a, size_t bytes)
 		return 2 * (kk - 1) * k->alpha_shm + 2 * (kk - 1) / kk * n * k->beta_shm +
 		       2 * (h - 1) * k->alpha_tcp + 2 * (h - 1) / h * (n / kk) * k->beta_tcp +
 		       (p - 1) / p * n * g;
+	}
+	case YD_ALGO_SHARED: {
+		if (!dp_shared_usable(c))
+			return INFINITY;
+		/* two synchronisations per chunk; every byte copied in and out once */
+		double chunks = ceil(n / DP_SHARED_CHUNK);
+		return 2 * (chunks > 1 ? chunks : 1) * al + 2 * n * be + (p - 1) / p * n * g;
 	}
 	default:
 		return INFINITY;

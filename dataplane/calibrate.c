@@ -22,7 +22,7 @@
 /* the sizes and the calls timed at each: more at the small size, where one preempted call
  * is large against the others */
 const size_t dp_cal_bytes[DP_CAL_POINTS] = {4096, 256u << 10, 4u << 20};
-static const int cal_reps[DP_CAL_POINTS] = {5, 2, 1};
+static const int cal_reps[DP_CAL_POINTS] = {5, 2, 2};
 
 static int timed_allreduce(yd_comm *c, enum yd_algo a, float *buf, size_t count, double *best)
 {
@@ -60,9 +60,11 @@ int dp_calibrate(yd_comm *c)
 	double warm = 0;
 	if (rc == 0)
 		rc = timed_allreduce(c, YD_ALGO_RING, buf, most / sizeof(float), &warm);
-	for (int i = 0; i < n && rc == 0; i++)
-		for (int p = 0; p < DP_CAL_POINTS && rc == 0; p++)
-			for (int r = 0; r < cal_reps[p] && rc == 0; r++)
+	/* round robin over the candidates, so that a burst of load from elsewhere on the machine
+	 * falls on one call of several algorithms rather than on every call of one */
+	for (int p = 0; p < DP_CAL_POINTS && rc == 0; p++)
+		for (int r = 0; r < cal_reps[p] && rc == 0; r++)
+			for (int i = 0; i < n && rc == 0; i++)
 				rc = timed_allreduce(c, cand[i], buf, dp_cal_bytes[p] / sizeof(float),
 				                     &t[DP_CAL_POINTS * i + p]);
 	if (rc == 0) {

@@ -288,6 +288,11 @@ static int allreduce(yd_comm *c, struct dp_op *o)
 		if (dp_hier_usable(c))
 			return dp_hier_allreduce(c, o, o->sendbuf, o->recvbuf, o->count);
 		return dp_ring_allreduce(c, o, all, o->sendbuf, o->recvbuf, o->count);
+	case YD_ALGO_SHARED:
+		/* peers across a network: the flat ring does the same job */
+		if (dp_shared_usable(c))
+			return dp_shared_allreduce(c, o, o->sendbuf, o->recvbuf, o->count);
+		return dp_ring_allreduce(c, o, all, o->sendbuf, o->recvbuf, o->count);
 	default:
 		return dp_ring_allreduce(c, o, all, o->sendbuf, o->recvbuf, o->count);
 	}

@@ -440,8 +440,9 @@ int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len)
 	if (a && *a) {
 		int v = yd_algo_parse(a);
 		if (v < 0) {
-			snprintf(errbuf, errbuf_len,
-			         "YARD_ALGO=%s: unknown (auto|ring|rd|hd|tree|naive|ps|hier)", a);
+			snprintf(
+			    errbuf, errbuf_len,
+			    "YARD_ALGO=%s: unknown (auto|ring|rd|hd|tree|naive|ps|hier|shared)", a);
 			return YARD_EINVAL;
 		}
 		cfg.algo = (enum yd_algo)v;

@@ -15,6 +15,7 @@
 #define YD_DP_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -93,6 +94,19 @@ struct dp_tcp_sock {
 };
 
 struct dp_shm_ring;
+/* The shared-buffer allreduce's area at the end of every rank's shm segment (coll_shared.c):
+ * two chunk slots the rank stages its data in, and counters of the chunks it has staged and
+ * of the chunks whose slice it has reduced (a communicator's chunks are numbered from 1 on
+ * every rank alike). hdr describes the operation of the chunk staged last, so that peers
+ * compare it with their own before reading the data. */
+#define DP_SHARED_SLOTS 2
+#define DP_SHARED_CHUNK (1u << 20)
+struct dp_shared_area {
+	_Alignas(64) _Atomic uint64_t staged;
+	_Alignas(64) _Atomic uint64_t reduced;
+	_Alignas(64) struct dp_hdr hdr;
+	_Alignas(64) unsigned char slot[DP_SHARED_SLOTS][DP_SHARED_CHUNK];
+};
 struct dp_rdma_peer;
 struct dp_rdma_dev;
 
@@ -181,6 +195,7 @@ struct yd_comm {
 	void **shm_map;
 	size_t *shm_map_len;
 	_Atomic uint32_t *doorbell, *waiting;
+	uint64_t shared_chunks; /* chunks the shared-buffer allreduce has run (coll_shared.c) */
 	/* scratch owned by the communicator, grown on demand */
 	void *scratch;
 	size_t scratch_len;
@@ -273,6 +288,24 @@ int dp_shm_progress_tx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *pr
 int dp_shm_progress_rx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
 void dp_shm_wait(yd_comm *c, int timeout_ms);
 void dp_shm_ring_doorbell(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting);
+/* The header of the first frame waiting in p's inbound ring, or NULL. */
+const struct dp_hdr *dp_shm_peek(struct dp_peer *p);
+/* rank's shared-buffer area, NULL unless rank is this rank or a shared-memory peer */
+struct dp_shared_area *dp_shm_shared_area(yd_comm *c, int rank);
+/* One spin round of a waiter that has not slept yet: a pause, and a yield every 64 rounds so
+ * that more ranks than cores do not burn the core the peer needs. */
+static inline void dp_spin(int round)
+{
+	if (round % 64 == 63) {
+		sched_yield();
+		return;
+	}
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+/* Spin rounds before sleeping on the doorbell. */
+#define DP_SPIN_ROUNDS 2000
 
 /* transport_rdma.c (stubs without HAVE_IBVERBS) */
 /* 1 if an RDMA device with an active port exists; else 0 and why says what is missing. */
@@ -351,6 +384,14 @@ int dp_direct_allgather(yd_comm *c, const struct dp_op *o, void *buf, const size
 int dp_ps_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
 int dp_hier_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
 int dp_hier_usable(yd_comm *c);
+/* coll_shared.c: allreduce through every rank's shared-buffer area (all peers shm) */
+int dp_shared_usable(yd_comm *c);
+int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst,
+                        size_t count);
+/* For a rank about to sleep in the engine on transfer x: a peer that staged a shared-buffer
+ * chunk of the same operation (same sequence number) runs another collective or algorithm:
+ * YARD_EMISMATCH naming it; else 0. */
+int dp_shared_check_peers(yd_comm *c, const struct dp_xfer *x);
 
 /* algo_select.c */
 enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes);

@@ -8,7 +8,7 @@ dataplane_libyd_a_SOURCES = \
 	dataplane/transport_tcp.c dataplane/transport_shm.c dataplane/transport_rdma.c \
 	dataplane/reduce.c dataplane/algo_select.c dataplane/calibrate.c \
 	dataplane/coll_ring.c dataplane/coll_rd.c dataplane/coll_hd.c dataplane/coll_tree.c \
-	dataplane/coll_naive.c dataplane/coll_ps.c dataplane/coll_hier.c \
+	dataplane/coll_naive.c dataplane/coll_ps.c dataplane/coll_hier.c dataplane/coll_shared.c \
 	dataplane/cuda.c dataplane/dp_cuda.h
 dataplane_libyd_a_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS) $(CUDA_CFLAGS)
 # What a program linking libyd.a needs after it.

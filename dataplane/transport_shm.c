@@ -49,9 +49,24 @@ struct shm_ctl {
 
 #define CTL_BYTES 4096u
 
+/* control page, one inbound ring per sender, the shared-buffer allreduce's area */
 static size_t seg_len(int world)
 {
-	return CTL_BYTES + (size_t)world * sizeof(struct dp_shm_ring);
+	return CTL_BYTES + (size_t)world * sizeof(struct dp_shm_ring) +
+	       sizeof(struct dp_shared_area);
+}
+
+static struct dp_shared_area *seg_shared(void *seg, int world)
+{
+	return (struct dp_shared_area *)((char *)seg + CTL_BYTES +
+	                                 (size_t)world * sizeof(struct dp_shm_ring));
+}
+
+struct dp_shared_area *dp_shm_shared_area(yd_comm *c, int rank)
+{
+	if (rank == c->rank)
+		return c->shm_self_len ? seg_shared(c->shm_self, c->size) : NULL;
+	return c->shm_map && c->shm_map[rank] ? seg_shared(c->shm_map[rank], c->size) : NULL;
 }
 
 static struct dp_shm_ring *seg_ring(void *seg, int sender)
@@ -178,6 +193,16 @@ void dp_shm_teardown(yd_comm *c)
 	c->shm_self = NULL;
 	c->shm_map = NULL;
 	c->shm_map_len = NULL;
+}
+
+const struct dp_hdr *dp_shm_peek(struct dp_peer *p)
+{
+	struct dp_shm_ring *ring = p->shm_rx;
+	if (!ring)
+		return NULL;
+	uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+	uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
+	return head == tail ? NULL : &ring->slot[tail % SHM_SLOTS].hdr;
 }
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)

@@ -366,6 +366,8 @@ int dp_xset_wait(yd_comm *c, struct dp_xset *s, int max_wait_ms)
 			tcp_pending = 1;
 	if (atomic_load(&c->aborted))
 		return dp_fail(c, YARD_EABORTED, c->rank, "operation aborted");
+	if (s->uses_shm && (rc = dp_shared_check_peers(c, first_pending(s, 1))) != 0)
+		return rc;
 	if (s->uses_shm && !tcp_pending) {
 		/* shm only: sleep on our doorbell, then look at the control sockets */
 		if (c->doorbell && atomic_load(c->doorbell) == s->bell)
@@ -395,17 +397,6 @@ int dp_xset_check_deadline(yd_comm *c, struct dp_xset *s, uint64_t last_progress
 	               x->is_send ? "sent" : "received", x->done, x->len);
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
-/* How long to spin before sleeping: short, so that more ranks than cores do not burn the
- * core the peer needs (yield in between lets it run). */
-#define SPIN_ROUNDS 2000
-#define YIELD_EVERY 64
 /* Sockets: a few polling rounds before sleeping in poll(2). */
 #define TCP_SPIN_ROUNDS 200
 
@@ -431,11 +422,8 @@ int dp_xfer_run(yd_comm *c, struct dp_xfer *x, int n)
 			return dp_fail(c, YARD_EABORTED, c->rank, "operation aborted");
 		if (last == 0)
 			last = yard_now_mono_ms();
-		if (s.uses_shm && spins < SPIN_ROUNDS) {
-			if (++spins % YIELD_EVERY == 0)
-				sched_yield();
-			else
-				cpu_relax();
+		if (s.uses_shm && spins < DP_SPIN_ROUNDS) {
+			dp_spin(spins++);
 			continue;
 		}
 		if (!s.uses_shm && spins < TCP_SPIN_ROUNDS) {

@@ -298,7 +298,8 @@ static void usage(void)
 	fprintf(
 	    stderr,
 	    "usage: yard-bench allreduce|reduce_scatter|allgather|broadcast|sendrecv --ranks N\n"
-	    "       [--transport auto|shm|tcp|rdma] [--algo auto|ring|rd|hd|tree|naive|ps|hier]\n"
+	    "       [--transport auto|shm|tcp|rdma] [--algo "
+	    "auto|ring|rd|hd|tree|naive|ps|hier|shared]\n"
 	    "       [--hosts a,a,b,b] [--min 8] [--max 256M] [--factor 4] [--iters K]\n"
 	    "       [--warmup W] [--dtype f32|f64|f16|bf16|i32|i64] [--device cpu|cuda]\n"
 	    "       [-o json]\n");

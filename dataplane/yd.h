@@ -37,14 +37,15 @@ enum yd_dtype { YD_F32, YD_F64, YD_F16, YD_BF16, YD_I32, YD_I64, YD_DTYPE_COUNT 
 enum yd_op { YD_SUM, YD_PROD, YD_MIN, YD_MAX, YD_AVG, YD_OP_COUNT };
 
 enum yd_algo {
-	YD_ALGO_AUTO,  /* cost model picks by size, world size and topology */
-	YD_ALGO_RING,  /* chunked, pipelined reduce-scatter + allgather */
-	YD_ALGO_RD,    /* recursive doubling */
-	YD_ALGO_HD,    /* halving-doubling (Rabenseifner), any world size */
-	YD_ALGO_TREE,  /* binary tree reduce + broadcast */
-	YD_ALGO_NAIVE, /* everyone sends everything to everyone */
-	YD_ALGO_PS,    /* parameter server, sharded across ranks */
-	YD_ALGO_HIER,  /* intra-host reduce-scatter, inter-host ring, intra-host allgather */
+	YD_ALGO_AUTO,   /* cost model picks by size, world size and topology */
+	YD_ALGO_RING,   /* chunked, pipelined reduce-scatter + allgather */
+	YD_ALGO_RD,     /* recursive doubling */
+	YD_ALGO_HD,     /* halving-doubling (Rabenseifner), any world size */
+	YD_ALGO_TREE,   /* binary tree reduce + broadcast */
+	YD_ALGO_NAIVE,  /* everyone sends everything to everyone */
+	YD_ALGO_PS,     /* parameter server, sharded across ranks */
+	YD_ALGO_HIER,   /* intra-host reduce-scatter, inter-host ring, intra-host allgather */
+	YD_ALGO_SHARED, /* one host: slices reduced straight out of shared buffers (allreduce) */
 	YD_ALGO_COUNT
 };
 

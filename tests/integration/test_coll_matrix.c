@@ -13,13 +13,15 @@
 #include "tests/integration/dp_values.h"
 
 static const size_t small_counts[] = {0, 1, 7, 13, 1000, 4099};
-static const enum yd_algo all_algos[] = {YD_ALGO_AUTO, YD_ALGO_RING,  YD_ALGO_RD, YD_ALGO_HD,
-                                         YD_ALGO_TREE, YD_ALGO_NAIVE, YD_ALGO_PS, YD_ALGO_HIER};
+static const enum yd_algo all_algos[] = {YD_ALGO_AUTO, YD_ALGO_RING, YD_ALGO_RD,
+                                         YD_ALGO_HD,   YD_ALGO_TREE, YD_ALGO_NAIVE,
+                                         YD_ALGO_PS,   YD_ALGO_HIER, YD_ALGO_SHARED};
 
 struct plan {
 	int matrix;       /* run the small-size matrix at all */
 	int full;         /* every dtype × op × algo at small sizes */
 	size_t big_count; /* one large f32 allreduce, 0 = none */
+	enum yd_algo big_algo;
 };
 
 static int check_allreduce(yd_comm *c, enum yd_dtype dt, enum yd_op op, size_t count, int inplace)
@@ -193,7 +195,7 @@ static int body(yd_comm *c, void *arg)
 		if (fails)
 			return 1;
 	}
-	yd_comm_set_algo(c, YD_ALGO_AUTO);
+	yd_comm_set_algo(c, p->big_algo);
 	if (p->big_count) {
 		fails += check_allreduce(c, YD_F32, YD_SUM, p->big_count, 0);
 		fails += check_allreduce(c, YD_F32, YD_SUM, p->big_count / 4 + 3, 1);
@@ -225,7 +227,9 @@ static int run(int world, const char *transport, const char *hosts, const struct
 int main(int argc, char **argv)
 {
 	int bad = 0;
-	struct plan full = {1, 1, 0}, sampled = {1, 0, 0}, big = {0, 0, 16u << 20};
+	struct plan full = {1, 1, 0, YD_ALGO_AUTO}, sampled = {1, 0, 0, YD_ALGO_AUTO},
+	            big = {0, 0, 16u << 20, YD_ALGO_AUTO},
+	            big_shared = {0, 0, 16u << 20, YD_ALGO_SHARED};
 	const char *quick = getenv("DP_TEST_QUICK");
 	(void)argc;
 	(void)argv;
@@ -240,8 +244,10 @@ int main(int argc, char **argv)
 	bad += run(5, NULL, "a,a,a,b,b", &sampled);
 	bad += run(6, NULL, "h0,h1,h0,h1,h0,h1", &sampled);
 	bad += run(8, NULL, "a,a,a,a,b,b,b,b", &sampled);
-	/* large: 64 MiB f32 (16 Mi elements) at 2 and 4 ranks over shm and TCP */
+	/* large: 64 MiB f32 (16 Mi elements) at 2 and 4 ranks over shm and TCP, and through the
+	 * shared buffers at 3 ranks (chunks and slices not divisible) */
 	bad += run(2, "shm", NULL, &big);
+	bad += run(3, "shm", NULL, &big_shared);
 	bad += run(4, "tcp", NULL, &big);
 	bad += run(4, NULL, "a,a,b,b", &big);
 	return bad ? 1 : 0;

@@ -46,7 +46,8 @@ static int loop_body(yd_comm *c, void *arg)
 			buf[i] = (float)dpv_value(YD_SUM, me, i);
 			dpv_ref(ref, YD_F32, YD_SUM, n, i);
 		}
-		yd_comm_set_algo(c, (enum yd_algo)(it % YD_ALGO_COUNT));
+		/* every algorithm in turn, or (arg set) the shared buffers throughout */
+		yd_comm_set_algo(c, arg ? YD_ALGO_SHARED : (enum yd_algo)(it % YD_ALGO_COUNT));
 		switch (kind) {
 		case 0:
 		case 1:
@@ -93,8 +94,10 @@ static int kill_points(int kills)
 	static const struct {
 		int world;
 		const char *transport, *hosts;
-	} groups[] = {{2, "shm", NULL},     {3, "tcp", NULL}, {4, "shm", NULL},
-	              {4, NULL, "a,a,b,b"}, {5, "tcp", NULL}, {3, NULL, "x,y,x"}};
+		int shared; /* every allreduce through the shared buffers */
+	} groups[] = {{2, "shm", NULL, 0},     {3, "tcp", NULL, 0}, {4, "shm", NULL, 0},
+	              {4, NULL, "a,a,b,b", 0}, {5, "tcp", NULL, 0}, {3, NULL, "x,y,x", 0},
+	              {3, "shm", NULL, 1}};
 	int bad = 0;
 	for (int k = 0; k < kills; k++) {
 		int g = k % (int)(sizeof groups / sizeof groups[0]), status[64];
@@ -106,14 +109,16 @@ static int kill_points(int kills)
 		                      .skip_rank = -1};
 		sp.kill_rank = victim = rand() % sp.world;
 		sp.kill_after_ms = 30 + rand() % 400;
-		int failed = dp_spawn_run(&sp, loop_body, NULL, status);
+		int failed =
+		    dp_spawn_run(&sp, loop_body, groups[g].shared ? (void *)groups : NULL, status);
 		long took = dp_spawn_last_kill_to_exit_ms;
 		int slow = took > DEADLINE_MS + 1500;
-		printf(
-		    "%s kill %d: world=%d %s kill rank %d at %d ms: survivors done %ld ms after\n",
-		    failed || slow ? "FAIL" : "ok", k, sp.world,
-		    groups[g].hosts ? groups[g].hosts : groups[g].transport, sp.kill_rank,
-		    sp.kill_after_ms, took);
+		printf("%s kill %d: world=%d %s%s kill rank %d at %d ms: survivors done %ld ms "
+		       "after\n",
+		       failed || slow ? "FAIL" : "ok", k, sp.world,
+		       groups[g].hosts ? groups[g].hosts : groups[g].transport,
+		       groups[g].shared ? " (shared buffers)" : "", sp.kill_rank, sp.kill_after_ms,
+		       took);
 		fflush(stdout);
 		bad += failed || slow;
 	}
@@ -272,9 +277,32 @@ static int mismatch_body(yd_comm *c, void *arg)
 		if (rc == 0)
 			rc = yd_barrier(c);
 		break;
-	default: /* different collectives */
+	case 4: /* different collectives */
 		rc = me ? yd_broadcast(c, buf, 16, YD_F32, 0)
 		        : yd_allreduce(c, buf, buf, 16, YD_F32, YD_SUM);
+		break;
+	case 5: /* shared buffers, count: the staged headers differ */
+		yd_comm_set_algo(c, YD_ALGO_SHARED);
+		rc = yd_allreduce(c, buf, buf, me ? 12 : 10, YD_F32, YD_SUM);
+		break;
+	case 6: /* shared buffers on rank 0, a ring elsewhere: rank 0 finds a ring frame of
+	         * this operation in its inbound ring, the others find rank 0 staging it */
+		yd_comm_set_algo(c, me ? YD_ALGO_RING : YD_ALGO_SHARED);
+		rc = yd_allreduce(c, buf, buf, 16, YD_F32, YD_SUM);
+		break;
+	case 8: /* shared-buffer allreduce on rank 0, a broadcast from rank 0 elsewhere: the
+	         * broadcast's ranks, waiting for rank 0, find it staging this operation */
+		yd_comm_set_algo(c, YD_ALGO_SHARED);
+		rc = me ? yd_broadcast(c, buf, 16, YD_F32, 0)
+		        : yd_allreduce(c, buf, buf, 16, YD_F32, YD_SUM);
+		break;
+	default: /* shared-buffer allreduce on rank 0, a broadcast from rank 1 elsewhere: rank 0
+	          * finds rank 1's frame; the broadcast's ranks learn it by their next operation */
+		yd_comm_set_algo(c, YD_ALGO_SHARED);
+		rc = me ? yd_broadcast(c, buf, 16, YD_F32, 1)
+		        : yd_allreduce(c, buf, buf, 16, YD_F32, YD_SUM);
+		if (rc == 0)
+			rc = yd_barrier(c);
 	}
 	DP_CHECK(rc == YARD_EMISMATCH || rc == YARD_EPEER, "mismatch %d: rc=%d (%s)", which, rc,
 	         yd_comm_last_error(c));
@@ -286,10 +314,11 @@ static int mismatch_body(yd_comm *c, void *arg)
 static int mismatches(void)
 {
 	int bad = 0;
-	for (int w = 0; w < 5; w++) {
+	/* 0-4 over both transports, 5-8 through the shared buffers (shm only) */
+	for (int w = 0; w < 9; w++) {
 		int status[4];
 		struct dp_spawn sp = {.world = 3,
-		                      .transport = w % 2 ? "tcp" : "shm",
+		                      .transport = w % 2 && w < 5 ? "tcp" : "shm",
 		                      .timeout_ms = 3000,
 		                      .wall_s = 20,
 		                      .kill_rank = -1,

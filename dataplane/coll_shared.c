@@ -1,0 +1,217 @@
+/* coll_shared.c: allreduce through shared buffers, for communicators whose ranks all share
+ * one host. The buffer goes in chunks of up to DP_SHARED_CHUNK bytes; for each chunk:
+ *
+ *   1. every rank copies its chunk (less its own slice, which no peer reads) into a slot of
+ *      its own shared area and counts it staged;
+ *   2. once every rank has staged it, rank r reduces slice r of the chunk straight out of
+ *      its input and the n-1 peers' slots into its own slot (in a fixed order: r, r+1, ...,
+ *      r-1) and counts it reduced;
+ *   3. once every rank has reduced it, every rank copies the n-1 other reduced slices out of
+ *      the peers' slots into its result (its own went there as it was reduced).
+ *
+ * Per chunk of L bytes a rank copies (n-1)/n·L in, reduces L/n from n-1 peers' slots and
+ * copies (n-1)/n·L out, with two synchronisations per chunk whatever the world size, where a
+ * ring needs 2(n-1) dependent steps per chunk. That is what keeps more ranks than cores from
+ * collapsing: a ring step waits for the one neighbour that may be descheduled, here every
+ * rank works on its whole slice when it runs. Chunk g's slot is reused for chunk g+2, which a
+ * rank stages only after it has seen every rank stage chunk g+1, and a rank stages g+1 only
+ * after it has copied chunk g out: no third counter is needed.
+ *
+ * Every slice is reduced by one rank only, so all ranks hold bitwise the same result. Before
+ * reading a peer's slot a rank compares the peer's header with its own (mismatched
+ * collectives fail by name, as on the other paths); a rank waiting here that finds a peer's
+ * frame of this operation in its inbound ring, and a rank waiting in another algorithm that
+ * finds a peer staging this operation's chunk, report the mismatch too. Waits spin, then
+ * sleep on the doorbell that every counter update rings, and watch the control sockets (a
+ * dead peer is named) and the communicator's deadline. */
+#include "config.h"
+
+#include <string.h>
+
+#include "common/clock.h"
+#include "dataplane/dp.h"
+
+int dp_shared_usable(yd_comm *c)
+{
+	if (c->size < 2 || c->any_net)
+		return 0;
+	for (int r = 0; r < c->size; r++)
+		if (!dp_shm_shared_area(c, r))
+			return 0;
+	return 1;
+}
+
+static void ring_all(yd_comm *c)
+{
+	for (int r = 0; r < c->size; r++)
+		if (r != c->rank)
+			dp_shm_ring_doorbell(c->peers[r].shm_doorbell, c->peers[r].shm_waiting);
+}
+
+/* The first rank whose counter (staged or reduced) is below target, or -1. */
+static int lagging(yd_comm *c, int reduced, uint64_t target)
+{
+	for (int r = 0; r < c->size; r++) {
+		struct dp_shared_area *a = dp_shm_shared_area(c, r);
+		_Atomic uint64_t *ctr = reduced ? &a->reduced : &a->staged;
+		if (atomic_load_explicit(ctr, memory_order_acquire) < target)
+			return r;
+	}
+	return -1;
+}
+
+/* A peer whose staged chunk belongs to another operation: the mismatch, named. */
+static int compare_headers(yd_comm *c, const struct dp_op *o, size_t bytes)
+{
+	for (int r = 0; r < c->size; r++) {
+		if (r == c->rank)
+			continue;
+		struct dp_xfer x;
+		dp_x_recv(&x, o, r, NULL, bytes);
+		struct dp_hdr got = dp_shm_shared_area(c, r)->hdr;
+		int rc = dp_hdr_check(c, &x, &got);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* A frame from a peer waiting in our inbound ring while we run a shared-buffer chunk: unless
+ * it belongs to a later operation (a peer done with this one may send its next), the peer
+ * called another collective or algorithm. */
+static int stray_frames(yd_comm *c, const struct dp_op *o, size_t bytes)
+{
+	for (int r = 0; r < c->size; r++) {
+		const struct dp_hdr *h = r == c->rank ? NULL : dp_shm_peek(&c->peers[r]);
+		if (!h || h->kind == DP_P2P || h->seq > o->seq)
+			continue;
+		struct dp_xfer x;
+		dp_x_recv(&x, o, r, NULL, bytes);
+		struct dp_hdr got = *h;
+		return dp_hdr_check(c, &x, &got);
+	}
+	return 0;
+}
+
+int dp_shared_check_peers(yd_comm *c, const struct dp_xfer *x)
+{
+	if (!x || x->hdr.kind == DP_P2P || !dp_shared_usable(c))
+		return 0;
+	for (int r = 0; r < c->size; r++) {
+		struct dp_shared_area *a = dp_shm_shared_area(c, r);
+		if (r == c->rank ||
+		    atomic_load_explicit(&a->staged, memory_order_acquire) <= c->shared_chunks)
+			continue;
+		/* r cannot stage again before this rank takes part, so hdr holds still */
+		struct dp_hdr got = a->hdr;
+		if (got.seq != x->hdr.seq)
+			continue;
+		struct dp_xfer y = *x;
+		y.peer = r;
+		return dp_hdr_check(c, &y, &got);
+	}
+	return 0;
+}
+
+static int wait_all(yd_comm *c, const struct dp_op *o, size_t bytes, int reduced, uint64_t target)
+{
+	uint64_t since = 0;
+	int rc;
+	for (int spins = 0;; spins++) {
+		uint32_t bell = atomic_load(c->doorbell);
+		int lag = lagging(c, reduced, target);
+		if (lag < 0)
+			return 0;
+		if ((rc = atomic_load(&c->failed)) != 0)
+			return rc;
+		if (atomic_load(&c->aborted))
+			return dp_fail(c, YARD_EABORTED, c->rank, "operation aborted");
+		if (spins < DP_SPIN_ROUNDS) {
+			dp_spin(spins);
+			continue;
+		}
+		uint64_t now = yard_now_mono_ms();
+		if (!since)
+			since = now;
+		if (now - since >= (uint64_t)c->timeout_ms) {
+			char peer[160];
+			return dp_fail(
+			    c, YARD_ETIMEDOUT, lag,
+			    "%s #%llu: timed out after %d ms waiting for %s (shared-buffer "
+			    "chunk %llu not yet %s)",
+			    dp_kind_name(o->kind), (unsigned long long)o->seq, c->timeout_ms,
+			    dp_peer_desc(c, lag, peer, sizeof peer), (unsigned long long)target,
+			    reduced ? "reduced" : "staged");
+		}
+		if ((rc = stray_frames(c, o, bytes)) != 0)
+			return rc;
+		if (atomic_load(c->doorbell) == bell)
+			dp_shm_wait(c, 5);
+		if ((rc = dp_poll_ctl_op(c, o, 0)) != 0)
+			return rc;
+	}
+}
+
+/* Slice [off, off+cnt) of the chunk reduced over every rank's data into this rank's slot (for
+ * the peers) and into out (this rank's result), in the order me, me+1, ..., me-1: this rank's
+ * own part straight from its input (it never staged it; no peer reads it), the others' from
+ * their slots, block by block so that the running result stays in cache. */
+static void reduce_slice(yd_comm *c, const struct dp_op *o, const unsigned char *mine,
+                         unsigned char *const *slot, unsigned char *out, size_t off, size_t cnt)
+{
+	size_t esz = yd_dtype_size(o->dtype), step = 8192 / esz;
+	int n = c->size, me = c->rank;
+	for (size_t i = 0; i < cnt; i += step) {
+		size_t k = DP_MIN(step, cnt - i), at = (off + i) * esz;
+		unsigned char *acc = slot[me] + at;
+		dp_op_reduce(o, acc, mine + at, slot[(me + 1) % n] + at, k);
+		for (int j = 2; j < n; j++)
+			dp_op_reduce(o, acc, acc, slot[(me + j) % n] + at, k);
+		memcpy(out + at, acc, k * esz);
+	}
+}
+
+int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count)
+{
+	int n = c->size, me = c->rank, rc;
+	size_t esz = yd_dtype_size(o->dtype), per = DP_SHARED_CHUNK / esz;
+	size_t bytes = count * esz, chunks = count ? (count + per - 1) / per : 1;
+	struct dp_shared_area *area[n];
+	for (int r = 0; r < n; r++)
+		area[r] = dp_shm_shared_area(c, r);
+	for (size_t k = 0; k < chunks; k++) {
+		uint64_t g = ++c->shared_chunks;
+		size_t first = k * per, cnt = count ? DP_MIN(per, count - first) : 0;
+		unsigned char *slot[n];
+		for (int r = 0; r < n; r++)
+			slot[r] = area[r]->slot[g % DP_SHARED_SLOTS];
+		const unsigned char *in = (const unsigned char *)src + first * esz;
+		size_t off, len;
+		dp_block(cnt, n, me, &off, &len);
+		/* the peers read every slice of this slot but this rank's own */
+		if (off)
+			memcpy(slot[me], in, off * esz);
+		if (off + len < cnt)
+			memcpy(slot[me] + (off + len) * esz, in + (off + len) * esz,
+			       (cnt - off - len) * esz);
+		dp_hdr_fill(&area[me]->hdr, o, bytes);
+		atomic_store_explicit(&area[me]->staged, g, memory_order_release);
+		ring_all(c);
+		if ((rc = wait_all(c, o, bytes, 0, g)) != 0 ||
+		    (rc = compare_headers(c, o, bytes)) != 0)
+			return rc;
+		unsigned char *out = (unsigned char *)dst + first * esz;
+		/* in place, out is in: the slice is read before it is written, block by block */
+		reduce_slice(c, o, in, slot, out, off, len);
+		atomic_store_explicit(&area[me]->reduced, g, memory_order_release);
+		ring_all(c);
+		if ((rc = wait_all(c, o, bytes, 1, g)) != 0)
+			return rc;
+		for (int r = 0; r < n; r++) {
+			dp_block(cnt, n, r, &off, &len);
+			if (r != me)
+				memcpy(out + off * esz, slot[r] + off * esz, len * esz);
+		}
+	}
+	return 0;
+}
