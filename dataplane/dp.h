@@ -148,17 +148,22 @@ struct dp_peer {
 struct yd_request;
 
 /* Cost model parameters (seconds, seconds/byte); see algo_select.c. */
-/* Sizes (bytes) at which calibrate.c times every candidate allreduce algorithm. */
-#define DP_CAL_POINTS 3
+/* Sizes (bytes) at which calibrate.c times the candidate allreduce algorithms: every
+ * candidate at all but the last, the finalists (those close to the best at the one before)
+ * at the last too, where caches no longer hold the data. */
+#define DP_CAL_POINTS 4
+#define DP_CAL_FINALISTS 3
 extern const size_t dp_cal_bytes[DP_CAL_POINTS];
 
 /* What an allreduce costs here: the alpha-beta-gamma model's link figures, and once the
  * communicator is calibrated (calibrate.c), per algorithm the seconds measured at each of
- * dp_cal_bytes (the slowest rank's; INFINITY for an algorithm that was not a candidate). */
+ * dp_cal_bytes (the slowest rank's; INFINITY for an algorithm that was not a candidate; at
+ * the last point, for a candidate that was no finalist, its earlier points' line). */
 struct dp_costs {
 	double alpha_shm, beta_shm, alpha_tcp, beta_tcp, gamma;
 	int calibrated;
 	double cal_s[YD_ALGO_COUNT][DP_CAL_POINTS];
+	int cal_final[YD_ALGO_COUNT]; /* timed at the last point */
 	double calibrate_s; /* how long the calibration took */
 };
 

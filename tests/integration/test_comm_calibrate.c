@@ -46,6 +46,27 @@ static int fitted(yd_comm *c)
 	             is_cand[YD_ALGO_TREE] && is_cand[YD_ALGO_PS],
 	         "ring, rd, hd, tree and ps are always candidates");
 	DP_CHECK(is_cand[YD_ALGO_NAIVE] == (c->size <= 4), "naive only up to 4 ranks");
+	/* the finalists timed at the last size: 1 to DP_CAL_FINALISTS candidates, the best at
+	 * the size before among them, none slower there than 1.5x the best */
+	int nf = 0, best = -1;
+	const int before = DP_CAL_POINTS - 2;
+	for (int a = YD_ALGO_RING; a < YD_ALGO_COUNT; a++)
+		if (is_cand[a] &&
+		    (best < 0 || c->costs.cal_s[a][before] < c->costs.cal_s[best][before]))
+			best = a;
+	for (int a = YD_ALGO_RING; a < YD_ALGO_COUNT; a++) {
+		if (!c->costs.cal_final[a])
+			continue;
+		nf++;
+		DP_CHECK(is_cand[a], "%s is a finalist but no candidate", yd_algo_name(a));
+		DP_CHECK(c->costs.cal_s[a][before] <= 1.5 * c->costs.cal_s[best][before],
+		         "finalist %s: %g s at %zu bytes, the best %g s", yd_algo_name(a),
+		         c->costs.cal_s[a][before], dp_cal_bytes[before],
+		         c->costs.cal_s[best][before]);
+	}
+	DP_CHECK(nf >= 1 && nf <= DP_CAL_FINALISTS, "%d finalists", nf);
+	DP_CHECK(c->costs.cal_final[best], "the best at %zu bytes (%s) is no finalist",
+	         dp_cal_bytes[before], yd_algo_name(best));
 	for (int a = YD_ALGO_RING; a < YD_ALGO_COUNT; a++) {
 		for (int p = 0; p < DP_CAL_POINTS; p++) {
 			double t = c->costs.cal_s[a][p], lo;
