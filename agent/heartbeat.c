@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "common/common.h"
+#include "scheduler/desired.h"
 
 enum call_kind { CALL_REGISTER, CALL_HEARTBEAT };
 
@@ -143,16 +144,23 @@ static void apply_commands(struct agent *a, const json_t *commands)
 	a->draining = draining;
 }
 
-/* The desired set an answer gives: its "desired" (kept, with its "desired_tag", for the
- * answers that follow), or the kept set when it says "desired_unchanged"; NULL when it has
- * neither (heartbeat_reconcile then changes nothing and says so). */
+/* The desired set an answer gives: its "desired" (made whole, kept with its "desired_tag" for
+ * the answers that follow), or the kept set when it says "desired_unchanged"; NULL when it
+ * has neither (heartbeat_reconcile then changes nothing and says so). */
 static const json_t *desired_of(struct agent *a, const json_t *resp)
 {
-	const json_t *desired = json_object_get(resp, "desired");
+	const json_t *given = json_object_get(resp, "desired");
 	const char *tag = json_string_value(json_object_get(resp, "desired_tag"));
-	if (json_is_array(desired)) {
+	char why[200] = "";
+	json_t *desired =
+	    json_is_array(given)
+	        ? desired_whole(given, json_object_get(resp, "desired_shared"), why, sizeof why)
+	        : NULL;
+	if (why[0] != '\0')
+		log_warn("heartbeat answer ignored: %s", why);
+	if (desired != NULL) {
 		json_decref(a->desired);
-		a->desired = json_incref((json_t *)desired);
+		a->desired = desired;
 		snprintf(a->desired_tag, sizeof a->desired_tag, "%s",
 		         tag != NULL && strlen(tag) < sizeof a->desired_tag ? tag : "");
 		return desired;
@@ -259,6 +267,8 @@ static json_t *heartbeat_body(struct agent *a)
 		json_object_set_new(body, "probe_port", json_integer(a->cfg.probe_port));
 	if (a->desired_tag[0] != '\0' && a->desired != NULL)
 		json_object_set_new(body, "desired_tag", json_string(a->desired_tag));
+	/* each job's shared variables and spec once per answer, not once per rank */
+	json_object_set_new(body, "desired_shared", json_true());
 	return body;
 }
 

@@ -331,24 +331,38 @@ json_t *desired_job_text(const json_t *job, const json_t *slots, const json_t *n
 		for (int r = 0; r < v->world && !own_set[k]; r++)
 			own_set[k] = v->node_cuda[v->node_index[r]];
 	}
-	struct jsonx_buf tail = {0}, fixed = {0};
-	/* the tail: the shared variables, the env's "}", the spec, the entry's "}" */
+	struct jsonx_buf tail = {0}, fixed = {0}, shared = {0}, close = {0};
+	/* the tail: the shared variables, the env's "}", the spec, the entry's "}"; the shared
+	 * part: {"env":{the shared variables},"spec":...}; the close: the env's "}" and the
+	 * entry's reference to the shared part */
 	const char *key;
 	json_t *value;
+	int first_shared = 1;
+	text_str(&shared, "{\"env\":{");
 	json_object_foreach(p.common, key, value)
 	{
 		int own = 0;
 		for (int k = 0; k < OWN_N && !own; k++)
 			own = own_set[k] && strcmp(key, own_keys[k]) == 0;
-		if (!own)
+		if (!own) {
 			text_member(&tail, 0, key, json_string_value(value));
+			text_member(&shared, first_shared, key, json_string_value(value));
+			first_shared = 0;
+		}
 	}
 	size_t spec_len = 0;
 	char *spec_text = jsonx_dumps_compact(p.run_spec, 0, &spec_len);
 	text_str(&tail, "},\"spec\":");
-	if (spec_text != NULL)
+	text_str(&shared, "},\"spec\":");
+	if (spec_text != NULL) {
 		jsonx_buf_put(&tail, spec_text, spec_len);
+		jsonx_buf_put(&shared, spec_text, spec_len);
+	}
 	jsonx_buf_put(&tail, "}", 1);
+	jsonx_buf_put(&shared, "}", 1);
+	text_str(&close, "},\"shared\":");
+	jsonx_escape(p.job_id, strlen(p.job_id), jsonx_buf_put, &close);
+	jsonx_buf_put(&close, "}", 1);
 	/* what every head shares after its first line: argv and the checkpoint */
 	size_t argv_len = 0;
 	char *argv_text = jsonx_dumps_compact(p.argv, 0, &argv_len);
@@ -370,8 +384,8 @@ json_t *desired_job_text(const json_t *job, const json_t *slots, const json_t *n
 	}
 	text_str(&fixed, ",\"env\":{");
 	json_t *heads = json_array();
-	int ok = !tail.failed && !fixed.failed && spec_text != NULL && argv_text != NULL &&
-	         heads != NULL;
+	int ok = !tail.failed && !fixed.failed && !shared.failed && !close.failed &&
+	         spec_text != NULL && argv_text != NULL && heads != NULL;
 	for (int r = 0; ok && r < v->world; r++) {
 		struct jsonx_buf head = {0};
 		text_str(&head, "{\"job\":");
@@ -405,13 +419,17 @@ json_t *desired_job_text(const json_t *job, const json_t *slots, const json_t *n
 	}
 	json_t *answer = NULL;
 	if (ok)
-		answer = json_pack("{s:o,s:s%}", "heads", heads, "tail", tail.text, tail.len);
+		answer =
+		    json_pack("{s:o,s:s%,s:s%,s:s%}", "heads", heads, "tail", tail.text, tail.len,
+		              "shared", shared.text, shared.len, "close", close.text, close.len);
 	else
 		json_decref(heads);
 	free(spec_text);
 	free(argv_text);
 	free(tail.text);
 	free(fixed.text);
+	free(shared.text);
+	free(close.text);
 	job_parts_free(&p);
 	return answer;
 }

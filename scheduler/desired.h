@@ -38,15 +38,26 @@ int desired_ckpt_dir(const char *store, const char *job, char *out, size_t out_l
 json_t *desired_job(const json_t *job, const json_t *slots, const json_t *nodes,
                     int64_t restore_step, json_t **common_env);
 
-/* The same entries as text, what a heartbeat answer carries: {"heads": [...], "tail": "..."}
- * where heads[r] + tail is the JSON text of rank r's entry (the members of desired_job's
- * entry r, with equal values; restore_world, for a restore from the controller store, goes
- * into "checkpoint" as the leader adds it). A head is the entry up to the rank's own
- * variables (the ones it sets itself; one that any rank sets is in every rank's head); the
- * tail, the same for every rank, holds the shared variables and the spec. Built straight as
- * text: a 10,000-node leader spent a fifth of its time building these entries as JSON
- * objects first. NULL when the rows are inconsistent or memory ran out. */
+/* The same entries as text, what a heartbeat answer carries: {"heads": [...], "tail": "...",
+ * "shared": "...", "close": "..."} where heads[r] + tail is the JSON text of rank r's entry
+ * (the members of desired_job's entry r, with equal values; restore_world, for a restore
+ * from the controller store, goes into "checkpoint" as the leader adds it). A head is the
+ * entry up to the rank's own variables (the ones it sets itself; one that any rank sets is in
+ * every rank's head); the tail, the same for every rank, holds the shared variables and the
+ * spec. For an agent that takes shared parts, heads[r] + close is the entry without them,
+ * ending in "shared": the job's id, and shared is the JSON text of {"env": {the shared
+ * variables}, "spec": ...}, sent once per answer whatever the number of the job's ranks on
+ * the node (docs/api.md). Built straight as text: a 10,000-node leader spent a fifth of its
+ * time building these entries as JSON objects first. NULL when the rows are inconsistent or
+ * memory ran out. */
 json_t *desired_job_text(const json_t *job, const json_t *slots, const json_t *nodes,
                          int64_t restore_step, int64_t restore_world);
+
+/* What an agent makes of an answer's "desired" (array) and "desired_shared" (object, may be
+ * NULL): every entry whole, an entry that names its job's part ("shared": JOB) given that
+ * part's variables (where it does not set them itself) and spec; the values are shared with
+ * the answer, not copied. A new array, or NULL with why set when an entry names a part the
+ * answer does not hold whole. */
+json_t *desired_whole(const json_t *desired, const json_t *parts, char *why, size_t why_len);
 
 #endif

@@ -2701,15 +2701,56 @@ static uint64_t tag_mix(uint64_t h, const void *data, size_t len)
 
 /* The entries as a JSON array (as_text NULL), or as the members of a heartbeat answer's text
  * appended to as_text: "desired":[...] (entries of cached jobs copied from their kept text,
- * not serialized again), with "desired_tag":"T" when every entry came from a job's cache.
+ * not serialized again; with shared_ok, the agent takes each job's shared variables and spec
+ * once, in "desired_shared", see desired_put), with "desired_tag":"T" when every entry came
+ * from a job's cache.
  * The tag names the set: this leadership, the node's slots and the build of each job's
  * entries (a job's entries are rebuilt, with a new serial, whenever their text would change).
  * When their_tag, the tag of the set the agent holds, equals it, the members are
  * "desired_unchanged":true,"desired_tag":"T" instead: a node running ranks of a large job
  * is not sent its peers again every heartbeat. as_text's failed flag says the text could not
  * be made (no memory). */
+struct picked_entry {
+	const json_t *head, *tail, *close, *shared;
+	const char *job;
+};
+
+/* "desired":[...] as text: every entry whole, or (shared_ok) each ending in a reference to
+ * its job's shared part, with "desired_shared":{"JOB":{"env":...,"spec":...},...} after, each
+ * job's part once. */
+static void desired_put(struct jsonx_buf *b, const struct picked_entry *e, size_t n, int shared_ok)
+{
+	put_str(b, "\"desired\":[");
+	for (size_t k = 0; k < n; k++) {
+		const json_t *end = shared_ok ? e[k].close : e[k].tail;
+		if (k > 0)
+			jsonx_buf_put(b, ",", 1);
+		jsonx_buf_put(b, json_string_value(e[k].head), json_string_length(e[k].head));
+		jsonx_buf_put(b, json_string_value(end), json_string_length(end));
+	}
+	jsonx_buf_put(b, "]", 1);
+	if (!shared_ok)
+		return;
+	put_str(b, ",\"desired_shared\":{");
+	int first = 1;
+	for (size_t k = 0; k < n; k++) {
+		size_t seen = 0;
+		while (seen < k && e[seen].shared != e[k].shared)
+			seen++;
+		if (seen < k)
+			continue; /* this job's part is in already */
+		if (!first)
+			jsonx_buf_put(b, ",", 1);
+		first = 0;
+		jsonx_escape(e[k].job, strlen(e[k].job), jsonx_buf_put, b);
+		jsonx_buf_put(b, ":", 1);
+		jsonx_buf_put(b, json_string_value(e[k].shared), json_string_length(e[k].shared));
+	}
+	jsonx_buf_put(b, "}", 1);
+}
+
 static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
-                           struct jsonx_buf *as_text, const char *their_tag)
+                           struct jsonx_buf *as_text, const char *their_tag, int shared_ok)
 {
 	json_t *desired = as_text != NULL ? NULL : json_array();
 	/* down: its ranks are being moved; anything it runs must stop */
@@ -2718,7 +2759,7 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 	json_t *slots = down ? json_array() : fsm_node_slots(s->fsm, node);
 	json_t *memo = json_object();
 	size_t n_slots = json_array_size(slots), n_picked = 0, i;
-	const json_t *(*picked)[2] = malloc((n_slots + 1) * sizeof *picked); /* head, tail */
+	struct picked_entry *picked = malloc((n_slots + 1) * sizeof *picked);
 	int tagged = as_text != NULL && s->leading && picked != NULL;
 	uint64_t tag = tag_mix(1469598103934665603ull, s->leader_id, strlen(s->leader_id) + 1);
 	json_t *v;
@@ -2733,13 +2774,16 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 		const json_t *head =
 		    json_array_get(json_object_get(entries, "heads"), (size_t)rank);
 		const json_t *tail = json_object_get(entries, "tail");
+		const json_t *close = json_object_get(entries, "close");
+		const json_t *shared = json_object_get(entries, "shared");
 		if (serial == 0)
 			tagged = 0; /* not from a cache: nothing names this text */
 		tag = tag_mix(tag, job, strlen(job) + 1);
 		tag = tag_mix(tag, &rank, sizeof rank);
 		tag = tag_mix(tag, &generation, sizeof generation);
 		tag = tag_mix(tag, &serial, sizeof serial);
-		if (!json_is_string(head) || !json_is_string(tail))
+		if (!json_is_string(head) || !json_is_string(tail) || !json_is_string(close) ||
+		    !json_is_string(shared))
 			continue;
 		if (as_text == NULL) {
 			struct jsonx_buf entry = {0};
@@ -2750,8 +2794,7 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 				    desired, json_loads(entry.text, JSON_REJECT_DUPLICATES, NULL));
 			free(entry.text);
 		} else if (picked != NULL) {
-			picked[n_picked][0] = head;
-			picked[n_picked++][1] = tail;
+			picked[n_picked++] = (struct picked_entry){head, tail, close, shared, job};
 		}
 	}
 	char hex[17];
@@ -2760,16 +2803,7 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 		put_str(as_text, "\"desired_unchanged\":true");
 		s->desired_unchanged_total++;
 	} else if (as_text != NULL) {
-		put_str(as_text, "\"desired\":[");
-		for (size_t k = 0; k < n_picked; k++) {
-			if (k > 0)
-				jsonx_buf_put(as_text, ",", 1);
-			jsonx_buf_put(as_text, json_string_value(picked[k][0]),
-			              json_string_length(picked[k][0]));
-			jsonx_buf_put(as_text, json_string_value(picked[k][1]),
-			              json_string_length(picked[k][1]));
-		}
-		jsonx_buf_put(as_text, "]", 1);
+		desired_put(as_text, picked, n_picked, shared_ok);
 		if (picked == NULL)
 			as_text->failed = 1;
 	}
@@ -2901,16 +2935,18 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
                                 json_t **me_out, struct yard_err *err)
 {
 	static const char *const keys[] = {
-	    "node",           "version",    "free_disk_mb", "link_gbps", "draining",
-	    "ranks",          "logs",       "upgrade",      "perf",      "worker_version",
-	    "worker_upgrade", "probe_port", "desired_tag",  NULL};
+	    "node",           "version",    "free_disk_mb", "link_gbps",      "draining",
+	    "ranks",          "logs",       "upgrade",      "perf",           "worker_version",
+	    "worker_upgrade", "probe_port", "desired_tag",  "desired_shared", NULL};
 	const char *name = NULL, *version = "", *worker_version = "", *tag = NULL;
 	int64_t free_disk_mb = -1, probe_port = 0;
+	int shared_ok = 0;
 	if (jsonx_only_keys(body, "", keys, err) != 0 ||
 	    jsonx_get_string(body, "", "node", 1, FSM_NAME_MAX, &name, err) != 0 ||
 	    jsonx_get_string(body, "", "version", 0, 31, &version, err) != 0 ||
 	    jsonx_get_string(body, "", "worker_version", 0, 31, &worker_version, err) != 0 ||
 	    jsonx_get_string(body, "", "desired_tag", 0, 16, &tag, err) != 0 ||
+	    jsonx_get_bool(body, "", "desired_shared", 0, &shared_ok, err) != 0 ||
 	    jsonx_get_int(body, "", "free_disk_mb", 0, -1, INT64_MAX / 2, &free_disk_mb, err) !=
 	        0 ||
 	    jsonx_get_int(body, "", "probe_port", 0, 1, 65535, &probe_port, err) != 0)
@@ -2998,7 +3034,7 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 	json_t *me = NULL;
 	json_t *answer = heartbeat_answer(s, node, body, &me, err);
 	if (answer != NULL)
-		json_object_set_new(answer, "desired", desired_for(s, node, me, NULL, NULL));
+		json_object_set_new(answer, "desired", desired_for(s, node, me, NULL, NULL, 0));
 	json_decref(me);
 	return answer;
 }
@@ -3019,7 +3055,8 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
 	if (!failed) {
 		jsonx_buf_put(&b, "{", 1);
 		desired_for(s, node, me, &b,
-		            json_string_value(json_object_get(body, "desired_tag")));
+		            json_string_value(json_object_get(body, "desired_tag")),
+		            json_is_true(json_object_get(body, "desired_shared")));
 		if (strcmp(rest, "{}") != 0) {
 			jsonx_buf_put(&b, ",", 1);
 			jsonx_buf_put(&b, rest + 1, strlen(rest + 1));

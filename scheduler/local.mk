@@ -3,7 +3,7 @@ noinst_LIBRARIES += scheduler/libsched.a
 scheduler_libsched_a_SOURCES = \
 	scheduler/place.c scheduler/place.h \
 	scheduler/queue.c scheduler/queue.h \
-	scheduler/desired.c scheduler/desired.h \
+	scheduler/desired.c scheduler/desired_whole.c scheduler/desired.h \
 	scheduler/idindex.c scheduler/idindex.h \
 	scheduler/straggler.c scheduler/straggler.h \
 	scheduler/autoplan.c scheduler/autoplan.h \

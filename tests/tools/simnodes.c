@@ -240,10 +240,12 @@ static char *heartbeat_body(const struct sim_node *n, double now)
 		                        i ? "," : "", r->job, r->rank, r->generation, 1000 + i,
 		                        done ? "exited" : "running", done ? ",\"exit_code\":0" : "");
 	}
+	/* each job's shared part once per answer, as yard-agent takes it */
 	if (n->desired_tag[0] != '\0')
-		snprintf(text + len, cap - len, "],\"desired_tag\":\"%s\"}", n->desired_tag);
+		snprintf(text + len, cap - len, "],\"desired_shared\":true,\"desired_tag\":\"%s\"}",
+		         n->desired_tag);
 	else
-		snprintf(text + len, cap - len, "]}");
+		snprintf(text + len, cap - len, "],\"desired_shared\":true}");
 	return text;
 }
 

@@ -1,11 +1,12 @@
 /* test_desired.c: the heartbeat answer's text form of a job's desired entries
  * (desired_job_text) says what the object form (desired_job) says, rank by rank: head + tail
  * parses into an object equal to entry r (the controller store's checkpoint with the
- * leader's restore_world added). Jobs: a trainer on two CPU nodes, a command job with its
- * own environment (including a variable the ranks set themselves and text to escape), CUDA
- * and CPU nodes mixed under a job that sets CUDA_VISIBLE_DEVICES, the controller store with
- * and without a restore, a resumed generation, a parallel "auto" job with its plan, and
- * rows that do not fit together. */
+ * leader's restore_world added), and so does head + close completed by the job's shared part
+ * (the form for agents that take each job's shared variables and spec once). Jobs: a trainer on two
+ * CPU nodes, a command job with its own environment (including a variable the ranks set themselves
+ * and text to escape), CUDA and CPU nodes mixed under a job that sets CUDA_VISIBLE_DEVICES, the
+ * controller store with and without a restore, a resumed generation, a parallel "auto" job with its
+ * plan, and rows that do not fit together. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,7 +50,14 @@ static int check_same(const char *job_text, const char *slots_text, int64_t rest
 	assert_non_null(answer);
 	const json_t *heads = json_object_get(answer, "heads");
 	const char *tail = json_string_value(json_object_get(answer, "tail"));
+	const char *close = json_string_value(json_object_get(answer, "close"));
 	assert_non_null(tail);
+	assert_non_null(close);
+	json_t *part = json_loads(json_string_value(json_object_get(answer, "shared")),
+	                          JSON_REJECT_DUPLICATES, &e);
+	if (part == NULL)
+		fail_msg("shared part: %s", e.text);
+	assert_true(json_is_object(json_object_get(part, "env")));
 	assert_int_equal(json_array_size(heads), json_array_size(entries));
 	for (size_t r = 0; r < json_array_size(entries); r++) {
 		const char *head = json_string_value(json_array_get(heads, r));
@@ -69,10 +77,39 @@ static int check_same(const char *job_text, const char *slots_text, int64_t rest
 			     *b = json_dumps(want, JSON_SORT_KEYS);
 			fail_msg("rank %zu differs:\n text: %s\n want: %s", r, a, b);
 		}
+		/* the form for agents that take shared parts: head + close names the job's part,
+		 * whose variables and spec complete it (the rank's own variables win) */
+		len = strlen(head) + strlen(close) + 1;
+		char *lean = malloc(len);
+		snprintf(lean, len, "%s%s", head, close);
+		json_t *entry = json_loads(lean, JSON_REJECT_DUPLICATES, &e);
+		if (entry == NULL)
+			fail_msg("rank %zu, shared form: %s in %s", r, e.text, lean);
+		assert_string_equal(json_string_value(json_object_get(entry, "shared")),
+		                    json_string_value(json_object_get(want, "job")));
+		assert_null(json_object_get(entry, "spec"));
+		const char *key;
+		json_t *value;
+		json_object_foreach(json_object_get(part, "env"), key, value)
+		{
+			if (json_object_get(json_object_get(entry, "env"), key) != NULL)
+				fail_msg("rank %zu: %s is both its own and shared", r, key);
+		}
+		json_t *one = json_pack("[o]", entry), *parts = json_object(), *made;
+		json_object_set(parts, json_string_value(json_object_get(want, "job")), part);
+		char why[200] = "";
+		made = desired_whole(one, parts, why, sizeof why);
+		assert_non_null(made);
+		assert_true(json_equal(json_array_get(made, 0), want));
+		json_decref(made);
+		json_decref(parts);
+		json_decref(one);
+		free(lean);
 		json_decref(want);
 		json_decref(parsed);
 		free(whole);
 	}
+	json_decref(part);
 	int world = (int)json_array_size(entries);
 	json_decref(answer);
 	json_decref(entries);
@@ -159,9 +196,43 @@ static void test_inconsistent_rows_give_null(void **state)
 	json_decref(n);
 }
 
+/* An entry that names a shared part the answer does not hold (or holds without its env or
+ * spec) makes no set: the agent keeps what it runs and says why. */
+static void test_whole_needs_the_named_part(void **state)
+{
+	(void)state;
+	json_t *desired = json_loads("[{\"job\":\"j1\",\"rank\":0,\"env\":{\"RANK\":\"0\"},"
+	                             "\"shared\":\"j1\"}]",
+	                             0, NULL);
+	const char *parts_text[] = {"{}", "{\"j1\":{\"spec\":{}}}", "{\"j1\":{\"env\":{}}}",
+	                            "{\"j2\":{\"env\":{},\"spec\":{}}}"};
+	for (size_t i = 0; i < sizeof parts_text / sizeof parts_text[0]; i++) {
+		json_t *parts = json_loads(parts_text[i], 0, NULL);
+		char why[200] = "";
+		assert_null(desired_whole(desired, parts, why, sizeof why));
+		assert_non_null(strstr(why, "'j1'"));
+		json_decref(parts);
+	}
+	/* whole: the part's variables join the rank's own, which win */
+	json_t *parts = json_loads("{\"j1\":{\"env\":{\"RANK\":\"9\",\"PEERS\":\"a,b\"},"
+	                           "\"spec\":{\"x\":1}}}",
+	                           0, NULL);
+	char why[200] = "";
+	json_t *made = desired_whole(desired, parts, why, sizeof why);
+	json_t *want = json_loads("[{\"job\":\"j1\",\"rank\":0,\"env\":{\"RANK\":\"0\","
+	                          "\"PEERS\":\"a,b\"},\"spec\":{\"x\":1}}]",
+	                          0, NULL);
+	assert_true(json_equal(made, want));
+	json_decref(want);
+	json_decref(made);
+	json_decref(parts);
+	json_decref(desired);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_whole_needs_the_named_part),
 	    cmocka_unit_test(test_trainer_on_two_nodes),
 	    cmocka_unit_test(test_command_job_with_env_to_escape_and_mixed_cuda),
 	    cmocka_unit_test(test_controller_store_with_and_without_restore),

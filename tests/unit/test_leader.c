@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "jobs/fsm.h"
+#include "scheduler/desired.h"
 #include "scheduler/leader.h"
 
 struct world {
@@ -413,6 +414,10 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 			struct yard_err err = {0};
 			size_t len = 0;
 			json_t *hb = json_pack("{s:s,s:[]}", "node", nodes[n], "ranks");
+			/* every other pair of steps as an agent that takes shared parts */
+			int shared_ok = step / 2 % 2;
+			if (shared_ok)
+				json_object_set_new(hb, "desired_shared", json_true());
 			if (held[n] != NULL)
 				json_object_set_new(
 				    hb, "desired_tag",
@@ -434,7 +439,12 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 				cached = json_incref(held[n]);
 				unchanged++;
 			} else {
-				cached = json_incref(json_object_get(parsed, "desired"));
+				const json_t *parts = json_object_get(parsed, "desired_shared");
+				char why[200] = "";
+				assert_true(shared_ok == (parts != NULL));
+				cached = desired_whole(json_object_get(parsed, "desired"), parts,
+				                       why, sizeof why);
+				assert_non_null(cached);
 				json_decref(held[n]);
 				held[n] = json_incref(cached);
 				snprintf(held_tag[n], sizeof held_tag[n], "%s", tag);
@@ -1152,17 +1162,20 @@ static void test_heartbeat_refuses_bad_input(void **state)
 		assert_true(err.code == YARD_EINVAL || err.code == YARD_EPERM);
 		json_decref(b);
 	}
-	/* the tag of the desired set the agent holds: a string of at most 16 characters, named
-	 * when it is not; the text answer (the API's) refuses it the same way */
-	const char *bad_tags[] = {"{\"node\":\"node-a\",\"desired_tag\":7}",
-	                          "{\"node\":\"node-a\",\"desired_tag\":\"0123456789abcdef0\"}"};
-	for (size_t i = 0; i < sizeof bad_tags / sizeof bad_tags[0]; i++) {
-		json_t *b = json_loads(bad_tags[i], 0, NULL);
+	/* the tag of the desired set the agent holds: a string of at most 16 characters, and
+	 * whether the agent takes shared parts: a boolean; each named when it is not, and the
+	 * text answer (the API's) refuses them the same way */
+	const char *bad_input[][2] = {
+	    {"{\"node\":\"node-a\",\"desired_tag\":7}", "desired_tag"},
+	    {"{\"node\":\"node-a\",\"desired_tag\":\"0123456789abcdef0\"}", "desired_tag"},
+	    {"{\"node\":\"node-a\",\"desired_shared\":\"yes\"}", "desired_shared"}};
+	for (size_t i = 0; i < sizeof bad_input / sizeof bad_input[0]; i++) {
+		json_t *b = json_loads(bad_input[i][0], 0, NULL);
 		size_t len = 0;
 		memset(&err, 0, sizeof err);
 		assert_null(sched_heartbeat_text(w->sched, "node-a", b, &len, &err));
 		assert_int_equal(err.code, YARD_EINVAL);
-		assert_non_null(strstr(err.msg, "desired_tag"));
+		assert_non_null(strstr(err.msg, bad_input[i][1]));
 		json_decref(b);
 	}
 	world_free(w);
