@@ -202,6 +202,10 @@ struct agent {
 	struct agent_worker worker;
 	json_t *perf;      /* measured rates (perf.c), NULL until the probe has answered */
 	int perf_unwanted; /* the leader said it has them (want_perf false): not sent */
+	/* the last answer said the leader sends shared parts (offers_shared): heartbeats ask for
+	 * them (desired_shared); a refused heartbeat (400) clears it, so an older leader, which
+	 * would refuse the field, gets heartbeats it knows */
+	int leader_offers_shared;
 	int perf_attempts; /* probes started */
 	uv_timer_t perf_retry;
 	/* the link to another node (linkprobe.c) */

@@ -209,6 +209,7 @@ static void after_call(uv_work_t *w, int status)
 		ranks_logs_done(a, leader_id != NULL);
 		apply_leader_id(a, leader_id);
 		apply_commands(a, json_object_get(c->resp, "commands"));
+		a->leader_offers_shared = json_is_true(json_object_get(c->resp, "offers_shared"));
 		const json_t *want_perf = json_object_get(c->resp, "want_perf");
 		if (want_perf != NULL)
 			a->perf_unwanted = json_is_false(want_perf);
@@ -227,6 +228,8 @@ static void after_call(uv_work_t *w, int status)
 	} else {
 		log_warn("heartbeat to %s: HTTP %ld: %s", a->leader_url, c->status,
 		         resp_error(c->resp));
+		if (c->status == 400)
+			a->leader_offers_shared = 0; /* the next one without the optional field */
 	}
 	json_decref(c->body);
 	json_decref(c->resp);
@@ -267,8 +270,10 @@ static json_t *heartbeat_body(struct agent *a)
 		json_object_set_new(body, "probe_port", json_integer(a->cfg.probe_port));
 	if (a->desired_tag[0] != '\0' && a->desired != NULL)
 		json_object_set_new(body, "desired_tag", json_string(a->desired_tag));
-	/* each job's shared variables and spec once per answer, not once per rank */
-	json_object_set_new(body, "desired_shared", json_true());
+	/* each job's shared variables and spec once per answer, not once per rank, from a
+	 * leader that said it sends them */
+	if (a->leader_offers_shared)
+		json_object_set_new(body, "desired_shared", json_true());
 	return body;
 }
 

@@ -280,9 +280,11 @@ struct sched {
 	uint64_t watch_base;
 	uint64_t watch_answers_total, watch_news_total;
 	/* heartbeat answers: the serial of the last desired set built (each gets the next),
-	 * and the answers that said the node's desired set is unchanged (desired_tag) */
+	 * and the answers that said the node's desired set is unchanged (desired_tag), and
+	 * those that sent it with each job's shared part once (desired_shared) */
 	uint64_t desired_serials;
 	uint64_t desired_unchanged_total;
+	uint64_t desired_shared_total;
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -2804,6 +2806,7 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 		s->desired_unchanged_total++;
 	} else if (as_text != NULL) {
 		desired_put(as_text, picked, n_picked, shared_ok);
+		s->desired_shared_total += shared_ok != 0;
 		if (picked == NULL)
 			as_text->failed = 1;
 	}
@@ -3011,8 +3014,12 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 		json_array_append_new(commands, json_pack("{s:s}", "op", "drain"));
 	*me_out = me;
 	/* leader_id only while leading: it says the pieces of this heartbeat were kept */
-	json_t *answer = json_pack("{s:o,s:o}", "commands", commands, "leader_id",
-	                           s->leading ? json_string(s->leader_id) : json_null());
+	/* offers_shared: this controller sends each job's shared part once when asked
+	 * (desired_shared); an agent asks only once it has seen this, so older controllers
+	 * never see the field */
+	json_t *answer =
+	    json_pack("{s:o,s:o,s:b}", "commands", commands, "leader_id",
+	              s->leading ? json_string(s->leader_id) : json_null(), "offers_shared", 1);
 	const char *offer_key = "upgrade";
 	json_t *upgrade = rollout_driver_offer(s->rollouts, node, &offer_key);
 	if (upgrade != NULL)
@@ -3243,8 +3250,13 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "# HELP yard_heartbeat_desired_unchanged_total Heartbeat answers that told the "
 	        "agent its desired set is the one it holds (desired_tag) instead of sending it.\n"
 	        "# TYPE yard_heartbeat_desired_unchanged_total counter\n"
-	        "yard_heartbeat_desired_unchanged_total %llu\n",
-	        (unsigned long long)s->desired_unchanged_total);
+	        "yard_heartbeat_desired_unchanged_total %llu\n"
+	        "# HELP yard_heartbeat_desired_shared_total Heartbeat answers that sent the "
+	        "desired set with each job's shared variables and spec once (desired_shared).\n"
+	        "# TYPE yard_heartbeat_desired_shared_total counter\n"
+	        "yard_heartbeat_desired_shared_total %llu\n",
+	        (unsigned long long)s->desired_unchanged_total,
+	        (unsigned long long)s->desired_shared_total);
 }
 
 void sched_overlay_rollout(struct sched *s, json_t *rollout)

@@ -29,6 +29,10 @@ n_unchanged=$(metric 1 yard_heartbeat_desired_unchanged_total)
 [ "${n_unchanged:-0}" -gt 0 ] || fail "no heartbeat answer said the desired set was unchanged"
 ! grep -h "without a desired array" "$T"/log.agent-* || fail "an agent got an answer it could not use"
 note "$n_unchanged heartbeat answer(s) said the node's desired set was unchanged"
+# the agents ask for each job's shared part once per answer, once the leader offered it
+n_shared=$(metric 1 yard_heartbeat_desired_shared_total)
+[ "${n_shared:-0}" -gt 0 ] || fail "no heartbeat answer sent the desired set with shared parts"
+note "$n_shared heartbeat answer(s) sent each job's shared part once"
 # the agents keep their connections: twenty heartbeats do not open twenty connections (each
 # of this test's reads of /metrics opens one: they are counted out)
 count() { curl -s -H "$AUTH" "$(api 1)/metrics" | awk -v p="$1" 'index($0, p) == 1 { n += $NF } END { print n + 0 }'; }

@@ -450,6 +450,7 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
 				snprintf(held_tag[n], sizeof held_tag[n], "%s", tag);
 			}
 			assert_non_null(json_object_get(parsed, "commands"));
+			assert_true(json_is_true(json_object_get(parsed, "offers_shared")));
 			json_decref(parsed);
 			json_t *b = json_pack("{s:s,s:[]}", "node", nodes[n], "ranks");
 			json_t *answer = sched_heartbeat(ref, nodes[n], b, &err);
