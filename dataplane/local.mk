@@ -105,3 +105,7 @@ bin_PROGRAMS += yard-bench
 yard_bench_SOURCES = dataplane/yard_bench.c
 yard_bench_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
 yard_bench_LDADD = $(YD_LIBS)
+
+# a /dev/shm too small: a named error at creation, not a SIGBUS (needs unshare -m)
+dist_check_SCRIPTS += tests/integration/dp_shm_space.sh
+TESTS += tests/integration/dp_shm_space.sh

@@ -127,6 +127,19 @@ int dp_shm_setup(yd_comm *c, char *err, size_t errlen)
 		close(fd);
 		return YARD_EIO;
 	}
+	/* the pages now, not at first touch: a full /dev/shm (a container's default is 64 MiB)
+	 * is this error, not a SIGBUS in the middle of a collective */
+	int fe = posix_fallocate(fd, 0, (off_t)c->shm_self_len);
+	if (fe != 0) {
+		snprintf(
+		    err, errlen,
+		    "shared memory for rank %d: %zu KiB in /dev/shm: %s (a container's /dev/shm "
+		    "is often small: raise it, e.g. docker --shm-size, or use "
+		    "YARD_TRANSPORT=tcp)",
+		    c->rank, c->shm_self_len >> 10, strerror(fe));
+		close(fd);
+		return fe == ENOSPC ? YARD_ENOSPACE : YARD_EIO;
+	}
 	void *m = mmap(NULL, c->shm_self_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED) {

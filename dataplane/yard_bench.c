@@ -429,6 +429,9 @@ int main(int argc, char **argv)
 		int st;
 		waitpid(pids[r], &st, 0);
 		bad += !WIFEXITED(st) || WEXITSTATUS(st);
+		if (WIFSIGNALED(st)) /* the others name their own errors */
+			fprintf(stderr, "rank %d was killed by signal %d (%s)\n", r, WTERMSIG(st),
+			        strsignal(WTERMSIG(st)));
 	}
 	unlink(file);
 	rmdir(dir);
