@@ -123,9 +123,14 @@ static double model_cost(yd_comm *c, enum yd_algo a, size_t bytes)
 	case YD_ALGO_SHARED: {
 		if (!dp_shared_usable(c))
 			return INFINITY;
-		/* two synchronisations per chunk; every byte copied in and out once */
-		double chunks = ceil(n / DP_SHARED_CHUNK);
-		return 2 * (chunks > 1 ? chunks : 1) * al + 2 * n * be + (p - 1) / p * n * g;
+		/* two synchronisations per chunk; every byte copied in and out once; between
+		 * hosts, per chunk a ring allreduce of the host's 1/k share */
+		double chunks = fmax(1, ceil(n / DP_SHARED_CHUNK)), h = c->nhosts, kk = p / h;
+		double cost = 2 * chunks * k->alpha_shm + 2 * n * k->beta_shm + (p - 1) / p * n * g;
+		if (h > 1)
+			cost += 2 * (h - 1) * chunks * k->alpha_tcp +
+			        2 * (h - 1) / h * (n / kk) * k->beta_tcp;
+		return cost;
 	}
 	default:
 		return INFINITY;

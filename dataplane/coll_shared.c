@@ -1,11 +1,15 @@
-/* coll_shared.c: allreduce through shared buffers, for communicators whose ranks all share
- * one host. The buffer goes in chunks of up to DP_SHARED_CHUNK bytes; for each chunk:
+/* coll_shared.c: allreduce through shared buffers among the ranks of a host (and, when the
+ * communicator spans hosts with as many ranks on each, a ring between hosts). The buffer
+ * goes in chunks of up to DP_SHARED_CHUNK bytes; for each chunk, among a host's n ranks:
  *
  *   1. every rank copies its chunk (less its own slice, which no peer reads) into a slot of
  *      its own shared area and counts it staged;
  *   2. once every rank has staged it, rank r reduces slice r of the chunk straight out of
  *      its input and the n-1 peers' slots into its own slot (in a fixed order: r, r+1, ...,
  *      r-1) and counts it reduced;
+ *      Across hosts, rank r then runs a ring allreduce of its slice with the ranks of the
+ *      same index on the other hosts (the hierarchical algorithm's pairing: each ring
+ *      carries 1/n of the data) before it counts it reduced;
  *   3. once every rank has reduced it, every rank copies the n-1 other reduced slices out of
  *      the peers' slots into its result (its own went there as it was reduced).
  *
@@ -31,39 +35,78 @@
 #include "common/clock.h"
 #include "dataplane/dp.h"
 
+/* This rank's host's ranks (rank order) and, across hosts, the ranks with its index on
+ * theirs (hosts in order of first appearance), as the hierarchical ring pairs them. */
+struct shared_groups {
+	int local[DP_SHARED_MAX_RANKS], cross[DP_SHARED_MAX_RANKS];
+	struct dp_group lg, cg;
+};
+
+static void shared_groups(yd_comm *c, struct shared_groups *sg)
+{
+	int myhost = c->host_of[c->rank], nl = 0, li = 0, nc = 0, ci = 0;
+	for (int r = 0; r < c->size && nl < DP_SHARED_MAX_RANKS; r++)
+		if (c->host_of[r] == myhost) {
+			if (r == c->rank)
+				li = nl;
+			sg->local[nl++] = r;
+		}
+	for (int h = 0; h < c->nhosts && nc < DP_SHARED_MAX_RANKS; h++) {
+		int seen = 0;
+		for (int r = 0; r < c->size; r++)
+			if (c->host_of[r] == h && seen++ == li) {
+				if (r == c->rank)
+					ci = nc;
+				sg->cross[nc++] = r;
+			}
+	}
+	sg->lg = (struct dp_group){sg->local, nl, li};
+	sg->cg = (struct dp_group){sg->cross, nc, ci};
+}
+
 int dp_shared_usable(yd_comm *c)
 {
-	if (c->size < 2 || c->any_net)
+	int myhost = c->host_of ? c->host_of[c->rank] : 0, local = 0;
+	if (c->size < 2 || c->size > DP_SHARED_MAX_RANKS || !c->host_of)
+		return 0;
+	/* between hosts, the ranks of every host pair up as the hierarchical ring's do */
+	if (c->nhosts > 1 && !dp_hier_usable(c))
 		return 0;
 	for (int r = 0; r < c->size; r++)
-		if (!dp_shm_shared_area(c, r))
-			return 0;
-	return 1;
+		if (c->host_of[r] == myhost) {
+			if (!dp_shm_shared_area(c, r))
+				return 0;
+			local++;
+		}
+	return local >= 2;
 }
 
-static void ring_all(yd_comm *c)
+static void ring_all(yd_comm *c, const struct dp_group *lg)
 {
-	for (int r = 0; r < c->size; r++)
-		if (r != c->rank)
-			dp_shm_ring_doorbell(c->peers[r].shm_doorbell, c->peers[r].shm_waiting);
+	for (int i = 0; i < lg->n; i++)
+		if (i != lg->me)
+			dp_shm_ring_doorbell(c->peers[lg->ranks[i]].shm_doorbell,
+			                     c->peers[lg->ranks[i]].shm_waiting);
 }
 
-/* The first rank whose counter (staged or reduced) is below target, or -1. */
-static int lagging(yd_comm *c, int reduced, uint64_t target)
+/* The first rank of the host whose counter (staged or reduced) is below target, or -1. */
+static int lagging(yd_comm *c, const struct dp_group *lg, int reduced, uint64_t target)
 {
-	for (int r = 0; r < c->size; r++) {
-		struct dp_shared_area *a = dp_shm_shared_area(c, r);
+	for (int i = 0; i < lg->n; i++) {
+		struct dp_shared_area *a = dp_shm_shared_area(c, lg->ranks[i]);
 		_Atomic uint64_t *ctr = reduced ? &a->reduced : &a->staged;
 		if (atomic_load_explicit(ctr, memory_order_acquire) < target)
-			return r;
+			return lg->ranks[i];
 	}
 	return -1;
 }
 
 /* A peer whose staged chunk belongs to another operation: the mismatch, named. */
-static int compare_headers(yd_comm *c, const struct dp_op *o, size_t bytes)
+static int compare_headers(yd_comm *c, const struct dp_group *lg, const struct dp_op *o,
+                           size_t bytes)
 {
-	for (int r = 0; r < c->size; r++) {
+	for (int i = 0; i < lg->n; i++) {
+		int r = lg->ranks[i];
 		if (r == c->rank)
 			continue;
 		struct dp_xfer x;
@@ -99,7 +142,7 @@ int dp_shared_check_peers(yd_comm *c, const struct dp_xfer *x)
 		return 0;
 	for (int r = 0; r < c->size; r++) {
 		struct dp_shared_area *a = dp_shm_shared_area(c, r);
-		if (r == c->rank ||
+		if (r == c->rank || a == NULL ||
 		    atomic_load_explicit(&a->staged, memory_order_acquire) <= c->shared_chunks)
 			continue;
 		/* r cannot stage again before this rank takes part, so hdr holds still */
@@ -113,13 +156,14 @@ int dp_shared_check_peers(yd_comm *c, const struct dp_xfer *x)
 	return 0;
 }
 
-static int wait_all(yd_comm *c, const struct dp_op *o, size_t bytes, int reduced, uint64_t target)
+static int wait_all(yd_comm *c, const struct dp_group *lg, const struct dp_op *o, size_t bytes,
+                    int reduced, uint64_t target)
 {
 	uint64_t since = 0;
 	int rc;
 	for (int spins = 0;; spins++) {
 		uint32_t bell = atomic_load(c->doorbell);
-		int lag = lagging(c, reduced, target);
+		int lag = lagging(c, lg, reduced, target);
 		if (lag < 0)
 			return 0;
 		if ((rc = atomic_load(&c->failed)) != 0)
@@ -152,39 +196,45 @@ static int wait_all(yd_comm *c, const struct dp_op *o, size_t bytes, int reduced
 	}
 }
 
-/* Slice [off, off+cnt) of the chunk reduced over every rank's data into this rank's slot (for
- * the peers) and into out (this rank's result), in the order me, me+1, ..., me-1: this rank's
- * own part straight from its input (it never staged it; no peer reads it), the others' from
- * their slots, block by block so that the running result stays in cache. */
-static void reduce_slice(yd_comm *c, const struct dp_op *o, const unsigned char *mine,
-                         unsigned char *const *slot, unsigned char *out, size_t off, size_t cnt)
+/* Slice [off, off+cnt) of the chunk reduced over the host's ranks' data into this rank's slot
+ * (for the peers) and, when out is set, into out (this rank's result), in the order me,
+ * me+1, ..., me-1 of the host's ranks: this rank's own part straight from its input (it never
+ * staged it; no peer reads it), the others' from their slots, block by block so that the
+ * running result stays in cache. slot[i] is the host's rank i's. */
+static void reduce_slice(const struct dp_group *lg, const struct dp_op *o,
+                         const unsigned char *mine, unsigned char *const *slot, unsigned char *out,
+                         size_t off, size_t cnt)
 {
 	size_t esz = yd_dtype_size(o->dtype), step = 8192 / esz;
-	int n = c->size, me = c->rank;
+	int n = lg->n, me = lg->me;
 	for (size_t i = 0; i < cnt; i += step) {
 		size_t k = DP_MIN(step, cnt - i), at = (off + i) * esz;
 		unsigned char *acc = slot[me] + at;
 		dp_op_reduce(o, acc, mine + at, slot[(me + 1) % n] + at, k);
 		for (int j = 2; j < n; j++)
 			dp_op_reduce(o, acc, acc, slot[(me + j) % n] + at, k);
-		memcpy(out + at, acc, k * esz);
+		if (out)
+			memcpy(out + at, acc, k * esz);
 	}
 }
 
 int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count)
 {
-	int n = c->size, me = c->rank, rc;
+	struct shared_groups sg;
+	shared_groups(c, &sg);
+	const struct dp_group *lg = &sg.lg;
+	int n = lg->n, me = lg->me, rc;
 	size_t esz = yd_dtype_size(o->dtype), per = DP_SHARED_CHUNK / esz;
 	size_t bytes = count * esz, chunks = count ? (count + per - 1) / per : 1;
 	struct dp_shared_area *area[n];
-	for (int r = 0; r < n; r++)
-		area[r] = dp_shm_shared_area(c, r);
+	for (int i = 0; i < n; i++)
+		area[i] = dp_shm_shared_area(c, lg->ranks[i]);
 	for (size_t k = 0; k < chunks; k++) {
 		uint64_t g = ++c->shared_chunks;
 		size_t first = k * per, cnt = count ? DP_MIN(per, count - first) : 0;
 		unsigned char *slot[n];
-		for (int r = 0; r < n; r++)
-			slot[r] = area[r]->slot[g % DP_SHARED_SLOTS];
+		for (int i = 0; i < n; i++)
+			slot[i] = area[i]->slot[g % DP_SHARED_SLOTS];
 		const unsigned char *in = (const unsigned char *)src + first * esz;
 		size_t off, len;
 		dp_block(cnt, n, me, &off, &len);
@@ -196,21 +246,29 @@ int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void
 			       (cnt - off - len) * esz);
 		dp_hdr_fill(&area[me]->hdr, o, bytes);
 		atomic_store_explicit(&area[me]->staged, g, memory_order_release);
-		ring_all(c);
-		if ((rc = wait_all(c, o, bytes, 0, g)) != 0 ||
-		    (rc = compare_headers(c, o, bytes)) != 0)
+		ring_all(c, lg);
+		if ((rc = wait_all(c, lg, o, bytes, 0, g)) != 0 ||
+		    (rc = compare_headers(c, lg, o, bytes)) != 0)
 			return rc;
 		unsigned char *out = (unsigned char *)dst + first * esz;
 		/* in place, out is in: the slice is read before it is written, block by block */
-		reduce_slice(c, o, in, slot, out, off, len);
+		reduce_slice(lg, o, in, slot, sg.cg.n > 1 ? NULL : out, off, len);
+		if (sg.cg.n > 1) {
+			/* the host's sum of this slice with the other hosts' (same slice, same
+			 * index) */
+			unsigned char *mine = slot[me] + off * esz;
+			if ((rc = dp_ring_allreduce(c, o, sg.cg, mine, mine, len)) != 0)
+				return rc;
+			memcpy(out + off * esz, mine, len * esz);
+		}
 		atomic_store_explicit(&area[me]->reduced, g, memory_order_release);
-		ring_all(c);
-		if ((rc = wait_all(c, o, bytes, 1, g)) != 0)
+		ring_all(c, lg);
+		if ((rc = wait_all(c, lg, o, bytes, 1, g)) != 0)
 			return rc;
-		for (int r = 0; r < n; r++) {
-			dp_block(cnt, n, r, &off, &len);
-			if (r != me)
-				memcpy(out + off * esz, slot[r] + off * esz, len * esz);
+		for (int i = 0; i < n; i++) {
+			dp_block(cnt, n, i, &off, &len);
+			if (i != me)
+				memcpy(out + off * esz, slot[i] + off * esz, len * esz);
 		}
 	}
 	return 0;

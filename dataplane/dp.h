@@ -101,6 +101,7 @@ struct dp_shm_ring;
  * compare it with their own before reading the data. */
 #define DP_SHARED_SLOTS 2
 #define DP_SHARED_CHUNK (1u << 20)
+#define DP_SHARED_MAX_RANKS 1024 /* communicators larger than this use the other algorithms */
 struct dp_shared_area {
 	_Alignas(64) _Atomic uint64_t staged;
 	_Alignas(64) _Atomic uint64_t reduced;
@@ -389,7 +390,8 @@ int dp_direct_allgather(yd_comm *c, const struct dp_op *o, void *buf, const size
 int dp_ps_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
 int dp_hier_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
 int dp_hier_usable(yd_comm *c);
-/* coll_shared.c: allreduce through every rank's shared-buffer area (all peers shm) */
+/* coll_shared.c: allreduce through the shared-buffer areas of each host's ranks (all of a
+ * host's ranks over shm; between hosts, as many ranks on every host) */
 int dp_shared_usable(yd_comm *c);
 int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst,
                         size_t count);

@@ -300,7 +300,7 @@ static void usage(void)
 	    "usage: yard-bench allreduce|reduce_scatter|allgather|broadcast|sendrecv --ranks N\n"
 	    "       [--transport auto|shm|tcp|rdma] [--algo "
 	    "auto|ring|rd|hd|tree|naive|ps|hier|shared]\n"
-	    "       [--hosts a,a,b,b] [--min 8] [--max 256M] [--factor 4] [--iters K]\n"
+	    "       [--hosts H|a,a,b,b] [--min 8] [--max 256M] [--factor 4] [--iters K]\n"
 	    "       [--warmup W] [--dtype f32|f64|f16|bf16|i32|i64] [--device cpu|cuda]\n"
 	    "       [-o json]\n");
 	exit(2);
@@ -383,6 +383,31 @@ int main(int argc, char **argv)
 	}
 	if (o.ranks < 1 || o.ranks > 64 || o.iters < 1 || o.min < 1 || o.max < o.min)
 		usage();
+	/* --hosts H: H emulated hosts, ranks in contiguous blocks (h0,h0,h1,h1 for 4 ranks on
+	 * 2); otherwise one label per rank */
+	char labels[64 * 8];
+	if (o.hosts && o.hosts[strspn(o.hosts, "0123456789")] == '\0') {
+		int h = atoi(o.hosts);
+		if (h < 1 || h > o.ranks) {
+			fprintf(stderr, "yard-bench: --hosts %s: want 1 to %d hosts (--ranks)\n",
+			        o.hosts, o.ranks);
+			return 2;
+		}
+		size_t at = 0;
+		for (int r = 0; r < o.ranks; r++)
+			at += (size_t)snprintf(labels + at, sizeof labels - at, "%sh%d",
+			                       r ? "," : "", (int)((long)r * h / o.ranks));
+		o.hosts = labels;
+	} else if (o.hosts) {
+		int n = 1;
+		for (const char *p = o.hosts; *p; p++)
+			n += *p == ',';
+		if (n != o.ranks) {
+			fprintf(stderr, "yard-bench: --hosts %s: %d labels for %d ranks\n", o.hosts,
+			        n, o.ranks);
+			return 2;
+		}
+	}
 #ifndef HAVE_CUDA
 	if (o.cuda) {
 		fprintf(stderr, "yard-bench: --device cuda: built without the CUDA toolkit\n");

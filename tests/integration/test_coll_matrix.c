@@ -245,9 +245,11 @@ int main(int argc, char **argv)
 	bad += run(6, NULL, "h0,h1,h0,h1,h0,h1", &sampled);
 	bad += run(8, NULL, "a,a,a,a,b,b,b,b", &sampled);
 	/* large: 64 MiB f32 (16 Mi elements) at 2 and 4 ranks over shm and TCP, and through the
-	 * shared buffers at 3 ranks (chunks and slices not divisible) */
+	 * shared buffers at 3 ranks and at 3 ranks on each of two hosts (chunks and slices not
+	 * divisible) */
 	bad += run(2, "shm", NULL, &big);
 	bad += run(3, "shm", NULL, &big_shared);
+	bad += run(6, NULL, "a,b,a,b,a,b", &big_shared);
 	bad += run(4, "tcp", NULL, &big);
 	bad += run(4, NULL, "a,a,b,b", &big);
 	return bad ? 1 : 0;

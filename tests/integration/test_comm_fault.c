@@ -95,9 +95,9 @@ static int kill_points(int kills)
 		int world;
 		const char *transport, *hosts;
 		int shared; /* every allreduce through the shared buffers */
-	} groups[] = {{2, "shm", NULL, 0},     {3, "tcp", NULL, 0}, {4, "shm", NULL, 0},
-	              {4, NULL, "a,a,b,b", 0}, {5, "tcp", NULL, 0}, {3, NULL, "x,y,x", 0},
-	              {3, "shm", NULL, 1}};
+	} groups[] = {{2, "shm", NULL, 0},     {3, "tcp", NULL, 0},    {4, "shm", NULL, 0},
+	              {4, NULL, "a,a,b,b", 0}, {5, "tcp", NULL, 0},    {3, NULL, "x,y,x", 0},
+	              {3, "shm", NULL, 1},     {4, NULL, "a,b,a,b", 1}};
 	int bad = 0;
 	for (int k = 0; k < kills; k++) {
 		int g = k % (int)(sizeof groups / sizeof groups[0]), status[64];

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# dp_bench_cli.sh: yard-bench's host emulation: `--hosts H` puts the ranks on H emulated
+# hosts in contiguous blocks and the shared-buffer allreduce runs across them with every
+# result checked; a host count beyond the ranks or a label list of the wrong length is
+# refused by name before any rank starts.
+set -euo pipefail
+build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+out=$("$build/yard-bench" allreduce --ranks 4 --hosts 2 --algo shared --min 1K --max 1M \
+	--factor 32 --iters 2 --warmup 1 2>&1) || fail "4 ranks on 2 emulated hosts: $out"
+echo "$out"
+echo "$out" | grep -q "hosts h0,h0,h1,h1, algo shared" || fail "the ranks were not labelled h0,h0,h1,h1"
+[ "$(echo "$out" | grep -c "shared  .* 0$")" = 3 ] || fail "not 3 sizes with 0 wrong elements"
+set +e
+msg=$("$build/yard-bench" allreduce --ranks 4 --hosts 5 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --hosts 5: want 1 to 4 hosts" ||
+	fail "--hosts 5 for 4 ranks: exit $rc: $msg"
+set +e
+msg=$("$build/yard-bench" allreduce --ranks 4 --hosts a,a,b 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --hosts a,a,b: 3 labels for 4 ranks" ||
+	fail "3 labels for 4 ranks: exit $rc: $msg"
+echo "ok: --hosts H and label lists, checked"
