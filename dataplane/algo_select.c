@@ -40,7 +40,7 @@ int dp_algo_supported(enum dp_kind kind, enum yd_algo a)
 	case DP_REDUCE_SCATTER:
 	case DP_ALLGATHER:
 		return a == YD_ALGO_RING || a == YD_ALGO_NAIVE || a == YD_ALGO_PS ||
-		       a == YD_ALGO_HIER;
+		       a == YD_ALGO_HIER || a == YD_ALGO_SHARED;
 	case DP_BROADCAST:
 	case DP_REDUCE:
 		return a == YD_ALGO_RING || a == YD_ALGO_TREE || a == YD_ALGO_NAIVE;

@@ -310,6 +310,8 @@ static int reduce_scatter(yd_comm *c, struct dp_op *o)
 	}
 	if (o->algo == YD_ALGO_NAIVE || o->algo == YD_ALGO_PS)
 		return dp_naive_reduce_scatter(c, o, o->sendbuf, o->recvbuf, o->count);
+	if (o->algo == YD_ALGO_SHARED && c->nhosts == 1 && dp_shared_usable(c))
+		return dp_shared_reduce_scatter(c, o, o->sendbuf, o->recvbuf, o->count);
 	struct dp_group all = {ranks, c->size, c->rank};
 	void *acc = dp_scratch(c, o->count * n * esz + 1);
 	if (!acc)
@@ -327,6 +329,8 @@ static int allgather(yd_comm *c, struct dp_op *o)
 		memmove(mine, o->sendbuf, bytes);
 	if (o->algo == YD_ALGO_NAIVE || o->algo == YD_ALGO_PS)
 		return dp_naive_allgather(c, o, o->recvbuf, o->count);
+	if (o->algo == YD_ALGO_SHARED && c->nhosts == 1 && dp_shared_usable(c))
+		return dp_shared_allgather(c, o, o->recvbuf, o->count);
 	for (int i = 0; i < c->size; i++) {
 		ranks[i] = i;
 		boff[i] = (size_t)i * o->count;

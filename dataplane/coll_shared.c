@@ -103,7 +103,7 @@ static int lagging(yd_comm *c, const struct dp_group *lg, int reduced, uint64_t 
 
 /* A peer whose staged chunk belongs to another operation: the mismatch, named. */
 static int compare_headers(yd_comm *c, const struct dp_group *lg, const struct dp_op *o,
-                           size_t bytes)
+                           size_t bytes, uint64_t g)
 {
 	for (int i = 0; i < lg->n; i++) {
 		int r = lg->ranks[i];
@@ -111,7 +111,7 @@ static int compare_headers(yd_comm *c, const struct dp_group *lg, const struct d
 			continue;
 		struct dp_xfer x;
 		dp_x_recv(&x, o, r, NULL, bytes);
-		struct dp_hdr got = dp_shm_shared_area(c, r)->hdr;
+		struct dp_hdr got = dp_shm_shared_area(c, r)->hdr[g % DP_SHARED_SLOTS];
 		int rc = dp_hdr_check(c, &x, &got);
 		if (rc)
 			return rc;
@@ -142,11 +142,13 @@ int dp_shared_check_peers(yd_comm *c, const struct dp_xfer *x)
 		return 0;
 	for (int r = 0; r < c->size; r++) {
 		struct dp_shared_area *a = dp_shm_shared_area(c, r);
+		uint64_t staged;
 		if (r == c->rank || a == NULL ||
-		    atomic_load_explicit(&a->staged, memory_order_acquire) <= c->shared_chunks)
+		    (staged = atomic_load_explicit(&a->staged, memory_order_acquire)) <=
+		        c->shared_chunks)
 			continue;
 		/* r cannot stage again before this rank takes part, so hdr holds still */
-		struct dp_hdr got = a->hdr;
+		struct dp_hdr got = a->hdr[staged % DP_SHARED_SLOTS];
 		if (got.seq != x->hdr.seq)
 			continue;
 		struct dp_xfer y = *x;
@@ -244,11 +246,11 @@ int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void
 		if (off + len < cnt)
 			memcpy(slot[me] + (off + len) * esz, in + (off + len) * esz,
 			       (cnt - off - len) * esz);
-		dp_hdr_fill(&area[me]->hdr, o, bytes);
+		dp_hdr_fill(&area[me]->hdr[g % DP_SHARED_SLOTS], o, bytes);
 		atomic_store_explicit(&area[me]->staged, g, memory_order_release);
 		ring_all(c, lg);
 		if ((rc = wait_all(c, lg, o, bytes, 0, g)) != 0 ||
-		    (rc = compare_headers(c, lg, o, bytes)) != 0)
+		    (rc = compare_headers(c, lg, o, bytes, g)) != 0)
 			return rc;
 		unsigned char *out = (unsigned char *)dst + first * esz;
 		/* in place, out is in: the slice is read before it is written, block by block */
@@ -270,6 +272,94 @@ int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void
 			if (i != me)
 				memcpy(out + off * esz, slot[i] + off * esz, len * esz);
 		}
+	}
+	return 0;
+}
+
+/* Reduce-scatter and allgather on one host through the same areas, one synchronisation per
+ * chunk: every rank stages its chunk and, once all have, reads what it needs of the others'.
+ * A rank stages chunk g+1 only after it has read chunk g, so the slot argument above holds;
+ * so does it for the headers, one per slot: a peer may stage g+1 (and write that slot's
+ * header) while this rank still compares chunk g's. */
+static int stage_and_wait(yd_comm *c, const struct dp_group *lg, const struct dp_op *o,
+                          size_t bytes, uint64_t g)
+{
+	struct dp_shared_area *mine = dp_shm_shared_area(c, c->rank);
+	dp_hdr_fill(&mine->hdr[g % DP_SHARED_SLOTS], o, bytes);
+	atomic_store_explicit(&mine->staged, g, memory_order_release);
+	ring_all(c, lg);
+	int rc = wait_all(c, lg, o, bytes, 0, g);
+	return rc ? rc : compare_headers(c, lg, o, bytes, g);
+}
+
+/* Chunk k of count elements per, on one host: its number, its first element and length,
+ * and every rank's slot for it (slot[r] is rank r's). */
+static uint64_t chunk_begin(yd_comm *c, size_t k, size_t per, size_t count, unsigned char **slot,
+                            size_t *first, size_t *cnt)
+{
+	uint64_t g = ++c->shared_chunks;
+	*first = k * per;
+	*cnt = count ? DP_MIN(per, count - *first) : 0;
+	for (int r = 0; r < c->size; r++)
+		slot[r] = dp_shm_shared_area(c, r)->slot[g % DP_SHARED_SLOTS];
+	return g;
+}
+
+int dp_shared_reduce_scatter(yd_comm *c, const struct dp_op *o, const void *src, void *dst,
+                             size_t count)
+{
+	struct shared_groups sg;
+	shared_groups(c, &sg);
+	int n = c->size, me = c->rank, rc;
+	size_t esz = yd_dtype_size(o->dtype), per = DP_SHARED_CHUNK / esz / (size_t)n;
+	size_t bytes = count * (size_t)n * esz, chunks = count ? (count + per - 1) / per : 1;
+	size_t step = 8192 / esz;
+	for (size_t k = 0; k < chunks; k++) {
+		unsigned char *slot[n];
+		size_t first, cnt;
+		uint64_t g = chunk_begin(c, k, per, count, slot, &first, &cnt);
+		/* block b's part of this chunk at b·cnt of the slot; this rank's own block is
+		 * read by this rank alone, from its input */
+		for (int b = 0; b < n; b++)
+			if (b != me)
+				memcpy(slot[me] + (size_t)b * cnt * esz,
+				       (const char *)src + ((size_t)b * count + first) * esz,
+				       cnt * esz);
+		if ((rc = stage_and_wait(c, &sg.lg, o, bytes, g)) != 0)
+			return rc;
+		const unsigned char *own =
+		    (const unsigned char *)src + ((size_t)me * count + first) * esz;
+		unsigned char *out = (unsigned char *)dst + first * esz;
+		for (size_t i = 0; i < cnt; i += step) {
+			size_t m = DP_MIN(step, cnt - i), at = ((size_t)me * cnt + i) * esz;
+			/* in place, out is own: read before written, element by element */
+			dp_op_reduce(o, out + i * esz, own + i * esz, slot[(me + 1) % n] + at, m);
+			for (int j = 2; j < n; j++)
+				dp_op_reduce(o, out + i * esz, out + i * esz,
+				             slot[(me + j) % n] + at, m);
+		}
+	}
+	return 0;
+}
+
+int dp_shared_allgather(yd_comm *c, const struct dp_op *o, void *buf, size_t count)
+{
+	struct shared_groups sg;
+	shared_groups(c, &sg);
+	int n = c->size, me = c->rank, rc;
+	size_t esz = yd_dtype_size(o->dtype), per = DP_SHARED_CHUNK / esz;
+	size_t bytes = count * (size_t)n * esz, chunks = count ? (count + per - 1) / per : 1;
+	for (size_t k = 0; k < chunks; k++) {
+		unsigned char *slot[n];
+		size_t first, cnt;
+		uint64_t g = chunk_begin(c, k, per, count, slot, &first, &cnt);
+		memcpy(slot[me], (char *)buf + ((size_t)me * count + first) * esz, cnt * esz);
+		if ((rc = stage_and_wait(c, &sg.lg, o, bytes, g)) != 0)
+			return rc;
+		for (int b = 0; b < n; b++)
+			if (b != me)
+				memcpy((char *)buf + ((size_t)b * count + first) * esz, slot[b],
+				       cnt * esz);
 	}
 	return 0;
 }

@@ -97,7 +97,7 @@ struct dp_shm_ring;
 /* The shared-buffer allreduce's area at the end of every rank's shm segment (coll_shared.c):
  * two chunk slots the rank stages its data in, and counters of the chunks it has staged and
  * of the chunks whose slice it has reduced (a communicator's chunks are numbered from 1 on
- * every rank alike). hdr describes the operation of the chunk staged last, so that peers
+ * every rank alike). hdr[s] describes the operation of the chunk in slot s, so that peers
  * compare it with their own before reading the data. */
 #define DP_SHARED_SLOTS 2
 #define DP_SHARED_CHUNK (1u << 20)
@@ -105,7 +105,7 @@ struct dp_shm_ring;
 struct dp_shared_area {
 	_Alignas(64) _Atomic uint64_t staged;
 	_Alignas(64) _Atomic uint64_t reduced;
-	_Alignas(64) struct dp_hdr hdr;
+	_Alignas(64) struct dp_hdr hdr[DP_SHARED_SLOTS]; /* of the chunk in each slot */
 	_Alignas(64) unsigned char slot[DP_SHARED_SLOTS][DP_SHARED_CHUNK];
 };
 struct dp_rdma_peer;
@@ -395,6 +395,11 @@ int dp_hier_usable(yd_comm *c);
 int dp_shared_usable(yd_comm *c);
 int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst,
                         size_t count);
+/* one host only (dp_shared_usable and c->nhosts == 1): count is per rank's block; the
+ * allgather's buf already holds this rank's block in place */
+int dp_shared_reduce_scatter(yd_comm *c, const struct dp_op *o, const void *src, void *dst,
+                             size_t count);
+int dp_shared_allgather(yd_comm *c, const struct dp_op *o, void *buf, size_t count);
 /* For a rank about to sleep in the engine on transfer x: a peer that staged a shared-buffer
  * chunk of the same operation (same sequence number) runs another collective or algorithm:
  * YARD_EMISMATCH naming it; else 0. */
