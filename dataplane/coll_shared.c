@@ -136,8 +136,47 @@ static int stray_frames(yd_comm *c, const struct dp_op *o, size_t bytes)
 	return 0;
 }
 
+void dp_announce(yd_comm *c, const struct dp_op *o)
+{
+	struct dp_shared_area *a = o->kind == DP_P2P ? NULL : dp_shm_shared_area(c, c->rank);
+	if (a == NULL)
+		return;
+	atomic_store_explicit(&a->op_seq, 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	dp_hdr_fill(&a->op, o, 0);
+	atomic_store_explicit(&a->op_seq, o->seq, memory_order_release);
+}
+
+/* A shm peer that announced another collective under the sequence number this rank's own
+ * announcement has: the mismatch, named. */
+static int announced_mismatch(yd_comm *c)
+{
+	struct dp_shared_area *mine = dp_shm_shared_area(c, c->rank);
+	uint64_t seq = mine ? atomic_load_explicit(&mine->op_seq, memory_order_relaxed) : 0;
+	if (seq == 0)
+		return 0;
+	for (int r = 0; r < c->size; r++) {
+		struct dp_shared_area *a = r == c->rank ? NULL : dp_shm_shared_area(c, r);
+		if (a == NULL || atomic_load_explicit(&a->op_seq, memory_order_acquire) != seq)
+			continue;
+		struct dp_hdr got = a->op;
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&a->op_seq, memory_order_relaxed) != seq)
+			continue; /* rewritten while read: it has moved on */
+		struct dp_xfer x = {
+		    .peer = r, .hdr = mine->op, .what = dp_kind_name(mine->op.kind)};
+		int rc = dp_hdr_check(c, &x, &got);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int dp_shared_check_peers(yd_comm *c, const struct dp_xfer *x)
 {
+	int rc = announced_mismatch(c);
+	if (rc)
+		return rc;
 	if (!x || x->hdr.kind == DP_P2P || !dp_shared_usable(c))
 		return 0;
 	for (int r = 0; r < c->size; r++) {
@@ -189,7 +228,7 @@ static int wait_all(yd_comm *c, const struct dp_group *lg, const struct dp_op *o
 			    dp_peer_desc(c, lag, peer, sizeof peer), (unsigned long long)target,
 			    reduced ? "reduced" : "staged");
 		}
-		if ((rc = stray_frames(c, o, bytes)) != 0)
+		if ((rc = stray_frames(c, o, bytes)) != 0 || (rc = announced_mismatch(c)) != 0)
 			return rc;
 		if (atomic_load(c->doorbell) == bell)
 			dp_shm_wait(c, 5);

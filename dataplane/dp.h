@@ -106,6 +106,10 @@ struct dp_shared_area {
 	_Alignas(64) _Atomic uint64_t staged;
 	_Alignas(64) _Atomic uint64_t reduced;
 	_Alignas(64) struct dp_hdr hdr[DP_SHARED_SLOTS]; /* of the chunk in each slot */
+	/* the collective the rank runs now, as its caller called it (dp_announce): op_seq is 0
+	 * while op is being written */
+	_Alignas(64) _Atomic uint64_t op_seq;
+	struct dp_hdr op;
 	_Alignas(64) unsigned char slot[DP_SHARED_SLOTS][DP_SHARED_CHUNK];
 };
 struct dp_rdma_peer;
@@ -400,6 +404,10 @@ int dp_shared_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void
 int dp_shared_reduce_scatter(yd_comm *c, const struct dp_op *o, const void *src, void *dst,
                              size_t count);
 int dp_shared_allgather(yd_comm *c, const struct dp_op *o, void *buf, size_t count);
+/* Publishes the collective o (as the application called it, before it runs) to the host's
+ * peers, so that a rank waiting in another collective of the same sequence number, where no
+ * message would ever tell it (every rank receiving first), reports the mismatch. */
+void dp_announce(yd_comm *c, const struct dp_op *o);
 /* For a rank about to sleep in the engine on transfer x: a peer that staged a shared-buffer
  * chunk of the same operation (same sequence number) runs another collective or algorithm:
  * YARD_EMISMATCH naming it; else 0. */

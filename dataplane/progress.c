@@ -124,6 +124,7 @@ static void *progress_main(void *arg)
 			if (!c->q_head)
 				c->q_tail = NULL;
 			pthread_mutex_unlock(&c->q_lock);
+			dp_announce(c, &r->op);
 			int rc = dp_op_execute(c, &r->op);
 			pthread_mutex_lock(&c->q_lock);
 			complete(c, r, rc);
@@ -228,6 +229,7 @@ int dp_run_blocking(yd_comm *c, struct dp_op *o)
 	pthread_mutex_lock(&c->q_lock);
 	if (!c->thread_started || (!c->q_head && !c->thread_busy)) {
 		pthread_mutex_unlock(&c->q_lock);
+		dp_announce(c, o);
 		return dp_op_execute(c, o);
 	}
 	struct yd_request r = {.c = c, .op = *o};

@@ -85,12 +85,31 @@ static int fitted(yd_comm *c)
 	return 0;
 }
 
+/* reduce-scatter and allgather choose by size and shape: naive for a few small ones, the
+ * shared buffers for 4 MiB on one host from 3 ranks, else the ring */
+static int scatter_gather_choice(yd_comm *c)
+{
+	enum yd_algo big = c->size >= 3 && !c->any_net ? YD_ALGO_SHARED : YD_ALGO_RING;
+	for (int kind = DP_REDUCE_SCATTER; kind <= DP_ALLGATHER; kind++) {
+		enum yd_algo got = dp_algo_select(c, kind, 4u << 20);
+		DP_CHECK(got == big, "%d ranks%s, %s of 4 MiB: %s", c->size,
+		         c->any_net ? " across hosts" : "", dp_kind_name(kind), yd_algo_name(got));
+		got = dp_algo_select(c, kind, 1u << 20);
+		DP_CHECK(got == YD_ALGO_RING, "%s of 1 MiB: %s", dp_kind_name(kind),
+		         yd_algo_name(got));
+		got = dp_algo_select(c, kind, 4096);
+		DP_CHECK(got == (c->size <= 4 ? YD_ALGO_NAIVE : YD_ALGO_RING), "%s of 4 KiB: %s",
+		         dp_kind_name(kind), yd_algo_name(got));
+	}
+	return 0;
+}
+
 static int calibrated_body(yd_comm *c, void *arg)
 {
 	(void)arg;
 	if (!c)
 		return 1;
-	if (fitted(c) || same_choice_everywhere(c))
+	if (fitted(c) || same_choice_everywhere(c) || scatter_gather_choice(c))
 		return 1;
 	/* halves of the world: each calibrated for itself */
 	yd_comm *half = NULL;

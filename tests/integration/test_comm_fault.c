@@ -296,6 +296,14 @@ static int mismatch_body(yd_comm *c, void *arg)
 		rc = me ? yd_broadcast(c, buf, 16, YD_F32, 0)
 		        : yd_allreduce(c, buf, buf, 16, YD_F32, YD_SUM);
 		break;
+	case 9: /* a tree allreduce on rank 0 (its root: it receives first), a broadcast from
+	         * rank 0 elsewhere (receiving first too): no message ever flows, each side finds
+	         * the other's announced collective */
+		if (me == 0)
+			yd_comm_set_algo(c, YD_ALGO_TREE);
+		rc = me ? yd_broadcast(c, buf, 16, YD_F32, 0)
+		        : yd_allreduce(c, buf, buf, 16, YD_F32, YD_SUM);
+		break;
 	default: /* shared-buffer allreduce on rank 0, a broadcast from rank 1 elsewhere: rank 0
 	          * finds rank 1's frame; the broadcast's ranks learn it by their next operation */
 		yd_comm_set_algo(c, YD_ALGO_SHARED);
@@ -314,8 +322,8 @@ static int mismatch_body(yd_comm *c, void *arg)
 static int mismatches(void)
 {
 	int bad = 0;
-	/* 0-4 over both transports, 5-8 through the shared buffers (shm only) */
-	for (int w = 0; w < 9; w++) {
+	/* 0-4 over both transports, 5-9 through the shared memory's buffers and announcements */
+	for (int w = 0; w < 10; w++) {
 		int status[4];
 		struct dp_spawn sp = {.world = 3,
 		                      .transport = w % 2 && w < 5 ? "tcp" : "shm",
