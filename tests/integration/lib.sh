@@ -8,6 +8,12 @@ YARDD=${YARDD:-yardd}
 # parses each and aborts if the two differ (jobs/fsm.h, fsm_command_encode_own)
 export YARD_FSM_VERIFY_OWN=1
 T=$(mktemp -d "${TMPDIR:-/tmp}/yard-it.XXXXXX")
+# python3 found through a version manager's shim (pyenv's is a bash script: ~0.4 s a call on
+# a loaded 2-core machine) made the tests' JSON reads slow enough to lose races with the jobs
+# they watch: the interpreter itself goes first on PATH
+if py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$py" ]; then
+	mkdir -p "$T/bin" && ln -sf "$py" "$T/bin/python3" && PATH="$T/bin:$PATH"
+fi
 # 100 ports per test: one of 127 slots over 20000-32699, below the kernel's ephemeral range
 # (32768-60999), where outgoing connections take ports, and above 10000-19999, which
 # tests/integration/yardctl_cluster.sh uses. +1..+9: raft, +21..+29: API, +39..+99: the
@@ -259,11 +265,16 @@ cleanup_upgraded_agents() {
 # of its shim: kill -- -PGID ends the rank) and environment
 # under $OUT, per job, rank and generation, then acts out MODE:
 #   sleep S            sleep S seconds, exit 0
+#   wait F             exit 0 once $OUT/F exists (at most 60 s): a job that lasts until the
+#                      test has seen what it needs, however slowly the machine runs the test
 #   crash R            rank R exits 1 in generation 1; the others (and later generations) sleep 1 s
 #   fail R             rank R always exits 1
-#   train N DT [H]     N steps of DT seconds, each reported with yard-report; rank 0 writes a
+#   train N DT [H [P]] N steps of DT seconds, each reported with yard-report; rank 0 writes a
 #                      checkpoint (step-NNNNNNNN/MANIFEST) every 5 steps; with YARD_RESUME=1 every
-#                      rank resumes from the newest one; rank H hangs after step 3 in generation 1
+#                      rank resumes from the newest one; rank H (-1: none) hangs after step 3 in
+#                      generation 1; in generation 1 every rank pauses after step P until
+#                      $OUT/release exists (at most 60 s), so the job cannot end before the
+#                      test has acted on it
 write_rank_script() {
 	mkdir -p "$T/pids" "$T/env" "$T/fds"
 	cat >"$T/rank.sh" <<'SCRIPT'
@@ -274,10 +285,11 @@ ps -o pgid= -p $$ | tr -d " " >"$out/pids/.$tag.tmp" && mv "$out/pids/.$tag.tmp"
 echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT YARD_RANK=$YARD_RANK YARD_WORLD_SIZE=$YARD_WORLD_SIZE YARD_HOSTS=$YARD_HOSTS YARD_PEERS=$YARD_PEERS YARD_CKPT_DIR=$YARD_CKPT_DIR YARD_RESUME=${YARD_RESUME:-0}" >"$out/env/$tag"
 case $1 in
 sleep) sleep "$2" ;;
+wait) i=0; while [ ! -e "$out/$2" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done ;;
 crash) if [ "$YARD_GENERATION" = 1 ] && [ "$RANK" = "$2" ]; then sleep 0.3; exit 1; fi; sleep 1 ;;
 fail) if [ "$RANK" = "$2" ]; then exit 1; fi; sleep 5 ;;
 train)
-	steps=$2 dt=$3 hang=${4:--1} s=0
+	steps=$2 dt=$3 hang=${4:--1} hold=${5:--1} s=0
 	if [ "${YARD_RESUME:-0}" = 1 ]; then
 		newest=$(ls -d "$YARD_CKPT_DIR"/step-* 2>/dev/null | sort | tail -n 1)
 		[ -n "$newest" ] && [ -f "$newest/MANIFEST" ] && s=$(cat "$newest/MANIFEST")
@@ -285,6 +297,10 @@ train)
 	echo "$s" >"$out/start.$tag"
 	while [ "$s" -lt "$steps" ]; do
 		if [ "$YARD_GENERATION" = 1 ] && [ "$RANK" = "$hang" ] && [ "$s" -ge 3 ]; then sleep 1000; fi
+		if [ "$YARD_GENERATION" = 1 ] && [ "$s" = "$hold" ]; then
+			i=0
+			while [ ! -e "$out/release" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+		fi
 		sleep "$dt"
 		s=$((s + 1))
 		yard-report "$s" 0.5 || exit 3

@@ -17,7 +17,7 @@ write_rank_script
 wait_until 10 node_state_is 1 node-a up || fail "node-a did not register"
 wait_until 10 node_state_is 1 node-b up || fail "node-b did not register"
 
-submit 1 "{\"name\":\"survivor\",\"ranks\":4,$(cmd train 60 0.1),\"checkpoint\":{\"store\":\"dir:$T/ckpt\"},\"failure\":{\"max_restarts\":2,\"hang_timeout_s\":30}}"
+submit 1 "{\"name\":\"survivor\",\"ranks\":4,$(cmd train 60 0.1 -1 50),\"checkpoint\":{\"store\":\"dir:$T/ckpt\"},\"failure\":{\"max_restarts\":2,\"hang_timeout_s\":30}}"
 J=$JOB
 step_at_least() { [ "$(job_field 1 "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
 wait_until 20 step_at_least 12 || fail "job did not reach step 12: $(job_field 1 "$J" '')"

@@ -17,7 +17,7 @@ write_rank_script
 wait_until 10 node_state_is "$LEADER" node-a up || fail "node-a did not register"
 wait_until 10 node_state_is "$LEADER" node-b up || fail "node-b did not register"
 
-submit "$LEADER" "{\"name\":\"steady\",\"ranks\":6,$(cmd train 100 0.1),\"failure\":{\"max_restarts\":3,\"hang_timeout_s\":20}}"
+submit "$LEADER" "{\"name\":\"steady\",\"ranks\":6,$(cmd train 100 0.1 -1 30),\"failure\":{\"max_restarts\":3,\"hang_timeout_s\":20}}"
 J=$JOB
 step_at_least() { [ "$(job_field "$LEADER" "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
 wait_until 20 step_at_least 5 || fail "job did not reach step 5: $(job_field "$LEADER" "$J" '')"
@@ -50,6 +50,7 @@ for p in $pids_before; do alive "$p" || fail "rank process group $p died after t
 step_after=$(job_field "$LEADER" "$J" '.get("step", -1)')
 [ "$step_after" -ge 5 ] || fail "the new leader has no step for the job: $step_after"
 note "4 s after the failover: ranks alive, nodes up, job at step $step_after on the new leader"
+touch "$T/release" # the ranks go on past step 30
 
 wait_until 30 job_state_is "$LEADER" "$J" succeeded || fail "job did not finish: $(events_of "$LEADER" "$J")"
 pids_after=$(cat "$T/pids/$J".* | sort | tr '\n' ' ')

@@ -81,7 +81,7 @@ PY
 note "6 ranks: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR/PORT, YARD_PEERS/HOSTS consistent"
 
 # ---- 2. gang: two jobs of 6 ranks on 8 devices: one runs, the other waits visibly ----
-submit 1 "{\"name\":\"gang-a\",\"ranks\":6,$(cmd sleep 3)}"
+submit 1 "{\"name\":\"gang-a\",\"ranks\":6,$(cmd wait gang-a.done)}"
 GA=$JOB
 submit 1 "{\"name\":\"gang-b\",\"ranks\":6,$(cmd sleep 1)}"
 GB=$JOB
@@ -92,6 +92,7 @@ reason=$(jget "$BODY" 'd["reason"]')
 [ "$reason" = "needs 6 devices, 2 free" ] || fail "gang-b reason: '$reason'"
 [ "$(jget "$BODY" 'd["position"]')" = 1 ] || fail "gang-b position: $BODY"
 note "gang-b waits: $reason (position 1)"
+touch "$T/gang-a.done"
 # gang-b runs for about a second: its end state and the event order below prove it ran
 # (polling for the short "running" state would race with it)
 wait_until 30 job_state_is 1 "$GB" succeeded || fail "gang-b did not succeed: $(events_of 1 "$GB")"
@@ -145,18 +146,19 @@ wait_until 10 gone || fail "ranks still running after cancel: $pids"
 note "cancel stopped pids $(echo $pids)"
 
 # ---- 7. agent restart with running ranks: re-adopted, no duplicates ----
-submit 1 "{\"name\":\"adopt\",\"ranks\":8,$(cmd sleep 4)}"
+submit 1 "{\"name\":\"adopt\",\"ranks\":8,$(cmd wait adopt.done)}"
 AJ=$JOB
 wait_until 10 sh -c "[ \$(ls '$T/pids' | grep -c '^$AJ\.') = 8 ]" || fail "adopt did not start 8 ranks"
 before=$(cat "$T/pids/$AJ".* | sort | tr '\n' ' ')
 kill_agent node-a
 start_agent node-a 4 "$(api 1)"
+wait_until 20 grep -q "re-adopted rank" "$T/log.agent-node-a" || fail "agent log does not show re-adoption"
+touch "$T/adopt.done"
 wait_until 20 job_state_is 1 "$AJ" succeeded || fail "adopt: $(events_of 1 "$AJ")"
 after=$(cat "$T/pids/$AJ".* | sort | tr '\n' ' ')
 [ "$before" = "$after" ] || fail "ranks were started again: $before -> $after"
 [ "$(ls "$T/pids" | grep -c "^$AJ\.")" = 8 ] || fail "duplicate ranks: $(ls "$T/pids" | grep "^$AJ\.")"
 [ "$(job_field 1 "$AJ" '["restarts"]')" = 0 ] || fail "adopt job restarted"
-grep -q "re-adopted rank" "$T/log.agent-node-a" || fail "agent log does not show re-adoption"
 
 # ---- 8. agent protocol: who may call what, and bad input ----
 NT=$(cat "$T/agent-node-a/node.token")
