@@ -291,8 +291,11 @@ fail) if [ "$RANK" = "$2" ]; then exit 1; fi; sleep 5 ;;
 train)
 	steps=$2 dt=$3 hang=${4:--1} hold=${5:--1} s=0
 	if [ "${YARD_RESUME:-0}" = 1 ]; then
-		newest=$(ls -d "$YARD_CKPT_DIR"/step-* 2>/dev/null | sort | tail -n 1)
-		[ -n "$newest" ] && [ -f "$newest/MANIFEST" ] && s=$(cat "$newest/MANIFEST")
+		# the newest complete checkpoint: a rank stopped between the directory and its
+		# manifest leaves an incomplete newer one
+		for d in $(ls -d "$YARD_CKPT_DIR"/step-* 2>/dev/null | sort -r); do
+			[ -f "$d/MANIFEST" ] && { s=$(cat "$d/MANIFEST"); break; }
+		done
 	fi
 	echo "$s" >"$out/start.$tag"
 	while [ "$s" -lt "$steps" ]; do
@@ -306,7 +309,7 @@ train)
 		yard-report "$s" 0.5 || exit 3
 		if [ "$RANK" = 0 ] && [ $((s % 5)) = 0 ]; then
 			d=$(printf '%s/step-%08d' "$YARD_CKPT_DIR" "$s")
-			mkdir -p "$d" && echo "$s" >"$d/MANIFEST"
+			mkdir -p "$d" && echo "$s" >"$d/.MANIFEST.tmp" && mv "$d/.MANIFEST.tmp" "$d/MANIFEST"
 		fi
 	done ;;
 *) exit 2 ;;
