@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "dataplane/yd.h"
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -308,6 +309,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+	yard_log_init("yard-bench"); /* YARD_LOG=debug: what the calibration measured */
 	struct opts o = {.ranks = 2,
 	                 .iters = 20,
 	                 .warmup = 5,
