@@ -37,6 +37,7 @@
  * completed windows every heartbeat repeats (a window is never lost to one failed call). */
 #define AGENT_WINDOW_SAMPLES 64
 #define AGENT_WINDOWS_KEPT 4
+#define AGENT_WINDOW_REPORTS_MAX 1000000 /* reports counted per window, as the leader bounds */
 
 /* One completed window of W steps: window index w covers steps w*W+1 .. (w+1)*W. */
 struct agent_window {
@@ -131,6 +132,7 @@ struct agent_rank {
 	double loss, step_ms, compute_ms, comm_wait_ms;
 	uint64_t last_step_mono_ms;
 	uint64_t started_mono_ms;
+	int bad_reports; /* lines dropped: what the controller would refuse (metrics.c) */
 	/* window summaries (metrics.c); window_steps 0: the job asks for none */
 	int window_steps;
 	int64_t window_index; /* of the window being filled, -1: none */

@@ -12,6 +12,7 @@
  * the steps are. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,10 @@ static void window_add(struct agent_rank *r, int64_t step, double compute_ms, do
 	int slot = r->window_seen % AGENT_WINDOW_SAMPLES;
 	r->window_compute_ms[slot] = compute_ms;
 	r->window_comm_wait_ms[slot] = comm_wait_ms;
-	r->window_seen++;
+	/* a step reported over and over stays in its window: bounded as the controller
+	 * bounds a window's count */
+	if (r->window_seen < AGENT_WINDOW_REPORTS_MAX)
+		r->window_seen++;
 	/* the window's last step closes it at once rather than one step later */
 	if (step % r->window_steps == 0) {
 		window_close(r);
@@ -95,10 +99,51 @@ json_t *metrics_windows_json(const struct agent_rank *r)
 
 #define METRICS_FD_ENV "YARD_AGENT_METRICS_FD"
 
+/* What the controller accepts of a rank's report in a heartbeat (scheduler/leader.c,
+ * clean_reports): a value outside makes it refuse the node's whole heartbeat, and a node
+ * whose heartbeats are refused goes down with every job on it. A step stays within 2^53,
+ * where JSON readers that hold numbers as doubles (the dashboard) still count exactly. */
+#define REPORT_STEP_MAX (INT64_C(1) << 53)
+#define REPORT_LOSS_MAX 1e300
+#define REPORT_MS_MAX 1e9
+/* bad lines logged per rank; later ones are dropped without a message */
+#define REPORT_BAD_LOGGED 8
+
+/* NULL when the line can stand in a heartbeat, else what is wrong with it. */
+static const char *report_problem(const json_t *j, char *why, size_t why_len)
+{
+	static const char *const timings[] = {"step_ms", "compute_ms", "comm_wait_ms"};
+	if (!json_is_object(j))
+		return "not one JSON object";
+	const json_t *step = json_object_get(j, "step"), *loss = json_object_get(j, "loss");
+	if (step != NULL && (!json_is_integer(step) || json_integer_value(step) < 0 ||
+	                     json_integer_value(step) > REPORT_STEP_MAX)) {
+		snprintf(why, why_len, "step: must be an integer from 0 to 2^53");
+		return why;
+	}
+	if (loss != NULL && !json_is_null(loss) &&
+	    (!json_is_number(loss) || !(fabs(json_number_value(loss)) <= REPORT_LOSS_MAX))) {
+		snprintf(why, why_len, "loss: must be a number within +-1e300");
+		return why;
+	}
+	for (size_t i = 0; i < sizeof timings / sizeof timings[0]; i++) {
+		const json_t *v = json_object_get(j, timings[i]);
+		if (v != NULL && !json_is_null(v) &&
+		    (!json_is_number(v) || !(json_number_value(v) >= 0) ||
+		     json_number_value(v) > REPORT_MS_MAX)) {
+			snprintf(why, why_len, "%s: must be a number from 0 to 1e9", timings[i]);
+			return why;
+		}
+	}
+	return NULL;
+}
+
 int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len)
 {
 	struct agent_rank *r = ranks_find_pid(a, sender);
 	json_t *j, *step;
+	char why[96];
+	const char *problem;
 
 	/* A command job reports through a helper it runs (yard-report): any process in the
 	 * rank's session (ranks are session leaders, so the session id is the rank's pid). */
@@ -110,8 +155,16 @@ int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t l
 	if (r == NULL)
 		return YARD_ENOTFOUND;
 	j = json_loadb(line, len, 0, NULL);
-	if (j == NULL || !json_is_object(j)) {
+	problem = j == NULL ? "not JSON" : report_problem(j, why, sizeof why);
+	if (problem != NULL) {
 		json_decref(j);
+		if (r->bad_reports < REPORT_BAD_LOGGED)
+			log_warn("rank %d of %s (generation %lld): report dropped: %s%s", r->rank,
+			         r->job, (long long)r->generation, problem,
+			         r->bad_reports + 1 == REPORT_BAD_LOGGED
+			             ? " (its later bad reports are dropped without a message)"
+			             : "");
+		r->bad_reports++;
 		return YARD_EINVAL;
 	}
 	step = json_object_get(j, "step");
