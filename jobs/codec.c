@@ -52,6 +52,14 @@ int codec_decode(const void *frame, size_t frame_len, const void **payload, size
 		return yard_err_set(err, YARD_ECORRUPT,
 		                    "command frame version %u is not supported (want %d)", version,
 		                    CODEC_VERSION);
+	/* a flag or field this build does not know would change what the payload means */
+	if (p[6] != 0 || p[7] != 0)
+		return yard_err_set(err, YARD_ECORRUPT, "command frame has flags 0x%02x%02x", p[7],
+		                    p[6]);
+	if (get_u32(p + 12) != 0)
+		return yard_err_set(err, YARD_ECORRUPT,
+		                    "command frame has non-zero reserved bytes (0x%08x)",
+		                    get_u32(p + 12));
 	uint32_t len = get_u32(p + 8);
 	if (len > CODEC_MAX_PAYLOAD || codec_frame_len(len) != frame_len)
 		return yard_err_set(

@@ -46,7 +46,8 @@ size_t codec_frame_len(size_t payload_len);
 /* Writes the frame into out[0..codec_frame_len(payload_len)). */
 void codec_encode(void *out, const void *payload, size_t payload_len);
 /* Checks a frame and points *payload into it. Rejects a wrong magic, version or length,
- * a length that is not a multiple of 8 and non-zero padding, with err naming the fault. */
+ * a length that is not a multiple of 8, non-zero flags, reserved bytes or padding, with err
+ * naming the fault. */
 int codec_decode(const void *frame, size_t frame_len, const void **payload, size_t *payload_len,
                  struct yard_err *err);
 

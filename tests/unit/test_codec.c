@@ -60,6 +60,16 @@ static void test_corrupt_frames_are_rejected(void **state)
 	assert_non_null(strstr(err.msg, "payload bytes"));
 
 	memcpy(bad, frame, total);
+	bad[6] = 1; /* a flag this build does not know */
+	assert_int_equal(codec_decode(bad, total, &out, &out_len, &err), YARD_ECORRUPT);
+	assert_non_null(strstr(err.msg, "flags"));
+
+	memcpy(bad, frame, total);
+	bad[13] = 1; /* reserved */
+	assert_int_equal(codec_decode(bad, total, &out, &out_len, &err), YARD_ECORRUPT);
+	assert_non_null(strstr(err.msg, "reserved"));
+
+	memcpy(bad, frame, total);
 	bad[total - 1] = 'x'; /* padding must be zero */
 	assert_int_equal(codec_decode(bad, total, &out, &out_len, &err), YARD_ECORRUPT);
 	assert_non_null(strstr(err.msg, "padding"));
