@@ -244,6 +244,14 @@ static int read_all(const char *path, unsigned char **out, size_t *len, struct y
 		}                                                                                  \
 	} while (0)
 
+/* world = dp x tp x pp, read from a file: any int32 values, so without overflow */
+static int world_matches_grid(const struct ckpt_meta *m)
+{
+	int32_t grid;
+	return !__builtin_mul_overflow(m->dp, m->tp, &grid) &&
+	       !__builtin_mul_overflow(grid, m->pp, &grid) && grid == m->world;
+}
+
 int ckpt_read(const char *path, const struct ckpt_meta *expect, struct ckpt_meta *got,
               struct ckpt_tensor *t, int ntensors, struct yard_err *err)
 {
@@ -286,8 +294,7 @@ int ckpt_read(const char *path, const struct ckpt_meta *expect, struct ckpt_meta
 	}
 	MISMATCH("rank", "%d", got->rank, expect->rank);
 	if ((got->dp != expect->dp || got->world != expect->world) &&
-	    !(got->tp == expect->tp && got->pp == expect->pp &&
-	      got->world == got->dp * got->tp * got->pp)) {
+	    !(got->tp == expect->tp && got->pp == expect->pp && world_matches_grid(got))) {
 		/* data-parallel replicas hold the same parameters and optimiser state, so any dp
 		 * over the same tp x pp grid restores (the caller picks the replica's shard) */
 		rc = yard_err_set(
@@ -345,8 +352,11 @@ int ckpt_read(const char *path, const struct ckpt_meta *expect, struct ckpt_meta
 				    t[k].full_cols);
 				goto out;
 			}
-			if (numel != (uint64_t)t[k].rows * t[k].cols ||
-			    data_start + offset + numel * sizeof(float) > len - 4) {
+			/* offset is the file's word: compared with the room left, never added to
+			 * a position (a sum near 2^64 wraps and points before the buffer) */
+			size_t room = len - 4 - data_start;
+			if (numel != (uint64_t)t[k].rows * t[k].cols || offset > room ||
+			    numel * sizeof(float) > room - offset) {
 				rc = yard_err_set(err, YARD_ECORRUPT,
 				                  "%s: tensor %s data lies outside the file", path,
 				                  name);

@@ -1,6 +1,6 @@
 /* test_ckpt.c: CRC32C against the standard check values, and the shard format: round trip,
- * a flipped byte anywhere is caught and the file named, a shard of another layout or job is
- * refused naming the mismatch. */
+ * a flipped byte anywhere is caught and the file named, a table that points outside the file
+ * is refused, a shard of another layout or job is refused naming the mismatch. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -221,12 +221,54 @@ static void test_mismatched_shard_is_refused_naming_the_field(void **state)
 	assert_non_null(strstr(err.msg, "has no tensor block9.w1"));
 }
 
+/* A shard whose checksum holds but whose tensor table lies (a writer's bug, or a file made to
+ * hurt): an offset that points a tensor's data before the file or past it is refused; the
+ * sum of data start, offset and size wrapped past 2^64 once, and the read copied from before
+ * the buffer. Table entry 0 (128 bytes from byte 256) keeps its offset at byte 80. */
+static void test_table_offsets_outside_the_file_are_refused(void **state)
+{
+	float a[6], b[4], ra[6];
+	write_example(a, b);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	size_t len = (size_t)st.st_size, data_start = 256 + 2 * 128;
+	unsigned char *file = malloc(len);
+	int fd = open(path, O_RDWR);
+	assert_int_equal(pread(fd, file, len, 0), (ssize_t)len);
+	const uint64_t offsets[] = {UINT64_MAX - data_start - 6 * sizeof(float) + 1, UINT64_MAX - 3,
+	                            (uint64_t)len, len - data_start - 4 - 8};
+	struct ckpt_tensor t[1] = {{.name = "block0.w1",
+	                            .kind = 0,
+	                            .rows = 2,
+	                            .cols = 3,
+	                            .row0 = 2,
+	                            .full_rows = 4,
+	                            .full_cols = 3,
+	                            .data = ra}};
+	struct ckpt_meta expect = meta_example(), got;
+	for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) {
+		memcpy(file + 256 + 80, &offsets[i], 8);
+		uint32_t crc = ckpt_crc32c(0, file, len - 4);
+		memcpy(file + len - 4, &crc, 4);
+		assert_int_equal(pwrite(fd, file, len, 0), (ssize_t)len);
+		struct yard_err err = {0};
+		int rc = ckpt_read(path, &expect, &got, t, 1, &err);
+		if (rc != YARD_ECORRUPT || strstr(err.msg, "lies outside the file") == NULL)
+			fail_msg("offset %llu: rc %d, %s", (unsigned long long)offsets[i], rc,
+			         err.msg);
+	}
+	close(fd);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_crc32c_check_values),
 	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_every_flipped_byte_is_detected, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_table_offsets_outside_the_file_are_refused, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_mismatched_shard_is_refused_naming_the_field,
 	                                    setup, teardown),
 	};
