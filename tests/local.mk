@@ -48,7 +48,8 @@ tests_unit_test_desired_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIB
 
 check_PROGRAMS += tests/unit/test_leader
 TESTS += tests/unit/test_leader
-tests_unit_test_leader_SOURCES = tests/unit/test_leader.c
+tests_unit_test_leader_SOURCES = tests/unit/test_leader.c tests/unit/sched_world.c \
+	tests/unit/sched_world.h
 tests_unit_test_leader_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_leader_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIBS) $(UV_LIBS) $(CMOCKA_LIBS)
 

@@ -2,9 +2,9 @@
  * authentication, so as node-a). The input is a sequence of heartbeat bodies, one per line;
  * each is parsed with the API's bounds and handed to sched_heartbeat or, every other line,
  * sched_heartbeat_text, with a scheduler pass 100 ms later. The world is fresh for every
- * input: a real in-memory state machine with node-a and node-b (4 CPU devices each), a
- * 2-rank command job placed on them and a fixed-layout trainer job, and proposals applied at
- * once as test_leader's fake raft does. Properties: a refused heartbeat names a field or the
+ * input: test_leader's (tests/unit/sched_world.h: a real in-memory state machine, node-a and
+ * node-b with 4 CPU devices each, proposals applied at once) with a 2-rank command job and a
+ * fixed-layout trainer job placed. Properties: a refused heartbeat names a field or the
  * node; an answer as text parses; afterwards the planner, fed whatever rates the heartbeats
  * carried, answers or refuses (a NaN or infinite rate must not crash it), and the jobs and
  * nodes show with the leader's soft state overlaid. */
@@ -17,100 +17,32 @@
 #include "jobs/fsm.h"
 #include "scheduler/leader.h"
 #include "tests/fuzz/fuzz.h"
+#include "tests/unit/sched_world.h"
 
 #define BODY_MAX (1u << 20) /* web/http.h's HTTP_MAX_BODY */
 #define DEPTH_MAX 32        /* and HTTP_MAX_DEPTH */
 #define HEARTBEATS_MAX 64
 
-struct world {
-	struct fsm fsm;
-	uint64_t mono, applied;
-	int64_t wall;
-	uv_loop_t loop;
-	struct sched *sched;
-};
-
-static const json_t *apply_text(struct world *w, const char *op, json_t *args)
+static void apply(struct sched_world *w, const char *op, const char *args)
 {
-	size_t len = 0;
-	char *cmd = fsm_command_encode(op, args, NULL, w->wall, "fuzz", "admin", &len);
-	const json_t *r = fsm_apply(&w->fsm, cmd, len);
-	free(cmd);
-	w->applied++;
-	return r;
-}
-
-static int propose(void *data, const char *op, json_t *args, sched_done_cb done, void *cb_data)
-{
-	done(cb_data, 0, apply_text(data, op, args));
-	return 0;
-}
-static int ready(void *data)
-{
-	return 1;
-}
-static uint64_t applied(void *data)
-{
-	return ((struct world *)data)->applied;
-}
-static uint64_t mono(void *data)
-{
-	return ((struct world *)data)->mono;
-}
-static int64_t wall(void *data)
-{
-	return ((struct world *)data)->wall;
-}
-
-static void apply(struct world *w, const char *op, const char *args)
-{
-	json_t *a = json_loads(args, 0, NULL);
-	if (a == NULL)
-		fuzz_fail("bad world command %s %s", op, args);
-	const json_t *r = apply_text(w, op, a);
-	int64_t status = json_integer_value(json_object_get(r, "status"));
+	int status = sched_world_apply(w, op, args);
 	if (status < 200 || status > 299)
-		fuzz_fail("world command %s: status %lld", op, (long long)status);
+		fuzz_fail("world command %s: status %d", op, status);
 }
 
-static void tick(struct world *w)
+static void tick(struct sched_world *w)
 {
 	w->mono += 100;
 	w->wall += 100;
 	sched_tick(w->sched);
 }
 
-static void world_init(struct world *w)
+/* the world of every input: sched_world (node-a, node-b) and two placed jobs */
+static void world_init(struct sched_world *w)
 {
-	struct yard_err err = {0};
-	struct sched_config cfg;
-	memset(w, 0, sizeof *w);
-	if (fsm_init(&w->fsm, &err) != 0)
-		fuzz_fail("fsm_init: %s", err.msg);
-	uv_loop_init(&w->loop);
-	w->mono = 1000000;
-	w->wall = 1763740000000LL;
-	sched_config_defaults(&cfg);
-	cfg.tick_ms = 0;
-	struct sched_io io = {.data = w,
-	                      .propose = propose,
-	                      .is_ready = ready,
-	                      .applied_index = applied,
-	                      .mono_ms = mono,
-	                      .wall_ms = wall};
-	w->sched = sched_create(&w->loop, &w->fsm, &cfg, &io);
-	for (int n = 0; n < 2; n++) {
-		char args[512];
-		snprintf(
-		    args, sizeof args,
-		    "{\"name\":\"node-%c\",\"host\":\"10.0.0.%d\",\"port_base\":%d,\"devices\":"
-		    "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
-		    "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],"
-		    "\"token_hash\":\"%064d\"}",
-		    'a' + n, n + 1, 29500 + 100 * n, n);
-		apply(w, "node.register", args);
-	}
-	sched_leader_up(w->sched);
+	char why[256] = "";
+	if (sched_world_init(w, 100, why, sizeof why) != 0)
+		fuzz_fail("%s", why);
 	apply(w, "job.submit",
 	      "{\"name\":\"cmd\",\"spec\":{\"name\":\"cmd\",\"ranks\":2,\"command\":[\"sleep\","
 	      "\"9\"],\"failure\":{\"straggler\":{\"policy\":\"replace\"}}}}");
@@ -123,15 +55,7 @@ static void world_init(struct world *w)
 	tick(w);
 }
 
-static void world_free(struct world *w)
-{
-	sched_destroy(w->sched);
-	uv_run(&w->loop, UV_RUN_NOWAIT);
-	uv_loop_close(&w->loop);
-	fsm_close(&w->fsm);
-}
-
-static void beat(struct world *w, const char *line, size_t len, int as_text)
+static void beat(struct sched_world *w, const char *line, size_t len, int as_text)
 {
 	struct yard_err err = {0};
 	json_t *body = jsonx_parse(line, len, BODY_MAX, DEPTH_MAX, &err);
@@ -160,7 +84,7 @@ static void beat(struct world *w, const char *line, size_t len, int as_text)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct world w;
+	struct sched_world w;
 	world_init(&w);
 	size_t at = 0;
 	for (int k = 0; at < size && k < HEARTBEATS_MAX; k++) {
@@ -185,6 +109,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_t *nodes = fsm_nodes_list(&w.fsm, &err);
 	json_array_foreach(nodes, i, j) sched_overlay_node(w.sched, j);
 	json_decref(nodes);
-	world_free(&w);
+	sched_world_close(&w);
 	return 0;
 }

@@ -44,7 +44,8 @@ tests_fuzz_fuzz_ckpt_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_ckpt_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LINK)
 tests_fuzz_fuzz_ckpt_LDADD = $(TRAINER_LIBS)
 
-tests_fuzz_fuzz_heartbeat_SOURCES = tests/fuzz/fuzz_heartbeat.c $(FUZZ_SOURCES)
+tests_fuzz_fuzz_heartbeat_SOURCES = tests/fuzz/fuzz_heartbeat.c tests/unit/sched_world.c \
+	tests/unit/sched_world.h $(FUZZ_SOURCES)
 tests_fuzz_fuzz_heartbeat_CPPFLAGS = $(AM_CPPFLAGS) $(call corpus_of,heartbeat)
 tests_fuzz_fuzz_heartbeat_CFLAGS = $(FUZZ_CFLAGS) $(UV_CFLAGS) $(SQLITE_CFLAGS)
 tests_fuzz_fuzz_heartbeat_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LINK)

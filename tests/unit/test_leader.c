@@ -18,67 +18,24 @@
 #include "jobs/fsm.h"
 #include "scheduler/desired.h"
 #include "scheduler/leader.h"
+#include "tests/unit/sched_world.h"
 
-struct world {
-	struct fsm fsm;
-	uint64_t mono;
-	int64_t wall;
-	uint64_t applied;
-	uv_loop_t loop;
-	struct sched *sched;
-};
-
-static int fake_propose(void *data, const char *op, json_t *args, sched_done_cb done, void *cb_data)
+/* a command applied as raft would, by "test": the result's status */
+static int apply(struct sched_world *w, const char *op, const char *args)
 {
-	struct world *w = data;
-	size_t len = 0;
-	char *cmd = fsm_command_encode(op, args, NULL, w->wall, "scheduler", "admin", &len);
-	const json_t *r = fsm_apply(&w->fsm, cmd, len);
-	free(cmd);
-	w->applied++;
-	done(cb_data, 0, r);
-	return 0;
+	int status = sched_world_apply(w, op, args);
+	assert_int_not_equal(status, -1);
+	return status;
 }
 
-static int fake_ready(void *data)
-{
-	return 1;
-}
-
-static uint64_t fake_applied(void *data)
-{
-	return ((struct world *)data)->applied;
-}
-
-static uint64_t fake_mono(void *data)
-{
-	return ((struct world *)data)->mono;
-}
-
-static int64_t fake_wall(void *data)
-{
-	return ((struct world *)data)->wall;
-}
-
-static int apply(struct world *w, const char *op, const char *args)
-{
-	size_t len = 0;
-	char *cmd =
-	    fsm_command_encode(op, json_loads(args, 0, NULL), NULL, w->wall, "test", "admin", &len);
-	const json_t *r = fsm_apply(&w->fsm, cmd, len);
-	free(cmd);
-	w->applied++;
-	return (int)json_integer_value(json_object_get(r, "status"));
-}
-
-static void advance(struct world *w, uint64_t ms)
+static void advance(struct sched_world *w, uint64_t ms)
 {
 	w->mono += ms;
 	w->wall += (int64_t)ms;
 }
 
 /* Advances time by ms in 100 ms ticks. */
-static void run(struct world *w, uint64_t ms)
+static void run(struct sched_world *w, uint64_t ms)
 {
 	for (uint64_t t = 0; t < ms; t += 100) {
 		advance(w, 100);
@@ -86,55 +43,27 @@ static void run(struct world *w, uint64_t ms)
 	}
 }
 
-static struct world *world_new_depth(int queue_depth)
+static struct sched_world *world_new_depth(int queue_depth)
 {
-	struct world *w = calloc(1, sizeof *w);
-	struct yard_err err = {0};
-	struct sched_config cfg;
-	assert_int_equal(fsm_init(&w->fsm, &err), 0);
-	uv_loop_init(&w->loop);
-	w->mono = 1000000;
-	w->wall = 1763740000000LL;
-	sched_config_defaults(&cfg);
-	cfg.tick_ms = 0;
-	cfg.queue_depth = queue_depth;
-	struct sched_io io = {.data = w,
-	                      .propose = fake_propose,
-	                      .is_ready = fake_ready,
-	                      .applied_index = fake_applied,
-	                      .mono_ms = fake_mono,
-	                      .wall_ms = fake_wall};
-	w->sched = sched_create(&w->loop, &w->fsm, &cfg, &io);
-	char args[512];
-	for (int n = 0; n < 2; n++) {
-		snprintf(
-		    args, sizeof args,
-		    "{\"name\":\"node-%c\",\"host\":\"10.0.0.%d\",\"port_base\":%d,\"devices\":"
-		    "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
-		    "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],"
-		    "\"token_hash\":\"%064d\"}",
-		    'a' + n, n + 1, 29500 + 100 * n, n);
-		assert_int_equal(apply(w, "node.register", args), 200);
-	}
-	sched_leader_up(w->sched);
+	struct sched_world *w = calloc(1, sizeof *w);
+	char why[256] = "";
+	if (sched_world_init(w, queue_depth, why, sizeof why) != 0)
+		fail_msg("%s", why);
 	return w;
 }
 
-static struct world *world_new(void)
+static struct sched_world *world_new(void)
 {
 	return world_new_depth(100);
 }
 
-static void world_free(struct world *w)
+static void world_free(struct sched_world *w)
 {
-	sched_destroy(w->sched);
-	uv_run(&w->loop, UV_RUN_NOWAIT);
-	uv_loop_close(&w->loop);
-	fsm_close(&w->fsm);
+	sched_world_close(w);
 	free(w);
 }
 
-static const char *node_state(struct world *w, const char *id)
+static const char *node_state(struct sched_world *w, const char *id)
 {
 	static char state[16];
 	struct yard_err err = {0};
@@ -145,7 +74,7 @@ static const char *node_state(struct world *w, const char *id)
 	return state;
 }
 
-static json_t *job(struct world *w, const char *id)
+static json_t *job(struct sched_world *w, const char *id)
 {
 	struct yard_err err = {0};
 	json_t *j = fsm_job_get(&w->fsm, id, &err);
@@ -153,7 +82,7 @@ static json_t *job(struct world *w, const char *id)
 	return j;
 }
 
-static const char *job_state(struct world *w, const char *id)
+static const char *job_state(struct sched_world *w, const char *id)
 {
 	static char state[16];
 	json_t *j = job(w, id);
@@ -163,7 +92,7 @@ static const char *job_state(struct world *w, const char *id)
 }
 
 /* A heartbeat from node with the given ranks report (JSON array text); returns desired. */
-static json_t *heartbeat(struct world *w, const char *node, const char *ranks)
+static json_t *heartbeat(struct sched_world *w, const char *node, const char *ranks)
 {
 	char body[4096];
 	struct yard_err err = {0};
@@ -185,7 +114,7 @@ static const char *env_of(const json_t *desired, size_t i, const char *key)
 
 static void test_grace_period_then_suspect_then_down(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	run(w, 1400); /* within the grace period after the election: nothing is judged */
 	assert_string_equal(node_state(w, "node-a"), "up");
 	json_decref(heartbeat(w, "node-a", "[]"));
@@ -213,7 +142,7 @@ static void test_grace_period_then_suspect_then_down(void **state)
  * that silence does not make nodes suspect or down; silence after the stall still does. */
 static void test_a_stalled_leader_does_not_blame_the_nodes(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	run(w, 1000);
@@ -235,7 +164,7 @@ static void test_a_stalled_leader_does_not_blame_the_nodes(void **state)
 
 static void test_gang_placement_env_and_success(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	assert_int_equal(apply(w, "job.submit",
@@ -307,7 +236,7 @@ static void test_gang_placement_env_and_success(void **state)
 }
 
 /* Fails when one device runs two ranks of running jobs. */
-static void assert_no_device_twice(struct world *w, int step)
+static void assert_no_device_twice(struct sched_world *w, int step)
 {
 	json_t *slots = fsm_running_slots(&w->fsm);
 	for (size_t i = 0; i < json_array_size(slots); i++)
@@ -330,16 +259,11 @@ static void assert_no_device_twice(struct world *w, int step)
  * so builds every answer from the committed state. */
 static void test_cached_heartbeat_answers_follow_every_change(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	struct sched_config cfg;
 	sched_config_defaults(&cfg);
 	cfg.tick_ms = 0;
-	struct sched_io io = {.data = w,
-	                      .propose = fake_propose,
-	                      .is_ready = fake_ready,
-	                      .applied_index = fake_applied,
-	                      .mono_ms = fake_mono,
-	                      .wall_ms = fake_wall};
+	struct sched_io io = sched_world_io(w);
 	struct sched *ref = sched_create(&w->loop, &w->fsm, &cfg, &io);
 	const char *nodes[] = {"node-a", "node-b"};
 	unsigned seed = 7;
@@ -481,7 +405,7 @@ static void test_cached_heartbeat_answers_follow_every_change(void **state)
  * cache must follow: the next gang lands on the free devices only, never on a busy one. */
 static void test_busy_devices_survive_a_node_joining(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	assert_int_equal(
@@ -536,7 +460,7 @@ static void test_busy_devices_survive_a_node_joining(void **state)
  * pass that looks at every job, at most a second later. */
 static void test_queue_depth_defers_deep_jobs_to_the_full_pass(void **state)
 {
-	struct world *w = world_new_depth(2);
+	struct sched_world *w = world_new_depth(2);
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	assert_int_equal(apply(w, "job.submit",
@@ -573,7 +497,7 @@ static void test_queue_depth_defers_deep_jobs_to_the_full_pass(void **state)
 }
 
 /* Submits a command job of this many ranks and priority. */
-static void submit_command(struct world *w, int ranks, int priority)
+static void submit_command(struct sched_world *w, int ranks, int priority)
 {
 	char args[256];
 	snprintf(args, sizeof args,
@@ -588,7 +512,7 @@ static void submit_command(struct world *w, int ranks, int priority)
  * the first pass places nothing, and the job that fits is placed once the reread is over. */
 static void test_new_leader_rereads_jobs_in_chunks_before_deciding(void **state)
 {
-	struct world *w = world_new_depth(0); /* every pass looks at the whole queue */
+	struct sched_world *w = world_new_depth(0); /* every pass looks at the whole queue */
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	submit_command(w, 6, 0); /* j-000001 runs on 6 of the 8 devices */
@@ -622,7 +546,7 @@ static void test_new_leader_rereads_jobs_in_chunks_before_deciding(void **state)
  * placed at once, without waiting for the pass over every job. */
 static void test_shallow_pass_takes_the_first_jobs_in_queue_order(void **state)
 {
-	struct world *w = world_new_depth(2);
+	struct sched_world *w = world_new_depth(2);
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	submit_command(w, 6, 0); /* j-000001 */
@@ -650,7 +574,7 @@ static void test_shallow_pass_takes_the_first_jobs_in_queue_order(void **state)
 }
 
 /* run() with both nodes heard every 500 ms (no rank reports: nothing exits) */
-static void run_heard(struct world *w, uint64_t ms)
+static void run_heard(struct sched_world *w, uint64_t ms)
 {
 	for (uint64_t t = 0; t < ms; t += 500) {
 		json_decref(heartbeat(w, "node-a", "[]"));
@@ -663,7 +587,7 @@ static void run_heard(struct world *w, uint64_t ms)
  * compaction): the jobs still queued keep their order, positions and placement. */
 static void test_ended_jobs_leave_the_queue_in_order(void **state)
 {
-	struct world *w = world_new_depth(1); /* a pass after a change tries one job */
+	struct sched_world *w = world_new_depth(1); /* a pass after a change tries one job */
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	/* j-000001..8 run (one device each), 9..40 wait; the last one with a higher priority */
@@ -709,7 +633,7 @@ static void test_ended_jobs_leave_the_queue_in_order(void **state)
 
 static void test_restarts_backoff_and_failure(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	assert_int_equal(
@@ -788,7 +712,7 @@ static void test_restarts_backoff_and_failure(void **state)
 
 static void test_node_death_moves_the_job(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	assert_int_equal(apply(w, "job.submit",
@@ -823,7 +747,7 @@ static void test_node_death_moves_the_job(void **state)
 }
 
 /* Events of a job whose type is `type`, joined by newlines (static buffer). */
-static const char *events_of(struct world *w, const char *id, const char *type)
+static const char *events_of(struct sched_world *w, const char *id, const char *type)
 {
 	static char out[4096];
 	struct yard_err err = {0};
@@ -862,7 +786,7 @@ static void desired_layout(const json_t *d, int *dp, int *ranks, int *world_size
 
 /* Both nodes beat (no ranks) until job j-000001 reaches generation gen, for at most 5 s
  * (a restart's back-off); returns the job. */
-static json_t *wait_generation(struct world *w, int gen)
+static json_t *wait_generation(struct sched_world *w, int gen)
 {
 	json_t *j = job(w, "j-000001");
 	for (int i = 0; i < 50 && json_integer_value(json_object_get(j, "generation")) < gen; i++) {
@@ -901,7 +825,7 @@ static void write_manifest(const char *dir, int step, int world)
  * restoring that checkpoint. */
 static void test_shrink_on_node_death_and_grow_back(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	char dir[] = "/tmp/test_leader_shrinkXXXXXX", spec[1024], args[1200];
 	assert_non_null(mkdtemp(dir));
 	snprintf(spec, sizeof spec,
@@ -986,8 +910,8 @@ static void test_shrink_on_node_death_and_grow_back(void **state)
 
 /* A heartbeat from node-a for ranks 0-3 of job j-000001 (generation gen) carrying windows
  * first..last, where rank slow's compute is factor times the others' 10 ms. */
-static void beat_windows(struct world *w, const char *node, int first_rank, int gen, int64_t first,
-                         int64_t last, int slow, double factor)
+static void beat_windows(struct sched_world *w, const char *node, int first_rank, int gen,
+                         int64_t first, int64_t last, int slow, double factor)
 {
 	char ranks[8192];
 	size_t len = 0;
@@ -1014,7 +938,7 @@ static void beat_windows(struct world *w, const char *node, int first_rank, int 
 
 static void test_straggler_report_and_recovery(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	assert_int_equal(apply(w, "job.submit",
@@ -1077,7 +1001,7 @@ static void test_straggler_report_and_recovery(void **state)
 
 static void test_straggler_replace_moves_and_is_capped(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	assert_int_equal(apply(w, "job.submit",
@@ -1136,7 +1060,7 @@ static void test_straggler_replace_moves_and_is_capped(void **state)
 
 static void test_heartbeat_refuses_bad_input(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	struct yard_err err = {0};
 	const char *bad[] = {
 	    "{\"node\":\"node-b\"}",              /* another node's name */
@@ -1185,7 +1109,7 @@ static void test_heartbeat_refuses_bad_input(void **state)
 /* An embargo ends at its deadline by a command the leader proposes, not a moment before. */
 static void test_leader_publishes_advisory_at_its_deadline(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	struct yard_err err = {0};
 	assert_int_equal(apply(w, "advisory.create",
 	                       "{\"title\":\"t\",\"severity\":\"high\",\"text\":\"x\","
@@ -1204,7 +1128,7 @@ static void test_leader_publishes_advisory_at_its_deadline(void **state)
 }
 
 /* The whole answer to a heartbeat with body (owned by the caller). */
-static json_t *heartbeat_answer(struct world *w, const char *node, const char *body)
+static json_t *heartbeat_answer(struct sched_world *w, const char *node, const char *body)
 {
 	struct yard_err err = {0};
 	json_t *b = json_loads(body, 0, NULL);
@@ -1218,7 +1142,7 @@ static json_t *heartbeat_answer(struct world *w, const char *node, const char *b
 
 static void test_drain_moves_the_job_without_a_restart(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	char ranks[1024];
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
@@ -1282,7 +1206,7 @@ static void test_drain_moves_the_job_without_a_restart(void **state)
 
 static void test_heartbeat_logs_are_kept_once_and_read(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	struct yard_err err = {0};
 	const char *rank0 =
 	    "{\"job\":\"j-000001\",\"rank\":0,\"generation\":1,\"state\":\"running\"}";
@@ -1374,7 +1298,7 @@ static void test_heartbeat_logs_are_kept_once_and_read(void **state)
 	"\"classes\":10},\"train\":{\"steps\":10,\"batch_size\":64},\"parallel\":\"auto\"}"
 
 /* A heartbeat carrying perf; the answer says the leader needs no more. */
-static void heartbeat_perf(struct world *w, const char *node, const char *perf)
+static void heartbeat_perf(struct sched_world *w, const char *node, const char *perf)
 {
 	char body[2048];
 	struct yard_err err = {0};
@@ -1388,7 +1312,7 @@ static void heartbeat_perf(struct world *w, const char *node, const char *perf)
 }
 
 /* Whether the answer to a heartbeat without perf asks for it. */
-static int wants_perf(struct world *w, const char *node)
+static int wants_perf(struct sched_world *w, const char *node)
 {
 	char body[256];
 	struct yard_err err = {0};
@@ -1407,7 +1331,7 @@ static int wants_perf(struct world *w, const char *node)
  * planned layout in their spec. */
 static void test_auto_job_is_planned_and_recorded(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	assert_int_equal(apply(w, "job.submit", "{\"name\":\"auto\",\"spec\":" AUTO_SPEC "}"), 201);
@@ -1520,7 +1444,7 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 
 static void test_plan_refuses_bad_specs_and_perf(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	struct yard_err err = {0};
 	json_t *spec = json_loads("{\"name\":\"x\",\"command\":[\"true\"],\"ranks\":2}", 0, NULL);
 	assert_null(sched_plan(w->sched, spec, 0, &err));
@@ -1595,7 +1519,8 @@ static void test_plan_refuses_bad_specs_and_perf(void **state)
 
 /* A heartbeat of node with its probe port and perf (NULL: none): the link probe the answer
  * asks for as "PEER HOST:PORT", or "" when it asks for none. */
-static const char *beat_probe(struct world *w, const char *node, int probe_port, const char *perf)
+static const char *beat_probe(struct sched_world *w, const char *node, int probe_port,
+                              const char *perf)
 {
 	static char asked[128];
 	char body[1024];
@@ -1619,7 +1544,7 @@ static const char *beat_probe(struct world *w, const char *node, int probe_port,
  * a measured or configured link is never probed. */
 static void test_link_probes_are_assigned_one_at_a_time(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	assert_int_equal(
 	    apply(w, "node.register",
 	          "{\"name\":\"node-c\",\"host\":\"10.0.0.3\",\"port_base\":29700,"
@@ -1669,7 +1594,7 @@ static void test_link_probes_are_assigned_one_at_a_time(void **state)
 /* Only a peer that is up and names a probe port (an older agent names none) is measured. */
 static void test_link_probe_needs_a_listening_up_peer(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	assert_string_equal(beat_probe(w, "node-a", 29499, NULL), "");
 	json_decref(heartbeat(w, "node-b", "[]")); /* no probe port */
 	run(w, 100);
@@ -1692,7 +1617,7 @@ static void test_link_probe_needs_a_listening_up_peer(void **state)
 
 /* A heartbeat of node with its worker version, optionally a worker_upgrade report, and one
  * running rank started on worker w-1. Returns the answer (owned by the caller). */
-static json_t *worker_heartbeat(struct world *w, const char *node, const char *worker,
+static json_t *worker_heartbeat(struct sched_world *w, const char *node, const char *worker,
                                 const char *report)
 {
 	char body[1024];
@@ -1704,7 +1629,7 @@ static json_t *worker_heartbeat(struct world *w, const char *node, const char *w
 	return heartbeat_answer(w, node, body);
 }
 
-static json_t *rollout_now(struct world *w)
+static json_t *rollout_now(struct sched_world *w)
 {
 	struct yard_err err = {0};
 	json_t *ro = fsm_rollout_get(&w->fsm, "ro-000001", &err);
@@ -1720,7 +1645,7 @@ static const char *ro_node(json_t *ro, const char *node, const char *key)
 
 static void test_worker_rollout_follows_worker_versions(void **state)
 {
-	struct world *w = world_new();
+	struct sched_world *w = world_new();
 	struct yard_err err = {0};
 	assert_int_equal(sqlite3_exec(w->fsm.db,
 	                              "INSERT INTO builds(version, component, sha256, size, state,"

@@ -1,0 +1,107 @@
+/* sched_world.c: see sched_world.h. */
+#include "tests/unit/sched_world.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const json_t *apply_object(struct sched_world *w, const char *op, json_t *args,
+                                  const char *actor)
+{
+	size_t len = 0;
+	char *cmd = fsm_command_encode(op, args, NULL, w->wall, actor, "admin", &len);
+	const json_t *r = fsm_apply(&w->fsm, cmd, len);
+	free(cmd);
+	w->applied++;
+	return r;
+}
+
+static int fake_propose(void *data, const char *op, json_t *args, sched_done_cb done, void *cb_data)
+{
+	done(cb_data, 0, apply_object(data, op, args, "scheduler"));
+	return 0;
+}
+
+static int fake_ready(void *data)
+{
+	return 1;
+}
+
+static uint64_t fake_applied(void *data)
+{
+	return ((struct sched_world *)data)->applied;
+}
+
+static uint64_t fake_mono(void *data)
+{
+	return ((struct sched_world *)data)->mono;
+}
+
+static int64_t fake_wall(void *data)
+{
+	return ((struct sched_world *)data)->wall;
+}
+
+struct sched_io sched_world_io(struct sched_world *w)
+{
+	return (struct sched_io){.data = w,
+	                         .propose = fake_propose,
+	                         .is_ready = fake_ready,
+	                         .applied_index = fake_applied,
+	                         .mono_ms = fake_mono,
+	                         .wall_ms = fake_wall};
+}
+
+int sched_world_apply(struct sched_world *w, const char *op, const char *args)
+{
+	json_t *a = json_loads(args, 0, NULL);
+	if (a == NULL)
+		return -1;
+	return (int)json_integer_value(json_object_get(apply_object(w, op, a, "test"), "status"));
+}
+
+int sched_world_init(struct sched_world *w, int queue_depth, char *why, size_t why_len)
+{
+	struct yard_err err = {0};
+	struct sched_config cfg;
+	memset(w, 0, sizeof *w);
+	if (fsm_init(&w->fsm, &err) != 0) {
+		snprintf(why, why_len, "fsm_init: %s", err.msg);
+		return -1;
+	}
+	uv_loop_init(&w->loop);
+	w->mono = 1000000;
+	w->wall = 1763740000000LL;
+	sched_config_defaults(&cfg);
+	cfg.tick_ms = 0;
+	cfg.queue_depth = queue_depth;
+	struct sched_io io = sched_world_io(w);
+	w->sched = sched_create(&w->loop, &w->fsm, &cfg, &io);
+	for (int n = 0; n < 2; n++) {
+		char args[512];
+		snprintf(
+		    args, sizeof args,
+		    "{\"name\":\"node-%c\",\"host\":\"10.0.0.%d\",\"port_base\":%d,\"devices\":"
+		    "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
+		    "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],"
+		    "\"token_hash\":\"%064d\"}",
+		    'a' + n, n + 1, 29500 + 100 * n, n);
+		int status = sched_world_apply(w, "node.register", args);
+		if (status != 200) {
+			snprintf(why, why_len, "node.register of node-%c: status %d", 'a' + n,
+			         status);
+			sched_world_close(w);
+			return -1;
+		}
+	}
+	sched_leader_up(w->sched);
+	return 0;
+}
+
+void sched_world_close(struct sched_world *w)
+{
+	sched_destroy(w->sched);
+	uv_run(&w->loop, UV_RUN_NOWAIT);
+	uv_loop_close(&w->loop);
+	fsm_close(&w->fsm);
+}
