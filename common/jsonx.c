@@ -56,36 +56,47 @@ static int raw_depth_exceeds(const char *buf, size_t len, int max_depth)
 	return 0;
 }
 
-/* 1 when s[0..n) is valid UTF-8 as jansson decodes it: no overlong forms, no surrogates,
- * nothing above U+10FFFF. */
-static int utf8_valid(const unsigned char *s, size_t n)
+/* The length of the UTF-8 sequence at s[i] (i < n) as jansson decodes it, or 0 when it is
+ * not one: an overlong form, a surrogate, above U+10FFFF, or cut short by n. */
+static size_t utf8_seq(const unsigned char *s, size_t i, size_t n)
 {
-	size_t i = 0;
-	while (i < n) {
-		unsigned c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		int extra = (c & 0xe0) == 0xc0   ? 1
-		            : (c & 0xf0) == 0xe0 ? 2
-		            : (c & 0xf8) == 0xf0 ? 3
-		                                 : -1;
-		if (extra < 0 || i + (size_t)extra >= n) /* the sequence must end within s */
+	unsigned c = s[i];
+	if (c < 0x80)
+		return 1;
+	int extra = (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+	if (extra < 0 || i + (size_t)extra >= n) /* the sequence must end within s */
+		return 0;
+	unsigned v = c & (0x3fu >> extra);
+	for (int k = 1; k <= extra; k++) {
+		unsigned t = s[i + (size_t)k];
+		if ((t & 0xc0) != 0x80)
 			return 0;
-		unsigned v = c & (0x3fu >> extra);
-		for (int k = 1; k <= extra; k++) {
-			unsigned t = s[i + (size_t)k];
-			if ((t & 0xc0) != 0x80)
-				return 0;
-			v = (v << 6) | (t & 0x3f);
-		}
-		if ((extra == 1 && v < 0x80) || (extra == 2 && v < 0x800) ||
-		    (extra == 3 && v < 0x10000) || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-			return 0;
-		i += (size_t)extra + 1;
+		v = (v << 6) | (t & 0x3f);
 	}
+	if ((extra == 1 && v < 0x80) || (extra == 2 && v < 0x800) || (extra == 3 && v < 0x10000) ||
+	    v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	return (size_t)extra + 1;
+}
+
+int jsonx_utf8_valid(const char *text, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	for (size_t i = 0, len; i < n; i += len)
+		if ((len = utf8_seq(s, i, n)) == 0)
+			return 0;
 	return 1;
+}
+
+void jsonx_utf8_sanitize(char *text)
+{
+	unsigned char *s = (unsigned char *)text;
+	size_t n = strlen(text);
+	for (size_t i = 0, len; i < n; i += len)
+		if ((len = utf8_seq(s, i, n)) == 0) {
+			s[i] = '?';
+			len = 1;
+		}
 }
 
 int jsonx_printed_parses(const char *text, size_t len, size_t max_bytes, int max_depth)
@@ -97,7 +108,7 @@ int jsonx_printed_parses(const char *text, size_t len, size_t max_bytes, int max
 	for (size_t i = 0; i + sizeof nul - 1 <= len; i++)
 		if (text[i] == '\\' && memcmp(text + i, nul, sizeof nul - 1) == 0)
 			return 0;
-	return utf8_valid((const unsigned char *)text, len);
+	return jsonx_utf8_valid(text, len);
 }
 
 int jsonx_identical(const json_t *a, const json_t *b)

@@ -44,6 +44,14 @@ void jsonx_path(char *out, size_t out_len, const char *prefix, const char *key);
  * What the printer writes is otherwise well-formed JSON. Linear, allocates nothing. */
 int jsonx_printed_parses(const char *text, size_t len, size_t max_bytes, int max_depth);
 
+/* 1 when text[0..n) is valid UTF-8 as jansson takes it (no overlong forms, no surrogates,
+ * nothing above U+10FFFF): what json_string accepts. */
+int jsonx_utf8_valid(const char *text, size_t n);
+/* Replaces, in place, each byte of the NUL-terminated text that does not begin a valid UTF-8
+ * sequence with '?': text that quotes what a client sent (or cuts a character in two) can
+ * then always go into a JSON answer. */
+void jsonx_utf8_sanitize(char *text);
+
 /* 1 when a and b are the same JSON down to object key order, integer vs real, and each
  * real's bits: what parsing b's printed text would give if b is a. */
 int jsonx_identical(const json_t *a, const json_t *b);

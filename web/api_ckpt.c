@@ -35,8 +35,11 @@ static json_t *shard_args(struct call *call, int64_t *step, int64_t *rank)
 	if (path_int(call, 1, "step", 1, INT64_MAX / 2, step) != 0 ||
 	    path_int(call, 2, "rank", 0, 65535, rank) != 0)
 		return NULL;
-	return json_pack("{s:s,s:I,s:I}", "job", call->params[0], "step", (json_int_t)*step, "rank",
-	                 (json_int_t)*rank);
+	json_t *args = json_pack("{s:s,s:I,s:I}", "job", call->params[0], "step",
+	                         (json_int_t)*step, "rank", (json_int_t)*rank);
+	if (args == NULL)
+		call_error(call, 500, NULL, "no memory for the shard's command");
+	return args;
 }
 
 void h_checkpoints_list(struct call *call)

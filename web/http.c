@@ -115,6 +115,9 @@ void call_error(struct call *call, int status, const char *field, const char *fm
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* a message quotes what the client sent, and the cut at sizeof msg can split a
+	 * character: neither may leave an error without its answer */
+	jsonx_utf8_sanitize(msg);
 	json_t *body = json_pack("{s:s}", "error", msg);
 	if (field != NULL && field[0] != '\0')
 		json_object_set_new(body, "field", json_string(field));
@@ -336,6 +339,14 @@ static int segment_match(const char *pattern, const char *path, size_t path_len,
 	return pi == plen && si == path_len;
 }
 
+static int path_segment_ok(const char *seg)
+{
+	for (const char *p = seg; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return 0;
+	return jsonx_utf8_valid(seg, strlen(seg));
+}
+
 static void guard_dispose(void *p)
 {
 	struct call_guard *g = p;
@@ -452,6 +463,18 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 		else
 			call_error(call, 404, NULL, "no route %.*s", (int)path.len, path.base);
 		return 0;
+	}
+	/* handlers quote path segments in answers and pass them to commands as JSON strings */
+	int nparams = 0;
+	for (const char *c = call->route->pattern; *c; c++)
+		nparams += *c == '*';
+	for (int i = 0; i < nparams && i < 4; i++) {
+		if (!path_segment_ok(call->params[i])) {
+			call_error(call, 400, "path",
+			           "path segment '%s': must be UTF-8 without control characters",
+			           call->params[i]);
+			return 0;
+		}
 	}
 	/* 2. authentication and 3. authorisation: the one place both are decided */
 	if (call->route->roles != 0) {

@@ -130,10 +130,28 @@ static uint64_t rnd64(void)
 
 static void random_text(char *out, size_t cap)
 {
-	static const char *const pieces[] = {"a", "Z", "0", "_", " ", "\"", "\\", "/", "\b", "\f",
-	                                     "\n", "\r", "\t", "\x01", "\x1f", "\x7f", "\xc3\xa9",
-	                                     "\xe2\x82\xac", "\xf0\x9f\x9a\x82", "\xe2\x80\xa8",
-	                                     "key", "lr"};
+	static const char *const pieces[] = {"a",
+	                                     "Z",
+	                                     "0",
+	                                     "_",
+	                                     " ",
+	                                     "\"",
+	                                     "\\",
+	                                     "/",
+	                                     "\b",
+	                                     "\f",
+	                                     "\n",
+	                                     "\r",
+	                                     "\t",
+	                                     "\x01",
+	                                     "\x1f",
+	                                     "\x7f",
+	                                     "\xc3\xa9",
+	                                     "\xe2\x82\xac",
+	                                     "\xf0\x9f\x9a\x82",
+	                                     "\xe2\x80\xa8",
+	                                     "key",
+	                                     "lr"};
 	size_t n = rnd64() % 9, len = 0;
 	out[0] = '\0';
 	for (size_t i = 0; i < n; i++) {
@@ -147,9 +165,14 @@ static void random_text(char *out, size_t cap)
 
 static double random_real(void)
 {
-	static const double specials[] = {0.0,   -0.0,  0.1,     0.01, 1.0,     3.0,
-	                                  1e16,  1e17,  1e20,    1e-5, 1.5e-7,  123456789012345678.0,
-	                                  5e-324, 1.7976931348623157e308, -2.5, 0.29999999999999999};
+	static const double specials[] = {0.0,    -0.0,
+	                                  0.1,    0.01,
+	                                  1.0,    3.0,
+	                                  1e16,   1e17,
+	                                  1e20,   1e-5,
+	                                  1.5e-7, 123456789012345678.0,
+	                                  5e-324, 1.7976931348623157e308,
+	                                  -2.5,   0.29999999999999999};
 	if (rnd64() % 3 == 0)
 		return specials[rnd64() % (sizeof specials / sizeof specials[0])];
 	double mant = (double)(rnd64() % 2000000) / 1000.0 - 1000.0;
@@ -207,8 +230,8 @@ static void test_dumps_compact_matches_jansson(void **state)
 			assert_non_null(want);
 			assert_non_null(got);
 			if (strcmp(want, got) != 0)
-				fail_msg("round %d, sort %d:\n jansson %s\n ours    %s", round, sort, want,
-				         got);
+				fail_msg("round %d, sort %d:\n jansson %s\n ours    %s", round,
+				         sort, want, got);
 			assert_int_equal(len, strlen(got));
 			free(want);
 			free(got);
@@ -217,9 +240,42 @@ static void test_dumps_compact_matches_jansson(void **state)
 	}
 }
 
+/* What json_string takes, and the repair of text quoted from a client: every byte that does
+ * not begin a valid sequence becomes '?', valid characters stay, and the result always goes
+ * into a JSON string. */
+static void test_utf8_valid_and_sanitize(void **state)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+	    {"plain", "plain"},
+	    {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+	     "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+	    {"\xff\xfe", "??"},
+	    {"ab\xc3", "ab?"},            /* cut in two */
+	    {"\xc0\xaf", "??"},           /* overlong '/' */
+	    {"\xed\xa0\x80x", "???x"},    /* a surrogate */
+	    {"\xf4\x90\x80\x80", "????"}, /* above U+10FFFF */
+	    {"\xe2\x82", "??"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char buf[64];
+		snprintf(buf, sizeof buf, "%s", cases[i].in);
+		int valid = strcmp(cases[i].in, cases[i].out) == 0;
+		assert_int_equal(jsonx_utf8_valid(buf, strlen(buf)), valid);
+		jsonx_utf8_sanitize(buf);
+		assert_string_equal(buf, cases[i].out);
+		assert_true(jsonx_utf8_valid(buf, strlen(buf)));
+		json_t *s = json_string(buf);
+		assert_non_null(s);
+		json_decref(s);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_utf8_valid_and_sanitize),
 	    cmocka_unit_test(test_parse_rejects_oversized_body),
 	    cmocka_unit_test(test_dumps_compact_matches_jansson),
 	    cmocka_unit_test(test_parse_rejects_deep_nesting),
