@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/jsonx.h"
+#include "common/log.h"
 #include "jobs/fsm.h"
 #include "scheduler/leader.h"
 #include "tests/fuzz/fuzz.h"
@@ -80,6 +81,14 @@ static void beat(struct sched_world *w, const char *line, size_t len, int as_tex
 		json_decref(answer);
 	}
 	json_decref(body);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	yard_log_set_level(YARD_LOG_ERROR); /* a line per refused report or new leader: noise */
+	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

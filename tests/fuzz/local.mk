@@ -3,7 +3,7 @@
 # crashes found so far). With `configure --enable-fuzzing` (CC=clang) they are libFuzzer
 # binaries instead, built by `make fuzz` and run by scripts/fuzz, and no test.
 FUZZ_TARGETS = tests/fuzz/fuzz_jobspec tests/fuzz/fuzz_codec tests/fuzz/fuzz_fsm \
-	tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_heartbeat tests/fuzz/fuzz_desired
+	tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_heartbeat tests/fuzz/fuzz_desired tests/fuzz/fuzz_report
 check_PROGRAMS += $(FUZZ_TARGETS)
 if FUZZING
 FUZZ_MAIN =
@@ -56,3 +56,12 @@ tests_fuzz_fuzz_desired_CPPFLAGS = $(AM_CPPFLAGS) $(call corpus_of,desired)
 tests_fuzz_fuzz_desired_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_desired_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LINK)
 tests_fuzz_fuzz_desired_LDADD = scheduler/libsched.a $(JOBSPEC_LIBS)
+
+tests_fuzz_fuzz_report_SOURCES = tests/fuzz/fuzz_report.c tests/unit/sched_world.c \
+	tests/unit/sched_world.h agent/metrics.c agent/ranklog.c agent/ranklog.h agent/ranks.c \
+	agent/shim.c agent/ckpt.c agent/client.c $(FUZZ_SOURCES)
+tests_fuzz_fuzz_report_CPPFLAGS = $(AM_CPPFLAGS) $(call corpus_of,report)
+tests_fuzz_fuzz_report_CFLAGS = $(FUZZ_CFLAGS) $(UV_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS)
+tests_fuzz_fuzz_report_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LINK)
+tests_fuzz_fuzz_report_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIBS) $(UV_LIBS) \
+	$(CURL_LIBS) -lm
