@@ -139,12 +139,38 @@ struct dp_hello {
 
 enum { C_IDLE, C_CONNECTING, C_HELLO, C_DONE, C_ACCEPTED };
 
+/* An accepted connection: its slot is free again once it is closed (C_IDLE, fd -1). One
+ * that has not sent its whole hello within DP_HELLO_MS is closed: a peer sends its hello as
+ * soon as it is connected (and dials again if we close it), while a connection from anything
+ * else (a port scanner, a health check, another job's rank on a reused port) would otherwise
+ * hold its slot until the deadline. DP_SPARE_IN slots beyond the expected peers take such
+ * connections, and what arrives while every slot is busy is closed at once: the peer's next
+ * dial gets in once a stray has timed out. */
+#define DP_HELLO_MS 2000
+#define DP_SPARE_IN 64
+
 struct conn {
 	int fd, state, peer, idx;
-	uint64_t retry_at_ms;
+	uint64_t retry_at_ms; /* outgoing: when to dial again; incoming: the hello's deadline */
 	struct dp_hello buf;
 	size_t fill;
 };
+
+static void in_close(struct conn *k)
+{
+	close(k->fd);
+	k->fd = -1;
+	k->state = C_IDLE;
+}
+
+/* A free slot of in[] (a closed connection's, or the next unused), -1 when all are busy. */
+static int in_slot(struct conn *in, int *nin, int cap)
+{
+	for (int i = 0; i < *nin; i++)
+		if (in[i].state == C_IDLE && in[i].fd < 0)
+			return i;
+	return *nin < cap ? (*nin)++ : -1;
+}
 
 static int nsocks_for(yd_comm *c, int peer)
 {
@@ -215,7 +241,7 @@ int dp_tcp_connect_mesh(yd_comm *c, int listen_fd, char *err, size_t errlen)
 			total_in += nsocks_for(c, j);
 	}
 	struct conn *out = calloc((size_t)total_out + 1, sizeof *out);
-	struct conn *in = calloc((size_t)total_in + 64, sizeof *in);
+	struct conn *in = calloc((size_t)total_in + DP_SPARE_IN, sizeof *in);
 	int nin = 0, done_in = 0, done_out = 0, rc = 0;
 	int **slot = calloc((size_t)c->size, sizeof *slot);
 	if (!out || !in || !slot) {
@@ -268,6 +294,12 @@ int dp_tcp_connect_mesh(yd_comm *c, int listen_fd, char *err, size_t errlen)
 		}
 		for (int i = 0; i < nin && nf < 512; i++)
 			if (in[i].state == C_HELLO) {
+				if (now >= in[i].retry_at_ms) {
+					in_close(&in[i]); /* no hello in time: not a peer */
+					continue;
+				}
+				if ((int)(in[i].retry_at_ms - now) < wait_ms)
+					wait_ms = (int)(in[i].retry_at_ms - now);
 				fds[nf] = (struct pollfd){.fd = in[i].fd, .events = POLLIN};
 				map[nf++] = 1000 + i;
 			}
@@ -279,11 +311,16 @@ int dp_tcp_connect_mesh(yd_comm *c, int listen_fd, char *err, size_t errlen)
 				    accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 				if (fd < 0)
 					break;
-				if (nin >= total_in + 64) {
+				int i = in_slot(in, &nin, total_in + DP_SPARE_IN);
+				if (i < 0) {
 					close(fd);
 					continue;
 				}
-				in[nin++] = (struct conn){.fd = fd, .state = C_HELLO, .peer = -1};
+				in[i] =
+				    (struct conn){.fd = fd,
+				                  .state = C_HELLO,
+				                  .peer = -1,
+				                  .retry_at_ms = yard_now_mono_ms() + DP_HELLO_MS};
 			}
 		}
 		for (int f = 1; f < nf; f++) {
@@ -342,9 +379,7 @@ int dp_tcp_connect_mesh(yd_comm *c, int listen_fd, char *err, size_t errlen)
 				if (r <= 0) {
 					if (r < 0 && (errno == EAGAIN || errno == EINTR))
 						continue;
-					close(k->fd);
-					k->fd = -1;
-					k->state = C_IDLE;
+					in_close(k);
 					continue;
 				}
 				k->fill += (size_t)r;
@@ -354,24 +389,29 @@ int dp_tcp_connect_mesh(yd_comm *c, int listen_fd, char *err, size_t errlen)
 				if (h->magic != DP_MAGIC || h->world != (uint32_t)c->size ||
 				    h->dst != c->rank || h->src <= c->rank || h->src >= c->size ||
 				    h->idx < 0 || h->idx >= nsocks_for(c, h->src)) {
-					close(k->fd);
-					k->fd = -1;
-					k->state = C_IDLE;
+					in_close(k);
 					continue;
 				}
 				struct dp_hello rep = {DP_MAGIC, (uint32_t)c->size, c->rank, h->src,
 				                       h->idx,   (int32_t)getpid(), c->nonce};
 				if (dp_write_full(k->fd, &rep, sizeof rep, 1000)) {
-					close(k->fd);
-					k->fd = -1;
-					k->state = C_IDLE;
+					in_close(k);
 					continue;
 				}
+				/* a peer that dialled again (it never saw our answer) replaces its
+				 * earlier connection rather than counting twice */
+				int again = 0;
+				for (int i = 0; i < nin && !again; i++)
+					if (&in[i] != k && in[i].state == C_ACCEPTED &&
+					    in[i].peer == h->src && in[i].idx == h->idx) {
+						in_close(&in[i]);
+						again = 1;
+					}
 				k->peer = h->src;
 				k->idx = h->idx;
 				c->peers[h->src].pid = h->pid;
 				k->state = C_ACCEPTED;
-				done_in++;
+				done_in += !again;
 			}
 		}
 	}
