@@ -1,7 +1,8 @@
 /* test_agent_metrics.c: the agent's per-step lines (agent/metrics.c) and the window summaries
  * it sends for straggler detection: medians per window of W steps, a window closed by its
  * last step, the last AGENT_WINDOWS_KEPT kept, nothing when the policy is "off" or the lines
- * carry no compute_ms, a step going back starting its window over, foreign senders refused. */
+ * carry no compute_ms, a step going back starting its window over, foreign senders refused,
+ * a window's report count bounded. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,9 +140,29 @@ static void test_foreign_sender_and_bad_lines(void **state)
 	assert_int_equal(r->step, -1);
 }
 
+/* A step reported over and over stays in its window: the window's count stops at what the
+ * leader accepts (AGENT_WINDOW_REPORTS_MAX), instead of passing it (the leader then refused
+ * the node's heartbeats). */
+static void test_window_count_is_bounded(void **state)
+{
+	struct agent_rank *r = one_rank("report", 2);
+	(void)state;
+	step(1, 5);
+	r->window_seen = AGENT_WINDOW_REPORTS_MAX - 2; /* as after that many reports of step 1 */
+	for (int i = 0; i < 5; i++)
+		step(1, 5);
+	step(2, 5);
+	char want[64]; /* (the median is of the samples kept, most of them never set here) */
+	int n = snprintf(want, sizeof want, "0:%d:", AGENT_WINDOW_REPORTS_MAX);
+	const char *got = windows_text(r);
+	if (strncmp(got, want, (size_t)n) != 0)
+		fail_msg("windows %s, want %s...", got, want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_window_count_is_bounded),
 	    cmocka_unit_test(test_medians_per_window),
 	    cmocka_unit_test(test_last_windows_kept_and_gaps),
 	    cmocka_unit_test(test_step_going_back_starts_over),
