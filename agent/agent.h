@@ -60,6 +60,7 @@ struct agent_config {
 	double link_gbps; /* inter-node bandwidth for the planner, 0 = measure TCP loopback */
 	int heartbeat_ms;
 	int watch_ms;               /* a watch waits this long for news (0: no watches) */
+	int probe_retry_ms; /* a node probe that failed its first attempts runs again this often */
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
 	int64_t log_max_bytes;      /* a rank's log is rotated past this (FILE + FILE.1 kept) */
 	int64_t log_ship_bytes;     /* at most this much of one rank's log per heartbeat */

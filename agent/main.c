@@ -44,7 +44,9 @@ static void usage(FILE *out)
 	    "                  [--link-gbps G] (inter-node bandwidth for the planner; default:\n"
 	    "                                   measured to a peer the leader names)\n"
 	    "                  [--probe-port P] (where peers measure their link to this node;\n"
-	    "                                    default: port-base - 1)\n");
+	    "                                    default: port-base - 1)\n"
+	    "                  [--probe-retry-ms MS] (a node probe that failed 3 times runs\n"
+	    "                                         again this often; default 60000)\n");
 }
 
 /* Counts CUDA devices through the runtime library, loaded only when asked for, so the
@@ -138,6 +140,12 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			return yard_err_set(err, YARD_EINVAL,
 			                    "probe-port: '%s' is not a port in 1..65535", value);
 		cfg->probe_port = (int)n;
+	} else if (strcmp(key, "probe-retry-ms") == 0) {
+		long n;
+		if (parse_long(value, 100, 3600000, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "probe-retry-ms: '%s' is not 100 .. 3600000 ms", value);
+		cfg->probe_retry_ms = (int)n;
 	} else if (strcmp(key, "watch-ms") == 0) {
 		long n;
 		if (parse_long(value, 0, 60000, &n) != 0)
@@ -321,6 +329,7 @@ int main(int argc, char **argv)
 	                                          {"log-resend-bytes", required_argument, NULL, 0},
 	                                          {"link-gbps", required_argument, NULL, 0},
 	                                          {"probe-port", required_argument, NULL, 0},
+	                                          {"probe-retry-ms", required_argument, NULL, 0},
 	                                          {"config", required_argument, NULL, 0},
 	                                          {"help", no_argument, NULL, 'h'},
 	                                          {NULL, 0, NULL, 0}};
@@ -345,6 +354,7 @@ int main(int argc, char **argv)
 	a->cfg.n_devices = 0;
 	a->cfg.heartbeat_ms = 500;
 	a->cfg.watch_ms = 25000;
+	a->cfg.probe_retry_ms = 60000;
 	a->watch_version = -1;
 	a->cfg.stop_grace_ms = 5000;
 	a->cfg.log_max_bytes = 16 << 20;

@@ -5,7 +5,8 @@
  * link (configured --link-gbps, else the TCP loopback figure labelled "tcp-loopback" until
  * linkprobe.c has measured the link to a peer the leader named: "measured:PEER") and each
  * device's memory. Heartbeats carry the result as "perf" once it exists; a failed probe is
- * logged and heartbeats go on without it (the planner then names the node as unmeasured). */
+ * logged, heartbeats go on without it (the planner then names the node as unmeasured) and it
+ * runs again (below). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,10 @@
 #define PERF_BUDGET_MS 1200
 #define PERF_KILL_MS 5000
 #define PERF_OUTPUT_MAX 8192
-/* a probe that fails (e.g. on a machine busy with other work) runs again after a pause, up
- * to this many times in all */
+/* A probe that fails (on a machine busy with other work it may not finish in time) runs
+ * again after a pause, PERF_ATTEMPTS times, each allowed twice the time of the one before (up
+ * to 4x PERF_KILL_MS); then every --probe-retry-ms for as long as the agent runs: a node that
+ * gave up would never be planned for. */
 #define PERF_ATTEMPTS 3
 #define PERF_RETRY_MS 2000
 
@@ -55,16 +58,16 @@ static void finish(struct perf_run *p)
 	if (p->exit_status == 0)
 		o = json_loads(p->buf, 0, &jerr);
 	if (!json_is_object(o) || json_real_value(json_object_get(o, "flops_per_s")) <= 0) {
-		int again = a->perf_attempts < PERF_ATTEMPTS;
-		log_warn("node probe (%s --probe, attempt %d of %d) failed (exit %lld): %s; %s",
-		         a->worker.path, a->perf_attempts, PERF_ATTEMPTS, (long long)p->exit_status,
-		         p->len ? p->buf : "no output",
-		         again ? "trying again shortly"
-		               : "heartbeats carry no perf and the planner will not use this "
-		                 "node's rates");
+		int soon = a->perf_attempts < PERF_ATTEMPTS;
+		uint64_t retry_ms = soon ? PERF_RETRY_MS : (uint64_t)a->cfg.probe_retry_ms;
+		log_warn("node probe (%s --probe, attempt %d) failed (exit %lld): %s; trying again "
+		         "in %llu ms%s",
+		         a->worker.path, a->perf_attempts, (long long)p->exit_status,
+		         p->len ? p->buf : "no output", (unsigned long long)retry_ms,
+		         soon ? "" : " (until then heartbeats carry no perf and the planner does not "
+		                     "plan for this node)");
 		json_decref(o);
-		if (again)
-			uv_timer_start(&a->perf_retry, on_retry, PERF_RETRY_MS, 0);
+		uv_timer_start(&a->perf_retry, on_retry, retry_ms, 0);
 	} else {
 		double tcp_bw = json_real_value(json_object_get(o, "tcp_bw_bytes_per_s"));
 		double tcp_lat = json_real_value(json_object_get(o, "tcp_latency_s"));
@@ -130,10 +133,17 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
 		finish(p);
 }
 
+/* attempt 1: PERF_KILL_MS, then twice the time of the attempt before, at most 4x */
+static uint64_t kill_ms(int attempt)
+{
+	return (uint64_t)PERF_KILL_MS << (attempt < 3 ? attempt - 1 : 2);
+}
+
 static void on_timeout(uv_timer_t *t)
 {
 	struct perf_run *p = t->data;
-	log_warn("node probe still running after %d ms: killing it", PERF_KILL_MS);
+	log_warn("node probe still running after %llu ms: killing it",
+	         (unsigned long long)kill_ms(p->agent->perf_attempts));
 	uv_process_kill(&p->process, SIGKILL);
 }
 
@@ -183,5 +193,5 @@ void perf_start(struct agent *a)
 		return;
 	}
 	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
-	uv_timer_start(&p->timer, on_timeout, PERF_KILL_MS, 0);
+	uv_timer_start(&p->timer, on_timeout, kill_ms(a->perf_attempts), 0);
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# test_probe_retry.sh: a node probe that fails does not leave the node unplanned for good.
+# The agent's worker is a wrapper whose first two probes hang (killed after 5 s, then after
+# 10 s: each attempt gets twice the time of the one before) and whose third exits 1 at once;
+# the fourth, --probe-retry-ms later, runs the real probe. The node's rates must then reach
+# the leader: POST /v1/plan answers 200 instead of naming the node as unmeasured.
+. "$(dirname "$0")/lib.sh"
+
+start_member 1 "$(members_arg 1)"
+wait_leader 10 1 || fail "no leader"
+make_join_token 1
+real=$(command -v yard-worker)
+cat >"$T/worker" <<SCRIPT
+#!/bin/sh
+if [ "\$1" = --probe ]; then
+	n=\$((\$(cat "$T/probes" 2>/dev/null || echo 0) + 1))
+	echo \$n >"$T/probes"
+	[ \$n -le 2 ] && exec sleep 60
+	[ \$n -eq 3 ] && exit 1
+fi
+exec "$real" "\$@"
+SCRIPT
+chmod +x "$T/worker"
+start_agent node-a 2 "$(api 1)" --worker "$T/worker" --probe-retry-ms 1000
+wait_until 15 node_state_is 1 node-a up || fail "node-a did not register"
+spec='{"name":"auto","model":{"d_in":8,"d_model":16,"d_ff":32,"layers":2,"classes":4},"train":{"steps":5,"batch_size":8},"parallel":"auto"}'
+call POST 1 /v1/plan "$spec"
+[ "$CODE" != 200 ] || fail "planned before any probe answered: $BODY"
+measured() { grep -q "node probe: .* GFLOP/s" "$T/log.agent-node-a"; }
+wait_until 60 measured || fail "the node probe never succeeded: $(grep 'probe' "$T/log.agent-node-a" | tail -n 5)"
+for what in "still running after 5000 ms" "still running after 10000 ms" "attempt 3) failed" \
+	"trying again in 1000 ms (until then heartbeats carry no perf"; do
+	grep -q "$what" "$T/log.agent-node-a" || fail "the agent's log does not say '$what'"
+done
+[ "$(cat "$T/probes")" = 4 ] || fail "$(cat "$T/probes") probes, want 4"
+planned() { call POST 1 /v1/plan "$spec"; [ "$CODE" = 200 ]; }
+wait_until 10 planned || fail "the leader still cannot plan: $CODE $BODY"
+note "probes: hung (killed at 5 s), hung (killed at 10 s), failed, ran: the node's rates reached the leader"
