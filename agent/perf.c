@@ -64,8 +64,9 @@ static void finish(struct perf_run *p)
 		         "in %llu ms%s",
 		         a->worker.path, a->perf_attempts, (long long)p->exit_status,
 		         p->len ? p->buf : "no output", (unsigned long long)retry_ms,
-		         soon ? "" : " (until then heartbeats carry no perf and the planner does not "
-		                     "plan for this node)");
+		         soon ? ""
+		              : " (until then heartbeats carry no perf and the planner does not "
+		                "plan for this node)");
 		json_decref(o);
 		uv_timer_start(&a->perf_retry, on_retry, retry_ms, 0);
 	} else {
