@@ -154,6 +154,14 @@ int dp_calibrate(yd_comm *c)
 			c->costs.cal_s[cand[fin[k]]][last] = big[k];
 			c->costs.cal_final[cand[fin[k]]] = 1;
 		}
+		for (int i = 0; i < n && c->rank == 0; i++) {
+			const double *ci = c->costs.cal_s[cand[i]];
+			log_debug(
+			    "calibration: %-6s %.1f / %.1f / %.1f / %.1f%s us at 4K / 256K / 4M / "
+			    "16M",
+			    yd_algo_name(cand[i]), ci[0] * 1e6, ci[1] * 1e6, ci[2] * 1e6,
+			    ci[3] * 1e6, c->costs.cal_final[cand[i]] ? "" : " (line)");
+		}
 		c->costs.calibrated = 1;
 		c->costs.calibrate_s = yard_now_mono_ns() / 1e9 - t0;
 		log_debug(

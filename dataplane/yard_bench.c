@@ -24,7 +24,8 @@
 struct opts {
 	const char *coll, *transport, *algo, *hosts, *dtype_name, *out;
 	int ranks, iters, warmup, dtype;
-	int cuda; /* --device cuda */
+	int cuda;     /* --device cuda */
+	int in_place; /* --in-place: an allreduce's result over its input */
 	size_t min, max, factor;
 };
 
@@ -195,7 +196,8 @@ static int run_rank(yd_comm *c, const struct opts *o)
 			}
 			if (!strcmp(o->coll, "allreduce")) {
 				busf = 2.0 * (n - 1) / n;
-				rc = yd_allreduce(c, din, dout, count, dt, YD_SUM);
+				rc = yd_allreduce(c, din, o->in_place ? din : dout, count, dt,
+				                  YD_SUM);
 			} else if (!strcmp(o->coll, "reduce_scatter")) {
 				busf = (double)(n - 1) / n;
 				rc = yd_reduce_scatter(c, din, dout, per, dt, YD_SUM);
@@ -224,6 +226,8 @@ static int run_rank(yd_comm *c, const struct opts *o)
 		/* check the last run */
 		if (din != in && (to_host(in, din, total * esz) || to_host(out, dout, total * esz)))
 			return 1;
+		if (o->in_place)
+			memcpy(out, in, total * esz);
 		int64_t wrong = 0;
 		for (size_t i = 0; i < total; i++) {
 			double want = 0;
@@ -303,7 +307,7 @@ static void usage(void)
 	    "auto|ring|rd|hd|tree|naive|ps|hier|shared]\n"
 	    "       [--hosts H|a,a,b,b] [--min 8] [--max 256M] [--factor 4] [--iters K]\n"
 	    "       [--warmup W] [--dtype f32|f64|f16|bf16|i32|i64] [--device cpu|cuda]\n"
-	    "       [-o json]\n");
+	    "       [--in-place] [-o json]\n");
 	exit(2);
 }
 
@@ -317,12 +321,13 @@ int main(int argc, char **argv)
 	                 .min = 8,
 	                 .max = 256u << 20,
 	                 .factor = 4};
-	static const struct option lo[] = {
-	    {"ranks", 1, 0, 'n'},  {"transport", 1, 0, 't'}, {"algo", 1, 0, 'a'},
-	    {"hosts", 1, 0, 'H'},  {"min", 1, 0, 'b'},       {"max", 1, 0, 'e'},
-	    {"factor", 1, 0, 'f'}, {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'w'},
-	    {"dtype", 1, 0, 'd'},  {"help", 0, 0, 'h'},      {"device", 1, 0, 'D'},
-	    {0, 0, 0, 0}};
+	static const struct option lo[] = {{"ranks", 1, 0, 'n'},    {"transport", 1, 0, 't'},
+	                                   {"algo", 1, 0, 'a'},     {"hosts", 1, 0, 'H'},
+	                                   {"min", 1, 0, 'b'},      {"max", 1, 0, 'e'},
+	                                   {"factor", 1, 0, 'f'},   {"iters", 1, 0, 'i'},
+	                                   {"warmup", 1, 0, 'w'},   {"dtype", 1, 0, 'd'},
+	                                   {"help", 0, 0, 'h'},     {"device", 1, 0, 'D'},
+	                                   {"in-place", 0, 0, 'I'}, {0, 0, 0, 0}};
 	int ch;
 	if (argc < 2 || argv[1][0] == '-')
 		usage();
@@ -374,6 +379,9 @@ int main(int argc, char **argv)
 		case 'o':
 			o.out = optarg;
 			break;
+		case 'I':
+			o.in_place = 1;
+			break;
 		case 'D':
 			if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
 				usage();
@@ -385,6 +393,11 @@ int main(int argc, char **argv)
 	}
 	if (o.ranks < 1 || o.ranks > 64 || o.iters < 1 || o.min < 1 || o.max < o.min)
 		usage();
+	if (o.in_place && strcmp(o.coll, "allreduce") != 0) {
+		fprintf(stderr, "yard-bench: --in-place applies to allreduce only, not %s\n",
+		        o.coll);
+		return 2;
+	}
 	/* --hosts H: H emulated hosts, ranks in contiguous blocks (h0,h0,h1,h1 for 4 ranks on
 	 * 2); otherwise one label per rank */
 	char labels[64 * 8];

@@ -2,7 +2,7 @@
 # dp_bench_cli.sh: yard-bench's host emulation: `--hosts H` puts the ranks on H emulated
 # hosts in contiguous blocks and the shared-buffer allreduce runs across them with every
 # result checked; a host count beyond the ranks or a label list of the wrong length is
-# refused by name before any rank starts.
+# refused by name before any rank starts; --in-place allreduces are checked in place.
 set -euo pipefail
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 fail() {
@@ -26,4 +26,17 @@ rc=$?
 set -e
 [ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --hosts a,a,b: 3 labels for 4 ranks" ||
 	fail "3 labels for 4 ranks: exit $rc: $msg"
-echo "ok: --hosts H and label lists, checked"
+# --in-place: the result lands in the input buffer, checked there (an out-of-place run would
+# leave the input as it was and count every element wrong)
+for algo in ring shared; do
+	out=$("$build/yard-bench" allreduce --ranks 3 --algo $algo --in-place --min 1K --max 1M \
+		--factor 32 --iters 3 --warmup 1 2>&1) || fail "--in-place --algo $algo: $out"
+	[ "$(echo "$out" | grep -c "$algo  .* 0$")" = 3 ] || fail "--in-place --algo $algo: $out"
+done
+set +e
+msg=$("$build/yard-bench" allgather --ranks 2 --in-place 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --in-place applies to allreduce only, not allgather" ||
+	fail "--in-place allgather: exit $rc: $msg"
+echo "ok: --hosts H and label lists, --in-place, checked"
