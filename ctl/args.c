@@ -61,6 +61,7 @@ static const struct command_def commands[] = {
     {CTL_JOB_LIST, "job", "list", 0, 0, OPT_STATE | OPT_LIMIT, 0},
     {CTL_JOB_SHOW, "job", "show", 1, 1, 0, 0},
     {CTL_JOB_CANCEL, "job", "cancel", 1, 1, 0, 0},
+    {CTL_JOB_DELETE, "job", "delete", 1, 1, 0, 0},
     {CTL_JOB_WAIT, "job", "wait", 1, 1, OPT_TIMEOUT, 0},
     {CTL_JOB_WATCH, "job", "watch", 1, 1, OPT_TIMEOUT, 0},
     {CTL_EVENTS_VERIFY, "events", "verify", 0, 0, 0, 0}, /* before "events" alone */
@@ -175,6 +176,8 @@ const char *ctl_usage(void)
 	       "state\n"
 	       "  job show ID                            one job with its normalized spec\n"
 	       "  job cancel ID                          cancel a job\n"
+	       "  job delete ID                          delete an ended job with its "
+	       "checkpoints\n"
 	       "  job wait ID [--timeout S]              wait until the job ends: exit 0 if it\n"
 	       "                                         succeeded, 1 if it failed, was cancelled\n"
 	       "                                         or S seconds passed\n"
@@ -516,6 +519,7 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 		return 0;
 	case CTL_JOB_SHOW:
 	case CTL_JOB_CANCEL:
+	case CTL_JOB_DELETE:
 	case CTL_JOB_WAIT:
 	case CTL_JOB_WATCH:
 	case CTL_JOB_LOGS:

@@ -635,6 +635,20 @@ static int cmd_job_cancel(struct ctl *x)
 	return request(x, WRITE, "POST", path, "{}", show_cancelled, NULL);
 }
 
+static void show_deleted(const struct ctl *x, const json_t *doc)
+{
+	printf("deleted job %s (%lld checkpoints, %lld bytes)\n", x->args.operand[0],
+	       (long long)json_integer_value(json_object_get(doc, "checkpoints")),
+	       (long long)json_integer_value(json_object_get(doc, "checkpoint_bytes")));
+}
+
+static int cmd_job_delete(struct ctl *x)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/v1/jobs/%s", x->args.operand[0]);
+	return request(x, WRITE, "DELETE", path, NULL, show_deleted, NULL);
+}
+
 static int is_terminal(const char *state)
 {
 	return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
@@ -1979,6 +1993,9 @@ int main(int argc, char **argv)
 		break;
 	case CTL_JOB_CANCEL:
 		rc = cmd_job_cancel(&x);
+		break;
+	case CTL_JOB_DELETE:
+		rc = cmd_job_delete(&x);
 		break;
 	case CTL_JOB_WAIT:
 	case CTL_JOB_WATCH:

@@ -804,22 +804,34 @@ json_t *fsm_job_brief(struct fsm *f, const char *id, int status)
 	return body != NULL ? fsm_res_ok(status, body) : NULL;
 }
 
-static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
+/* The job a command's args {id} name, if the command's principal may `verb` it (a user only
+ * their own jobs): NULL with *id and its state, or the result refusing. */
+static json_t *own_job(struct fsm *f, const struct fsm_cmd *c, const char *verb, const char **id,
+                       char state[16])
 {
 	static const char *const keys[] = {"id", NULL};
 	struct yard_err e = {0};
-	const char *id = NULL;
-	char state[16], owner[FSM_NAME_MAX + 1];
+	char owner[FSM_NAME_MAX + 1];
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
-	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, &id, &e) != 0)
+	    jsonx_get_string(c->args, "", "id", 1, FSM_ID_MAX, id, &e) != 0)
 		return fsm_res_from_err(&e);
-	json_t *r = fsm_job_lookup(f, id, state, owner);
+	json_t *r = fsm_job_lookup(f, *id, state, owner);
 	if (r != NULL)
 		return r;
 	if (strcmp(c->role, "user") == 0 && strcmp(owner, c->actor) != 0)
 		return fsm_res_err(403, NULL,
-		                   "job %s belongs to %s; a user may cancel only their own jobs",
-		                   id, owner);
+		                   "job %s belongs to %s; a user may %s only their own jobs", *id,
+		                   owner, verb);
+	return NULL;
+}
+
+static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
+{
+	const char *id = NULL;
+	char state[16];
+	json_t *r = own_job(f, c, "cancel", &id, state);
+	if (r != NULL)
+		return r;
 	if (fsm_job_state_terminal(state))
 		return fsm_res_err(409, NULL, "job %s is already %s", id, state);
 	char reason[128];
@@ -834,6 +846,33 @@ static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
 	                     "job %s cancelled by %s (was %s)", id, c->actor, state) != 0)
 		return NULL;
 	return fsm_job_result(f, id, 200);
+}
+
+/* Deletes an ended job: its row, its assignments and every checkpoint it stored (their bytes
+ * too). Its events stay (the hash chain covers them) and name the deletion. */
+static json_t *op_job_delete(struct fsm *f, const struct fsm_cmd *c)
+{
+	const char *id = NULL;
+	char state[16];
+	json_t *r = own_job(f, c, "delete", &id, state);
+	if (r != NULL)
+		return r;
+	if (!fsm_job_state_terminal(state))
+		return fsm_res_err(409, NULL,
+		                   "job %s is %s: only a succeeded, failed or cancelled job can be "
+		                   "deleted (cancel it first)",
+		                   id, state);
+	int64_t ckpts = 0, bytes = 0;
+	if (fsm_ckpt_on_job_delete(f, id, &ckpts, &bytes) != 0 ||
+	    fsm_run(f, "DELETE FROM assignments WHERE job = ?1", "s", id) != SQLITE_DONE ||
+	    fsm_run(f, "DELETE FROM jobs WHERE id = ?1", "s", id) != SQLITE_DONE)
+		return NULL;
+	if (fsm_event_append(f, c->ts, "job.deleted", id, c->actor,
+	                     "job %s (%s) deleted by %s with %lld checkpoints (%lld bytes)", id,
+	                     state, c->actor, (long long)ckpts, (long long)bytes) != 0)
+		return NULL;
+	return fsm_res_ok(200, json_pack("{s:s,s:b,s:I,s:I}", "id", id, "deleted", 1, "checkpoints",
+	                                 (json_int_t)ckpts, "checkpoint_bytes", (json_int_t)bytes));
 }
 
 static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
@@ -1070,6 +1109,7 @@ static const struct {
 } OPS[] = {
     {"job.submit", op_job_submit},
     {"job.cancel", op_job_cancel},
+    {"job.delete", op_job_delete},
     {"job.set_state", op_job_set_state},
     {"token.create", op_token_create},
     {"token.bootstrap", op_token_bootstrap},

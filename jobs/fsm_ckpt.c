@@ -12,7 +12,8 @@
  * checkpoint_job_max_bytes (yardd --checkpoint-quota-mb), checked when a shard is declared.
  *
  * A job that ends (succeeded, failed, cancelled) takes no more shards, and its incomplete
- * checkpoints are dropped; its complete ones stay until the job is deleted.
+ * checkpoints are dropped; its complete ones stay until the job is deleted (job.delete:
+ * every checkpoint, its bytes and its restore records).
  *
  * A placement (job.assign) names the step its ranks restore (restore_step, checked here to
  * be complete) and drops the incomplete checkpoints of the generation before: their missing
@@ -175,6 +176,27 @@ int fsm_ckpt_on_job_end(struct fsm *f, const char *job)
 	return checkpoints_delete_where(
 	    f, "SELECT step FROM checkpoints WHERE job = ?1 AND complete = 0", job, 0, 0, dropped,
 	    sizeof dropped);
+}
+
+int fsm_ckpt_on_job_delete(struct fsm *f, const char *job, int64_t *count, int64_t *bytes)
+{
+	*count = query_int(f, "SELECT count(*) FROM checkpoints WHERE job = ?1", job, 0, 0, 0);
+	*bytes = query_int(f,
+	                   "SELECT coalesce(sum(size), 0) FROM checkpoint_shards WHERE job = ?1"
+	                   " AND stored = 1",
+	                   job, 0, 0, 0);
+	/* 64 steps a round (checkpoints_delete_where's bound); no round can find none while
+	 * some remain, so *count / 64 + 1 rounds end it */
+	int rc = 0;
+	for (int64_t round = 0; rc == 0 && round <= *count / 64; round++) {
+		char dropped[256] = "";
+		rc = checkpoints_delete_where(f, "SELECT step FROM checkpoints WHERE job = ?1", job,
+		                              0, 0, dropped, sizeof dropped);
+	}
+	if (rc == 0 &&
+	    fsm_run(f, "DELETE FROM checkpoint_restores WHERE job = ?1", "s", job) != SQLITE_DONE)
+		rc = YARD_EINTERNAL;
+	return rc;
 }
 
 /* Common arguments of the three shard commands. */

@@ -92,6 +92,9 @@ json_t *fsm_ckpt_on_assign(struct fsm *f, const char *job, int64_t generation,
                            int64_t restore_step);
 /* A job reached a terminal state: drops its incomplete checkpoints (0 or YARD_EINTERNAL). */
 int fsm_ckpt_on_job_end(struct fsm *f, const char *job);
+/* job.delete: every checkpoint of the job, with its bytes and restore records, deleted; how
+ * many there were and the bytes their stored shards held in *count and *bytes. */
+int fsm_ckpt_on_job_delete(struct fsm *f, const char *job, int64_t *count, int64_t *bytes);
 /* fsm_advisory.c: advisory.create, .embargo, .share, .publish, and audit.read (an
  * embargoed read, recorded as an event). */
 json_t *fsm_op_advisory_create(struct fsm *f, const struct fsm_cmd *c);

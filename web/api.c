@@ -410,6 +410,12 @@ static void h_jobs_cancel(struct call *call)
 	            call_answer_result);
 }
 
+static void h_jobs_delete(struct call *call)
+{
+	call_submit(call, "job.delete", json_pack("{s:s}", "id", call->params[0]),
+	            call_answer_result);
+}
+
 /* GET /v1/jobs/{id}/logs[?rank=R[&generation=G][&offset=O][&max_bytes=N]]: rank output
  * from the leader's memory (scheduler/logstore.h); without rank, the index of what is held. */
 static void h_jobs_logs(struct call *call)
@@ -750,6 +756,7 @@ const struct route api_routes[] = {
     {"POST", "/v1/jobs", ROLES_JOBS, ROUTE_WRITE, h_jobs_submit},
     {"GET", "/v1/jobs", ROLES_JOBS, ROUTE_READ, h_jobs_list},
     {"GET", "/v1/jobs/*", ROLES_JOBS, ROUTE_READ, h_jobs_get},
+    {"DELETE", "/v1/jobs/*", ROLES_JOBS, ROUTE_WRITE, h_jobs_delete},
     {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel},
     {"GET", "/v1/jobs/*/metrics", ROLES_JOBS, ROUTE_READ, h_jobs_metrics},
     {"GET", "/v1/jobs/*/logs", ROLES_JOBS, ROUTE_READ, h_jobs_logs},

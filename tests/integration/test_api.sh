@@ -34,6 +34,7 @@ ROUTES=(
 	"GET /v1/jobs - admin,operator,user"
 	"GET /v1/jobs/j-000001 - admin,operator,user"
 	"POST /v1/jobs/j-000099/cancel - admin,operator,user"
+	"DELETE /v1/jobs/j-000099 - admin,operator,user"
 	"POST /v1/plan {} admin,operator,user"
 	"GET /v1/events - admin,operator,security"
 	"POST /v1/tokens {} admin"
@@ -152,6 +153,17 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer 
 [ "$code" = 403 ] || fail "user cancelling admin's job: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/$uj/cancel")
 [ "$code" = 200 ] || fail "user cancelling own job $uj: $code"
+# and delete only their own ended jobs
+code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/j-000001")
+[ "$code" = 403 ] || fail "user deleting admin's job: $code"
+call DELETE 1 /v1/jobs/j-000001
+[ "$CODE" = 409 ] && echo "$BODY" | grep -q "job j-000001 is pending" || fail "deleting a pending job: $CODE $BODY"
+del=$(curl -s -w ' %{http_code}' -X DELETE -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/$uj")
+case "$del" in *'"deleted":true'*' 200') ;; *) fail "user deleting own ended job $uj: $del" ;; esac
+call GET 1 "/v1/jobs/$uj"
+[ "$CODE" = 404 ] || fail "deleted job $uj still shown: $CODE"
+call DELETE 1 "/v1/jobs/$uj"
+[ "$CODE" = 404 ] || fail "deleting $uj twice: $CODE"
 # revoked tokens stop working; the audit log names the actor
 call GET 1 /v1/tokens
 tid=$(echo "$BODY" | grep -o '"id":"t-[0-9]*","name":"security-1"' | sed 's/"id":"\([^"]*\)".*/\1/')
@@ -162,6 +174,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer ${TOK[se
 call GET 1 "/v1/events?limit=1000"
 echo "$BODY" | grep -q "token $tid revoked by admin" || fail "revocation not in the audit log"
 echo "$BODY" | grep -q "cancelled by user-1" || fail "cancel not in the audit log"
+echo "$BODY" | grep -q "$uj (cancelled) deleted by user-1" || fail "delete not in the audit log"
 
 # HTTP/2 (cleartext, prior knowledge) does not succeed; HTTP/1.1 does
 code=$(curl -s -o /dev/null -w '%{http_code}' --http2-prior-knowledge "$(api 1)/healthz")

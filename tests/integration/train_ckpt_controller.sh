@@ -144,6 +144,21 @@ for c in done:
 assert max(c["step"] for c in done) > int(sys.argv[2]), "no checkpoint completed after the restore"
 print(f"# checkpoints kept: {[c['step'] for c in done]} complete, {len(cks) - len(done)} incomplete")
 PY
+listed=$BODY
 get 1 "/v1/jobs/j-999999/checkpoints"
 [ "$CODE" = 404 ] || fail "checkpoints of an unknown job: $CODE $BODY"
-note "node $victim killed; restored from controller-stored step $restored on the other nodes; final loss equals the uninterrupted run"
+
+# deleting the ended job deletes what it stored: every checkpoint listed, bytes included
+call DELETE 1 "/v1/jobs/$J"
+[ "$CODE" = 200 ] || fail "delete $J: $CODE $BODY"
+python3 - "$listed" "$BODY" <<'PY' || fail "delete answered $BODY for the list $listed"
+import json, sys
+cks, got = json.loads(sys.argv[1])["checkpoints"], json.loads(sys.argv[2])
+assert got["deleted"] is True and got["checkpoints"] == len(cks), got
+assert got["checkpoint_bytes"] == sum(c["bytes"] for c in cks) > 0, got
+print(f"# deleted: {got['checkpoints']} checkpoints, {got['checkpoint_bytes']} bytes")
+PY
+get 1 "/v1/jobs/$J/checkpoints"
+[ "$CODE" = 404 ] || fail "checkpoints of the deleted job $J: $CODE $BODY"
+has_event 1 "$J" "job.deleted: job $J (succeeded) deleted by" || fail "no job.deleted event: $(events_of 1 "$J" | tail -3)"
+note "node $victim killed; restored from controller-stored step $restored on the other nodes; final loss equals the uninterrupted run; deleting the job deleted its checkpoints"

@@ -90,6 +90,12 @@ yc 0 job cancel "$job"
 expect_in "$T/out" "cancelled"
 yc 1 job wait "$job"
 expect_in "$T/err" "job $job cancelled"
+yc 0 job delete "$job"
+expect_in "$T/out" "deleted job $job (0 checkpoints, 0 bytes)"
+yc 1 job show "$job"
+expect_in "$T/err" "404 from"
+yc 1 job delete "$job"
+expect_in "$T/err" "no job $job"
 
 # --- tokens and events
 yc 0 token create it-user --role user

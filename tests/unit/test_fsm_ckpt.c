@@ -2,8 +2,8 @@
  * (jobs/fsm_ckpt.c): a checkpoint is complete (and restorable) only when every rank's shard
  * is stored, chunked and inline uploads, keep-N pruning with the blobs' bytes, the per-job
  * quota (507 naming the job and the quota), only the node running a rank may upload it,
- * stale generations, bad input that changes nothing, restore_step on a placement, and the
- * cleanup when a job ends. */
+ * stale generations, bad input that changes nothing, restore_step on a placement, the
+ * cleanup when a job ends, and a deleted job's checkpoints going with it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -445,6 +445,113 @@ static void test_job_end_drops_incomplete(void **state)
 	fsm_close(&f);
 }
 
+static int64_t count_rows(struct fsm *f, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	assert_int_equal(sqlite3_prepare_v2(f->db, sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	int64_t n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* 70 complete checkpoints (more than one round of deletion) and an incomplete one. */
+static void delete_setup(struct fsm *f)
+{
+	const json_t *r;
+	setup_job(f, 0);
+	for (int64_t step = 1; step <= 70; step++)
+		for (int rank = 0; rank < 2; rank++)
+			assert_int_equal(upload_inline(f, step, rank, 100, &r), 201);
+	assert_int_equal(upload_inline(f, 71, 0, 100, &r), 201);
+}
+
+static int finish_job(struct fsm *f)
+{
+	return apply(f, "job.finish",
+	             "{\"id\":\"j-000001\",\"generation\":1,\"state\":\"succeeded\","
+	             "\"reason\":\"done\"}",
+	             "scheduler", "admin", NULL);
+}
+
+static int submit_another(struct fsm *f, const json_t **r)
+{
+	return apply(f, "job.submit",
+	             "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"command\":[\"x\"]}}", "alice",
+	             "user", r);
+}
+
+/* job.delete: only an ended job, only its owner (or an operator), and then its row, its slots,
+ * every checkpoint and their bytes are gone, its events stay, and its id is not reused. */
+static void test_job_delete_frees_checkpoints(void **state)
+{
+	(void)state;
+	struct fsm f, g;
+	const json_t *r;
+	char before[SHA256_HEX_LEN + 1], after[SHA256_HEX_LEN + 1];
+	delete_setup(&f);
+	int64_t events = count_rows(&f, "SELECT count(*) FROM events WHERE job = 'j-000001'");
+	digest(&f, before);
+	assert_int_equal(apply(&f, "job.delete", "{\"id\":\"j-000001\"}", "alice", "user", &r),
+	                 409);
+	assert_non_null(strstr(error_of(r), "job j-000001 is running"));
+	assert_int_equal(apply(&f, "job.delete", "{\"id\":\"j-000009\"}", "alice", "user", &r),
+	                 404);
+	assert_int_equal(
+	    apply(&f, "job.delete", "{\"id\":\"j-000001\",\"force\":true}", "alice", "user", &r),
+	    400);
+	digest(&f, after);
+	assert_string_equal(before, after);
+	assert_int_equal(finish_job(&f), 200);
+	digest(&f, before);
+	assert_int_equal(apply(&f, "job.delete", "{\"id\":\"j-000001\"}", "mallory", "user", &r),
+	                 403);
+	assert_non_null(strstr(error_of(r), "belongs to alice"));
+	digest(&f, after);
+	assert_string_equal(before, after);
+
+	assert_int_equal(apply(&f, "job.delete", "{\"id\":\"j-000001\"}", "alice", "user", &r),
+	                 200);
+	const json_t *body = json_object_get(r, "body");
+	assert_true(json_is_true(json_object_get(body, "deleted")));
+	assert_int_equal(json_integer_value(json_object_get(body, "checkpoints")), 70);
+	assert_int_equal(json_integer_value(json_object_get(body, "checkpoint_bytes")), 70 * 200);
+	struct yard_err err = {0};
+	json_t *job = fsm_job_get(&f, "j-000001", &err);
+	assert_null(job);
+	assert_int_equal(err.code, YARD_ENOTFOUND);
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM jobs"), 0);
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM assignments"), 0);
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM checkpoints"), 0);
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM checkpoint_shards"), 0);
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM checkpoint_restores"), 0);
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM blobs"), 0);
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM blob_chunks"), 0);
+	/* the history stays, and says what went */
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM events WHERE job = 'j-000001'"),
+	                 events + 2);
+	assert_int_equal(count_rows(&f, "SELECT count(*) FROM events WHERE type = 'job.deleted'"
+	                                " AND message LIKE '%70 checkpoints (14000 bytes)%'"),
+	                 1);
+	assert_int_equal(apply(&f, "job.delete", "{\"id\":\"j-000001\"}", "alice", "user", &r),
+	                 404);
+	assert_int_equal(submit_another(&f, &r), 201);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "id")),
+	                    "j-000002");
+
+	/* a replica applying the same commands ends with the same bytes */
+	delete_setup(&g);
+	assert_int_equal(finish_job(&g), 200);
+	assert_int_equal(apply(&g, "job.delete", "{\"id\":\"j-000001\"}", "alice", "user", &r),
+	                 200);
+	assert_int_equal(submit_another(&g, &r), 201);
+	digest(&f, before);
+	digest(&g, after);
+	assert_string_equal(before, after);
+	fsm_close(&f);
+	fsm_close(&g);
+}
+
 /* Replicas that apply the same uploads agree byte for byte, and a snapshot carries them. */
 static void test_deterministic_and_snapshot(void **state)
 {
@@ -485,6 +592,7 @@ int main(void)
 	    cmocka_unit_test(test_quota),
 	    cmocka_unit_test(test_bad_input_changes_nothing),
 	    cmocka_unit_test(test_job_end_drops_incomplete),
+	    cmocka_unit_test(test_job_delete_frees_checkpoints),
 	    cmocka_unit_test(test_deterministic_and_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
