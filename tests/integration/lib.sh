@@ -236,6 +236,17 @@ events_of() { get "$1" "/v1/events?job=$2&limit=1000"; jget "$BODY" '"\n".join(e
 has_event() { local ev; ev=$(events_of "$1" "$2"); grep -q -- "$3" <<<"$ev"; }
 # alive PID: the process exists and is not a zombie
 alive() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+# gone_within S PID: 0 once PID is gone, 1 if it still lives after S seconds (polled: it need
+# not be our child). A SIGKILLed process tearing down its mappings needs CPU time to finish
+# dying: on a loaded 2-core machine that took more than 2 s.
+gone_within() {
+	local i
+	for ((i = 0; i < $1 * 50; i++)); do
+		alive "$2" || return 0
+		sleep 0.02
+	done
+	! alive "$2"
+}
 
 cleanup_agents() {
 	local name f

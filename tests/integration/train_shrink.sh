@@ -88,8 +88,7 @@ run_and_kill() {
 	wait "${APID[$victim]}" 2>/dev/null
 	unset "APID[$victim]"
 	for p in $ranks; do
-		for _ in $(seq 1 100); do alive "$p" || break; sleep 0.02; done
-		! alive "$p" || fail "rank process $p of $victim survived SIGKILL"
+		gone_within 10 "$p" || fail "rank process $p of $victim survived SIGKILL (10 s)"
 	done
 }
 
