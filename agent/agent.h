@@ -61,6 +61,8 @@ struct agent_config {
 	int heartbeat_ms;
 	int watch_ms;               /* a watch waits this long for news (0: no watches) */
 	int probe_retry_ms; /* a node probe that failed its first attempts runs again this often */
+	int64_t job_dir_keep_s; /* an idle ended job's directories go after this (0: never; gc.c) */
+	int gc_interval_ms;     /* how often gc.c looks */
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
 	int64_t log_max_bytes;      /* a rank's log is rotated past this (FILE + FILE.1 kept) */
 	int64_t log_ship_bytes;     /* at most this much of one rank's log per heartbeat */
@@ -211,6 +213,7 @@ struct agent {
 	int leader_offers_shared;
 	int perf_attempts; /* probes started */
 	uv_timer_t perf_retry;
+	uv_timer_t gc_timer; /* gc.c */
 	/* the link to another node (linkprobe.c) */
 	uv_tcp_t probe_server;
 	int probe_listening;                /* heartbeats name cfg.probe_port */
@@ -356,6 +359,11 @@ int selftest_main(int argc, char **argv);
  * was written and its length. Blocking: call it from the thread pool. */
 int agent_http_download(const char *url, const char *token, const char *path, int64_t max_bytes,
                         char sha256_hex[65], int64_t *bytes, struct yard_err *err);
+/* gc.c: removes the directories of jobs that have nothing on this node and were idle for
+ * --job-dir-keep-s (gc_pass: one pass now, the number removed; gc_start: every
+ * --job-gc-interval-ms). */
+int gc_pass(struct agent *a);
+void gc_start(struct agent *a);
 /* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
 void perf_start(struct agent *a);
 /* linkprobe.c: serves the probe port on the loop (0, or an error naming the port). */

@@ -3,7 +3,7 @@ bin_PROGRAMS += yard-agent
 yard_agent_SOURCES = agent/agent.h agent/main.c agent/client.c agent/ranks.c \
 	agent/heartbeat.c agent/metrics.c agent/shim.c agent/perf.c agent/linkprobe.c \
 	agent/ranklog.c agent/ranklog.h agent/ckpt.c agent/upgrade.c agent/guardian.c \
-	agent/selftest.c agent/workerup.c agent/watch.c scheduler/desired_whole.c
+	agent/selftest.c agent/workerup.c agent/watch.c agent/gc.c scheduler/desired_whole.c
 yard_agent_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS)
 # libyd for the self-test; jobs/libjobsfsm.a for sha256 and the checkpoint store's names
 yard_agent_LDADD = $(YD_LIBS) jobs/libjobsfsm.a common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) \

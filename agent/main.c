@@ -46,7 +46,12 @@ static void usage(FILE *out)
 	    "                  [--probe-port P] (where peers measure their link to this node;\n"
 	    "                                    default: port-base - 1)\n"
 	    "                  [--probe-retry-ms MS] (a node probe that failed 3 times runs\n"
-	    "                                         again this often; default 60000)\n");
+	    "                                         again this often; default 60000)\n"
+	    "                  [--job-dir-keep-s S] (the directories of a job with nothing left\n"
+	    "                                        on this node go after S s without a write;\n"
+	    "                                        default 86400, 0: kept forever)\n"
+	    "                  [--job-gc-interval-ms MS] (how often they are looked at;\n"
+	    "                                             default 60000)\n");
 }
 
 /* Counts CUDA devices through the runtime library, loaded only when asked for, so the
@@ -146,6 +151,20 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			return yard_err_set(err, YARD_EINVAL,
 			                    "probe-retry-ms: '%s' is not 100 .. 3600000 ms", value);
 		cfg->probe_retry_ms = (int)n;
+	} else if (strcmp(key, "job-dir-keep-s") == 0) {
+		long n;
+		if (parse_long(value, 0, 10L * 365 * 86400, &n) != 0)
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "job-dir-keep-s: '%s' is not 0 (keep forever) .. 315360000 s", value);
+		cfg->job_dir_keep_s = n;
+	} else if (strcmp(key, "job-gc-interval-ms") == 0) {
+		long n;
+		if (parse_long(value, 100, 3600000, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "job-gc-interval-ms: '%s' is not 100 .. 3600000 ms",
+			                    value);
+		cfg->gc_interval_ms = (int)n;
 	} else if (strcmp(key, "watch-ms") == 0) {
 		long n;
 		if (parse_long(value, 0, 60000, &n) != 0)
@@ -312,27 +331,30 @@ static void on_signal(uv_signal_t *s, int signum)
 
 int main(int argc, char **argv)
 {
-	static const struct option long_opts[] = {{"controllers", required_argument, NULL, 0},
-	                                          {"join-token", required_argument, NULL, 0},
-	                                          {"join-token-file", required_argument, NULL, 0},
-	                                          {"data-dir", required_argument, NULL, 0},
-	                                          {"devices", required_argument, NULL, 0},
-	                                          {"name", required_argument, NULL, 0},
-	                                          {"host", required_argument, NULL, 0},
-	                                          {"port-base", required_argument, NULL, 0},
-	                                          {"heartbeat-ms", required_argument, NULL, 0},
-	                                          {"watch-ms", required_argument, NULL, 0},
-	                                          {"stop-grace-ms", required_argument, NULL, 0},
-	                                          {"worker", required_argument, NULL, 0},
-	                                          {"log-max-bytes", required_argument, NULL, 0},
-	                                          {"log-ship-bytes", required_argument, NULL, 0},
-	                                          {"log-resend-bytes", required_argument, NULL, 0},
-	                                          {"link-gbps", required_argument, NULL, 0},
-	                                          {"probe-port", required_argument, NULL, 0},
-	                                          {"probe-retry-ms", required_argument, NULL, 0},
-	                                          {"config", required_argument, NULL, 0},
-	                                          {"help", no_argument, NULL, 'h'},
-	                                          {NULL, 0, NULL, 0}};
+	static const struct option long_opts[] = {
+	    {"controllers", required_argument, NULL, 0},
+	    {"join-token", required_argument, NULL, 0},
+	    {"join-token-file", required_argument, NULL, 0},
+	    {"data-dir", required_argument, NULL, 0},
+	    {"devices", required_argument, NULL, 0},
+	    {"name", required_argument, NULL, 0},
+	    {"host", required_argument, NULL, 0},
+	    {"port-base", required_argument, NULL, 0},
+	    {"heartbeat-ms", required_argument, NULL, 0},
+	    {"watch-ms", required_argument, NULL, 0},
+	    {"stop-grace-ms", required_argument, NULL, 0},
+	    {"worker", required_argument, NULL, 0},
+	    {"log-max-bytes", required_argument, NULL, 0},
+	    {"log-ship-bytes", required_argument, NULL, 0},
+	    {"log-resend-bytes", required_argument, NULL, 0},
+	    {"link-gbps", required_argument, NULL, 0},
+	    {"probe-port", required_argument, NULL, 0},
+	    {"probe-retry-ms", required_argument, NULL, 0},
+	    {"job-dir-keep-s", required_argument, NULL, 0},
+	    {"job-gc-interval-ms", required_argument, NULL, 0},
+	    {"config", required_argument, NULL, 0},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0}};
 	static struct agent agent;
 	struct agent *a = &agent;
 	struct yard_err err = {0};
@@ -355,6 +377,8 @@ int main(int argc, char **argv)
 	a->cfg.heartbeat_ms = 500;
 	a->cfg.watch_ms = 25000;
 	a->cfg.probe_retry_ms = 60000;
+	a->cfg.job_dir_keep_s = 86400;
+	a->cfg.gc_interval_ms = 60000;
 	a->watch_version = -1;
 	a->cfg.stop_grace_ms = 5000;
 	a->cfg.log_max_bytes = 16 << 20;
@@ -451,6 +475,7 @@ int main(int argc, char **argv)
 	if (linkprobe_listen(a, &err) != 0)
 		log_warn("%s", err.msg);
 	perf_start(a);
+	gc_start(a);
 	heartbeat_start(a);
 	uv_run(a->loop, UV_RUN_DEFAULT);
 	metrics_close(a);
