@@ -68,6 +68,10 @@ struct jobspec_checkpoint {
 struct jobspec_failure {
 	int max_restarts;
 	int hang_timeout_s; /* no step within this → the rank is hung */
+	/* > 0: a rank that reports no step within this of its start is hung (then
+	 * hang_timeout_s); 0: a trainer rank gets hang_timeout_s from its start and a command
+	 * rank is judged only once it has reported a step */
+	int first_step_timeout_s;
 	int allow_shrink_dp;
 	enum jobspec_straggler_policy straggler_policy;
 	double straggler_threshold; /* 0.2 = 20% over the median */

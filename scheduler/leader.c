@@ -108,7 +108,7 @@ struct soft_job {
 	char id[FSM_ID_MAX];
 	int parsed; /* 1: req is valid; -1: the job cannot be placed (place_error says why) */
 	struct place_request req;
-	int world, is_command, max_restarts, hang_timeout_s;
+	int world, is_command, max_restarts, hang_timeout_s, first_step_timeout_s;
 	int run_world; /* ranks of the running generation (a shrunk dp has fewer than world) */
 	/* parallel "auto": planned at placement until a plan is committed with it */
 	int is_auto;
@@ -405,6 +405,7 @@ static void job_parse(struct soft_job *j, const json_t *job)
 	j->is_command = js.is_command;
 	j->max_restarts = js.failure.max_restarts;
 	j->hang_timeout_s = js.failure.hang_timeout_s;
+	j->first_step_timeout_s = js.failure.first_step_timeout_s;
 	j->straggler_policy = (int)js.failure.straggler_policy;
 	j->straggler = (struct straggler_params){.threshold = js.failure.straggler_threshold,
 	                                         .windows = js.failure.straggler_windows,
@@ -1121,10 +1122,21 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 			break;
 		}
 		running++;
-		/* Hang: trainer ranks always report steps; a command job is judged only once it
-		 * has reported one (docs/api.md). */
-		if (step >= 0 || !j->is_command) {
-			uint64_t ago = (uint64_t)rep->last_step_ms_ago + (now - n->last_seen_ms);
+		/* Hang: before a rank's first step, failure.first_step_timeout_s from its start
+		 * when set; else trainer ranks (which always report steps) get hang_timeout_s,
+		 * and a command job is judged only once it has reported one (docs/jobspec.md). */
+		uint64_t ago = (uint64_t)rep->last_step_ms_ago + (now - n->last_seen_ms);
+		if (step < 0 && j->first_step_timeout_s > 0) {
+			if (ago > (uint64_t)j->first_step_timeout_s * 1000) {
+				snprintf(
+				    failure, sizeof failure,
+				    "rank %lld on node %s reported no step in the %.1f s after "
+				    "it started (first_step_timeout_s %d)",
+				    (long long)rank, node, (double)ago / 1000,
+				    j->first_step_timeout_s);
+				break;
+			}
+		} else if (step >= 0 || !j->is_command) {
 			if (ago > (uint64_t)j->hang_timeout_s * 1000) {
 				snprintf(failure, sizeof failure,
 				         "rank %lld on node %s made no step progress for %.1f s "

@@ -133,6 +133,13 @@ restored=$(events_of 1 "$HJ" | sed -n 's/.*restoring from checkpoint step \([0-9
 [ -n "$restored" ] && [ "$(cat "$T/start.$HJ.0.2")" = "$restored" ] && [ "$(cat "$T/start.$HJ.1.2")" = "$restored" ] ||
 	fail "hang job: controller said step '$restored', ranks resumed from $(cat "$T/start.$HJ.0.2"), $(cat "$T/start.$HJ.1.2")"
 note "hang detected and restarted; resumed from checkpoint step $restored"
+# a rank that never reports a step: hung after failure.first_step_timeout_s, not never
+submit 1 "{\"name\":\"mute\",\"ranks\":1,$(cmd sleep 60),\"failure\":{\"first_step_timeout_s\":2,\"max_restarts\":0}}"
+MJ=$JOB
+wait_until 20 job_state_is 1 "$MJ" failed || fail "mute job: $(events_of 1 "$MJ")"
+has_event 1 "$MJ" "job.failed: .*rank 0 on node node-.* reported no step in the [0-9.]* s after it started (first_step_timeout_s 2)" ||
+	fail "first-step timeout not named: $(events_of 1 "$MJ")"
+note "a rank without a first step failed after first_step_timeout_s"
 
 # ---- 6. cancel while running: every rank's process is gone ----
 submit 1 "{\"name\":\"cancel-me\",\"ranks\":5,$(cmd sleep 60)}"

@@ -129,7 +129,8 @@ static void test_round_trip(void **state)
 	    "  \"virtual_stages\": 2, \"micro_batches\": 6},"
 	    " \"resources\": {\"device\": \"cuda\", \"memory_mb\": 8000},"
 	    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2, \"store\": \"dir:/mnt/ckpt\"},"
-	    " \"failure\": {\"max_restarts\": 0, \"hang_timeout_s\": 5, \"allow_shrink_dp\": true,"
+	    " \"failure\": {\"max_restarts\": 0, \"hang_timeout_s\": 5, \"first_step_timeout_s\": 600,"
+	    "  \"allow_shrink_dp\": true,"
 	    "  \"straggler\": {\"policy\": \"replace\", \"threshold\": 0.5, \"windows\": 2,"
 	    "   \"window_steps\": 4, \"max_replacements\": 1}},"
 	    " \"debug\": {\"slow_rank\": 11, \"slow_node\": \"node-b\", \"slow_factor\": 3,"
@@ -287,6 +288,12 @@ static const struct bad_spec bad_specs[] = {
     {"{\"name\": \"n\", \"failure\": {\"retries\": 1}}", "failure.retries"},
     {"{\"name\": \"n\", \"failure\": {\"max_restarts\": -1}}", "failure.max_restarts"},
     {"{\"name\": \"n\", \"failure\": {\"hang_timeout_s\": 0}}", "failure.hang_timeout_s"},
+    {"{\"name\": \"n\", \"failure\": {\"first_step_timeout_s\": -1}}",
+     "failure.first_step_timeout_s"},
+    {"{\"name\": \"n\", \"failure\": {\"first_step_timeout_s\": 86401}}",
+     "failure.first_step_timeout_s"},
+    {"{\"name\": \"n\", \"failure\": {\"first_step_timeout_s\": \"1m\"}}",
+     "failure.first_step_timeout_s"},
     {"{\"name\": \"n\", \"failure\": {\"allow_shrink_dp\": 1}}", "failure.allow_shrink_dp"},
     {"{\"name\": \"n\", \"parallel\": \"auto\", \"failure\": {\"allow_shrink_dp\": true}}",
      "failure.allow_shrink_dp"},

@@ -710,6 +710,73 @@ static void test_restarts_backoff_and_failure(void **state)
 	world_free(w);
 }
 
+/* failure.first_step_timeout_s: a rank that reports no step that long after its start is
+ * hung, command job or not; without it a command rank is judged only after a first step */
+static void test_first_step_timeout(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(
+	    apply(w, "job.submit",
+	          "{\"name\":\"slow\",\"spec\":{\"name\":\"slow\",\"command\":[\"x\"],\"ranks\":1,"
+	          "\"failure\":{\"max_restarts\":1,\"hang_timeout_s\":1,"
+	          "\"first_step_timeout_s\":3}}}"),
+	    201);
+	assert_int_equal(
+	    apply(
+	        w, "job.submit",
+	        "{\"name\":\"quiet\",\"spec\":{\"name\":\"quiet\",\"command\":[\"x\"],\"ranks\":1,"
+	        "\"failure\":{\"hang_timeout_s\":1}}}"),
+	    201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_string_equal(job_state(w, "j-000002"), "running");
+	/* each node reports the rank it runs: no step yet, silent for t ms */
+	char node_of[2][16];
+	for (int k = 0; k < 2; k++) {
+		json_t *j = job(w, k == 0 ? "j-000001" : "j-000002");
+		snprintf(node_of[k], sizeof node_of[k], "%s",
+		         json_string_value(json_object_get(
+		             json_array_get(json_object_get(j, "layout"), 0), "node")));
+		json_decref(j);
+	}
+	int hung_at = -1;
+	for (int t = 0; t <= 5000 && hung_at < 0; t += 500) {
+		for (int n = 0; n < 2; n++) {
+			const char *node = n == 0 ? "node-a" : "node-b";
+			char ranks[512] = "[";
+			for (int k = 0; k < 2; k++)
+				if (strcmp(node_of[k], node) == 0)
+					snprintf(
+					    ranks + strlen(ranks), sizeof ranks - strlen(ranks),
+					    "%s{\"job\":\"j-00000%d\",\"rank\":0,\"generation\":1,"
+					    "\"state\":\"running\",\"step\":-1,\"last_step_ms_"
+					    "ago\":%d}",
+					    strlen(ranks) > 1 ? "," : "", k + 1, t);
+			strcat(ranks, "]");
+			json_decref(heartbeat(w, node, ranks));
+		}
+		for (int k = 0; k < 5 && hung_at < 0; k++) {
+			run(w, 100);
+			if (strcmp(job_state(w, "j-000001"), "restarting") == 0)
+				hung_at = t + (k + 1) * 100;
+		}
+	}
+	/* 3 s, not hang_timeout_s (1 s) */
+	assert_in_range(hung_at, 3000, 3200);
+	json_t *j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	assert_non_null(strstr(json_string_value(json_object_get(j, "reason")),
+	                       "rank 0 on node node-a reported no step in the"));
+	assert_non_null(
+	    strstr(json_string_value(json_object_get(j, "reason")), "(first_step_timeout_s 3)"));
+	json_decref(j);
+	/* the command job without it is not judged before a step, 3.5 s of silence or not */
+	assert_string_equal(job_state(w, "j-000002"), "running");
+	world_free(w);
+}
+
 static void test_node_death_moves_the_job(void **state)
 {
 	struct sched_world *w = world_new();
@@ -1739,6 +1806,7 @@ int main(void)
 	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
+	    cmocka_unit_test(test_first_step_timeout),
 	    cmocka_unit_test(test_busy_devices_survive_a_node_joining),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_new_leader_rereads_jobs_in_chunks_before_deciding),
