@@ -651,6 +651,53 @@ void fsm_event_hash(const char *prev_hash, int64_t seq, int64_t ts_ms, const cha
 	sha256_to_hex(digest, hash);
 }
 
+static int64_t events_first(struct fsm *f)
+{
+	int64_t first = 0;
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT min(seq) FROM events");
+	if (st == NULL)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		first = sqlite3_column_int64(st, 0);
+	fsm_release(f, st);
+	return first;
+}
+
+/* With the setting events_max, the oldest events go once there are an eighth more than it
+ * (a batch per pass, not a row per command): the newest events_max stay, and an event
+ * events.pruned, itself in the chain, names the last one removed and its hash, where
+ * verification of what stays starts (fsm_events_verify). */
+static int events_prune(struct fsm *f, int64_t ts, int64_t newest)
+{
+	int64_t max = fsm_config_get(f, "events_max", 0), first;
+	if (max <= 0 || f->events_pruning)
+		return 0;
+	if ((first = events_first(f)) < 0)
+		return YARD_EINTERNAL;
+	if (newest - first + 1 <= max + max / 8)
+		return 0;
+	int64_t through = newest - max;
+	char hash[SHA256_HEX_LEN + 1] = "";
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT hash FROM events WHERE seq = ?1");
+	if (st == NULL)
+		return YARD_EINTERNAL;
+	sqlite3_bind_int64(st, 1, through);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(hash, sizeof hash, "%s", (const char *)sqlite3_column_text(st, 0));
+	fsm_release(f, st);
+	if (hash[0] == '\0' ||
+	    fsm_run(f, "DELETE FROM events WHERE seq <= ?1", "i", through) != SQLITE_DONE)
+		return YARD_EINTERNAL;
+	f->events_pruning = 1;
+	int rc = fsm_event_append(f, ts, "events.pruned", NULL, "yardd",
+	                          "events %lld to %lld removed (setting events_max %lld); event "
+	                          "%lld had hash %s",
+	                          (long long)first, (long long)through, (long long)max,
+	                          (long long)through, hash);
+	f->events_pruning = 0;
+	return rc;
+}
+
 int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *job,
                      const char *actor, const char *fmt, ...)
 {
@@ -677,7 +724,9 @@ int fsm_event_append(struct fsm *f, int64_t ts, const char *type, const char *jo
 	            "INSERT INTO events(seq, ts_ms, type, job, actor, message, prev_hash, hash)"
 	            " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	            "iissssss", seq, ts, type, job, actor, message, prev, hash);
-	return rc == SQLITE_DONE ? 0 : YARD_EINTERNAL;
+	if (rc != SQLITE_DONE)
+		return YARD_EINTERNAL;
+	return events_prune(f, ts, seq);
 }
 
 /* ---- commands ---- */
@@ -1073,6 +1122,7 @@ static const struct {
     {"blob_store_max_bytes", 1, 1LL << 36},
     {"embargo_max_days", 1, FSM_EMBARGO_MAX_DAYS},
     {"checkpoint_job_max_bytes", 1, 1LL << 36},
+    {"events_max", 1000, 1LL << 40},
 };
 
 static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)

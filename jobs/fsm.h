@@ -91,6 +91,7 @@ struct fsm {
 	int own_head, own_n;
 	uint64_t own_taken; /* applies that used the kept object (for tests and profiles) */
 	int verify_own;     /* YARD_FSM_VERIFY_OWN set: parse anyway and abort on a difference */
+	int events_pruning; /* fsm_event_append is recording a prune (no second one) */
 	/* Process-local: fsm_auth_lookup's answers, valid while auth_version is unchanged
 	 * (bumped by every change to the tokens or nodes table and every restore). */
 	uint64_t auth_version, auth_cache_version;

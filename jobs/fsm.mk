@@ -19,7 +19,7 @@ tests_unit_test_sha256_LDADD = jobs/libjobsfsm.a $(CMOCKA_LIBS)
 tests_unit_test_codec_SOURCES = tests/unit/test_codec.c
 tests_unit_test_codec_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_codec_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
-tests_unit_test_fsm_SOURCES = tests/unit/test_fsm.c
+tests_unit_test_fsm_SOURCES = tests/unit/test_fsm.c tests/unit/sql_count.h
 tests_unit_test_fsm_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_fsm_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
 check_PROGRAMS += tests/unit/test_fsm_store
@@ -29,7 +29,7 @@ tests_unit_test_fsm_store_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAG
 tests_unit_test_fsm_store_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
 check_PROGRAMS += tests/unit/test_fsm_ckpt
 TESTS += tests/unit/test_fsm_ckpt
-tests_unit_test_fsm_ckpt_SOURCES = tests/unit/test_fsm_ckpt.c
+tests_unit_test_fsm_ckpt_SOURCES = tests/unit/test_fsm_ckpt.c tests/unit/sql_count.h
 tests_unit_test_fsm_ckpt_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_fsm_ckpt_LDADD = $(FSM_LIBS) $(CMOCKA_LIBS)
 

@@ -483,6 +483,43 @@ json_t *fsm_audit_list(struct fsm *f, int64_t after, int limit, int reads_only,
 	return events_page(f, st, limit);
 }
 
+/* Where the chain starts: event 1 after a zero hash, or, once older events were pruned,
+ * the first that stayed after the hash the newest events.pruned event names for the one
+ * before it (that event is in the chain, so the anchor is checked with the rest). */
+static int events_anchor(struct fsm *f, int64_t *first, char prev[SHA256_HEX_LEN + 1],
+                         struct yard_err *err)
+{
+	sqlite3_stmt *st = fsm_prepare(
+	    f, "SELECT (SELECT min(seq) FROM events), (SELECT message FROM events WHERE type ="
+	       " 'events.pruned' ORDER BY seq DESC LIMIT 1)");
+	if (st == NULL)
+		return yard_err_set(err, YARD_EINTERNAL, "cannot read events");
+	int rc = 0;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+	    sqlite3_column_int64(st, 0) > 1) {
+		int64_t min = sqlite3_column_int64(st, 0);
+		const char *msg = (const char *)sqlite3_column_text(st, 1);
+		const char *at = msg ? strstr(msg, "; event ") : NULL;
+		long long last = 0;
+		char hash[SHA256_HEX_LEN + 1];
+		int n = 0;
+		if (at == NULL ||
+		    sscanf(at, "; event %lld had hash %64[0-9a-f]%n", &last, hash, &n) != 2 ||
+		    at[n] != '\0' || strlen(hash) != SHA256_HEX_LEN || last != min - 1)
+			rc = yard_err_set(
+			    err, YARD_ECORRUPT,
+			    "events before %lld are missing and no events.pruned event "
+			    "names event %lld's hash",
+			    (long long)min, (long long)min - 1);
+		else {
+			*first = min;
+			memcpy(prev, hash, sizeof hash);
+		}
+	}
+	fsm_release(f, st);
+	return rc;
+}
+
 int fsm_events_verify(struct fsm *f, struct yard_err *err)
 {
 	sqlite3_stmt *st =
@@ -494,7 +531,7 @@ int fsm_events_verify(struct fsm *f, struct yard_err *err)
 	memset(prev, '0', SHA256_HEX_LEN);
 	prev[SHA256_HEX_LEN] = '\0';
 	int64_t expect_seq = 1;
-	int rc = 0;
+	int rc = events_anchor(f, &expect_seq, prev, err);
 	while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
 		int64_t seq = sqlite3_column_int64(st, 0);
 		const char *stored_prev = (const char *)sqlite3_column_text(st, 6);

@@ -48,6 +48,7 @@ static struct {
 	int exit_code;
 	int embargo_max_days;        /* --embargo-max-days, 0 when not given */
 	int64_t checkpoint_quota_mb; /* --checkpoint-quota-mb, 0 when not given */
+	int64_t events_max;          /* --events-max, 0 when not given */
 } yd;
 
 static void usage(FILE *out)
@@ -62,6 +63,7 @@ static void usage(FILE *out)
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
 	    "             [--checkpoint-quota-mb 256 (checkpoint bytes one job may store)]\n"
+	    "             [--events-max N (keep the newest N events, at least 1000; default all)]\n"
 	    "             [--queue-depth 100 (pending jobs a pass after a change looks at;\n"
 	    "             one pass a second looks at all; 0: every pass looks at all)]\n"
 	    "             [--log-rank-bytes N (rank output kept per rank, default 1 MiB)]\n"
@@ -297,6 +299,11 @@ static void on_leader_up(struct consensus *c, void *data)
 		                 json_pack("{s:s,s:I}", "key", "checkpoint_job_max_bytes", "value",
 		                           (json_int_t)(yd.checkpoint_quota_mb << 20)),
 		                 NULL, "checkpoint_job_max_bytes");
+	if (yd.events_max > 0 && fsm_config_get(&yd.fsm, "events_max", 0) != yd.events_max)
+		submit_bootstrap(
+		    "config.set",
+		    json_pack("{s:s,s:I}", "key", "events_max", "value", (json_int_t)yd.events_max),
+		    NULL, "events_max");
 	for (int i = 0; i < yd.n_members; i++) {
 		char url[256], rid[40];
 		if (fsm_member_api_url(&yd.fsm, yd.members[i].id, url, sizeof url) == 0)
@@ -353,6 +360,7 @@ int main(int argc, char **argv)
 	    {"node-down-ms", required_argument, NULL, 'D'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
+	    {"events-max", required_argument, NULL, 'K'},
 	    {"queue-depth", required_argument, NULL, 'Q'},
 	    {"log-rank-bytes", required_argument, NULL, 'L'},
 	    {"log-total-bytes", required_argument, NULL, 'G'},
@@ -487,6 +495,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			yd.checkpoint_quota_mb = v;
+			break;
+		case 'K':
+			if (!numeric_ok || v < 1000 || v > (1ULL << 40)) {
+				fprintf(stderr,
+				        "yardd: --events-max: '%s' is not 1000..%llu (the newest "
+				        "events "
+				        "kept)\n",
+				        optarg, 1ULL << 40);
+				return 2;
+			}
+			yd.events_max = (int64_t)v;
 			break;
 		case 'V':
 			dev_mode = 1;

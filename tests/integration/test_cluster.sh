@@ -90,7 +90,8 @@ installs=$(metric "$OLD" yard_raft_snapshot_installs_total)
 get "$OLD" "/v1/jobs?stale=1&limit=1000"
 [ "$(echo "$BODY" | grep -o '"id":"j-[0-9]*"' | sort -u | wc -l)" = 300 ] || fail "restarted member lacks jobs"
 note "member $OLD restarted and installed $installs snapshot(s); 3 digests equal: $(digest_of 1)"
-back_ok() { [ "$(health_of "$OLD")" = ok ]; }
+# (asking whoever leads now: under load leadership may have moved since)
+back_ok() { wait_leader 5 1 2 3 && [ "$(health_of "$OLD")" = ok ]; }
 wait_until 10 back_ok || fail "member $OLD is back but the leader says: $(health_of "$OLD")"
 
 # leader redirect: a write to a follower answers 307 with the leader's URL

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/sql_count.h"
+
 #include "jobs/fsm.h"
 #include "jobs/fsm_internal.h"
 
@@ -307,6 +309,68 @@ static void test_event_hash_chain_links_and_detects_tampering(void **state)
 	assert_int_equal(fsm_events_verify(&f, &err), YARD_ECORRUPT);
 	assert_non_null(strstr(err.msg, "event 3"));
 	fsm_close(&f);
+}
+
+static void prune_workload(struct fsm *f)
+{
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(f, &err), 0);
+	assert_int_equal(apply(f, "config.set", "{\"key\":\"events_max\",\"value\":999}", NULL, T0,
+	                       "admin", "admin", NULL),
+	                 400);
+	assert_int_equal(apply(f, "config.set", "{\"key\":\"events_max\",\"value\":1000}", NULL, T0,
+	                       "admin", "admin", NULL),
+	                 200);
+	workload(f, 0, 1500);
+}
+
+/* events_max: the oldest events go in batches, an events.pruned event anchors what stays,
+ * the chain still verifies from there and tampering with the anchor is found; replicas
+ * prune alike. */
+static void test_events_pruned_keep_a_verifiable_chain(void **state)
+{
+	struct fsm f, g;
+	struct yard_err err = {0};
+	char a[SHA256_HEX_LEN + 1], b[SHA256_HEX_LEN + 1];
+	prune_workload(&f);
+	int64_t n = sql_count(f.db, "SELECT count(*) FROM events"),
+	        first = sql_count(f.db, "SELECT min(seq) FROM events"),
+	        last = sql_count(f.db, "SELECT max(seq) FROM events");
+	assert_true(last > 2000); /* far more events than kept */
+	assert_in_range(n, 1000, 1000 + 125 + 1);
+	assert_int_equal(n, last - first + 1); /* no gap */
+	assert_true(sql_count(f.db, "SELECT count(*) FROM events WHERE type = 'events.pruned'") >=
+	            1);
+	assert_int_equal(fsm_events_verify(&f, &err), 0);
+	prune_workload(&g);
+	assert_int_equal(fsm_digest(&f, a, &err), 0);
+	assert_int_equal(fsm_digest(&g, b, &err), 0);
+	assert_string_equal(a, b);
+
+	/* the first kept event's link to the anchor */
+	char sql[256];
+	snprintf(sql, sizeof sql, "UPDATE events SET prev_hash = '%064d' WHERE seq = %lld", 0,
+	         (long long)first);
+	sqlite3_exec(f.db, sql, NULL, NULL, NULL);
+	assert_int_equal(fsm_events_verify(&f, &err), YARD_ECORRUPT);
+	fsm_close(&f);
+	/* the anchor's own text: its hash no longer matches */
+	prune_workload(&f);
+	sqlite3_exec(f.db,
+	             "UPDATE events SET message = replace(message, 'had hash ', 'had hash 0')"
+	             " WHERE seq = (SELECT max(seq) FROM events WHERE type = 'events.pruned')",
+	             NULL, NULL, NULL);
+	assert_int_equal(fsm_events_verify(&f, &err), YARD_ECORRUPT);
+	fsm_close(&f);
+	/* old events removed without a prune event to anchor the rest */
+	prune_workload(&f);
+	sqlite3_exec(f.db, "DELETE FROM events WHERE type = 'events.pruned'", NULL, NULL, NULL);
+	snprintf(sql, sizeof sql, "DELETE FROM events WHERE seq < %lld", (long long)last - 10);
+	sqlite3_exec(f.db, sql, NULL, NULL, NULL);
+	assert_int_equal(fsm_events_verify(&f, &err), YARD_ECORRUPT);
+	assert_non_null(strstr(err.msg, "no events.pruned event names event"));
+	fsm_close(&f);
+	fsm_close(&g);
 }
 
 /* The chain's canonical form, as every version before the direct writer produced it:
@@ -1475,6 +1539,7 @@ int main(void)
 	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),
 	    cmocka_unit_test(test_event_hash_is_the_canonical_json_form),
+	    cmocka_unit_test(test_events_pruned_keep_a_verifiable_chain),
 	    cmocka_unit_test(test_batch_applies_like_single_commands),
 	    cmocka_unit_test(test_own_commands_apply_like_parsed),
 	    cmocka_unit_test(test_tokens_members_config),

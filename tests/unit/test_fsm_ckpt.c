@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/sql_count.h"
+
 #include "common/base64.h"
 #include "jobs/fsm.h"
 
@@ -445,16 +447,6 @@ static void test_job_end_drops_incomplete(void **state)
 	fsm_close(&f);
 }
 
-static int64_t count_rows(struct fsm *f, const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-	assert_int_equal(sqlite3_prepare_v2(f->db, sql, -1, &st, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	int64_t n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return n;
-}
-
 /* 70 complete checkpoints (more than one round of deletion) and an incomplete one. */
 static void delete_setup(struct fsm *f)
 {
@@ -490,7 +482,7 @@ static void test_job_delete_frees_checkpoints(void **state)
 	const json_t *r;
 	char before[SHA256_HEX_LEN + 1], after[SHA256_HEX_LEN + 1];
 	delete_setup(&f);
-	int64_t events = count_rows(&f, "SELECT count(*) FROM events WHERE job = 'j-000001'");
+	int64_t events = sql_count(f.db, "SELECT count(*) FROM events WHERE job = 'j-000001'");
 	digest(&f, before);
 	assert_int_equal(apply(&f, "job.delete", "{\"id\":\"j-000001\"}", "alice", "user", &r),
 	                 409);
@@ -520,18 +512,18 @@ static void test_job_delete_frees_checkpoints(void **state)
 	json_t *job = fsm_job_get(&f, "j-000001", &err);
 	assert_null(job);
 	assert_int_equal(err.code, YARD_ENOTFOUND);
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM jobs"), 0);
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM assignments"), 0);
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM checkpoints"), 0);
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM checkpoint_shards"), 0);
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM checkpoint_restores"), 0);
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM blobs"), 0);
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM blob_chunks"), 0);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM jobs"), 0);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM assignments"), 0);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM checkpoints"), 0);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM checkpoint_shards"), 0);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM checkpoint_restores"), 0);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM blobs"), 0);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM blob_chunks"), 0);
 	/* the history stays, and says what went */
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM events WHERE job = 'j-000001'"),
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM events WHERE job = 'j-000001'"),
 	                 events + 2);
-	assert_int_equal(count_rows(&f, "SELECT count(*) FROM events WHERE type = 'job.deleted'"
-	                                " AND message LIKE '%70 checkpoints (14000 bytes)%'"),
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM events WHERE type = 'job.deleted'"
+	                                 " AND message LIKE '%70 checkpoints (14000 bytes)%'"),
 	                 1);
 	assert_int_equal(apply(&f, "job.delete", "{\"id\":\"j-000001\"}", "alice", "user", &r),
 	                 404);
