@@ -18,6 +18,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Optional: once, before the first input. */
 int LLVMFuzzerInitialize(int *argc, char ***argv);
+/* Defines LLVMFuzzerInitialize for a target whose only set-up is the log level (common/log.h
+ * included): FUZZ_LOG_LEVEL(YARD_LOG_ERROR) where every refused input would log a line. */
+#define FUZZ_LOG_LEVEL(level)                                                                      \
+	int LLVMFuzzerInitialize(int *argc, char ***argv)                                          \
+	{                                                                                          \
+		(void)argc;                                                                        \
+		(void)argv;                                                                        \
+		yard_log_set_level(level);                                                         \
+		return 0;                                                                          \
+	}
 
 /* Prints "fuzz: " and the message to stderr and aborts (libFuzzer saves the input). */
 void fuzz_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));

@@ -33,13 +33,7 @@ static void heartbeat(struct sched_world *w, int after_line)
 	json_decref(body);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	yard_log_set_level(YARD_LOG_ERROR); /* a line per refused report or new leader: noise */
-	return 0;
-}
+FUZZ_LOG_LEVEL(YARD_LOG_ERROR) /* a line per refused report or new leader: noise */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
