@@ -288,6 +288,7 @@ static void on_row_change(void *data, int op, const char *db_name, const char *t
 		f->rollouts_version++;
 	} else if (strcmp(table, "tokens") == 0) {
 		f->auth_version++;
+
 	} else if (strcmp(table, "checkpoints") == 0 || strcmp(table, "checkpoint_restores") == 0) {
 		f->ckpt_version++;
 	}
@@ -410,6 +411,7 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->ckpt_version++;
 	f->auth_version++;
 	f->rollouts_version++;
+	f->events_max_known = 0;
 	submitted_forget(f);
 	sqlite3_update_hook(db, on_row_change, f);
 	return 0;
@@ -669,7 +671,11 @@ static int64_t events_first(struct fsm *f)
  * verification of what stays starts (fsm_events_verify). */
 static int events_prune(struct fsm *f, int64_t ts, int64_t newest)
 {
-	int64_t max = fsm_config_get(f, "events_max", 0), first;
+	if (!f->events_max_known) {
+		f->events_max = fsm_config_get(f, "events_max", 0);
+		f->events_max_known = 1;
+	}
+	int64_t max = f->events_max, first;
 	if (max <= 0 || f->events_pruning)
 		return 0;
 	if ((first = events_first(f)) < 0)
@@ -1140,6 +1146,7 @@ static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
 		if (jsonx_get_int(c->args, "", "value", 1, CONFIG_KEYS[i].min, CONFIG_KEYS[i].max,
 		                  &v, &e) != 0)
 			return fsm_res_from_err(&e);
+		f->events_max_known = 0; /* (config is WITHOUT ROWID: no update hook) */
 		if (fsm_run(f,
 		            "INSERT INTO config(key, value) VALUES(?1, ?2)"
 		            " ON CONFLICT(key) DO UPDATE SET value = ?2",
@@ -1403,6 +1410,8 @@ static json_t *request_id_lookup(struct fsm *f, const char *rid)
 /* Transaction control through the statement cache (sqlite3_exec would compile each time). */
 static int tx(struct fsm *f, const char *sql)
 {
+	if (strncmp(sql, "ROLLBACK", 8) == 0) /* what was read since may be undone */
+		f->events_max_known = 0;
 	int rc = fsm_run(f, sql, "");
 	if (rc != SQLITE_DONE) {
 		log_error("fsm: %s: %s", sql, sqlite3_errmsg(f->db));

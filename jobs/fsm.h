@@ -92,6 +92,10 @@ struct fsm {
 	uint64_t own_taken; /* applies that used the kept object (for tests and profiles) */
 	int verify_own;     /* YARD_FSM_VERIFY_OWN set: parse anyway and abort on a difference */
 	int events_pruning; /* fsm_event_append is recording a prune (no second one) */
+	/* the setting events_max (0: none) as last read, valid while events_max_known: every
+	 * event appended reads it; config.set, a rollback or a restore drops it */
+	int64_t events_max;
+	int events_max_known;
 	/* Process-local: fsm_auth_lookup's answers, valid while auth_version is unchanged
 	 * (bumped by every change to the tokens or nodes table and every restore). */
 	uint64_t auth_version, auth_cache_version;

@@ -346,6 +346,13 @@ static void test_events_pruned_keep_a_verifiable_chain(void **state)
 	assert_int_equal(fsm_digest(&f, a, &err), 0);
 	assert_int_equal(fsm_digest(&g, b, &err), 0);
 	assert_string_equal(a, b);
+	/* a new setting holds from the next event on (it is not kept from before) */
+	assert_int_equal(apply(&g, "config.set", "{\"key\":\"events_max\",\"value\":2000}", NULL,
+	                       T0, "admin", "admin", NULL),
+	                 200);
+	workload(&g, 1500, 2500);
+	assert_in_range(sql_count(g.db, "SELECT count(*) FROM events"), 1127, 2000 + 250 + 1);
+	assert_int_equal(fsm_events_verify(&g, &err), 0);
 
 	/* the first kept event's link to the anchor */
 	char sql[256];
