@@ -5,6 +5,12 @@
 # and on a follower that received the same commands. Three members.
 . "$(dirname "$0")/lib.sh"
 
+# a bad value is refused by name before anything starts
+for bad in 999 1e4 -5 x 1099511627777; do
+	if out=$("$YARDD" --events-max "$bad" 2>&1); then fail "--events-max $bad accepted"; fi
+	grep -q "^yardd: --events-max: '$bad' is not 1000\.\." <<<"$out" || fail "--events-max $bad: $out"
+done
+
 M=$(members_arg 1 2 3)
 for i in 1 2 3; do start_member "$i" "$M" --events-max 1000; done
 wait_leader 15 1 2 3 || fail "no leader"
