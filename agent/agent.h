@@ -117,6 +117,7 @@ struct agent_rank {
 	char job[AGENT_JOB_ID_MAX + 1];
 	int rank;
 	int64_t generation;
+	int device; /* on this node; -1: not known (a state file from before devices were kept) */
 	pid_t pid;
 	uint64_t start_ticks;    /* /proc/PID/stat start time: guards against pid reuse */
 	int adopted;             /* not our child (agent restarted): liveness by polling */
@@ -191,6 +192,8 @@ struct agent {
 	char metrics_path[PATH_MAX];
 	int draining;
 	int stopping;
+	/* the last "waits for device" line logged (heartbeat.c): logged once, not per heartbeat */
+	char device_wait_note[160];
 	uint64_t last_ok_mono_ms;
 	/* the controller checkpoint store (ckpt.c) */
 	char ckpt_root[PATH_MAX];  /* absolute DATA_DIR/checkpoints */
@@ -274,6 +277,9 @@ void ranks_logs_done(struct agent *a, int ok);
 void ranks_logs_rewind(struct agent *a);
 void ranks_forget_exited(struct agent *a, const json_t *desired);
 int ranks_running(const struct agent *a);
+/* The rank not yet exited (running, or stopping within its grace) that holds device
+ * `device` of this node, or NULL: a rank placed on that device waits for it to exit. */
+struct agent_rank *ranks_on_device(struct agent *a, int device);
 
 /* shim.c: `yard-agent --rank-shim EXIT_FILE -- ARGV` (every rank's parent), and reading
  * what it recorded. */

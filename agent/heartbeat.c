@@ -57,6 +57,31 @@ static void save_node_token(struct agent *a)
 		close(fd);
 }
 
+/* Whether the device of desired rank `d` is still held by a rank that has not exited (a
+ * rank of another job, or of another generation, stopping within its grace): the two would
+ * share the device's memory and its rank port (port_base + device), so the new one waits
+ * for the old one's exit, which brings the next heartbeat at once. */
+static int device_held(struct agent *a, const char *job, int rank, const json_t *d)
+{
+	const json_t *device = json_object_get(d, "device");
+	struct agent_rank *holder =
+	    json_is_integer(device) ? ranks_on_device(a, (int)json_integer_value(device)) : NULL;
+	if (holder == NULL)
+		return 0;
+	char note[sizeof a->device_wait_note];
+	snprintf(note, sizeof note, "rank %d of %s waits for device %d: rank %d of %s (pid %d) %s",
+	         rank, job, (int)json_integer_value(device), holder->rank, holder->job,
+	         (int)holder->pid, holder->stopping ? "is stopping" : "still runs there");
+	if (strcmp(note, a->device_wait_note) != 0) {
+		if (holder->stopping)
+			log_info("%s", note);
+		else
+			log_warn("%s", note);
+		snprintf(a->device_wait_note, sizeof a->device_wait_note, "%s", note);
+	}
+	return 1;
+}
+
 void heartbeat_reconcile(struct agent *a, const json_t *desired)
 {
 	size_t i;
@@ -101,6 +126,8 @@ void heartbeat_reconcile(struct agent *a, const json_t *desired)
 				metrics_set_window(r, json_object_get(d, "spec"));
 			continue;
 		}
+		if (device_held(a, job, rank, d))
+			continue; /* started once the rank on its device has exited */
 		if (!ckpt_ready(a, desired, d))
 			continue; /* its checkpoint is still being downloaded */
 		if (ranks_start(a, d, &err) != 0)

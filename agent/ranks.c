@@ -88,6 +88,14 @@ struct agent_rank *ranks_find_pid(struct agent *a, pid_t pid)
 	return NULL;
 }
 
+struct agent_rank *ranks_on_device(struct agent *a, int device)
+{
+	for (int i = 0; i < AGENT_MAX_RANKS && device >= 0; i++)
+		if (a->ranks[i].in_use && !a->ranks[i].exited && a->ranks[i].device == device)
+			return &a->ranks[i];
+	return NULL;
+}
+
 int ranks_running(const struct agent *a)
 {
 	int n = 0;
@@ -120,6 +128,7 @@ int ranks_save_state(const struct agent *a)
 		json_object_set_new(saved, "log_rot_len", json_integer(r->log.rot_len));
 		json_object_set_new(saved, "ckpt_controller", json_boolean(r->ckpt_controller));
 		json_object_set_new(saved, "worker_version", json_string(r->worker_version));
+		json_object_set_new(saved, "device", json_integer(r->device));
 	}
 	snprintf(path, sizeof path, "%s/ranks.json", a->cfg.data_dir);
 	snprintf(tmp, sizeof tmp, "%s/ranks.json.tmp", a->cfg.data_dir);
@@ -138,6 +147,7 @@ static struct agent_rank *slot_alloc(struct agent *a)
 			memset(&a->ranks[i], 0, sizeof a->ranks[i]);
 			a->ranks[i].in_use = 1;
 			a->ranks[i].step = -1;
+			a->ranks[i].device = -1;
 			return &a->ranks[i];
 		}
 	return NULL;
@@ -185,6 +195,8 @@ int ranks_load_state(struct agent *a)
 		snprintf(r->job, sizeof r->job, "%s", job);
 		r->rank = (int)json_integer_value(json_object_get(item, "rank"));
 		r->generation = json_integer_value(json_object_get(item, "generation"));
+		const json_t *device = json_object_get(item, "device");
+		r->device = json_is_integer(device) ? (int)json_integer_value(device) : -1;
 		r->ckpt_controller = json_is_true(json_object_get(item, "ckpt_controller"));
 		snprintf(r->worker_version, sizeof r->worker_version, "%s",
 		         json_string_value(json_object_get(item, "worker_version"))
@@ -358,6 +370,8 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	snprintf(r->job, sizeof r->job, "%s", job);
 	r->rank = (int)json_integer_value(rank_j);
 	r->generation = json_integer_value(json_object_get(desired, "generation"));
+	const json_t *device = json_object_get(desired, "device");
+	r->device = json_is_integer(device) ? (int)json_integer_value(device) : -1;
 	r->ckpt_controller = ckpt_is_controller(desired);
 
 	/* the controller store's ranks write into a node-local directory the agent uploads */

@@ -27,7 +27,8 @@ dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_fail
 	tests/integration/test_dup_name.sh tests/integration/test_watch.sh \
 	tests/integration/test_agent_compat.sh tests/integration/test_bad_reports.sh \
 	tests/integration/test_api_fuzz.sh tests/integration/test_probe_retry.sh \
-	tests/integration/test_job_gc.sh tests/integration/test_events_prune.sh
+	tests/integration/test_job_gc.sh tests/integration/test_events_prune.sh \
+	tests/integration/test_device_handover.sh
 TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_ha.sh tests/integration/test_dev.sh \
 	tests/integration/test_logs.sh tests/integration/test_drain.sh \
@@ -36,7 +37,8 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_dup_name.sh tests/integration/test_watch.sh \
 	tests/integration/test_agent_compat.sh tests/integration/test_bad_reports.sh \
 	tests/integration/test_api_fuzz.sh tests/integration/test_probe_retry.sh \
-	tests/integration/test_job_gc.sh tests/integration/test_events_prune.sh
+	tests/integration/test_job_gc.sh tests/integration/test_events_prune.sh \
+	tests/integration/test_device_handover.sh
 EXTRA_DIST += tests/integration/api_fuzz.py
 
 # Rollouts of agent and worker builds over real agents and running jobs.
