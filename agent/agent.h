@@ -118,6 +118,9 @@ struct agent_rank {
 	int rank;
 	int64_t generation;
 	int device; /* on this node; -1: not known (a state file from before devices were kept) */
+	/* its job's failure.stop_on_disconnect_s in ms (0: none): stopped once the agent has
+	 * had no heartbeat accepted for this long (ranks_tick) */
+	int64_t stop_on_disconnect_ms;
 	pid_t pid;
 	uint64_t start_ticks;    /* /proc/PID/stat start time: guards against pid reuse */
 	int adopted;             /* not our child (agent restarted): liveness by polling */
@@ -194,7 +197,7 @@ struct agent {
 	int stopping;
 	/* the last "waits for device" line logged (heartbeat.c): logged once, not per heartbeat */
 	char device_wait_note[160];
-	uint64_t last_ok_mono_ms;
+	uint64_t last_ok_mono_ms; /* the last heartbeat or registration accepted; the start */
 	/* the controller checkpoint store (ckpt.c) */
 	char ckpt_root[PATH_MAX];  /* absolute DATA_DIR/checkpoints */
 	char ckpt_leader_url[512]; /* the leader as the latest transfer found it */
@@ -280,6 +283,8 @@ int ranks_running(const struct agent *a);
 /* The rank not yet exited (running, or stopping within its grace) that holds device
  * `device` of this node, or NULL: a rank placed on that device waits for it to exit. */
 struct agent_rank *ranks_on_device(struct agent *a, int device);
+/* What a rank takes from its job's spec (failure.stop_on_disconnect_s). */
+void ranks_set_spec(struct agent_rank *r, const json_t *spec);
 
 /* shim.c: `yard-agent --rank-shim EXIT_FILE -- ARGV` (every rank's parent), and reading
  * what it recorded. */

@@ -121,9 +121,11 @@ void heartbeat_reconcile(struct agent *a, const json_t *desired)
 			continue;
 		r = ranks_find(a, job, rank);
 		if (r != NULL) {
-			/* an adopted rank learns its window size here */
-			if (r->generation == json_integer_value(json_object_get(d, "generation")))
+			/* an adopted rank learns its window size and fencing here */
+			if (r->generation == json_integer_value(json_object_get(d, "generation"))) {
 				metrics_set_window(r, json_object_get(d, "spec"));
+				ranks_set_spec(r, json_object_get(d, "spec"));
+			}
 			continue;
 		}
 		if (device_held(a, job, rank, d))
@@ -221,6 +223,7 @@ static void after_call(uv_work_t *w, int status)
 			snprintf(a->node_token, sizeof a->node_token, "%s", token);
 			save_node_token(a);
 			a->registered = 1;
+			a->last_ok_mono_ms = yard_now_mono_ms();
 			a->desired_tag[0] = '\0';
 			log_info("registered as %s with %s", a->cfg.name, a->leader_url);
 			watch_tick(a);

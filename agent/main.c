@@ -380,6 +380,7 @@ int main(int argc, char **argv)
 	a->cfg.job_dir_keep_s = 86400;
 	a->cfg.gc_interval_ms = 60000;
 	a->watch_version = -1;
+	a->last_ok_mono_ms = yard_now_mono_ms(); /* the fencing clock starts with the agent */
 	a->cfg.stop_grace_ms = 5000;
 	a->cfg.log_max_bytes = 16 << 20;
 	a->cfg.log_ship_bytes = 64 << 10;

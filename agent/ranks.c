@@ -96,6 +96,13 @@ struct agent_rank *ranks_on_device(struct agent *a, int device)
 	return NULL;
 }
 
+void ranks_set_spec(struct agent_rank *r, const json_t *spec)
+{
+	const json_t *v = json_object_get(json_object_get(spec, "failure"), "stop_on_disconnect_s");
+	double seconds = json_is_number(v) ? json_number_value(v) : 0;
+	r->stop_on_disconnect_ms = seconds > 0 && seconds <= 86400 ? (int64_t)(seconds * 1000) : 0;
+}
+
 int ranks_running(const struct agent *a)
 {
 	int n = 0;
@@ -129,6 +136,9 @@ int ranks_save_state(const struct agent *a)
 		json_object_set_new(saved, "ckpt_controller", json_boolean(r->ckpt_controller));
 		json_object_set_new(saved, "worker_version", json_string(r->worker_version));
 		json_object_set_new(saved, "device", json_integer(r->device));
+		if (r->stop_on_disconnect_ms > 0)
+			json_object_set_new(saved, "stop_on_disconnect_ms",
+			                    json_integer(r->stop_on_disconnect_ms));
 	}
 	snprintf(path, sizeof path, "%s/ranks.json", a->cfg.data_dir);
 	snprintf(tmp, sizeof tmp, "%s/ranks.json.tmp", a->cfg.data_dir);
@@ -197,6 +207,9 @@ int ranks_load_state(struct agent *a)
 		r->generation = json_integer_value(json_object_get(item, "generation"));
 		const json_t *device = json_object_get(item, "device");
 		r->device = json_is_integer(device) ? (int)json_integer_value(device) : -1;
+		/* kept, so that a rank re-adopted while no controller answers is still fenced */
+		r->stop_on_disconnect_ms =
+		    json_integer_value(json_object_get(item, "stop_on_disconnect_ms"));
 		r->ckpt_controller = json_is_true(json_object_get(item, "ckpt_controller"));
 		snprintf(r->worker_version, sizeof r->worker_version, "%s",
 		         json_string_value(json_object_get(item, "worker_version"))
@@ -385,6 +398,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 		}
 	}
 	metrics_set_window(r, spec);
+	ranks_set_spec(r, spec);
 
 	snprintf(dir, sizeof dir, "%s/jobs/%s", a->cfg.data_dir, job);
 	if (agent_mkdir_p(dir) != 0) {
@@ -530,6 +544,17 @@ void ranks_tick(struct agent *a)
 				if (a->rank_exited != NULL)
 					a->rank_exited(a);
 			}
+		}
+		/* fencing: the other side of a partition may be running the job again */
+		if (!r->exited && !r->stopping && r->stop_on_disconnect_ms > 0 &&
+		    now - a->last_ok_mono_ms > (uint64_t)r->stop_on_disconnect_ms) {
+			char why[160];
+			snprintf(
+			    why, sizeof why,
+			    "no controller reached for %.1f s (failure.stop_on_disconnect_s %g)",
+			    (double)(now - a->last_ok_mono_ms) / 1000.0,
+			    (double)r->stop_on_disconnect_ms / 1000.0);
+			ranks_stop(a, r, why);
 		}
 		if (!r->exited && r->stopping &&
 		    now - r->stop_sent_ms > (uint64_t)a->cfg.stop_grace_ms) {

@@ -316,9 +316,13 @@ static int parse_straggler(const json_t *o, struct jobspec_failure *f, struct ya
 
 static int parse_failure(const json_t *o, struct jobspec_failure *f, struct yard_err *err)
 {
-	static const char *const keys[] = {
-	    "max_restarts",    "hang_timeout_s", "first_step_timeout_s",
-	    "allow_shrink_dp", "straggler",      NULL};
+	static const char *const keys[] = {"max_restarts",
+	                                   "hang_timeout_s",
+	                                   "first_step_timeout_s",
+	                                   "stop_on_disconnect_s",
+	                                   "allow_shrink_dp",
+	                                   "straggler",
+	                                   NULL};
 	const char *p = "failure";
 	const json_t *straggler;
 	int rc;
@@ -326,6 +330,8 @@ static int parse_failure(const json_t *o, struct jobspec_failure *f, struct yard
 	    (rc = get_int(o, p, "max_restarts", 0, 1000, &f->max_restarts, err)) ||
 	    (rc = get_int(o, p, "hang_timeout_s", 1, 86400, &f->hang_timeout_s, err)) ||
 	    (rc = get_int(o, p, "first_step_timeout_s", 0, 86400, &f->first_step_timeout_s, err)) ||
+	    (rc = get_double(o, p, "stop_on_disconnect_s", 0, 86400, &f->stop_on_disconnect_s,
+	                     err)) ||
 	    (rc = jsonx_get_bool(o, p, "allow_shrink_dp", 0, &f->allow_shrink_dp, err)) ||
 	    (rc = get_object(o, p, "straggler", &straggler, err)))
 		return rc;
@@ -752,6 +758,9 @@ json_t *jobspec_to_json(const struct jobspec *s)
 	if (f->first_step_timeout_s > 0)
 		json_object_set_new(json_object_get(o, "failure"), "first_step_timeout_s",
 		                    json_integer(f->first_step_timeout_s));
+	if (f->stop_on_disconnect_s > 0)
+		json_object_set_new(json_object_get(o, "failure"), "stop_on_disconnect_s",
+		                    json_real(f->stop_on_disconnect_s));
 	json_object_set_new(o, "debug",
 	                    json_pack("{s:i,s:f,s:i,s:I,s:i,s:I}", "slow_rank", d->slow_rank,
 	                              "slow_factor", d->slow_factor, "hang_rank", d->hang_rank,

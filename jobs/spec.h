@@ -72,6 +72,10 @@ struct jobspec_failure {
 	 * hang_timeout_s); 0: a trainer rank gets hang_timeout_s from its start and a command
 	 * rank is judged only once it has reported a step */
 	int first_step_timeout_s;
+	/* > 0: a node's agent stops the job's ranks once it has reached no controller for this
+	 * many seconds (fencing: the job may run again on the other side of a partition);
+	 * 0: they keep running */
+	double stop_on_disconnect_s;
 	int allow_shrink_dp;
 	enum jobspec_straggler_policy straggler_policy;
 	double straggler_threshold; /* 0.2 = 20% over the median */

@@ -62,6 +62,17 @@ static void test_defaults_are_a_small_valid_trainer_job(void **state)
 	assert_string_equal(spec.checkpoint.store, "controller");
 	assert_int_equal(spec.failure.max_restarts, 3);
 	assert_int_equal(spec.failure.straggler_policy, JOBSPEC_STRAGGLER_REPORT);
+	assert_true(spec.failure.stop_on_disconnect_s == 0);
+	{
+		/* stored only when set: the spec of a job without it still parses on a controller
+		 * or agent that predates the field */
+		json_t *normal = jobspec_to_json(&spec);
+		const json_t *failure = json_object_get(normal, "failure");
+		assert_non_null(failure);
+		assert_null(json_object_get(failure, "stop_on_disconnect_s"));
+		assert_null(json_object_get(failure, "first_step_timeout_s"));
+		json_decref(normal);
+	}
 	assert_int_equal(spec.debug.slow_rank, -1);
 	assert_string_equal(spec.debug.slow_node, "");
 	assert_true(spec.debug.block_ms == 0);
@@ -129,8 +140,9 @@ static void test_round_trip(void **state)
 	    "  \"virtual_stages\": 2, \"micro_batches\": 6},"
 	    " \"resources\": {\"device\": \"cuda\", \"memory_mb\": 8000},"
 	    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2, \"store\": \"dir:/mnt/ckpt\"},"
-	    " \"failure\": {\"max_restarts\": 0, \"hang_timeout_s\": 5, \"first_step_timeout_s\": 600,"
-	    "  \"allow_shrink_dp\": true,"
+	    " \"failure\": {\"max_restarts\": 0, \"hang_timeout_s\": 5, \"first_step_timeout_s\": "
+	    "600,"
+	    "  \"stop_on_disconnect_s\": 1.5, \"allow_shrink_dp\": true,"
 	    "  \"straggler\": {\"policy\": \"replace\", \"threshold\": 0.5, \"windows\": 2,"
 	    "   \"window_steps\": 4, \"max_replacements\": 1}},"
 	    " \"debug\": {\"slow_rank\": 11, \"slow_node\": \"node-b\", \"slow_factor\": 3,"
@@ -294,6 +306,12 @@ static const struct bad_spec bad_specs[] = {
      "failure.first_step_timeout_s"},
     {"{\"name\": \"n\", \"failure\": {\"first_step_timeout_s\": \"1m\"}}",
      "failure.first_step_timeout_s"},
+    {"{\"name\": \"n\", \"failure\": {\"stop_on_disconnect_s\": -0.5}}",
+     "failure.stop_on_disconnect_s"},
+    {"{\"name\": \"n\", \"failure\": {\"stop_on_disconnect_s\": 86400.5}}",
+     "failure.stop_on_disconnect_s"},
+    {"{\"name\": \"n\", \"failure\": {\"stop_on_disconnect_s\": \"30s\"}}",
+     "failure.stop_on_disconnect_s"},
     {"{\"name\": \"n\", \"failure\": {\"allow_shrink_dp\": 1}}", "failure.allow_shrink_dp"},
     {"{\"name\": \"n\", \"parallel\": \"auto\", \"failure\": {\"allow_shrink_dp\": true}}",
      "failure.allow_shrink_dp"},
