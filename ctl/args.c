@@ -224,8 +224,6 @@ const char *ctl_usage(void)
 	       "                                         changes by principals and embargoed "
 	       "reads\n"
 	       "                                         (--reads: only the reads)\n"
-	       "  node list | node show ID               agents' nodes\n"
-	       "  node cordon ID | node uncordon ID      stop / resume placing ranks on a node\n"
 	       "  rollout start --build V [--waves 1,10%,100%] [--soak 30s] [--selector k=v,...]\n"
 	       "                [--gate-timeout 60s] [--failure-budget N] [--policy "
 	       "keep|restart|next]\n"
