@@ -61,6 +61,8 @@ struct agent_config {
 	int heartbeat_ms;
 	int watch_ms;               /* a watch waits this long for news (0: no watches) */
 	int probe_retry_ms; /* a node probe that failed its first attempts runs again this often */
+	int64_t reprobe_s;  /* measured rates older than this are measured again while no rank
+	                     * runs (perf_tick); 0: never */
 	int64_t job_dir_keep_s; /* an idle ended job's directories go after this (0: never; gc.c) */
 	int gc_interval_ms;     /* how often gc.c looks */
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
@@ -219,6 +221,11 @@ struct agent {
 	int leader_offers_shared;
 	int perf_attempts; /* probes started */
 	uv_timer_t perf_retry;
+	int perf_running;            /* a probe process runs */
+	int perf_reprobe;            /* the running probe re-measures (perf_tick) */
+	uint64_t perf_at_mono_ms;    /* when the last probe ended (a failed re-probe included) */
+	uint64_t ranks_started;      /* ranks started since the agent started (ranks.c) */
+	uint64_t perf_ranks_started; /* ranks_started when the running probe began */
 	uv_timer_t gc_timer; /* gc.c */
 	/* the link to another node (linkprobe.c) */
 	uv_tcp_t probe_server;
@@ -377,6 +384,8 @@ int gc_pass(struct agent *a);
 void gc_start(struct agent *a);
 /* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
 void perf_start(struct agent *a);
+/* Measures the node again (--reprobe-s) when its rates are that old and no rank runs. */
+void perf_tick(struct agent *a);
 /* linkprobe.c: serves the probe port on the loop (0, or an error naming the port). */
 int linkprobe_listen(struct agent *a, struct yard_err *err);
 /* A "link_probe" object from a heartbeat answer: measures the link to that node. */

@@ -313,8 +313,10 @@ static void on_tick(uv_timer_t *t)
 	struct call *c;
 
 	ranks_tick(a);
-	if (!a->stopping)
+	if (!a->stopping) {
 		ckpt_tick(a);
+		perf_tick(a);
+	}
 	watch_tick(a);
 	upgrade_tick(a);
 	if (a->heartbeat_in_flight || a->stopping ||

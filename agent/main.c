@@ -47,6 +47,8 @@ static void usage(FILE *out)
 	    "                                    default: port-base - 1)\n"
 	    "                  [--probe-retry-ms MS] (a node probe that failed 3 times runs\n"
 	    "                                         again this often; default 60000)\n"
+	    "                  [--reprobe-s S] (measure the node again when its rates are S s\n"
+	    "                                   old and no rank runs; default 3600, 0: never)\n"
 	    "                  [--job-dir-keep-s S] (the directories of a job with nothing left\n"
 	    "                                        on this node go after S s without a write;\n"
 	    "                                        default 86400, 0: kept forever)\n"
@@ -158,6 +160,13 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			    err, YARD_EINVAL,
 			    "job-dir-keep-s: '%s' is not 0 (keep forever) .. 315360000 s", value);
 		cfg->job_dir_keep_s = n;
+	} else if (strcmp(key, "reprobe-s") == 0) {
+		long n;
+		if (parse_long(value, 0, 31536000, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "reprobe-s: '%s' is not 0 (never) .. 31536000 s",
+			                    value);
+		cfg->reprobe_s = n;
 	} else if (strcmp(key, "job-gc-interval-ms") == 0) {
 		long n;
 		if (parse_long(value, 100, 3600000, &n) != 0)
@@ -351,6 +360,7 @@ int main(int argc, char **argv)
 	    {"probe-port", required_argument, NULL, 0},
 	    {"probe-retry-ms", required_argument, NULL, 0},
 	    {"job-dir-keep-s", required_argument, NULL, 0},
+	    {"reprobe-s", required_argument, NULL, 0},
 	    {"job-gc-interval-ms", required_argument, NULL, 0},
 	    {"config", required_argument, NULL, 0},
 	    {"help", no_argument, NULL, 'h'},
@@ -378,6 +388,7 @@ int main(int argc, char **argv)
 	a->cfg.watch_ms = 25000;
 	a->cfg.probe_retry_ms = 60000;
 	a->cfg.job_dir_keep_s = 86400;
+	a->cfg.reprobe_s = 3600;
 	a->cfg.gc_interval_ms = 60000;
 	a->watch_version = -1;
 	a->last_ok_mono_ms = yard_now_mono_ms(); /* the fencing clock starts with the agent */

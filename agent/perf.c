@@ -6,7 +6,11 @@
  * linkprobe.c has measured the link to a peer the leader named: "measured:PEER") and each
  * device's memory. Heartbeats carry the result as "perf" once it exists; a failed probe is
  * logged, heartbeats go on without it (the planner then names the node as unmeasured) and it
- * runs again (below). */
+ * runs again (below). With --reprobe-s, rates that old are measured again when no rank runs
+ * on the node (perf_tick): a node whose load or clocks changed is planned for with what it
+ * does now, and no training is disturbed by the probe; a re-probe during which a rank
+ * started is discarded (the two disturbed each other), and a failed one keeps the rates it
+ * had. The next heartbeat carries the new rates, which replace the leader's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +61,17 @@ static void finish(struct perf_run *p)
 	p->buf[p->len] = '\0';
 	if (p->exit_status == 0)
 		o = json_loads(p->buf, 0, &jerr);
-	if (!json_is_object(o) || json_real_value(json_object_get(o, "flops_per_s")) <= 0) {
+	int reprobe = a->perf_reprobe;
+	a->perf_running = 0;
+	a->perf_reprobe = 0;
+	a->perf_at_mono_ms = yard_now_mono_ms();
+	int valid = json_is_object(o) && json_real_value(json_object_get(o, "flops_per_s")) > 0;
+	if (reprobe && (!valid || a->ranks_started != a->perf_ranks_started)) {
+		log_info("node probe again: %s; the rates of the last probe stand",
+		         !valid ? "failed"
+		                : "a rank started meanwhile, so its figures are discarded");
+		json_decref(o);
+	} else if (!valid) {
 		int soon = a->perf_attempts < PERF_ATTEMPTS;
 		uint64_t retry_ms = soon ? PERF_RETRY_MS : (uint64_t)a->cfg.probe_retry_ms;
 		log_warn("node probe (%s --probe, attempt %d) failed (exit %lld): %s; trying again "
@@ -85,9 +99,11 @@ static void finish(struct perf_run *p)
 		                    json_integer(agent_device_memory_mb(&a->cfg)));
 		json_decref(a->perf);
 		a->perf = o;
-		linkprobe_apply(a); /* a link measured before this probe answered */
-		log_info("node probe: %.1f GFLOP/s per device (%.0f%% when all %d compute), "
+		a->perf_unwanted = 0; /* the next heartbeat carries it, new rates for the leader */
+		linkprobe_apply(a);   /* a link measured before this probe answered */
+		log_info("node probe%s: %.1f GFLOP/s per device (%.0f%% when all %d compute), "
 		         "shm %.2f GB/s, inter-node %.2f GB/s (%s), in %lld ms",
+		         reprobe ? " again (no rank runs)" : "",
 		         json_real_value(json_object_get(o, "flops_per_s")) / 1e9,
 		         json_real_value(json_object_get(o, "parallel_efficiency")) * 100,
 		         a->cfg.n_devices,
@@ -171,6 +187,8 @@ void perf_start(struct agent *a)
 	}
 	p->agent = a;
 	p->started_ms = yard_now_mono_ms();
+	a->perf_running = 1;
+	a->perf_ranks_started = a->ranks_started;
 	snprintf(devices, sizeof devices, "%d", a->cfg.n_devices);
 	snprintf(budget, sizeof budget, "%d", PERF_BUDGET_MS);
 	char *args[] = {a->worker.path, "--probe", "--devices", devices,
@@ -188,6 +206,8 @@ void perf_start(struct agent *a)
 	if (rc != 0) {
 		log_warn("node probe: cannot start %s: %s; heartbeats carry no perf",
 		         a->worker.path, uv_strerror(rc));
+		a->perf_running = a->perf_reprobe = 0;
+		a->perf_at_mono_ms = yard_now_mono_ms();
 		uv_close((uv_handle_t *)&p->process, handle_closed); /* libuv: close it anyway */
 		uv_close((uv_handle_t *)&p->out, handle_closed);
 		uv_close((uv_handle_t *)&p->timer, handle_closed);
@@ -195,4 +215,13 @@ void perf_start(struct agent *a)
 	}
 	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
 	uv_timer_start(&p->timer, on_timeout, kill_ms(a->perf_attempts), 0);
+}
+
+void perf_tick(struct agent *a)
+{
+	if (a->cfg.reprobe_s <= 0 || a->perf == NULL || a->perf_running || ranks_running(a) > 0 ||
+	    yard_now_mono_ms() - a->perf_at_mono_ms < (uint64_t)a->cfg.reprobe_s * 1000)
+		return;
+	a->perf_reprobe = 1;
+	perf_start(a);
 }

@@ -497,6 +497,7 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 	r->start_ticks = proc_start_ticks(proc->pid);
 	r->started_mono_ms = yard_now_mono_ms();
 	r->last_step_mono_ms = r->started_mono_ms;
+	a->ranks_started++;
 	log_info("started rank %d of %s (generation %lld) as pid %d%s%s", r->rank, job,
 	         (long long)r->generation, (int)r->pid, r->worker_version[0] ? " on worker " : "",
 	         r->worker_version);

@@ -219,6 +219,18 @@ start_agent() {
 		--heartbeat-ms 200 --stop-grace-ms 1000 "$@" >>"$T/log.agent-$name" 2>&1 &
 	APID[$name]=$!
 }
+# agent_refuses "FLAG VALUE"...: yard-agent refuses each bad value by the flag's name (exit 2)
+# before it starts
+agent_refuses() {
+	local bad out rc
+	for bad in "$@"; do
+		out=$("$YARD_AGENT" --controllers http://127.0.0.1:1 --data-dir "$T/none" --name n \
+			--devices cpu:1 $bad 2>&1)
+		rc=$?
+		[ "$rc" = 2 ] && grep -q "^yard-agent: ${bad%% *}: '${bad#* }' is not" <<<"$out" ||
+			fail "$bad: exit $rc: $out"
+	done
+}
 # kill_agent NAME: SIGKILL the agent alone (its ranks keep running)
 kill_agent() { kill -9 "${APID[$1]}" 2>/dev/null; wait "${APID[$1]}" 2>/dev/null; unset "APID[$1]"; }
 

@@ -7,13 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 
 # bad values are refused by name before the agent starts
-for bad in "--job-dir-keep-s -1" "--job-dir-keep-s 2d" "--job-gc-interval-ms 50" "--job-gc-interval-ms x"; do
-	out=$("$YARD_AGENT" --controllers http://127.0.0.1:1 --data-dir "$T/none" --name n \
-		--devices cpu:1 $bad 2>&1)
-	rc=$?
-	[ "$rc" = 2 ] && grep -q "^yard-agent: ${bad%% *}: '${bad#* }' is not" <<<"$out" ||
-		fail "$bad: exit $rc: $out"
-done
+agent_refuses "--job-dir-keep-s -1" "--job-dir-keep-s 2d" "--job-gc-interval-ms 50" \
+	"--job-gc-interval-ms x"
 
 start_member 1 "$(members_arg 1)"
 wait_leader 10 1 || fail "no leader"
