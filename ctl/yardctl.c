@@ -388,6 +388,10 @@ static void show_submitted(const struct ctl *x, const json_t *doc)
 {
 	printf("job %s submitted (%s)\n", str(doc, "id") ? str(doc, "id") : "?",
 	       str(doc, "state") ? str(doc, "state") : "?");
+	size_t i;
+	const json_t *w;
+	json_array_foreach(json_object_get(doc, "warnings"), i, w)
+	    fprintf(stderr, "warning: %s\n", json_string_value(w) ? json_string_value(w) : "?");
 }
 
 /* main has checked the file with jobspec_load_file; it is sent as written (the controller

@@ -3276,6 +3276,11 @@ void sched_overlay_rollout(struct sched *s, json_t *rollout)
 	rollout_driver_overlay(s->rollouts, rollout);
 }
 
+uint64_t sched_node_down_ms(const struct sched *s)
+{
+	return s->cfg.node_down_ms;
+}
+
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms)
 {
 	struct soft_node *n = s->leading ? node_find(s, node) : NULL;

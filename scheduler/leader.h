@@ -134,6 +134,8 @@ int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_
 /* 1 when this leader heard the node's agent less than node_suspect_ms ago (*ago_ms says
  * when); 0 when not, or not since it leads. */
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);
+/* How long after its last heartbeat a node is declared down (--node-down-ms). */
+uint64_t sched_node_down_ms(const struct sched *s);
 void sched_overlay_node(struct sched *s, json_t *node);
 /* Adds each target node's live version and upgrade state to a rollout (fsm_rollout_get). */
 void sched_overlay_rollout(struct sched *s, json_t *rollout);

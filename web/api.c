@@ -269,8 +269,27 @@ static void h_transfer(struct call *call)
 
 /* ---- jobs ---- */
 
+/* The answer of a write, with the call's warning in "warnings" when it succeeded. */
+static void answer_with_warning(struct call *call, const json_t *result)
+{
+	json_t *body = json_object_get(result, "body");
+	if (call->warning[0] != '\0' && json_object_get(result, "error") == NULL &&
+	    json_is_object(body)) {
+		json_t *copy = json_deep_copy(result);
+		json_object_set_new(json_object_get(copy, "body"), "warnings",
+		                    json_pack("[s]", call->warning));
+		call_answer_result(call, copy);
+		json_decref(copy);
+		return;
+	}
+	call_answer_result(call, result);
+}
+
 /* Validates the spec with the one job-spec parser (jobs/spec.h): a bad field is a 400 naming
- * it, and what is stored is the normalized spec with every default filled in. */
+ * it, and what is stored is the normalized spec with every default filled in. A spec that is
+ * valid but will not do what it asks on this cluster is stored with a warning: fencing
+ * (failure.stop_on_disconnect_s) no shorter than the time after which the leader declares a
+ * node down cannot stop a cut-off node's ranks before the job runs again elsewhere. */
 static void h_jobs_submit(struct call *call)
 {
 	json_t *body = call_body_object(call);
@@ -284,10 +303,18 @@ static void h_jobs_submit(struct call *call)
 		return;
 	}
 	json_decref(body);
+	uint64_t down_ms = call->s->sched != NULL ? sched_node_down_ms(call->s->sched) : 0;
+	if (spec.failure.stop_on_disconnect_s > 0 && down_ms > 0 &&
+	    spec.failure.stop_on_disconnect_s * 1000 >= (double)down_ms)
+		snprintf(call->warning, sizeof call->warning,
+		         "failure.stop_on_disconnect_s %g is not below the %.1f s after which the "
+		         "leader declares a silent node down: a node cut off from the controllers "
+		         "runs the job's ranks until after it is placed again elsewhere",
+		         spec.failure.stop_on_disconnect_s, (double)down_ms / 1000.0);
 	json_t *args = json_pack("{s:s,s:i,s:o}", "name", spec.name, "priority", spec.priority,
 	                         "spec", jobspec_to_json(&spec));
 	jobspec_free(&spec);
-	call_submit(call, "job.submit", args, call_answer_result);
+	call_submit(call, "job.submit", args, answer_with_warning);
 }
 
 /* POST /v1/plan: ranks the layouts of a job spec for the cluster's devices and measured rates

@@ -86,6 +86,7 @@ struct call {
 	char member_addr[CONSENSUS_ADDR_MAX];
 	char member_url[256];
 	int member_voter;
+	char warning[256]; /* added to a successful answer as "warnings": [warning] ("": none) */
 	/* an embargoed read, answered once audit.read commits (owned; freed with the call) */
 	json_t *audited_json;
 	unsigned char *audited_bytes;

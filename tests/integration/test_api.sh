@@ -22,6 +22,13 @@ done
 TOK[admin]=$TOKEN
 call POST 1 /v1/jobs '{"name":"seed"}'
 [ "$CODE" = 201 ] || fail "seed job: $CODE"
+[ "$(jget "$BODY" '"warnings" in d')" = False ] || fail "a plain job got warnings: $BODY"
+# fencing no shorter than the node-down time (3 s by default) is stored with a warning
+call POST 1 /v1/jobs '{"name":"fence-late","failure":{"stop_on_disconnect_s":3}}'
+[ "$CODE" = 201 ] && grep -q '"warnings":\["failure.stop_on_disconnect_s 3 is not below the 3.0 s after which the leader declares a silent node down' <<<"$BODY" ||
+	fail "late fencing: $CODE $BODY"
+call POST 1 /v1/jobs '{"name":"fence-ok","failure":{"stop_on_disconnect_s":2.5}}'
+[ "$CODE" = 201 ] && [ "$(jget "$BODY" '"warnings" in d')" = False ] || fail "fencing in time got a warning: $CODE $BODY"
 
 # route table: method path body allowed-roles
 ROUTES=(

@@ -70,6 +70,12 @@ expect_in "$T/out" "submitted (pending)"
 expect_in "$T/err" "leader is http://127.0.0.1:$((BASE + 100 + leader))"
 job=$(sed -n 's/^job \([^ ]*\) submitted.*/\1/p' "$T/out")
 [ -n "$job" ] || fail "no job id in: $(cat "$T/out")"
+! grep -q "^warning:" "$T/err" || fail "warnings for a plain job: $(cat "$T/err")"
+# a spec the controller stores with a warning: yardctl prints it on stderr, and succeeds
+printf '{"name": "fence-late", "failure": {"stop_on_disconnect_s": 10}}' >"$T/fence.json"
+yc 0 job submit "$T/fence.json"
+expect_in "$T/out" "submitted (pending)"
+expect_in "$T/err" "warning: failure.stop_on_disconnect_s 10 is not below the 3.0 s after which the leader declares a silent node down"
 yc 0 job list --state pending
 expect_in "$T/out" "$job"
 expect_in "$T/out" "it-job"
