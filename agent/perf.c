@@ -219,8 +219,10 @@ void perf_start(struct agent *a)
 
 void perf_tick(struct agent *a)
 {
-	if (a->cfg.reprobe_s <= 0 || a->perf == NULL || a->perf_running || ranks_running(a) > 0 ||
-	    yard_now_mono_ms() - a->perf_at_mono_ms < (uint64_t)a->cfg.reprobe_s * 1000)
+	/* the rank scan last: on most ticks the rates are not old yet */
+	if (a->cfg.reprobe_s <= 0 || a->perf == NULL || a->perf_running ||
+	    yard_now_mono_ms() - a->perf_at_mono_ms < (uint64_t)a->cfg.reprobe_s * 1000 ||
+	    ranks_running(a) > 0)
 		return;
 	a->perf_reprobe = 1;
 	perf_start(a);
