@@ -13,7 +13,7 @@ wait_leader 10 1 || fail "no leader"
 make_join_token 1
 D=$T/agent-node-a
 start_agent node-a 1 "$(api 1)" --stop-grace-ms 8000
-wait_until 15 node_state_is 1 node-a up || fail "node-a did not register"
+wait_until 60 node_state_is 1 node-a up || fail "node-a did not register: $(cat "$T/log.agent-node-a")"
 
 # lingering N: a command rank that, told to stop, takes 2 s to exit and marks $T/gone-N last
 lingering() {

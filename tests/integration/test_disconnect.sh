@@ -15,7 +15,7 @@ wait_leader 10 1 || fail "no leader"
 make_join_token 1
 L=$T/log.agent-node-a
 start_agent node-a 2 "$(api 1)"
-wait_until 15 node_state_is 1 node-a up || fail "node-a did not register"
+wait_until 60 node_state_is 1 node-a up || fail "node-a did not register: $(cat "$T/log.agent-node-a")"
 
 loop='"command":["sh","-c","i=0; while [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done"]'
 submit 1 "{\"name\":\"fenced\",\"ranks\":1,$loop,\"failure\":{\"max_restarts\":1,\"stop_on_disconnect_s\":2}}"
