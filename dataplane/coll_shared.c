@@ -234,7 +234,7 @@ static int wait_all(yd_comm *c, const struct dp_group *lg, const struct dp_op *o
 		if ((rc = stray_frames(c, o, bytes)) != 0 || (rc = announced_mismatch(c)) != 0)
 			return rc;
 		if (atomic_load(c->doorbell) == bell)
-			dp_shm_wait(c, 5);
+			dp_shm_wait(c, bell, 5);
 		if ((rc = dp_poll_ctl_op(c, o, 0)) != 0)
 			return rc;
 	}

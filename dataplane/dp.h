@@ -296,7 +296,14 @@ int dp_shm_setup(yd_comm *c, char *err, size_t errlen);
 void dp_shm_teardown(yd_comm *c);
 int dp_shm_progress_tx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
 int dp_shm_progress_rx(yd_comm *c, struct dp_peer *p, struct dp_xset *s, int *progressed);
-void dp_shm_wait(yd_comm *c, int timeout_ms);
+/* Sleep on c's doorbell (at most timeout_ms) unless it no longer reads `seen`, the value read
+ * before the caller last looked for work: a ring after that look wakes it or keeps it from
+ * sleeping (re-reading the doorbell here would lose it and sleep the whole timeout). */
+void dp_shm_wait(yd_comm *c, uint32_t seen, int timeout_ms);
+/* The same on any doorbell; 1 when it was rung (no longer reads `seen`) before the timeout,
+ * else 0. */
+int dp_doorbell_wait(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting, uint32_t seen,
+                     int timeout_ms);
 void dp_shm_ring_doorbell(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting);
 /* The header of the first frame waiting in p's inbound ring, or NULL. */
 const struct dp_hdr *dp_shm_peek(struct dp_peer *p);

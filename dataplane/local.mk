@@ -106,6 +106,12 @@ tests_unit_test_coll_reduce_SOURCES = tests/unit/test_coll_reduce.c
 tests_unit_test_coll_reduce_CFLAGS = $(DP_TEST_CFLAGS)
 tests_unit_test_coll_reduce_LDADD = $(DP_TEST_LIBS)
 
+check_PROGRAMS += tests/unit/test_doorbell
+TESTS += tests/unit/test_doorbell
+tests_unit_test_doorbell_SOURCES = tests/unit/test_doorbell.c
+tests_unit_test_doorbell_CFLAGS = $(DP_TEST_CFLAGS)
+tests_unit_test_doorbell_LDADD = $(DP_TEST_LIBS)
+
 bin_PROGRAMS += yard-bench
 yard_bench_SOURCES = dataplane/yard_bench.c
 yard_bench_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)

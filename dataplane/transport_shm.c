@@ -230,13 +230,22 @@ void dp_shm_ring_doorbell(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting)
 		futex(doorbell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-void dp_shm_wait(yd_comm *c, int timeout_ms)
+int dp_doorbell_wait(_Atomic uint32_t *doorbell, _Atomic uint32_t *waiting, uint32_t seen,
+                     int timeout_ms)
 {
 	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
-	uint32_t v = atomic_load(c->doorbell);
-	atomic_fetch_add(c->waiting, 1);
-	futex(c->doorbell, FUTEX_WAIT, v, &ts);
-	atomic_fetch_sub(c->waiting, 1);
+	/* a ringer adds to the doorbell before it reads `waiting`: either it sees this waiter
+	 * and wakes it, or the futex sees the doorbell moved past `seen` and does not sleep */
+	atomic_fetch_add(waiting, 1);
+	long r = futex(doorbell, FUTEX_WAIT, seen, &ts);
+	int timed_out = r != 0 && errno == ETIMEDOUT;
+	atomic_fetch_sub(waiting, 1);
+	return !timed_out && atomic_load(doorbell) != seen;
+}
+
+void dp_shm_wait(yd_comm *c, uint32_t seen, int timeout_ms)
+{
+	dp_doorbell_wait(c->doorbell, c->waiting, seen, timeout_ms);
 }
 
 static int shm_gone(yd_comm *c, struct dp_peer *p, struct dp_xfer *x)

@@ -371,7 +371,7 @@ int dp_xset_wait(yd_comm *c, struct dp_xset *s, int max_wait_ms)
 	if (s->uses_shm && !tcp_pending) {
 		/* shm only: sleep on our doorbell, then look at the control sockets */
 		if (c->doorbell && atomic_load(c->doorbell) == s->bell)
-			dp_shm_wait(c, max_wait_ms);
+			dp_shm_wait(c, s->bell, max_wait_ms);
 		rc = poll_all(c, s, 0, 0);
 	} else {
 		rc = poll_all(c, s, s->uses_shm ? 1 : max_wait_ms, 1);
