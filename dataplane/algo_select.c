@@ -143,17 +143,17 @@ enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes)
 		return c->algo;
 	switch (kind) {
 	case DP_ALLREDUCE: {
+		/* the cheapest, but the ring unless that is clearly (5%) cheaper */
 		enum yd_algo best = YD_ALGO_RING;
-		double bt = dp_algo_cost(c, YD_ALGO_RING, bytes);
+		double bt = INFINITY, ring = dp_algo_cost(c, YD_ALGO_RING, bytes);
 		for (int i = 0; i < c->ncand; i++) {
 			double t = dp_algo_cost(c, c->cand[i], bytes);
-			/* the ring unless another is clearly (5%) cheaper */
-			if (c->cand[i] != YD_ALGO_RING && t < bt * 0.95) {
+			if (c->cand[i] != YD_ALGO_RING && t < bt) {
 				bt = t;
 				best = c->cand[i];
 			}
 		}
-		return best;
+		return bt < ring * 0.95 ? best : YD_ALGO_RING;
 	}
 	case DP_REDUCE_SCATTER:
 	case DP_ALLGATHER:

@@ -2,16 +2,24 @@
  * communicator is created, so that `auto` (algo_select.c) chooses from measurements of these
  * ranks, these transports and this machine instead of from constants.
  *
- * Every rank times each candidate algorithm at three sizes (4 KiB, 256 KiB, 4 MiB), keeping
- * the fastest of a few calls (a call that lost its core to another program says nothing
- * about the algorithm). The ranks then agree on the slowest rank's figure for each (one
- * allreduce of the maxima: a collective ends when its slowest rank does). The finalists, up
- * to three candidates within 1.5x of the best at 4 MiB, are timed at 16 MiB too, where the
- * data no longer fits the caches and algorithms that move more memory fall behind; the
- * others' 16 MiB figure continues their line. The cost of another size is read off the line
- * through the measured points around it. Every rank holds the same figures, so every rank makes the
- * same choice; the choice also travels in each message header, so a divergence would be
- * reported, never misread. */
+ * Every rank times each candidate algorithm at four sizes (4 KiB, 256 KiB, 1 MiB, 4 MiB).
+ * At each size every candidate first runs once untimed: the first call of an algorithm at a
+ * size pays for the pages its scratch buffers, shared slots and rings touch for the first
+ * time (10-160 ms against 0.1-5 ms warm, 4 ranks on 2 cores), which says nothing about the
+ * calls after it. Then a few timed calls each (more at the small sizes, where they are
+ * cheap and one preempted call is large against the others), round robin over the
+ * candidates so that a burst of load from elsewhere falls on one call of several algorithms
+ * rather than on every call of one; an algorithm's figure is the lower third of its calls
+ * (the fastest of two or three): preemption by another program says nothing about the
+ * algorithm, but with more ranks than cores waiting on the others is part of its cost,
+ * which the single fastest call hides. The ranks then agree on the slowest rank's figure for
+ * each (one allreduce of the maxima: a collective ends when its slowest rank does). The
+ * finalists, up to three candidates within 1.5x of the best at 4 MiB, are timed at 16 MiB
+ * too (after an untimed call each), where the data no longer fits the caches and algorithms
+ * that move more memory fall behind; the others' 16 MiB figure continues their line. The
+ * cost of another size is read off the line through the measured points around it. Every
+ * rank holds the same figures, so every rank makes the same choice; the choice also travels
+ * in each message header, so a divergence would be reported, never misread. */
 #include "config.h"
 
 #include <math.h>
@@ -22,10 +30,14 @@
 #include "common/log.h"
 #include "dataplane/dp.h"
 
-/* the sizes and the calls timed at each: more at the small size, where one preempted call
- * is large against the others */
-const size_t dp_cal_bytes[DP_CAL_POINTS] = {4096, 256u << 10, 4u << 20, 16u << 20};
-static const int cal_reps[DP_CAL_POINTS] = {5, 2, 2, 1};
+/* the sizes and the calls timed at each (after the untimed one) */
+const size_t dp_cal_bytes[DP_CAL_POINTS] = {4096, 256u << 10, 1u << 20, 4u << 20, 16u << 20};
+#define CAL_MAX_REPS 15
+static const int cal_reps[DP_CAL_POINTS] = {CAL_MAX_REPS, 5, 5, 2, 1};
+/* back-to-back calls per timing: the ranks reach a call at different moments (the first to
+ * arrive waits for the last), which a run of calls spreads over all of them, as in a training
+ * loop */
+static const int cal_batch[DP_CAL_POINTS] = {4, 2, 2, 1, 1};
 
 /* The line through measured points p-1 and p of t, at n bytes; a falling segment (noise
  * larger than the difference) is replaced by the larger call's bandwidth. */
@@ -56,13 +68,45 @@ static int forced_allreduce(yd_comm *c, enum yd_algo a, void *buf, size_t count,
 	return rc;
 }
 
-static int timed_allreduce(yd_comm *c, enum yd_algo a, float *buf, size_t count, double *best)
+/* Seconds per call of `batch` back-to-back calls into *t. */
+static int timed_allreduce(yd_comm *c, enum yd_algo a, float *buf, size_t count, int batch,
+                           double *t)
 {
 	double t0 = yard_now_mono_ns() / 1e9;
-	int rc = forced_allreduce(c, a, buf, count, YD_F32, YD_SUM);
-	double t = yard_now_mono_ns() / 1e9 - t0;
-	if (rc == 0 && (*best == 0 || t < *best))
-		*best = t;
+	int rc = 0;
+	for (int k = 0; k < batch && rc == 0; k++)
+		rc = forced_allreduce(c, a, buf, count, YD_F32, YD_SUM);
+	*t = (yard_now_mono_ns() / 1e9 - t0) / batch;
+	return rc;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The figure of n timed calls: the lower third (sorts t). */
+static double lower_third(double *t, int n)
+{
+	qsort(t, (size_t)n, sizeof *t, by_value);
+	return t[(n - 1) / 3];
+}
+
+/* Candidate i's calls at point p of the calibration: one untimed call each, then
+ * cal_reps[p] timed calls each, round robin; the figures into fig[DP_CAL_POINTS * i + p]. */
+static int time_point(yd_comm *c, const enum yd_algo *cand, int n, int p, float *buf, double *fig)
+{
+	size_t count = dp_cal_bytes[p] / sizeof(float);
+	double calls[YD_ALGO_COUNT][CAL_MAX_REPS], dummy;
+	int rc = 0;
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = timed_allreduce(c, cand[i], buf, count, 1, &dummy);
+	for (int r = 0; r < cal_reps[p] && rc == 0; r++)
+		for (int i = 0; i < n && rc == 0; i++)
+			rc = timed_allreduce(c, cand[i], buf, count, cal_batch[p], &calls[i][r]);
+	for (int i = 0; i < n && rc == 0; i++)
+		fig[DP_CAL_POINTS * i + p] = lower_third(calls[i], cal_reps[p]);
 	return rc;
 }
 
@@ -112,29 +156,22 @@ int dp_calibrate(yd_comm *c)
 	float *buf = malloc(most);
 	double *t = calloc(DP_CAL_POINTS * (size_t)n, sizeof *t);
 	int rc = buf && t ? 0 : YARD_ENOMEM;
-	/* every page of the buffer touched, and one untimed call: the first to touch the pages,
-	 * the rings and the sockets' windows would otherwise charge that to whichever algorithm
-	 * is timed first */
-	double warm = 0;
-	if (rc == 0) {
-		memset(buf, 0, most);
-		rc = timed_allreduce(c, YD_ALGO_RING, buf, dp_cal_bytes[last - 1] / sizeof(float),
-		                     &warm);
-	}
-	/* round robin over the candidates, so that a burst of load from elsewhere on the machine
-	 * falls on one call of several algorithms rather than on every call of one */
+	if (rc == 0)
+		memset(buf, 0, most); /* every page of the buffer touched before any timing */
 	for (int p = 0; p < last && rc == 0; p++)
-		for (int r = 0; r < cal_reps[p] && rc == 0; r++)
-			for (int i = 0; i < n && rc == 0; i++)
-				rc = timed_allreduce(c, cand[i], buf, dp_cal_bytes[p] / sizeof(float),
-				                     &t[DP_CAL_POINTS * i + p]);
+		rc = time_point(c, cand, n, p, buf, t);
 	if (rc == 0)
 		rc = agree_max(c, t, DP_CAL_POINTS * (size_t)n);
 	/* the last point, past the caches, only for the algorithms that could win there */
-	if (rc == 0)
-		nf = finalists(t, n, fin);
-	for (int k = 0; k < nf && rc == 0; k++)
-		rc = timed_allreduce(c, cand[fin[k]], buf, most / sizeof(float), &big[k]);
+	if (rc == 0 && (nf = finalists(t, n, fin)) > 0) {
+		enum yd_algo fa[DP_CAL_FINALISTS];
+		double ft[DP_CAL_FINALISTS * DP_CAL_POINTS];
+		for (int k = 0; k < nf; k++)
+			fa[k] = cand[fin[k]];
+		rc = time_point(c, fa, nf, last, buf, ft);
+		for (int k = 0; k < nf && rc == 0; k++)
+			big[k] = ft[DP_CAL_POINTS * k + last];
+	}
 	if (rc == 0 && nf)
 		rc = agree_max(c, big, (size_t)nf);
 	if (rc == 0) {
@@ -156,11 +193,11 @@ int dp_calibrate(yd_comm *c)
 		}
 		for (int i = 0; i < n && c->rank == 0; i++) {
 			const double *ci = c->costs.cal_s[cand[i]];
-			log_debug(
-			    "calibration: %-6s %.1f / %.1f / %.1f / %.1f%s us at 4K / 256K / 4M / "
-			    "16M",
-			    yd_algo_name(cand[i]), ci[0] * 1e6, ci[1] * 1e6, ci[2] * 1e6,
-			    ci[3] * 1e6, c->costs.cal_final[cand[i]] ? "" : " (line)");
+			log_debug("calibration: %-6s %.1f / %.1f / %.1f / %.1f / %.1f%s us at 4K / "
+			          "256K / 1M / 4M / 16M",
+			          yd_algo_name(cand[i]), ci[0] * 1e6, ci[1] * 1e6, ci[2] * 1e6,
+			          ci[3] * 1e6, ci[4] * 1e6,
+			          c->costs.cal_final[cand[i]] ? "" : " (line)");
 		}
 		c->costs.calibrated = 1;
 		c->costs.calibrate_s = yard_now_mono_ns() / 1e9 - t0;

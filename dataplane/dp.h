@@ -156,7 +156,7 @@ struct yd_request;
 /* Sizes (bytes) at which calibrate.c times the candidate allreduce algorithms: every
  * candidate at all but the last, the finalists (those close to the best at the one before)
  * at the last too, where caches no longer hold the data. */
-#define DP_CAL_POINTS 4
+#define DP_CAL_POINTS 5
 #define DP_CAL_FINALISTS 3
 extern const size_t dp_cal_bytes[DP_CAL_POINTS];
 

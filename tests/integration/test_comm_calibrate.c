@@ -180,9 +180,35 @@ static int interpolation(void)
 	return bad;
 }
 
+/* `auto` takes the cheapest by the figures, whatever the candidates' order, and the ring
+ * unless that is 5% cheaper */
+static int cheapest(void)
+{
+	yd_comm *c = calloc(1, sizeof *c);
+	int bad = 0;
+	const enum yd_algo cand[] = {YD_ALGO_RING, YD_ALGO_RD, YD_ALGO_HD, YD_ALGO_SHARED};
+	const double at_1m[] = {400e-6, 500e-6, 350e-6, 340e-6};
+	c->algo = YD_ALGO_AUTO;
+	c->costs.calibrated = 1;
+	c->ncand = 4;
+	for (int i = 0; i < 4; i++) {
+		c->cand[i] = cand[i];
+		for (int p = 0; p < DP_CAL_POINTS; p++)
+			c->costs.cal_s[cand[i]][p] = at_1m[i] * (double)dp_cal_bytes[p] / (1 << 20);
+	}
+	/* hd comes first and is 5% under the ring; the shared buffers are 3% cheaper still */
+	bad += dp_algo_select(c, DP_ALLREDUCE, 1u << 20) != YD_ALGO_SHARED;
+	/* nothing 5% under the ring: the ring */
+	c->costs.cal_s[YD_ALGO_RING][2] = 350e-6;
+	bad += dp_algo_select(c, DP_ALLREDUCE, 1u << 20) != YD_ALGO_RING;
+	free(c);
+	printf("%s auto: the cheapest, the ring unless it is 5%% dearer\n", bad ? "FAIL" : "ok");
+	return bad;
+}
+
 int main(void)
 {
-	int bad = interpolation() != 0, status[64];
+	int bad = interpolation() != 0 || cheapest() != 0, status[64];
 	static const struct {
 		int world;
 		const char *transport, *hosts;
