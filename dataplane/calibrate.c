@@ -9,8 +9,9 @@
  * calls after it. Then a few timed calls each (more at the small sizes, where they are
  * cheap and one preempted call is large against the others), round robin over the
  * candidates so that a burst of load from elsewhere falls on one call of several algorithms
- * rather than on every call of one; an algorithm's figure is the lower third of its calls
- * (the fastest of two or three): preemption by another program says nothing about the
+ * rather than on every call of one; an algorithm's figure is the lower third of its timings
+ * (the fifth fastest of 15, the second of 5, the fastest of 1 or 2), and each timing is of a
+ * few back-to-back calls at the small sizes: preemption by another program says nothing about the
  * algorithm, but with more ranks than cores waiting on the others is part of its cost,
  * which the single fastest call hides. The ranks then agree on the slowest rank's figure for
  * each (one allreduce of the maxima: a collective ends when its slowest rank does). The

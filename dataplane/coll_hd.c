@@ -4,6 +4,8 @@
  * Non-power-of-two sizes fold the extra ranks in and out as recursive doubling does. */
 #include "config.h"
 
+#include <string.h>
+
 #include "dataplane/dp.h"
 
 int dp_hd_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count)
@@ -11,9 +13,15 @@ int dp_hd_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *ds
 	size_t esz = yd_dtype_size(o->dtype), bytes = count * esz;
 	int p = dp_pow2_floor(c->size), rem = c->size - p, q, rc;
 	char *d = dst;
-	if ((rc = dp_fold_in(c, o, src, dst, bytes, &q)) != 0)
+	const void *mine;
+	if ((rc = dp_fold_in(c, o, src, dst, bytes, &q, &mine)) != 0)
 		return rc;
+	if (q >= 0 && p == 1 && mine != dst)
+		memcpy(dst, mine, bytes);
 	if (q >= 0) {
+		/* the first step sends from and reduces with the input where it is (out of place:
+		 * never copied) into dst; the later ones work within dst */
+		const char *m = mine;
 		size_t boff[p + 1], bcnt[p];
 		for (int b = 0; b < p; b++)
 			dp_block(count, p, b, &boff[b], &bcnt[b]);
@@ -24,14 +32,15 @@ int dp_hd_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *ds
 			int klo = (q & mask) ? mid : lo, khi = (q & mask) ? hi : mid;
 			int slo = (q & mask) ? lo : mid, shi = (q & mask) ? mid : hi;
 			struct dp_xfer x[2];
-			dp_x_send(&x[0], o, partner, d + boff[slo] * esz,
+			dp_x_send(&x[0], o, partner, m + boff[slo] * esz,
 			          (boff[shi] - boff[slo]) * esz);
 			dp_x_recv_reduce(&x[1], o, partner, d + boff[klo] * esz,
-			                 d + boff[klo] * esz, (boff[khi] - boff[klo]) * esz);
+			                 m + boff[klo] * esz, (boff[khi] - boff[klo]) * esz);
 			if ((rc = dp_xfer_run(c, x, 2)) != 0)
 				return rc;
 			lo = klo;
 			hi = khi;
+			m = d;
 		}
 		for (int mask = 1; mask < p; mask <<= 1) {
 			int partner = dp_fold_real(q ^ mask, rem);

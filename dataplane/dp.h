@@ -379,7 +379,7 @@ int dp_chain_reduce(yd_comm *c, const struct dp_op *o, const void *src, void *ds
 int dp_pow2_floor(int n);
 int dp_fold_real(int q, int rem);
 int dp_fold_in(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t bytes,
-               int *q_out);
+               int *q_out, const void **mine);
 int dp_fold_out(yd_comm *c, const struct dp_op *o, void *dst, size_t bytes);
 int dp_rd_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
 int dp_hd_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *dst, size_t count);
