@@ -2,8 +2,10 @@
  * yd_comm_set_algo) where the algorithm applies to the collective; otherwise, for an
  * allreduce, the cheapest by the costs calibrate.c measured on this communicator when it was
  * created (per algorithm the slowest rank's times at a few sizes, so every rank computes the
- * same choice). Without a calibration (YARD_CALIBRATE=0, yd_config.calibrate < 0) the
- * alpha-beta-gamma model of research/dataplane.md §2 with built-in constants: time = steps·α
+ * same choice), unless the first calls of that size found another faster (tune.c, which
+ * changes the algorithm when the call runs). Without a calibration (YARD_CALIBRATE=0,
+ * yd_config.calibrate < 0) the alpha-beta-gamma model of research/dataplane.md §2 with built-in
+ * constants: time = steps·α
  * + bytes moved·β + bytes reduced·γ, with α and β of the slowest link the algorithm crosses.
  * The choice travels in every header, so a divergence is reported as a mismatch rather than
  * corrupting data. */
@@ -177,5 +179,14 @@ enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes)
 
 enum yd_algo yd_allreduce_algo(yd_comm *c, size_t count, enum yd_dtype dt)
 {
-	return c ? dp_algo_select(c, DP_ALLREDUCE, count * yd_dtype_size(dt)) : YD_ALGO_AUTO;
+	if (!c)
+		return YD_ALGO_AUTO;
+	size_t bytes = count * yd_dtype_size(dt);
+	enum yd_algo a = dp_algo_select(c, DP_ALLREDUCE, bytes);
+	if (!dp_algo_supported(DP_ALLREDUCE, c->algo)) {
+		enum yd_algo tuned = dp_tune_chosen(c, bytes, dt);
+		if (tuned != YD_ALGO_AUTO)
+			a = tuned;
+	}
+	return a;
 }

@@ -20,7 +20,9 @@
  * that move more memory fall behind; the others' 16 MiB figure continues their line. The
  * cost of another size is read off the line through the measured points around it. Every
  * rank holds the same figures, so every rank makes the same choice; the choice also travels
- * in each message header, so a divergence would be reported, never misread. */
+ * in each message header, so a divergence would be reported, never misread. Where these
+ * figures put several algorithms close together, the application's first calls of a size
+ * decide between them (tune.c). */
 #include "config.h"
 
 #include <math.h>

@@ -249,6 +249,7 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 		dp_cuda_enable(c, why, sizeof why);
 	}
 	c->calibrate_cfg = cfg->calibrate;
+	c->tune.on = cfg->tune >= 0;
 	if (c->algo == YD_ALGO_AUTO && cfg->calibrate >= 0 && (rc = dp_calibrate(c)) != 0) {
 		pthread_mutex_lock(&c->err_lock);
 		snprintf(err, errlen, "calibrating the allreduce algorithms: %s",
@@ -399,6 +400,21 @@ static int rendezvous_file(const char *path, int rank, int world, const char *ad
 	}
 }
 
+/* A 0/1 switch from the environment into *on; unset or empty leaves *on, anything else is
+ * YARD_EINVAL naming the variable. */
+static int env_switch(const char *name, int *on, char *errbuf, size_t len)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return 0;
+	if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+		snprintf(errbuf, len, "%s=%s: want 0 or 1", name, v);
+		return YARD_EINVAL;
+	}
+	*on = v[0] == '1';
+	return 0;
+}
+
 int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len)
 {
 	char dummy[8];
@@ -448,22 +464,13 @@ int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len)
 		cfg.algo = (enum yd_algo)v;
 	}
 	cfg.tcp_sockets_per_peer = env_int("YARD_TCP_SOCKETS", 0);
-	const char *cal = getenv("YARD_CALIBRATE");
-	if (cal && *cal) {
-		if (strcmp(cal, "0") != 0 && strcmp(cal, "1") != 0) {
-			snprintf(errbuf, errbuf_len, "YARD_CALIBRATE=%s: want 0 or 1", cal);
-			return YARD_EINVAL;
-		}
-		cfg.calibrate = strcmp(cal, "0") == 0 ? -1 : 0;
-	}
-	const char *cu = getenv("YARD_CUDA");
-	if (cu && *cu) {
-		if (strcmp(cu, "0") != 0 && strcmp(cu, "1") != 0) {
-			snprintf(errbuf, errbuf_len, "YARD_CUDA=%s: expected 0 or 1", cu);
-			return YARD_EINVAL;
-		}
-		cfg.cuda = cu[0] == '1';
-	}
+	int calibrate = 1, tune = 1;
+	if ((rc = env_switch("YARD_CALIBRATE", &calibrate, errbuf, errbuf_len)) != 0 ||
+	    (rc = env_switch("YARD_TUNE", &tune, errbuf, errbuf_len)) != 0 ||
+	    (rc = env_switch("YARD_CUDA", &cfg.cuda, errbuf, errbuf_len)) != 0)
+		return rc;
+	cfg.calibrate = calibrate ? 0 : -1;
+	cfg.tune = tune ? 0 : -1;
 	const char *peers = getenv("YARD_PEERS"), *file = getenv("YARD_RENDEZVOUS_FILE");
 	const char *hosts = getenv("YARD_HOSTS");
 	if (hosts && *hosts) {
@@ -603,6 +610,7 @@ int yd_comm_split(yd_comm *comm, int color, int key, yd_comm **out)
 	cfg.tcp_sockets_per_peer = comm->socks_per_peer;
 	cfg.cuda = comm->cuda_enabled;
 	cfg.calibrate = comm->calibrate_cfg;
+	cfg.tune = comm->tune.on ? 0 : -1;
 	rc = comm_create(&cfg, fd, out, err, sizeof err);
 	fd = -1;
 	if (rc)

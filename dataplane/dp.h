@@ -172,6 +172,38 @@ struct dp_costs {
 	double calibrate_s; /* how long the calibration took */
 };
 
+/* Online tuning of `auto` allreduces (tune.c): per size, the candidates the calibration put
+ * close together, each timed in the first calls of that size, then the one the ranks agree
+ * was fastest. */
+#define DP_TUNE_SIZES 32              /* sizes tuned per communicator; later ones keep the model */
+#define DP_TUNE_CAND 4                /* algorithms tried per size */
+#define DP_TUNE_ROUNDS 3              /* timed calls per algorithm (after an untimed one) */
+#define DP_TUNE_MAX_BYTES (16u << 20) /* larger calls keep the calibration's choice */
+#define DP_TUNE_NEAR 1.5              /* tried: predicted within this factor of the best */
+#define DP_TUNE_MARGIN                                                                             \
+	0.05                     /* another algorithm replaces the calibrated one when this        \
+	                          * much faster */
+#define DP_SEQ_TUNE (1ull << 63) /* sequence bit of the ranks' agreement on a size */
+struct dp_tune_size {
+	size_t bytes;
+	enum yd_dtype dtype;
+	uint64_t calls; /* auto allreduces of this size run so far */
+	int n;          /* candidates; the first is the calibration's choice */
+	enum yd_algo cand[DP_TUNE_CAND];
+	double t[DP_TUNE_CAND][DP_TUNE_ROUNDS];
+	_Atomic int chosen; /* YD_ALGO_AUTO while the candidates are being timed */
+};
+struct dp_tune {
+	int on;
+	_Atomic int nsizes; /* entries published to readers (yd_allreduce_algo) */
+	struct dp_tune_size size[DP_TUNE_SIZES];
+};
+/* What one call contributes to the tuning: set by dp_tune_pick, used by dp_tune_done. */
+struct dp_tune_call {
+	struct dp_tune_size *s; /* NULL: the call is not timed */
+	int slot, round, last;
+};
+
 struct yd_comm {
 	int rank, size;
 	struct dp_peer *peers; /* size entries, peers[rank] is self */
@@ -210,6 +242,8 @@ struct yd_comm {
 	void *scratch;
 	size_t scratch_len;
 	struct dp_costs costs;
+	/* online tuning (tune.c); used only by the thread that runs the operations */
+	struct dp_tune tune;
 	/* progress thread (progress.c) */
 	pthread_t thread;
 	int thread_started;
@@ -239,6 +273,7 @@ struct dp_op {
 	uint64_t seq;
 	int device;       /* 1 + CUDA ordinal of the buffers, 0 = host memory (cuda.c) */
 	int no_avg_scale; /* YD_AVG: leave the sum undivided (the caller divides on the GPU) */
+	int tune;         /* an allreduce whose algorithm `auto` chooses (tune.c may change it) */
 };
 
 /* comm.c */
@@ -435,6 +470,18 @@ int dp_calibrate(yd_comm *c);
 /* Seconds for an allreduce of `bytes` with a on calibrated c: piecewise linear through the
  * measured points, extended past the last by its slope (INFINITY if a was not measured). */
 double dp_calibrated_cost(const yd_comm *c, enum yd_algo a, size_t bytes);
+
+/* tune.c */
+/* Before an operation runs: an `auto` allreduce of a size being tuned gets the algorithm
+ * whose turn it is, one of a tuned size the agreed algorithm; *tc says whether to time it. */
+void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc);
+/* After it ran in `seconds`: records the time; after the last timed call of its size the
+ * ranks agree (one small allreduce) on the fastest. 0 or that allreduce's error. */
+int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *tc, double seconds);
+/* The agreed algorithm for an allreduce of `bytes` of dtype, or YD_ALGO_AUTO if none yet. */
+enum yd_algo dp_tune_chosen(yd_comm *c, size_t bytes, enum yd_dtype dt);
+/* Of n summed times, the calibrated choice (index 0) unless another is `margin` faster. */
+int dp_tune_decide(const double *t, int n, double margin);
 
 /* coll.c */
 int dp_op_execute(yd_comm *c, struct dp_op *o);

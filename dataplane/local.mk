@@ -6,7 +6,7 @@ dataplane_libyd_a_SOURCES = \
 	dataplane/yd.h dataplane/dp.h \
 	dataplane/comm.c dataplane/progress.c dataplane/coll.c dataplane/xfer.c \
 	dataplane/transport_tcp.c dataplane/transport_shm.c dataplane/transport_rdma.c \
-	dataplane/reduce.c dataplane/algo_select.c dataplane/calibrate.c \
+	dataplane/reduce.c dataplane/algo_select.c dataplane/calibrate.c dataplane/tune.c \
 	dataplane/coll_ring.c dataplane/coll_rd.c dataplane/coll_hd.c dataplane/coll_tree.c \
 	dataplane/coll_naive.c dataplane/coll_ps.c dataplane/coll_hier.c dataplane/coll_shared.c \
 	dataplane/cuda.c dataplane/dp_cuda.h
@@ -70,6 +70,11 @@ TESTS += tests/integration/test_comm_calibrate
 tests_integration_test_comm_calibrate_SOURCES = tests/integration/test_comm_calibrate.c $(DP_HARNESS)
 tests_integration_test_comm_calibrate_CFLAGS = $(DP_TEST_CFLAGS)
 tests_integration_test_comm_calibrate_LDADD = $(DP_TEST_LIBS)
+check_PROGRAMS += tests/integration/test_comm_tune
+TESTS += tests/integration/test_comm_tune
+tests_integration_test_comm_tune_SOURCES = tests/integration/test_comm_tune.c $(DP_HARNESS)
+tests_integration_test_comm_tune_CFLAGS = $(DP_TEST_CFLAGS)
+tests_integration_test_comm_tune_LDADD = $(DP_TEST_LIBS)
 check_PROGRAMS += tests/integration/test_comm_stray
 TESTS += tests/integration/test_comm_stray
 tests_integration_test_comm_stray_SOURCES = tests/integration/test_comm_stray.c

@@ -32,6 +32,21 @@ static void prepare(yd_comm *c, struct dp_op *o)
 		bytes *= (size_t)c->size;
 	o->algo = o->kind == DP_BARRIER || o->kind == DP_SPLIT ? YD_ALGO_AUTO
 	                                                       : dp_algo_select(c, o->kind, bytes);
+	o->tune = o->kind == DP_ALLREDUCE && !dp_algo_supported(o->kind, c->algo);
+}
+
+/* Runs o on this thread: the algorithm of a tuned size first (tune.c), then the
+ * announcement that mismatch checks read, the operation, and its time for the tuning. */
+static int run_op(yd_comm *c, struct dp_op *o)
+{
+	struct dp_tune_call tc;
+	dp_tune_pick(c, o, &tc);
+	dp_announce(c, o);
+	uint64_t t0 = tc.s ? yard_now_mono_ns() : 0;
+	int rc = dp_op_execute(c, o);
+	if (rc == 0 && tc.s)
+		rc = dp_tune_done(c, o, &tc, (double)(yard_now_mono_ns() - t0) / 1e9);
+	return rc;
 }
 
 static void complete(yd_comm *c, struct yd_request *r, int rc)
@@ -124,8 +139,7 @@ static void *progress_main(void *arg)
 			if (!c->q_head)
 				c->q_tail = NULL;
 			pthread_mutex_unlock(&c->q_lock);
-			dp_announce(c, &r->op);
-			int rc = dp_op_execute(c, &r->op);
+			int rc = run_op(c, &r->op);
 			pthread_mutex_lock(&c->q_lock);
 			complete(c, r, rc);
 			continue;
@@ -229,8 +243,7 @@ int dp_run_blocking(yd_comm *c, struct dp_op *o)
 	pthread_mutex_lock(&c->q_lock);
 	if (!c->thread_started || (!c->q_head && !c->thread_busy)) {
 		pthread_mutex_unlock(&c->q_lock);
-		dp_announce(c, o);
-		return dp_op_execute(c, o);
+		return run_op(c, o);
 	}
 	struct yd_request r = {.c = c, .op = *o};
 	enqueue(c, &r);

@@ -80,6 +80,11 @@ struct yd_config {
 	 * measured; -1: choose by the built-in cost model instead. Communicators split from
 	 * this one inherit it. */
 	int calibrate;
+	/* 0: on a calibrated communicator, `auto` also times the algorithms the calibration
+	 * found close to the best in the first calls of each allreduce size (up to 16 MiB; at
+	 * most 16 calls of it, each still a correct allreduce) and runs the fastest from then
+	 * on (dataplane/tune.c); -1: the calibration's choice only. Splits inherit it. */
+	int tune;
 };
 
 const char *yd_dtype_name(enum yd_dtype d);
@@ -99,7 +104,8 @@ int yd_comm_init(const struct yd_config *cfg, yd_comm **out, char *errbuf, size_
  * (comma-separated host:port, one per rank) or YARD_RENDEZVOUS_FILE (a shared file each
  * rank appends "rank host:port" to, choosing a free port itself). Optional: YARD_HOSTS
  * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TRANSPORT, YARD_ALGO, YARD_CALIBRATE
- * (0: no calibration, see yd_config.calibrate), YARD_CUDA (0|1),
+ * (0: no calibration, see yd_config.calibrate), YARD_TUNE (0: no online tuning, see
+ * yd_config.tune), YARD_CUDA (0|1),
  * YARD_NCCL (0|1|auto, read at the first device collective), YARD_RDMA_GID_INDEX (RoCE GID
  * table index, default 0). */
 int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len);

@@ -1,0 +1,164 @@
+/* tune.c: `auto` learns from the allreduces it runs.
+ *
+ * The calibration at creation (calibrate.c) times each algorithm for a few calls at a few
+ * sizes, in-place, right after the communicator came up. Where several algorithms lie
+ * within a few tens of percent of each other (4 ranks at 1 MiB on 2 cores: ring, hd, tree
+ * and the shared buffers within 15-30 %), that is not enough to rank them as the
+ * application's loop will run them, with its own buffers, sizes and pace. A training loop
+ * repeats the same few sizes thousands of times, so the first calls of each size can settle
+ * it: the calibration's choice and up to three other algorithms it predicted within 1.5x
+ * of the best each run once untimed (fresh pages, scratch) and then DP_TUNE_ROUNDS times,
+ * round robin (so that a burst of outside load falls on several algorithms, not all calls
+ * of one); each rank takes the median of each algorithm's calls, the ranks sum their
+ * figures (one allreduce of a few doubles, ring, under the call's sequence number with
+ * DP_SEQ_TUNE set, after the last timed call) and every later call of that size runs the
+ * fastest, which stays the calibration's choice unless another is DP_TUNE_MARGIN faster.
+ * At most 16 tuning calls per size, and only sizes up to DP_TUNE_MAX_BYTES (larger calls
+ * take long, and the calibration timed its finalists past the caches). Every rank makes
+ * the same calls of a size in the same order (otherwise they are mismatched, which is
+ * reported), so every rank takes the same algorithm on every call; the algorithm also
+ * travels in each header.
+ *
+ * State is touched only by the thread running the communicator's operations, except the
+ * published `chosen` of each size, which yd_allreduce_algo reads. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "dataplane/dp.h"
+
+static struct dp_tune_size *find(struct dp_tune *t, size_t bytes, enum yd_dtype dt)
+{
+	int n = atomic_load_explicit(&t->nsizes, memory_order_acquire);
+	for (int i = 0; i < n; i++)
+		if (t->size[i].bytes == bytes && t->size[i].dtype == dt)
+			return &t->size[i];
+	return NULL;
+}
+
+/* A new size: the calibration's choice first, then the other candidates predicted within
+ * DP_TUNE_NEAR of the best, cheapest first. NULL when the table is full. */
+static struct dp_tune_size *add(yd_comm *c, size_t bytes, enum yd_dtype dt, enum yd_algo choice)
+{
+	struct dp_tune *t = &c->tune;
+	int i = atomic_load_explicit(&t->nsizes, memory_order_relaxed);
+	if (i == DP_TUNE_SIZES)
+		return NULL;
+	struct dp_tune_size *s = &t->size[i];
+	memset(s, 0, sizeof *s);
+	s->bytes = bytes;
+	s->dtype = dt;
+	s->cand[s->n++] = choice;
+	double cost[YD_ALGO_COUNT], best = dp_algo_cost(c, choice, bytes);
+	for (int k = 0; k < c->ncand; k++)
+		best = fmin(best, cost[k] = dp_algo_cost(c, c->cand[k], bytes));
+	while (s->n < DP_TUNE_CAND) {
+		int pick = -1;
+		for (int k = 0; k < c->ncand; k++) {
+			int taken = 0;
+			for (int j = 0; j < s->n; j++)
+				taken |= s->cand[j] == c->cand[k];
+			if (!taken && cost[k] <= best * DP_TUNE_NEAR &&
+			    (pick < 0 || cost[k] < cost[pick]))
+				pick = k;
+		}
+		if (pick < 0)
+			break;
+		s->cand[s->n++] = c->cand[pick];
+	}
+	atomic_init(&s->chosen, s->n == 1 ? (int)choice : (int)YD_ALGO_AUTO);
+	atomic_store_explicit(&t->nsizes, i + 1, memory_order_release);
+	return s;
+}
+
+void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc)
+{
+	tc->s = NULL;
+	if (!o->tune || !c->tune.on || !c->costs.calibrated || o->device ||
+	    o->kind != DP_ALLREDUCE || c->size < 2)
+		return;
+	size_t bytes = o->count * yd_dtype_size(o->dtype);
+	struct dp_tune_size *s = find(&c->tune, bytes, o->dtype);
+	if (!s && (bytes > DP_TUNE_MAX_BYTES || !(s = add(c, bytes, o->dtype, o->algo))))
+		return; /* the calibration's choice, made when the call was issued */
+	int chosen = atomic_load_explicit(&s->chosen, memory_order_relaxed);
+	if (chosen != YD_ALGO_AUTO) {
+		o->algo = (enum yd_algo)chosen;
+		return;
+	}
+	uint64_t k = s->calls++, round = k / (uint64_t)s->n;
+	tc->slot = (int)(k % (uint64_t)s->n);
+	o->algo = s->cand[tc->slot];
+	if (round == 0) /* the untimed call */
+		return;
+	tc->s = s;
+	tc->round = (int)round - 1;
+	tc->last = k + 1 == (uint64_t)s->n * (1 + DP_TUNE_ROUNDS);
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+int dp_tune_decide(const double *t, int n, double margin)
+{
+	int best = 0;
+	for (int i = 1; i < n; i++)
+		if (t[i] < t[best])
+			best = i;
+	return t[best] < t[0] * (1 - margin) ? best : 0;
+}
+
+int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *tc, double seconds)
+{
+	struct dp_tune_size *s = tc->s;
+	if (!s)
+		return 0;
+	s->t[tc->slot][tc->round] = seconds;
+	if (!tc->last)
+		return 0;
+	double fig[DP_TUNE_CAND];
+	for (int i = 0; i < s->n; i++) {
+		double v[DP_TUNE_ROUNDS];
+		memcpy(v, s->t[i], sizeof v);
+		qsort(v, DP_TUNE_ROUNDS, sizeof v[0], by_value);
+		fig[i] = v[DP_TUNE_ROUNDS / 2];
+	}
+	struct dp_op a = {.kind = DP_ALLREDUCE,
+	                  .sendbuf = fig,
+	                  .recvbuf = fig,
+	                  .count = (size_t)s->n,
+	                  .dtype = YD_F64,
+	                  .op = YD_SUM,
+	                  .algo = YD_ALGO_RING,
+	                  .seq = o->seq | DP_SEQ_TUNE};
+	int rc = dp_op_execute(c, &a);
+	if (rc)
+		return rc;
+	int best = dp_tune_decide(fig, s->n, DP_TUNE_MARGIN);
+	atomic_store_explicit(&s->chosen, (int)s->cand[best], memory_order_relaxed);
+	if (c->rank == 0) {
+		char line[256];
+		size_t len = 0;
+		for (int i = 0; i < s->n && len < sizeof line; i++)
+			len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.1f",
+			                        i ? " / " : "", yd_algo_name(s->cand[i]),
+			                        fig[i] / c->size * 1e6);
+		log_debug("tuned allreduce of %zu bytes (%s) over %d ranks: %s us -> %s", s->bytes,
+		          yd_dtype_name(s->dtype), c->size, line, yd_algo_name(s->cand[best]));
+	}
+	return 0;
+}
+
+enum yd_algo dp_tune_chosen(yd_comm *c, size_t bytes, enum yd_dtype dt)
+{
+	struct dp_tune_size *s = find(&c->tune, bytes, dt);
+	return s ? (enum yd_algo)atomic_load_explicit(&s->chosen, memory_order_relaxed)
+	         : YD_ALGO_AUTO;
+}

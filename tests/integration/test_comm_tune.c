@@ -1,0 +1,172 @@
+/* test_comm_tune.c: `auto` learns from the allreduces it runs (dataplane/tune.c). Each rank's
+ * calibration is overwritten with the same figures, which call the naive allreduce the
+ * fastest at 4 MiB and the ring 1.2x it (naive moves three copies of the data through every
+ * rank at 4 ranks: about 4x the ring's time here). The first calls of that size time both;
+ * from then on every rank runs the ring, and every call, blocking or not, sums correctly.
+ * YARD_TUNE=0 keeps the calibration's (wrong) choice; sizes over 16 MiB are not tuned; the
+ * table holds 32 sizes and later ones keep the calibration's choice. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataplane/dp.h"
+#include "tests/integration/dp_harness.h"
+
+#define MIB (1u << 20)
+
+/* naive 1 ms per MiB, the ring 1.2 ms, nothing else a candidate */
+static void rig_calibration(yd_comm *c)
+{
+	for (int a = 0; a < YD_ALGO_COUNT; a++)
+		for (int p = 0; p < DP_CAL_POINTS; p++) {
+			double mib = (double)dp_cal_bytes[p] / MIB;
+			c->costs.cal_s[a][p] = a == YD_ALGO_NAIVE  ? 1e-3 * mib
+			                       : a == YD_ALGO_RING ? 1.2e-3 * mib
+			                                           : INFINITY;
+		}
+}
+
+/* every rank reports want for count floats (compared by an allgather, which is not tuned) */
+static int agreed_choice(yd_comm *c, size_t count, enum yd_algo want)
+{
+	int32_t mine = (int32_t)yd_allreduce_algo(c, count, YD_F32), all[8];
+	DP_CHECK(c->size <= 8 && yd_allgather(c, &mine, all, 1, YD_I32) == 0, "allgather: %s",
+	         yd_comm_last_error(c));
+	for (int r = 0; r < c->size; r++)
+		DP_CHECK(all[r] == (int32_t)want, "rank %d: %s at %zu floats, want %s", r,
+		         yd_algo_name(all[r]), count, yd_algo_name(want));
+	return 0;
+}
+
+/* whether an allreduce of bytes of f32 has an entry in the tuning table */
+static int in_table(yd_comm *c, size_t bytes)
+{
+	int n = atomic_load(&c->tune.nsizes);
+	for (int i = 0; i < n; i++)
+		if (c->tune.size[i].bytes == bytes && c->tune.size[i].dtype == YD_F32)
+			return 1;
+	return 0;
+}
+
+/* call i of count floats: rank r contributes r + i at every element */
+static int checked_sum(yd_comm *c, float *v, size_t count, int i, int nonblocking)
+{
+	for (size_t k = 0; k < count; k++)
+		v[k] = (float)(c->rank + i);
+	int rc;
+	if (nonblocking) {
+		yd_request *req = NULL;
+		rc = yd_iallreduce(c, v, v, count, YD_F32, YD_SUM, &req);
+		if (rc == 0)
+			rc = yd_wait(req);
+	} else {
+		rc = yd_allreduce(c, v, v, count, YD_F32, YD_SUM);
+	}
+	DP_CHECK(rc == 0, "call %d: %s", i, yd_comm_last_error(c));
+	float want = (float)(c->size * (c->size - 1) / 2 + c->size * i);
+	for (size_t k = 0; k < count; k++)
+		DP_CHECK(v[k] == want, "call %d, element %zu: %g, want %g", i, k, v[k], want);
+	return 0;
+}
+
+static int tune_body(yd_comm *c, void *arg)
+{
+	int tuning = arg != NULL;
+	if (!c)
+		return 1;
+	DP_CHECK(c->costs.calibrated && c->tune.on == tuning, "calibrated %d, tuning %d",
+	         c->costs.calibrated, c->tune.on);
+	rig_calibration(c);
+	size_t count = 4 * MIB / sizeof(float);
+	float *v = malloc(20 * MIB);
+	DP_CHECK(v, "out of memory");
+	DP_CHECK(agreed_choice(c, count, YD_ALGO_NAIVE) == 0, "before the first call");
+	/* two candidates: an untimed and DP_TUNE_ROUNDS timed calls each, then the agreement */
+	int explore = 2 * (1 + DP_TUNE_ROUNDS);
+	for (int i = 0; i < explore; i++) {
+		if (i == explore - 1) /* still the calibration's choice before the last */
+			DP_CHECK(agreed_choice(c, count, YD_ALGO_NAIVE) == 0, "call %d", i);
+		DP_CHECK(checked_sum(c, v, count, i, i >= explore / 2) == 0, "exploring");
+	}
+	enum yd_algo want = tuning ? YD_ALGO_RING : YD_ALGO_NAIVE;
+	DP_CHECK(agreed_choice(c, count, want) == 0, "after the tuning calls");
+	for (int i = explore; i < explore + 4; i++)
+		DP_CHECK(checked_sum(c, v, count, i, i % 2) == 0, "tuned");
+	DP_CHECK(agreed_choice(c, count, want) == 0, "after more calls");
+	int had = atomic_load(&c->tune.nsizes);
+	DP_CHECK(had == tuning, "%d sizes in the table", had);
+	if (!tuning) {
+		free(v);
+		return 0;
+	}
+	/* 20 MiB: over DP_TUNE_MAX_BYTES, never in the table */
+	size_t big = 20 * MIB / sizeof(float);
+	DP_CHECK(checked_sum(c, v, big, 0, 0) == 0, "20 MiB");
+	DP_CHECK(atomic_load(&c->tune.nsizes) == 1 && !in_table(c, 20 * MIB), "20 MiB was tuned");
+	/* the table fills up at DP_TUNE_SIZES sizes; later sizes keep the calibration's choice
+	 * and still sum correctly */
+	for (int i = 1; i <= DP_TUNE_SIZES + 4; i++)
+		DP_CHECK(checked_sum(c, v, (size_t)i, i, 0) == 0, "%d floats", i);
+	DP_CHECK(atomic_load(&c->tune.nsizes) == DP_TUNE_SIZES, "%d sizes in the table",
+	         atomic_load(&c->tune.nsizes));
+	DP_CHECK(in_table(c, (DP_TUNE_SIZES - 1) * sizeof(float)) &&
+	             !in_table(c, DP_TUNE_SIZES * sizeof(float)),
+	         "the table holds the first %d sizes", DP_TUNE_SIZES);
+	/* and the tuned size still runs the ring */
+	DP_CHECK(checked_sum(c, v, count, 99, 0) == 0 && agreed_choice(c, count, YD_ALGO_RING) == 0,
+	         "4 MiB after the table filled");
+	free(v);
+	return 0;
+}
+
+static int refused_body(yd_comm *c, void *arg)
+{
+	if (c)
+		return 1; /* YARD_TUNE=maybe must not create a communicator */
+	DP_CHECK(strstr((const char *)arg, "YARD_TUNE=maybe") != NULL, "error was: %s",
+	         (const char *)arg);
+	return 0;
+}
+
+/* the calibrated choice stays unless another is DP_TUNE_MARGIN faster */
+static int decide(void)
+{
+	const double even[] = {100, 96, 120}, clear[] = {100, 90}, one[] = {100},
+	             third[] = {100, 90, 80};
+	int bad = dp_tune_decide(even, 3, 0.05) != 0;
+	bad += dp_tune_decide(clear, 2, 0.05) != 1;
+	bad += dp_tune_decide(one, 1, 0.05) != 0;
+	bad += dp_tune_decide(third, 3, 0.05) != 2;
+	printf("%s tuning keeps the calibrated choice unless another is 5%% faster\n",
+	       bad ? "FAIL" : "ok");
+	return bad;
+}
+
+int main(void)
+{
+	int bad = decide(), status[8];
+	struct dp_spawn sp = {.world = 4,
+	                      .transport = "shm",
+	                      .timeout_ms = 20000,
+	                      .wall_s = 120,
+	                      .kill_rank = -1,
+	                      .skip_rank = -1};
+	int f = dp_spawn_run(&sp, tune_body, "on", status);
+	printf("%s 4 ranks: the first calls of a size time naive and ring, then all run the ring\n",
+	       f ? "FAIL" : "ok");
+	bad += f != 0;
+	setenv("YARD_TUNE", "0", 1);
+	f = dp_spawn_run(&sp, tune_body, NULL, status);
+	printf("%s YARD_TUNE=0: the calibration's choice stays\n", f ? "FAIL" : "ok");
+	bad += f != 0;
+	setenv("YARD_TUNE", "maybe", 1);
+	sp.world = 2;
+	f = dp_spawn_run(&sp, refused_body, NULL, status);
+	printf("%s YARD_TUNE=maybe refused by name\n", f ? "FAIL" : "ok");
+	bad += f != 0;
+	unsetenv("YARD_TUNE");
+	return bad ? 1 : 0;
+}
