@@ -177,7 +177,10 @@ struct dp_costs {
  * was fastest. */
 #define DP_TUNE_SIZES 32              /* sizes tuned per communicator; later ones keep the model */
 #define DP_TUNE_CAND 4                /* algorithms tried per size */
-#define DP_TUNE_ROUNDS 3              /* timed calls per algorithm (after an untimed one) */
+#define DP_TUNE_PASSES 4              /* passes over the candidates */
+#define DP_TUNE_UNTIMED 1             /* calls of a candidate in a pass before the timed ones */
+#define DP_TUNE_TIMED 3               /* timed calls of a candidate in a pass, back to back */
+#define DP_TUNE_CALLS(n) ((n)*DP_TUNE_PASSES * (DP_TUNE_UNTIMED + DP_TUNE_TIMED))
 #define DP_TUNE_MAX_BYTES (16u << 20) /* larger calls keep the calibration's choice */
 #define DP_TUNE_NEAR 1.5              /* tried: predicted within this factor of the best */
 #define DP_TUNE_MARGIN                                                                             \
@@ -190,7 +193,7 @@ struct dp_tune_size {
 	uint64_t calls; /* auto allreduces of this size run so far */
 	int n;          /* candidates; the first is the calibration's choice */
 	enum yd_algo cand[DP_TUNE_CAND];
-	double t[DP_TUNE_CAND][DP_TUNE_ROUNDS];
+	double t[DP_TUNE_CAND][DP_TUNE_PASSES * DP_TUNE_TIMED];
 	_Atomic int chosen; /* YD_ALGO_AUTO while the candidates are being timed */
 };
 struct dp_tune {
@@ -201,7 +204,7 @@ struct dp_tune {
 /* What one call contributes to the tuning: set by dp_tune_pick, used by dp_tune_done. */
 struct dp_tune_call {
 	struct dp_tune_size *s; /* NULL: the call is not timed */
-	int slot, round, last;
+	int slot, sample, last;
 };
 
 struct yd_comm {

@@ -7,17 +7,22 @@
  * application's loop will run them, with its own buffers, sizes and pace. A training loop
  * repeats the same few sizes thousands of times, so the first calls of each size can settle
  * it: the calibration's choice and up to three other algorithms it predicted within 1.5x
- * of the best each run once untimed (fresh pages, scratch) and then DP_TUNE_ROUNDS times,
- * round robin (so that a burst of outside load falls on several algorithms, not all calls
- * of one); each rank takes the median of each algorithm's calls, the ranks sum their
- * figures (one allreduce of a few doubles, ring, under the call's sequence number with
- * DP_SEQ_TUNE set, after the last timed call) and every later call of that size runs the
- * fastest, which stays the calibration's choice unless another is DP_TUNE_MARGIN faster.
- * At most 16 tuning calls per size, and only sizes up to DP_TUNE_MAX_BYTES (larger calls
- * take long, and the calibration timed its finalists past the caches). Every rank makes
- * the same calls of a size in the same order (otherwise they are mismatched, which is
- * reported), so every rank takes the same algorithm on every call; the algorithm also
- * travels in each header.
+ * of the best take turns, DP_TUNE_PASSES passes over them in which each runs once untimed
+ * and then DP_TUNE_TIMED times back to back (the first call after a switch pays for caches
+ * the other algorithm took, which a loop of one algorithm does not; the passes spread a
+ * burst of outside load over several algorithms). Each rank takes the median of each
+ * algorithm's timed calls, the ranks sum their figures (one allreduce of a few doubles,
+ * ring, under the call's sequence number with DP_SEQ_TUNE set, after the last timed call)
+ * and every later call of that size runs the fastest, which stays the calibration's choice
+ * unless another is DP_TUNE_MARGIN faster. Fewer calls were not enough here: single calls
+ * of one algorithm vary by 30 % and more on 2 shared cores, and with three timed calls per
+ * algorithm in one pass the choice at 1 MiB on 4 ranks went to an algorithm 10-25 % slower
+ * than the best in a third of the runs; with twelve it took the best or one within 5 % of
+ * it. At most 64 tuning calls per size (about 20 ms at 1 MiB on 4 ranks here), and only
+ * sizes up to DP_TUNE_MAX_BYTES (larger calls take long, and the calibration timed its
+ * finalists past the caches). Every rank makes the same calls of a size in the same order
+ * (otherwise they are mismatched, which is reported), so every rank takes the same
+ * algorithm on every call; the algorithm also travels in each header.
  *
  * State is touched only by the thread running the communicator's operations, except the
  * published `chosen` of each size, which yd_allreduce_algo reads. */
@@ -90,14 +95,15 @@ void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc)
 		o->algo = (enum yd_algo)chosen;
 		return;
 	}
-	uint64_t k = s->calls++, round = k / (uint64_t)s->n;
-	tc->slot = (int)(k % (uint64_t)s->n);
+	uint64_t k = s->calls++, per = DP_TUNE_UNTIMED + DP_TUNE_TIMED, block = k / per;
+	int within = (int)(k % per);
+	tc->slot = (int)(block % (uint64_t)s->n);
 	o->algo = s->cand[tc->slot];
-	if (round == 0) /* the untimed call */
+	if (within < DP_TUNE_UNTIMED)
 		return;
 	tc->s = s;
-	tc->round = (int)round - 1;
-	tc->last = k + 1 == (uint64_t)s->n * (1 + DP_TUNE_ROUNDS);
+	tc->sample = (int)(block / (uint64_t)s->n) * DP_TUNE_TIMED + within - DP_TUNE_UNTIMED;
+	tc->last = k + 1 == (uint64_t)DP_TUNE_CALLS(s->n);
 }
 
 static int by_value(const void *a, const void *b)
@@ -120,15 +126,15 @@ int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *t
 	struct dp_tune_size *s = tc->s;
 	if (!s)
 		return 0;
-	s->t[tc->slot][tc->round] = seconds;
+	s->t[tc->slot][tc->sample] = seconds;
 	if (!tc->last)
 		return 0;
 	double fig[DP_TUNE_CAND];
 	for (int i = 0; i < s->n; i++) {
-		double v[DP_TUNE_ROUNDS];
+		double v[DP_TUNE_PASSES * DP_TUNE_TIMED];
 		memcpy(v, s->t[i], sizeof v);
-		qsort(v, DP_TUNE_ROUNDS, sizeof v[0], by_value);
-		fig[i] = v[DP_TUNE_ROUNDS / 2];
+		qsort(v, sizeof v / sizeof v[0], sizeof v[0], by_value);
+		fig[i] = v[sizeof v / sizeof v[0] / 2];
 	}
 	struct dp_op a = {.kind = DP_ALLREDUCE,
 	                  .sendbuf = fig,

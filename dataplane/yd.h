@@ -82,7 +82,7 @@ struct yd_config {
 	int calibrate;
 	/* 0: on a calibrated communicator, `auto` also times the algorithms the calibration
 	 * found close to the best in the first calls of each allreduce size (up to 16 MiB; at
-	 * most 16 calls of it, each still a correct allreduce) and runs the fastest from then
+	 * most 64 calls of it, each still a correct allreduce) and runs the fastest from then
 	 * on (dataplane/tune.c); -1: the calibration's choice only. Splits inherit it. */
 	int tune;
 };

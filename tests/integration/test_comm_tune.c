@@ -84,8 +84,8 @@ static int tune_body(yd_comm *c, void *arg)
 	float *v = malloc(20 * MIB);
 	DP_CHECK(v, "out of memory");
 	DP_CHECK(agreed_choice(c, count, YD_ALGO_NAIVE) == 0, "before the first call");
-	/* two candidates: an untimed and DP_TUNE_ROUNDS timed calls each, then the agreement */
-	int explore = 2 * (1 + DP_TUNE_ROUNDS);
+	/* two candidates take turns for DP_TUNE_CALLS(2) calls, then the ranks agree */
+	int explore = DP_TUNE_CALLS(2);
 	for (int i = 0; i < explore; i++) {
 		if (i == explore - 1) /* still the calibration's choice before the last */
 			DP_CHECK(agreed_choice(c, count, YD_ALGO_NAIVE) == 0, "call %d", i);
