@@ -122,6 +122,38 @@ static int tune_body(yd_comm *c, void *arg)
 	return 0;
 }
 
+/* Auto allreduces of 1 MiB and 4 MiB (both sizes being tuned for the first ~100 ms) until
+ * an error, which must name the killed rank, *(int *)arg. */
+static int killed_body(yd_comm *c, void *arg)
+{
+	char want[64];
+	if (!c)
+		return 1;
+	snprintf(want, sizeof want, "peer rank %d (host", *(int *)arg);
+	float *v = malloc(4 * MIB);
+	DP_CHECK(v, "out of memory");
+	for (int i = 0; i < 100000; i++) {
+		size_t count = (i % 2 ? 4 : 1) * MIB / sizeof(float);
+		for (size_t k = 0; k < count; k++)
+			v[k] = (float)(c->rank + i);
+		int rc = yd_allreduce(c, v, v, count, YD_F32, YD_SUM);
+		if (rc) {
+			const char *msg = yd_comm_last_error(c);
+			DP_CHECK(strstr(msg, want) && (rc == YARD_EPEER || rc == YARD_ETIMEDOUT),
+			         "rank %d, call %d: error does not name the killed rank: %s",
+			         c->rank, i, msg);
+			free(v);
+			return 0;
+		}
+		float want_sum = (float)(c->size * (c->size - 1) / 2 + c->size * i);
+		for (size_t k = 0; k < count; k++)
+			DP_CHECK(v[k] == want_sum, "call %d, element %zu: %g, want %g", i, k, v[k],
+			         want_sum);
+	}
+	free(v);
+	DP_CHECK(0, "rank %d: no error after 100000 calls", c->rank);
+}
+
 static int refused_body(yd_comm *c, void *arg)
 {
 	if (c)
@@ -158,6 +190,23 @@ int main(void)
 	printf("%s 4 ranks: the first calls of a size time naive and ring, then all run the ring\n",
 	       f ? "FAIL" : "ok");
 	bad += f != 0;
+	/* a rank killed while sizes are being tuned (exploring or agreeing): every survivor
+	 * names it within the deadline */
+	for (int k = 0; k < 3; k++) {
+		int victim = k + 1;
+		struct dp_spawn ksp = sp;
+		ksp.timeout_ms = 2500;
+		ksp.wall_s = 30;
+		ksp.kill_rank = victim;
+		ksp.kill_after_ms = 20 + 40 * k;
+		f = dp_spawn_run(&ksp, killed_body, &victim, status);
+		long took = dp_spawn_last_kill_to_exit_ms;
+		f += took > ksp.timeout_ms + 1500;
+		printf("%s rank %d killed %d ms into the tuning calls: survivors named it %ld ms "
+		       "after\n",
+		       f ? "FAIL" : "ok", victim, ksp.kill_after_ms, took);
+		bad += f != 0;
+	}
 	setenv("YARD_TUNE", "0", 1);
 	f = dp_spawn_run(&sp, tune_body, NULL, status);
 	printf("%s YARD_TUNE=0: the calibration's choice stays\n", f ? "FAIL" : "ok");
