@@ -184,7 +184,7 @@ enum yd_algo yd_allreduce_algo(yd_comm *c, size_t count, enum yd_dtype dt)
 	size_t bytes = count * yd_dtype_size(dt);
 	enum yd_algo a = dp_algo_select(c, DP_ALLREDUCE, bytes);
 	if (!dp_algo_supported(DP_ALLREDUCE, c->algo)) {
-		enum yd_algo tuned = dp_tune_chosen(c, bytes, dt);
+		enum yd_algo tuned = dp_tune_chosen(c, DP_ALLREDUCE, bytes, dt);
 		if (tuned != YD_ALGO_AUTO)
 			a = tuned;
 	}

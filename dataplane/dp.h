@@ -172,9 +172,9 @@ struct dp_costs {
 	double calibrate_s; /* how long the calibration took */
 };
 
-/* Online tuning of `auto` allreduces (tune.c): per size, the candidates the calibration put
- * close together, each timed in the first calls of that size, then the one the ranks agree
- * was fastest. */
+/* Online tuning of `auto` collectives (tune.c): per collective and size, the candidates (for
+ * an allreduce those the calibration put close together), each timed in the first calls of
+ * that size, then the one the ranks agree was fastest. */
 #define DP_TUNE_SIZES 32              /* sizes tuned per communicator; later ones keep the model */
 #define DP_TUNE_CAND 4                /* algorithms tried per size */
 #define DP_TUNE_PASSES 4              /* passes over the candidates */
@@ -188,7 +188,8 @@ struct dp_costs {
 	                          * much faster */
 #define DP_SEQ_TUNE (1ull << 63) /* sequence bit of the ranks' agreement on a size */
 struct dp_tune_size {
-	size_t bytes;
+	enum dp_kind kind;
+	size_t bytes; /* as algo_select.c sees the call (a reduce-scatter's whole vector) */
 	enum yd_dtype dtype;
 	uint64_t calls; /* auto allreduces of this size run so far */
 	int n;          /* candidates; the first is the calibration's choice */
@@ -481,8 +482,9 @@ void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc);
 /* After it ran in `seconds`: records the time; after the last timed call of its size the
  * ranks agree (one small allreduce) on the fastest. 0 or that allreduce's error. */
 int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *tc, double seconds);
-/* The agreed algorithm for an allreduce of `bytes` of dtype, or YD_ALGO_AUTO if none yet. */
-enum yd_algo dp_tune_chosen(yd_comm *c, size_t bytes, enum yd_dtype dt);
+/* The agreed algorithm for a collective of kind over `bytes` (as dp_algo_select takes them)
+ * of dtype, or YD_ALGO_AUTO if none yet. */
+enum yd_algo dp_tune_chosen(yd_comm *c, enum dp_kind kind, size_t bytes, enum yd_dtype dt);
 /* Of n summed times, the calibrated choice (index 0) unless another is `margin` faster. */
 int dp_tune_decide(const double *t, int n, double margin);
 

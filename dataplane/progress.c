@@ -32,7 +32,9 @@ static void prepare(yd_comm *c, struct dp_op *o)
 		bytes *= (size_t)c->size;
 	o->algo = o->kind == DP_BARRIER || o->kind == DP_SPLIT ? YD_ALGO_AUTO
 	                                                       : dp_algo_select(c, o->kind, bytes);
-	o->tune = o->kind == DP_ALLREDUCE && !dp_algo_supported(o->kind, c->algo);
+	/* `auto` chose (o->kind takes no forced c->algo): tune.c may change it */
+	o->tune =
+	    o->kind != DP_BARRIER && o->kind != DP_SPLIT && !dp_algo_supported(o->kind, c->algo);
 }
 
 /* Runs o on this thread: the algorithm of a tuned size first (tune.c), then the

@@ -1,4 +1,4 @@
-/* tune.c: `auto` learns from the allreduces it runs.
+/* tune.c: `auto` learns from the collectives it runs.
  *
  * The calibration at creation (calibrate.c) times each algorithm for a few calls at a few
  * sizes, in-place, right after the communicator came up. Where several algorithms lie
@@ -24,6 +24,11 @@
  * (otherwise they are mismatched, which is reported), so every rank takes the same
  * algorithm on every call; the algorithm also travels in each header.
  *
+ * Reduce-scatter, allgather, broadcast and reduce are tuned the same way, from the choice of
+ * algo_select.c's size rules (fitted on one machine) and the other algorithms that run
+ * differently for them (4 shm ranks here: the rules' ring reduce-scatter at 64 KiB took
+ * 37 us where the shared buffers, which tuning picked, took 15-19).
+ *
  * State is touched only by the thread running the communicator's operations, except the
  * published `chosen` of each size, which yd_allreduce_algo reads. */
 #include "config.h"
@@ -36,31 +41,32 @@
 #include "common/log.h"
 #include "dataplane/dp.h"
 
-static struct dp_tune_size *find(struct dp_tune *t, size_t bytes, enum yd_dtype dt)
+static struct dp_tune_size *find(struct dp_tune *t, enum dp_kind kind, size_t bytes,
+                                 enum yd_dtype dt)
 {
 	int n = atomic_load_explicit(&t->nsizes, memory_order_acquire);
 	for (int i = 0; i < n; i++)
-		if (t->size[i].bytes == bytes && t->size[i].dtype == dt)
+		if (t->size[i].kind == kind && t->size[i].bytes == bytes && t->size[i].dtype == dt)
 			return &t->size[i];
 	return NULL;
 }
 
-/* A new size: the calibration's choice first, then the other candidates predicted within
- * DP_TUNE_NEAR of the best, cheapest first. NULL when the table is full. */
-static struct dp_tune_size *add(yd_comm *c, size_t bytes, enum yd_dtype dt, enum yd_algo choice)
+static void add_cand(struct dp_tune_size *s, enum yd_algo a)
 {
-	struct dp_tune *t = &c->tune;
-	int i = atomic_load_explicit(&t->nsizes, memory_order_relaxed);
-	if (i == DP_TUNE_SIZES)
-		return NULL;
-	struct dp_tune_size *s = &t->size[i];
-	memset(s, 0, sizeof *s);
-	s->bytes = bytes;
-	s->dtype = dt;
-	s->cand[s->n++] = choice;
-	double cost[YD_ALGO_COUNT], best = dp_algo_cost(c, choice, bytes);
+	for (int j = 0; j < s->n; j++)
+		if (s->cand[j] == a)
+			return;
+	if (s->n < DP_TUNE_CAND)
+		s->cand[s->n++] = a;
+}
+
+/* An allreduce's candidates after the calibration's choice: those predicted within
+ * DP_TUNE_NEAR of the best, cheapest first. */
+static void near_best(yd_comm *c, struct dp_tune_size *s)
+{
+	double cost[YD_ALGO_COUNT], best = dp_algo_cost(c, s->cand[0], s->bytes);
 	for (int k = 0; k < c->ncand; k++)
-		best = fmin(best, cost[k] = dp_algo_cost(c, c->cand[k], bytes));
+		best = fmin(best, cost[k] = dp_algo_cost(c, c->cand[k], s->bytes));
 	while (s->n < DP_TUNE_CAND) {
 		int pick = -1;
 		for (int k = 0; k < c->ncand; k++) {
@@ -75,21 +81,61 @@ static struct dp_tune_size *add(yd_comm *c, size_t bytes, enum yd_dtype dt, enum
 			break;
 		s->cand[s->n++] = c->cand[pick];
 	}
+}
+
+/* A new size of a collective: the choice it was issued with first (the calibration's for an
+ * allreduce, the size rules of algo_select.c for the others), then the others to try: for an
+ * allreduce those near the best by the calibration, for a reduce-scatter or allgather the
+ * ring, naive and (one host) the shared buffers, for a broadcast or reduce the chain, tree
+ * and naive. NULL when the table is full. */
+static struct dp_tune_size *add(yd_comm *c, enum dp_kind kind, size_t bytes, enum yd_dtype dt,
+                                enum yd_algo choice)
+{
+	struct dp_tune *t = &c->tune;
+	int i = atomic_load_explicit(&t->nsizes, memory_order_relaxed);
+	if (i == DP_TUNE_SIZES)
+		return NULL;
+	struct dp_tune_size *s = &t->size[i];
+	memset(s, 0, sizeof *s);
+	s->kind = kind;
+	s->bytes = bytes;
+	s->dtype = dt;
+	s->cand[s->n++] = choice;
+	if (kind == DP_ALLREDUCE) {
+		near_best(c, s);
+	} else if (kind == DP_REDUCE_SCATTER || kind == DP_ALLGATHER) {
+		add_cand(s, YD_ALGO_RING);
+		add_cand(s, YD_ALGO_NAIVE);
+		if (c->nhosts == 1 && dp_shared_usable(c))
+			add_cand(s, YD_ALGO_SHARED);
+	} else {
+		add_cand(s, YD_ALGO_RING);
+		add_cand(s, YD_ALGO_TREE);
+		add_cand(s, YD_ALGO_NAIVE);
+	}
 	atomic_init(&s->chosen, s->n == 1 ? (int)choice : (int)YD_ALGO_AUTO);
 	atomic_store_explicit(&t->nsizes, i + 1, memory_order_release);
 	return s;
 }
 
+/* The bytes a call's algorithm is chosen by (prepare in progress.c): a reduce-scatter's or
+ * allgather's whole vector. */
+static size_t op_bytes(const yd_comm *c, const struct dp_op *o)
+{
+	size_t bytes = o->count * yd_dtype_size(o->dtype);
+	return o->kind == DP_REDUCE_SCATTER || o->kind == DP_ALLGATHER ? bytes * (size_t)c->size
+	                                                               : bytes;
+}
+
 void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc)
 {
 	tc->s = NULL;
-	if (!o->tune || !c->tune.on || !c->costs.calibrated || o->device ||
-	    o->kind != DP_ALLREDUCE || c->size < 2)
+	if (!o->tune || !c->tune.on || !c->costs.calibrated || o->device || c->size < 2)
 		return;
-	size_t bytes = o->count * yd_dtype_size(o->dtype);
-	struct dp_tune_size *s = find(&c->tune, bytes, o->dtype);
-	if (!s && (bytes > DP_TUNE_MAX_BYTES || !(s = add(c, bytes, o->dtype, o->algo))))
-		return; /* the calibration's choice, made when the call was issued */
+	size_t bytes = op_bytes(c, o);
+	struct dp_tune_size *s = find(&c->tune, o->kind, bytes, o->dtype);
+	if (!s && (bytes > DP_TUNE_MAX_BYTES || !(s = add(c, o->kind, bytes, o->dtype, o->algo))))
+		return; /* the choice made when the call was issued */
 	int chosen = atomic_load_explicit(&s->chosen, memory_order_relaxed);
 	if (chosen != YD_ALGO_AUTO) {
 		o->algo = (enum yd_algo)chosen;
@@ -156,15 +202,16 @@ int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *t
 			len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.1f",
 			                        i ? " / " : "", yd_algo_name(s->cand[i]),
 			                        fig[i] / c->size * 1e6);
-		log_debug("tuned allreduce of %zu bytes (%s) over %d ranks: %s us -> %s", s->bytes,
-		          yd_dtype_name(s->dtype), c->size, line, yd_algo_name(s->cand[best]));
+		log_debug("tuned %s of %zu bytes (%s) over %d ranks: %s us -> %s",
+		          dp_kind_name(s->kind), s->bytes, yd_dtype_name(s->dtype), c->size, line,
+		          yd_algo_name(s->cand[best]));
 	}
 	return 0;
 }
 
-enum yd_algo dp_tune_chosen(yd_comm *c, size_t bytes, enum yd_dtype dt)
+enum yd_algo dp_tune_chosen(yd_comm *c, enum dp_kind kind, size_t bytes, enum yd_dtype dt)
 {
-	struct dp_tune_size *s = find(&c->tune, bytes, dt);
+	struct dp_tune_size *s = find(&c->tune, kind, bytes, dt);
 	return s ? (enum yd_algo)atomic_load_explicit(&s->chosen, memory_order_relaxed)
 	         : YD_ALGO_AUTO;
 }

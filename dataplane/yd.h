@@ -80,10 +80,12 @@ struct yd_config {
 	 * measured; -1: choose by the built-in cost model instead. Communicators split from
 	 * this one inherit it. */
 	int calibrate;
-	/* 0: on a calibrated communicator, `auto` also times the algorithms the calibration
-	 * found close to the best in the first calls of each allreduce size (up to 16 MiB; at
-	 * most 64 calls of it, each still a correct allreduce) and runs the fastest from then
-	 * on (dataplane/tune.c); -1: the calibration's choice only. Splits inherit it. */
+	/* 0: on a calibrated communicator, `auto` also times, in the first calls of each
+	 * collective and size (up to 16 MiB; at most 64 calls of it, each still a correct
+	 * collective), the allreduce algorithms the calibration found close to the best and
+	 * the other collectives' algorithms, and runs the fastest from then on
+	 * (dataplane/tune.c); -1: the calibration's choice and the size rules only. Splits
+	 * inherit it. */
 	int tune;
 };
 

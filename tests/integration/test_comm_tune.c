@@ -46,9 +46,19 @@ static int in_table(yd_comm *c, size_t bytes)
 {
 	int n = atomic_load(&c->tune.nsizes);
 	for (int i = 0; i < n; i++)
-		if (c->tune.size[i].bytes == bytes && c->tune.size[i].dtype == YD_F32)
+		if (c->tune.size[i].kind == DP_ALLREDUCE && c->tune.size[i].bytes == bytes &&
+		    c->tune.size[i].dtype == YD_F32)
 			return 1;
 	return 0;
+}
+
+/* entries for allreduces in the tuning table */
+static int allreduce_entries(yd_comm *c)
+{
+	int n = atomic_load(&c->tune.nsizes), got = 0;
+	for (int i = 0; i < n; i++)
+		got += c->tune.size[i].kind == DP_ALLREDUCE;
+	return got;
 }
 
 /* call i of count floats: rank r contributes r + i at every element */
@@ -96,8 +106,8 @@ static int tune_body(yd_comm *c, void *arg)
 	for (int i = explore; i < explore + 4; i++)
 		DP_CHECK(checked_sum(c, v, count, i, i % 2) == 0, "tuned");
 	DP_CHECK(agreed_choice(c, count, want) == 0, "after more calls");
-	int had = atomic_load(&c->tune.nsizes);
-	DP_CHECK(had == tuning, "%d sizes in the table", had);
+	int had = allreduce_entries(c);
+	DP_CHECK(had == tuning, "%d allreduce sizes in the table", had);
 	if (!tuning) {
 		free(v);
 		return 0;
@@ -105,20 +115,94 @@ static int tune_body(yd_comm *c, void *arg)
 	/* 20 MiB: over DP_TUNE_MAX_BYTES, never in the table */
 	size_t big = 20 * MIB / sizeof(float);
 	DP_CHECK(checked_sum(c, v, big, 0, 0) == 0, "20 MiB");
-	DP_CHECK(atomic_load(&c->tune.nsizes) == 1 && !in_table(c, 20 * MIB), "20 MiB was tuned");
+	DP_CHECK(allreduce_entries(c) == 1 && !in_table(c, 20 * MIB), "20 MiB was tuned");
 	/* the table fills up at DP_TUNE_SIZES sizes; later sizes keep the calibration's choice
 	 * and still sum correctly */
 	for (int i = 1; i <= DP_TUNE_SIZES + 4; i++)
 		DP_CHECK(checked_sum(c, v, (size_t)i, i, 0) == 0, "%d floats", i);
 	DP_CHECK(atomic_load(&c->tune.nsizes) == DP_TUNE_SIZES, "%d sizes in the table",
 	         atomic_load(&c->tune.nsizes));
-	DP_CHECK(in_table(c, (DP_TUNE_SIZES - 1) * sizeof(float)) &&
-	             !in_table(c, DP_TUNE_SIZES * sizeof(float)),
-	         "the table holds the first %d sizes", DP_TUNE_SIZES);
+	DP_CHECK(in_table(c, sizeof(float)) && !in_table(c, (DP_TUNE_SIZES + 4) * sizeof(float)),
+	         "the table holds the first sizes, not the last");
 	/* and the tuned size still runs the ring */
 	DP_CHECK(checked_sum(c, v, count, 99, 0) == 0 && agreed_choice(c, count, YD_ALGO_RING) == 0,
 	         "4 MiB after the table filled");
 	free(v);
+	return 0;
+}
+
+/* call i of a reduce-scatter, allgather, broadcast or reduce of count floats per rank, every
+ * rank contributing rank + i, checked */
+static int checked_other(yd_comm *c, enum dp_kind kind, float *in, float *out, size_t count, int i)
+{
+	int n = c->size, root = i % n, rc = 0;
+	size_t total = count * (size_t)n, got = count;
+	for (size_t k = 0; k < total; k++)
+		in[k] = (float)(c->rank + i);
+	float sum = (float)(n * (n - 1) / 2 + n * i);
+	switch (kind) {
+	case DP_REDUCE_SCATTER:
+		rc = yd_reduce_scatter(c, in, out, count, YD_F32, YD_SUM);
+		break;
+	case DP_ALLGATHER:
+		rc = yd_allgather(c, in, out, count, YD_F32);
+		got = total;
+		break;
+	case DP_BROADCAST:
+		memcpy(out, in, count * sizeof *out);
+		rc = yd_broadcast(c, out, count, YD_F32, root);
+		break;
+	default:
+		rc = yd_reduce(c, in, out, count, YD_F32, YD_SUM, root);
+		if (c->rank != root)
+			got = 0;
+	}
+	DP_CHECK(rc == 0, "%s %d: %s", dp_kind_name(kind), i, yd_comm_last_error(c));
+	for (size_t k = 0; k < got; k++) {
+		float want = kind == DP_ALLGATHER   ? (float)((int)(k / count) + i)
+		             : kind == DP_BROADCAST ? (float)(root + i)
+		                                    : sum;
+		DP_CHECK(out[k] == want, "%s %d, element %zu: %g, want %g", dp_kind_name(kind), i,
+		         k, out[k], want);
+	}
+	return 0;
+}
+
+/* Reduce-scatter, allgather, broadcast and reduce are tuned too: their first calls of a size
+ * try every algorithm that runs differently for them, each call correct, then every rank
+ * runs the same one of those. */
+static int other_kinds_body(yd_comm *c, void *arg)
+{
+	(void)arg;
+	if (!c)
+		return 1;
+	size_t count = 64 * 1024; /* floats per rank */
+	float *in = malloc(count * sizeof(float) * (size_t)c->size);
+	float *out = malloc(count * sizeof(float) * (size_t)c->size);
+	DP_CHECK(in && out, "out of memory");
+	const enum dp_kind kinds[] = {DP_REDUCE_SCATTER, DP_ALLGATHER, DP_BROADCAST, DP_REDUCE};
+	for (size_t j = 0; j < sizeof kinds / sizeof kinds[0]; j++) {
+		enum dp_kind kind = kinds[j];
+		size_t bytes =
+		    count * sizeof(float) *
+		    (kind == DP_REDUCE_SCATTER || kind == DP_ALLGATHER ? (size_t)c->size : 1);
+		for (int i = 0; i < DP_TUNE_CALLS(DP_TUNE_CAND) + 2; i++)
+			DP_CHECK(checked_other(c, kind, in, out, count, i) == 0, "call %d", i);
+		int32_t mine = (int32_t)dp_tune_chosen(c, kind, bytes, YD_F32), all[8];
+		DP_CHECK(c->size <= 8 && yd_allgather(c, &mine, all, 1, YD_I32) == 0,
+		         "allgather: %s", yd_comm_last_error(c));
+		int ok = mine == YD_ALGO_RING || mine == YD_ALGO_NAIVE ||
+		         (kind == DP_REDUCE_SCATTER || kind == DP_ALLGATHER ? mine == YD_ALGO_SHARED
+		                                                            : mine == YD_ALGO_TREE);
+		DP_CHECK(ok, "%s of %zu bytes: tuned to %s", dp_kind_name(kind), bytes,
+		         yd_algo_name(mine));
+		for (int r = 0; r < c->size; r++)
+			DP_CHECK(all[r] == mine, "%s: rank %d runs %s, rank %d %s",
+			         dp_kind_name(kind), r, yd_algo_name(all[r]), c->rank,
+			         yd_algo_name(mine));
+	}
+	free(in);
+	free(out);
 	return 0;
 }
 
@@ -188,6 +272,10 @@ int main(void)
 	                      .skip_rank = -1};
 	int f = dp_spawn_run(&sp, tune_body, "on", status);
 	printf("%s 4 ranks: the first calls of a size time naive and ring, then all run the ring\n",
+	       f ? "FAIL" : "ok");
+	bad += f != 0;
+	f = dp_spawn_run(&sp, other_kinds_body, NULL, status);
+	printf("%s 4 ranks: reduce-scatter, allgather, broadcast and reduce tuned alike\n",
 	       f ? "FAIL" : "ok");
 	bad += f != 0;
 	/* a rank killed while sizes are being tuned (exploring or agreeing): every survivor
