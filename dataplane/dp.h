@@ -485,6 +485,9 @@ int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *t
 /* The agreed algorithm for a collective of kind over `bytes` (as dp_algo_select takes them)
  * of dtype, or YD_ALGO_AUTO if none yet. */
 enum yd_algo dp_tune_chosen(yd_comm *c, enum dp_kind kind, size_t bytes, enum yd_dtype dt);
+/* An algorithm's figure from its DP_TUNE_PASSES * DP_TUNE_TIMED timed calls (pass by pass):
+ * the median over the passes of each pass's mean. */
+double dp_tune_figure(const double *t);
 /* Of n summed times, the calibrated choice (index 0) unless another is `margin` faster. */
 int dp_tune_decide(const double *t, int n, double margin);
 

@@ -1,33 +1,33 @@
 /* tune.c: `auto` learns from the collectives it runs.
  *
  * The calibration at creation (calibrate.c) times each algorithm for a few calls at a few
- * sizes, in-place, right after the communicator came up. Where several algorithms lie
- * within a few tens of percent of each other (4 ranks at 1 MiB on 2 cores: ring, hd, tree
- * and the shared buffers within 15-30 %), that is not enough to rank them as the
- * application's loop will run them, with its own buffers, sizes and pace. A training loop
- * repeats the same few sizes thousands of times, so the first calls of each size can settle
- * it: the calibration's choice and up to three other algorithms it predicted within 1.5x
- * of the best take turns, DP_TUNE_PASSES passes over them in which each runs once untimed
- * and then DP_TUNE_TIMED times back to back (the first call after a switch pays for caches
- * the other algorithm took, which a loop of one algorithm does not; the passes spread a
- * burst of outside load over several algorithms). Each rank takes the median of each
- * algorithm's timed calls, the ranks sum their figures (one allreduce of a few doubles,
- * ring, under the call's sequence number with DP_SEQ_TUNE set, after the last timed call)
- * and every later call of that size runs the fastest, which stays the calibration's choice
- * unless another is DP_TUNE_MARGIN faster. Fewer calls were not enough here: single calls
- * of one algorithm vary by 30 % and more on 2 shared cores, and with three timed calls per
- * algorithm in one pass the choice at 1 MiB on 4 ranks went to an algorithm 10-25 % slower
- * than the best in a third of the runs; with twelve it took the best or one within 5 % of
- * it. At most 64 tuning calls per size (about 20 ms at 1 MiB on 4 ranks here), and only
- * sizes up to DP_TUNE_MAX_BYTES (larger calls take long, and the calibration timed its
- * finalists past the caches). Every rank makes the same calls of a size in the same order
- * (otherwise they are mismatched, which is reported), so every rank takes the same
- * algorithm on every call; the algorithm also travels in each header.
+ * sizes, in-place, right after the communicator came up. Where several algorithms lie within a
+ * few tens of percent of each other (4 ranks at 1 MiB on 2 cores: ring, hd, tree and the shared
+ * buffers within 15-30 %), that is not enough to rank them as the application's loop will run
+ * them, with its own buffers, sizes and pace. A training loop repeats the same few sizes
+ * thousands of times, so the first calls of each size can settle it: the calibration's choice
+ * and up to three other algorithms it predicted within 1.5x of the best take turns,
+ * DP_TUNE_PASSES passes over them in which each runs once untimed and then DP_TUNE_TIMED times
+ * back to back (the first call after a switch pays for caches the other algorithm took, which a
+ * loop of one algorithm does not; the passes spread a burst of outside load over several
+ * algorithms). Each rank takes each algorithm's figure (dp_tune_figure(): the median over the
+ * passes of the mean of its calls), the ranks sum their figures (one allreduce of a few doubles,
+ * ring, under the call's sequence number with DP_SEQ_TUNE set, after the last timed call) and every
+ * later call of that size runs the fastest, which stays the calibration's choice unless another
+ * is DP_TUNE_MARGIN faster. Fewer calls were not enough here: single calls of one algorithm
+ * vary by 30 % and more on 2 shared cores, and with three timed calls per algorithm in one pass
+ * the choice at 1 MiB on 4 ranks went to an algorithm 10-25 % slower than the best in a third
+ * of the runs; with twelve it took the best or one within 5 % of it. At most 64 tuning calls
+ * per size (about 20 ms at 1 MiB on 4 ranks here), and only sizes up to DP_TUNE_MAX_BYTES
+ * (larger calls take long, and the calibration timed its finalists past the caches). Every rank
+ * makes the same calls of a size in the same order (otherwise they are mismatched, which is
+ * reported), so every rank takes the same algorithm on every call; the algorithm also travels
+ * in each header.
  *
  * Reduce-scatter, allgather, broadcast and reduce are tuned the same way, from the choice of
  * algo_select.c's size rules (fitted on one machine) and the other algorithms that run
- * differently for them (4 shm ranks here: the rules' ring reduce-scatter at 64 KiB took
- * 37 us where the shared buffers, which tuning picked, took 15-19).
+ * differently for them (4 shm ranks here: the rules' ring reduce-scatter at 64 KiB took 37 us
+ * where the shared buffers, which tuning picked, took 15-19).
  *
  * State is touched only by the thread running the communicator's operations, except the
  * published `chosen` of each size, which yd_allreduce_algo reads. */
@@ -158,6 +158,26 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* An algorithm's figure from its timed calls, DP_TUNE_TIMED per pass: per pass their mean,
+ * then the median of the passes. A mean, because a rank that leaves a call early waits at
+ * the start of the next, so single calls of a pairwise algorithm alternate between short
+ * and long and their median misjudges what a loop of them costs (at 4 KiB on 4 ranks the
+ * median call put rd and naive at 20-25 us against the shared buffers' 17.5 in every run,
+ * where loops of them run at 15.5-16.5 and 19.5 us; the means of the passes put them
+ * right); the median of the passes, because a burst of outside load spoils one pass. */
+double dp_tune_figure(const double *t)
+{
+	double pass[DP_TUNE_PASSES];
+	for (int p = 0; p < DP_TUNE_PASSES; p++) {
+		pass[p] = 0;
+		for (int j = 0; j < DP_TUNE_TIMED; j++)
+			pass[p] += t[p * DP_TUNE_TIMED + j] / DP_TUNE_TIMED;
+	}
+	qsort(pass, DP_TUNE_PASSES, sizeof pass[0], by_value);
+	return DP_TUNE_PASSES % 2 ? pass[DP_TUNE_PASSES / 2]
+	                          : (pass[DP_TUNE_PASSES / 2 - 1] + pass[DP_TUNE_PASSES / 2]) / 2;
+}
+
 int dp_tune_decide(const double *t, int n, double margin)
 {
 	int best = 0;
@@ -176,12 +196,8 @@ int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *t
 	if (!tc->last)
 		return 0;
 	double fig[DP_TUNE_CAND];
-	for (int i = 0; i < s->n; i++) {
-		double v[DP_TUNE_PASSES * DP_TUNE_TIMED];
-		memcpy(v, s->t[i], sizeof v);
-		qsort(v, sizeof v / sizeof v[0], sizeof v[0], by_value);
-		fig[i] = v[sizeof v / sizeof v[0] / 2];
-	}
+	for (int i = 0; i < s->n; i++)
+		fig[i] = dp_tune_figure(s->t[i]);
 	struct dp_op a = {.kind = DP_ALLREDUCE,
 	                  .sendbuf = fig,
 	                  .recvbuf = fig,
