@@ -179,8 +179,9 @@ struct dp_costs {
 #define DP_TUNE_CAND 4                /* algorithms tried per size */
 #define DP_TUNE_PASSES 4              /* passes over the candidates */
 #define DP_TUNE_UNTIMED 1             /* calls of a candidate in a pass before the timed ones */
-#define DP_TUNE_TIMED 3               /* timed calls of a candidate in a pass, back to back */
-#define DP_TUNE_CALLS(n) ((n)*DP_TUNE_PASSES * (DP_TUNE_UNTIMED + DP_TUNE_TIMED))
+#define DP_TUNE_TIMED 3      /* timed calls of a candidate in a pass, back to back (from 256 KiB) */
+#define DP_TUNE_TIMED_MAX 12 /* ... and below 16 KiB, where calls are short (dp_tune_timed) */
+#define DP_TUNE_CALLS(n, timed) ((n)*DP_TUNE_PASSES * (DP_TUNE_UNTIMED + (timed)))
 #define DP_TUNE_MAX_BYTES (16u << 20) /* larger calls keep the calibration's choice */
 #define DP_TUNE_NEAR 1.5              /* tried: predicted within this factor of the best */
 #define DP_TUNE_MARGIN                                                                             \
@@ -194,7 +195,8 @@ struct dp_tune_size {
 	uint64_t calls; /* auto allreduces of this size run so far */
 	int n;          /* candidates; the first is the calibration's choice */
 	enum yd_algo cand[DP_TUNE_CAND];
-	double t[DP_TUNE_CAND][DP_TUNE_PASSES * DP_TUNE_TIMED];
+	int timed; /* dp_tune_timed(bytes) */
+	double t[DP_TUNE_CAND][DP_TUNE_PASSES * DP_TUNE_TIMED_MAX];
 	_Atomic int chosen; /* YD_ALGO_AUTO while the candidates are being timed */
 };
 struct dp_tune {
@@ -485,9 +487,13 @@ int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *t
 /* The agreed algorithm for a collective of kind over `bytes` (as dp_algo_select takes them)
  * of dtype, or YD_ALGO_AUTO if none yet. */
 enum yd_algo dp_tune_chosen(yd_comm *c, enum dp_kind kind, size_t bytes, enum yd_dtype dt);
-/* An algorithm's figure from its DP_TUNE_PASSES * DP_TUNE_TIMED timed calls (pass by pass):
- * the median over the passes of each pass's mean. */
-double dp_tune_figure(const double *t);
+/* Timed calls per candidate and pass for a call of `bytes`: DP_TUNE_TIMED from 256 KiB, more
+ * below (up to DP_TUNE_TIMED_MAX), where single calls are a few microseconds and the time
+ * slices of ranks sharing cores decide more of each. */
+int dp_tune_timed(size_t bytes);
+/* An algorithm's figure from its DP_TUNE_PASSES * timed calls (pass by pass): the median over
+ * the passes of each pass's mean. */
+double dp_tune_figure(const double *t, int timed);
 /* Of n summed times, the calibrated choice (index 0) unless another is `margin` faster. */
 int dp_tune_decide(const double *t, int n, double margin);
 

@@ -7,22 +7,23 @@
  * them, with its own buffers, sizes and pace. A training loop repeats the same few sizes
  * thousands of times, so the first calls of each size can settle it: the calibration's choice
  * and up to three other algorithms it predicted within 1.5x of the best take turns,
- * DP_TUNE_PASSES passes over them in which each runs once untimed and then DP_TUNE_TIMED times
- * back to back (the first call after a switch pays for caches the other algorithm took, which a
- * loop of one algorithm does not; the passes spread a burst of outside load over several
- * algorithms). Each rank takes each algorithm's figure (dp_tune_figure(): the median over the
- * passes of the mean of its calls), the ranks sum their figures (one allreduce of a few doubles,
- * ring, under the call's sequence number with DP_SEQ_TUNE set, after the last timed call) and every
- * later call of that size runs the fastest, which stays the calibration's choice unless another
- * is DP_TUNE_MARGIN faster. Fewer calls were not enough here: single calls of one algorithm
- * vary by 30 % and more on 2 shared cores, and with three timed calls per algorithm in one pass
- * the choice at 1 MiB on 4 ranks went to an algorithm 10-25 % slower than the best in a third
- * of the runs; with twelve it took the best or one within 5 % of it. At most 64 tuning calls
- * per size (about 20 ms at 1 MiB on 4 ranks here), and only sizes up to DP_TUNE_MAX_BYTES
- * (larger calls take long, and the calibration timed its finalists past the caches). Every rank
- * makes the same calls of a size in the same order (otherwise they are mismatched, which is
- * reported), so every rank takes the same algorithm on every call; the algorithm also travels
- * in each header.
+ * DP_TUNE_PASSES passes over them in which each runs once untimed and then dp_tune_timed()
+ * times back to back (the first call after a switch pays for caches the other algorithm took,
+ * which a loop of one algorithm does not; the passes spread a burst of outside load over
+ * several algorithms). Each rank takes each algorithm's figure (dp_tune_figure(): the median
+ * over the passes of the mean of its calls), the ranks sum their figures (one allreduce of a
+ * few doubles, ring, under the call's sequence number with DP_SEQ_TUNE set, after the last
+ * timed call) and every later call of that size runs the fastest, which stays the calibration's
+ * choice unless another is DP_TUNE_MARGIN faster. Fewer calls were not enough here: single
+ * calls of one algorithm vary by 30 % and more on 2 shared cores, and with three timed calls
+ * per algorithm in one pass the choice at 1 MiB on 4 ranks went to an algorithm 10-25 % slower
+ * than the best in a third of the runs; with twelve it took the best or one within 5 % of it.
+ * Below 256 KiB the calls are short and more of them are timed (dp_tune_timed()). At most 64
+ * tuning calls per size from 256 KiB (about 20 ms at 1 MiB on 4 ranks here), 208 below 16 KiB
+ * (about 4 ms at 4 KiB), and only sizes up to DP_TUNE_MAX_BYTES (larger calls take long, and
+ * the calibration timed its finalists past the caches). Every rank makes the same calls of a
+ * size in the same order (otherwise they are mismatched, which is reported), so every rank
+ * takes the same algorithm on every call; the algorithm also travels in each header.
  *
  * Reduce-scatter, allgather, broadcast and reduce are tuned the same way, from the choice of
  * algo_select.c's size rules (fitted on one machine) and the other algorithms that run
@@ -100,6 +101,7 @@ static struct dp_tune_size *add(yd_comm *c, enum dp_kind kind, size_t bytes, enu
 	s->kind = kind;
 	s->bytes = bytes;
 	s->dtype = dt;
+	s->timed = dp_tune_timed(bytes);
 	s->cand[s->n++] = choice;
 	if (kind == DP_ALLREDUCE) {
 		near_best(c, s);
@@ -141,15 +143,15 @@ void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc)
 		o->algo = (enum yd_algo)chosen;
 		return;
 	}
-	uint64_t k = s->calls++, per = DP_TUNE_UNTIMED + DP_TUNE_TIMED, block = k / per;
+	uint64_t k = s->calls++, per = (uint64_t)(DP_TUNE_UNTIMED + s->timed), block = k / per;
 	int within = (int)(k % per);
 	tc->slot = (int)(block % (uint64_t)s->n);
 	o->algo = s->cand[tc->slot];
 	if (within < DP_TUNE_UNTIMED)
 		return;
 	tc->s = s;
-	tc->sample = (int)(block / (uint64_t)s->n) * DP_TUNE_TIMED + within - DP_TUNE_UNTIMED;
-	tc->last = k + 1 == (uint64_t)DP_TUNE_CALLS(s->n);
+	tc->sample = (int)(block / (uint64_t)s->n) * s->timed + within - DP_TUNE_UNTIMED;
+	tc->last = k + 1 == (uint64_t)DP_TUNE_CALLS(s->n, s->timed);
 }
 
 static int by_value(const void *a, const void *b)
@@ -158,20 +160,27 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* An algorithm's figure from its timed calls, DP_TUNE_TIMED per pass: per pass their mean,
- * then the median of the passes. A mean, because a rank that leaves a call early waits at
- * the start of the next, so single calls of a pairwise algorithm alternate between short
- * and long and their median misjudges what a loop of them costs (at 4 KiB on 4 ranks the
- * median call put rd and naive at 20-25 us against the shared buffers' 17.5 in every run,
- * where loops of them run at 15.5-16.5 and 19.5 us; the means of the passes put them
- * right); the median of the passes, because a burst of outside load spoils one pass. */
-double dp_tune_figure(const double *t)
+int dp_tune_timed(size_t bytes)
+{
+	return bytes >= (256u << 10)  ? DP_TUNE_TIMED
+	       : bytes >= (16u << 10) ? 2 * DP_TUNE_TIMED
+	                              : DP_TUNE_TIMED_MAX;
+}
+
+/* An algorithm's figure from its timed calls, `timed` per pass: per pass their mean, then the
+ * median of the passes. A mean, because a rank that leaves a call early waits at the start of
+ * the next, so single calls of a pairwise algorithm alternate between short and long and their
+ * median misjudges what a loop of them costs (at 4 KiB on 4 ranks the median call put rd and
+ * naive at 20-25 us against the shared buffers' 17.5 in every run, where loops of them run at
+ * 15.5-16.5 and 19.5 us; the means of the passes put them right); the median of the passes,
+ * because a burst of outside load spoils one pass. */
+double dp_tune_figure(const double *t, int timed)
 {
 	double pass[DP_TUNE_PASSES];
 	for (int p = 0; p < DP_TUNE_PASSES; p++) {
 		pass[p] = 0;
-		for (int j = 0; j < DP_TUNE_TIMED; j++)
-			pass[p] += t[p * DP_TUNE_TIMED + j] / DP_TUNE_TIMED;
+		for (int j = 0; j < timed; j++)
+			pass[p] += t[p * timed + j] / timed;
 	}
 	qsort(pass, DP_TUNE_PASSES, sizeof pass[0], by_value);
 	return DP_TUNE_PASSES % 2 ? pass[DP_TUNE_PASSES / 2]
@@ -197,7 +206,7 @@ int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *t
 		return 0;
 	double fig[DP_TUNE_CAND];
 	for (int i = 0; i < s->n; i++)
-		fig[i] = dp_tune_figure(s->t[i]);
+		fig[i] = dp_tune_figure(s->t[i], s->timed);
 	struct dp_op a = {.kind = DP_ALLREDUCE,
 	                  .sendbuf = fig,
 	                  .recvbuf = fig,

@@ -81,7 +81,7 @@ struct yd_config {
 	 * this one inherit it. */
 	int calibrate;
 	/* 0: on a calibrated communicator, `auto` also times, in the first calls of each
-	 * collective and size (up to 16 MiB; at most 64 calls of it, each still a correct
+	 * collective and size (up to 16 MiB; at most 64-208 calls of it, each still a correct
 	 * collective), the allreduce algorithms the calibration found close to the best and
 	 * the other collectives' algorithms, and runs the fastest from then on
 	 * (dataplane/tune.c); -1: the calibration's choice and the size rules only. Splits

@@ -94,8 +94,8 @@ static int tune_body(yd_comm *c, void *arg)
 	float *v = malloc(20 * MIB);
 	DP_CHECK(v, "out of memory");
 	DP_CHECK(agreed_choice(c, count, YD_ALGO_NAIVE) == 0, "before the first call");
-	/* two candidates take turns for DP_TUNE_CALLS(2) calls, then the ranks agree */
-	int explore = DP_TUNE_CALLS(2);
+	/* two candidates take turns for DP_TUNE_CALLS(2, ...) calls, then the ranks agree */
+	int explore = DP_TUNE_CALLS(2, dp_tune_timed(4 * MIB));
 	for (int i = 0; i < explore; i++) {
 		if (i == explore - 1) /* still the calibration's choice before the last */
 			DP_CHECK(agreed_choice(c, count, YD_ALGO_NAIVE) == 0, "call %d", i);
@@ -186,7 +186,7 @@ static int other_kinds_body(yd_comm *c, void *arg)
 		size_t bytes =
 		    count * sizeof(float) *
 		    (kind == DP_REDUCE_SCATTER || kind == DP_ALLGATHER ? (size_t)c->size : 1);
-		for (int i = 0; i < DP_TUNE_CALLS(DP_TUNE_CAND) + 2; i++)
+		for (int i = 0; i < DP_TUNE_CALLS(DP_TUNE_CAND, dp_tune_timed(bytes)) + 2; i++)
 			DP_CHECK(checked_other(c, kind, in, out, count, i) == 0, "call %d", i);
 		int32_t mine = (int32_t)dp_tune_chosen(c, kind, bytes, YD_F32), all[8];
 		DP_CHECK(c->size <= 8 && yd_allgather(c, &mine, all, 1, YD_I32) == 0,
@@ -271,8 +271,11 @@ static int figures(void)
 		alternating[i] = i % 2 ? 24 : 8;
 		steady[i] = i < DP_TUNE_TIMED ? 100 : 17; /* the first pass under a burst */
 	}
-	double a = dp_tune_figure(alternating), s = dp_tune_figure(steady);
-	int bad = !(a > 15 && a < 17) || s != 17;
+	double a = dp_tune_figure(alternating, DP_TUNE_TIMED);
+	double s = dp_tune_figure(steady, DP_TUNE_TIMED);
+	/* more calls per pass for small sizes, fewer from 256 KiB */
+	int bad = !(a > 15 && a < 17) || s != 17 || dp_tune_timed(4096) != DP_TUNE_TIMED_MAX ||
+	          dp_tune_timed(256u << 10) != DP_TUNE_TIMED;
 	printf("%s figures: alternating calls %.2f us (want 15-17), steady with a burst %.2f "
 	       "(want 17)\n",
 	       bad ? "FAIL" : "ok", a, s);
