@@ -4,9 +4,9 @@
  * created (per algorithm the slowest rank's times at a few sizes, so every rank computes the
  * same choice), unless the first calls of that size found another faster (tune.c, which
  * changes the algorithm when the call runs). Without a calibration (YARD_CALIBRATE=0,
- * yd_config.calibrate < 0) the alpha-beta-gamma model of research/dataplane.md §2 with built-in
- * constants: time = steps·α
- * + bytes moved·β + bytes reduced·γ, with α and β of the slowest link the algorithm crosses.
+ * yd_config.calibrate < 0) the alpha-beta-gamma model of research/dataplane.md §2 with
+ * built-in constants: time = steps·α + bytes moved·β + bytes reduced·γ, with α and β of the
+ * slowest link the algorithm crosses.
  * The choice travels in every header, so a divergence is reported as a mismatch rather than
  * corrupting data. */
 #include "config.h"
@@ -137,6 +137,13 @@ static double model_cost(yd_comm *c, enum yd_algo a, size_t bytes)
 	default:
 		return INFINITY;
 	}
+}
+
+size_t dp_op_select_bytes(const yd_comm *c, const struct dp_op *o)
+{
+	size_t bytes = o->count * yd_dtype_size(o->dtype);
+	return o->kind == DP_REDUCE_SCATTER || o->kind == DP_ALLGATHER ? bytes * (size_t)c->size
+	                                                               : bytes;
 }
 
 enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes)

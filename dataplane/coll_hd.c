@@ -16,9 +16,9 @@ int dp_hd_allreduce(yd_comm *c, const struct dp_op *o, const void *src, void *ds
 	const void *mine;
 	if ((rc = dp_fold_in(c, o, src, dst, bytes, &q, &mine)) != 0)
 		return rc;
-	if (q >= 0 && p == 1 && mine != dst)
-		memcpy(dst, mine, bytes);
 	if (q >= 0) {
+		if (p == 1 && mine != dst) /* no step to read the input: copy it */
+			memcpy(dst, mine, bytes);
 		/* the first step sends from and reduces with the input where it is (out of place:
 		 * never copied) into dst; the later ones work within dst */
 		const char *m = mine;

@@ -175,7 +175,7 @@ struct dp_costs {
 /* Online tuning of `auto` collectives (tune.c): per collective and size, the candidates (for
  * an allreduce those the calibration put close together), each timed in the first calls of
  * that size, then the one the ranks agree was fastest. */
-#define DP_TUNE_SIZES 32              /* sizes tuned per communicator; later ones keep the model */
+#define DP_TUNE_SIZES 32              /* sizes tuned per communicator; later ones are not */
 #define DP_TUNE_CAND 4                /* algorithms tried per size */
 #define DP_TUNE_PASSES 4              /* passes over the candidates */
 #define DP_TUNE_UNTIMED 1             /* calls of a candidate in a pass before the timed ones */
@@ -184,16 +184,15 @@ struct dp_costs {
 #define DP_TUNE_CALLS(n, timed) ((n)*DP_TUNE_PASSES * (DP_TUNE_UNTIMED + (timed)))
 #define DP_TUNE_MAX_BYTES (16u << 20) /* larger calls keep the calibration's choice */
 #define DP_TUNE_NEAR 1.5              /* tried: predicted within this factor of the best */
-#define DP_TUNE_MARGIN                                                                             \
-	0.05                     /* another algorithm replaces the calibrated one when this        \
-	                          * much faster */
+/* another algorithm replaces the issued choice when this much faster */
+#define DP_TUNE_MARGIN 0.05
 #define DP_SEQ_TUNE (1ull << 63) /* sequence bit of the ranks' agreement on a size */
 struct dp_tune_size {
 	enum dp_kind kind;
 	size_t bytes; /* as algo_select.c sees the call (a reduce-scatter's whole vector) */
 	enum yd_dtype dtype;
-	uint64_t calls; /* auto allreduces of this size run so far */
-	int n;          /* candidates; the first is the calibration's choice */
+	uint64_t calls; /* `auto` calls of this collective and size run so far */
+	int n;          /* candidates; the first is the choice the call was issued with */
 	enum yd_algo cand[DP_TUNE_CAND];
 	int timed; /* dp_tune_timed(bytes) */
 	double t[DP_TUNE_CAND][DP_TUNE_PASSES * DP_TUNE_TIMED_MAX];
@@ -279,7 +278,7 @@ struct dp_op {
 	uint64_t seq;
 	int device;       /* 1 + CUDA ordinal of the buffers, 0 = host memory (cuda.c) */
 	int no_avg_scale; /* YD_AVG: leave the sum undivided (the caller divides on the GPU) */
-	int tune;         /* an allreduce whose algorithm `auto` chooses (tune.c may change it) */
+	int tune;         /* a collective whose algorithm `auto` chose (tune.c may change it) */
 };
 
 /* comm.c */
@@ -463,6 +462,9 @@ int dp_shared_check_peers(yd_comm *c, const struct dp_xfer *x);
 
 /* algo_select.c */
 enum yd_algo dp_algo_select(yd_comm *c, enum dp_kind kind, size_t bytes);
+/* The bytes a collective's algorithm is chosen by: a reduce-scatter's or allgather's whole
+ * vector, else the call's buffer. */
+size_t dp_op_select_bytes(const yd_comm *c, const struct dp_op *o);
 int dp_algo_supported(enum dp_kind kind, enum yd_algo a);
 double dp_algo_cost(yd_comm *c, enum yd_algo a, size_t bytes);
 /* Computes what algorithm selection needs of c's fixed shape (transports, hosts); called
@@ -478,7 +480,7 @@ int dp_calibrate(yd_comm *c);
 double dp_calibrated_cost(const yd_comm *c, enum yd_algo a, size_t bytes);
 
 /* tune.c */
-/* Before an operation runs: an `auto` allreduce of a size being tuned gets the algorithm
+/* Before an operation runs: an `auto` collective of a size being tuned gets the algorithm
  * whose turn it is, one of a tuned size the agreed algorithm; *tc says whether to time it. */
 void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc);
 /* After it ran in `seconds`: records the time; after the last timed call of its size the

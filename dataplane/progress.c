@@ -27,11 +27,9 @@ static void prepare(yd_comm *c, struct dp_op *o)
 	if (o->kind == DP_P2P)
 		return;
 	o->seq = ++c->seq;
-	size_t bytes = o->count * yd_dtype_size(o->dtype);
-	if (o->kind == DP_REDUCE_SCATTER || o->kind == DP_ALLGATHER)
-		bytes *= (size_t)c->size;
-	o->algo = o->kind == DP_BARRIER || o->kind == DP_SPLIT ? YD_ALGO_AUTO
-	                                                       : dp_algo_select(c, o->kind, bytes);
+	o->algo = o->kind == DP_BARRIER || o->kind == DP_SPLIT
+	              ? YD_ALGO_AUTO
+	              : dp_algo_select(c, o->kind, dp_op_select_bytes(c, o));
 	/* `auto` chose (o->kind takes no forced c->algo): tune.c may change it */
 	o->tune =
 	    o->kind != DP_BARRIER && o->kind != DP_SPLIT && !dp_algo_supported(o->kind, c->algo);

@@ -120,21 +120,12 @@ static struct dp_tune_size *add(yd_comm *c, enum dp_kind kind, size_t bytes, enu
 	return s;
 }
 
-/* The bytes a call's algorithm is chosen by (prepare in progress.c): a reduce-scatter's or
- * allgather's whole vector. */
-static size_t op_bytes(const yd_comm *c, const struct dp_op *o)
-{
-	size_t bytes = o->count * yd_dtype_size(o->dtype);
-	return o->kind == DP_REDUCE_SCATTER || o->kind == DP_ALLGATHER ? bytes * (size_t)c->size
-	                                                               : bytes;
-}
-
 void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc)
 {
 	tc->s = NULL;
 	if (!o->tune || !c->tune.on || !c->costs.calibrated || o->device || c->size < 2)
 		return;
-	size_t bytes = op_bytes(c, o);
+	size_t bytes = dp_op_select_bytes(c, o);
 	struct dp_tune_size *s = find(&c->tune, o->kind, bytes, o->dtype);
 	if (!s && (bytes > DP_TUNE_MAX_BYTES || !(s = add(c, o->kind, bytes, o->dtype, o->algo))))
 		return; /* the choice made when the call was issued */

@@ -128,3 +128,26 @@ int dp_spawn_run(const struct dp_spawn *sp, dp_rank_fn fn, void *arg, int *statu
 	rmdir(dir);
 	return failed;
 }
+
+static const char *refused_want; /* set before the fork: the children inherit it */
+
+static int refused_body(yd_comm *c, void *err)
+{
+	if (c) {
+		fprintf(stderr, "a communicator was created although init should fail naming %s\n",
+		        refused_want);
+		return 1;
+	}
+	if (!strstr((const char *)err, refused_want)) {
+		fprintf(stderr, "init error does not name %s: %s\n", refused_want,
+		        (const char *)err);
+		return 1;
+	}
+	return 0;
+}
+
+int dp_spawn_refused(const struct dp_spawn *sp, const char *want, int *status)
+{
+	refused_want = want;
+	return dp_spawn_run(sp, refused_body, NULL, status);
+}

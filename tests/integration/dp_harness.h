@@ -26,6 +26,10 @@ typedef int (*dp_rank_fn)(yd_comm *c, void *arg);
  * -signal). init_fn, when set, replaces comm creation (it gets c = NULL). */
 int dp_spawn_run(const struct dp_spawn *sp, dp_rank_fn fn, void *arg, int *status);
 
+/* Runs the ranks expecting communicator creation to fail with an error containing want (a
+ * bad environment variable, named with its value); 0 when every rank saw that. */
+int dp_spawn_refused(const struct dp_spawn *sp, const char *want, int *status);
+
 /* Milliseconds the last dp_spawn_run took from the kill to the last survivor's exit. */
 extern long dp_spawn_last_kill_to_exit_ms;
 

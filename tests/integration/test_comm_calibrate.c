@@ -145,15 +145,6 @@ static int model_body(yd_comm *c, void *arg)
 	return same_choice_everywhere(c);
 }
 
-static int refused_body(yd_comm *c, void *arg)
-{
-	if (c)
-		return 1; /* YARD_CALIBRATE=maybe must not create a communicator */
-	DP_CHECK(strstr((const char *)arg, "YARD_CALIBRATE=maybe") != NULL, "error was: %s",
-	         (const char *)arg);
-	return 0;
-}
-
 /* dp_calibrated_cost reads the line through the measured points around a size */
 static int interpolation(void)
 {
@@ -249,7 +240,7 @@ int main(void)
 	unsetenv("YARD_ALGO");
 	setenv("YARD_CALIBRATE", "maybe", 1);
 	sp.world = 2;
-	f = dp_spawn_run(&sp, refused_body, NULL, status);
+	f = dp_spawn_refused(&sp, "YARD_CALIBRATE=maybe", status);
 	printf("%s YARD_CALIBRATE=maybe refused by name\n", f ? "FAIL" : "ok");
 	bad += f != 0;
 	return bad ? 1 : 0;

@@ -238,15 +238,6 @@ static int killed_body(yd_comm *c, void *arg)
 	DP_CHECK(0, "rank %d: no error after 100000 calls", c->rank);
 }
 
-static int refused_body(yd_comm *c, void *arg)
-{
-	if (c)
-		return 1; /* YARD_TUNE=maybe must not create a communicator */
-	DP_CHECK(strstr((const char *)arg, "YARD_TUNE=maybe") != NULL, "error was: %s",
-	         (const char *)arg);
-	return 0;
-}
-
 /* the calibrated choice stays unless another is DP_TUNE_MARGIN faster */
 static int decide(void)
 {
@@ -322,7 +313,7 @@ int main(void)
 	bad += f != 0;
 	setenv("YARD_TUNE", "maybe", 1);
 	sp.world = 2;
-	f = dp_spawn_run(&sp, refused_body, NULL, status);
+	f = dp_spawn_refused(&sp, "YARD_TUNE=maybe", status);
 	printf("%s YARD_TUNE=maybe refused by name\n", f ? "FAIL" : "ok");
 	bad += f != 0;
 	unsetenv("YARD_TUNE");
