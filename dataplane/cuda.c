@@ -41,6 +41,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include "common/clock.h"
 /* YD_CUDA_NO_NCCL: staging only (test_coll_cuda_emul builds this file against an emulated
@@ -144,8 +145,7 @@ static int ctx_get(yd_comm *c, const struct dp_op *o, struct dp_cuda **out)
 		return cuda_fail(c, o, "cudaStreamCreate", e);
 	}
 	for (int b = 0; b < 2; b++)
-		if ((e = cudaEventCreateWithFlags(&g->staged[b], cudaEventDisableTiming |
-		                                                     cudaEventBlockingSync)) !=
+		if ((e = cudaEventCreateWithFlags(&g->staged[b], cudaEventDisableTiming)) !=
 		    cudaSuccess) {
 			g->staged[b] = NULL;
 			return cuda_fail(c, o, "cudaEventCreate", e);
@@ -154,13 +154,45 @@ static int ctx_get(yd_comm *c, const struct dp_op *o, struct dp_cuda **out)
 	return 0;
 }
 
+/* Waits for ev, or for the whole stream when ev is NULL, within the communicator's deadline:
+ * spins first (a small copy is done in microseconds; sleeping until the GPU's interrupt
+ * costs tens), then looks every 50 us. A copy that never completes is an error naming the
+ * GPU and the operation, not a hang. */
+static int staged_wait(yd_comm *c, struct dp_cuda *g, const struct dp_op *o, cudaEvent_t ev,
+                       const char *what)
+{
+	uint64_t start = 0;
+	for (int spins = 0;; spins++) {
+		cudaError_t q = ev ? cudaEventQuery(ev) : cudaStreamQuery(g->stream);
+		if (q == cudaSuccess)
+			return 0;
+		if (q != cudaErrorNotReady)
+			return cuda_fail(c, o, what, q);
+		if (spins < DP_SPIN_ROUNDS) {
+			dp_spin(spins);
+			continue;
+		}
+		if (atomic_load(&c->aborted))
+			return dp_fail(c, YARD_EABORTED, c->rank, "operation aborted");
+		if (start == 0)
+			start = yard_now_mono_ms();
+		else if (yard_now_mono_ms() - start >= (uint64_t)c->timeout_ms)
+			return dp_fail(c, YARD_ETIMEDOUT, -1,
+			               "%s #%llu: %s on GPU %d did not complete within %d ms",
+			               dp_kind_name(o->kind), (unsigned long long)o->seq, what,
+			               g->device, c->timeout_ms);
+		nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
+	}
+}
+
 static int pin_ensure(yd_comm *c, struct dp_cuda *g, const struct dp_op *o, size_t len)
 {
 	cudaError_t e;
+	int rc;
 	if (len <= g->pin_len)
 		return 0;
-	if ((e = cudaStreamSynchronize(g->stream)) != cudaSuccess)
-		return cuda_fail(c, o, "cudaStreamSynchronize", e);
+	if ((rc = staged_wait(c, g, o, NULL, "earlier copies")) != 0)
+		return rc;
 	for (int b = 0; b < 2; b++) {
 		if (g->pin[b])
 			cudaFreeHost(g->pin[b]);
@@ -279,18 +311,17 @@ static int staged_collective(yd_comm *c, struct dp_cuda *g, const struct dp_op *
 			    (e = cudaEventRecord(g->staged[!b], g->stream)) != cudaSuccess)
 				return cuda_fail(c, o, "copy to host", e);
 		}
-		if ((e = cudaEventSynchronize(g->staged[b])) != cudaSuccess)
-			return cuda_fail(c, o, "copy to host", e);
+		if ((rc = staged_wait(c, g, o, g->staged[b], "copy to host")) != 0)
+			return rc;
 		if ((rc = run_chunk(c, o, &ch[b])) != 0) {
-			cudaStreamSynchronize(g->stream);
+			/* the next chunk's copy may still be writing pinned memory */
+			(void)staged_wait(c, g, o, NULL, "copy to host");
 			return rc;
 		}
 		if ((e = copy_out(c, g, o, &ch[b])) != cudaSuccess)
 			return cuda_fail(c, o, "copy to device", e);
 	}
-	if ((e = cudaStreamSynchronize(g->stream)) != cudaSuccess)
-		return cuda_fail(c, o, "copy to device", e);
-	return 0;
+	return staged_wait(c, g, o, NULL, "copy to device");
 }
 
 /* Point-to-point: one message of the whole buffer, so either side may be host memory. */
@@ -307,18 +338,18 @@ static int staged_p2p(yd_comm *c, struct dp_cuda *g, const struct dp_op *o)
 	if (o->is_send) {
 		e = cudaMemcpyAsync(g->pin[0], o->sendbuf, bytes, cudaMemcpyDeviceToHost,
 		                    g->stream);
-		if (e == cudaSuccess)
-			e = cudaStreamSynchronize(g->stream);
 		if (e != cudaSuccess)
 			return cuda_fail(c, o, "copy to host", e);
+		if ((rc = staged_wait(c, g, o, NULL, "copy to host")) != 0)
+			return rc;
 		return dp_op_execute(c, &s);
 	}
 	if ((rc = dp_op_execute(c, &s)) != 0)
 		return rc;
 	e = cudaMemcpyAsync(o->recvbuf, g->pin[0], bytes, cudaMemcpyHostToDevice, g->stream);
-	if (e == cudaSuccess)
-		e = cudaStreamSynchronize(g->stream);
-	return e == cudaSuccess ? 0 : cuda_fail(c, o, "copy to device", e);
+	if (e != cudaSuccess)
+		return cuda_fail(c, o, "copy to device", e);
+	return staged_wait(c, g, o, NULL, "copy to device");
 }
 
 /* ---- NCCL ---- */
@@ -572,10 +603,23 @@ void dp_cuda_comm_free(yd_comm *c)
 	if (g->nccl)
 		ncclCommAbort(g->nccl); /* local: never waits for peers that may be gone */
 #endif
-	if (g->stream)
-		cudaStreamSynchronize(g->stream);
+	/* a stream that does not drain within the deadline (a hung GPU) keeps its pinned
+	 * buffers: a copy may still write them */
+	int drained = 1;
+	if (g->stream) {
+		uint64_t start = yard_now_mono_ms();
+		cudaError_t q;
+		while ((q = cudaStreamQuery(g->stream)) == cudaErrorNotReady &&
+		       yard_now_mono_ms() - start < (uint64_t)c->timeout_ms)
+			nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
+		drained = q != cudaErrorNotReady;
+		if (!drained)
+			log_warn("rank %d: GPU %d still copying after %d ms; its pinned staging "
+			         "buffers are not freed",
+			         c->rank, g->device, c->timeout_ms);
+	}
 	for (int b = 0; b < 2; b++) {
-		if (g->pin[b])
+		if (g->pin[b] && drained)
 			cudaFreeHost(g->pin[b]);
 		if (g->staged[b])
 			cudaEventDestroy(g->staged[b]);

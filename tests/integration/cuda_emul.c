@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,16 @@ static struct {
 } ranges[1024];
 static int nranges;
 
+/* cuda_emul_stall(1): every stream stops before its next operation until cuda_emul_stall(0),
+ * as a hung GPU would (test_coll_cuda_emul's deadline check). */
+static _Atomic int stalled;
+
+void cuda_emul_stall(int on);
+void cuda_emul_stall(int on)
+{
+	atomic_store(&stalled, on);
+}
+
 static void *worker(void *arg)
 {
 	struct CUstream_st *s = arg;
@@ -69,7 +80,9 @@ static void *worker(void *arg)
 		struct qop op = s->q[s->done % QUEUE_LEN];
 		pthread_mutex_unlock(&s->mu);
 		struct timespec ts = {0, OP_DELAY_NS};
-		nanosleep(&ts, NULL);
+		do
+			nanosleep(&ts, NULL);
+		while (atomic_load(&stalled));
 		if (op.kind == Q_COPY)
 			for (size_t r = 0; r < op.height; r++)
 				memcpy(op.dst + r * op.dpitch, op.src + r * op.spitch, op.width);
@@ -243,6 +256,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 	return cudaSuccess;
 }
 
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	pthread_mutex_lock(&s->mu);
+	int busy = s->done < s->enqueued;
+	pthread_mutex_unlock(&s->mu);
+	return busy ? cudaErrorNotReady : cudaSuccess;
+}
+
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
 	pthread_mutex_lock(&s->mu);
@@ -284,6 +305,17 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 		pthread_cond_wait(&s->cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 	return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+	struct CUstream_st *s = e->s;
+	if (!s)
+		return cudaSuccess;
+	pthread_mutex_lock(&s->mu);
+	int busy = s->done < e->at;
+	pthread_mutex_unlock(&s->mu);
+	return busy ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)

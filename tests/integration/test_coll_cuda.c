@@ -315,6 +315,34 @@ static int body_without_gpu(yd_comm *c, void *arg)
 	return 0;
 }
 
+#ifdef YD_CUDA_EMULATED
+void cuda_emul_stall(int on); /* cuda_emul.c */
+
+/* A GPU copy that never completes (the emulated streams stall): the staged collective fails
+ * within the deadline with an error naming the GPU and the operation, instead of hanging. */
+static int body_stalled_copy(yd_comm *c, void *arg)
+{
+	float h[64] = {0};
+	(void)arg;
+	DP_CHECK(c, "init failed");
+	float *d = dev_copy(h, sizeof h);
+	DP_CHECK(d, "cudaMalloc failed");
+	yd_comm_set_timeout(c, 1000);
+	cuda_emul_stall(1);
+	uint64_t t0 = yard_now_mono_ms();
+	int rc = yd_allreduce(c, d, d, 64, YD_F32, YD_SUM);
+	uint64_t took = yard_now_mono_ms() - t0;
+	cuda_emul_stall(0);
+	const char *err = yd_comm_last_error(c);
+	DP_CHECK(rc == YARD_ETIMEDOUT && strstr(err, "allreduce") && strstr(err, "GPU 0") &&
+	             strstr(err, "did not complete within 1000 ms"),
+	         "stalled copy: rc=%d (%s)", rc, err);
+	DP_CHECK(took < 5000, "stalled copy reported after %llu ms", (unsigned long long)took);
+	cudaFree(d);
+	return 0;
+}
+#endif
+
 int main(void)
 {
 	int ngpu = count_gpus(), bad = 0;
@@ -356,5 +384,14 @@ int main(void)
 			bad += run(world, "auto", "staged");
 #endif
 	}
+#ifdef YD_CUDA_EMULATED
+	struct dp_spawn sp = {
+	    .world = 2, .timeout_ms = 10000, .wall_s = 60, .kill_rank = -1, .skip_rank = -1};
+	int status[2];
+	int stall_bad = dp_spawn_run(&sp, body_stalled_copy, NULL, status) != 0;
+	printf("%s: a GPU copy that never completes is an error within the deadline\n",
+	       stall_bad ? "FAIL" : "ok");
+	bad += stall_bad;
+#endif
 	return bad ? 1 : 0;
 }
