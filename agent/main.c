@@ -66,12 +66,17 @@ static int cuda_device_count(struct yard_err *err)
 	if (lib == NULL)
 		lib = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL)
-		return yard_err_set(err, YARD_EUNSUPPORTED,
-		                    "cuda:auto: the CUDA runtime is not installed");
+		return yard_err_set(
+		    err, YARD_EUNSUPPORTED,
+		    "devices: cuda:auto: the CUDA runtime (libcudart) is not installed");
 	get_count = (int (*)(int *))dlsym(lib, "cudaGetDeviceCount");
-	if (get_count == NULL || get_count(&count) != 0 || count == 0) {
+	int rc = get_count ? get_count(&count) : -1;
+	if (rc != 0 || count == 0) {
 		dlclose(lib);
-		return yard_err_set(err, YARD_EUNSUPPORTED, "cuda:auto: no CUDA device found");
+		return yard_err_set(err, YARD_EUNSUPPORTED,
+		                    "devices: cuda:auto: no CUDA device found (cudaGetDeviceCount: "
+		                    "error %d, %d devices)",
+		                    rc, count);
 	}
 	dlclose(lib);
 	return count;

@@ -5,6 +5,14 @@
 . "$(dirname "$0")/lib.sh"
 
 agent_refuses "--reprobe-s -1" "--reprobe-s 1h" "--reprobe-s 31536001"
+# --devices cuda:auto without a usable GPU: refused before start, naming the flag and why
+# (where a GPU exists the agent starts instead, and is stopped by the timeout)
+out=$(timeout 5 "$YARD_AGENT" --controllers http://127.0.0.1:1 --data-dir "$T/none" --name n \
+	--devices cuda:auto 2>&1)
+rc=$?
+[ "$rc" = 124 ] || { [ "$rc" = 2 ] && grep -Eq "^yard-agent: --devices: cuda:auto: (the CUDA \
+runtime \(libcudart\) is not installed|no CUDA device found \(cudaGetDeviceCount: error)" \
+	<<<"$out"; } || fail "--devices cuda:auto: exit $rc: $out"
 
 start_member 1 "$(members_arg 1)"
 wait_leader 10 1 || fail "no leader"
