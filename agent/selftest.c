@@ -160,19 +160,27 @@ int selftest_main(int argc, char **argv)
 		        version);
 		return 1;
 	}
+	/* the agent reports the last line of this output: successes are printed (and flushed)
+	 * as they come, failures after them */
+	char why[YARD_ARRAY_LEN(transports)][700];
 	for (size_t i = 0; i < YARD_ARRAY_LEN(transports); i++) {
-		char why[700] = "";
 		uint64_t t0 = yard_now_mono_ms();
-		if (check_transport(transports[i], why, sizeof why) != 0) {
-			fprintf(stderr, "yard-agent %s self-test: %s allreduce failed: %s\n",
-			        version, transports[i], why);
+		why[i][0] = '\0';
+		if (check_transport(transports[i], why[i], sizeof why[i]) != 0) {
 			failed = 1;
+			if (!why[i][0])
+				snprintf(why[i], sizeof why[i], "failed");
 			continue;
 		}
 		printf("yard-agent %s self-test: %s allreduce of %d floats over %d ranks ok "
 		       "(%llu ms)\n",
 		       version, transports[i], SELFTEST_COUNT, SELFTEST_RANKS,
 		       (unsigned long long)(yard_now_mono_ms() - t0));
+		fflush(stdout);
 	}
+	for (size_t i = 0; i < YARD_ARRAY_LEN(transports); i++)
+		if (why[i][0])
+			fprintf(stderr, "yard-agent %s self-test: %s allreduce failed: %s\n",
+			        version, transports[i], why[i]);
 	return failed ? 1 : 0;
 }

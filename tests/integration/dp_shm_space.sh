@@ -2,7 +2,8 @@
 # dp_shm_space.sh: a /dev/shm too small for the shared-memory transport (a container's
 # default is 64 MiB) is an error at communicator creation on every rank, naming /dev/shm,
 # the size and the way out, never a SIGBUS in the middle of a collective; the same ranks
-# with room enough run. Needs a private mount namespace for the small /dev/shm (unshare -m,
+# with room enough run. The agent's self-test there fails over shm, passes over TCP, and
+# ends its output (the line a rollout reports) with the shm failure. Needs a private mount namespace for the small /dev/shm (unshare -m,
 # as root): skipped, saying so, where there is none.
 set -euo pipefail
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -35,4 +36,15 @@ done
 
 out=$(ranks_in 64m) || fail "2 ranks in a 64 MiB /dev/shm: $out"
 echo "$out" | grep -q "^ *1048576 .* 0$" || fail "no correct 1 MiB result: $out"
-echo "ok: a full /dev/shm is an error naming it; with room the ranks run"
+
+set +e
+out=$(unshare -m sh -c 'mount -t tmpfs -o size=4m tmpfs /dev/shm &&
+	exec timeout 60 "$1/yard-agent" --self-test' sh "$build" 2>&1)
+rc=$?
+set -e
+echo "$out"
+[ "$rc" = 1 ] || fail "self-test in a 4 MiB /dev/shm: exit $rc"
+echo "$out" | grep -q "tcp allreduce of .* ok" || fail "the self-test's TCP check did not pass"
+echo "$out" | tail -n 1 | grep -q "shm allreduce failed: .*/dev/shm" ||
+	fail "the self-test's last line is not the shm failure"
+echo "ok: a full /dev/shm is an error naming it; with room the ranks run; the self-test names it last"
