@@ -40,6 +40,9 @@ static int rank_body(int rank, const char *rendezvous, const char *transport, ch
 	unsetenv("YARD_PEERS");
 	unsetenv("YARD_HOSTS");
 	unsetenv("YARD_ALGO");
+	/* as the trainer's ranks: no calibration, whose collectives only make a loaded node
+	 * slower to pass (worker.c) */
+	setenv("YARD_CALIBRATE", "0", 1);
 	if (yd_comm_init_env(&c, err, sizeof err) != 0) {
 		snprintf(why, why_len, "communicator: %s", err);
 		return -1;
