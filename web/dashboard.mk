@@ -28,3 +28,9 @@ web/dashboard_assets.c: $(DASHBOARD_FILES) $(srcdir)/scripts/embed-assets.sh
 dist_check_SCRIPTS += tests/browser/test_dashboard.sh tests/browser/test_dashboard_static.sh
 TESTS += tests/browser/test_dashboard.sh tests/browser/test_dashboard_static.sh
 EXTRA_DIST += tests/browser/dashboard.test.cjs
+
+# the screenshots test_dashboard.sh takes (distcleancheck wants the build tree empty)
+clean-local: clean-dashboard-artifacts
+.PHONY: clean-dashboard-artifacts
+clean-dashboard-artifacts:
+	-rm -rf tests/browser/artifacts
