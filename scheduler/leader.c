@@ -285,6 +285,12 @@ struct sched {
 	uint64_t desired_serials;
 	uint64_t desired_unchanged_total;
 	uint64_t desired_shared_total;
+	/* proposals not committed: when the last one was logged, how many since were not,
+	 * and the last of those (see uncommitted) */
+	int uncommitted_logged;
+	uint64_t uncommitted_log_ms;
+	uint64_t uncommitted_quiet;
+	char uncommitted_last[96];
 };
 
 static uint64_t mono_now(const struct sched *s)
@@ -667,6 +673,37 @@ static void set_proposing(struct sched *s, int is_node, const char *id, int on)
 	}
 }
 
+/* A leader that loses its leadership, or shuts down, with thousands of proposals under way
+ * has them all fail at once: the first failure is logged, those of the next
+ * UNCOMMITTED_LOG_MS are counted and logged as one line with the last of them (at the next
+ * failure after that, at the next tick, or when leadership ends), not one line per job. */
+#define UNCOMMITTED_LOG_MS 1000
+
+static void uncommitted_flush(struct sched *s, int force)
+{
+	if (s->uncommitted_quiet == 0 ||
+	    (!force && mono_now(s) - s->uncommitted_log_ms < UNCOMMITTED_LOG_MS))
+		return;
+	log_warn("scheduler: %llu more proposals not committed (the last: %s)",
+	         (unsigned long long)s->uncommitted_quiet, s->uncommitted_last);
+	s->uncommitted_quiet = 0;
+	s->uncommitted_log_ms = mono_now(s);
+}
+
+static void uncommitted(struct sched *s, const struct proposal *p, int status)
+{
+	if (s->uncommitted_logged && mono_now(s) - s->uncommitted_log_ms < UNCOMMITTED_LOG_MS) {
+		s->uncommitted_quiet++;
+		snprintf(s->uncommitted_last, sizeof s->uncommitted_last, "%s %s: %s", p->op, p->id,
+		         yard_strerror(status));
+		return;
+	}
+	uncommitted_flush(s, 1);
+	log_warn("scheduler: %s %s not committed: %s", p->op, p->id, yard_strerror(status));
+	s->uncommitted_logged = 1;
+	s->uncommitted_log_ms = mono_now(s);
+}
+
 static void proposal_done(void *data, int status, const json_t *result)
 {
 	struct proposal *p = data;
@@ -682,8 +719,7 @@ static void proposal_done(void *data, int status, const json_t *result)
 		const char *error =
 		    result ? json_string_value(json_object_get(result, "error")) : NULL;
 		if (status != 0)
-			log_warn("scheduler: %s %s not committed: %s", p->op, p->id,
-			         yard_strerror(status));
+			uncommitted(s, p, status);
 		else if (error != NULL)
 			log_info("scheduler: %s %s refused: %s", p->op, p->id, error);
 		s->dirty = 1;
@@ -2228,6 +2264,7 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 static void tick(struct sched *s, int with_nodes)
 {
 	struct yard_err err = {0};
+	uncommitted_flush(s, 0);
 	if (!s->leading || !s->io.is_ready(s->io.data))
 		return;
 	uint64_t now = mono_now(s);
@@ -2320,6 +2357,7 @@ void sched_destroy(struct sched *s)
 {
 	if (s == NULL)
 		return;
+	uncommitted_flush(s, 1);
 	soft_clear(s);
 	logstore_destroy(s->logs);
 	free(s->nodes);
@@ -2370,6 +2408,7 @@ void sched_leader_down(struct sched *s)
 {
 	if (!s->leading)
 		return;
+	uncommitted_flush(s, 1);
 	soft_clear(s);
 	s->epoch++;
 	s->leading = 0;

@@ -18,6 +18,12 @@ static const json_t *apply_object(struct sched_world *w, const char *op, json_t 
 
 static int fake_propose(void *data, const char *op, json_t *args, sched_done_cb done, void *cb_data)
 {
+	struct sched_world *w = data;
+	if (w->propose_status != 0) {
+		json_decref(args);
+		done(cb_data, w->propose_status, NULL);
+		return 0;
+	}
 	done(cb_data, 0, apply_object(data, op, args, "scheduler"));
 	return 0;
 }

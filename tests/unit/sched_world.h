@@ -18,6 +18,7 @@ struct sched_world {
 	uint64_t applied; /* commands applied: the fake raft's applied index */
 	uv_loop_t loop;
 	struct sched *sched;
+	int propose_status; /* nonzero: every proposal fails with this status (a lost leadership) */
 };
 
 /* Starts w (queue_depth: sched_config.queue_depth, tick_ms 0: the caller ticks). 0, or -1

@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "common/err.h"
 #include "jobs/fsm.h"
 #include "scheduler/desired.h"
 #include "scheduler/leader.h"
@@ -493,6 +495,70 @@ static void test_queue_depth_defers_deep_jobs_to_the_full_pass(void **state)
 	run(w, 1000);
 	assert_string_equal(job_state(w, "j-000005"), "running");
 	assert_string_equal(job_state(w, "j-000002"), "pending");
+	world_free(w);
+}
+
+/* Runs ticks for ms with the scheduler's log lines (stderr) captured: malloc'd text. */
+static char *run_logged(struct sched_world *w, uint64_t ms)
+{
+	fflush(stderr);
+	FILE *tmp = tmpfile();
+	assert_non_null(tmp);
+	int saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
+	run(w, ms);
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	long len = ftell(tmp);
+	assert_true(len >= 0);
+	char *text = calloc(1, (size_t)len + 1);
+	rewind(tmp);
+	assert_int_equal(fread(text, 1, (size_t)len, tmp), (size_t)len);
+	fclose(tmp);
+	return text;
+}
+
+static int count_lines_with(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* A leader whose proposals all fail (its leadership lost, or a shutdown, with many under way)
+ * logs the first failure and then one line a second counting the others, not a line per
+ * proposal; and places the jobs once proposals commit again. */
+static void test_failed_proposals_are_summarised_in_the_log(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(apply(w, "job.submit",
+		                       "{\"name\":\"one\",\"spec\":{\"name\":\"one\",\"command\":"
+		                       "[\"x\"],\"ranks\":1}}"),
+		                 201);
+	w->propose_status = YARD_ENOTLEADER;
+	char *log = run_logged(w, 2500); /* 25 ticks, each proposing 8 placements and notes */
+	int full = count_lines_with(log, "not committed: not the leader");
+	int summaries = count_lines_with(log, "more proposals not committed (the last: job.");
+	if (full < 1 || full > 3 || summaries < 1 || summaries > 3)
+		fail_msg("%d lines of a failed proposal and %d summaries in:\n%s", full, summaries,
+		         log);
+	free(log);
+	w->propose_status = 0;
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 300);
+	int running = 0;
+	for (int i = 1; i <= 20; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "j-%06d", i);
+		running += strcmp(job_state(w, id), "running") == 0;
+	}
+	assert_int_equal(running, 8);
 	world_free(w);
 }
 
@@ -1803,6 +1869,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_leader_publishes_advisory_at_its_deadline),
 	    cmocka_unit_test(test_grace_period_then_suspect_then_down),
+	    cmocka_unit_test(test_failed_proposals_are_summarised_in_the_log),
 	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
