@@ -150,13 +150,18 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Two multi handles: watches hold ten thousand connections, and curl looks for a connection
- * to reuse among all of a multi handle's connections to the host on every request. */
-static CURLM *multis[2]; /* 0: registrations, heartbeats, submissions; 1: watches */
+/* Several multi handles: watches hold ten thousand connections, and curl looks for a
+ * connection to reuse among all of a multi handle's connections to the host on every request
+ * (with one multi handle for all watches, 10,000 nodes watching with 1 s heartbeats left the
+ * simulator in libcurl delivering under a tenth of its heartbeats). */
+#define WATCH_MULTIS 64
+#define N_MULTIS (1 + WATCH_MULTIS)
+static CURLM *multis[N_MULTIS]; /* 0: registrations, heartbeats, submissions; then watches */
+static unsigned watch_turn;     /* the watch multi handle the next watch goes to */
 
 static struct req *req_new(enum req_kind kind, const char *path, const char *token, char *body)
 {
-	CURLM *multi = multis[kind == REQ_WATCH];
+	CURLM *multi = kind == REQ_WATCH ? multis[1 + watch_turn++ % WATCH_MULTIS] : multis[0];
 	char url[1024], auth[256];
 	struct req *r = calloc(1, sizeof *r);
 	r->kind = kind;
@@ -503,8 +508,8 @@ static char *submit_body(long seq)
  * that ten thousand connections held by watches cost nothing while they wait:
  * curl_multi_perform would visit every one of them on every turn of the loop. */
 static int epfd = -1;
-static long curl_timeout_ms[2] = {-1, -1}; /* what each timer callback last asked; -1: none */
-static double curl_timeout_at[2];
+static long curl_timeout_ms[N_MULTIS]; /* what each timer callback last asked; -1: none */
+static double curl_timeout_at[N_MULTIS];
 
 static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
@@ -532,7 +537,7 @@ static void drive(int wait_ms)
 {
 	struct epoll_event evs[256];
 	int running;
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < N_MULTIS; k++)
 		if (curl_timeout_ms[k] >= 0) {
 			double left = curl_timeout_at[k] - now_ms();
 			if (left < wait_ms)
@@ -547,19 +552,23 @@ static void drive(int wait_ms)
 		                         (curl_socket_t)(evs[i].data.u64 & 0xffffffffu), flags,
 		                         &running);
 	}
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < N_MULTIS; k++)
 		if (curl_timeout_ms[k] >= 0 && now_ms() >= curl_timeout_at[k]) {
 			curl_timeout_ms[k] = -1;
 			curl_multi_socket_action(multis[k], CURL_SOCKET_TIMEOUT, 0, &running);
 		}
 }
 
-/* The next finished transfer of either multi handle, NULL when none. */
+/* The next finished transfer of any multi handle, NULL when none. */
 static CURLMsg *next_done(void)
 {
 	int left;
-	CURLMsg *m = curl_multi_info_read(multis[0], &left);
-	return m != NULL ? m : curl_multi_info_read(multis[1], &left);
+	for (int k = 0; k < N_MULTIS; k++) {
+		CURLMsg *m = curl_multi_info_read(multis[k], &left);
+		if (m != NULL)
+			return m;
+	}
+	return NULL;
 }
 
 static int arg_int(const char *v)
@@ -618,7 +627,8 @@ int main(int argc, char **argv)
 	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	epfd = epoll_create1(EPOLL_CLOEXEC);
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < N_MULTIS; k++) {
+		curl_timeout_ms[k] = -1;
 		multis[k] = curl_multi_init();
 		curl_multi_setopt(multis[k], CURLMOPT_SOCKETFUNCTION, on_socket);
 		curl_multi_setopt(multis[k], CURLMOPT_SOCKETDATA, (void *)(uintptr_t)k);
@@ -630,8 +640,11 @@ int main(int argc, char **argv)
 	curl_multi_setopt(multis[0], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.inflight + 8);
 	curl_multi_setopt(multis[0], CURLMOPT_MAXCONNECTS, (long)opt.inflight + 8);
 	/* every node's watch holds a connection of its own */
-	curl_multi_setopt(multis[1], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.nodes + 8);
-	curl_multi_setopt(multis[1], CURLMOPT_MAXCONNECTS, (long)opt.nodes + 8);
+	for (int k = 1; k < N_MULTIS; k++) {
+		curl_multi_setopt(multis[k], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.nodes + 8);
+		curl_multi_setopt(multis[k], CURLMOPT_MAXCONNECTS,
+		                  (long)opt.nodes / WATCH_MULTIS + 64);
+	}
 	nodes = calloc((size_t)opt.nodes, sizeof *nodes);
 	hb_lat = calloc(LAT_MAX, sizeof *hb_lat);
 	for (int i = 0; i < opt.nodes; i++) {
@@ -848,8 +861,8 @@ int main(int argc, char **argv)
 	       cpu2 >= 0 && cpu1 >= 0 && job_s > 0 ? (cpu2 - cpu1) / hz / job_s * 100 : -1,
 	       rss0 / 1024.0, rss2 / 1024.0, redirects, opt.watch_ms, watch_answers, watch_news,
 	       watch_errors);
-	curl_multi_cleanup(multis[0]);
-	curl_multi_cleanup(multis[1]);
+	for (int k = 0; k < N_MULTIS; k++)
+		curl_multi_cleanup(multis[k]);
 	close(epfd);
 	free(nodes);
 	free(hb_lat);
