@@ -172,9 +172,15 @@ enum {
 	FSM_NODE_DRAINING = 2,
 	FSM_NODE_DRAINED = 3
 };
-/* [{"job","rank","generation"}...]: the slots of running jobs on one node, by job and rank,
- * with the job's current generation. */
-json_t *fsm_node_slots(struct fsm *f, const char *node);
+/* A slot of a running job on a node, with the job's current generation. */
+struct fsm_slot {
+	char job[FSM_ID_MAX];
+	int64_t rank, generation;
+};
+/* The slots of running jobs on one node, by job and rank (every heartbeat reads them: C, not
+ * JSON). Returns how many, with *slots malloc'd (NULL when none; the caller frees it), or -1
+ * without memory. A read that fails gives none, as a node without slots. */
+int fsm_node_slots(struct fsm *f, const char *node, struct fsm_slot **slots);
 /* Nodes without their token hashes: [{"id","state","host","port_base","devices","labels",
  * "version","cordoned","drain","registered_ms","updated_ms","reason"}...] by id; "drain" is
  * "draining", "drained" or null. */

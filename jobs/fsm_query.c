@@ -97,13 +97,20 @@ json_t *fsm_job_layout(struct fsm *f, const char *id)
 	if (st == NULL)
 		return list;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	while (sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(list, json_pack("{s:I,s:s,s:I,s:I}", "rank",
-		                                      (json_int_t)sqlite3_column_int64(st, 0),
-		                                      "node", sqlite3_column_text(st, 1), "device",
-		                                      (json_int_t)sqlite3_column_int64(st, 2),
-		                                      "generation",
-		                                      (json_int_t)sqlite3_column_int64(st, 3)));
+	/* member by member rather than json_pack (the scheduler reads a layout per placement
+	 * and per job it shows); node names are the checked [A-Za-z0-9._-] of node.register */
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		json_t *slot = json_object();
+		json_object_set_new_nocheck(slot, "rank",
+		                            json_integer(sqlite3_column_int64(st, 0)));
+		json_object_set_new_nocheck(
+		    slot, "node", json_string_nocheck((const char *)sqlite3_column_text(st, 1)));
+		json_object_set_new_nocheck(slot, "device",
+		                            json_integer(sqlite3_column_int64(st, 2)));
+		json_object_set_new_nocheck(slot, "generation",
+		                            json_integer(sqlite3_column_int64(st, 3)));
+		json_array_append_new(list, slot);
+	}
 	fsm_release(f, st);
 	return list;
 }
@@ -195,24 +202,50 @@ json_t *fsm_running_slots(struct fsm *f)
 	return list;
 }
 
-json_t *fsm_node_slots(struct fsm *f, const char *node)
+static int slot_cmp(const void *a, const void *b)
 {
-	json_t *list = json_array();
-	sqlite3_stmt *st =
-	    fsm_prepare(f, "SELECT a.job, a.rank, j.generation FROM assignments a"
-	                   " JOIN jobs j ON j.id = a.job"
-	                   " WHERE a.node = ?1 AND a.running = 1 AND j.state = 'running'"
-	                   " ORDER BY a.job, a.rank");
+	const struct fsm_slot *x = a, *y = b;
+	int c = strcmp(x->job, y->job);
+	return c != 0 ? c : (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+int fsm_node_slots(struct fsm *f, const char *node, struct fsm_slot **slots)
+{
+	/* sorted here: SQLite's ORDER BY sorts through a temporary b-tree, a quarter of the
+	 * query's time for the handful of rows a node has */
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT a.job, a.rank, j.generation FROM assignments a"
+	                                  " JOIN jobs j ON j.id = a.job"
+	                                  " WHERE a.node = ?1 AND a.running = 1"
+	                                  " AND j.state = 'running'");
+	*slots = NULL;
 	if (st == NULL)
-		return list;
+		return 0;
 	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
-	while (sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(
-		    list, json_pack("{s:s,s:I,s:I}", "job", sqlite3_column_text(st, 0), "rank",
-		                    (json_int_t)sqlite3_column_int64(st, 1), "generation",
-		                    (json_int_t)sqlite3_column_int64(st, 2)));
+	int n = 0, cap = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *job = (const char *)sqlite3_column_text(st, 0);
+		if (job == NULL || strlen(job) >= FSM_ID_MAX)
+			continue; /* ids are the FSM's own j-NNNNNN: cannot happen */
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			struct fsm_slot *grown = realloc(*slots, (size_t)cap * sizeof *grown);
+			if (grown == NULL) {
+				fsm_release(f, st);
+				free(*slots);
+				*slots = NULL;
+				return -1;
+			}
+			*slots = grown;
+		}
+		struct fsm_slot *slot = &(*slots)[n++];
+		memcpy(slot->job, job, strlen(job) + 1);
+		slot->rank = sqlite3_column_int64(st, 1);
+		slot->generation = sqlite3_column_int64(st, 2);
+	}
 	fsm_release(f, st);
-	return list;
+	if (n > 1)
+		qsort(*slots, (size_t)n, sizeof **slots, slot_cmp);
+	return n;
 }
 
 #define NODE_COLUMNS                                                                               \

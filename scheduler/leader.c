@@ -1618,10 +1618,14 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			snprintf(shrink_reason, sizeof shrink_reason, "%s", q[k].reason);
 		j->reason[0] = '\0';
 		json_t *ranks = json_array();
-		for (int r = 0; r < placed_world; r++)
-			json_array_append_new(ranks, json_pack("{s:s,s:i}", "node",
-			                                       pn[q[k].slots[r].node].id, "device",
-			                                       q[k].slots[r].device));
+		for (int r = 0; r < placed_world; r++) { /* node ids: registered names, checked */
+			json_t *slot = json_object();
+			json_object_set_new_nocheck(slot, "node",
+			                            json_string_nocheck(pn[q[k].slots[r].node].id));
+			json_object_set_new_nocheck(slot, "device",
+			                            json_integer(q[k].slots[r].device));
+			json_array_append_new(ranks, slot);
+		}
 		char note_text[200] = "";
 		int64_t restore_step = -1;
 		if (strcmp(j->state, "restarting") == 0) {
@@ -2522,11 +2526,18 @@ static json_t *clean_reports(const json_t *ranks, struct yard_err *err)
 			json_decref(out);
 			return NULL;
 		}
-		json_t *clean = json_pack(
-		    "{s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I}", "job", job, "rank", (json_int_t)rank,
-		    "generation", (json_int_t)generation, "pid", (json_int_t)pid, "state", state,
-		    "exit_code", (json_int_t)code, "signal", (json_int_t)sig, "step",
-		    (json_int_t)step, "last_step_ms_ago", (json_int_t)ago);
+		/* built member by member: json_pack's format and UTF-8 checks were most of the
+		 * cost of a heartbeat's reports (the strings came from parsed, checked JSON) */
+		json_t *clean = json_object();
+		json_object_set_new_nocheck(clean, "job", json_string_nocheck(job));
+		json_object_set_new_nocheck(clean, "rank", json_integer(rank));
+		json_object_set_new_nocheck(clean, "generation", json_integer(generation));
+		json_object_set_new_nocheck(clean, "pid", json_integer(pid));
+		json_object_set_new_nocheck(clean, "state", json_string_nocheck(state));
+		json_object_set_new_nocheck(clean, "exit_code", json_integer(code));
+		json_object_set_new_nocheck(clean, "signal", json_integer(sig));
+		json_object_set_new_nocheck(clean, "step", json_integer(step));
+		json_object_set_new_nocheck(clean, "last_step_ms_ago", json_integer(ago));
 		if (json_is_number(json_object_get(r, "loss")))
 			json_object_set_new(clean, "loss", json_real(loss));
 		if (worker_version != NULL && worker_version[0] != '\0')
@@ -2809,19 +2820,18 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 	/* down: its ranks are being moved; anything it runs must stop */
 	int down =
 	    me == NULL || strcmp(json_string_value(json_object_get(me, "state")), "down") == 0;
-	json_t *slots = down ? json_array() : fsm_node_slots(s->fsm, node);
+	struct fsm_slot *slots = NULL;
+	int n_slots = down ? 0 : fsm_node_slots(s->fsm, node, &slots);
 	json_t *memo = json_object();
-	size_t n_slots = json_array_size(slots), n_picked = 0, i;
-	struct picked_entry *picked = malloc((n_slots + 1) * sizeof *picked);
+	size_t n_picked = 0;
+	struct picked_entry *picked =
+	    n_slots >= 0 ? malloc(((size_t)n_slots + 1) * sizeof *picked) : NULL;
 	int tagged = as_text != NULL && s->leading && picked != NULL;
 	uint64_t tag = tag_mix(1469598103934665603ull, s->leader_id, strlen(s->leader_id) + 1);
-	json_t *v;
 	tag = tag_mix(tag, &down, sizeof down);
-	json_array_foreach(slots, i, v)
-	{
-		const char *job = json_string_value(json_object_get(v, "job"));
-		int64_t rank = json_integer_value(json_object_get(v, "rank"));
-		int64_t generation = json_integer_value(json_object_get(v, "generation"));
+	for (int i = 0; i < n_slots; i++) {
+		const char *job = slots[i].job;
+		int64_t rank = slots[i].rank, generation = slots[i].generation;
 		uint64_t serial = 0;
 		const json_t *entries = desired_entries(s, job, generation, memo, &serial);
 		const json_t *head =
@@ -2868,7 +2878,7 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 	}
 	free(picked);
 	json_decref(memo);
-	json_decref(slots);
+	free(slots);
 	return desired;
 }
 

@@ -1388,18 +1388,16 @@ static int64_t running_flags(struct fsm *f)
 /* The node's running slots (fsm_node_slots) as "job/rank" words. */
 static void assert_node_slots(struct fsm *f, const char *node, const char *want)
 {
-	json_t *slots = fsm_node_slots(f, node);
+	struct fsm_slot *slots = NULL;
+	int n = fsm_node_slots(f, node, &slots);
 	char got[256] = "";
-	size_t i;
-	json_t *v;
-	json_array_foreach(slots, i, v)
-	{
+	assert_true(n >= 0);
+	for (int i = 0; i < n; i++) {
 		size_t len = strlen(got);
-		snprintf(got + len, sizeof got - len, "%s%s/%lld", len ? " " : "",
-		         json_string_value(json_object_get(v, "job")),
-		         (long long)json_integer_value(json_object_get(v, "rank")));
+		snprintf(got + len, sizeof got - len, "%s%s/%lld", len ? " " : "", slots[i].job,
+		         (long long)slots[i].rank);
 	}
-	json_decref(slots);
+	free(slots);
 	assert_string_equal(got, want);
 }
 
@@ -1413,6 +1411,15 @@ static void apply_then_slots(struct fsm *f, const char *op, const char *args, in
 	assert_int_equal(running_flags(f), 0);
 }
 
+/* Submits n jobs of 2 ranks as alice: j-000001 and on. */
+static void submit_two_rank_jobs(struct fsm *f, int n)
+{
+	for (int k = 0; k < n; k++)
+		assert_int_equal(apply(f, "job.submit", "{\"name\":\"j\",\"spec\":{\"ranks\":2}}",
+		                       NULL, T0, "alice", "user", NULL),
+		                 201);
+}
+
 /* assignments.running follows every state change of its job, and the node's slots, the
  * device holder check and an upgraded image read it. */
 static void test_running_flag_follows_job_state(void **state)
@@ -1423,10 +1430,7 @@ static void test_running_flag_follows_job_state(void **state)
 	(void)state;
 	assert_int_equal(fsm_init(&f, &err), 0);
 	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
-	for (int k = 0; k < 3; k++)
-		assert_int_equal(apply(&f, "job.submit", "{\"name\":\"j\",\"spec\":{\"ranks\":2}}",
-		                       NULL, T0, "alice", "user", NULL),
-		                 201);
+	submit_two_rank_jobs(&f, 3);
 	const char *on01 = "{\"id\":\"%s\",\"generation\":%d,\"ranks\":[{\"node\":\"node-a\","
 	                   "\"device\":0},{\"node\":\"node-a\",\"device\":1}]}";
 	char body[256];
@@ -1469,6 +1473,38 @@ static void test_running_flag_follows_job_state(void **state)
 	                 "\"reason\":\"x\"}",
 	                 T0 + 7, 200, "");
 	fsm_close(&g);
+	fsm_close(&f);
+}
+
+/* A node's slots come by job and rank, whatever devices the ranks hold (the index reads
+ * them by device): the heartbeat's desired set and its tag follow that order. */
+static void test_node_slots_by_job_and_rank(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	(void)state;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(
+	    apply(&f, "node.register",
+	          "{\"name\":\"node-a\",\"host\":\"127.0.0.1\",\"port_base\":29500,\"devices\":"
+	          "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
+	          "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],\"token_hash\":"
+	          "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}",
+	          NULL, T0, "nodes", "agent", NULL),
+	    200);
+	submit_two_rank_jobs(&f, 2);
+	/* devices 0..3 hold j-000002/1, j-000001/1, j-000001/0, j-000002/0 */
+	const char *on = "{\"id\":\"%s\",\"generation\":1,\"ranks\":[{\"node\":\"node-a\","
+	                 "\"device\":%d},{\"node\":\"node-a\",\"device\":%d}]}";
+	char body[256];
+	snprintf(body, sizeof body, on, "j-000002", 3, 0);
+	apply_then_slots(&f, "job.assign", body, T0, 200, "j-000002/0 j-000002/1");
+	snprintf(body, sizeof body, on, "j-000001", 2, 1);
+	apply_then_slots(&f, "job.assign", body, T0, 200,
+	                 "j-000001/0 j-000001/1 j-000002/0 j-000002/1");
+	struct fsm_slot *slots = NULL;
+	assert_int_equal(fsm_node_slots(&f, "node-b", &slots), 0);
+	assert_null(slots);
 	fsm_close(&f);
 }
 
@@ -1553,6 +1589,7 @@ int main(void)
 	    cmocka_unit_test(test_jobs_list_filters_and_pages),
 	    cmocka_unit_test(test_nodes_and_placements),
 	    cmocka_unit_test(test_running_flag_follows_job_state),
+	    cmocka_unit_test(test_node_slots_by_job_and_rank),
 	    cmocka_unit_test(test_placement_refusals_name_the_first_bad_slot),
 	    cmocka_unit_test(test_placed_event_counts_ranks_per_node),
 	    cmocka_unit_test(test_auto_job_placement_records_plan),
