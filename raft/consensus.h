@@ -163,6 +163,8 @@ struct consensus {
 	const char *fast_ended;     /* why the last one ended (tests, logs) */
 	raft_time fast_timer_start; /* raft's election timer start when it began */
 	int change_pending;         /* one membership change at a time */
+	/* the data dir's free space as statvfs last said, and when (monotonic; 0: never) */
+	uint64_t space_free_mb, space_at_ms;
 	int started, closing, handles_open;
 	struct {
 		uint64_t id;

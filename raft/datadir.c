@@ -54,14 +54,9 @@ int datadir_free_mb(const char *dir, uint64_t *free_mb, struct yard_err *err)
 	return 0;
 }
 
-int datadir_check_space(const char *dir, uint64_t min_free_mb, struct yard_err *err)
+int datadir_refuse_below(const char *dir, uint64_t free_mb, uint64_t min_free_mb,
+                         struct yard_err *err)
 {
-	uint64_t free_mb = 0;
-	if (min_free_mb == 0)
-		return 0;
-	int rc = datadir_free_mb(dir, &free_mb, err);
-	if (rc != 0)
-		return rc;
 	if (free_mb < min_free_mb)
 		return yard_err_set(
 		    err, YARD_ENOSPACE,

@@ -16,7 +16,8 @@
 int datadir_lock(const char *dir, int *fd, struct yard_err *err);
 /* Free space (for unprivileged users) of the filesystem holding dir, in MiB. */
 int datadir_free_mb(const char *dir, uint64_t *free_mb, struct yard_err *err);
-/* 0, or YARD_ENOSPACE with the API's message when free space is below min_free_mb. */
-int datadir_check_space(const char *dir, uint64_t min_free_mb, struct yard_err *err);
+/* 0, or YARD_ENOSPACE with the API's message when free_mb (of dir) is below min_free_mb. */
+int datadir_refuse_below(const char *dir, uint64_t free_mb, uint64_t min_free_mb,
+                         struct yard_err *err);
 
 #endif
