@@ -224,7 +224,8 @@ int fsm_node_slots(struct fsm *f, const char *node, struct fsm_slot **slots)
 	int n = 0, cap = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *job = (const char *)sqlite3_column_text(st, 0);
-		if (job == NULL || strlen(job) >= FSM_ID_MAX)
+		size_t len = (size_t)sqlite3_column_bytes(st, 0);
+		if (job == NULL || len >= FSM_ID_MAX)
 			continue; /* ids are the FSM's own j-NNNNNN: cannot happen */
 		if (n == cap) {
 			cap = cap ? 2 * cap : 16;
@@ -238,7 +239,7 @@ int fsm_node_slots(struct fsm *f, const char *node, struct fsm_slot **slots)
 			*slots = grown;
 		}
 		struct fsm_slot *slot = &(*slots)[n++];
-		memcpy(slot->job, job, strlen(job) + 1);
+		memcpy(slot->job, job, len + 1);
 		slot->rank = sqlite3_column_int64(st, 1);
 		slot->generation = sqlite3_column_int64(st, 2);
 	}

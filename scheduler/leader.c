@@ -2826,6 +2826,10 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 	size_t n_picked = 0;
 	struct picked_entry *picked =
 	    n_slots >= 0 ? malloc(((size_t)n_slots + 1) * sizeof *picked) : NULL;
+	if (n_slots < 0 && desired != NULL) { /* not an empty set: that stops every rank */
+		json_decref(desired);
+		desired = NULL;
+	}
 	int tagged = as_text != NULL && s->leading && picked != NULL;
 	uint64_t tag = tag_mix(1469598103934665603ull, s->leader_id, strlen(s->leader_id) + 1);
 	tag = tag_mix(tag, &down, sizeof down);
@@ -3101,9 +3105,16 @@ json_t *sched_heartbeat(struct sched *s, const char *node, const json_t *body, s
 {
 	json_t *me = NULL;
 	json_t *answer = heartbeat_answer(s, node, body, &me, err);
-	if (answer != NULL)
-		json_object_set_new(answer, "desired", desired_for(s, node, me, NULL, NULL, 0));
+	json_t *desired = answer != NULL ? desired_for(s, node, me, NULL, NULL, 0) : NULL;
 	json_decref(me);
+	if (answer != NULL &&
+	    (desired == NULL || json_object_set_new(answer, "desired", desired))) {
+		/* never an empty set for want of memory: the agent would stop every rank */
+		json_decref(answer);
+		yard_err_set(err, YARD_ENOMEM, "out of memory for the heartbeat answer of %s",
+		             node);
+		return NULL;
+	}
 	return answer;
 }
 
