@@ -8,12 +8,14 @@
  * node also keeps a watch (POST /v1/agents/watch, W ms) waiting at the leader, as yard-agent
  * does, and heartbeats at once (20 ms after its previous one at the earliest) when it
  * answers with a new version.
- * Optionally it also submits a stream of command jobs of 8..64 ranks.
+ * Optionally it also submits a stream of command jobs of 8..64 ranks, as a client of its own:
+ * --inflight bounds the heartbeats under way, --submit-inflight the submissions (each waits for
+ * its commit), so that submissions waiting on the leader never hold back the nodes' heartbeats.
  *
  *   yard-simnodes --endpoint URL --join-token T --nodes N [--devices 8] [--prefix sim]
  *                 [--heartbeat-ms 1000] [--hold-ms 2000] [--inflight 64]
- *                 [--quiet-seconds 10] [--seconds 30] [--submit-token T --jobs-per-s R]
- *                 [--leader-pid PID] [--watch-ms W]
+ *                 [--quiet-seconds 10] [--seconds 30] [--submit-token T --jobs-per-s R
+ *                 [--submit-inflight 1024]] [--leader-pid PID] [--watch-ms W]
  *
  * After registering, it heartbeats alone for --quiet-seconds, then heartbeats and submits
  * for --seconds. With --leader-pid (same machine) it reads the leader's CPU time and memory
@@ -75,6 +77,7 @@ struct req {
 static struct {
 	const char *endpoint, *join_token, *submit_token, *prefix;
 	int nodes, devices, heartbeat_ms, hold_ms, seconds, quiet_seconds, inflight, leader_pid;
+	int submit_inflight;
 	int watch_ms;
 	double jobs_per_s;
 } opt = {.prefix = "sim",
@@ -83,7 +86,8 @@ static struct {
          .hold_ms = 2000,
          .seconds = 30,
          .quiet_seconds = 10,
-         .inflight = 64};
+         .inflight = 64,
+         .submit_inflight = 1024};
 
 /* utime + stime of pid in clock ticks, and its resident set in KiB; -1 when unknown. */
 static void proc_sample(int pid, long long *ticks, long long *rss_kib)
@@ -155,13 +159,16 @@ static int cmp_double(const void *a, const void *b)
  * (with one multi handle for all watches, 10,000 nodes watching with 1 s heartbeats left the
  * simulator in libcurl delivering under a tenth of its heartbeats). */
 #define WATCH_MULTIS 64
-#define N_MULTIS (1 + WATCH_MULTIS)
-static CURLM *multis[N_MULTIS]; /* 0: registrations, heartbeats, submissions; then watches */
+#define SUBMIT_MULTI 1
+#define N_MULTIS (2 + WATCH_MULTIS)
+static CURLM *multis[N_MULTIS]; /* 0: registrations, heartbeats; 1: submissions; then watches */
 static unsigned watch_turn;     /* the watch multi handle the next watch goes to */
 
 static struct req *req_new(enum req_kind kind, const char *path, const char *token, char *body)
 {
-	CURLM *multi = kind == REQ_WATCH ? multis[1 + watch_turn++ % WATCH_MULTIS] : multis[0];
+	CURLM *multi = kind == REQ_WATCH    ? multis[2 + watch_turn++ % WATCH_MULTIS]
+	               : kind == REQ_SUBMIT ? multis[SUBMIT_MULTI]
+	                                    : multis[0];
 	char url[1024], auth[256];
 	struct req *r = calloc(1, sizeof *r);
 	r->kind = kind;
@@ -604,6 +611,8 @@ int main(int argc, char **argv)
 			opt.leader_pid = arg_int(v);
 		else if (strcmp(k, "--inflight") == 0)
 			opt.inflight = arg_int(v);
+		else if (strcmp(k, "--submit-inflight") == 0)
+			opt.submit_inflight = arg_int(v);
 		else if (strcmp(k, "--jobs-per-s") == 0)
 			opt.jobs_per_s = atof(v);
 		else if (strcmp(k, "--watch-ms") == 0)
@@ -614,14 +623,14 @@ int main(int argc, char **argv)
 		}
 	}
 	if (opt.endpoint == NULL || opt.join_token == NULL || opt.nodes < 1 || opt.devices < 1 ||
-	    opt.devices > 64 || opt.heartbeat_ms < 10 || opt.inflight < 1 || opt.watch_ms < 0 ||
-	    opt.watch_ms > 60000 ||
+	    opt.devices > 64 || opt.heartbeat_ms < 10 || opt.inflight < 1 ||
+	    opt.submit_inflight < 1 || opt.watch_ms < 0 || opt.watch_ms > 60000 ||
 	    (opt.jobs_per_s > 0 && opt.submit_token == NULL)) {
 		fprintf(stderr,
 		        "usage: yard-simnodes --endpoint URL --join-token T --nodes N "
 		        "[--devices 8] [--prefix sim] [--heartbeat-ms 1000] [--hold-ms 2000] "
-		        "[--seconds 30] [--inflight 64] [--submit-token T --jobs-per-s R] "
-		        "[--watch-ms W]\n");
+		        "[--seconds 30] [--inflight 64] [--submit-token T --jobs-per-s R "
+		        "[--submit-inflight 1024]] [--watch-ms W]\n");
 		return 2;
 	}
 	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
@@ -639,8 +648,12 @@ int main(int argc, char **argv)
 	 * otherwise shrink with the transfers in flight and close the rest */
 	curl_multi_setopt(multis[0], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.inflight + 8);
 	curl_multi_setopt(multis[0], CURLMOPT_MAXCONNECTS, (long)opt.inflight + 8);
+	curl_multi_setopt(multis[SUBMIT_MULTI], CURLMOPT_MAX_HOST_CONNECTIONS,
+	                  (long)opt.submit_inflight + 8);
+	curl_multi_setopt(multis[SUBMIT_MULTI], CURLMOPT_MAXCONNECTS,
+	                  (long)opt.submit_inflight + 8);
 	/* every node's watch holds a connection of its own */
-	for (int k = 1; k < N_MULTIS; k++) {
+	for (int k = 2; k < N_MULTIS; k++) {
 		curl_multi_setopt(multis[k], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.nodes + 8);
 		curl_multi_setopt(multis[k], CURLMOPT_MAXCONNECTS,
 		                  (long)opt.nodes / WATCH_MULTIS + 64);
@@ -701,7 +714,7 @@ int main(int argc, char **argv)
 	int submit_inflight = 0;
 	double submit_credit = 0, last_ms = start;
 	long submit_seq = 0;
-	while (now_ms() < end || inflight > 0) {
+	while (now_ms() < end || inflight > 0 || submit_inflight > 0) {
 		double now = now_ms();
 		if (now < end) {
 			/* heartbeats due, earliest first, within the in-flight budget (a busy node's
@@ -752,12 +765,13 @@ int main(int argc, char **argv)
 			if (now >= jobs_from)
 				submit_credit += (now - last_ms) / 1e3 * opt.jobs_per_s;
 			last_ms = now;
-			while (submit_credit >= 1 && submit_inflight < opt.inflight) {
+			/* the submitter is a client of its own: its requests waiting for their
+			 * commit do not hold back the nodes' heartbeats */
+			while (submit_credit >= 1 && submit_inflight < opt.submit_inflight) {
 				submit_credit -= 1;
 				req_new(REQ_SUBMIT, "/v1/jobs", opt.submit_token,
 				        submit_body(++submit_seq));
 				submit_inflight++;
-				inflight++;
 			}
 		}
 		CURLMsg *m;
@@ -830,6 +844,8 @@ int main(int argc, char **argv)
 					        code,
 					        r->resp ? r->resp
 					                : curl_easy_strerror(m->data.result));
+				req_free(r);
+				continue; /* in flight on the submitter's own budget */
 			}
 			req_free(r);
 			inflight--;
