@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
@@ -17,6 +18,25 @@
 
 #include "common/common.h"
 #include "dataplane/trainer.h"
+
+void trainer_blas_single_threaded(char **argv)
+{
+#ifdef HAVE_OPENBLAS
+	char self[4096];
+	if (getenv("OPENBLAS_NUM_THREADS") != NULL)
+		return; /* the user's choice stands */
+	/* the binary's own path, not /proc/self/exe: the process keeps its name (ps, pgrep) */
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0 || (size_t)n >= sizeof self - 1 || setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0)
+		return;
+	self[n] = '\0';
+	execv(self, argv);
+	fprintf(stderr, "%s: cannot run %s again with OPENBLAS_NUM_THREADS=1 (%s); going on\n",
+	        argv[0], self, strerror(errno));
+#else
+	(void)argv;
+#endif
+}
 
 static double ms_since(uint64_t t0_ns)
 {

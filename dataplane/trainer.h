@@ -100,6 +100,15 @@ int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err);
 /* The per-step JSON line (no newline). */
 int trainer_metrics_json(const struct trainer_metrics *m, int rank, char *buf, size_t len);
 
+/* Runs this program again (same pid, arguments and environment) with OPENBLAS_NUM_THREADS=1
+ * when that variable is unset, so that OpenBLAS never starts its thread pool; call first
+ * thing in main. The pool starts when the library loads, before main, and its idle thread
+ * (one per further core) spins in sched_yield for about 0.35 s even after
+ * openblas_set_num_threads(1): a third of a 2-core node's CPU samples while a rank starts,
+ * next to ranks that need the cores. Returns only when no exec was needed or it failed (then
+ * the process runs on, with the pool). */
+void trainer_blas_single_threaded(char **argv);
+
 /* Maps the job spec's optimiser and schedule onto this module's enums. */
 enum sched_kind trainer_sched_kind(enum jobspec_schedule s);
 

@@ -87,6 +87,9 @@ yard_run_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 yard_run_LDADD = jobs/libjobspec.a common/libcommon.a $(JANSSON_LIBS)
 dist_check_SCRIPTS += tests/integration/train_yardrun.sh
 TESTS += tests/integration/train_yardrun.sh
+# A rank runs without OpenBLAS's thread pool (yard-worker sets OPENBLAS_NUM_THREADS=1).
+dist_check_SCRIPTS += tests/integration/train_blas_threads.sh
+TESTS += tests/integration/train_blas_threads.sh
 # The built-in trainer under yardd + yard-agent: a node death does not change the result.
 dist_check_SCRIPTS += tests/integration/train_failover.sh
 TESTS += tests/integration/train_failover.sh

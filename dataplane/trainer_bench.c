@@ -74,6 +74,7 @@ static void *stage_main(void *arg)
 
 int main(int argc, char **argv)
 {
+	trainer_blas_single_threaded(argv);
 	struct bench b = {.block_ms = 1.0, .steps = 3};
 	int pp = 4, v = 1, m = 8;
 	const char *schedule = "1f1b";

@@ -191,6 +191,7 @@ out:
 
 int main(int argc, char **argv)
 {
+	trainer_blas_single_threaded(argv);
 	if (argc >= 2 && strcmp(argv[1], "--probe") == 0)
 		return probe_main(argc, argv);
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
