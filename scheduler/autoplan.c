@@ -251,6 +251,8 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 		    fmax(k->allreduce_sync_cpu_s, num(perf, "intra_allreduce_sync_cpu_s"));
 		k->busy_allreduce_sync_cpu_s = fmax(k->busy_allreduce_sync_cpu_s,
 		                                    num(perf, "intra_busy_allreduce_sync_cpu_s"));
+		if (json_is_number(json_object_get(perf, "intra_allreduce_sync_s")))
+			k->allreduce_measured = 1; /* a measured 0 is a figure, not an absence */
 		k->inter_latency_s = fmax(k->inter_latency_s, inter_lat);
 		if (k->parallel_efficiency == 0 ||
 		    num(perf, "parallel_efficiency") < k->parallel_efficiency)
@@ -340,6 +342,7 @@ static json_t *cluster_json(const struct plan_cluster *k)
 	json_object_set_new(o, "intra_allreduce_sync_cpu_s", json_real(k->allreduce_sync_cpu_s));
 	json_object_set_new(o, "intra_busy_allreduce_sync_cpu_s",
 	                    json_real(k->busy_allreduce_sync_cpu_s));
+	json_object_set_new(o, "intra_allreduce_measured", json_boolean(k->allreduce_measured));
 	json_object_set_new(o, "inter_latency_s", json_real(k->inter_latency_s));
 	return o;
 }

@@ -100,6 +100,10 @@ struct plan_cluster {
 	 * node: the receiver waits for its producer to get a core); 0: sync_s */
 	double busy_sync_s;
 	double allreduce_sync_s, allreduce_sync_cpu_s, busy_allreduce_sync_cpu_s;
+	/* 1: the allreduce figures above were measured, and a 0 among them means the allreduce
+	 * added nothing measurable (probes measure 0 to 31 µs here); 0: not measured (an older
+	 * agent's perf), the point-to-point figures stand in for them */
+	int allreduce_measured;
 	/* optional measured GEMM curve: rate (flop/s) by the flops of one GEMM call, ascending;
 	 * 0 points: flops_per_s at every size */
 	int rate_points;

@@ -45,6 +45,9 @@ call POST 1 "/v1/plan?limit=0" "$(cat "$T/auto.json")"
 sorted=$(jget "$BODY" 'all(a["step_ms"] <= b["step_ms"] for a, b in zip(d["candidates"], d["candidates"][1:]))')
 [ "$sorted" = True ] || fail "candidates not ranked by predicted step time"
 [ "$(jget "$BODY" 'len(d["candidates"]) == d["count"]')" = True ] || fail "limit=0 did not return all"
+# this agent's probe measures the allreduce figures: they are the plan's, a 0 among them too
+[ "$(jget "$BODY" 'd["cluster"]["intra_allreduce_measured"]')" = True ] ||
+	fail "the plan does not use the measured allreduce figures: $(jget "$BODY" 'd["cluster"]')"
 best=$(jget "$BODY" 'd["candidates"][0]["layout"]')
 
 # bad input is refused naming what was wrong

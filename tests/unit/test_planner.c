@@ -304,6 +304,21 @@ static void test_sync_cost_per_exchange(void **state)
 	assert_float_equal(tp2.loss_comm_s, 5e-6 + 32.0 / 3e9, 1e-12);
 	plan_predict(&model, &k, &pp2);
 	assert_float_equal(pp2.pp_comm_s, 8 * (20e-6 + 16.0 * 64 * 4 / 3e9), 1e-12);
+	/* a measured 0 (the allreduce added nothing measurable) is a figure: the exchange's 20 µs
+	 * does not stand in for it, on the critical path or in the node's CPU */
+	k.allreduce_sync_s = 0;
+	k.allreduce_sync_cpu_s = 0;
+	k.allreduce_measured = 1;
+	assert_float_equal(plan_sync_cpu(&k, 2, 1), 0, 1e-15);
+	assert_float_equal(plan_sync_cpu(&k, 3, 1), 1.5e-6, 1e-15);
+	plan_predict(&model, &k, &tp2);
+	assert_float_equal(tp2.tp_comm_s, 16 * (act_bytes / 3e9), 1e-12);
+	assert_float_equal(tp2.loss_comm_s, 32.0 / 3e9, 1e-12);
+	k.allreduce_measured = 0; /* not measured: the exchange's figures again */
+	plan_predict(&model, &k, &tp2);
+	assert_float_equal(tp2.tp_comm_s, 16 * (20e-6 + act_bytes / 3e9), 1e-12);
+	k.allreduce_sync_s = 5e-6;
+	k.allreduce_sync_cpu_s = 1e-6;
 	/* crowded (4 ranks on 2 devices' worth): tp4's node bound is its compute, optimiser
 	 * and 17 allreduces' busy CPU (16 tensor-parallel, 1 loss) per rank, × 4 ranks / 2 */
 	k.parallel_efficiency = 0.5;
