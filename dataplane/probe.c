@@ -38,6 +38,9 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
     {4, 256, 1024}, {16, 256, 64}, {32, 128, 512}, {64, 256, 1024}};
 
 #define PROBE_MAX_CONCURRENT 16
+/* a block shape whose time lies this far from the fit is timed once more (good fits here:
+ * within 5-12% at every shape) */
+#define PROBE_BLOCK_MISFIT 0.15
 /* blocks in the chunk a block is timed in (block_time) */
 #define PROBE_BLOCK_CHAIN 4
 /* Each timing is the best of the short slices its window is cut into (a slice holds at least
@@ -129,6 +132,39 @@ static int middle_blocks_model(struct model *m, int d, int f, int blocks, struct
  * ratio is the share of its best speed the process got over the window (another program on its
  * core, or a host that slows the core down for stretches of 100 ms to seconds, which a short slice
  * does not see). */
+/* One forward and backward of the chain on fresh inputs, its activations allocated and freed
+ * as the trainer does for a micro-batch; -1 (err set) on failure. */
+static int block_pass(struct model *m, int n, int d, int f, uint64_t *noise, float *dresid,
+                      struct yard_err *err)
+{
+	double loss = 0;
+	int correct = 0;
+	/* the trainer allocates a micro-batch's activations at its forward and frees them after
+	 * its backward: so does the probe (large ones are fresh pages every time, which the
+	 * kernel faults in and zeroes) */
+	struct model_acts *a = model_acts_new(m, 0, n);
+	if (a == NULL) {
+		yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d block", n, d, f);
+		return -1;
+	}
+	/* fresh inputs every pass, as the trainer's micro-batches are: GELU's tanh branches on
+	 * its argument, and a pass repeated on the same numbers lets the branch predictor learn
+	 * them (measured 25-30% faster than the trainer) */
+	for (size_t k = 0; k < (size_t)n * d; k++) {
+		*noise = *noise * 6364136223846793005ull + 1442695040888963407ull;
+		a->resid[0][k] = (float)(*noise >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
+		dresid[k] = 1e-3f;
+	}
+	int rc = model_chunk_forward(m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
+	                 model_chunk_backward(m, 0, a, dresid, 1.0f, NULL, NULL, NULL, NULL) != 0
+	             ? -1
+	             : 0;
+	model_acts_free(a);
+	if (rc != 0)
+		yard_err_set(err, YARD_EINTERNAL, "probe: block %dx%dx%d failed", n, d, f);
+	return rc;
+}
+
 static double block_time(const int shape[3], double window_s, double *spent_s, double *best_s,
                          struct yard_err *err)
 {
@@ -137,49 +173,26 @@ static double block_time(const int shape[3], double window_s, double *spent_s, d
 	double per = -1;
 	if (middle_blocks_model(&m, d, f, PROBE_BLOCK_CHAIN, err) != 0)
 		return -1;
-	struct model_acts *a = NULL;
 	uint64_t noise = 1;
 	float *dresid = calloc((size_t)n * d, sizeof *dresid);
 	if (dresid == NULL) {
 		yard_err_set(err, YARD_ENOMEM, "probe: no memory for a %dx%dx%d block", n, d, f);
 		goto out;
 	}
+	/* untimed first: a fresh model's weights and gradients are pages never touched (8 MiB
+	 * for the largest shape), and its first pass took 2.8x the others; with the agent's
+	 * budget (a 60 ms window, time for one pass of the largest) it was all the window saw */
+	if (block_pass(&m, n, d, f, &noise, dresid, err) != 0)
+		goto out;
 	double begin = now_s(), total_reps = 0;
 	while (per < 0 || now_s() - begin < window_s) {
 		double start = now_s(), elapsed = 0;
 		long reps = 0;
 		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
-			double loss = 0;
-			int correct = 0;
-			/* the trainer allocates a micro-batch's activations at its forward and
-			 * frees them after its backward: so does the probe (large ones are fresh
-			 * pages every time, which the kernel faults in and zeroes) */
-			if ((a = model_acts_new(&m, 0, n)) == NULL) {
-				yard_err_set(err, YARD_ENOMEM,
-				             "probe: no memory for a %dx%dx%d block", n, d, f);
+			if (block_pass(&m, n, d, f, &noise, dresid, err) != 0) {
 				per = -1;
 				goto out;
 			}
-			/* fresh inputs every pass, as the trainer's micro-batches are: GELU's tanh
-			 * branches on its argument, and a pass repeated on the same numbers lets
-			 * the branch predictor learn them (measured 25-30% faster than the trainer)
-			 */
-			for (size_t k = 0; k < (size_t)n * d; k++) {
-				noise = noise * 6364136223846793005ull + 1442695040888963407ull;
-				a->resid[0][k] =
-				    (float)(noise >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
-				dresid[k] = 1e-3f;
-			}
-			if (model_chunk_forward(&m, 0, a, NULL, NULL, &loss, &correct) != 0 ||
-			    model_chunk_backward(&m, 0, a, dresid, 1.0f, NULL, NULL, NULL, NULL) !=
-			        0) {
-				yard_err_set(err, YARD_EINTERNAL, "probe: block %dx%dx%d failed", n,
-				             d, f);
-				per = -1;
-				goto out;
-			}
-			model_acts_free(a);
-			a = NULL;
 			reps++;
 			elapsed = now_s() - start;
 		}
@@ -191,8 +204,6 @@ static double block_time(const int shape[3], double window_s, double *spent_s, d
 	*best_s += total_reps * per;
 out:
 	free(dresid);
-	if (a != NULL)
-		model_acts_free(a);
 	model_free(&m);
 	return per > 0 ? per / PROBE_BLOCK_CHAIN : per;
 }
@@ -340,6 +351,20 @@ int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result 
 		    fmax(r->block_fit_error, fabs(x[0] * mac - times[s]) / times[s]);
 	}
 	return x[0] > 0 ? 0 : -1;
+}
+
+int probe_block_misfits(const double times[PROBE_BLOCK_SHAPES], const struct probe_result *r,
+                        double limit, int again[PROBE_BLOCK_SHAPES])
+{
+	int count = 0;
+	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
+		double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
+		double fit = r->block_mac_s * n * d * f + r->block_weight_s * d * f +
+		             r->block_hidden_s * n * f + r->block_model_s * n * d + r->block_call_s;
+		again[s] = fabs(fit - times[s]) > limit * times[s];
+		count += again[s];
+	}
+	return count;
 }
 
 /* Reads exactly len bytes from fd before deadline_s (monotonic). */
@@ -765,6 +790,22 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 		if ((block_times[b] = block_time(BLOCK_SHAPES[b], block_window_s, &block_spent_s,
 		                                 &block_best_s, err)) <= 0)
 			return err->code ? err->code : YARD_EINTERNAL;
+	int again[PROBE_BLOCK_SHAPES];
+	if (probe_block_fit(block_times, out) == 0 &&
+	    probe_block_misfits(block_times, out, PROBE_BLOCK_MISFIT, again) > 0) {
+		/* once more for the shapes out of line, keeping the faster time of the two (other
+		 * work only slows a window): with the agent's budget a window is 60 ms, two or
+		 * three passes of the largest block, and one slow window bends every term */
+		for (int b = 0; b < PROBE_BLOCK_SHAPES; b++) {
+			if (!again[b])
+				continue;
+			double t = block_time(BLOCK_SHAPES[b], block_window_s, &block_spent_s,
+			                      &block_best_s, err);
+			if (t <= 0)
+				return err->code ? err->code : YARD_EINTERNAL;
+			block_times[b] = fmin(block_times[b], t);
+		}
+	}
 	if (probe_block_fit(block_times, out) != 0)
 		return yard_err_set(err, YARD_EINTERNAL,
 		                    "probe: block times do not fit a cost model (largest %.3g s)",
