@@ -226,6 +226,8 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 			memory_mb = json_integer_value(json_object_get(perf, "device_memory_mb"));
 		double memory = (double)memory_mb * 1048576.0;
 		double inter_lat = num(perf, "inter_latency_s");
+		if (!cuda)
+			k->host_compute = 1; /* CPU devices: ranks compute on the host's cores */
 		k->devices += n;
 		if (n > k->devices_per_node)
 			k->devices_per_node = n;
@@ -343,6 +345,7 @@ static json_t *cluster_json(const struct plan_cluster *k)
 	json_object_set_new(o, "intra_busy_allreduce_sync_cpu_s",
 	                    json_real(k->busy_allreduce_sync_cpu_s));
 	json_object_set_new(o, "intra_allreduce_measured", json_boolean(k->allreduce_measured));
+	json_object_set_new(o, "host_compute", json_boolean(k->host_compute));
 	json_object_set_new(o, "inter_latency_s", json_real(k->inter_latency_s));
 	return o;
 }

@@ -131,15 +131,19 @@ double plan_device_rate(const struct plan_cluster *k, double call_flops)
 	return rate;
 }
 
-double plan_device_share(const struct plan_cluster *k, double ranks_on_node)
+/* what a node computes at once, in devices' worth: efficiency × devices_per_node, at least 1 */
+static double node_capacity(const struct plan_cluster *k)
 {
-	double avail = k->availability > 0 && k->availability < 1 ? k->availability : 1;
-	/* the node computes at most efficiency × devices_per_node devices' worth at once */
 	double eff =
 	    k->parallel_efficiency > 0 && k->parallel_efficiency < 1 ? k->parallel_efficiency : 1;
 	double capacity = eff * k->devices_per_node;
-	if (capacity < 1)
-		capacity = 1;
+	return capacity < 1 ? 1 : capacity;
+}
+
+double plan_device_share(const struct plan_cluster *k, double ranks_on_node)
+{
+	double avail = k->availability > 0 && k->availability < 1 ? k->availability : 1;
+	double capacity = node_capacity(k);
 	return avail * (ranks_on_node > capacity ? capacity / ranks_on_node : 1);
 }
 
@@ -246,9 +250,13 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	                                              dp_latency) +
 	                                 dp_sync
 	                           : 0;
-	/* the buckets progress during the last micro-batch's backward on a spare core; a crowded
-	 * node has none to spare, and the allreduce waits for the backward to end */
-	backward_last_mb = crowded ? 0 : (2.0 / 3.0) * c->compute_s / c->m;
+	/* the buckets progress during the last micro-batch's backward on a spare core: an
+	 * accelerator's host has one; a node whose ranks compute on its cores needs a core's
+	 * worth beyond its ranks (two data-parallel ranks on two cores have none: their progress
+	 * threads get a core when the backward ends), and a crowded node has none either way.
+	 * Without one the allreduce waits for the backward to end */
+	int spare_core = k->host_compute ? node_capacity(k) - ranks_on_node >= 1 : !crowded;
+	backward_last_mb = spare_core ? (2.0 / 3.0) * c->compute_s / c->m : 0;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
 	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
 	            c->dp_exposed_s + c->loss_comm_s + c->optim_s;

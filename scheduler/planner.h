@@ -115,6 +115,10 @@ struct plan_cluster {
 	/* measured share of a core a lone process gets (other programs on the machine), in
 	 * (0, 1]; 0 means 1. Scales every compute cost, as the parallel efficiency does */
 	double availability;
+	/* 1: the devices are the host's cores (CPU devices), so a rank's communication thread
+	 * takes its core from some rank's compute; 0: accelerators, whose hosts have cores to
+	 * spare for it */
+	int host_compute;
 	/* optional measured cost of one trainer block (forward + backward) of n rows, width d and
 	 * local hidden width fl: block_mac_s·n·d·fl + block_weight_s·d·fl + block_hidden_s·n·fl
 	 * + block_model_s·n·d + block_call_s seconds; block_mac_s 0: blocks are costed from the

@@ -202,6 +202,23 @@ static void test_oversubscribed_node_shares_compute(void **state)
 	assert_float_equal(pp4.step_s,
 	                   (pp4.compute_s + pp4.pp_comm_s) / 0.25 + pp4.loss_comm_s + pp4.optim_s,
 	                   one.step_s * 1e-9);
+	/* the gradient buckets overlap the last backward only where a core is spare: on an
+	 * accelerator's host always (uncrowded), on CPU devices when a core's worth is left
+	 * beyond the ranks */
+	struct plan_candidate dp2 = one;
+	dp2.dp = 2;
+	k.parallel_efficiency = 0.6; /* 2.4 devices' worth: 2 ranks leave 0.4 */
+	plan_predict(&model, &k, &dp2);
+	assert_true(dp2.dp_comm_s > 0);
+	assert_float_equal(dp2.dp_exposed_s, 0, 1e-15); /* accelerators: hidden */
+	k.host_compute = 1;
+	plan_predict(&model, &k, &dp2);
+	assert_float_equal(dp2.dp_exposed_s, dp2.dp_comm_s, 1e-15); /* no spare core */
+	k.parallel_efficiency = 0.8; /* 3.2 devices' worth: a core to spare */
+	plan_predict(&model, &k, &dp2);
+	assert_float_equal(dp2.dp_exposed_s, 0, 1e-15);
+	k.host_compute = 0;
+	k.parallel_efficiency = 0.5;
 	/* tensor-parallel allreduces on the crowded node pay the measured busy latency */
 	struct plan_candidate tp2 = one, tp4 = one;
 	tp2.tp = 2;
