@@ -123,15 +123,6 @@ static int middle_blocks_model(struct model *m, int d, int f, int blocks, struct
 	return model_init(m, &cfg, &lay, err);
 }
 
-/* Seconds per forward + backward of one block of (n, d, f), over window_s (the best
- * slice), timed as a chunk of PROBE_BLOCK_CHAIN blocks: a stage of the trainer runs each
- * micro-batch through all its blocks, so a block's weights and activations are no longer in
- * the core's cache when the next micro-batch (or the backward) comes back to it; one block
- * alone would stay in cache and measure up to 1.5× faster at weight-heavy shapes. Adds the window's
- * length to *spent_s and what its calls would have taken at the best slice's pace to *best_s: their
- * ratio is the share of its best speed the process got over the window (another program on its
- * core, or a host that slows the core down for stretches of 100 ms to seconds, which a short slice
- * does not see). */
 /* One forward and backward of the chain on fresh inputs, its activations allocated and freed
  * as the trainer does for a micro-batch; -1 (err set) on failure. */
 static int block_pass(struct model *m, int n, int d, int f, uint64_t *noise, float *dresid,
@@ -165,6 +156,15 @@ static int block_pass(struct model *m, int n, int d, int f, uint64_t *noise, flo
 	return rc;
 }
 
+/* Seconds per forward + backward of one block of (n, d, f), over window_s (the best
+ * slice), timed as a chunk of PROBE_BLOCK_CHAIN blocks: a stage of the trainer runs each
+ * micro-batch through all its blocks, so a block's weights and activations are no longer in
+ * the core's cache when the next micro-batch (or the backward) comes back to it; one block
+ * alone would stay in cache and measure up to 1.5× faster at weight-heavy shapes. Adds the window's
+ * length to *spent_s and what its calls would have taken at the best slice's pace to *best_s: their
+ * ratio is the share of its best speed the process got over the window (another program on its
+ * core, or a host that slows the core down for stretches of 100 ms to seconds, which a short slice
+ * does not see). */
 static double block_time(const int shape[3], double window_s, double *spent_s, double *best_s,
                          struct yard_err *err)
 {
