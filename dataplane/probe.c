@@ -41,6 +41,7 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
 /* a block shape whose time lies this far from the fit is timed once more (good fits here:
  * within 5-12% at every shape) */
 #define PROBE_BLOCK_MISFIT 0.15
+#define PROBE_BLOCK_RETIMES 2
 /* blocks in the chunk a block is timed in (block_time) */
 #define PROBE_BLOCK_CHAIN 4
 /* Each timing is the best of the short slices its window is cut into (a slice holds at least
@@ -354,15 +355,26 @@ int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result 
 }
 
 int probe_block_misfits(const double times[PROBE_BLOCK_SHAPES], const struct probe_result *r,
-                        double limit, int again[PROBE_BLOCK_SHAPES])
+                        double limit, int max, int again[PROBE_BLOCK_SHAPES])
 {
-	int count = 0;
+	double off[PROBE_BLOCK_SHAPES];
 	for (int s = 0; s < PROBE_BLOCK_SHAPES; s++) {
 		double n = BLOCK_SHAPES[s][0], d = BLOCK_SHAPES[s][1], f = BLOCK_SHAPES[s][2];
 		double fit = r->block_mac_s * n * d * f + r->block_weight_s * d * f +
 		             r->block_hidden_s * n * f + r->block_model_s * n * d + r->block_call_s;
-		again[s] = fabs(fit - times[s]) > limit * times[s];
-		count += again[s];
+		off[s] = fabs(fit - times[s]) / times[s];
+		again[s] = 0;
+	}
+	int count = 0;
+	while (count < max) {
+		int worst = -1;
+		for (int s = 0; s < PROBE_BLOCK_SHAPES; s++)
+			if (!again[s] && off[s] > limit && (worst < 0 || off[s] > off[worst]))
+				worst = s;
+		if (worst < 0)
+			break;
+		again[worst] = 1;
+		count++;
 	}
 	return count;
 }
@@ -792,10 +804,13 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 			return err->code ? err->code : YARD_EINTERNAL;
 	int again[PROBE_BLOCK_SHAPES];
 	if (probe_block_fit(block_times, out) == 0 &&
-	    probe_block_misfits(block_times, out, PROBE_BLOCK_MISFIT, again) > 0) {
-		/* once more for the shapes out of line, keeping the faster time of the two (other
-		 * work only slows a window): with the agent's budget a window is 60 ms, two or
-		 * three passes of the largest block, and one slow window bends every term */
+	    probe_block_misfits(block_times, out, PROBE_BLOCK_MISFIT, PROBE_BLOCK_RETIMES, again) >
+	        0) {
+		/* once more for the shapes farthest out of line, keeping the faster time of the two
+		 * (other work only slows a window): with the agent's budget a window is 60 ms, two
+		 * or three passes of the largest block, and one slow window bends every term. At
+		 * most two, so that a loaded machine, where many windows are slowed, does not
+		 * stretch a probe the agent stops after 5 s */
 		for (int b = 0; b < PROBE_BLOCK_SHAPES; b++) {
 			if (!again[b])
 				continue;

@@ -74,11 +74,12 @@ void probe_block_shape(int i, int shape[3]);
 /* Fits the block cost terms of r to seconds measured at the block shapes; -1 when the fit
  * has no positive matmul term. */
 int probe_block_fit(const double times[PROBE_BLOCK_SHAPES], struct probe_result *r);
-/* Marks in again[] the shapes whose time lies more than `limit` (relative) from r's fit, and
- * returns how many: a shape timed while other work held the core (the largest gets two or
- * three passes in its window) stands out of a fit the others agree on, and is timed again. */
+/* Marks in again[] the shapes whose time lies more than `limit` (relative) from r's fit, at
+ * most `max` of them, the farthest first, and returns how many: a shape timed while other
+ * work held the core (the largest gets two or three passes in its window) stands out of a fit
+ * the others agree on, and is timed again. */
 int probe_block_misfits(const double times[PROBE_BLOCK_SHAPES], const struct probe_result *r,
-                        double limit, int again[PROBE_BLOCK_SHAPES]);
+                        double limit, int max, int again[PROBE_BLOCK_SHAPES]);
 /* Runs every measurement (forks helper processes). err names the part that failed. */
 int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_err *err);
 /* {"flops_per_s", "gemm": [[call_flops, flops_per_s]...], "parallel_efficiency",

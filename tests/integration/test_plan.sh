@@ -17,7 +17,9 @@ AUTH="Authorization: Bearer $(cat "$T/dev/admin.token")"
 export YARD_ENDPOINTS=$(api 1) YARD_TOKEN=$(cat "$T/dev/admin.token")
 
 node_has_perf() { get 1 /v1/nodes/dev; [ "$(jget "$BODY" '"perf" in d')" = True ]; }
-wait_until 20 node_has_perf || fail "the dev agent reported no measured rates: $BODY $(tail -5 "$T/dev/agent.log")"
+# the agent's probe gets 5 s, then 10 s, then 20 s, 2 s apart: under a loaded test run the
+# first two may be stopped (a probe of ~2.2 s alone took over 10 s there)
+wait_until 45 node_has_perf || fail "the dev agent reported no measured rates: $BODY $(tail -5 "$T/dev/agent.log")"
 flops=$(jget "$BODY" 'd["perf"]["flops_per_s"]')
 python3 -c "import sys; sys.exit(0 if float('$flops') > 1e6 else 1)" || fail "implausible FLOP rate: $flops"
 

@@ -57,17 +57,20 @@ static void test_block_fit_names_the_misfits(void **state)
 	memset(&r, 0, sizeof r);
 	synth(1.4e-10, 8e-10, 4e-8, 5e-9, 1e-6, times);
 	assert_int_equal(probe_block_fit(times, &r), 0);
-	assert_int_equal(probe_block_misfits(times, &r, 0.15, again), 0);
+	assert_int_equal(probe_block_misfits(times, &r, 0.15, 2, again), 0);
 	double true_last = times[PROBE_BLOCK_SHAPES - 1];
 	times[PROBE_BLOCK_SHAPES - 1] *= 2.8;
 	assert_int_equal(probe_block_fit(times, &r), 0);
 	assert_true(r.block_fit_error > 0.3);
-	assert_true(probe_block_misfits(times, &r, 0.15, again) >= 1);
+	assert_true(probe_block_misfits(times, &r, 0.15, 2, again) >= 1);
+	assert_int_equal(again[PROBE_BLOCK_SHAPES - 1], 1);
+	/* the farthest first, and no more than asked */
+	assert_int_equal(probe_block_misfits(times, &r, 0.01, 1, again), 1);
 	assert_int_equal(again[PROBE_BLOCK_SHAPES - 1], 1);
 	times[PROBE_BLOCK_SHAPES - 1] = fmin(times[PROBE_BLOCK_SHAPES - 1], true_last);
 	assert_int_equal(probe_block_fit(times, &r), 0);
 	assert_true(r.block_fit_error < 1e-6);
-	assert_int_equal(probe_block_misfits(times, &r, 0.15, again), 0);
+	assert_int_equal(probe_block_misfits(times, &r, 0.15, 2, again), 0);
 }
 
 static void test_probe_measures_every_figure(void **state)
