@@ -17,10 +17,14 @@ worker="$build/yard-worker"
 	echo "SKIP: yard-worker not built"
 	exit 77
 }
-ldd "$worker" | grep -q openblas || {
+# (not `ldd | grep -q`: under pipefail, grep's early exit fails the pipeline with SIGPIPE)
+case "$(ldd "$worker")" in
+*openblas*) ;;
+*)
 	echo "SKIP: yard-worker is not linked with OpenBLAS"
 	exit 77
-}
+	;;
+esac
 work=$(mktemp -d /tmp/train_blas.XXXXXX)
 trap 'kill "${W_PID:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 python3 - "$src/examples/hybrid.json" "$work/job.json" <<'EOF'
