@@ -401,8 +401,11 @@ void metrics_close(struct agent *a);
 /* Lets the metrics socket survive the next exec (and reach the guardian forked before it):
  * clears its close-on-exec flag and names it in the environment. Loop thread only. */
 int metrics_handover(const struct agent *a);
-/* Parses one line from a rank (exposed for tests). */
-int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len);
+/* Attributes one line to the rank of the sender's pid or session and applies it (exposed for
+ * tests): 0, YARD_ENOTFOUND (no rank of ours) or YARD_EINVAL (a line a heartbeat could not
+ * carry), with why in WHY when it is not NULL. */
+int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len, char *why,
+                       size_t why_len);
 /* Sets W from a desired entry's spec (failure.straggler.window_steps; 0 when the policy is
  * "off" or the spec has none) and starts the window summaries over when it changes. */
 void metrics_set_window(struct agent_rank *r, const json_t *spec);

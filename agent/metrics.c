@@ -3,7 +3,10 @@
  * each per-step JSON line as one datagram. The kernel attaches the sender's pid
  * (SO_PASSCRED), so a rank cannot report for another and needs no identity in the line; a
  * line from another process of the rank's session (a command job's yard-report) counts as the
- * rank's.
+ * rank's. A sender with an address of its own (yard-report binds one; the built-in trainer
+ * does not) gets one datagram back once its line has been attributed and applied: "ok", or
+ * "refused: " and why. Attribution by session needs the sender alive, so yard-report waits
+ * for that answer before it exits.
  *
  * For straggler detection (scheduler/straggler.h) the agent also summarises each rank's
  * compute_ms and comm_wait_ms per window of W steps (the job's failure.straggler.window_steps):
@@ -13,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,26 +142,39 @@ static const char *report_problem(const json_t *j, char *why, size_t why_len)
 	return NULL;
 }
 
-int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len)
+int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t len, char *why,
+                       size_t why_len)
 {
 	struct agent_rank *r = ranks_find_pid(a, sender);
 	json_t *j, *step;
-	char why[96];
+	char detail[96];
 	const char *problem;
+	pid_t sid = 0;
 
 	/* A command job reports through a helper it runs (yard-report): any process in the
 	 * rank's session (ranks are session leaders, so the session id is the rank's pid). */
 	if (r == NULL) {
-		pid_t sid = getsid(sender);
+		sid = getsid(sender);
 		if (sid > 0)
 			r = ranks_find_pid(a, sid);
 	}
-	if (r == NULL)
+	if (r == NULL) {
+		if (why != NULL && sid < 0)
+			snprintf(why, why_len, "pid %d is not a rank of this agent and is gone",
+			         (int)sender);
+		else if (why != NULL)
+			snprintf(why, why_len,
+			         "pid %d is not a rank of this agent nor in a rank's session (its "
+			         "session: %d)",
+			         (int)sender, (int)sid);
 		return YARD_ENOTFOUND;
+	}
 	j = json_loadb(line, len, 0, NULL);
-	problem = j == NULL ? "not JSON" : report_problem(j, why, sizeof why);
+	problem = j == NULL ? "not JSON" : report_problem(j, detail, sizeof detail);
 	if (problem != NULL) {
 		json_decref(j);
+		if (why != NULL)
+			snprintf(why, why_len, "%s", problem);
 		if (r->bad_reports < REPORT_BAD_LOGGED)
 			log_warn("rank %d of %s (generation %lld): report dropped: %s%s", r->rank,
 			         r->job, (long long)r->generation, problem,
@@ -188,12 +205,16 @@ static void on_readable(uv_poll_t *poll, int status, int events)
 	for (int i = 0; i < 256; i++) {
 		char buf[4096];
 		char control[CMSG_SPACE(sizeof(struct ucred))];
+		char answer[160] = "ok";
+		struct sockaddr_un from;
 		struct iovec iov = {buf, sizeof buf};
 		struct msghdr msg = {0};
 		struct cmsghdr *cm;
 		pid_t sender = 0;
 		ssize_t n;
 
+		msg.msg_name = &from;
+		msg.msg_namelen = sizeof from;
 		msg.msg_iov = &iov;
 		msg.msg_iovlen = 1;
 		msg.msg_control = control;
@@ -207,8 +228,16 @@ static void on_readable(uv_poll_t *poll, int status, int events)
 				memcpy(&cred, CMSG_DATA(cm), sizeof cred);
 				sender = cred.pid;
 			}
-		if (sender > 0)
-			metrics_apply_line(a, sender, buf, (size_t)n);
+		if (sender <= 0)
+			continue;
+		char why[128];
+		if (metrics_apply_line(a, sender, buf, (size_t)n, why, sizeof why) != 0)
+			snprintf(answer, sizeof answer, "refused: %s", why);
+		/* an unbound sender (the trainer's connected socket) has no address to answer;
+		 * a sender that went away or stopped reading just misses its answer */
+		if (msg.msg_namelen > offsetof(struct sockaddr_un, sun_path))
+			sendto(a->metrics_fd, answer, strlen(answer), MSG_DONTWAIT,
+			       (struct sockaddr *)&from, msg.msg_namelen);
 	}
 }
 

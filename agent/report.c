@@ -4,21 +4,25 @@
  *   yard-report --json LINE      sends LINE as it is (one JSON object, see docs/api.md)
  *
  * The line goes as one datagram to the agent's unix socket ($YARD_AGENT_SOCK), which the
- * agent attributes to the rank whose session the sender belongs to. The agent learns who
- * sent a datagram only while the sender is alive, so yard-report waits (up to 1 s) until
- * the agent has read it: on a unix socket the unread datagram stays charged to the sender
- * (SIOCOUTQ), which drops to 0 once the agent has consumed it.
+ * agent attributes to the rank whose session the sender belongs to. The agent can tell whose
+ * session a sender is in only while the sender is alive, so yard-report binds an address of
+ * its own and waits for the agent's answer, sent once the line has been attributed and
+ * applied: "ok", or "refused: " and why. An agent from before answers existed only reads the
+ * line: then the report counts as delivered once the agent has read it (the datagram stops
+ * being charged to the sender, SIOCOUTQ 0) and no answer came within 1 s.
  *
- * Exit status: 0 sent and read, 1 bad arguments, 2 no agent socket, 3 not read in time. */
+ * Exit status: 0 delivered, 1 bad arguments, 2 no agent socket, 3 not read within 5 s,
+ * 4 refused by the agent (the reason on stderr). */
 #include <errno.h>
 #include <linux/sockios.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 static int usage(void)
@@ -60,22 +64,40 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	strcpy(addr.sun_path, sock_path);
+	/* an address of our own (autobind: an abstract name the kernel picks) for the answer */
+	struct sockaddr_un own = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 ||
+	if (fd < 0 || bind(fd, (struct sockaddr *)&own, sizeof own.sun_family) != 0 ||
 	    sendto(fd, line, strlen(line), 0, (struct sockaddr *)&addr, sizeof addr) < 0) {
 		fprintf(stderr, "yard-report: %s: %s\n", sock_path, strerror(errno));
 		return 2;
 	}
-	for (int i = 0; i < 1000; i++) {
+	/* 1 ms polls: up to 5 s for the answer; once the line was read, up to 1 s */
+	for (int waited = 0, read_at = -1; waited < 5000; waited++) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char answer[256];
 		int queued = 0;
-		if (ioctl(fd, SIOCOUTQ, &queued) != 0 || queued == 0) {
+		if (poll(&p, 1, 1) > 0) {
+			ssize_t n = recv(fd, answer, sizeof answer - 1, 0);
+			if (n < 0)
+				continue;
+			answer[n] = '\0';
 			close(fd);
-			return 0;
+			if (strcmp(answer, "ok") == 0)
+				return 0;
+			fprintf(stderr, "yard-report: the agent %s\n", answer);
+			return 4;
 		}
-		struct timespec ms = {0, 1000000};
-		nanosleep(&ms, NULL);
+		if (read_at < 0 && ioctl(fd, SIOCOUTQ, &queued) == 0 && queued == 0)
+			read_at = waited;
+		if (read_at >= 0 && waited - read_at >= 1000)
+			break;
 	}
+	int queued = 0;
+	bool read = ioctl(fd, SIOCOUTQ, &queued) == 0 && queued == 0;
 	close(fd);
-	fprintf(stderr, "yard-report: the agent did not read the report within 1 s\n");
+	if (read)
+		return 0;
+	fprintf(stderr, "yard-report: the agent did not read the report within 5 s\n");
 	return 3;
 }

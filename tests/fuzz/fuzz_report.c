@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int k = 0; at < size && k < LINES_MAX; k++) {
 		const uint8_t *nl = memchr(data + at, '\n', size - at);
 		size_t len = nl ? (size_t)(nl - (data + at)) : size - at;
-		metrics_apply_line(&agent, getpid(), (const char *)data + at, len);
+		metrics_apply_line(&agent, getpid(), (const char *)data + at, len, NULL, 0);
 		if (k % 16 == 0)
 			heartbeat(&w, k);
 		at += len + 1;

@@ -4,7 +4,9 @@
 # past 1e300, a negative or absurd timing, not an object, not JSON) are dropped by the agent,
 # which names the rank and what is wrong; the node's heartbeats go on being accepted (no
 # 400: a node whose heartbeats are refused goes down with every job on it), the job keeps
-# running, and a good report after them arrives. One controller, one agent.
+# running, and a good report after them arrives. yard-report waits for the agent's answer:
+# it exits 0 for a line applied, 4 naming the problem for a line dropped, and 4 when it is not
+# in a rank's session at all. One controller, one agent.
 . "$(dirname "$0")/lib.sh"
 
 start_member 1 "$(members_arg 1)" --node-suspect-ms 2000 --node-down-ms 4000
@@ -37,7 +39,10 @@ while IFS= read -r line; do
 	# exit 3: the agent did not read it within 1 s (a loaded machine); it cannot tell
 	# whose a datagram read after its sender exited, so the line goes again
 	t=0
-	until yard-report --json "$line" || [ $? != 3 ] || [ $t -ge 10 ]; do t=$((t + 1)); done
+	while yard-report --json "$line" 2>>"$OUT/report.err"; rc=$?; [ $rc = 3 ] && [ $t -lt 10 ]; do
+		t=$((t + 1))
+	done
+	echo "$rc" >>"$OUT/codes"
 done <"$OUT/lines"
 i=0
 while [ ! -e "$OUT/done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
@@ -69,6 +74,15 @@ done
 # the ninth is dropped without a message
 [ "$(grep -c "report dropped" "$T/log.agent-node-a")" = 8 ] || fail "not one message per bad line up to 8"
 grep -q "its later bad reports are dropped without a message" "$T/log.agent-node-a" || fail "no last message"
+[ "$(tr '\n' ' ' <"$T/codes")" = "0 4 4 4 4 4 4 4 4 4 0 " ] ||
+	fail "yard-report's exit codes: $(tr '\n' ' ' <"$T/codes") (want 0, nine 4s, 0)"
+grep -q "yard-report: the agent refused: loss: must be a number within +-1e300" "$T/report.err" ||
+	fail "yard-report did not say why the agent refused a line: $(cat "$T/report.err")"
+# a process outside every rank's session is told so
+rc=0
+YARD_AGENT_SOCK="$T/agent-node-a/agent.sock" yard-report 5 2>"$T/outsider.err" || rc=$?
+[ "$rc" = 4 ] && grep -q "is not a rank of this agent nor in a rank's session" "$T/outsider.err" ||
+	fail "a report from outside the ranks: exit $rc, $(cat "$T/outsider.err")"
 node_state_is 1 node-a up || fail "node-a is not up"
 [ "$(job_field 1 "$J" '["generation"]')" = 1 ] || fail "the job was restarted"
 touch "$T/done"

@@ -39,7 +39,7 @@ static void step(int64_t s, double compute_ms)
 	                 "{\"step\":%lld,\"loss\":1,\"step_ms\":50,\"compute_ms\":%.3f,"
 	                 "\"comm_wait_ms\":%.3f}",
 	                 (long long)s, compute_ms, compute_ms / 10);
-	assert_int_equal(metrics_apply_line(&agent, getpid(), line, (size_t)n), 0);
+	assert_int_equal(metrics_apply_line(&agent, getpid(), line, (size_t)n, NULL, 0), 0);
 }
 
 /* windows as "index:steps:compute" joined by spaces */
@@ -116,9 +116,9 @@ static void test_no_windows_when_off_or_without_compute(void **state)
 	assert_string_equal(windows_text(r), "");
 	r = one_rank("report", 2);
 	const char *plain = "{\"step\":1,\"loss\":0.5}";
-	assert_int_equal(metrics_apply_line(&agent, getpid(), plain, strlen(plain)), 0);
+	assert_int_equal(metrics_apply_line(&agent, getpid(), plain, strlen(plain), NULL, 0), 0);
 	plain = "{\"step\":2,\"loss\":0.5}";
-	assert_int_equal(metrics_apply_line(&agent, getpid(), plain, strlen(plain)), 0);
+	assert_int_equal(metrics_apply_line(&agent, getpid(), plain, strlen(plain), NULL, 0), 0);
 	assert_int_equal(r->step, 2);
 	assert_string_equal(windows_text(r), "");
 	/* a spec without the field (an older controller): no windows either */
@@ -133,10 +133,19 @@ static void test_foreign_sender_and_bad_lines(void **state)
 	struct agent_rank *r = one_rank("report", 2);
 	(void)state;
 	const char *line = "{\"step\":1,\"compute_ms\":5}";
-	/* pid 1 is not this rank nor in its session */
-	assert_int_equal(metrics_apply_line(&agent, 1, line, strlen(line)), YARD_ENOTFOUND);
-	assert_int_equal(metrics_apply_line(&agent, getpid(), "[1]", 3), YARD_EINVAL);
-	assert_int_equal(metrics_apply_line(&agent, getpid(), "{", 1), YARD_EINVAL);
+	char why[128];
+	/* pid 1 is not this rank nor in its session; the answer a sender gets names it */
+	assert_int_equal(metrics_apply_line(&agent, 1, line, strlen(line), why, sizeof why),
+	                 YARD_ENOTFOUND);
+	assert_non_null(strstr(why, "pid 1 is not a rank of this agent nor in a rank's session"));
+	assert_int_equal(metrics_apply_line(&agent, getpid(), "[1]", 3, why, sizeof why),
+	                 YARD_EINVAL);
+	assert_string_equal(why, "not one JSON object");
+	assert_int_equal(metrics_apply_line(&agent, getpid(), "{", 1, NULL, 0), YARD_EINVAL);
+	const char *far = "{\"step\":4,\"loss\":1e308}";
+	assert_int_equal(metrics_apply_line(&agent, getpid(), far, strlen(far), why, sizeof why),
+	                 YARD_EINVAL);
+	assert_string_equal(why, "loss: must be a number within +-1e300");
 	assert_int_equal(r->step, -1);
 }
 
