@@ -147,11 +147,18 @@ double plan_device_share(const struct plan_cluster *k, double ranks_on_node)
 	return avail * (ranks_on_node > capacity ? capacity / ranks_on_node : 1);
 }
 
+/* The probe's allreduce figures stand when it measured them (0 included) or when a caller
+ * set them without saying (tests, older callers); else the point-to-point figures do. */
+static int allreduce_figures(const struct plan_cluster *k)
+{
+	return k->allreduce_measured || k->allreduce_sync_s > 0 || k->allreduce_sync_cpu_s > 0;
+}
+
 double plan_sync_cpu(const struct plan_cluster *k, int ranks_on_node, int allreduce)
 {
 	int all = k->devices_per_node;
 	double two = k->sync_cpu_s, busy = k->busy_sync_cpu_s;
-	if (allreduce && (k->allreduce_measured || k->allreduce_sync_cpu_s > 0)) {
+	if (allreduce && allreduce_figures(k)) {
 		two = k->allreduce_sync_cpu_s;
 		busy = k->busy_allreduce_sync_cpu_s;
 	}
@@ -203,8 +210,7 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	double dp_latency = world_fits_node ? intra_latency : inter_latency;
 	/* the measured cost of one exchange within the node (busy when crowded) */
 	/* the wall time an exchange adds on the critical path */
-	double intra_sync =
-	    k->allreduce_measured || k->allreduce_sync_s > 0 ? k->allreduce_sync_s : k->sync_s;
+	double intra_sync = allreduce_figures(k) ? k->allreduce_sync_s : k->sync_s;
 	double pp_sync = pp_fits_node ? plan_pipeline_sync(k, ranks_on_node) : 0;
 	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;

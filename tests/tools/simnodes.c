@@ -159,16 +159,18 @@ static int cmp_double(const void *a, const void *b)
  * (with one multi handle for all watches, 10,000 nodes watching with 1 s heartbeats left the
  * simulator in libcurl delivering under a tenth of its heartbeats). */
 #define WATCH_MULTIS 64
+#define HEARTBEAT_MULTI 0 /* registrations and heartbeats */
 #define SUBMIT_MULTI 1
-#define N_MULTIS (2 + WATCH_MULTIS)
-static CURLM *multis[N_MULTIS]; /* 0: registrations, heartbeats; 1: submissions; then watches */
+#define FIRST_WATCH_MULTI 2
+#define N_MULTIS (FIRST_WATCH_MULTI + WATCH_MULTIS)
+static CURLM *multis[N_MULTIS];
 static unsigned watch_turn;     /* the watch multi handle the next watch goes to */
 
 static struct req *req_new(enum req_kind kind, const char *path, const char *token, char *body)
 {
-	CURLM *multi = kind == REQ_WATCH    ? multis[2 + watch_turn++ % WATCH_MULTIS]
+	CURLM *multi = kind == REQ_WATCH ? multis[FIRST_WATCH_MULTI + watch_turn++ % WATCH_MULTIS]
 	               : kind == REQ_SUBMIT ? multis[SUBMIT_MULTI]
-	                                    : multis[0];
+	                                    : multis[HEARTBEAT_MULTI];
 	char url[1024], auth[256];
 	struct req *r = calloc(1, sizeof *r);
 	r->kind = kind;
@@ -646,14 +648,15 @@ int main(int argc, char **argv)
 	}
 	/* the connections stay open between requests, as yard-agent's do: curl's cache would
 	 * otherwise shrink with the transfers in flight and close the rest */
-	curl_multi_setopt(multis[0], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.inflight + 8);
-	curl_multi_setopt(multis[0], CURLMOPT_MAXCONNECTS, (long)opt.inflight + 8);
+	curl_multi_setopt(multis[HEARTBEAT_MULTI], CURLMOPT_MAX_HOST_CONNECTIONS,
+	                  (long)opt.inflight + 8);
+	curl_multi_setopt(multis[HEARTBEAT_MULTI], CURLMOPT_MAXCONNECTS, (long)opt.inflight + 8);
 	curl_multi_setopt(multis[SUBMIT_MULTI], CURLMOPT_MAX_HOST_CONNECTIONS,
 	                  (long)opt.submit_inflight + 8);
 	curl_multi_setopt(multis[SUBMIT_MULTI], CURLMOPT_MAXCONNECTS,
 	                  (long)opt.submit_inflight + 8);
 	/* every node's watch holds a connection of its own */
-	for (int k = 2; k < N_MULTIS; k++) {
+	for (int k = FIRST_WATCH_MULTI; k < N_MULTIS; k++) {
 		curl_multi_setopt(multis[k], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.nodes + 8);
 		curl_multi_setopt(multis[k], CURLMOPT_MAXCONNECTS,
 		                  (long)opt.nodes / WATCH_MULTIS + 64);
