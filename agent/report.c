@@ -11,8 +11,8 @@
  * line: then the report counts as delivered once the agent has read it (the datagram stops
  * being charged to the sender, SIOCOUTQ 0) and no answer came within 1 s.
  *
- * Exit status: 0 delivered, 1 bad arguments, 2 no agent socket, 3 not read within 5 s,
- * 4 refused by the agent (the reason on stderr). */
+ * Exit status: 0 delivered, 1 bad arguments, 2 no agent socket, 3 not sent or not read
+ * within 5 s, 4 refused by the agent (the reason on stderr). */
 #include <errno.h>
 #include <linux/sockios.h>
 #include <poll.h>
@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -66,11 +67,19 @@ int main(int argc, char **argv)
 	strcpy(addr.sun_path, sock_path);
 	/* an address of our own (autobind: an abstract name the kernel picks) for the answer */
 	struct sockaddr_un own = {.sun_family = AF_UNIX};
+	/* a stalled agent whose queue is full blocks the send: 5 s at most */
+	struct timeval send_limit = {5, 0};
 	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&own, sizeof own.sun_family) != 0 ||
-	    sendto(fd, line, strlen(line), 0, (struct sockaddr *)&addr, sizeof addr) < 0) {
-		fprintf(stderr, "yard-report: %s: %s\n", sock_path, strerror(errno));
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof send_limit) != 0) {
+		fprintf(stderr, "yard-report: socket: %s\n", strerror(errno));
 		return 2;
+	}
+	if (sendto(fd, line, strlen(line), 0, (struct sockaddr *)&addr, sizeof addr) < 0) {
+		int full = errno == EAGAIN || errno == EWOULDBLOCK;
+		fprintf(stderr, "yard-report: %s: %s\n", sock_path,
+		        full ? "the agent's queue stayed full for 5 s" : strerror(errno));
+		return full ? 3 : 2;
 	}
 	/* 1 ms polls: up to 5 s for the answer; once the line was read, up to 1 s */
 	for (int waited = 0, read_at = -1; waited < 5000; waited++) {

@@ -26,6 +26,7 @@ dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_fail
 	tests/integration/test_linkprobe.sh tests/integration/test_exit_report.sh \
 	tests/integration/test_dup_name.sh tests/integration/test_watch.sh \
 	tests/integration/test_agent_compat.sh tests/integration/test_bad_reports.sh \
+	tests/integration/test_report_tool.sh \
 	tests/integration/test_api_fuzz.sh tests/integration/test_probe_retry.sh \
 	tests/integration/test_job_gc.sh tests/integration/test_events_prune.sh \
 	tests/integration/test_device_handover.sh tests/integration/test_disconnect.sh \
@@ -37,6 +38,7 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_linkprobe.sh tests/integration/test_exit_report.sh \
 	tests/integration/test_dup_name.sh tests/integration/test_watch.sh \
 	tests/integration/test_agent_compat.sh tests/integration/test_bad_reports.sh \
+	tests/integration/test_report_tool.sh \
 	tests/integration/test_api_fuzz.sh tests/integration/test_probe_retry.sh \
 	tests/integration/test_job_gc.sh tests/integration/test_events_prune.sh \
 	tests/integration/test_device_handover.sh tests/integration/test_disconnect.sh \

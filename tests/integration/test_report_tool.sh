@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# test_report_tool.sh: yard-report against stand-ins for the agent's socket. It exits 0 once
+# the agent answers "ok", 4 naming the reason when it answers "refused: ...", 0 once an agent
+# from before answers existed has read the line (no answer within 1 s of the read), 3 when
+# the line is not read within 5 s or the agent's queue stays full that long (never a hang),
+# 2 without a socket, 1 on bad arguments.
+set -u
+T=$(mktemp -d "${TMPDIR:-/tmp}/yard-report.XXXXXX")
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+# agent MODE SOCK: a stand-in agent. answer: answers each line with $2 (written to SOCK.got);
+# mute: reads, never answers; deaf: never reads; full: never reads, its queue filled.
+cat >"$T/agent.py" <<'PY'
+import os, socket, sys, time
+mode, path = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+if mode == "full":
+    f = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    f.setblocking(False)
+    try:
+        while True:
+            f.sendto(b"{}", path)
+    except BlockingIOError:
+        pass
+open(path + ".ready", "w").close()
+while True:
+    if mode in ("deaf", "full"):
+        time.sleep(60)
+        continue
+    line, sender = s.recvfrom(4096)
+    open(path + ".got", "ab").write(line + b"\n")
+    if mode == "answer" and sender:
+        s.sendto(sys.argv[3].encode(), sender)
+PY
+agent() {
+	python3 "$T/agent.py" "$@" &
+	for _ in $(seq 1 100); do [ -e "$2.ready" ] && return 0; sleep 0.05; done
+	fail "stand-in agent $1 did not start"
+}
+# report EXPECTED_RC SOCK ARGS...: runs yard-report, its stderr in $T/err, its milliseconds in $MS
+report() {
+	local want=$1 sock=$2 rc=0 t0
+	shift 2
+	t0=$(date +%s%3N)
+	YARD_AGENT_SOCK=$sock timeout 20 yard-report "$@" 2>"$T/err" || rc=$?
+	MS=$(($(date +%s%3N) - t0))
+	[ "$rc" = "$want" ] || fail "yard-report $* to $sock: exit $rc, want $want ($(cat "$T/err"))"
+}
+
+agent answer "$T/ok.sock" ok
+report 0 "$T/ok.sock" 7 0.25
+grep -qx '{"step":7,"loss":0.25}' "$T/ok.sock.got" || fail "the line sent: $(cat "$T/ok.sock.got")"
+[ ! -s "$T/err" ] || fail "stderr on success: $(cat "$T/err")"
+
+agent answer "$T/no.sock" "refused: loss: must be a number within +-1e300"
+report 4 "$T/no.sock" --json '{"step":1,"loss":1e308}'
+grep -qx "yard-report: the agent refused: loss: must be a number within +-1e300" "$T/err" ||
+	fail "the reason is not on stderr: $(cat "$T/err")"
+
+agent mute "$T/mute.sock"
+report 0 "$T/mute.sock" 3
+[ "$MS" -ge 900 ] && [ "$MS" -lt 4000 ] ||
+	fail "an agent that reads without answering: $MS ms (want about 1 s)"
+
+agent deaf "$T/deaf.sock"
+report 3 "$T/deaf.sock" 3
+grep -q "did not read the report within 5 s" "$T/err" || fail "unread: $(cat "$T/err")"
+
+agent full "$T/full.sock"
+report 3 "$T/full.sock" 3
+grep -q "the agent's queue stayed full for 5 s" "$T/err" || fail "full queue: $(cat "$T/err")"
+[ "$MS" -lt 15000 ] || fail "full queue: $MS ms"
+
+report 2 "$T/none.sock" 3
+grep -q "none.sock" "$T/err" || fail "missing socket not named: $(cat "$T/err")"
+rc=0
+env -u YARD_AGENT_SOCK yard-report 3 2>"$T/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "YARD_AGENT_SOCK is not set" "$T/err" || fail "no socket: exit $rc, $(cat "$T/err")"
+for bad in "-1" "x" "3 nan-ish" "--json"; do
+	# shellcheck disable=SC2086
+	report 1 "$T/ok.sock" $bad
+done
+echo "ok: answered, refused (exit 4 with the reason), unanswered (0 after ~1 s), unread and full (3 within 5 s), no socket (2), bad arguments (1)"
