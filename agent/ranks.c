@@ -309,7 +309,8 @@ static char **build_env(const struct agent *a, const json_t *env, const char *jo
 				memcpy(key, environ[i], kl);
 				key[kl] = '\0';
 				if (json_object_get(env, key) != NULL ||
-				    (ckpt_dir != NULL && strcmp(key, "YARD_CKPT_DIR") == 0))
+				    (ckpt_dir != NULL && strcmp(key, "YARD_CKPT_DIR") == 0) ||
+				    strcmp(key, "YARD_AGENT_ANSWERS") == 0)
 					continue;
 			}
 		}
@@ -323,6 +324,9 @@ static char **build_env(const struct agent *a, const json_t *env, const char *jo
 		out[n++] = kv;
 	}
 	if (asprintf(&out[n], "YARD_AGENT_SOCK=%s", a->metrics_path) >= 0)
+		n++;
+	/* this agent answers a report on the socket (metrics.c), so yard-report waits for it */
+	if ((out[n] = strdup("YARD_AGENT_ANSWERS=1")) != NULL)
 		n++;
 	if (asprintf(&out[n], "YARD_JOB_ID=%s", job) >= 0)
 		n++;

@@ -7,9 +7,11 @@
  * agent attributes to the rank whose session the sender belongs to. The agent can tell whose
  * session a sender is in only while the sender is alive, so yard-report binds an address of
  * its own and waits for the agent's answer, sent once the line has been attributed and
- * applied: "ok", or "refused: " and why. An agent from before answers existed only reads the
- * line: then the report counts as delivered once the agent has read it (the datagram stops
- * being charged to the sender, SIOCOUTQ 0) and no answer came within 1 s.
+ * applied: "ok", or "refused: " and why. The agent says it answers by setting
+ * YARD_AGENT_ANSWERS=1 in its ranks' environment. Without it (a rank of an agent from before
+ * answers existed), the report counts as delivered once the agent has read it (the datagram
+ * stops being charged to the sender, SIOCOUTQ 0); with it, when no answer came within 1 s of
+ * the read (an agent rolled back to such a build under a running rank).
  *
  * Exit status: 0 delivered, 1 bad arguments, 2 no agent socket, 3 not sent or not read
  * within 5 s, 4 refused by the agent (the reason on stderr). */
@@ -81,6 +83,8 @@ int main(int argc, char **argv)
 		        full ? "the agent's queue stayed full for 5 s" : strerror(errno));
 		return full ? 3 : 2;
 	}
+	const char *answers_env = getenv("YARD_AGENT_ANSWERS");
+	bool answers = answers_env != NULL && strcmp(answers_env, "1") == 0;
 	/* 1 ms polls: up to 5 s for the answer; once the line was read, up to 1 s */
 	for (int waited = 0, read_at = -1; waited < 5000; waited++) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -99,7 +103,7 @@ int main(int argc, char **argv)
 		}
 		if (read_at < 0 && ioctl(fd, SIOCOUTQ, &queued) == 0 && queued == 0)
 			read_at = waited;
-		if (read_at >= 0 && waited - read_at >= 1000)
+		if (read_at >= 0 && (!answers || waited - read_at >= 1000))
 			break;
 	}
 	int queued = 0;

@@ -31,6 +31,7 @@ step 4
 {"step":9,"loss":0.25,"step_ms":10,"compute_ms":8,"comm_wait_ms":1}
 LINES
 cat >"$T/rank.sh" <<'SCRIPT'
+echo "${YARD_AGENT_ANSWERS-unset}" >"$OUT/answers"
 k=0
 while IFS= read -r line; do
 	k=$((k + 1))
@@ -74,13 +75,14 @@ done
 # the ninth is dropped without a message
 [ "$(grep -c "report dropped" "$T/log.agent-node-a")" = 8 ] || fail "not one message per bad line up to 8"
 grep -q "its later bad reports are dropped without a message" "$T/log.agent-node-a" || fail "no last message"
+[ "$(cat "$T/answers")" = 1 ] || fail "the rank's YARD_AGENT_ANSWERS: $(cat "$T/answers") (want 1)"
 [ "$(tr '\n' ' ' <"$T/codes")" = "0 4 4 4 4 4 4 4 4 4 0 " ] ||
 	fail "yard-report's exit codes: $(tr '\n' ' ' <"$T/codes") (want 0, nine 4s, 0)"
 grep -q "yard-report: the agent refused: loss: must be a number within +-1e300" "$T/report.err" ||
 	fail "yard-report did not say why the agent refused a line: $(cat "$T/report.err")"
 # a process outside every rank's session is told so
 rc=0
-YARD_AGENT_SOCK="$T/agent-node-a/agent.sock" yard-report 5 2>"$T/outsider.err" || rc=$?
+YARD_AGENT_SOCK="$T/agent-node-a/agent.sock" YARD_AGENT_ANSWERS=1 yard-report 5 2>"$T/outsider.err" || rc=$?
 [ "$rc" = 4 ] && grep -q "is not a rank of this agent nor in a rank's session" "$T/outsider.err" ||
 	fail "a report from outside the ranks: exit $rc, $(cat "$T/outsider.err")"
 node_state_is 1 node-a up || fail "node-a is not up"
