@@ -19,6 +19,7 @@
 #include <linux/sockios.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,8 +92,14 @@ int main(int argc, char **argv)
 		char answer[256];
 		int queued = 0;
 		if (poll(&p, 1, 1) > 0) {
-			ssize_t n = recv(fd, answer, sizeof answer - 1, 0);
-			if (n < 0)
+			struct sockaddr_un from = {0};
+			socklen_t from_len = sizeof from;
+			ssize_t n = recvfrom(fd, answer, sizeof answer - 1, 0,
+			                     (struct sockaddr *)&from, &from_len);
+			/* only the agent's socket answers: anything else that found our name is not
+			 */
+			if (n < 0 || from_len <= offsetof(struct sockaddr_un, sun_path) ||
+			    strncmp(from.sun_path, addr.sun_path, sizeof from.sun_path) != 0)
 				continue;
 			answer[n] = '\0';
 			close(fd);
@@ -101,15 +108,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "yard-report: the agent %s\n", answer);
 			return 4;
 		}
-		if (read_at < 0 && ioctl(fd, SIOCOUTQ, &queued) == 0 && queued == 0)
+		/* (a kernel that cannot tell counts as read, as before answers existed) */
+		if (read_at < 0 && (ioctl(fd, SIOCOUTQ, &queued) != 0 || queued == 0))
 			read_at = waited;
 		if (read_at >= 0 && (!answers || waited - read_at >= 1000))
 			break;
 	}
 	int queued = 0;
-	bool read = ioctl(fd, SIOCOUTQ, &queued) == 0 && queued == 0;
+	bool was_read = ioctl(fd, SIOCOUTQ, &queued) != 0 || queued == 0;
 	close(fd);
-	if (read)
+	if (was_read)
 		return 0;
 	fprintf(stderr, "yard-report: the agent did not read the report within 5 s\n");
 	return 3;

@@ -14,7 +14,7 @@ fail() {
 	exit 1
 }
 # agent MODE SOCK: a stand-in agent. answer: answers each line with $2 (written to SOCK.got);
-# late: the same 0.5 s after reading it;
+# late: the same 0.5 s after reading it; spoof: the same, after an "ok" from another socket;
 # mute: reads, never answers; deaf: never reads; full: never reads, its queue filled.
 cat >"$T/agent.py" <<'PY'
 import os, socket, sys, time
@@ -36,9 +36,14 @@ while True:
         continue
     line, sender = s.recvfrom(4096)
     open(path + ".got", "ab").write(line + b"\n")
+    if mode == "spoof" and sender:  # "ok" from another socket first: not the agent's
+        o = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        o.bind(path + ".other")
+        o.sendto(b"ok", sender)
+        time.sleep(0.2)
     if mode == "late":
         time.sleep(0.5)
-    if mode in ("answer", "late") and sender:
+    if mode in ("answer", "late", "spoof") and sender:
         s.sendto(sys.argv[3].encode(), sender)
 PY
 agent() {
@@ -69,6 +74,11 @@ grep -qx "yard-report: the agent refused: loss: must be a number within +-1e300"
 agent mute "$T/mute.sock"
 report 0 "$T/mute.sock" 3
 [ "$MS" -ge 900 ] || fail "an agent that reads without answering: $MS ms (want at least 1 s)"
+agent spoof "$T/spoof.sock" "refused: from the agent"
+report 4 "$T/spoof.sock" 6
+grep -qx "yard-report: the agent refused: from the agent" "$T/err" ||
+	fail "an answer from another socket was taken: $(cat "$T/err")"
+
 # an answer 0.5 s after the read: awaited where the agent says it answers, not otherwise
 agent late "$T/late.sock" "refused: late"
 report 4 "$T/late.sock" 4
