@@ -27,7 +27,15 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+
+static long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 static int usage(void)
 {
@@ -87,7 +95,8 @@ int main(int argc, char **argv)
 	const char *answers_env = getenv("YARD_AGENT_ANSWERS");
 	bool answers = answers_env != NULL && strcmp(answers_env, "1") == 0;
 	/* 1 ms polls: up to 5 s for the answer; once the line was read, up to 1 s */
-	for (int waited = 0, read_at = -1; waited < 5000; waited++) {
+	long start = now_ms();
+	for (long waited = 0, read_at = -1; waited < 5000; waited = now_ms() - start) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		char answer[256];
 		int queued = 0;
@@ -96,8 +105,7 @@ int main(int argc, char **argv)
 			socklen_t from_len = sizeof from;
 			ssize_t n = recvfrom(fd, answer, sizeof answer - 1, 0,
 			                     (struct sockaddr *)&from, &from_len);
-			/* only the agent's socket answers: anything else that found our name is not
-			 */
+			/* an answer counts only from the agent's own socket */
 			if (n < 0 || from_len <= offsetof(struct sockaddr_un, sun_path) ||
 			    strncmp(from.sun_path, addr.sun_path, sizeof from.sun_path) != 0)
 				continue;
