@@ -1,6 +1,10 @@
 /* fsm.c: schema, command apply and snapshot/restore of the replicated SQLite database.
  * Reads live in fsm_query.c. See fsm.h for the rules apply follows (deterministic, never
  * fails, request-id dedup). */
+#include "config.h"
+#ifdef HAVE_SQLITE_PREUPDATE_HOOK
+#define SQLITE_ENABLE_PREUPDATE_HOOK 1 /* sqlite3.h declares the hook only with it */
+#endif
 #include "jobs/fsm.h"
 
 #include <ctype.h>
@@ -294,6 +298,70 @@ static void on_row_change(void *data, int op, const char *db_name, const char *t
 	}
 }
 
+#ifdef HAVE_SQLITE_PREUPDATE_HOOK
+/* Journals the node of an assignments row (column 2) that is about to change. */
+static void slot_node_add(struct fsm *f, sqlite3_value *node)
+{
+	const char *name = node != NULL ? (const char *)sqlite3_value_text(node) : NULL;
+	if (f->changed_slot_nodes_all)
+		return;
+	if (name == NULL || strlen(name) > FSM_NAME_MAX) { /* not a name this FSM writes */
+		f->changed_slot_nodes_all = 1;
+		return;
+	}
+	if (f->n_changed_slot_nodes > 0 &&
+	    strcmp(f->changed_slot_nodes[f->n_changed_slot_nodes - 1], name) == 0)
+		return; /* a job's ranks on one node are neighbours */
+	if (f->n_changed_slot_nodes == f->cap_changed_slot_nodes) {
+		int grow = f->cap_changed_slot_nodes ? f->cap_changed_slot_nodes * 2 : 256;
+		char(*grown)[FSM_NAME_MAX + 1] =
+		    grow <= FSM_CHANGED_MAX
+		        ? realloc(f->changed_slot_nodes, (size_t)grow * sizeof *grown)
+		        : NULL;
+		if (grown == NULL) {
+			f->changed_slot_nodes_all = 1;
+			f->n_changed_slot_nodes = 0;
+			return;
+		}
+		f->changed_slot_nodes = grown;
+		f->cap_changed_slot_nodes = grow;
+	}
+	strcpy(f->changed_slot_nodes[f->n_changed_slot_nodes++], name);
+}
+
+static void on_preupdate(void *data, sqlite3 *db, int op, const char *db_name, const char *table,
+                         sqlite3_int64 key1, sqlite3_int64 key2)
+{
+	struct fsm *f = data;
+	sqlite3_value *node = NULL;
+	(void)db_name, (void)key1, (void)key2;
+	if (strcmp(table, "assignments") != 0)
+		return;
+	if (sqlite3_preupdate_count(db) < 3) {
+		f->changed_slot_nodes_all = 1;
+		return;
+	}
+	if (op != SQLITE_INSERT)
+		slot_node_add(f, sqlite3_preupdate_old(db, 2, &node) == SQLITE_OK ? node : NULL);
+	if (op != SQLITE_DELETE)
+		slot_node_add(f, sqlite3_preupdate_new(db, 2, &node) == SQLITE_OK ? node : NULL);
+}
+#endif
+
+int fsm_slot_nodes_changed_take(struct fsm *f, const char (**names)[FSM_NAME_MAX + 1], int *n)
+{
+#ifdef HAVE_SQLITE_PREUPDATE_HOOK
+	int all = f->changed_slot_nodes_all;
+	f->changed_slot_nodes_all = 0;
+#else
+	int all = 1;
+#endif
+	*names = (const char(*)[FSM_NAME_MAX + 1]) f->changed_slot_nodes;
+	*n = all ? 0 : f->n_changed_slot_nodes;
+	f->n_changed_slot_nodes = 0;
+	return all;
+}
+
 static void submitted_forget(struct fsm *f)
 {
 	json_decref(f->submitted);
@@ -407,6 +475,8 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->changed_all = 1;
 	f->n_changed_nodes = 0;
 	f->changed_nodes_all = 1;
+	f->n_changed_slot_nodes = 0;
+	f->changed_slot_nodes_all = 1;
 	f->nodes_version++;
 	f->ckpt_version++;
 	f->auth_version++;
@@ -414,6 +484,9 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->events_max_known = 0;
 	submitted_forget(f);
 	sqlite3_update_hook(db, on_row_change, f);
+#ifdef HAVE_SQLITE_PREUPDATE_HOOK
+	sqlite3_preupdate_hook(db, on_preupdate, f);
+#endif
 	return 0;
 }
 
@@ -447,6 +520,9 @@ void fsm_close(struct fsm *f)
 	free(f->changed_nodes);
 	f->changed_nodes = NULL;
 	f->n_changed_nodes = f->cap_changed_nodes = 0;
+	free(f->changed_slot_nodes);
+	f->changed_slot_nodes = NULL;
+	f->n_changed_slot_nodes = f->cap_changed_slot_nodes = 0;
 	submitted_forget(f);
 	own_clear(f);
 	free(f->auth_cache);

@@ -71,6 +71,12 @@ struct fsm {
 	int64_t *changed_nodes; /* the same journal for the nodes table */
 	int n_changed_nodes, cap_changed_nodes;
 	int changed_nodes_all;
+	/* Process-local: the nodes whose fsm_node_slots may have changed since the last
+	 * fsm_slot_nodes_changed_take, by name (kept by SQLite's pre-update hook on the
+	 * assignments table: every insert, delete and update of a slot names its node) */
+	char (*changed_slot_nodes)[FSM_NAME_MAX + 1];
+	int n_changed_slot_nodes, cap_changed_slot_nodes;
+	int changed_slot_nodes_all; /* overflowed, restored, or no pre-update hook: every node */
 	/* bumped by every change to the checkpoints and checkpoint_restores tables and every
 	 * restore: what a cached heartbeat answer (scheduler/leader.c) read of them is stale */
 	uint64_t ckpt_version;
@@ -179,7 +185,7 @@ struct fsm_slot {
 };
 /* The slots of running jobs on one node, by job and rank (every heartbeat reads them: C, not
  * JSON). Returns how many, with *slots malloc'd (NULL when none; the caller frees it), or -1
- * without memory. A read that fails gives none, as a node without slots. */
+ * when they could not be read (no memory): never "none" for a failed read. */
 int fsm_node_slots(struct fsm *f, const char *node, struct fsm_slot **slots);
 /* Nodes without their token hashes: [{"id","state","host","port_base","devices","labels",
  * "version","cordoned","drain","registered_ms","updated_ms","reason"}...] by id; "drain" is
@@ -231,6 +237,14 @@ int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n);
 /* Whether fsm_nodes_changed_take would report anything. */
 int fsm_nodes_changed_pending(const struct fsm *f);
 json_t *fsm_node_by_rowid(struct fsm *f, int64_t rowid);
+/* The nodes whose slots (fsm_node_slots) may differ from what they were at the previous
+ * call: *names (borrowed until the next apply, take or restore) and *n, maybe repeated.
+ * Returns 1 instead when every node's may (first call, after a restore, past
+ * FSM_CHANGED_MAX names unread, or an SQLite built without the pre-update hook), so a
+ * cache of fsm_node_slots kept by the names is never stale. A node's slots change only
+ * through its assignments rows (a job's state reaches them by the assignments_running
+ * trigger, its generation only with new rows), which the hook sees. */
+int fsm_slot_nodes_changed_take(struct fsm *f, const char (**names)[FSM_NAME_MAX + 1], int *n);
 
 /* Integer setting from the replicated config table (default when unset). */
 int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt);

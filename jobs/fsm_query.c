@@ -219,10 +219,10 @@ int fsm_node_slots(struct fsm *f, const char *node, struct fsm_slot **slots)
 	                                  " AND j.state = 'running'");
 	*slots = NULL;
 	if (st == NULL)
-		return 0;
+		return -1;
 	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
-	int n = 0, cap = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
+	int n = 0, cap = 0, rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *job = (const char *)sqlite3_column_text(st, 0);
 		size_t len = (size_t)sqlite3_column_bytes(st, 0);
 		if (job == NULL || len >= FSM_ID_MAX)
@@ -244,6 +244,11 @@ int fsm_node_slots(struct fsm *f, const char *node, struct fsm_slot **slots)
 		slot->generation = sqlite3_column_int64(st, 2);
 	}
 	fsm_release(f, st);
+	if (rc != SQLITE_DONE) { /* not "no slots": that would stop every rank of the node */
+		free(*slots);
+		*slots = NULL;
+		return -1;
+	}
 	if (n > 1)
 		qsort(*slots, (size_t)n, sizeof **slots, slot_cmp);
 	return n;

@@ -83,6 +83,11 @@ struct soft_node {
 	void *watch_data;
 	uint64_t watch_deadline_ms;
 	int watch_pos;
+	/* the node's slots of running jobs as fsm_node_slots last read them while leading
+	 * (owned), valid while slots_cached and slots_epoch is the scheduler's: node_slots */
+	struct fsm_slot *slots;
+	int n_slots, slots_cached;
+	uint64_t slots_epoch;
 };
 
 /* A rank the detector flagged in the current generation. */
@@ -283,6 +288,9 @@ struct sched {
 	 * and the answers that said the node's desired set is unchanged (desired_tag), and
 	 * those that sent it with each job's shared part once (desired_shared) */
 	uint64_t desired_serials;
+	/* bumped when the FSM says every node's slots may have changed: the soft nodes' slot
+	 * copies of an older epoch are stale */
+	uint64_t slots_epoch;
 	uint64_t desired_unchanged_total;
 	uint64_t desired_shared_total;
 	/* proposals not committed: when the last one was logged, how many since were not,
@@ -626,6 +634,7 @@ static void soft_clear(struct sched *s)
 		json_decref(s->nodes[i].ranks);
 		free(s->nodes[i].report_keys);
 		json_decref(s->nodes[i].perf);
+		free(s->nodes[i].slots);
 	}
 	for (int i = 0; i < s->n_jobs; i++)
 		job_release(&s->jobs[i]);
@@ -2713,6 +2722,56 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
  * node changes are unread); NULL when it cannot be read. A cached set serves every heartbeat
  * of the job's nodes until the generation, a node's address or devices, or a checkpoint
  * changes: a heartbeat then costs a lookup per slot, not a rebuild of every rank's peers. */
+/* Drops the slot copies of the nodes whose slots the FSM changed since the last call. */
+static void slots_refresh(struct sched *s)
+{
+	const char(*names)[FSM_NAME_MAX + 1] = NULL;
+	int n = 0;
+	if (fsm_slot_nodes_changed_take(s->fsm, &names, &n)) {
+		s->slots_epoch++;
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		struct soft_node *node = node_find(s, names[i]);
+		if (node != NULL)
+			node->slots_cached = 0;
+	}
+}
+
+/* The node's slots of running jobs (fsm_node_slots). While leading they come from the soft
+ * node's copy, read again only once the FSM names the node as changed, so a heartbeat of a
+ * node whose slots stayed the same costs no SQL. *owned: what the caller frees (NULL when
+ * the slots are the copy's). Returns the count, or -1 when they could not be read. */
+static int node_slots(struct sched *s, const char *node, const struct fsm_slot **slots,
+                      struct fsm_slot **owned)
+{
+	struct soft_node *n = NULL;
+	*slots = *owned = NULL;
+	if (s->leading) {
+		slots_refresh(s);
+		n = node_find(s, node);
+	}
+	if (n != NULL && n->slots_cached && n->slots_epoch == s->slots_epoch) {
+		*slots = n->slots;
+		return n->n_slots;
+	}
+	struct fsm_slot *read = NULL;
+	int count = fsm_node_slots(s->fsm, node, &read);
+	if (count < 0)
+		return -1;
+	if (n == NULL) {
+		*slots = *owned = read;
+		return count;
+	}
+	free(n->slots);
+	n->slots = read;
+	n->n_slots = count;
+	n->slots_cached = 1;
+	n->slots_epoch = s->slots_epoch;
+	*slots = read;
+	return count;
+}
+
 static const json_t *desired_entries(struct sched *s, const char *job_id, int64_t generation,
                                      json_t *memo, uint64_t *serial)
 {
@@ -2820,8 +2879,9 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 	/* down: its ranks are being moved; anything it runs must stop */
 	int down =
 	    me == NULL || strcmp(json_string_value(json_object_get(me, "state")), "down") == 0;
-	struct fsm_slot *slots = NULL;
-	int n_slots = down ? 0 : fsm_node_slots(s->fsm, node, &slots);
+	const struct fsm_slot *slots = NULL;
+	struct fsm_slot *owned = NULL;
+	int n_slots = down ? 0 : node_slots(s, node, &slots, &owned);
 	json_t *memo = json_object();
 	size_t n_picked = 0;
 	struct picked_entry *picked =
@@ -2882,7 +2942,7 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 	}
 	free(picked);
 	json_decref(memo);
-	free(slots);
+	free(owned);
 	return desired;
 }
 

@@ -1,6 +1,8 @@
 /* test_fsm.c: the replicated state machine: determinism (byte-identical databases),
  * snapshot/restore, request-id dedup, errors as results, the event hash chain, tokens,
  * members and config. */
+#include "config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1508,6 +1510,141 @@ static void test_node_slots_by_job_and_rank(void **state)
 	fsm_close(&f);
 }
 
+/* A cache of fsm_node_slots kept the way the leader keeps it: each node's slots as a
+ * "job/rank@generation" text, dropped when fsm_slot_nodes_changed_take names the node (or
+ * says every node). */
+struct slot_cache {
+	struct fsm *f;
+	char text[2][256];
+	int cached[2];
+	int names_seen; /* names the journal gave, over every take */
+};
+static const char *const CACHE_NODES[2] = {"node-a", "node-b"};
+
+static void slots_text(struct fsm *f, const char *node, char *out, size_t size)
+{
+	struct fsm_slot *slots = NULL;
+	int n = fsm_node_slots(f, node, &slots);
+	assert_true(n >= 0);
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(out);
+		snprintf(out + len, size - len, "%s%s/%lld@%lld", len ? " " : "", slots[i].job,
+		         (long long)slots[i].rank, (long long)slots[i].generation);
+	}
+	free(slots);
+}
+
+/* Takes the journal, drops what it names, then checks every node's cached text against a
+ * fresh read (and caches it). Returns how many names the take gave (-1: every node). */
+static int cache_check(struct slot_cache *c)
+{
+	const char(*names)[FSM_NAME_MAX + 1] = NULL;
+	int n = 0, all = fsm_slot_nodes_changed_take(c->f, &names, &n);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < n; i++)
+			if (strcmp(names[i], CACHE_NODES[k]) == 0)
+				c->cached[k] = 0;
+	if (all)
+		c->cached[0] = c->cached[1] = 0;
+	c->names_seen += n;
+	for (int k = 0; k < 2; k++) {
+		char fresh[256];
+		slots_text(c->f, CACHE_NODES[k], fresh, sizeof fresh);
+		if (c->cached[k])
+			assert_string_equal(c->text[k], fresh);
+		snprintf(c->text[k], sizeof c->text[k], "%s", fresh);
+		c->cached[k] = 1;
+	}
+	return all ? -1 : n;
+}
+
+static void cache_apply(struct slot_cache *c, const char *op, const char *args, int64_t ts,
+                        int status)
+{
+	assert_int_equal(apply(c->f, op, args, NULL, ts, "yardd", "admin", NULL), status);
+	cache_check(c);
+}
+
+/* The journal of nodes whose slots changed keeps such a cache exact through placements on
+ * two nodes, refused placements (rolled back), every state change, a new generation, a
+ * delete and a restore; and it names only the nodes that changed. */
+static void test_slot_nodes_journal_keeps_a_cache_exact(void **state)
+{
+	struct fsm f, g;
+	struct yard_err err = {0};
+	struct slot_cache c = {.f = &f};
+	(void)state;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(cache_check(&c), -1); /* first take: every node */
+	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_int_equal(apply(&f, "node.register", NODE_B, NULL, T0, "nodes", "agent", NULL), 200);
+	submit_two_rank_jobs(&f, 3);
+#ifdef HAVE_SQLITE_PREUPDATE_HOOK
+	assert_int_equal(cache_check(&c), 0); /* nothing placed: no slot changed */
+#else
+	assert_int_equal(cache_check(&c), -1); /* no hook: the journal always says every node */
+#endif
+	const char *across = "{\"id\":\"%s\",\"generation\":%d,\"ranks\":[{\"node\":\"node-a\","
+	                     "\"device\":%d},{\"node\":\"node-b\",\"device\":%d}]}";
+	const char *on_a = "{\"id\":\"%s\",\"generation\":%d,\"ranks\":[{\"node\":\"node-a\","
+	                   "\"device\":0},{\"node\":\"node-a\",\"device\":1}]}";
+	char body[256];
+	snprintf(body, sizeof body, across, "j-000001", 1, 0, 0);
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0, "yardd", "admin", NULL), 200);
+#ifdef HAVE_SQLITE_PREUPDATE_HOOK
+	assert_int_equal(cache_check(&c), 2);
+#else
+	assert_int_equal(cache_check(&c), -1);
+#endif
+	assert_string_equal(c.text[0], "j-000001/0@1");
+	assert_string_equal(c.text[1], "j-000001/1@1");
+	/* refused: node-a:0 and node-b:0 are held */
+	snprintf(body, sizeof body, on_a, "j-000002", 1);
+	cache_apply(&c, "job.assign", body, T0, 409);
+	snprintf(body, sizeof body, across, "j-000002", 1, 1, 0);
+	cache_apply(&c, "job.assign", body, T0, 409);
+	snprintf(body, sizeof body, across, "j-000002", 1, 1, 1);
+	cache_apply(&c, "job.assign", body, T0, 200);
+	cache_apply(&c, "job.restart",
+	            "{\"id\":\"j-000001\",\"generation\":1,\"reason\":\"x\",\"max_restarts\":3}",
+	            T0 + 1, 200);
+	assert_string_equal(c.text[0], "j-000002/0@1");
+	snprintf(body, sizeof body, across, "j-000001", 2, 0, 0);
+	cache_apply(&c, "job.assign", body, T0 + 2, 200);
+	assert_string_equal(c.text[0], "j-000001/0@2 j-000002/0@1");
+	cache_apply(&c, "job.finish",
+	            "{\"id\":\"j-000002\",\"generation\":1,\"state\":\"succeeded\","
+	            "\"reason\":\"done\"}",
+	            T0 + 3, 200);
+	assert_string_equal(c.text[1], "j-000001/1@2");
+	cache_apply(&c, "job.delete", "{\"id\":\"j-000002\"}", T0 + 4, 200);
+	cache_apply(&c, "job.cancel", "{\"id\":\"j-000001\"}", T0 + 5, 200);
+	assert_string_equal(c.text[0], "");
+	snprintf(body, sizeof body, on_a, "j-000003", 1);
+	cache_apply(&c, "job.assign", body, T0 + 6, 200);
+	assert_string_equal(c.text[0], "j-000003/0@1 j-000003/1@1");
+	/* a restore replaces every slot at once */
+	restore_copy(&f, &g);
+	assert_int_equal(apply(&g, "job.finish",
+	                       "{\"id\":\"j-000003\",\"generation\":1,\"state\":\"failed\","
+	                       "\"reason\":\"x\"}",
+	                       NULL, T0 + 7, "yardd", "admin", NULL),
+	                 200);
+	unsigned char *img = NULL;
+	size_t len = 0;
+	assert_int_equal(fsm_serialize(&g, &img, &len, &err), 0);
+	assert_int_equal(fsm_restore(&f, img, len, &err), 0);
+	sqlite3_free(img);
+	assert_int_equal(cache_check(&c), -1);
+	assert_string_equal(c.text[0], "");
+#ifdef HAVE_SQLITE_PREUPDATE_HOOK
+	assert_true(c.names_seen > 0);
+#endif
+	fsm_close(&g);
+	fsm_close(&f);
+}
+
 static void test_auto_job_placement_records_plan(void **state)
 {
 	struct fsm f, g;
@@ -1590,6 +1727,7 @@ int main(void)
 	    cmocka_unit_test(test_nodes_and_placements),
 	    cmocka_unit_test(test_running_flag_follows_job_state),
 	    cmocka_unit_test(test_node_slots_by_job_and_rank),
+	    cmocka_unit_test(test_slot_nodes_journal_keeps_a_cache_exact),
 	    cmocka_unit_test(test_placement_refusals_name_the_first_bad_slot),
 	    cmocka_unit_test(test_placed_event_counts_ranks_per_node),
 	    cmocka_unit_test(test_auto_job_placement_records_plan),
