@@ -485,6 +485,11 @@ static void dump_value(struct jsonx_buf *b, const json_t *v, int sort_keys)
 	}
 }
 
+void jsonx_buf_put_json(struct jsonx_buf *b, const json_t *v)
+{
+	dump_value(b, v, 0);
+}
+
 char *jsonx_dumps_compact(const json_t *v, int sort_keys, size_t *len)
 {
 	struct jsonx_buf b = {0};

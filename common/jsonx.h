@@ -75,5 +75,7 @@ void jsonx_escape(const char *s, size_t n, void (*put)(void *ctx, const char *p,
  * to five times faster: what members store must not depend on which printer a build uses.
  * malloc'd, *len bytes; NULL without memory. */
 char *jsonx_dumps_compact(const json_t *v, int sort_keys, size_t *len);
+/* The same text appended to b (keys in the object's order). */
+void jsonx_buf_put_json(struct jsonx_buf *b, const json_t *v);
 
 #endif

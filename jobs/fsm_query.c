@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/common.h"
 #include "jobs/fsm.h"
 #include "jobs/fsm_internal.h"
 
@@ -385,9 +386,9 @@ static void auth_remember(struct fsm *f, const char *hash_hex, const char *role,
 	struct fsm_auth_entry *e = auth_find(f, hash_hex);
 	if (e == NULL || e->hash[0] != '\0')
 		return;
-	snprintf(e->hash, sizeof e->hash, "%s", hash_hex);
-	snprintf(e->role, sizeof e->role, "%s", role);
-	snprintf(e->name, sizeof e->name, "%s", name);
+	yard_strcopy(e->hash, sizeof e->hash, hash_hex);
+	yard_strcopy(e->role, sizeof e->role, role);
+	yard_strcopy(e->name, sizeof e->name, name);
 	f->auth_cache_used++;
 }
 
@@ -402,8 +403,8 @@ int fsm_auth_lookup(struct fsm *f, const char *hash_hex, char role[16], char nam
 	}
 	const struct fsm_auth_entry *e = auth_find(f, hash_hex);
 	if (e != NULL && e->hash[0] != '\0') {
-		snprintf(role, 16, "%s", e->role);
-		snprintf(name, FSM_NAME_MAX + 1, "%s", e->name);
+		yard_strcopy(role, 16, e->role);
+		yard_strcopy(name, FSM_NAME_MAX + 1, e->name);
 		return 0;
 	}
 	if (fsm_token_lookup(f, hash_hex, role, name, err) != 0) {

@@ -2925,7 +2925,9 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 		}
 	}
 	char hex[17];
-	snprintf(hex, sizeof hex, "%016llx", (unsigned long long)tag);
+	for (int k = 15; k >= 0; k--, tag >>= 4) /* "%016llx", for every heartbeat */
+		hex[k] = "0123456789abcdef"[tag & 15];
+	hex[16] = '\0';
 	if (as_text != NULL && tagged && their_tag != NULL && strcmp(their_tag, hex) == 0) {
 		put_str(as_text, "\"desired_unchanged\":true");
 		s->desired_unchanged_total++;
@@ -3117,8 +3119,8 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 			node_set_reports(n, reports);
 			reports = NULL;
 			n->last_seen_ms = mono_now(s);
-			snprintf(n->version, sizeof n->version, "%s", version);
-			snprintf(n->worker_version, sizeof n->worker_version, "%s", worker_version);
+			yard_strcopy(n->version, sizeof n->version, version);
+			yard_strcopy(n->worker_version, sizeof n->worker_version, worker_version);
 			n->free_disk_mb = free_disk_mb;
 			n->probe_port = (int)probe_port;
 			if (perf != NULL) {
@@ -3187,24 +3189,24 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
 		json_decref(me);
 		return NULL;
 	}
-	char *rest = json_dumps(answer, JSON_COMPACT); /* {"commands":...,...} */
-	json_decref(answer);
+	/* {"desired":...,"commands":...,...}: the answer's members printed after the desired
+	 * set, as json_dumps would print them */
 	struct jsonx_buf b = {0};
-	int failed = rest == NULL || rest[0] != '{';
-	if (!failed) {
-		jsonx_buf_put(&b, "{", 1);
-		desired_for(s, node, me, &b,
-		            json_string_value(json_object_get(body, "desired_tag")),
-		            json_is_true(json_object_get(body, "desired_shared")));
-		if (strcmp(rest, "{}") != 0) {
-			jsonx_buf_put(&b, ",", 1);
-			jsonx_buf_put(&b, rest + 1, strlen(rest + 1));
-		} else {
-			jsonx_buf_put(&b, "}", 1);
-		}
-		failed = b.failed;
+	jsonx_buf_put(&b, "{", 1);
+	desired_for(s, node, me, &b, json_string_value(json_object_get(body, "desired_tag")),
+	            json_is_true(json_object_get(body, "desired_shared")));
+	const char *key;
+	json_t *value;
+	json_object_foreach(answer, key, value)
+	{
+		jsonx_buf_put(&b, ",", 1);
+		jsonx_escape(key, strlen(key), jsonx_buf_put, &b);
+		jsonx_buf_put(&b, ":", 1);
+		jsonx_buf_put_json(&b, value);
 	}
-	free(rest);
+	jsonx_buf_put(&b, "}", 1);
+	int failed = b.failed;
+	json_decref(answer);
 	json_decref(me);
 	if (failed) {
 		free(b.text);

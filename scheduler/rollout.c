@@ -153,7 +153,7 @@ int rollout_driver_check_report(const json_t *upgrade, const char *what, struct 
 static void copy_str(char *dst, size_t len, const json_t *obj, const char *key)
 {
 	const char *s = json_string_value(json_object_get(obj, key));
-	snprintf(dst, len, "%s", s != NULL ? s : "");
+	yard_strcopy(dst, len, s != NULL ? s : "");
 }
 
 static void report_copy(struct rd_report *r, const json_t *up)

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -272,6 +273,23 @@ static void test_utf8_valid_and_sanitize(void **state)
 	}
 }
 
+/* yard_strcopy is snprintf(dst, size, "%s", src): whole when it fits, cut to size - 1 and
+ * terminated when not, nothing but the terminator at size 1. */
+static void test_strcopy_cuts_like_snprintf(void **state)
+{
+	(void)state;
+	const char *srcs[] = {"", "a", "node-7", "0123456789abcdef", "0123456789abcdefX"};
+	for (size_t i = 0; i < YARD_ARRAY_LEN(srcs); i++)
+		for (size_t size = 1; size <= 20; size++) {
+			char got[21], want[21];
+			memset(got, '#', sizeof got);
+			memset(want, '#', sizeof want);
+			yard_strcopy(got, size, srcs[i]);
+			snprintf(want, size, "%s", srcs[i]);
+			assert_memory_equal(got, want, sizeof got);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +302,7 @@ int main(void)
 	    cmocka_unit_test(test_typed_getters_name_field_and_range),
 	    cmocka_unit_test(test_strerror_covers_codes),
 	    cmocka_unit_test(test_base64_vectors_round_trip_and_strictness),
+	    cmocka_unit_test(test_strcopy_cuts_like_snprintf),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
