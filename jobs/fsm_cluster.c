@@ -15,6 +15,7 @@
 #include "jobs/spec.h"
 
 #define NODE_MAX_DEVICES 64
+_Static_assert(NODE_MAX_DEVICES <= 64, "devices_held keeps a node's devices in 64 bits");
 #define NODE_MAX_LABELS 16
 
 static const char *const NODE_STATES[] = {"up", "suspect", "down", NULL};
@@ -387,6 +388,29 @@ static int device_holder(struct fsm *f, const char *self, const char *node, int6
 	return held;
 }
 
+/* The devices of node held by running jobs other than self, as bits (NODE_MAX_DEVICES of
+ * them): one query per node of a placement instead of one per rank. -1 if unreadable. */
+static int devices_held(struct fsm *f, const char *self, const char *node, uint64_t *held)
+{
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT a.device FROM assignments a JOIN jobs j ON j.id = a.job"
+	                   " WHERE a.node = ?1 AND a.running = 1 AND j.state = 'running'"
+	                   " AND a.job != ?2");
+	int rc;
+	*held = 0;
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, self, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t device = sqlite3_column_int64(st, 0);
+		if (device >= 0 && device < NODE_MAX_DEVICES)
+			*held |= UINT64_C(1) << device;
+	}
+	fsm_release(f, st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 /* A placement's slots sorted by node, device and rank: what its checks and its summary read
  * instead of comparing every pair of slots (a placement of thousands of ranks is applied by
  * every member). */
@@ -583,8 +607,9 @@ static int slots_refusal(struct fsm *f, const char *id, const json_t *ranks, jso
 	static const char *const slot_keys[] = {"node", "device", NULL};
 	struct yard_err e = {0};
 	int *dup_of = slot_duplicates(ranks);
-	const char *usable = NULL; /* the last node found usable, and its devices */
+	const char *usable = NULL; /* the last node found usable, its devices, those held */
 	int64_t n_devices = 0;
+	uint64_t held_bits = 0;
 	int rc = 0;
 	size_t i;
 	json_t *slot;
@@ -612,6 +637,10 @@ static int slots_refusal(struct fsm *f, const char *id, const json_t *ranks, jso
 			usable = NULL;
 			if ((*refusal = node_usable(f, node, &n_devices)) != NULL)
 				break;
+			if (devices_held(f, id, node, &held_bits) != 0) {
+				rc = -1;
+				break;
+			}
 			usable = node;
 		}
 		if (device >= n_devices) {
@@ -625,7 +654,9 @@ static int slots_refusal(struct fsm *f, const char *id, const json_t *ranks, jso
 			                       prefix, node, (long long)device, dup_of[i]);
 			break;
 		}
-		int held = device_holder(f, id, node, device, holder);
+		/* the holder is read (by the query the bits came from) only to name it */
+		int held =
+		    (held_bits >> device) & 1 ? device_holder(f, id, node, device, holder) : 0;
 		if (held < 0) {
 			rc = -1;
 			break;
