@@ -88,6 +88,10 @@ struct soft_node {
 	struct fsm_slot *slots;
 	int n_slots, slots_cached;
 	uint64_t slots_epoch;
+	/* the committed row's state is "down" / its drain is "draining", as of nodes_version
+	 * row_flags_version - 1 (0: not read): node_row_flags */
+	int row_down, row_draining;
+	uint64_t row_flags_version;
 };
 
 /* A rank the detector flagged in the current generation. */
@@ -107,6 +111,7 @@ struct soft_note {
 struct check_slot {
 	int64_t rank;
 	const char *node;
+	int new_node; /* the first slot, or a node other than the slot before's */
 };
 
 struct soft_job {
@@ -1094,8 +1099,30 @@ static struct check_slot *check_slots_build(const json_t *layout)
 	{
 		slots[i].rank = json_integer_value(json_object_get(slot, "rank"));
 		slots[i].node = json_string_value(json_object_get(slot, "node"));
+		slots[i].new_node = i == 0 || slots[i].node == NULL || slots[i - 1].node == NULL ||
+		                    strcmp(slots[i].node, slots[i - 1].node) != 0;
 	}
 	return slots;
+}
+
+/* Whether node's committed row (in nodes_by_id, current with s->nodes_version) is down and
+ * whether it is draining: from the soft node n when it read them at this version, so that
+ * checking every running job costs no JSON lookups per node. */
+static void node_row_flags(struct sched *s, struct soft_node *n, const json_t *nodes_by_id,
+                           const char *node, int *down, int *draining)
+{
+	if (n != NULL && n->row_flags_version == s->nodes_version + 1) {
+		*down = n->row_down;
+		*draining = n->row_draining;
+		return;
+	}
+	*down = strcmp(node_state_of(nodes_by_id, node), "down") == 0;
+	*draining = node_draining(nodes_by_id, node);
+	if (n != NULL) {
+		n->row_down = *down;
+		n->row_draining = *draining;
+		n->row_flags_version = s->nodes_version + 1;
+	}
 }
 
 /* Looks at every rank of a running job's generation; proposes at most one decision. */
@@ -1110,19 +1137,17 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 	straggler_start(j);
 	/* a node's ranks are usually neighbours in the layout: its row and soft node are
 	 * looked up once for them */
-	const char *last_node = NULL;
-	int down = 0, draining = 0;
-	const struct soft_node *n = NULL;
+	int down = 0, draining = 0, looked = 0;
+	struct soft_node *n = NULL;
 	for (int i = 0; i < world; i++) {
 		int64_t rank = j->check_slots[i].rank;
 		const char *node = j->check_slots[i].node;
 		if (node == NULL)
 			continue; /* not something the FSM writes */
-		if (last_node == NULL || strcmp(node, last_node) != 0) {
-			last_node = node;
-			down = strcmp(node_state_of(nodes_by_id, node), "down") == 0;
-			draining = node_draining(nodes_by_id, node);
+		if (j->check_slots[i].new_node || !looked) {
+			looked = 1;
 			n = node_find(s, node);
+			node_row_flags(s, n, nodes_by_id, node, &down, &draining);
 		}
 		if (down) {
 			snprintf(failure, sizeof failure, "rank %lld on node %s: node down",
