@@ -2742,11 +2742,6 @@ static json_t *desired_build(struct sched *s, const char *job_id, int64_t *gener
 	return answer;
 }
 
-/* The desired entries of a running job's generation, as desired_build gives them (borrowed
- * from the soft job's cache, or from memo for a job the scheduler has not seen yet or while
- * node changes are unread); NULL when it cannot be read. A cached set serves every heartbeat
- * of the job's nodes until the generation, a node's address or devices, or a checkpoint
- * changes: a heartbeat then costs a lookup per slot, not a rebuild of every rank's peers. */
 /* Drops the slot copies of the nodes whose slots the FSM changed since the last call. */
 static void slots_refresh(struct sched *s)
 {
@@ -2797,6 +2792,11 @@ static int node_slots(struct sched *s, const char *node, const struct fsm_slot *
 	return count;
 }
 
+/* The desired entries of a running job's generation, as desired_build gives them (borrowed
+ * from the soft job's cache, or from memo for a job the scheduler has not seen yet or while
+ * node changes are unread); NULL when it cannot be read. A cached set serves every heartbeat
+ * of the job's nodes until the generation, a node's address or devices, or a checkpoint
+ * changes: a heartbeat then costs a lookup per slot, not a rebuild of every rank's peers. */
 static const json_t *desired_entries(struct sched *s, const char *job_id, int64_t generation,
                                      json_t *memo, uint64_t *serial)
 {
