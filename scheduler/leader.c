@@ -1137,15 +1137,14 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 	straggler_start(j);
 	/* a node's ranks are usually neighbours in the layout: its row and soft node are
 	 * looked up once for them */
-	int down = 0, draining = 0, looked = 0;
+	int down = 0, draining = 0;
 	struct soft_node *n = NULL;
 	for (int i = 0; i < world; i++) {
 		int64_t rank = j->check_slots[i].rank;
 		const char *node = j->check_slots[i].node;
 		if (node == NULL)
 			continue; /* not something the FSM writes */
-		if (j->check_slots[i].new_node || !looked) {
-			looked = 1;
+		if (j->check_slots[i].new_node) { /* the first slot that names a node is one */
 			n = node_find(s, node);
 			node_row_flags(s, n, nodes_by_id, node, &down, &draining);
 		}
