@@ -24,7 +24,9 @@ tests_unit_test_agent_metrics_LDADD = jobs/libjobsfsm.a common/libcommon.a $(CMO
 	$(UV_LIBS) $(JANSSON_LIBS) $(CURL_LIBS) $(SQLITE_LIBS)
 TESTS += tests/unit/test_agent_metrics
 check_PROGRAMS += tests/unit/test_ranklog
-tests_unit_test_ranklog_SOURCES = tests/unit/test_ranklog.c agent/ranklog.c agent/ranklog.h
-tests_unit_test_ranklog_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_ranklog_SOURCES = tests/unit/test_ranklog.c agent/ranklog.c agent/ranklog.h \
+	agent/shim.c
+tests_unit_test_ranklog_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) \
+	$(CURL_CFLAGS)
 tests_unit_test_ranklog_LDADD = common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
 TESTS += tests/unit/test_ranklog

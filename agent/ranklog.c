@@ -5,12 +5,15 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
 
-#define ROTATE_COPY_ROUNDS 4
+#define ROTATE_LOCK_TRIES 20
+#define ROTATE_LOCK_PAUSE_NS 50000 /* 50 us: at most 1 ms of the agent's loop */
 
 void rank_log_init(struct rank_log *l, const char *path)
 {
@@ -30,43 +33,95 @@ int64_t rank_log_end(const struct rank_log *l)
 	return l->base + file_size(l->path);
 }
 
+int rank_log_write(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	size_t done = 0;
+	while (flock(fd, LOCK_SH) != 0 && errno == EINTR)
+		;
+	while (done < len) {
+		ssize_t n = write(fd, p + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	flock(fd, LOCK_UN);
+	return done == len ? 0 : -1;
+}
+
+/* Appends what in holds from *copied on to out. */
+static int copy_rest(int in, int out, int64_t *copied)
+{
+	char buf[65536];
+	ssize_t n;
+	while ((n = pread(in, buf, sizeof buf, *copied)) > 0) {
+		if (write(out, buf, (size_t)n) != n)
+			return -1;
+		*copied += n;
+	}
+	return n < 0 ? -1 : 0;
+}
+
+/* The exclusive lock, tried a few times without blocking: a writer holds its shared lock
+ * for one write, but one stopped by SIGSTOP in between would hold it for as long as it is
+ * stopped, and the agent's loop must not wait on that. */
+static int lock_exclusive(int fd)
+{
+	for (int i = 0; i < ROTATE_LOCK_TRIES; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return -1;
+		struct timespec pause = {0, ROTATE_LOCK_PAUSE_NS};
+		nanosleep(&pause, NULL);
+	}
+	errno = EWOULDBLOCK;
+	return -1;
+}
+
 int rank_log_rotate(struct rank_log *l, int64_t max_bytes)
 {
-	char rotated[PATH_MAX + 4], buf[65536];
+	char rotated[PATH_MAX + 4], tmp[PATH_MAX + 8];
 	struct stat st;
 	int64_t copied = 0;
-	ssize_t n;
-	int in, out, rc = -1;
+	int in, out, locked = 0, rc = -1;
 
 	if (l->path[0] == '\0' || stat(l->path, &st) != 0 || st.st_size <= max_bytes)
 		return 0;
 	snprintf(rotated, sizeof rotated, "%s.1", l->path);
+	snprintf(tmp, sizeof tmp, "%s.1.tmp", l->path);
 	in = open(l->path, O_RDWR | O_CLOEXEC);
-	out = open(rotated, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (in < 0 || out < 0)
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (in < 0 || out < 0 || copy_rest(in, out, &copied) != 0)
 		goto done;
-	/* copy until the size stops growing (bounded: a rank printing without pause loses
-	 * only what it writes in the last round's window) */
-	for (int round = 0; round < ROTATE_COPY_ROUNDS; round++) {
-		while ((n = pread(in, buf, sizeof buf, copied)) > 0) {
-			if (write(out, buf, (size_t)n) != n)
-				goto done;
-			copied += n;
-		}
-		if (n < 0 || fstat(in, &st) != 0)
-			goto done;
-		if (st.st_size <= copied)
-			break;
+	/* what was written during that copy, and the truncation, under the lock: a writer
+	 * that locks (the rank's shim) has no write in between to lose */
+	if (lock_exclusive(in) != 0) {
+		if (errno == EWOULDBLOCK)
+			rc = 0; /* busy now: the next look rotates */
+		goto done;
 	}
-	if (ftruncate(in, 0) != 0)
+	locked = 1;
+	if (copy_rest(in, out, &copied) != 0 || fstat(in, &st) != 0 || ftruncate(in, 0) != 0)
 		goto done;
+	flock(in, LOCK_UN);
+	locked = 0;
 	l->rot_start = l->base;
-	l->rot_len = copied;
+	/* FILE.1 not in place would give wrong bytes at those offsets: say they are gone */
+	l->rot_len = rename(tmp, rotated) == 0 ? copied : 0;
+	/* a writer that does not lock may have written between the stat and the truncation:
+	 * those bytes are lost, the offsets of later ones stay right */
 	l->base += YARD_MAX((int64_t)st.st_size, copied);
 	rc = 1;
 done:
 	if (rc < 0)
 		log_warn("cannot rotate %s: %s", l->path, strerror(errno));
+	if (locked)
+		flock(in, LOCK_UN);
+	if (rc != 1 || l->rot_len == 0)
+		unlink(tmp);
 	if (in >= 0)
 		close(in);
 	if (out >= 0)

@@ -1,6 +1,10 @@
 /* test_ranklog.c: an agent's rank log as a stream (agent/ranklog.h): pieces in order across
  * a rotation, nothing sent twice once acknowledged, a gap when bytes were rotated out twice
- * before being sent, and the tail resent after a leader change. Real files in a temp dir. */
+ * before being sent, and the tail resent after a leader change; a writer that locks loses
+ * nothing to rotations, and the rank shim (agent/shim.c) writes the rank's output that way
+ * and has all of it in the log before it records the exit. Real files and processes in a
+ * temp dir. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,10 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "agent/agent.h"
 #include "agent/ranklog.h"
 
 static char dir[64];
@@ -112,12 +121,161 @@ static void test_rewind_resends_only_the_tail(void **state)
 	assert_int_equal(l.pending_end, -1);
 }
 
+/* reads the whole file (malloc'd, NUL-terminated; "" when it does not exist) */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *text = calloc(1, 1 << 20);
+	assert_non_null(text);
+	if (f != NULL) {
+		size_t n = fread(text, 1, (1 << 20) - 1, f);
+		text[n] = '\0';
+		fclose(f);
+	}
+	return text;
+}
+
+static void test_rotation_waits_for_a_writer_holding_the_lock(void **state)
+{
+	struct rank_log l;
+	char path[128], rotated[140];
+	snprintf(path, sizeof path, "%s/d.log", dir);
+	snprintf(rotated, sizeof rotated, "%s.1", path);
+	rank_log_init(&l, path);
+	append(path, "0123456789\n");
+	int fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_SH), 0); /* a write in progress */
+	assert_int_equal(rank_log_rotate(&l, 5), 0);
+	assert_int_equal(access(rotated, F_OK), -1); /* neither FILE.1 nor FILE touched */
+	char *text = slurp(path);
+	assert_string_equal(text, "0123456789\n");
+	free(text);
+	assert_int_equal(l.base, 0);
+	assert_int_equal(flock(fd, LOCK_UN), 0);
+	assert_int_equal(rank_log_rotate(&l, 5), 1);
+	assert_int_equal(l.base, 11);
+	text = slurp(rotated);
+	assert_string_equal(text, "0123456789\n");
+	free(text);
+	close(fd);
+}
+
+#define LINES 20000
+
+/* A writer appending numbered lines through rank_log_write while the log is rotated at 256
+ * bytes over and over, and everything shipped after each rotation: every line arrives, once,
+ * in order, with no gap (without the lock, lines written between a rotation's last copy and
+ * its truncation are lost). */
+static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
+{
+	struct rank_log l;
+	char path[128], buf[4096];
+	size_t cap = (size_t)LINES * 16, got_len = 0;
+	char *got = malloc(cap);
+	assert_non_null(got);
+	snprintf(path, sizeof path, "%s/e.log", dir);
+	rank_log_init(&l, path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	assert_true(fd >= 0);
+	pid_t writer = fork();
+	assert_true(writer >= 0);
+	if (writer == 0) {
+		for (int i = 0; i < LINES; i++) {
+			char line[32];
+			int n = snprintf(line, sizeof line, "line %06d\n", i);
+			if (rank_log_write(fd, line, (size_t)n) != 0)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(fd);
+	int rotations = 0, status = 0, done = 0;
+	while (!done) {
+		done = waitpid(writer, &status, WNOHANG) == writer;
+		rotations += rank_log_rotate(&l, 256) == 1;
+		int64_t off;
+		size_t n;
+		while ((n = rank_log_next(&l, sizeof buf, &off, buf)) > 0) {
+			assert_int_equal(off, l.shipped); /* no gap */
+			assert_true(got_len + n <= cap);
+			memcpy(got + got_len, buf, n);
+			got_len += n;
+			l.shipped = off + (int64_t)n;
+		}
+	}
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(rotations > 10);
+	assert_int_equal(got_len, (size_t)LINES * 12);
+	for (int i = 0; i < LINES; i++) {
+		char line[32];
+		snprintf(line, sizeof line, "line %06d\n", i);
+		if (memcmp(got + (size_t)i * 12, line, 12) != 0)
+			fail_msg("line %d is \"%.11s\" after %d rotations", i, got + (size_t)i * 12,
+			         rotations);
+	}
+	free(got);
+}
+
+/* The shim under a held exclusive lock (a rotation in progress): the command's output waits
+ * in the pipe and the exit is not recorded; released, both lines are in the log, in the
+ * order written, before the exit record appears. */
+static void test_the_shim_writes_the_output_under_the_lock(void **state)
+{
+	char path[128], exit_path[128], marker[128], script[512];
+	snprintf(path, sizeof path, "%s/f.log", dir);
+	snprintf(exit_path, sizeof exit_path, "%s/f.exit", dir);
+	snprintf(marker, sizeof marker, "%s/f.printed", dir);
+	snprintf(script, sizeof script, "echo out; echo err >&2; : > %s; exit 3", marker);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	assert_true(fd >= 0);
+	int lock = open(path, O_RDONLY);
+	assert_true(lock >= 0);
+	assert_int_equal(flock(lock, LOCK_EX), 0);
+	pid_t shim = fork();
+	assert_true(shim >= 0);
+	if (shim == 0) {
+		char *argv[] = {"yard-agent", "--rank-shim", exit_path, "--",
+		                "sh",         "-c",          script,    NULL};
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		_exit(shim_main(7, argv));
+	}
+	close(fd);
+	/* bounded: the command prints and marks within 10 s */
+	for (int i = 0; i < 10000 && access(marker, F_OK) != 0; i++) {
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+	assert_int_equal(access(marker, F_OK), 0);
+	char *text = slurp(path);
+	assert_string_equal(text, ""); /* the shim waits for the lock */
+	free(text);
+	assert_int_equal(access(exit_path, F_OK), -1);
+	assert_int_equal(flock(lock, LOCK_UN), 0);
+	int status = 0;
+	assert_int_equal(waitpid(shim, &status, 0), shim);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 3);
+	text = slurp(path);
+	assert_string_equal(text, "out\nerr\n");
+	free(text);
+	int code = -1, sig = -1;
+	assert_int_equal(shim_read_exit(exit_path, &code, &sig), 0);
+	assert_int_equal(code, 3);
+	assert_int_equal(sig, 0);
+	close(lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_pieces_follow_across_rotation),
 	    cmocka_unit_test(test_rotated_twice_before_sending_is_a_gap),
 	    cmocka_unit_test(test_rewind_resends_only_the_tail),
+	    cmocka_unit_test(test_rotation_waits_for_a_writer_holding_the_lock),
+	    cmocka_unit_test(test_a_locking_writer_loses_nothing_to_rotations),
+	    cmocka_unit_test(test_the_shim_writes_the_output_under_the_lock),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
