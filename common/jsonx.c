@@ -2,9 +2,10 @@
 #include "common/jsonx.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void jsonx_path(char *out, size_t out_len, const char *prefix, const char *key)
@@ -307,70 +308,159 @@ int jsonx_get_string(const json_t *obj, const char *prefix, const char *key, int
 
 /* ---- jsonx_dumps_compact ---- */
 
+/* Room for n more bytes and the NUL; 0, or -1 (failed). */
+static int reserve(struct jsonx_buf *b, size_t n)
+{
+	if (b->failed)
+		return -1;
+	if (b->len + n + 1 <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + n + 1)
+		cap *= 2;
+	char *grown = realloc(b->text, cap);
+	if (grown == NULL) {
+		b->failed = 1;
+		return -1;
+	}
+	b->text = grown;
+	b->cap = cap;
+	return 0;
+}
+
 void jsonx_buf_put(void *ctx, const char *s, size_t n)
 {
 	struct jsonx_buf *b = ctx;
-	if (b->failed)
+	if (reserve(b, n) != 0)
 		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *grown = realloc(b->text, cap);
-		if (grown == NULL) {
-			b->failed = 1;
-			return;
-		}
-		b->text = grown;
-		b->cap = cap;
-	}
 	memcpy(b->text + b->len, s, n);
 	b->len += n;
 	b->text[b->len] = '\0';
 }
 
+/* The escape of a byte that JSON text cannot hold as it is ('"', '\\', control
+ * characters) into out; returns its length (2 or 6). */
+static size_t escape_byte(unsigned char ch, char *out)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	out[0] = '\\';
+	switch (ch) {
+	case '"':
+		out[1] = '"';
+		return 2;
+	case '\\':
+		out[1] = '\\';
+		return 2;
+	case '\b':
+		out[1] = 'b';
+		return 2;
+	case '\f':
+		out[1] = 'f';
+		return 2;
+	case '\n':
+		out[1] = 'n';
+		return 2;
+	case '\r':
+		out[1] = 'r';
+		return 2;
+	case '\t':
+		out[1] = 't';
+		return 2;
+	default:
+		memcpy(out + 1, "u00", 3);
+		out[4] = hex[ch >> 4];
+		out[5] = hex[ch & 15];
+		return 6;
+	}
+}
+
+static int plain_byte(unsigned char ch)
+{
+	return ch >= 0x20 && ch != '"' && ch != '\\';
+}
+
 void jsonx_escape(const char *s, size_t n, void (*put)(void *ctx, const char *p, size_t len),
                   void *ctx)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	size_t run = 0; /* bytes copied as they are, pending */
 	put(ctx, "\"", 1);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
-		if (ch >= 0x20 && ch != '"' && ch != '\\') {
+		if (plain_byte(ch)) {
 			run++;
 			continue;
 		}
 		if (run > 0)
 			put(ctx, s + i - run, run);
 		run = 0;
-		char esc[6] = {'\\', 0};
-		size_t k = 2;
-		switch (ch) {
-		case '"': esc[1] = '"'; break;
-		case '\\': esc[1] = '\\'; break;
-		case '\b': esc[1] = 'b'; break;
-		case '\f': esc[1] = 'f'; break;
-		case '\n': esc[1] = 'n'; break;
-		case '\r': esc[1] = 'r'; break;
-		case '\t': esc[1] = 't'; break;
-		default:
-			memcpy(esc, "\\u00", 4);
-			esc[4] = hex[ch >> 4];
-			esc[5] = hex[ch & 15];
-			k = 6;
-		}
-		put(ctx, esc, k);
+		char esc[6];
+		put(ctx, esc, escape_byte(ch, esc));
 	}
 	if (run > 0)
 		put(ctx, s + n - run, run);
 	put(ctx, "\"", 1);
 }
 
+/* jsonx_buf_put for the dumper's many short pieces: no call when there is room */
+static inline void put(struct jsonx_buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 <= b->cap) {
+		memcpy(b->text + b->len, s, n);
+		b->len += n;
+		b->text[b->len] = '\0';
+	} else {
+		jsonx_buf_put(b, s, n);
+	}
+}
+
+/* jsonx_escape's text, written straight into the buffer */
 static void dump_string(struct jsonx_buf *b, const char *s, size_t n)
 {
-	jsonx_escape(s, n, jsonx_buf_put, b);
+	if (reserve(b, 6 * n + 2) != 0)
+		return;
+	char *out = b->text + b->len;
+	*out++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (plain_byte(ch))
+			*out++ = (char)ch;
+		else
+			out += escape_byte(ch, out);
+	}
+	*out++ = '"';
+	*out = '\0';
+	b->len = (size_t)(out - b->text);
 }
+
+/* an object's member, for dumping in key order */
+struct member {
+	const char *key;
+	const json_t *value;
+};
+
+static int member_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct member *)a)->key, ((const struct member *)b)->key);
+}
+
+/* "%" JSON_INTEGER_FORMAT without printf (out: at least 21 bytes); returns the length. */
+static size_t format_int(char *out, json_int_t v)
+{
+	char digits[24];
+	size_t n = 0, len = 0;
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+	do {
+		digits[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (v < 0)
+		out[len++] = '-';
+	while (n > 0)
+		out[len++] = digits[--n];
+	return len;
+}
+
+#define REAL_CACHE 64
 
 /* jansson's real format: "%.17g", ".0" when neither '.' nor 'e' shows, and an exponent
  * without '+' or leading zeros */
@@ -380,8 +470,23 @@ static void dump_real(struct jsonx_buf *b, double v)
 	if (v > -1e15 && v < 1e15 && v == (double)(long long)v && !(v == 0 && signbit(v))) {
 		/* an integral value: "%.17g" prints its digits, then ".0" comes (the common case
 		 * in specs, and glibc's "%.17g" is the slow part of printing one) */
-		int k = snprintf(buf, sizeof buf, "%lld.0", (long long)v);
-		jsonx_buf_put(b, buf, (size_t)k);
+		size_t k = format_int(buf, (json_int_t)v);
+		memcpy(buf + k, ".0", 2);
+		put(b, buf, k + 2);
+		return;
+	}
+	/* the same few values (a spec's defaults) come again and again: the text of the last
+	 * ones seen, per thread, by their bits */
+	static _Thread_local struct {
+		uint64_t bits;
+		uint8_t len; /* 0: empty */
+		char text[31];
+	} cache[REAL_CACHE];
+	uint64_t bits;
+	memcpy(&bits, &v, sizeof bits);
+	unsigned slot = (unsigned)((bits * 0x9E3779B97F4A7C15ULL) >> 58) % REAL_CACHE;
+	if (cache[slot].len > 0 && cache[slot].bits == bits) {
+		put(b, cache[slot].text, cache[slot].len);
 		return;
 	}
 	int n = snprintf(buf, sizeof buf, "%.17g", v);
@@ -406,12 +511,12 @@ static void dump_real(struct jsonx_buf *b, double v)
 			n = (int)strlen(buf);
 		}
 	}
-	jsonx_buf_put(b, buf, (size_t)n);
-}
-
-static int key_cmp(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	if ((size_t)n < sizeof cache[slot].text) {
+		cache[slot].bits = bits;
+		cache[slot].len = (uint8_t)n;
+		memcpy(cache[slot].text, buf, (size_t)n);
+	}
+	put(b, buf, (size_t)n);
 }
 
 static void dump_value(struct jsonx_buf *b, const json_t *v, int sort_keys)
@@ -422,65 +527,76 @@ static void dump_value(struct jsonx_buf *b, const json_t *v, int sort_keys)
 		size_t n = json_object_size(v), i = 0;
 		const char *key;
 		json_t *value;
-		jsonx_buf_put(b, "{", 1);
+		put(b, "{", 1);
 		if (!sort_keys || n < 2) {
 			json_object_foreach((json_t *)v, key, value)
 			{
 				if (i++ > 0)
-					jsonx_buf_put(b, ",", 1);
+					put(b, ",", 1);
 				dump_string(b, key, strlen(key));
-				jsonx_buf_put(b, ":", 1);
+				put(b, ":", 1);
 				dump_value(b, value, sort_keys);
 			}
 		} else {
-			const char **keys = malloc(n * sizeof *keys);
-			if (keys == NULL) {
+			/* members in key order: a spec built or read in key order (most of what is
+			 * dumped) needs no sort; a small object needs no malloc */
+			struct member small[16], *m = n <= 16 ? small : malloc(n * sizeof *m);
+			int sorted = 1;
+			if (m == NULL) {
 				b->failed = 1;
 				return;
 			}
-			json_object_foreach((json_t *)v, key, value) keys[i++] = key;
-			qsort(keys, n, sizeof *keys, key_cmp);
+			json_object_foreach((json_t *)v, key, value)
+			{
+				m[i].key = key;
+				m[i].value = value;
+				sorted &= i == 0 || strcmp(m[i - 1].key, key) < 0;
+				i++;
+			}
+			if (!sorted)
+				qsort(m, n, sizeof *m, member_cmp);
 			for (i = 0; i < n; i++) {
 				if (i > 0)
-					jsonx_buf_put(b, ",", 1);
-				dump_string(b, keys[i], strlen(keys[i]));
-				jsonx_buf_put(b, ":", 1);
-				dump_value(b, json_object_get(v, keys[i]), sort_keys);
+					put(b, ",", 1);
+				dump_string(b, m[i].key, strlen(m[i].key));
+				put(b, ":", 1);
+				dump_value(b, m[i].value, sort_keys);
 			}
-			free(keys);
+			if (m != small)
+				free(m);
 		}
-		jsonx_buf_put(b, "}", 1);
+		put(b, "}", 1);
 		break;
 	}
 	case JSON_ARRAY: {
-		jsonx_buf_put(b, "[", 1);
+		put(b, "[", 1);
 		for (size_t i = 0; i < json_array_size(v); i++) {
 			if (i > 0)
-				jsonx_buf_put(b, ",", 1);
+				put(b, ",", 1);
 			dump_value(b, json_array_get(v, i), sort_keys);
 		}
-		jsonx_buf_put(b, "]", 1);
+		put(b, "]", 1);
 		break;
 	}
 	case JSON_STRING:
 		dump_string(b, json_string_value(v), json_string_length(v));
 		break;
 	case JSON_INTEGER: {
-		int n = snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-		jsonx_buf_put(b, num, (size_t)n);
+		size_t n = format_int(num, json_integer_value(v));
+		put(b, num, n);
 		break;
 	}
 	case JSON_REAL:
 		dump_real(b, json_real_value(v));
 		break;
 	case JSON_TRUE:
-		jsonx_buf_put(b, "true", 4);
+		put(b, "true", 4);
 		break;
 	case JSON_FALSE:
-		jsonx_buf_put(b, "false", 5);
+		put(b, "false", 5);
 		break;
 	case JSON_NULL:
-		jsonx_buf_put(b, "null", 4);
+		put(b, "null", 4);
 		break;
 	}
 }
@@ -493,7 +609,7 @@ void jsonx_buf_put_json(struct jsonx_buf *b, const json_t *v)
 char *jsonx_dumps_compact(const json_t *v, int sort_keys, size_t *len)
 {
 	struct jsonx_buf b = {0};
-	if (v == NULL)
+	if (v == NULL || reserve(&b, 1023) != 0) /* a spec's text fits: no growing */
 		return NULL;
 	dump_value(&b, v, sort_keys);
 	if (b.failed || b.text == NULL) {

@@ -239,6 +239,41 @@ static void test_dumps_compact_matches_jansson(void **state)
 		}
 		json_decref(doc);
 	}
+	/* jsonx_escape (the piece by piece form, which the events' hash chain reads) gives the
+	 * same text as a dumped string */
+	for (int round = 0; round < 2000; round++) {
+		char text[64];
+		random_text(text, sizeof text);
+		json_t *str = json_string(text);
+		char *want = json_dumps(str, JSON_COMPACT | JSON_ENCODE_ANY);
+		struct jsonx_buf b = {0};
+		jsonx_escape(text, strlen(text), jsonx_buf_put, &b);
+		assert_non_null(b.text);
+		assert_string_equal(b.text, want);
+		free(b.text);
+		free(want);
+		json_decref(str);
+	}
+	/* objects of more members than fit on the stack, in key order and in reverse order,
+	 * and reals that come again (the cache of their text) */
+	for (int order = 0; order < 2; order++) {
+		json_t *doc = json_object();
+		for (int i = 0; i < 40; i++) {
+			char key[16];
+			int k = order ? 39 - i : i;
+			snprintf(key, sizeof key, "k%02d", k);
+			json_object_set_new(doc, key, json_real(k % 3 ? 0.1 * k : -1e-7 * k));
+		}
+		char *want = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+		for (int again = 0; again < 2; again++) {
+			char *got = jsonx_dumps_compact(doc, 1, NULL);
+			assert_non_null(got);
+			assert_string_equal(got, want);
+			free(got);
+		}
+		free(want);
+		json_decref(doc);
+	}
 }
 
 /* What json_string takes, and the repair of text quoted from a client: every byte that does
