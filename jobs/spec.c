@@ -151,11 +151,12 @@ static int get_string(const json_t *obj, const char *prefix, const char *key, in
 	int rc = jsonx_get_string(obj, prefix, key, required, max_len, &s, err);
 	if (rc != 0 || s == NULL)
 		return rc;
-	jsonx_path(path, sizeof path, prefix, key);
-	if (strlen(s) != json_string_length(json_object_get(obj, key)))
-		return yard_err_set(err, YARD_EINVAL, "%s: contains a NUL byte", path);
-	if (s[0] == '\0')
-		return yard_err_set(err, YARD_EINVAL, "%s: must not be empty", path);
+	int nul = strlen(s) != json_string_length(json_object_get(obj, key));
+	if (nul || s[0] == '\0') {
+		jsonx_path(path, sizeof path, prefix, key);
+		return yard_err_set(err, YARD_EINVAL, "%s: %s", path,
+		                    nul ? "contains a NUL byte" : "must not be empty");
+	}
 	*out = s;
 	return 0;
 }
@@ -168,11 +169,12 @@ static int get_enum(const json_t *obj, const char *prefix, const char *key,
 	int rc = get_string(obj, prefix, key, 0, 32, &s, err);
 	if (rc != 0 || s == NULL)
 		return rc;
-	for (int i = 0; names[i] != NULL; i++) {
+	for (int i = 0; names[i] != NULL; i++)
 		if (strcmp(s, names[i]) == 0) {
 			*out = i;
 			return 0;
 		}
+	for (int i = 0; names[i] != NULL; i++) {
 		size_t n = strlen(choices);
 		snprintf(choices + n, sizeof choices - n, "%s\"%s\"", i ? ", " : "", names[i]);
 	}
@@ -189,9 +191,10 @@ static int get_object(const json_t *obj, const char *prefix, const char *key, co
 	*out = NULL;
 	if (v == NULL || json_is_null(v))
 		return 0;
-	jsonx_path(path, sizeof path, prefix, key);
-	if (!json_is_object(v))
+	if (!json_is_object(v)) {
+		jsonx_path(path, sizeof path, prefix, key);
 		return yard_err_set(err, YARD_EINVAL, "%s: must be an object", path);
+	}
 	*out = v;
 	return 0;
 }

@@ -468,6 +468,18 @@ static void test_limits_on_lists(void **state)
 	assert_int_equal(jobspec_parse(v, &spec, &err), YARD_EINVAL);
 	assert_string_equal(err.msg, "env.A: contains a NUL byte");
 	json_decref(v);
+	v = json_pack("{s:s,s:{s:s}}", "name", "n", "checkpoint", "store", "");
+	assert_int_equal(jobspec_parse(v, &spec, &err), YARD_EINVAL);
+	assert_string_equal(err.msg, "checkpoint.store: must not be empty");
+	json_decref(v);
+	v = json_pack("{s:s,s:{s:i}}", "name", "n", "checkpoint", "store", 3);
+	assert_int_equal(jobspec_parse(v, &spec, &err), YARD_EINVAL);
+	assert_string_equal(err.msg, "checkpoint.store: must be a string");
+	json_decref(v);
+	v = json_pack("{s:s,s:i}", "name", "n", "checkpoint", 3);
+	assert_int_equal(jobspec_parse(v, &spec, &err), YARD_EINVAL);
+	assert_string_equal(err.msg, "checkpoint: must be an object");
+	json_decref(v);
 
 	/* strings: the dataset path is bounded by JOBSPEC_PATH_MAX */
 	char path[JOBSPEC_PATH_MAX + 2];
