@@ -698,84 +698,125 @@ static json_t *env_to_json(const struct jobspec *s)
 	return env;
 }
 
+/* Members by hand (json_pack reads its format on every call), each object's in key order
+ * (what the sorted dump of the stored spec finds already sorted). */
+static void put_int(json_t *o, const char *key, json_int_t v)
+{
+	json_object_set_new_nocheck(o, key, json_integer(v));
+}
+
+static void put_real(json_t *o, const char *key, double v)
+{
+	json_object_set_new_nocheck(o, key, json_real(v));
+}
+
+static void put_str(json_t *o, const char *key, const char *v)
+{
+	json_object_set_new_nocheck(o, key, json_string(v));
+}
+
 json_t *jobspec_to_json(const struct jobspec *s)
 {
 	const struct jobspec_failure *f = &s->failure;
 	const struct jobspec_debug *d = &s->debug;
-	json_t *o = json_object();
+	json_t *o = json_object(), *x;
 
-	json_object_set_new(o, "name", json_string(s->name));
-	json_object_set_new(o, "priority", json_integer(s->priority));
+	x = json_object();
+	put_int(x, "every_steps", s->checkpoint.every_steps);
+	put_int(x, "keep", s->checkpoint.keep);
+	put_str(x, "store", s->checkpoint.store);
+	json_object_set_new_nocheck(o, "checkpoint", x);
 	if (s->is_command) {
 		json_t *argv = json_array();
 		for (int i = 0; i < s->argc; i++)
 			json_array_append_new(argv, json_string(s->argv[i]));
-		json_object_set_new(o, "command", argv);
-	} else {
-		const struct jobspec_model *m = &s->model;
-		const struct jobspec_train *t = &s->train;
-		const struct jobspec_parallel *p = &s->parallel;
-		json_object_set_new(o, "model",
-		                    json_pack("{s:i,s:i,s:i,s:i,s:i,s:I}", "d_in", m->d_in,
-		                              "d_model", m->d_model, "d_ff", m->d_ff, "layers",
-		                              m->layers, "classes", m->classes, "seed",
-		                              (json_int_t)m->seed));
-		json_object_set_new(
-		    o, "train",
-		    json_pack("{s:I,s:i,s:f,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:I,s:i}", "steps",
-		              (json_int_t)t->steps, "batch_size", t->batch_size, "lr", t->lr,
-		              "optimizer", optimizer_names[t->optimizer], "momentum", t->momentum,
-		              "beta1", t->beta1, "beta2", t->beta2, "eps", t->eps, "weight_decay",
-		              t->weight_decay, "clip_norm", t->clip_norm, "bucket_mb", t->bucket_mb,
-		              "dataset", t->dataset, "data_seed", (json_int_t)t->data_seed,
-		              "samples", t->samples));
-		if (p->is_auto)
-			json_object_set_new(o, "parallel", json_string("auto"));
-		else
-			json_object_set_new(o, "parallel",
-			                    json_pack("{s:i,s:i,s:i,s:s,s:i,s:i}", "dp", p->dp,
-			                              "tp", p->tp, "pp", p->pp, "schedule",
-			                              jobspec_schedule_name(p->schedule),
-			                              "virtual_stages", p->virtual_stages,
-			                              "micro_batches", p->micro_batches));
+		json_object_set_new_nocheck(o, "command", argv);
 	}
-	if (s->ranks > 0)
-		json_object_set_new(o, "ranks", json_integer(s->ranks));
-	json_object_set_new(o, "env", env_to_json(s));
-	json_object_set_new(o, "resources",
-	                    json_pack("{s:s,s:I}", "device", device_names[s->device], "memory_mb",
-	                              (json_int_t)s->memory_mb));
-	json_object_set_new(o, "checkpoint",
-	                    json_pack("{s:I,s:i,s:s}", "every_steps",
-	                              (json_int_t)s->checkpoint.every_steps, "keep",
-	                              s->checkpoint.keep, "store", s->checkpoint.store));
-	json_object_set_new(
-	    o, "failure",
-	    json_pack("{s:i,s:i,s:b,s:{s:s,s:f,s:i,s:i,s:i}}", "max_restarts", f->max_restarts,
-	              "hang_timeout_s", f->hang_timeout_s, "allow_shrink_dp", f->allow_shrink_dp,
-	              "straggler", "policy", straggler_names[f->straggler_policy], "threshold",
-	              f->straggler_threshold, "windows", f->straggler_windows, "window_steps",
-	              f->straggler_window_steps, "max_replacements", f->max_replacements));
-	/* only when set, so that the stored spec of a job without it still parses on a
-	 * controller that predates the field (a rolling upgrade) */
-	if (f->first_step_timeout_s > 0)
-		json_object_set_new(json_object_get(o, "failure"), "first_step_timeout_s",
-		                    json_integer(f->first_step_timeout_s));
-	if (f->stop_on_disconnect_s > 0)
-		json_object_set_new(json_object_get(o, "failure"), "stop_on_disconnect_s",
-		                    json_real(f->stop_on_disconnect_s));
-	json_object_set_new(o, "debug",
-	                    json_pack("{s:i,s:f,s:i,s:I,s:i,s:I}", "slow_rank", d->slow_rank,
-	                              "slow_factor", d->slow_factor, "hang_rank", d->hang_rank,
-	                              "hang_at_step", (json_int_t)d->hang_at_step, "crash_rank",
-	                              d->crash_rank, "crash_at_step",
-	                              (json_int_t)d->crash_at_step));
+	x = json_object();
 	if (d->block_ms > 0)
-		json_object_set_new(json_object_get(o, "debug"), "block_ms",
-		                    json_real(d->block_ms));
+		put_real(x, "block_ms", d->block_ms);
+	put_int(x, "crash_at_step", d->crash_at_step);
+	put_int(x, "crash_rank", d->crash_rank);
+	put_int(x, "hang_at_step", d->hang_at_step);
+	put_int(x, "hang_rank", d->hang_rank);
+	put_real(x, "slow_factor", d->slow_factor);
+	/* only when set, so that the stored spec of a job without it still parses on a
+	 * controller that predates the field (a rolling upgrade); so with the optional members
+	 * below */
 	if (d->slow_node[0] != '\0')
-		json_object_set_new(json_object_get(o, "debug"), "slow_node",
-		                    json_string(d->slow_node));
+		put_str(x, "slow_node", d->slow_node);
+	put_int(x, "slow_rank", d->slow_rank);
+	json_object_set_new_nocheck(o, "debug", x);
+	json_object_set_new_nocheck(o, "env", env_to_json(s));
+	x = json_object();
+	json_object_set_new_nocheck(x, "allow_shrink_dp", json_boolean(f->allow_shrink_dp));
+	if (f->first_step_timeout_s > 0)
+		put_int(x, "first_step_timeout_s", f->first_step_timeout_s);
+	put_int(x, "hang_timeout_s", f->hang_timeout_s);
+	put_int(x, "max_restarts", f->max_restarts);
+	if (f->stop_on_disconnect_s > 0)
+		put_real(x, "stop_on_disconnect_s", f->stop_on_disconnect_s);
+	json_t *st = json_object();
+	put_int(st, "max_replacements", f->max_replacements);
+	put_str(st, "policy", straggler_names[f->straggler_policy]);
+	put_real(st, "threshold", f->straggler_threshold);
+	put_int(st, "window_steps", f->straggler_window_steps);
+	put_int(st, "windows", f->straggler_windows);
+	json_object_set_new_nocheck(x, "straggler", st);
+	json_object_set_new_nocheck(o, "failure", x);
+	if (!s->is_command) {
+		const struct jobspec_model *m = &s->model;
+		x = json_object();
+		put_int(x, "classes", m->classes);
+		put_int(x, "d_ff", m->d_ff);
+		put_int(x, "d_in", m->d_in);
+		put_int(x, "d_model", m->d_model);
+		put_int(x, "layers", m->layers);
+		put_int(x, "seed", m->seed);
+		json_object_set_new_nocheck(o, "model", x);
+	}
+	put_str(o, "name", s->name);
+	if (!s->is_command) {
+		const struct jobspec_parallel *p = &s->parallel;
+		if (p->is_auto) {
+			put_str(o, "parallel", "auto");
+		} else {
+			x = json_object();
+			put_int(x, "dp", p->dp);
+			put_int(x, "micro_batches", p->micro_batches);
+			put_int(x, "pp", p->pp);
+			put_str(x, "schedule", jobspec_schedule_name(p->schedule));
+			put_int(x, "tp", p->tp);
+			put_int(x, "virtual_stages", p->virtual_stages);
+			json_object_set_new_nocheck(o, "parallel", x);
+		}
+	}
+	put_int(o, "priority", s->priority);
+	if (s->ranks > 0)
+		put_int(o, "ranks", s->ranks);
+	x = json_object();
+	put_str(x, "device", device_names[s->device]);
+	put_int(x, "memory_mb", s->memory_mb);
+	json_object_set_new_nocheck(o, "resources", x);
+	if (!s->is_command) {
+		const struct jobspec_train *t = &s->train;
+		x = json_object();
+		put_int(x, "batch_size", t->batch_size);
+		put_real(x, "beta1", t->beta1);
+		put_real(x, "beta2", t->beta2);
+		put_real(x, "bucket_mb", t->bucket_mb);
+		put_real(x, "clip_norm", t->clip_norm);
+		put_int(x, "data_seed", t->data_seed);
+		put_str(x, "dataset", t->dataset);
+		put_real(x, "eps", t->eps);
+		put_real(x, "lr", t->lr);
+		put_real(x, "momentum", t->momentum);
+		put_str(x, "optimizer", optimizer_names[t->optimizer]);
+		put_int(x, "samples", t->samples);
+		put_int(x, "steps", t->steps);
+		put_real(x, "weight_decay", t->weight_decay);
+		json_object_set_new_nocheck(o, "train", x);
+	}
 	return o;
 }
 
