@@ -413,23 +413,30 @@ static inline void put(struct jsonx_buf *b, const char *s, size_t n)
 	}
 }
 
-/* jsonx_escape's text, written straight into the buffer */
+#define ESCAPE_PIECE 4096
+
+/* jsonx_escape's text, written straight into the buffer: a piece of the string at a time,
+ * so that a long string (a build, a checkpoint) never makes room for six times its length */
 static void dump_string(struct jsonx_buf *b, const char *s, size_t n)
 {
-	if (reserve(b, 6 * n + 2) != 0)
-		return;
-	char *out = b->text + b->len;
-	*out++ = '"';
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (plain_byte(ch))
-			*out++ = (char)ch;
-		else
-			out += escape_byte(ch, out);
+	put(b, "\"", 1);
+	for (size_t at = 0; at < n && !b->failed;) {
+		size_t piece = n - at < ESCAPE_PIECE ? n - at : ESCAPE_PIECE;
+		if (reserve(b, 6 * piece) != 0)
+			return;
+		char *out = b->text + b->len;
+		for (size_t i = at; i < at + piece; i++) {
+			unsigned char ch = (unsigned char)s[i];
+			if (plain_byte(ch))
+				*out++ = (char)ch;
+			else
+				out += escape_byte(ch, out);
+		}
+		*out = '\0';
+		b->len = (size_t)(out - b->text);
+		at += piece;
 	}
-	*out++ = '"';
-	*out = '\0';
-	b->len = (size_t)(out - b->text);
+	put(b, "\"", 1);
 }
 
 /* an object's member, for dumping in key order */

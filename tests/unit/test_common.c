@@ -254,6 +254,27 @@ static void test_dumps_compact_matches_jansson(void **state)
 		free(want);
 		json_decref(str);
 	}
+	/* a long string, escapes across its pieces, and room made for what it needs rather than
+	 * six times its length (a build or a checkpoint goes through here) */
+	{
+		size_t n = 1 << 20;
+		char *text = malloc(n + 1);
+		assert_non_null(text);
+		for (size_t i = 0; i < n; i++)
+			text[i] = i % 4093 == 0 ? '"' : i % 5000 == 1 ? '\n' : (char)('a' + i % 26);
+		text[n] = '\0';
+		json_t *str = json_string(text);
+		char *want = json_dumps(str, JSON_COMPACT | JSON_ENCODE_ANY);
+		struct jsonx_buf b = {0};
+		jsonx_buf_put_json(&b, str);
+		assert_non_null(b.text);
+		assert_true(strcmp(b.text, want) == 0);
+		assert_true(b.cap < 3 * n);
+		free(b.text);
+		free(want);
+		json_decref(str);
+		free(text);
+	}
 	/* objects of more members than fit on the stack, in key order and in reverse order,
 	 * and reals that come again (the cache of their text) */
 	for (int order = 0; order < 2; order++) {
