@@ -1034,12 +1034,82 @@ static int print_tail(FILE *tmp, int n, int prefix)
 	return 0;
 }
 
+/* -f after the job ended: output that is still on its way comes with the next heartbeats
+ * of the nodes that ran the ranks, and a slow heartbeat (--heartbeat-ms) can be seconds
+ * away. So -f ends when a pass brought nothing although every such node that is not down
+ * has sent a heartbeat since the pass before, which brought nothing either (a heartbeat
+ * carries the next piece of every rank's log that has one, up to 384 KiB in all: a node
+ * whose heartbeats are full of other jobs' output can end -f early). At most the first
+ * FOLLOW_NODES_MAX nodes of the streams are asked. */
+#define FOLLOW_NODES_MAX 64
+#define FOLLOW_END_MAX_MS 30000 /* once ended, at most this long without new output */
+
+struct follow_end {
+	int n;
+	char node[FOLLOW_NODES_MAX][64];
+	int heard[FOLLOW_NODES_MAX];
+	uint64_t since_ms; /* our clock when the quiet pass was over */
+};
+
+/* When the leader last heard node name, as our clock's time (0 when it was never heard or
+ * the node is down or unknown: nothing to wait for). */
+static uint64_t node_heard_at(struct ctl *x, const char *name)
+{
+	char path[160];
+	struct ctl_response r;
+	struct yard_err err = {0};
+	uint64_t at = 0;
+	snprintf(path, sizeof path, "/v1/nodes/%s", name);
+	if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0)
+		return 0;
+	const json_t *ago = json_object_get(r.json, "last_heartbeat_ms_ago");
+	const char *state = str(r.json, "state");
+	uint64_t now = yard_now_mono_ms();
+	if (r.status == 200 && json_is_integer(ago) && state != NULL &&
+	    strcmp(state, "down") != 0 && (uint64_t)json_integer_value(ago) < now)
+		at = now - (uint64_t)json_integer_value(ago);
+	ctl_response_free(&r);
+	return at;
+}
+
+/* After a pass that brought nothing: the nodes to hear from. Returns how many. */
+static int follow_end_start(struct follow_end *f, const struct log_view *v)
+{
+	f->n = 0;
+	for (int i = 0; i < v->n && f->n < FOLLOW_NODES_MAX; i++) {
+		const char *node = v->cursors[i].node;
+		int known = strcmp(node, "?") == 0;
+		for (int k = 0; k < f->n && !known; k++)
+			known = strcmp(f->node[k], node) == 0;
+		if (!known) {
+			snprintf(f->node[f->n], sizeof f->node[f->n], "%s", node);
+			f->heard[f->n++] = 0;
+		}
+	}
+	f->since_ms = yard_now_mono_ms();
+	return f->n;
+}
+
+/* 1 when every node has been heard since the quiet pass (or is down or unknown). */
+static int follow_end_heard(struct ctl *x, struct follow_end *f)
+{
+	int all = 1;
+	for (int k = 0; k < f->n; k++) {
+		if (f->heard[k])
+			continue;
+		uint64_t at = node_heard_at(x, f->node[k]);
+		f->heard[k] = at == 0 || at > f->since_ms;
+		all &= f->heard[k];
+	}
+	return all;
+}
+
 static int cmd_job_logs(struct ctl *x)
 {
 	const struct ctl_args *a = &x->args;
 	struct log_view v = {
 	    .prefix = a->rank < 0, .json = a->output == CTL_OUTPUT_JSON, .out = stdout};
-	int rc = 0, failures = 0, quiet_after_end = 0;
+	int rc = 0, failures = 0;
 	FILE *tmp = NULL;
 
 	if (a->tail >= 0 && !v.json) {
@@ -1065,9 +1135,12 @@ static int cmd_job_logs(struct ctl *x)
 		rc = EXIT_FAILURE;
 		goto out;
 	}
-	/* -f: poll until two passes after the job ended brought nothing new (the ranks' last
-	 * words come with the heartbeat that reports them exited; a longer backlog follows in
-	 * the next heartbeats) */
+	/* -f: poll until the job has ended and its nodes' heartbeats bring nothing more (the
+	 * ranks' last words come with the heartbeat that reports them exited; a longer backlog
+	 * follows in the next heartbeats: struct follow_end) */
+	struct follow_end fe = {0};
+	enum { QUIET_NOT_YET, QUIET_HEARING, QUIET_LAST_PASS } quiet = QUIET_NOT_YET;
+	uint64_t output_ms = yard_now_mono_ms();
 	while (a->follow) {
 		int ended = 0;
 		if (job_has_ended(x, &ended) != 0 || n < 0) {
@@ -1080,10 +1153,24 @@ static int cmd_job_logs(struct ctl *x)
 			failures = 0;
 		}
 		yard_sleep_ms(LOGS_POLL_MS);
+		if (quiet == QUIET_HEARING && follow_end_heard(x, &fe))
+			quiet = QUIET_LAST_PASS;
 		n = log_pass(x, &v);
-		quiet_after_end = ended && n == 0 ? quiet_after_end + 1 : 0;
-		if (quiet_after_end >= 2)
+		if (n > 0 || !ended) {
+			quiet = QUIET_NOT_YET;
+			output_ms =
+			    yard_now_mono_ms(); /* the bound counts from the end, or after */
+			continue;
+		}
+		if (n < 0)
+			continue;
+		if (quiet == QUIET_LAST_PASS || yard_now_mono_ms() - output_ms > FOLLOW_END_MAX_MS)
 			break;
+		if (quiet == QUIET_NOT_YET) {
+			if (follow_end_start(&fe, &v) == 0)
+				break; /* no stream: no node to hear from */
+			quiet = QUIET_HEARING;
+		}
 	}
 	for (int i = 0; i < v.n; i++)
 		if (!v.json && (a->tail < 0 || a->follow))

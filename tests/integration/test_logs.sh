@@ -4,14 +4,16 @@
 # every rank's output takes many heartbeats and crosses rotations. A 6-rank command job prints
 # numbered lines on stdout and stderr: `job logs -f` (started before the job runs, ending by
 # itself when the job ends), `job logs`, `--rank` and `--tail` show each rank's lines exactly
-# once and in order. Then the leader is SIGKILLed while a second job prints and a `job logs -f`
+# once and in order. `job logs -f` also waits for what a node with slow heartbeats still
+# sends after the job ended. Then the leader is SIGKILLed while a second job prints and a `job logs -f`
 # follows it: the agents resend their logs' tails to the new leader, which shows every line
 # exactly once, with no gap, and so does the -f that ran across the failover. Last,
 # who may read logs, and bad input.
 . "$(dirname "$0")/lib.sh"
 
 M=$(members_arg 1 2 3)
-for id in 1 2 3; do start_member "$id" "$M"; done
+# node-c (section 1b) heartbeats every 2.5 s: it stays up
+for id in 1 2 3; do start_member "$id" "$M" --node-suspect-ms 4000 --node-down-ms 8000; done
 wait_leader 15 1 2 3 || fail "no leader"
 make_join_token "$LEADER"
 urls="$(api 1),$(api 2),$(api 3)"
@@ -82,6 +84,25 @@ get "$LEADER" "/v1/jobs/$A/logs?rank=0&offset=10&max_bytes=5"
 [ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["offset"], d["next_offset"], d["skipped"], len(d["data"])')" = "(10, 15, 0, 5)" ] ||
 	fail "read at an offset: $CODE $BODY"
 note "--rank, --tail, offsets; the agents rotated the logs at 4096 bytes and lost nothing"
+
+# ---- 1b. -f waits for a node whose heartbeats are slow: node-c (a heartbeat every 2.5 s,
+# 1 KiB of a rank's log in each) runs a rank that prints ~2.7 KB at once and exits, so most
+# of its output reaches the leader in the heartbeats after the one that reports the job's
+# end (two quiet polls a second apart, the rule before, ended -f without it) ----
+start_agent node-c 1 "$urls" --log-ship-bytes 1024 --heartbeat-ms 2500
+wait_until 10 node_state_is "$LEADER" node-c up || fail "node-c did not register"
+for n in node-a node-b; do call POST "$LEADER" "/v1/nodes/$n/cordon" '{}'; [ "$CODE" = 200 ] || fail "cordon $n: $CODE $BODY"; done
+submit "$LEADER" "{\"name\":\"burst\",\"ranks\":1,\"command\":[\"sh\",\"$T/print.sh\",\"60\",\"0\"],\"failure\":{\"max_restarts\":0}}"
+C=$JOB
+yardctl job logs "$C" -f >"$T/c-follow.out" 2>"$T/c-follow.err" &
+FOLLOW=$!
+wait_until 30 job_state_is "$LEADER" "$C" succeeded || fail "burst: $(events_of "$LEADER" "$C")"
+wait_until 40 sh -c "! kill -0 $FOLLOW" || fail "job logs -f did not end with burst"
+wait "$FOLLOW" || fail "job logs -f of burst exited $?: $(cat "$T/c-follow.err")"
+check_lines "$T/c-follow.out" 60 0 1 || fail "job logs -f, a node with slow heartbeats: $(wc -l <"$T/c-follow.out") lines"
+call POST "$LEADER" /v1/nodes/node-c/cordon '{}'
+for n in node-a node-b; do call POST "$LEADER" "/v1/nodes/$n/uncordon" '{}'; [ "$CODE" = 200 ] || fail "uncordon $n: $CODE $BODY"; done
+note "job logs -f waited for the output that node-c's slow heartbeats brought after the job ended"
 
 # ---- 2. leader failover while a job prints: the new leader has every line, once. 140 lines
 # (about 6.3 KB a rank) are rotated once at most, so the agents still hold all of it (bytes
