@@ -1051,8 +1051,11 @@ struct follow_end {
 	uint64_t since_ms; /* our clock when the quiet pass was over */
 };
 
-/* When the leader last heard node name, as our clock's time (0 when it was never heard or
- * the node is down or unknown: nothing to wait for). */
+#define NODE_NOT_WAITED UINT64_MAX
+
+/* When the leader last heard node name, as our clock's time: NODE_NOT_WAITED when the node
+ * is down or unknown (its output is not coming), 0 when it cannot be told (not heard by
+ * this leader yet, no answer). */
 static uint64_t node_heard_at(struct ctl *x, const char *name)
 {
 	char path[160];
@@ -1065,8 +1068,10 @@ static uint64_t node_heard_at(struct ctl *x, const char *name)
 	const json_t *ago = json_object_get(r.json, "last_heartbeat_ms_ago");
 	const char *state = str(r.json, "state");
 	uint64_t now = yard_now_mono_ms();
-	if (r.status == 200 && json_is_integer(ago) && state != NULL &&
-	    strcmp(state, "down") != 0 && (uint64_t)json_integer_value(ago) < now)
+	if (r.status == 404 || (r.status == 200 && state != NULL && strcmp(state, "down") == 0))
+		at = NODE_NOT_WAITED;
+	else if (r.status == 200 && json_is_integer(ago) && json_integer_value(ago) >= 0 &&
+	         (uint64_t)json_integer_value(ago) < now)
 		at = now - (uint64_t)json_integer_value(ago);
 	ctl_response_free(&r);
 	return at;
@@ -1098,7 +1103,7 @@ static int follow_end_heard(struct ctl *x, struct follow_end *f)
 		if (f->heard[k])
 			continue;
 		uint64_t at = node_heard_at(x, f->node[k]);
-		f->heard[k] = at == 0 || at > f->since_ms;
+		f->heard[k] = at == NODE_NOT_WAITED || (at != 0 && at > f->since_ms);
 		all &= f->heard[k];
 	}
 	return all;
