@@ -541,6 +541,18 @@ int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_
 	return 0;
 }
 
+int fsm_image(struct fsm *f, const unsigned char **data, size_t *len)
+{
+	sqlite3_int64 size = 0;
+	/* memdb keeps the file in one piece: NOCOPY hands it over as it is */
+	const unsigned char *p = sqlite3_serialize(f->db, "main", &size, SQLITE_SERIALIZE_NOCOPY);
+	if (p == NULL && size != 0)
+		return -1;
+	*data = p;
+	*len = (size_t)size;
+	return 0;
+}
+
 /* 1 when the database has table name, 0 when not, -1 on failure. */
 static int has_table(struct fsm *f, const char *name)
 {

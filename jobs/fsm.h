@@ -141,6 +141,9 @@ char *fsm_command_encode(const char *op, json_t *args, const char *request_id, i
 
 /* Serialized copy of the database (sqlite3_malloc'd; release with sqlite3_free). */
 int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_err *err);
+/* The database image itself, not a copy (valid until the next command or restore); -1 when
+ * SQLite cannot give it without copying. */
+int fsm_image(struct fsm *f, const unsigned char **data, size_t *len);
 /* Replaces the database with a serialized image (copied; the caller keeps data). */
 int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *err);
 /* sha256 of the serialized database. */

@@ -103,6 +103,100 @@ static void batch_results_release(struct consensus *c)
 	c->n_batch_results = 0;
 }
 
+/* ---- snapshots ---- */
+
+unsigned consensus_snapshot_threshold(const struct consensus_config *cfg)
+{
+	unsigned step = cfg->snapshot_threshold / 8;
+	return cfg->snapshot_threshold + (unsigned)((cfg->id + 3) % 4) * step;
+}
+
+static void snapshot_free(struct consensus *c, void *data)
+{
+	if (data != NULL && data == c->snap_own) {
+		c->snap_own = NULL;
+		snapbuf_release(&c->snapbuf, data);
+	} else {
+		c->ops.snapshot_free(c->ops.data, data);
+	}
+}
+
+/* Entries before raft's snapshot threshold comes due at which the memory for the copy is
+ * asked for: a quarter of the threshold, so a worker has time to touch it. */
+static unsigned prepare_margin(const struct consensus *c)
+{
+	unsigned t = c->raft.snapshot.threshold;
+	return t / 4 > 0 ? t / 4 : 1;
+}
+
+/* Called for each entry applied: once the next snapshot is a margin away, memory for its
+ * copy is prepared off the loop (raft/snapbuf.h). Its size: the image now, plus what the
+ * remaining entries will add at the rate the image grew since the last snapshot (or since
+ * this member started), a fifth more and 1 MiB (batches grow as load does). */
+static void snapshot_prepare(struct consensus *c)
+{
+	if (c->ops.image == NULL || c->snap_asked || c->snap_in_flight)
+		return;
+	raft_index applying = raft_last_applied(&c->raft) + 1;
+	const void *img;
+	size_t len;
+	if (c->snap_base_index == 0 || c->snap_base_index > applying) {
+		if (c->ops.image(c->ops.data, &img, &len) != 0)
+			return;
+		c->snap_base_index = applying;
+		c->snap_base_len = len;
+		return;
+	}
+	raft_index since = c->raft.log.snapshot.last_index;
+	raft_index due = since + c->raft.snapshot.threshold;
+	if (applying < since || applying + prepare_margin(c) < due)
+		return;
+	if (c->ops.image(c->ops.data, &img, &len) != 0)
+		return;
+	double per_entry =
+	    len > c->snap_base_len && applying > c->snap_base_index
+	        ? (double)(len - c->snap_base_len) / (double)(applying - c->snap_base_index)
+	        : 0;
+	double want = (double)len + per_entry * (double)(due > applying ? due - applying : 0);
+	c->snap_asked = 1;
+	size_t cap = (size_t)(want * 1.2) + ((size_t)1 << 20);
+	log_debug("consensus: preparing %zu bytes for the snapshot due at index %llu (image %zu "
+	          "bytes at %llu)",
+	          cap, (unsigned long long)due, len, (unsigned long long)applying);
+	snapbuf_prepare(&c->snapbuf, cap);
+}
+
+/* The image copied into memory prepared for it (grown by realloc when the image outgrew
+ * the guess), or allocated here when none was prepared: the copy raft writes from the
+ * thread pool while later entries apply. *prepared: 0 none, 1 prepared, 2 grown. */
+static int snapshot_copy(struct consensus *c, void **data, size_t *len, int *prepared)
+{
+	const void *img;
+	size_t cap = 0;
+	if (c->ops.image(c->ops.data, &img, len) != 0)
+		return -1;
+	void *buf = snapbuf_take(&c->snapbuf, &cap);
+	*prepared = buf != NULL;
+	if (buf != NULL && cap < *len) {
+		void *grown = realloc(buf, *len);
+		if (grown == NULL) {
+			snapbuf_release(&c->snapbuf, buf);
+			return -1;
+		}
+		buf = grown;
+		*prepared = 2;
+	}
+	if (buf != NULL)
+		c->stats.snapshots_prepared++;
+	else if ((buf = malloc(*len > 0 ? *len : 1)) == NULL)
+		return -1;
+	if (*len > 0)
+		memcpy(buf, img, *len);
+	c->snap_own = buf;
+	*data = buf;
+	return 0;
+}
+
 /* A batch entry's commands are applied one by one, each result held; *result points at
  * the results array, which apply_cb hands out to the batch's callers. */
 static int apply_batch(struct consensus *c, const void *const *payloads, const size_t *lens, int n,
@@ -143,6 +237,7 @@ static int fsm_apply_cb(struct raft_fsm *fsm, const struct raft_buffer *buf, voi
 		return 0;
 	}
 	c->stats.commands += (uint64_t)n;
+	snapshot_prepare(c);
 	if (is_batch)
 		return apply_batch(c, payloads, lens, n, result);
 	*result = (void *)c->ops.apply(c->ops.data, payloads[0], lens[0]);
@@ -154,33 +249,47 @@ static int fsm_snapshot_cb(struct raft_fsm *fsm, struct raft_buffer *bufs[], uns
 	struct consensus *c = fsm->data;
 	void *data;
 	size_t len;
-	int rc = c->ops.snapshot(c->ops.data, &data, &len);
+	int prepared = 0;
+	uint64_t t0 = yard_now_mono_ns();
+	int rc = c->ops.image != NULL ? snapshot_copy(c, &data, &len, &prepared)
+	                              : c->ops.snapshot(c->ops.data, &data, &len);
+	c->snap_asked = 0;
 	if (rc != 0)
 		return RAFT_NOMEM;
 	*bufs = raft_malloc(sizeof **bufs);
 	if (*bufs == NULL) {
-		c->ops.snapshot_free(c->ops.data, data);
+		snapshot_free(c, data);
 		return RAFT_NOMEM;
 	}
 	(*bufs)[0].base = data;
 	(*bufs)[0].len = len;
 	*n_bufs = 1;
+	c->snap_in_flight = 1;
+	c->snap_base_index = raft_last_applied(&c->raft);
+	c->snap_base_len = len;
 	c->stats.snapshots++;
-	log_info("consensus: snapshot of %zu bytes at index %llu", len,
-	         (unsigned long long)raft_last_applied(&c->raft));
+	c->stats.snapshot_last_us = (yard_now_mono_ns() - t0) / 1000;
+	log_info("consensus: snapshot of %zu bytes at index %llu (%.1f ms on the loop%s)", len,
+	         (unsigned long long)raft_last_applied(&c->raft),
+	         (double)c->stats.snapshot_last_us / 1000,
+	         c->ops.image == NULL ? ""
+	         : prepared == 0      ? ", into memory not prepared"
+	         : prepared == 2      ? ", prepared memory grown"
+	                              : "");
 	return 0;
 }
 
-/* FSM v2: the snapshot memory is SQLite's, so it goes back through the FSM, not raft_free. */
+/* FSM v2: the snapshot memory is ours or SQLite's, so it goes back here, not to raft_free. */
 static int fsm_snapshot_finalize_cb(struct raft_fsm *fsm, struct raft_buffer *bufs[],
                                     unsigned *n_bufs)
 {
 	struct consensus *c = fsm->data;
 	if (*bufs != NULL) {
 		for (unsigned i = 0; i < *n_bufs; i++)
-			c->ops.snapshot_free(c->ops.data, (*bufs)[i].base);
+			snapshot_free(c, (*bufs)[i].base);
 		raft_free(*bufs);
 	}
+	c->snap_in_flight = 0;
 	*bufs = NULL;
 	*n_bufs = 0;
 	return 0;
@@ -189,6 +298,7 @@ static int fsm_snapshot_finalize_cb(struct raft_fsm *fsm, struct raft_buffer *bu
 static int fsm_restore_cb(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
 	struct consensus *c = fsm->data;
+	uint64_t t0 = yard_now_mono_ns();
 	int rc = c->ops.restore(c->ops.data, buf->base, buf->len);
 	if (rc != 0) {
 		log_error("consensus: snapshot restore of %zu bytes failed", buf->len);
@@ -198,7 +308,8 @@ static int fsm_restore_cb(struct raft_fsm *fsm, struct raft_buffer *buf)
 	raft_free(buf->base);
 	if (c->started) {
 		c->stats.restores++;
-		log_info("consensus: installed a snapshot of %zu bytes from the leader", buf->len);
+		log_info("consensus: installed a snapshot of %zu bytes from the leader (%.1f ms)",
+		         buf->len, (double)(yard_now_mono_ns() - t0) / 1e6);
 	}
 	return 0;
 }
@@ -739,6 +850,7 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 {
 	int rv;
 	memset(c, 0, sizeof *c);
+	snapbuf_init(&c->snapbuf);
 	c->loop = loop;
 	c->cfg = *cfg;
 	c->ops = *ops;
@@ -792,7 +904,7 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 	raft_set_election_timeout(&c->raft, cfg->election_timeout_ms);
 	raft_set_heartbeat_timeout(&c->raft, cfg->heartbeat_ms);
 	raft_set_pre_vote(&c->raft, true);
-	raft_set_snapshot_threshold(&c->raft, cfg->snapshot_threshold);
+	raft_set_snapshot_threshold(&c->raft, consensus_snapshot_threshold(cfg));
 	raft_set_snapshot_trailing(&c->raft, cfg->snapshot_trailing);
 
 	c->batch_results = calloc(CODEC_BATCH_MAX, sizeof *c->batch_results);
@@ -826,7 +938,12 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 static void handle_closed(uv_handle_t *h)
 {
 	struct consensus *c = h->data;
-	if (--c->handles_open == 0 && c->close_cb != NULL)
+	if (--c->handles_open > 0)
+		return;
+	snapbuf_release(&c->snapbuf, c->snap_own); /* raft never finalized it */
+	c->snap_own = NULL;
+	snapbuf_destroy(&c->snapbuf);
+	if (c->close_cb != NULL)
 		c->close_cb(c);
 }
 

@@ -41,6 +41,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "raft/snapbuf.h"
 #include "raft/transport.h"
 
 #define CONSENSUS_MAX_MEMBERS 16
@@ -85,6 +86,11 @@ struct consensus_fsm_ops {
 	int (*snapshot)(void *data, void **buf, size_t *len);
 	void (*snapshot_free)(void *data, void *buf);
 	int (*restore)(void *data, const void *buf, size_t len);
+	/* Optional: the state's image as it is, not a copy (valid until the next apply or
+	 * restore); non-zero when it cannot be had that way. With it, a snapshot copies the
+	 * image into memory prepared off the loop (raft/snapbuf.h) instead of calling
+	 * snapshot, which copies on the loop into fresh memory. */
+	int (*image)(void *data, const void **buf, size_t *len);
 };
 
 struct consensus_config {
@@ -107,6 +113,13 @@ struct consensus_config {
 /* Fills in the defaults above. */
 void consensus_config_defaults(struct consensus_config *cfg);
 
+/* The snapshot threshold this member gives raft: snapshot_threshold, plus an eighth of it
+ * for each step of (id - 1) mod 4. Members on one machine (tests, `yardd --dev`, a lab)
+ * would otherwise all snapshot at the same index, and copying and compressing the state
+ * at once on every member starved the leader's loop of CPU long enough to lose it (two
+ * cores, a 240 MB state). */
+unsigned consensus_snapshot_threshold(const struct consensus_config *cfg);
+
 struct consensus_stats {
 	uint64_t applies;            /* entries applied to the FSM */
 	uint64_t commands;           /* commands applied (a batch entry holds several) */
@@ -114,6 +127,8 @@ struct consensus_stats {
 	uint64_t batched_commands;   /* commands those batches carried */
 	uint64_t corrupt_entries;    /* entries whose frame failed to decode (applied as errors) */
 	uint64_t snapshots;          /* snapshots taken */
+	uint64_t snapshots_prepared; /* of those, copied into memory prepared off the loop */
+	uint64_t snapshot_last_us;   /* how long the last one held the loop */
 	uint64_t restores;           /* snapshots installed from the leader while running */
 	uint64_t leader_changes;     /* times the known leader id changed */
 	uint64_t leader_ready_index; /* last index when this node last became ready */
@@ -171,6 +186,16 @@ struct consensus {
 		uint64_t last_contact_ms;
 	} contact[CONSENSUS_MAX_MEMBERS];
 	struct consensus_stats stats;
+	/* snapshot memory: prepared by a worker before raft's threshold comes due, the buffer
+	 * raft holds until it has written it (snap_own: NULL when the FSM's own snapshot made
+	 * it, or none is in flight), whether the next one was asked for, and the image's size
+	 * at an index (the last snapshot, or the first entry this member applied) to tell
+	 * how fast it grows */
+	struct snapbuf snapbuf;
+	void *snap_own;
+	int snap_in_flight, snap_asked;
+	uint64_t snap_base_index;
+	size_t snap_base_len;
 	void (*close_cb)(struct consensus *c);
 	/* Seams for tests; default raft_state, nodelay_transport_peer_closed and log+exit(1). */
 	int (*state_fn)(struct raft *r);

@@ -36,6 +36,14 @@ static int ops_snapshot(void *data, void **buf, size_t *len)
 	return rc;
 }
 
+static int ops_image(void *data, const void **buf, size_t *len)
+{
+	const unsigned char *p = NULL;
+	int rc = fsm_image(data, &p, len);
+	*buf = p;
+	return rc;
+}
+
 static void ops_snapshot_free(void *data, void *buf)
 {
 	sqlite3_free(buf);
@@ -57,5 +65,6 @@ void fsm_ops_init(struct consensus_fsm_ops *ops, struct fsm *f)
 	ops->apply_batch_end = ops_apply_batch_end;
 	ops->snapshot = ops_snapshot;
 	ops->snapshot_free = ops_snapshot_free;
+	ops->image = ops_image;
 	ops->restore = ops_restore;
 }

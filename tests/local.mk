@@ -6,7 +6,9 @@ tests_unit_test_common_LDADD = common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
 TESTS += tests/unit/test_common
 
 # tests/tools: programs the benchmarks and integration tests drive (not installed).
-noinst_PROGRAMS = tests/tools/yard-loadgen tests/tools/yard-simnodes tests/tools/yard-fetch
+noinst_PROGRAMS = tests/tools/yard-loadgen tests/tools/yard-simnodes tests/tools/yard-fetch \
+	tests/tools/yard-copybench
+tests_tools_yard_copybench_SOURCES = tests/tools/copybench.c
 tests_tools_yard_fetch_SOURCES = tests/tools/fetch.c agent/client.c
 tests_tools_yard_fetch_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)
 tests_tools_yard_fetch_LDADD = jobs/libjobsfsm.a common/libcommon.a $(JANSSON_LIBS) $(CURL_LIBS) \

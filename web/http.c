@@ -578,6 +578,18 @@ char *metrics_render(struct http_server *s, size_t *len)
 	        (unsigned long long)c->stats.batched_commands);
 	fprintf(f, "# TYPE yard_raft_snapshots_total counter\nyard_raft_snapshots_total %llu\n",
 	        (unsigned long long)c->stats.snapshots);
+	fprintf(f, "# HELP yard_raft_snapshots_prepared_total Snapshots copied into memory "
+	           "prepared off the loop.\n");
+	fprintf(f,
+	        "# TYPE yard_raft_snapshots_prepared_total counter\n"
+	        "yard_raft_snapshots_prepared_total %llu\n",
+	        (unsigned long long)c->stats.snapshots_prepared);
+	fprintf(f, "# HELP yard_raft_snapshot_last_seconds How long the last snapshot held the "
+	           "loop.\n");
+	fprintf(f,
+	        "# TYPE yard_raft_snapshot_last_seconds gauge\nyard_raft_snapshot_last_seconds "
+	        "%.6f\n",
+	        (double)c->stats.snapshot_last_us / 1e6);
 	fprintf(f,
 	        "# HELP yard_raft_snapshot_installs_total Snapshots installed from the leader.\n");
 	fprintf(f,

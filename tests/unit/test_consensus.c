@@ -612,6 +612,9 @@ static int log_compacted(void *arg)
 static void test_restarted_member_catches_up_by_snapshot(void **state)
 {
 	int leader = start_three(16, 4);
+	/* members on one machine snapshot at different indexes: 16, then an eighth more per id */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(nodes[i].c.raft.snapshot.threshold, 16 + 2 * i);
 	int lagging = (leader + 1) % 3;
 	stop_nodes(&lagging, 1);
 	struct counter k = {0};
@@ -637,6 +640,10 @@ static void test_restarted_member_catches_up_by_snapshot(void **state)
 	 * what the stopped member has, so only InstallSnapshot can catch it up */
 	int li = leader;
 	assert_true(run_until(log_compacted, &li, 5000));
+	/* every snapshot copied the image into memory a worker had prepared before the
+	 * threshold came due, not into fresh memory faulted in on the loop */
+	assert_true(nodes[leader].c.stats.snapshots >= 1);
+	assert_int_equal(nodes[leader].c.stats.snapshots_prepared, nodes[leader].c.stats.snapshots);
 	/* raft_uv keeps a few messages queued for an unreachable peer (entries included) and
 	 * would replay them on reconnect; let heartbeats push those out first */
 	run_until(never, NULL, 15 * CONSENSUS_DEFAULT_HEARTBEAT_MS);
