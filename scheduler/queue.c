@@ -26,11 +26,42 @@ static int try_place(struct place_index *index, struct place_node *nodes, int n_
 	                     : place_gang(nodes, n_nodes, req, slots, reason, QUEUE_REASON_MAX);
 }
 
+/* Requests that failed in this pass since its last placement. A failed try leaves the
+ * nodes as they were and a placement only takes devices, so until the next placement the
+ * same request fails again, for the same reason: a queue of many identical jobs that do
+ * not fit costs one try (and one whole-cluster check for the reservation), not one per
+ * job. Cleared at each placement, since the reason's figures change. */
+#define FAILED_MAX 8
+
+struct failed {
+	struct place_request req;
+	int rc;
+	int fits_empty; /* place_fits_empty for req; -1: not computed yet */
+	char reason[QUEUE_REASON_MAX];
+};
+
+static int same_request(const struct place_request *a, const struct place_request *b)
+{
+	return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp &&
+	       a->require_cuda == b->require_cuda && a->require_cpu == b->require_cpu &&
+	       a->memory_mb == b->memory_mb;
+}
+
+static struct failed *failed_find(struct failed *f, int n, const struct place_request *req)
+{
+	for (int i = 0; i < n; i++)
+		if (same_request(&f[i].req, req))
+			return &f[i];
+	return NULL;
+}
+
 int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int n_nodes,
                const struct queue_policy *policy, int64_t now_ms)
 {
 	int placed = 0;
 	const struct queue_job *reserving = NULL;
+	struct failed failed[FAILED_MAX];
+	int n_failed = 0, next_failed = 0;
 
 	/* one index for the whole pass (place.h); without memory for it, node by node */
 	struct place_index *index = place_index_build(nodes, n_nodes);
@@ -50,12 +81,30 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 			continue; /* beyond the depth: only its position is new */
 		attempts++;
 		job->tried = 1;
+		job->repeated = 0;
 		job->reason[0] = '\0';
 		if (reserving != NULL) {
 			snprintf(job->reason, sizeof job->reason,
 			         "waiting behind %s, which holds the free devices after waiting "
 			         "too long",
 			         reserving->id);
+			continue;
+		}
+		/* a job that may shrink tries its other sizes too: not repeated */
+		struct failed *seen =
+		    job->n_shrink_dp == 0 ? failed_find(failed, n_failed, &job->req) : NULL;
+		if (seen != NULL) {
+			job->repeated = 1;
+			job->dp = job->req.dp;
+			memcpy(job->reason, seen->reason, strlen(seen->reason) + 1);
+			if (policy->reserve_after_ms > 0 &&
+			    now_ms - job->pending_since_ms >= policy->reserve_after_ms) {
+				if (seen->fits_empty < 0)
+					seen->fits_empty =
+					    place_fits_empty(nodes, n_nodes, &job->req);
+				if (seen->fits_empty)
+					reserving = job;
+			}
 			continue;
 		}
 		int world = job->req.dp * job->req.tp * job->req.pp;
@@ -82,13 +131,30 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 		if (rc == 0) {
 			job->placed = 1;
 			placed++;
+			n_failed = next_failed = 0;
 			continue;
+		}
+		struct failed *f = NULL;
+		/* not a failure for memory: that one may not come again */
+		if (job->n_shrink_dp == 0 && (rc == YARD_ENOSPACE || rc == YARD_EINVAL)) {
+			f = &failed[next_failed];
+			next_failed = (next_failed + 1) % FAILED_MAX;
+			if (n_failed < FAILED_MAX)
+				n_failed++;
+			f->req = job->req;
+			f->rc = rc;
+			f->fits_empty = -1;
+			memcpy(f->reason, job->reason, strlen(job->reason) + 1);
 		}
 		/* a gang larger than the whole cluster would hold the free devices forever */
 		if (policy->reserve_after_ms > 0 &&
-		    now_ms - job->pending_since_ms >= policy->reserve_after_ms &&
-		    place_fits_empty(nodes, n_nodes, &job->req))
-			reserving = job;
+		    now_ms - job->pending_since_ms >= policy->reserve_after_ms) {
+			int fits = place_fits_empty(nodes, n_nodes, &job->req);
+			if (f != NULL)
+				f->fits_empty = fits;
+			if (fits)
+				reserving = job;
+		}
 	}
 	place_index_free(index);
 	return placed;

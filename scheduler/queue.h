@@ -40,6 +40,8 @@ struct queue_job {
 	int placed;                    /* 1: slots are filled */
 	int dp;                        /* placed: the dp placed, req.dp or one of shrink_dp */
 	int tried;                     /* 0: beyond the pass's depth, placed and reason untouched */
+	int repeated; /* tried: 1 when an identical request had already failed in this pass
+	               * since its last placement, so it got that one's result without a try */
 	struct place_slot *slots;      /* dp*tp*pp entries: the caller's, or allocated by the pass
 	                                * when NULL (the caller frees them) */
 	int position;                  /* 1-based queue position after sorting */

@@ -205,6 +205,62 @@ static void test_backfill_until_reservation_prevents_starvation(void **state)
 	assert_non_null(strstr(jobs[1].reason, "waiting behind big"));
 }
 
+/* A deep queue of identical jobs that do not fit costs one try until something is placed:
+ * the others get the same reason without one (repeated), a placement in between makes the
+ * next identical job try again (its reason's figures changed), and a job old enough to
+ * reserve still reserves when its result was a repeat. */
+static void test_identical_requests_are_tried_once_per_placement(void **state)
+{
+	enum { N = 1000 };
+	struct place_node nodes[2];
+	static struct queue_job jobs[N];
+	static char ids[N][16];
+	struct queue_policy policy = {0};
+
+	make_nodes(nodes, 2, 4); /* 8 devices */
+	for (int i = 0; i < N; i++) {
+		snprintf(ids[i], sizeof ids[i], "j-%d", i);
+		jobs[i] =
+		    (struct queue_job){.id = ids[i], .seq = i, .req = {.dp = 3, .tp = 1, .pp = 1}};
+	}
+	jobs[500].req.dp = 1; /* a different, smaller one in the middle */
+	assert_int_equal(queue_pass(jobs, N, nodes, 2, &policy, 0), 3); /* 3 + 3 + 1 devices */
+	assert_true(jobs[0].placed && jobs[1].placed && jobs[500].placed);
+	assert_false(jobs[2].repeated);
+	assert_string_equal(jobs[2].reason, "needs 3 devices, 2 free");
+	for (int i = 3; i < 500; i++) {
+		assert_true(jobs[i].repeated);
+		assert_string_equal(jobs[i].reason, "needs 3 devices, 2 free");
+	}
+	/* after the placement of the small one: tried again, with the new figures */
+	assert_false(jobs[501].repeated);
+	assert_string_equal(jobs[501].reason, "needs 3 devices, 1 free");
+	int repeated = 0;
+	for (int i = 502; i < N; i++) {
+		repeated += jobs[i].repeated;
+		assert_string_equal(jobs[i].reason, "needs 3 devices, 1 free");
+	}
+	assert_int_equal(repeated, N - 502);
+	for (int i = 0; i < N; i++)
+		free(jobs[i].slots);
+
+	/* a repeated job that has waited long enough reserves, as a tried one would */
+	make_nodes(nodes, 2, 4);
+	nodes[0].busy_mask = 0xf; /* 4 free */
+	struct queue_job two[3] = {
+	    {.id = "a", .seq = 1, .pending_since_ms = 900, .req = {.dp = 6, .tp = 1, .pp = 1}},
+	    {.id = "b", .seq = 2, .pending_since_ms = 0, .req = {.dp = 6, .tp = 1, .pp = 1}},
+	    {.id = "c", .seq = 3, .pending_since_ms = 0, .req = {.dp = 1, .tp = 1, .pp = 1}},
+	};
+	policy.reserve_after_ms = 500;
+	assert_int_equal(queue_pass(two, 3, nodes, 2, &policy, 1000), 0);
+	assert_true(two[1].repeated);
+	assert_false(two[2].placed);
+	assert_non_null(strstr(two[2].reason, "waiting behind b"));
+	for (int i = 0; i < 3; i++)
+		free(two[i].slots);
+}
+
 /* A re-placement that may shrink (failure.allow_shrink_dp) takes the largest dp that fits,
  * in its own turn: rank ids are those of replicas 0..dp-1 (the first dp*pp TP groups), TP
  * groups stay on one node, and a job that fits nowhere says why for both layouts. Rows: a
@@ -431,6 +487,7 @@ int main(void)
 	    cmocka_unit_test(test_two_gangs_of_six_on_eight_devices_do_not_deadlock),
 	    cmocka_unit_test(test_priority_then_submission_order),
 	    cmocka_unit_test(test_backfill_until_reservation_prevents_starvation),
+	    cmocka_unit_test(test_identical_requests_are_tried_once_per_placement),
 	    cmocka_unit_test(test_shrink_takes_the_largest_dp_that_fits),
 	    cmocka_unit_test(test_depth_limits_the_jobs_a_pass_looks_at),
 	    cmocka_unit_test(test_a_gang_bigger_than_the_cluster_does_not_reserve),
