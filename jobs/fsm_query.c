@@ -132,33 +132,69 @@ json_t *fsm_jobs_active(struct fsm *f)
 	return list;
 }
 
-int64_t *fsm_jobs_active_rowids(struct fsm *f, int *n)
+struct seq_rowid {
+	int64_t seq, rowid;
+};
+
+/* Appends the (seq, rowid) of the jobs in state, in seq order, to *v; -1: no memory. */
+static int rowids_in_state(struct fsm *f, const char *state, struct seq_rowid **v, int *n, int *cap)
 {
-	sqlite3_stmt *st = fsm_prepare(f, "SELECT rowid FROM jobs WHERE state IN"
-	                                  " ('pending', 'running', 'restarting') ORDER BY seq");
-	int cap = 0;
-	int64_t *ids = NULL;
-	*n = 0;
+	/* one range of the jobs_state index, already in seq order: no sort of the whole
+	 * active set (ORDER BY seq over three states sorted 100,000 rows: 160-780 ms) */
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT seq, rowid FROM jobs WHERE state = ?1 ORDER BY seq");
 	if (st == NULL)
-		return NULL;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (*n == cap) {
-			int grown_cap = cap ? 2 * cap : 256;
-			int64_t *grown = realloc(ids, (size_t)grown_cap * sizeof *ids);
+		return -1;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+	int rc = 0;
+	while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+		if (*n == *cap) {
+			int grown_cap = *cap ? 2 * *cap : 256;
+			struct seq_rowid *grown = realloc(*v, (size_t)grown_cap * sizeof *grown);
 			if (grown == NULL) {
-				free(ids);
-				fsm_release(f, st);
-				*n = 0;
-				return NULL;
+				rc = -1;
+				break;
 			}
-			ids = grown;
-			cap = grown_cap;
+			*v = grown;
+			*cap = grown_cap;
 		}
-		ids[(*n)++] = sqlite3_column_int64(st, 0);
+		(*v)[*n].seq = sqlite3_column_int64(st, 0);
+		(*v)[(*n)++].rowid = sqlite3_column_int64(st, 1);
 	}
 	fsm_release(f, st);
-	if (ids == NULL)
-		ids = malloc(sizeof *ids); /* none active: still a (empty) list */
+	return rc;
+}
+
+int64_t *fsm_jobs_active_rowids(struct fsm *f, int *n)
+{
+	static const char *const states[] = {"pending", "running", "restarting"};
+	struct seq_rowid *v = NULL;
+	int cap = 0, total = 0, start[4];
+	*n = 0;
+	for (int k = 0; k < 3; k++) {
+		start[k] = total;
+		if (rowids_in_state(f, states[k], &v, &total, &cap) != 0) {
+			free(v);
+			return NULL;
+		}
+	}
+	start[3] = total;
+	int64_t *ids = malloc((size_t)(total > 0 ? total : 1) * sizeof *ids);
+	if (ids == NULL) {
+		free(v);
+		return NULL;
+	}
+	/* merge the three runs by seq */
+	int at[3] = {start[0], start[1], start[2]};
+	for (int out = 0; out < total; out++) {
+		int best = -1;
+		for (int k = 0; k < 3; k++)
+			if (at[k] < start[k + 1] && (best < 0 || v[at[k]].seq < v[at[best]].seq))
+				best = k;
+		ids[out] = v[at[best]++].rowid;
+	}
+	free(v);
+	*n = total;
 	return ids;
 }
 

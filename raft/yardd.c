@@ -66,6 +66,8 @@ static void usage(FILE *out)
 	    "             [--events-max N (keep the newest N events, at least 1000; default all)]\n"
 	    "             [--queue-depth 100 (pending jobs a pass after a change looks at;\n"
 	    "             one pass a second looks at all; 0: every pass looks at all)]\n"
+	    "             [--max-active-jobs 100000 (active jobs before submissions get 429;\n"
+	    "             0: no bound)]\n"
 	    "             [--log-rank-bytes N (rank output kept per rank, default 1 MiB)]\n"
 	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
@@ -362,6 +364,7 @@ int main(int argc, char **argv)
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
 	    {"events-max", required_argument, NULL, 'K'},
 	    {"queue-depth", required_argument, NULL, 'Q'},
+	    {"max-active-jobs", required_argument, NULL, 'J'},
 	    {"log-rank-bytes", required_argument, NULL, 'L'},
 	    {"log-total-bytes", required_argument, NULL, 'G'},
 	    {"dev", no_argument, NULL, 'V'},
@@ -471,6 +474,19 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			yd.sched_cfg.queue_depth = (int)v;
+			break;
+		case 'J':
+			if (!numeric_ok || v > 100000000) {
+				fprintf(
+				    stderr,
+				    "yardd: --max-active-jobs: '%s' is not 0..100000000 (jobs "
+				    "pending, "
+				    "running or restarting before submissions are refused; 0: no "
+				    "bound)\n",
+				    optarg);
+				return 2;
+			}
+			yd.sched_cfg.max_active_jobs = (int)v;
 			break;
 		case 'L':
 		case 'G':

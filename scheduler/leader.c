@@ -4,6 +4,7 @@
 #include "scheduler/leader.h"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,6 +220,9 @@ struct sched {
 	uv_timer_t timer;
 	uv_check_t kick; /* a pass right after a job change committed (not only on ticks) */
 	uv_idle_t resync_idle; /* keeps the loop from sleeping in poll while jobs are reread */
+	/* soft jobs dropped with leadership, released GRAVE_CHUNK per loop iteration */
+	struct grave *graves;
+	uv_idle_t grave_idle;
 	int handles_open;
 	uint64_t last_kick_ms;
 	int leading;
@@ -242,6 +246,9 @@ struct sched {
 	struct soft_job *jobs;
 	struct job_key *keys; /* [cap_jobs], beside jobs */
 	int n_jobs, cap_jobs;
+	/* active jobs as of the last pass (or the reread's list), and submissions admitted
+	 * since (sched_admit) */
+	int n_active, n_admitted;
 	int n_dead;    /* released jobs still in the table (compacted when many) */
 	int *pass_buf; /* indices of a pass's candidates, kept between passes */
 	int cap_pass_buf;
@@ -328,6 +335,7 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->stop_wait_ms = 10000;
 	cfg->reserve_after_ms = 60000;
 	cfg->queue_depth = 100;
+	cfg->max_active_jobs = 100000;
 	cfg->log_rank_max_bytes = 1 << 20;
 	cfg->log_total_max_bytes = 64 << 20;
 }
@@ -631,7 +639,79 @@ int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_
 	return 0;
 }
 
-static void soft_clear(struct sched *s)
+/* A dropped table of soft jobs, released a chunk at a time: releasing 100,000 jobs at
+ * once (every JSON tree and cache they hold) held the loop ~1 s, during which the member
+ * answered no raft message. */
+struct grave {
+	struct grave *next;
+	struct soft_job *jobs;
+	int n, at;
+};
+
+#define GRAVE_CHUNK 2048
+
+static void grave_release(struct grave *g, int n)
+{
+	int end = YARD_MIN(g->at + n, g->n);
+	for (; g->at < end; g->at++)
+		job_release(&g->jobs[g->at]);
+}
+
+static void on_grave_idle(uv_idle_t *h)
+{
+	struct sched *s = h->data;
+	struct grave *g = s->graves;
+	if (g == NULL) {
+		uv_idle_stop(h);
+		return;
+	}
+	grave_release(g, GRAVE_CHUNK);
+#ifdef __GLIBC__
+	/* glibc keeps small freed chunks in fastbins until a large request consolidates them
+	 * all at once: after a whole drop that took a new leader's loop 280-400 ms at its first
+	 * large allocation; consolidated a chunk at a time here, ~15 ms each (100,000 jobs:
+	 * 49 loop iterations of ~23 ms) */
+	malloc_trim(0);
+#endif
+	if (g->at == g->n) {
+		s->graves = g->next;
+		free(g->jobs);
+		free(g);
+	}
+}
+
+/* Hands the soft jobs to the grave (released from the loop's idle phase, GRAVE_CHUNK at a
+ * time) when there are more than a chunk and defer; else releases them here. */
+static void jobs_clear(struct sched *s, int defer)
+{
+	struct grave *g = defer && s->n_jobs > GRAVE_CHUNK ? malloc(sizeof *g) : NULL;
+	if (g == NULL) {
+		for (int i = 0; i < s->n_jobs; i++)
+			job_release(&s->jobs[i]);
+		s->n_jobs = 0;
+		return;
+	}
+	*g = (struct grave){.next = s->graves, .jobs = s->jobs, .n = s->n_jobs};
+	s->graves = g;
+	s->jobs = NULL;
+	free(s->keys);
+	s->keys = NULL;
+	s->n_jobs = s->cap_jobs = 0;
+	uv_idle_start(&s->grave_idle, on_grave_idle);
+}
+
+static void graves_free(struct sched *s)
+{
+	while (s->graves != NULL) {
+		struct grave *g = s->graves;
+		grave_release(g, g->n);
+		s->graves = g->next;
+		free(g->jobs);
+		free(g);
+	}
+}
+
+static void soft_clear(struct sched *s, int defer)
 {
 	watch_release_all(s, YARD_ENOTLEADER);
 	logstore_clear(s->logs);
@@ -641,8 +721,7 @@ static void soft_clear(struct sched *s)
 		json_decref(s->nodes[i].perf);
 		free(s->nodes[i].slots);
 	}
-	for (int i = 0; i < s->n_jobs; i++)
-		job_release(&s->jobs[i]);
+	jobs_clear(s, defer);
 	s->n_nodes = s->n_jobs = s->n_dead = 0;
 	free(s->health); /* its rows name soft nodes */
 	s->health = NULL;
@@ -1636,8 +1715,8 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 				         (long long)json_integer_value(json_object_get(l, "tp")),
 				         (long long)json_integer_value(json_object_get(l, "pp")),
 				         q[k].reason);
-			} else {
-				snprintf(j->reason, sizeof j->reason, "%s", q[k].reason);
+			} else { /* the same size: a copy, not a format, for each of a deep queue */
+				memcpy(j->reason, q[k].reason, strlen(q[k].reason) + 1);
 			}
 			if (!j->noted_waiting && n_nodes > 0) {
 				j->noted_waiting = 1;
@@ -2063,7 +2142,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 	/* pending candidates from the front of pass_buf (in table order: a deep pass's queue
 	 * is then usually sorted already), restarting ones from the back */
 	int *buf = s->cap_pass_buf >= s->n_jobs + 1 ? s->pass_buf : NULL;
-	int n_restart = 0, n_pend = 0;
+	int n_restart = 0, n_pend = 0, n_active = 0;
 	/* Nothing below adds soft jobs, so j stays valid (proposals only flag them). */
 	for (int k = 0; buf != NULL && k < s->n_jobs; k++) {
 		struct job_key *key = &s->keys[k];
@@ -2078,6 +2157,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 			continue;
 		}
 		struct soft_job *j = &s->jobs[k];
+		n_active++;
 		if (key->changed) {
 			/* the phase changes only with the row */
 			key->changed = 0;
@@ -2109,6 +2189,10 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 		} else if (check_restarting(s, j, j->row, nodes_by_id, now)) {
 			buf[s->n_jobs - ++n_restart] = k;
 		}
+	}
+	if (buf != NULL) {
+		s->n_active = n_active;
+		s->n_admitted = 0;
 	}
 	if (buf != NULL) {
 		int depth = s->cfg.queue_depth;
@@ -2333,7 +2417,12 @@ static void tick(struct sched *s, int with_nodes)
 		s->wake_ms = UINT64_MAX;
 		s->last_applied = applied;
 		s->last_full_ms = now;
+		uint64_t t0 = yard_now_mono_ns();
 		run_jobs(s, nodes, now, with_nodes);
+		uint64_t took_ms = (yard_now_mono_ns() - t0) / 1000000;
+		if (took_ms >= 100)
+			log_warn("scheduler: a pass over %d jobs held the loop %llu ms", s->n_jobs,
+			         (unsigned long long)took_ms);
 		if (!with_nodes)
 			s->dirty = 1; /* the running jobs were not looked at: the next tick does */
 	}
@@ -2374,8 +2463,9 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	uv_timer_init(loop, &s->timer);
 	uv_check_init(loop, &s->kick);
 	uv_idle_init(loop, &s->resync_idle);
-	s->timer.data = s->kick.data = s->resync_idle.data = s;
-	s->handles_open = 3;
+	uv_idle_init(loop, &s->grave_idle);
+	s->timer.data = s->kick.data = s->resync_idle.data = s->grave_idle.data = s;
+	s->handles_open = 4;
 	if (cfg->tick_ms > 0) {
 		uv_timer_start(&s->timer, on_tick, cfg->tick_ms, cfg->tick_ms);
 		uv_check_start(&s->kick, on_kick);
@@ -2395,7 +2485,8 @@ void sched_destroy(struct sched *s)
 	if (s == NULL)
 		return;
 	uncommitted_flush(s, 1);
-	soft_clear(s);
+	soft_clear(s, 0);
+	graves_free(s);
 	logstore_destroy(s->logs);
 	free(s->nodes);
 	free(s->jobs);
@@ -2418,14 +2509,16 @@ void sched_destroy(struct sched *s)
 	uv_timer_stop(&s->timer);
 	uv_check_stop(&s->kick);
 	uv_idle_stop(&s->resync_idle);
+	uv_idle_stop(&s->grave_idle);
 	uv_close((uv_handle_t *)&s->timer, timer_closed);
 	uv_close((uv_handle_t *)&s->kick, timer_closed);
 	uv_close((uv_handle_t *)&s->resync_idle, timer_closed);
+	uv_close((uv_handle_t *)&s->grave_idle, timer_closed);
 }
 
 void sched_leader_up(struct sched *s)
 {
-	soft_clear(s);
+	soft_clear(s, 1);
 	s->epoch++;
 	s->leading = 1;
 	s->fsm->keep_submitted = 1;
@@ -2446,7 +2539,7 @@ void sched_leader_down(struct sched *s)
 	if (!s->leading)
 		return;
 	uncommitted_flush(s, 1);
-	soft_clear(s);
+	soft_clear(s, 1);
 	s->epoch++;
 	s->leading = 0;
 	s->fsm->keep_submitted = 0;
@@ -3420,6 +3513,31 @@ void sched_metrics_render(struct sched *s, FILE *f)
 void sched_overlay_rollout(struct sched *s, json_t *rollout)
 {
 	rollout_driver_overlay(s->rollouts, rollout);
+}
+
+int sched_jobs_dropping(const struct sched *s)
+{
+	int n = 0;
+	for (const struct grave *g = s->graves; g != NULL; g = g->next)
+		n += g->n - g->at;
+	return n;
+}
+
+int sched_admit(struct sched *s, char *why, size_t why_len)
+{
+	int max = s->cfg.max_active_jobs;
+	/* while a reread after a leadership change goes on, its list counts */
+	int known = YARD_MAX(s->n_active, s->resync_rowids != NULL ? s->n_resync : 0);
+	if (max <= 0 || known + s->n_admitted < max) {
+		s->n_admitted++;
+		return 0;
+	}
+	snprintf(why, why_len,
+	         "the cluster holds about %d active jobs (pending, running or restarting), its "
+	         "limit (yardd --max-active-jobs %d): submit again when some have ended, or "
+	         "cancel some",
+	         known + s->n_admitted, max);
+	return -1;
 }
 
 uint64_t sched_node_down_ms(const struct sched *s)

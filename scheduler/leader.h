@@ -60,6 +60,9 @@ struct sched_config {
 	int queue_depth;                 /* pending jobs a pass triggered by a change looks at
 	                                  * (queue.h max_attempts); a pass at least once a second
 	                                  * looks at all; 0 = all in every pass; default 100 */
+	int max_active_jobs;             /* submissions refused while about this many jobs are
+	                                  * pending, running or restarting (sched_admit);
+	                                  * 0 = no bound; default 100000 */
 	size_t log_rank_max_bytes;       /* rank output kept per (job, rank), default 1 MiB */
 	size_t log_total_max_bytes;      /* rank output kept in all, default 64 MiB */
 };
@@ -136,6 +139,18 @@ int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);
 /* How long after its last heartbeat a node is declared down (--node-down-ms). */
 uint64_t sched_node_down_ms(const struct sched *s);
+
+/* Whether a new job may be submitted now: 0, or -1 with why (for a 429) when the cluster
+ * holds max_active_jobs active jobs or more. The count is the leader's as of its last pass
+ * (at most a tick old) plus the submissions admitted since, so a burst can pass the bound
+ * by what is in flight at once. Every active job lives in the leader's memory and is looked
+ * at by a pass at least once a second; the bound keeps those passes, and the reread after a
+ * leadership change, short enough for the leader to keep its loop answering raft. */
+int sched_admit(struct sched *s, char *why, size_t why_len);
+
+/* Soft jobs dropped with a leadership and not released yet (they go GRAVE_CHUNK per loop
+ * iteration, so that dropping a deep queue does not hold the loop). */
+int sched_jobs_dropping(const struct sched *s);
 void sched_overlay_node(struct sched *s, json_t *node);
 /* Adds each target node's live version and upgrade state to a rollout (fsm_rollout_get). */
 void sched_overlay_rollout(struct sched *s, json_t *rollout);

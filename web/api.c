@@ -303,6 +303,12 @@ static void h_jobs_submit(struct call *call)
 		return;
 	}
 	json_decref(body);
+	char why[256];
+	if (call->s->sched != NULL && sched_admit(call->s->sched, why, sizeof why) != 0) {
+		jobspec_free(&spec);
+		call_error(call, 429, NULL, "%s", why);
+		return;
+	}
 	uint64_t down_ms = call->s->sched != NULL ? sched_node_down_ms(call->s->sched) : 0;
 	if (spec.failure.stop_on_disconnect_s > 0 && down_ms > 0 &&
 	    spec.failure.stop_on_disconnect_s * 1000 >= (double)down_ms)

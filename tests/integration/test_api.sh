@@ -204,6 +204,34 @@ rc=$?
 [ $rc = 0 ] || fail "yardd exited $rc after SIGTERM"
 unset "PID[1]"
 
+# a bound on active jobs: a submission past it gets 429 naming the limit and changes
+# nothing; once a job ends (cancelled) there is room again
+start_member 1 "$M" --max-active-jobs 2
+wait_leader 10 1 || fail "no leader after restart with --max-active-jobs"
+get 1 "/v1/jobs?state=pending&limit=1000"
+pending=$(jget "$BODY" 'len(d["jobs"])')
+for id in $(jget "$BODY" '" ".join(j["id"] for j in d["jobs"])'); do
+	call POST 1 "/v1/jobs/$id/cancel" '{}'
+	[ "$CODE" = 200 ] || fail "cancel $id: $CODE $BODY"
+done
+submit_named() { call POST 1 /v1/jobs "{\"name\":\"$1\"}"; [ "$CODE" = 201 ]; }
+for n in 1 2; do # a refused try changes nothing: tried again until the cancels are counted
+	wait_until 10 submit_named "bounded-$n" || fail "submission $n under the bound: $CODE $BODY"
+done
+call POST 1 /v1/jobs '{"name":"over-the-bound"}'
+[ "$CODE" = 429 ] && echo "$BODY" | grep -q 'max-active-jobs 2' ||
+	fail "submission over --max-active-jobs 2: $CODE $BODY"
+note "over the bound ($pending pending cancelled first): $BODY"
+get 1 "/v1/jobs?limit=1000"
+echo "$BODY" | grep -q '"over-the-bound"' && fail "the refused job was stored"
+id=$(jget "$BODY" '[j["id"] for j in d["jobs"] if j["name"] == "bounded-1"][0]')
+call POST 1 "/v1/jobs/$id/cancel" '{}'
+[ "$CODE" = 200 ] || fail "cancel $id: $CODE $BODY"
+wait_until 10 submit_named after-cancel || fail "no room after a cancel: $CODE $BODY"
+kill -TERM "${PID[1]}"
+wait "${PID[1]}" || fail "yardd exited non-zero after SIGTERM"
+unset "PID[1]"
+
 # below the free-space floor writes are refused, reads still work
 start_member 1 "$M" --min-free-mb 100000000
 wait_leader 10 1 || fail "no leader after restart"

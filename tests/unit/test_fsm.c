@@ -1422,6 +1422,47 @@ static void submit_two_rank_jobs(struct fsm *f, int n)
 		                 201);
 }
 
+/* The active jobs' rowids (a new leader's reread) come in submission order across states
+ * (read state by state from the index and merged), without the ended ones. */
+static void test_active_rowids_in_submission_order(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	(void)state;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
+	assert_int_equal(apply(&f, "node.register", NODE_B, NULL, T0, "nodes", "agent", NULL), 200);
+	submit_two_rank_jobs(&f, 6);
+	/* j-000002 and j-000005 run, j-000003 ends */
+	const char *on = "{\"id\":\"%s\",\"generation\":1,\"ranks\":[{\"node\":\"%s\","
+	                 "\"device\":0},{\"node\":\"%s\",\"device\":1}]}";
+	char body[256];
+	snprintf(body, sizeof body, on, "j-000002", "node-a", "node-a");
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0, "yardd", "admin", NULL), 200);
+	snprintf(body, sizeof body, on, "j-000005", "node-b", "node-b");
+	assert_int_equal(apply(&f, "job.assign", body, NULL, T0, "yardd", "admin", NULL), 200);
+	assert_int_equal(
+	    apply(&f, "job.cancel", "{\"id\":\"j-000003\"}", NULL, T0, "alice", "user", NULL), 200);
+	int n = 0;
+	int64_t *ids = fsm_jobs_active_rowids(&f, &n);
+	assert_non_null(ids);
+	json_t *active = fsm_jobs_active(&f);
+	assert_int_equal(n, 5);
+	assert_int_equal(json_array_size(active), 5);
+	const char *want[] = {"j-000001", "j-000002", "j-000004", "j-000005", "j-000006"};
+	for (int i = 0; i < n; i++) {
+		json_t *row = fsm_job_by_rowid(&f, ids[i]);
+		assert_string_equal(json_string_value(json_object_get(row, "id")), want[i]);
+		assert_string_equal(
+		    json_string_value(json_object_get(json_array_get(active, (size_t)i), "id")),
+		    want[i]);
+		json_decref(row);
+	}
+	json_decref(active);
+	free(ids);
+	fsm_close(&f);
+}
+
 /* assignments.running follows every state change of its job, and the node's slots, the
  * device holder check and an upgraded image read it. */
 static void test_running_flag_follows_job_state(void **state)
@@ -1725,6 +1766,7 @@ int main(void)
 	    cmocka_unit_test(test_tokens_members_config),
 	    cmocka_unit_test(test_jobs_list_filters_and_pages),
 	    cmocka_unit_test(test_nodes_and_placements),
+	    cmocka_unit_test(test_active_rowids_in_submission_order),
 	    cmocka_unit_test(test_running_flag_follows_job_state),
 	    cmocka_unit_test(test_node_slots_by_job_and_rank),
 	    cmocka_unit_test(test_slot_nodes_journal_keeps_a_cache_exact),

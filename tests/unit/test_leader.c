@@ -607,6 +607,41 @@ static void test_new_leader_rereads_jobs_in_chunks_before_deciding(void **state)
 	world_free(w);
 }
 
+/* A leader that loses its leadership drops its soft jobs a chunk per loop iteration: a deep
+ * queue's JSON trees and caches released at once held the loop ~1 s at 100,000 jobs. The
+ * soft state is gone at once (a new leadership starts empty), the memory a little later. */
+static void test_dropped_jobs_are_released_a_chunk_per_iteration(void **state)
+{
+	struct sched_world *w = world_new_depth(0);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	for (int i = 0; i < 5000; i++)
+		submit_command(w, 16, 0); /* none fits: all stay pending */
+	for (int i = 0; i < 100; i++) {   /* the reread goes 64 jobs a pass */
+		advance(w, 100);
+		sched_tick(w->sched);
+	}
+	assert_string_equal(job_state(w, "j-005000"), "pending");
+	sched_leader_down(w->sched);
+	assert_int_equal(sched_jobs_dropping(w->sched), 5000);
+	int iterations = 0;
+	while (sched_jobs_dropping(w->sched) > 0 && iterations < 100) {
+		uv_run(&w->loop, UV_RUN_NOWAIT);
+		iterations++;
+	}
+	assert_int_equal(sched_jobs_dropping(w->sched), 0);
+	assert_true(iterations >= 3); /* 5,000 jobs, 2,048 an iteration */
+	/* leading again while nothing is left to drop, and again while a drop goes on */
+	sched_leader_up(w->sched);
+	for (int i = 0; i < 100; i++) {
+		advance(w, 100);
+		sched_tick(w->sched);
+	}
+	sched_leader_down(w->sched);
+	sched_leader_up(w->sched);
+	assert_int_equal(sched_jobs_dropping(w->sched), 5000);
+	world_free(w); /* frees what is left (the sanitizer build checks) */
+}
+
 /* The pass a submission triggers looks at the first queue_depth jobs in queue order, not in
  * submission order: a high-priority job submitted behind a long queue is among them and is
  * placed at once, without waiting for the pass over every job. */
@@ -1877,6 +1912,7 @@ int main(void)
 	    cmocka_unit_test(test_busy_devices_survive_a_node_joining),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_new_leader_rereads_jobs_in_chunks_before_deciding),
+	    cmocka_unit_test(test_dropped_jobs_are_released_a_chunk_per_iteration),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
 	    cmocka_unit_test(test_node_death_moves_the_job),
 	    cmocka_unit_test(test_shrink_on_node_death_and_grow_back),
