@@ -264,6 +264,7 @@ struct sched {
 	 * until every one was read (the busy view would miss devices). */
 	int64_t *resync_rowids;
 	int n_resync, resync_at;
+	uint64_t resync_since_ms; /* when the reread began (monotonic) */
 	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
 	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
@@ -1925,6 +1926,7 @@ static int refresh_jobs(struct sched *s)
 		free(s->resync_rowids);
 		s->resync_rowids = fsm_jobs_active_rowids(s->fsm, &s->n_resync);
 		s->resync_at = 0;
+		s->resync_since_ms = mono_now(s);
 		if (s->resync_rowids == NULL) {
 			log_error("scheduler: no memory to reread the active jobs; trying again");
 			s->jobs_resync = 1;
@@ -1948,6 +1950,9 @@ static int refresh_jobs(struct sched *s)
 	}
 	if (s->resync_at < s->n_resync)
 		return 1;
+	if (s->n_resync >= 1000) /* a deep queue: how long the leader waited to decide */
+		log_info("scheduler: reread %d active jobs in %.1f s", s->n_resync,
+		         (double)(mono_now(s) - s->resync_since_ms) / 1000);
 	free(s->resync_rowids);
 	s->resync_rowids = NULL;
 	s->n_resync = s->resync_at = 0;
