@@ -168,13 +168,14 @@ static void snapshot_prepare(struct consensus *c)
 
 /* The image copied into memory prepared for it (grown by realloc when the image outgrew
  * the guess), or allocated here when none was prepared: the copy raft writes from the
- * thread pool while later entries apply. *prepared: 0 none, 1 prepared, 2 grown. */
+ * thread pool while later entries apply. *prepared: 0 none, 1 prepared, 2 grown. 1: the
+ * FSM gives no image (its own snapshot op is the way), -1: no memory. */
 static int snapshot_copy(struct consensus *c, void **data, size_t *len, int *prepared)
 {
 	const void *img;
 	size_t cap = 0;
-	if (c->ops.image(c->ops.data, &img, len) != 0)
-		return -1;
+	if (c->ops.image == NULL || c->ops.image(c->ops.data, &img, len) != 0)
+		return 1;
 	void *buf = snapbuf_take(&c->snapbuf, &cap);
 	*prepared = buf != NULL;
 	if (buf != NULL && cap < *len) {
@@ -251,8 +252,10 @@ static int fsm_snapshot_cb(struct raft_fsm *fsm, struct raft_buffer *bufs[], uns
 	size_t len;
 	int prepared = 0;
 	uint64_t t0 = yard_now_mono_ns();
-	int rc = c->ops.image != NULL ? snapshot_copy(c, &data, &len, &prepared)
-	                              : c->ops.snapshot(c->ops.data, &data, &len);
+	int rc = snapshot_copy(c, &data, &len, &prepared);
+	int own = rc == 0;
+	if (rc == 1)
+		rc = c->ops.snapshot(c->ops.data, &data, &len);
 	c->snap_asked = 0;
 	if (rc != 0)
 		return RAFT_NOMEM;
@@ -272,10 +275,10 @@ static int fsm_snapshot_cb(struct raft_fsm *fsm, struct raft_buffer *bufs[], uns
 	log_info("consensus: snapshot of %zu bytes at index %llu (%.1f ms on the loop%s)", len,
 	         (unsigned long long)raft_last_applied(&c->raft),
 	         (double)c->stats.snapshot_last_us / 1000,
-	         c->ops.image == NULL ? ""
-	         : prepared == 0      ? ", into memory not prepared"
-	         : prepared == 2      ? ", prepared memory grown"
-	                              : "");
+	         !own            ? ""
+	         : prepared == 0 ? ", into memory not prepared"
+	         : prepared == 2 ? ", prepared memory grown"
+	                         : "");
 	return 0;
 }
 

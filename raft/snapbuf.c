@@ -5,8 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/log.h"
-
 void snapbuf_init(struct snapbuf *b)
 {
 	memset(b, 0, sizeof *b);

@@ -477,13 +477,11 @@ int main(int argc, char **argv)
 			break;
 		case 'J':
 			if (!numeric_ok || v > 100000000) {
-				fprintf(
-				    stderr,
-				    "yardd: --max-active-jobs: '%s' is not 0..100000000 (jobs "
-				    "pending, "
-				    "running or restarting before submissions are refused; 0: no "
-				    "bound)\n",
-				    optarg);
+				fprintf(stderr,
+				        "yardd: --max-active-jobs: '%s' is not 0..100000000 (jobs "
+				        "pending, running or restarting before submissions are "
+				        "refused; 0: no bound)\n",
+				        optarg);
 				return 2;
 			}
 			yd.sched_cfg.max_active_jobs = (int)v;

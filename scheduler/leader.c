@@ -4,11 +4,13 @@
 #include "scheduler/leader.h"
 
 #include <dirent.h>
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -724,6 +726,7 @@ static void soft_clear(struct sched *s, int defer)
 	}
 	jobs_clear(s, defer);
 	s->n_nodes = s->n_jobs = s->n_dead = 0;
+	s->n_active = s->n_admitted = 0; /* counted again by the next leadership's passes */
 	free(s->health); /* its rows name soft nodes */
 	s->health = NULL;
 	s->n_health = 0;

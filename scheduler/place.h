@@ -28,6 +28,7 @@ struct place_node {
 	int64_t device_memory_mb; /* per device, 0 = unknown (no memory check) */
 };
 
+/* (queue.c's same_request compares every field: keep it in step) */
 struct place_request {
 	int dp, tp, pp;
 	int require_cuda;  /* 1: only CUDA nodes; 0: any */
