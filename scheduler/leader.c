@@ -267,6 +267,8 @@ struct sched {
 	int64_t *resync_rowids;
 	int n_resync, resync_at;
 	uint64_t resync_since_ms; /* when the reread began (monotonic) */
+	uint64_t slow_pass_log_ms; /* the last "pass held the loop" warning, and passes since */
+	int slow_passes;
 	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
 	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
@@ -2429,8 +2431,17 @@ static void tick(struct sched *s, int with_nodes)
 		run_jobs(s, nodes, now, with_nodes);
 		uint64_t took_ms = (yard_now_mono_ns() - t0) / 1000000;
 		if (took_ms >= 100)
-			log_warn("scheduler: a pass over %d jobs held the loop %llu ms", s->n_jobs,
-			         (unsigned long long)took_ms);
+			s->slow_passes++;
+		/* at most one line in 10 s: a deep queue may make every pass slow */
+		if (took_ms >= 100 &&
+		    (s->slow_pass_log_ms == 0 || now - s->slow_pass_log_ms >= 10000)) {
+			log_warn(
+			    "scheduler: a pass over %d jobs held the loop %llu ms (%d pass(es) of "
+			    "100 ms or more since the last such line)",
+			    s->n_jobs, (unsigned long long)took_ms, s->slow_passes);
+			s->slow_pass_log_ms = now;
+			s->slow_passes = 0;
+		}
 		if (!with_nodes)
 			s->dirty = 1; /* the running jobs were not looked at: the next tick does */
 	}
