@@ -226,6 +226,8 @@ struct agent {
 	uint64_t perf_at_mono_ms;    /* when the last probe ended (a failed re-probe included) */
 	uint64_t ranks_started;      /* ranks started since the agent started (ranks.c) */
 	uint64_t perf_ranks_started; /* ranks_started when the running probe began */
+	int perf_disturbed;  /* the rates kept were measured while a rank started: measured again
+	                      * as soon as no rank runs, whatever --reprobe-s says (perf_tick) */
 	uv_timer_t gc_timer; /* gc.c */
 	/* the link to another node (linkprobe.c) */
 	uv_tcp_t probe_server;
@@ -384,7 +386,8 @@ int gc_pass(struct agent *a);
 void gc_start(struct agent *a);
 /* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
 void perf_start(struct agent *a);
-/* Measures the node again (--reprobe-s) when its rates are that old and no rank runs. */
+/* Measures the node again when no rank runs and its rates are --reprobe-s old, or were
+ * measured while a rank started. */
 void perf_tick(struct agent *a);
 /* linkprobe.c: serves the probe port on the loop (0, or an error naming the port). */
 int linkprobe_listen(struct agent *a, struct yard_err *err);

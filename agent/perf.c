@@ -10,7 +10,10 @@
  * on the node (perf_tick): a node whose load or clocks changed is planned for with what it
  * does now, and no training is disturbed by the probe; a re-probe during which a rank
  * started is discarded (the two disturbed each other), and a failed one keeps the rates it
- * had. The next heartbeat carries the new rates, which replace the leader's. */
+ * had. The first rates are kept even when a rank started while they were measured (a node
+ * without rates is not planned for), but both were disturbed: such rates are measured again
+ * as soon as no rank runs, whatever --reprobe-s says. The next heartbeat carries the new
+ * rates, which replace the leader's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +69,8 @@ static void finish(struct perf_run *p)
 	a->perf_reprobe = 0;
 	a->perf_at_mono_ms = yard_now_mono_ms();
 	int valid = json_is_object(o) && json_real_value(json_object_get(o, "flops_per_s")) > 0;
-	if (reprobe && (!valid || a->ranks_started != a->perf_ranks_started)) {
+	int disturbed = a->ranks_started != a->perf_ranks_started;
+	if (reprobe && (!valid || disturbed)) {
 		log_info("node probe again: %s; the rates of the last probe stand",
 		         !valid ? "failed"
 		                : "a rank started meanwhile, so its figures are discarded");
@@ -99,10 +103,11 @@ static void finish(struct perf_run *p)
 		                    json_integer(agent_device_memory_mb(&a->cfg)));
 		json_decref(a->perf);
 		a->perf = o;
+		a->perf_disturbed = disturbed;
 		a->perf_unwanted = 0; /* the next heartbeat carries it, new rates for the leader */
 		linkprobe_apply(a);   /* a link measured before this probe answered */
 		log_info("node probe%s: %.1f GFLOP/s per device (%.0f%% when all %d compute), "
-		         "shm %.2f GB/s, inter-node %.2f GB/s (%s), in %lld ms",
+		         "shm %.2f GB/s, inter-node %.2f GB/s (%s), in %lld ms%s",
 		         reprobe ? " again (no rank runs)" : "",
 		         json_real_value(json_object_get(o, "flops_per_s")) / 1e9,
 		         json_real_value(json_object_get(o, "parallel_efficiency")) * 100,
@@ -110,7 +115,10 @@ static void finish(struct perf_run *p)
 		         json_real_value(json_object_get(o, "intra_bw_bytes_per_s")) / 1e9,
 		         json_real_value(json_object_get(o, "inter_bw_bytes_per_s")) / 1e9,
 		         json_string_value(json_object_get(o, "inter_source")),
-		         (long long)(yard_now_mono_ms() - p->started_ms));
+		         (long long)(yard_now_mono_ms() - p->started_ms),
+		         disturbed ? "; a rank started meanwhile, so the node is measured again as "
+		                     "soon as no rank runs"
+		                   : "");
 	}
 	uv_close((uv_handle_t *)&p->process, handle_closed);
 	uv_close((uv_handle_t *)&p->timer, handle_closed);
@@ -219,10 +227,14 @@ void perf_start(struct agent *a)
 
 void perf_tick(struct agent *a)
 {
-	/* the rank scan last: on most ticks the rates are not old yet */
-	if (a->cfg.reprobe_s <= 0 || a->perf == NULL || a->perf_running ||
-	    yard_now_mono_ms() - a->perf_at_mono_ms < (uint64_t)a->cfg.reprobe_s * 1000 ||
-	    ranks_running(a) > 0)
+	/* the rank scan last: on most ticks the rates are neither disturbed nor old yet */
+	if (a->perf == NULL || a->perf_running)
+		return;
+	uint64_t age_ms = yard_now_mono_ms() - a->perf_at_mono_ms;
+	if (a->perf_disturbed ? age_ms < PERF_RETRY_MS /* a failed or discarded one: a pause */
+	                      : a->cfg.reprobe_s <= 0 || age_ms < (uint64_t)a->cfg.reprobe_s * 1000)
+		return;
+	if (ranks_running(a) > 0)
 		return;
 	a->perf_reprobe = 1;
 	perf_start(a);

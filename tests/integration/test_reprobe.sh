@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_reprobe.sh: the agent measures its node again (--reprobe-s) when its rates are that old
 # and no rank runs, and the leader takes the new rates; never while a rank runs (a probe
-# still running when a rank starts is discarded). One controller, one agent.
+# still running when a rank starts is discarded). A node's first probe during which a rank
+# started is kept (the node is planned for) but measured again as soon as no rank runs,
+# whatever --reprobe-s says. One controller, two agents.
 . "$(dirname "$0")/lib.sh"
 
 agent_refuses "--reprobe-s -1" "--reprobe-s 1h" "--reprobe-s 31536001"
@@ -45,3 +47,38 @@ during=$(sed -n "$((started + 1)),$((ended - 1))p" "$L" | grep -c "node probe ag
 n=$(again)
 wait_until 15 again_at_least $((n + 1)) || fail "no probe after the rank ended: $(tail -n 5 "$L")"
 note "no probe while the rank ran ($(sed -n "${started},${ended}p" "$L" | grep -c "discarded") discarded as a rank started); probed again once it had ended"
+
+# ---- a first probe during which a rank starts: kept, then measured again once idle
+# node-b's worker is a wrapper whose probes wait (at most 4 s: the agent kills a first probe at
+# 5 s) until a rank of the job below has started. The job of 2 ranks waits for node-b (node-a
+# has one device), so its rank on node-b starts while node-b's first probe runs.
+rm -f "$T/done"
+real=$(command -v yard-worker)
+cat >"$T/worker" <<SCRIPT
+#!/bin/sh
+if [ "\$1" = --probe ]; then
+	i=0
+	while [ ! -e "$T/rank-started" ] && [ \$i -lt 40 ]; do sleep 0.1; i=\$((i + 1)); done
+fi
+exec "$real" "\$@"
+SCRIPT
+chmod +x "$T/worker"
+submit 1 "{\"name\":\"overlap\",\"ranks\":2,\"command\":[\"sh\",\"-c\",\"touch $T/rank-started; i=0; while [ ! -e $T/done ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i + 1)); done\"]}"
+J=$JOB
+LB=$T/log.agent-node-b
+start_agent node-b 1 "$(api 1)" --worker "$T/worker"
+wait_until 20 job_state_is 1 "$J" running || fail "job $J did not run: $(job_field 1 "$J" '')"
+kept() { grep -q "node probe: .*a rank started meanwhile, so the node is measured again as soon as no rank runs" "$LB"; }
+wait_until 20 kept || fail "node-b's first probe did not overlap a rank: $(grep "probe\|started rank" "$LB")"
+has_rates() { get 1 /v1/nodes/node-b; [ "$(jget "$BODY" '"perf" in d')" = True ]; }
+wait_until 10 has_rates || fail "the leader has no rates for node-b: $BODY"
+job_state_is 1 "$J" running || fail "job $J ended early: $(job_field 1 "$J" '')"
+! grep -q "node probe again" "$LB" || fail "node-b was probed again while its rank ran: $(grep "probe" "$LB")"
+touch "$T/done"
+wait_until 20 job_state_is 1 "$J" succeeded || fail "job $J did not succeed: $(job_field 1 "$J" '')"
+again_b() { grep -c "node probe again (no rank runs)" "$LB"; }
+idle_probed() { [ "$(again_b)" -ge 1 ]; }
+wait_until 15 idle_probed || fail "node-b was not measured again once idle: $(grep "probe" "$LB")"
+sleep 3 # a second re-probe would follow within 2 s (PERF_RETRY_MS): time must pass
+[ "$(again_b)" = 1 ] || fail "node-b was measured again more than once (--reprobe-s 3600): $(grep "probe" "$LB")"
+note "node-b: first rates kept while a rank started during them, measured again once the rank had ended, once"
