@@ -439,9 +439,11 @@ static void job_parse(struct soft_job *j, const json_t *job)
 	j->hang_timeout_s = js.failure.hang_timeout_s;
 	j->first_step_timeout_s = js.failure.first_step_timeout_s;
 	j->straggler_policy = (int)js.failure.straggler_policy;
-	j->straggler = (struct straggler_params){.threshold = js.failure.straggler_threshold,
-	                                         .windows = js.failure.straggler_windows,
-	                                         .window_steps = js.failure.straggler_window_steps};
+	j->straggler =
+	    (struct straggler_params){.threshold = js.failure.straggler_threshold,
+	                              .windows = js.failure.straggler_windows,
+	                              .window_steps = js.failure.straggler_window_steps,
+	                              .min_streak_ms = js.failure.straggler_min_streak_s * 1000};
 	j->max_replacements = js.failure.max_replacements;
 	snprintf(j->store, sizeof j->store, "%s", js.checkpoint.store);
 	memset(&j->req, 0, sizeof j->req);
@@ -1042,7 +1044,8 @@ static void straggler_feed(struct soft_job *j, int64_t rank, const json_t *rep)
 	json_array_foreach(json_object_get(rep, "windows"), i, w)
 	    straggler_add(&j->det, (int)rank, json_integer_value(json_object_get(w, "index")),
 	                  (int)json_integer_value(json_object_get(w, "steps")),
-	                  json_number_value(json_object_get(w, "compute_ms")));
+	                  json_number_value(json_object_get(w, "compute_ms")),
+	                  json_number_value(json_object_get(w, "comm_wait_ms")));
 }
 
 static void pending_note(struct soft_job *j, const char *type, const char *key, const char *message)
@@ -1106,10 +1109,11 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 			snprintf(
 			    message, sizeof message,
 			    "straggler: rank %d on node %s: compute %.3g ms per step, %.2fx the "
-			    "median of pipeline stage %d (%.3g ms) for %d window(s) of %d steps "
-			    "(through step %lld)",
+			    "median of pipeline stage %d (%.3g ms) for %d window(s) of %d steps, "
+			    "%.1f s (through step %lld)",
 			    c->rank, node, c->compute_ms, c->ratio, c->stage, c->median_ms,
-			    j->straggler.windows, j->straggler.window_steps, (long long)last_step);
+			    c->streak, j->straggler.window_steps, c->streak_ms / 1000,
+			    (long long)last_step);
 			log_warn("scheduler: job %s: %s", j->id, message);
 			if (j->straggler_policy == JOBSPEC_STRAGGLER_REPLACE &&
 			    j->replace_rank == -1) {
@@ -1126,8 +1130,8 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 				j->flags[i] = j->flags[--j->n_flags];
 		snprintf(message, sizeof message,
 		         "rank %d on node %s is no longer a straggler: compute %.2fx the median of "
-		         "pipeline stage %d for %d window(s) (through step %lld)",
-		         c->rank, node, c->ratio, c->stage, j->straggler.windows,
+		         "pipeline stage %d for %d window(s), %.1f s (through step %lld)",
+		         c->rank, node, c->ratio, c->stage, c->streak, c->streak_ms / 1000,
 		         (long long)last_step);
 		log_info("scheduler: job %s: %s", j->id, message);
 		pending_note(j, "straggler_ok", key, message);

@@ -17,13 +17,14 @@ int straggler_init(struct straggler_detector *d, const struct straggler_params *
 		    "ranks",
 		    dp, tp, pp);
 	if (!(params->threshold > 0) || params->windows < 1 || params->window_steps < 1 ||
-	    params->mad_z < 0)
+	    params->mad_z < 0 || !(params->min_streak_ms >= 0))
 		return yard_err_set(
 		    err, YARD_EINVAL,
 		    "straggler detector: threshold %g, windows %d, window_steps %d, "
-		    "mad_z %g: need threshold > 0, windows >= 1, window_steps >= 1, "
-		    "mad_z >= 0",
-		    params->threshold, params->windows, params->window_steps, params->mad_z);
+		    "mad_z %g, min_streak_ms %g: need threshold > 0, windows >= 1, "
+		    "window_steps >= 1, mad_z >= 0, min_streak_ms >= 0",
+		    params->threshold, params->windows, params->window_steps, params->mad_z,
+		    params->min_streak_ms);
 	d->params = *params;
 	if (d->params.mad_z == 0)
 		d->params.mad_z = 3;
@@ -62,17 +63,20 @@ int straggler_stage_of(const struct straggler_detector *d, int rank)
 }
 
 void straggler_add(struct straggler_detector *d, int rank, int64_t index, int steps,
-                   double compute_ms)
+                   double compute_ms, double comm_wait_ms)
 {
 	if (rank < 0 || rank >= d->world || index < d->next_window || steps < 1 ||
 	    2 * (int64_t)steps < d->params.window_steps || !(compute_ms >= 0))
 		return;
+	if (!(comm_wait_ms >= 0))
+		comm_wait_ms = 0; /* not reported: the compute alone is a lower bound */
 	struct straggler_rank *r = &d->ranks[rank];
 	if (index <= r->max_index)
 		return; /* heartbeats repeat the last few windows */
 	int slot = (int)(index % STRAGGLER_HISTORY);
 	r->index[slot] = index;
 	r->compute_ms[slot] = compute_ms;
+	r->window_ms[slot] = steps * (compute_ms + comm_wait_ms);
 	r->max_index = index;
 }
 
@@ -84,6 +88,12 @@ static int value_of(const struct straggler_detector *d, int rank, int64_t w, dou
 		return 0;
 	*out = r->compute_ms[slot];
 	return 1;
+}
+
+/* How long rank's window w lasted (it has been reported: value_of). */
+static double window_ms_of(const struct straggler_detector *d, int rank, int64_t w)
+{
+	return d->ranks[rank].window_ms[w % STRAGGLER_HISTORY];
 }
 
 /* Position of x in sorted v (any equal element will do: removing it leaves the same set). */
@@ -126,26 +136,36 @@ static int judge_stage(struct straggler_detector *d, int stage, int64_t w,
 		r->ratio = others > 0 ? x / others : 0;
 		r->compute_ms_last = x;
 		r->median_ms_last = others;
+		double lasted = window_ms_of(d, d->members[k], w);
 		if (slow) {
 			r->slow_streak++;
+			r->slow_ms += lasted;
 			r->ok_streak = 0;
+			r->ok_ms = 0;
 		} else {
 			r->ok_streak++;
+			r->ok_ms += lasted;
 			r->slow_streak = 0;
+			r->slow_ms = 0;
 		}
-		int change = (!r->flagged && r->slow_streak >= d->params.windows) ||
-		             (r->flagged && r->ok_streak >= d->params.windows);
+		double min_ms = d->params.min_streak_ms;
+		int change =
+		    (!r->flagged && r->slow_streak >= d->params.windows && r->slow_ms >= min_ms) ||
+		    (r->flagged && r->ok_streak >= d->params.windows && r->ok_ms >= min_ms);
 		if (!change)
 			continue;
 		r->flagged = !r->flagged;
 		if (nout < max)
-			out[nout++] = (struct straggler_change){.rank = d->members[k],
-			                                        .stage = stage,
-			                                        .flagged = r->flagged,
-			                                        .window = w,
-			                                        .compute_ms = x,
-			                                        .median_ms = others,
-			                                        .ratio = r->ratio};
+			out[nout++] = (struct straggler_change){
+			    .rank = d->members[k],
+			    .stage = stage,
+			    .flagged = r->flagged,
+			    .window = w,
+			    .compute_ms = x,
+			    .median_ms = others,
+			    .ratio = r->ratio,
+			    .streak = r->flagged ? r->slow_streak : r->ok_streak,
+			    .streak_ms = r->flagged ? r->slow_ms : r->ok_ms};
 	}
 	return nout;
 }

@@ -13,7 +13,11 @@
  * ranks of its stage by more than threshold, and (stages of three or more ranks) by more than
  * mad_z robust standard deviations of the stage (1.4826 x the median absolute deviation), so
  * noise that is wide for every rank is not a straggler. Slow in `windows` consecutive judged
- * windows: flagged; not slow in `windows` consecutive windows afterwards: recovered. A stage
+ * windows that together last at least min_streak_ms: flagged; not slow in as many windows
+ * lasting as long afterwards: recovered. A window lasts its steps times the rank's median
+ * step (compute + communication wait, which in a synchronous job is about every rank's step
+ * time), so a disturbance of a second or two cannot flag a rank of a job whose steps take
+ * milliseconds, while slow steps need no more than the `windows`. A stage
  * of one rank has nothing to compare with and is never judged. Windows a rank reported with
  * fewer than half of their steps (the first window after a resume, lost datagrams), or that
  * some rank never reported, are skipped; skipping does not reset the count.
@@ -34,6 +38,7 @@ struct straggler_params {
 	int windows;      /* K consecutive windows */
 	int window_steps; /* W */
 	double mad_z;     /* robust deviations a slow rank must also exceed (default 3) */
+	double min_streak_ms; /* the streak that flags or clears must last this long (0: any) */
 };
 
 /* A change of a rank's flag, produced by straggler_judge. */
@@ -45,14 +50,18 @@ struct straggler_change {
 	double compute_ms; /* the rank's median compute time in that window */
 	double median_ms;  /* the median of the other ranks of its stage */
 	double ratio;      /* compute_ms / median_ms */
+	int streak;        /* windows in the streak that decided it */
+	double streak_ms;  /* how long they lasted */
 };
 
 struct straggler_rank {
 	int64_t index[STRAGGLER_HISTORY];
 	double compute_ms[STRAGGLER_HISTORY];
+	double window_ms[STRAGGLER_HISTORY]; /* steps x (compute + communication wait) */
 	int n;             /* slots in use */
 	int64_t max_index; /* newest window reported, -1: none */
 	int slow_streak, ok_streak, flagged;
+	double slow_ms, ok_ms; /* how long the windows of each streak lasted */
 	double ratio; /* in the newest judged window (0: not judged) */
 	double compute_ms_last, median_ms_last;
 };
@@ -77,11 +86,11 @@ void straggler_free(struct straggler_detector *d);
 /* The pipeline stage of a rank (Megatron order: tp innermost, then pp, then dp). */
 int straggler_stage_of(const struct straggler_detector *d, int rank);
 
-/* Records rank's summary of window `index` (steps reported in it, median compute). A rank
- * out of range, a window already judged or repeated, or one with fewer than W/2 steps is
- * ignored. */
+/* Records rank's summary of window `index` (steps reported in it, median compute and
+ * communication wait per step). A rank out of range, a window already judged or repeated, or
+ * one with fewer than W/2 steps is ignored. */
 void straggler_add(struct straggler_detector *d, int rank, int64_t index, int steps,
-                   double compute_ms);
+                   double compute_ms, double comm_wait_ms);
 
 /* Judges, oldest first, the windows that every rank has reported (skipping those that can
  * no longer complete), as long as out has room for a change of every rank: give max >= the

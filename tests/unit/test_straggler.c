@@ -41,7 +41,7 @@ static int feed(struct straggler_detector *d, int64_t w, const double *compute_m
                 struct straggler_change *out, int max)
 {
 	for (int r = 0; r < d->world; r++)
-		straggler_add(d, r, w, 10, compute_ms[r]);
+		straggler_add(d, r, w, 10, compute_ms[r], 0);
 	return straggler_judge(d, out, max);
 }
 
@@ -256,32 +256,32 @@ static void test_incomplete_and_repeated_windows(void **state)
 	(void)state;
 	assert_int_equal(straggler_init(&d, &p, 2, 1, 1, &err), 0);
 	/* rank 1 has not reported window 0: nothing is judged */
-	straggler_add(&d, 0, 0, 10, 10);
+	straggler_add(&d, 0, 0, 10, 10, 0);
 	assert_int_equal(straggler_judge(&d, ch, 8), 0);
 	assert_int_equal(d.windows_judged, 0);
 	/* a window with 4 of 10 steps (the first after a resume) does not count */
-	straggler_add(&d, 1, 0, 4, 30);
+	straggler_add(&d, 1, 0, 4, 30, 0);
 	assert_int_equal(straggler_judge(&d, ch, 8), 0);
 	assert_int_equal(d.windows_judged, 0);
 	/* rank 1 moves on to window 1: window 0 can never complete and is skipped */
-	straggler_add(&d, 1, 1, 10, 30);
-	straggler_add(&d, 0, 1, 10, 10);
+	straggler_add(&d, 1, 1, 10, 30, 0);
+	straggler_add(&d, 0, 1, 10, 10, 0);
 	assert_int_equal(straggler_judge(&d, ch, 8), 0);
 	assert_int_equal(d.windows_skipped, 1);
 	assert_int_equal(d.windows_judged, 1);
 	/* a heartbeat repeating window 1 with another value changes nothing */
-	straggler_add(&d, 1, 1, 10, 10);
+	straggler_add(&d, 1, 1, 10, 10, 0);
 	assert_int_equal(straggler_judge(&d, ch, 8), 0);
 	assert_int_equal(d.windows_judged, 1);
 	/* window 2 slow again: two judged slow windows in a row → flagged */
-	straggler_add(&d, 0, 2, 10, 10);
-	straggler_add(&d, 1, 2, 10, 30);
+	straggler_add(&d, 0, 2, 10, 10, 0);
+	straggler_add(&d, 1, 2, 10, 30, 0);
 	assert_int_equal(straggler_judge(&d, ch, 8), 1);
 	assert_int_equal(ch[0].rank, 1);
 	assert_float_equal(ch[0].ratio, 3, 1e-9);
 	/* a window far ahead of the history: the gap is skipped, not looped over one by one */
-	straggler_add(&d, 0, 1000000000, 10, 10);
-	straggler_add(&d, 1, 1000000000, 10, 10);
+	straggler_add(&d, 0, 1000000000, 10, 10, 0);
+	straggler_add(&d, 1, 1000000000, 10, 10, 0);
 	assert_int_equal(straggler_judge(&d, ch, 8), 0);
 	assert_int_equal(d.windows_judged, 3);
 	straggler_free(&d);
@@ -300,7 +300,7 @@ static void test_no_change_lost_to_a_small_output(void **state)
 	double v[3][4] = {{10, 10, 10, 20}, {10, 10, 10, 10}, {10, 10, 10, 20}};
 	for (int64_t w = 0; w < 3; w++)
 		for (int r = 0; r < 4; r++)
-			straggler_add(&d, r, w, 10, v[w][r]);
+			straggler_add(&d, r, w, 10, v[w][r], 0);
 	/* room for fewer changes than ranks: nothing is judged */
 	assert_int_equal(straggler_judge(&d, ch, 3), 0);
 	assert_int_equal(d.windows_judged, 0);
@@ -320,6 +320,75 @@ static void test_no_change_lost_to_a_small_output(void **state)
 	straggler_free(&d);
 }
 
+/* Window w for every rank: compute_ms[r] and comm_wait_ms[r] per step, 10 steps. */
+static int feed_timed(struct straggler_detector *d, int64_t w, const double *compute_ms,
+                      const double *comm_wait_ms, struct straggler_change *out, int max)
+{
+	for (int r = 0; r < d->world; r++)
+		straggler_add(d, r, w, 10, compute_ms[r], comm_wait_ms[r]);
+	return straggler_judge(d, out, max);
+}
+
+static void test_short_streak_not_flagged(void **state)
+{
+	struct straggler_detector d;
+	struct straggler_params p = params(0.2, 3);
+	struct straggler_change ch[8];
+	struct yard_err err = {0};
+	/* steps of about 20 ms (compute + wait): a window lasts 200 ms, rank 2 is 1.5x */
+	double slow[4] = {10, 10.2, 15, 9.9}, fine[4] = {10, 10.2, 10.1, 9.9};
+	double wait[4] = {5, 5, 5, 5};
+	(void)state;
+	p.min_streak_ms = 1000;
+	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
+	/* a disturbance of 4 windows (800 ms: more than 3 windows, less than 1 s), over and over:
+	 * never flagged */
+	int64_t w = 0;
+	for (int round = 0; round < 20; round++) {
+		for (int k = 0; k < 4; k++)
+			assert_int_equal(feed_timed(&d, w++, slow, wait, ch, 8), 0);
+		assert_int_equal(feed_timed(&d, w++, fine, wait, ch, 8), 0);
+	}
+	assert_int_equal(d.ranks[2].flagged, 0);
+	/* slow for long enough: the window that brings the streak to 1 s flags it (rank 2's
+	 * windows last 10 x (15 + 5) = 200 ms) */
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(feed_timed(&d, w++, slow, wait, ch, 8), 0);
+	assert_int_equal(feed_timed(&d, w++, slow, wait, ch, 8), 1);
+	assert_int_equal(ch[0].rank, 2);
+	assert_int_equal(ch[0].flagged, 1);
+	assert_int_equal(ch[0].streak, 5);
+	assert_float_equal(ch[0].streak_ms, 1000, 1e-6);
+	/* recovering takes as long: 4 fine windows (10 x 15.1 ms each) are not enough, 7 are */
+	for (int k = 0; k < 6; k++)
+		assert_int_equal(feed_timed(&d, w++, fine, wait, ch, 8), 0);
+	assert_int_equal(feed_timed(&d, w++, fine, wait, ch, 8), 1);
+	assert_int_equal(ch[0].flagged, 0);
+	assert_int_equal(ch[0].streak, 7);
+	assert_float_equal(ch[0].streak_ms, 7 * 10 * 15.1, 1e-6);
+	straggler_free(&d);
+}
+
+static void test_slow_steps_need_only_the_windows(void **state)
+{
+	struct straggler_detector d;
+	struct straggler_params p = params(0.2, 3);
+	struct straggler_change ch[8];
+	struct yard_err err = {0};
+	/* steps of about 1 s: 3 windows last 30 s, past a 10 s minimum */
+	double slow[4] = {600, 610, 900, 590}, wait[4] = {400, 400, 100, 400};
+	(void)state;
+	p.min_streak_ms = 10000;
+	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
+	assert_int_equal(feed_timed(&d, 0, slow, wait, ch, 8), 0);
+	assert_int_equal(feed_timed(&d, 1, slow, wait, ch, 8), 0);
+	assert_int_equal(feed_timed(&d, 2, slow, wait, ch, 8), 1);
+	assert_int_equal(ch[0].rank, 2);
+	assert_int_equal(ch[0].streak, 3);
+	assert_float_equal(ch[0].streak_ms, 30000, 1e-6);
+	straggler_free(&d);
+}
+
 static void test_bad_parameters(void **state)
 {
 	struct straggler_detector d;
@@ -331,6 +400,9 @@ static void test_bad_parameters(void **state)
 	p = params(0.2, 3);
 	assert_int_equal(straggler_init(&d, &p, 0, 1, 1, &err), YARD_EINVAL);
 	assert_non_null(strstr(err.msg, "dp 0"));
+	p.min_streak_ms = -1;
+	assert_int_equal(straggler_init(&d, &p, 2, 1, 1, &err), YARD_EINVAL);
+	assert_non_null(strstr(err.msg, "min_streak_ms -1"));
 }
 
 int main(void)
@@ -348,6 +420,8 @@ int main(void)
 	    cmocka_unit_test(test_recovery_after_k_fine_windows),
 	    cmocka_unit_test(test_incomplete_and_repeated_windows),
 	    cmocka_unit_test(test_no_change_lost_to_a_small_output),
+	    cmocka_unit_test(test_short_streak_not_flagged),
+	    cmocka_unit_test(test_slow_steps_need_only_the_windows),
 	    cmocka_unit_test(test_bad_parameters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
