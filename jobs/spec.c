@@ -75,7 +75,7 @@ void jobspec_defaults(struct jobspec *spec)
 	                                         .straggler_threshold = 0.2,
 	                                         .straggler_windows = 3,
 	                                         .straggler_window_steps = 10,
-	                                         .straggler_min_streak_s = STRAGGLER_MIN_STREAK_S,
+	                                         .straggler_persist_s = STRAGGLER_PERSIST_S,
 	                                         .max_replacements = 2};
 	spec->debug = (struct jobspec_debug){
 	    .slow_rank = -1, .slow_factor = 1.0, .hang_rank = -1, .crash_rank = -1};
@@ -304,8 +304,8 @@ static int parse_checkpoint(const json_t *o, struct jobspec_checkpoint *c, struc
 static int parse_straggler(const json_t *o, struct jobspec_failure *f, struct yard_err *err)
 {
 	static const char *const keys[] = {
-	    "policy",       "threshold",        "windows", "window_steps",
-	    "min_streak_s", "max_replacements", NULL};
+	    "policy",    "threshold",        "windows", "window_steps",
+	    "persist_s", "max_replacements", NULL};
 	const char *p = "failure.straggler";
 	int policy = f->straggler_policy, rc;
 	if ((rc = jsonx_only_keys(o, p, keys, err)) ||
@@ -313,7 +313,7 @@ static int parse_straggler(const json_t *o, struct jobspec_failure *f, struct ya
 	    (rc = get_positive(o, p, "threshold", 100, &f->straggler_threshold, err)) ||
 	    (rc = get_int(o, p, "windows", 1, 1000, &f->straggler_windows, err)) ||
 	    (rc = get_int(o, p, "window_steps", 1, 100000, &f->straggler_window_steps, err)) ||
-	    (rc = get_double(o, p, "min_streak_s", 0, 86400, &f->straggler_min_streak_s, err)) ||
+	    (rc = get_double(o, p, "persist_s", 0, 86400, &f->straggler_persist_s, err)) ||
 	    (rc = get_int(o, p, "max_replacements", 0, 1000, &f->max_replacements, err)))
 		return rc;
 	f->straggler_policy = (enum jobspec_straggler_policy)policy;
@@ -763,8 +763,8 @@ json_t *jobspec_to_json(const struct jobspec *s)
 	put_int(st, "max_replacements", f->max_replacements);
 	/* the default is left out, so that a member of a version before the field parses the
 	 * specs that do not set it */
-	if (f->straggler_min_streak_s != STRAGGLER_MIN_STREAK_S)
-		put_real(st, "min_streak_s", f->straggler_min_streak_s);
+	if (f->straggler_persist_s != STRAGGLER_PERSIST_S)
+		put_real(st, "persist_s", f->straggler_persist_s);
 	put_str(st, "policy", straggler_names[f->straggler_policy]);
 	put_real(st, "threshold", f->straggler_threshold);
 	put_int(st, "window_steps", f->straggler_window_steps);

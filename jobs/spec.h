@@ -17,9 +17,9 @@
 #define JOBSPEC_PATH_MAX 255
 #define JOBSPEC_ARGV_MAX 64
 #define JOBSPEC_ENV_MAX 64
-/* failure.straggler.min_streak_s by default: a disturbance of a few seconds (a checkpoint
+/* failure.straggler.persist_s by default: a disturbance of a few seconds (a checkpoint
  * write, a neighbour's burst) flags no rank of a job whose steps are fast */
-#define STRAGGLER_MIN_STREAK_S 10.0
+#define STRAGGLER_PERSIST_S 10.0
 
 enum jobspec_schedule { JOBSPEC_GPIPE, JOBSPEC_1F1B, JOBSPEC_INTERLEAVED };
 enum jobspec_optimizer { JOBSPEC_SGD, JOBSPEC_ADAMW };
@@ -84,8 +84,8 @@ struct jobspec_failure {
 	double straggler_threshold; /* 0.2 = 20% over the median */
 	int straggler_windows;      /* K consecutive windows */
 	int straggler_window_steps; /* W */
-	double straggler_min_streak_s; /* the K windows that flag (or clear) a rank must last
-	                                * this long together; 0: the windows alone decide */
+	double straggler_persist_s; /* the K windows that flag (or clear) a rank must last
+	                             * this long together; 0: the windows alone decide */
 	int max_replacements;
 };
 

@@ -191,7 +191,7 @@ struct soft_job {
 	struct soft_note *pending;        /* [PENDING_NOTES], allocated by the first note (owned) */
 	int n_pending;
 	int replace_rank;
-	char replace_reason[256];
+	char replace_reason[256]; /* job.replace takes at most 256 (jobs/fsm_cluster.c) */
 	/* heartbeat answers (desired_for): the desired entries of every rank of generation
 	 * desired_gen as text (desired_build), built once from the committed job, its nodes
 	 * and its restore checkpoint, and reused until the generation, a node row or a
@@ -443,7 +443,7 @@ static void job_parse(struct soft_job *j, const json_t *job)
 	    (struct straggler_params){.threshold = js.failure.straggler_threshold,
 	                              .windows = js.failure.straggler_windows,
 	                              .window_steps = js.failure.straggler_window_steps,
-	                              .min_streak_ms = js.failure.straggler_min_streak_s * 1000};
+	                              .persist_ms = js.failure.straggler_persist_s * 1000};
 	j->max_replacements = js.failure.max_replacements;
 	snprintf(j->store, sizeof j->store, "%s", js.checkpoint.store);
 	memset(&j->req, 0, sizeof j->req);
@@ -1093,8 +1093,11 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 	for (int k = 0; k < n; k++) {
 		const struct straggler_change *c = &j->changes[k];
 		const char *node = layout_node(layout, c->rank);
-		char message[400], key[40];
+		char message[400], key[40], share[80] = "";
 		int64_t last_step = (c->window + 1) * j->straggler.window_steps;
+		if (j->straggler.persist_ms > 0)
+			snprintf(share, sizeof share, ", slow %.0f%% of the recent ~%g s",
+			         c->slow_share * 100, j->straggler.persist_ms / 1000);
 		snprintf(key, sizeof key, "r%d-w%lld", c->rank, (long long)c->window);
 		if (c->flagged) {
 			struct soft_straggler *f = &j->flags[j->n_flags++];
@@ -1109,10 +1112,10 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 			snprintf(
 			    message, sizeof message,
 			    "straggler: rank %d on node %s: compute %.3g ms per step, %.2fx the "
-			    "median of pipeline stage %d (%.3g ms) for %d window(s) of %d steps, "
-			    "%.1f s (through step %lld)",
+			    "median of pipeline stage %d (%.3g ms) for %d window(s) of %d steps%s "
+			    "(through step %lld)",
 			    c->rank, node, c->compute_ms, c->ratio, c->stage, c->median_ms,
-			    c->streak, j->straggler.window_steps, c->streak_ms / 1000,
+			    j->straggler.windows, j->straggler.window_steps, share,
 			    (long long)last_step);
 			log_warn("scheduler: job %s: %s", j->id, message);
 			if (j->straggler_policy == JOBSPEC_STRAGGLER_REPLACE &&
@@ -1130,8 +1133,8 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 				j->flags[i] = j->flags[--j->n_flags];
 		snprintf(message, sizeof message,
 		         "rank %d on node %s is no longer a straggler: compute %.2fx the median of "
-		         "pipeline stage %d for %d window(s), %.1f s (through step %lld)",
-		         c->rank, node, c->ratio, c->stage, c->streak, c->streak_ms / 1000,
+		         "pipeline stage %d for %d window(s)%s (through step %lld)",
+		         c->rank, node, c->ratio, c->stage, j->straggler.windows, share,
 		         (long long)last_step);
 		log_info("scheduler: job %s: %s", j->id, message);
 		pending_note(j, "straggler_ok", key, message);

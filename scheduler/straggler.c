@@ -1,6 +1,7 @@
 /* straggler.c: per-stage robust comparison of window compute times (see straggler.h). */
 #include "scheduler/straggler.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,14 +18,14 @@ int straggler_init(struct straggler_detector *d, const struct straggler_params *
 		    "ranks",
 		    dp, tp, pp);
 	if (!(params->threshold > 0) || params->windows < 1 || params->window_steps < 1 ||
-	    params->mad_z < 0 || !(params->min_streak_ms >= 0))
+	    params->mad_z < 0 || !(params->persist_ms >= 0))
 		return yard_err_set(
 		    err, YARD_EINVAL,
 		    "straggler detector: threshold %g, windows %d, window_steps %d, "
-		    "mad_z %g, min_streak_ms %g: need threshold > 0, windows >= 1, "
-		    "window_steps >= 1, mad_z >= 0, min_streak_ms >= 0",
+		    "mad_z %g, persist_ms %g: need threshold > 0, windows >= 1, "
+		    "window_steps >= 1, mad_z >= 0, persist_ms >= 0",
 		    params->threshold, params->windows, params->window_steps, params->mad_z,
-		    params->min_streak_ms);
+		    params->persist_ms);
 	d->params = *params;
 	if (d->params.mad_z == 0)
 		d->params.mad_z = 3;
@@ -136,36 +137,35 @@ static int judge_stage(struct straggler_detector *d, int stage, int64_t w,
 		r->ratio = others > 0 ? x / others : 0;
 		r->compute_ms_last = x;
 		r->median_ms_last = others;
-		double lasted = window_ms_of(d, d->members[k], w);
 		if (slow) {
 			r->slow_streak++;
-			r->slow_ms += lasted;
 			r->ok_streak = 0;
-			r->ok_ms = 0;
 		} else {
 			r->ok_streak++;
-			r->ok_ms += lasted;
 			r->slow_streak = 0;
-			r->slow_ms = 0;
 		}
-		double min_ms = d->params.min_streak_ms;
-		int change =
-		    (!r->flagged && r->slow_streak >= d->params.windows && r->slow_ms >= min_ms) ||
-		    (r->flagged && r->ok_streak >= d->params.windows && r->ok_ms >= min_ms);
+		if (d->params.persist_ms > 0) {
+			double keep =
+			    exp(-window_ms_of(d, d->members[k], w) / d->params.persist_ms);
+			r->slow_share = r->slow_share * keep + (slow ? 1 - keep : 0);
+		} else {
+			r->slow_share = slow; /* the windows alone decide */
+		}
+		double share = r->slow_share;
+		int change = (!r->flagged && r->slow_streak >= d->params.windows && share > 0.5) ||
+		             (r->flagged && r->ok_streak >= d->params.windows && share < 0.5);
 		if (!change)
 			continue;
 		r->flagged = !r->flagged;
 		if (nout < max)
-			out[nout++] = (struct straggler_change){
-			    .rank = d->members[k],
-			    .stage = stage,
-			    .flagged = r->flagged,
-			    .window = w,
-			    .compute_ms = x,
-			    .median_ms = others,
-			    .ratio = r->ratio,
-			    .streak = r->flagged ? r->slow_streak : r->ok_streak,
-			    .streak_ms = r->flagged ? r->slow_ms : r->ok_ms};
+			out[nout++] = (struct straggler_change){.rank = d->members[k],
+			                                        .stage = stage,
+			                                        .flagged = r->flagged,
+			                                        .window = w,
+			                                        .compute_ms = x,
+			                                        .median_ms = others,
+			                                        .ratio = r->ratio,
+			                                        .slow_share = share};
 	}
 	return nout;
 }

@@ -12,12 +12,17 @@
  * reported it. A rank is slow in a window when its value exceeds the median of the other
  * ranks of its stage by more than threshold, and (stages of three or more ranks) by more than
  * mad_z robust standard deviations of the stage (1.4826 x the median absolute deviation), so
- * noise that is wide for every rank is not a straggler. Slow in `windows` consecutive judged
- * windows that together last at least min_streak_ms: flagged; not slow in as many windows
- * lasting as long afterwards: recovered. A window lasts its steps times the rank's median
- * step (compute + communication wait, which in a synchronous job is about every rank's step
- * time), so a disturbance of a second or two cannot flag a rank of a job whose steps take
- * milliseconds, while slow steps need no more than the `windows`. A stage
+ * noise that is wide for every rank is not a straggler.
+ *
+ * A rank's slow share is the share of its recent time spent in slow windows, weighted
+ * exponentially with the time constant persist_ms (a window lasts its steps times the rank's
+ * median step, compute + communication wait, which in a synchronous job is about every
+ * rank's step time). Slow in the last `windows` judged windows and a slow share over one
+ * half: flagged; not slow in the last `windows` and a share under one half: recovered. So a
+ * disturbance shorter than persist_ms x ln 2 (a checkpoint write, a probe, a neighbour's
+ * burst) never flags a rank however fast its steps, a rank slow in most of its windows is
+ * flagged even when single windows dip under the threshold, and when windows are long the
+ * `windows` decide as before. persist_ms 0: the `windows` alone decide. A stage
  * of one rank has nothing to compare with and is never judged. Windows a rank reported with
  * fewer than half of their steps (the first window after a resume, lost datagrams), or that
  * some rank never reported, are skipped; skipping does not reset the count.
@@ -38,7 +43,7 @@ struct straggler_params {
 	int windows;      /* K consecutive windows */
 	int window_steps; /* W */
 	double mad_z;     /* robust deviations a slow rank must also exceed (default 3) */
-	double min_streak_ms; /* the streak that flags or clears must last this long (0: any) */
+	double persist_ms; /* time constant of the slow share (0: the windows alone decide) */
 };
 
 /* A change of a rank's flag, produced by straggler_judge. */
@@ -50,8 +55,7 @@ struct straggler_change {
 	double compute_ms; /* the rank's median compute time in that window */
 	double median_ms;  /* the median of the other ranks of its stage */
 	double ratio;      /* compute_ms / median_ms */
-	int streak;        /* windows in the streak that decided it */
-	double streak_ms;  /* how long they lasted */
+	double slow_share; /* the rank's slow share then (0..1; persist_ms 0: 1 or 0) */
 };
 
 struct straggler_rank {
@@ -61,7 +65,7 @@ struct straggler_rank {
 	int n;             /* slots in use */
 	int64_t max_index; /* newest window reported, -1: none */
 	int slow_streak, ok_streak, flagged;
-	double slow_ms, ok_ms; /* how long the windows of each streak lasted */
+	double slow_share; /* share of the recent time in slow windows (persist_ms) */
 	double ratio; /* in the newest judged window (0: not judged) */
 	double compute_ms_last, median_ms_last;
 };

@@ -63,7 +63,7 @@ static void test_defaults_are_a_small_valid_trainer_job(void **state)
 	assert_int_equal(spec.failure.max_restarts, 3);
 	assert_int_equal(spec.failure.straggler_policy, JOBSPEC_STRAGGLER_REPORT);
 	assert_true(spec.failure.stop_on_disconnect_s == 0);
-	assert_true(spec.failure.straggler_min_streak_s == 10);
+	assert_true(spec.failure.straggler_persist_s == 10);
 	{
 		/* stored only when set: the spec of a job without it still parses on a controller
 		 * or agent that predates the field */
@@ -72,7 +72,7 @@ static void test_defaults_are_a_small_valid_trainer_job(void **state)
 		assert_non_null(failure);
 		assert_null(json_object_get(failure, "stop_on_disconnect_s"));
 		assert_null(json_object_get(failure, "first_step_timeout_s"));
-		assert_null(json_object_get(json_object_get(failure, "straggler"), "min_streak_s"));
+		assert_null(json_object_get(json_object_get(failure, "straggler"), "persist_s"));
 		json_decref(normal);
 	}
 	assert_int_equal(spec.debug.slow_rank, -1);
@@ -146,7 +146,7 @@ static void test_round_trip(void **state)
 	    "600,"
 	    "  \"stop_on_disconnect_s\": 1.5, \"allow_shrink_dp\": true,"
 	    "  \"straggler\": {\"policy\": \"replace\", \"threshold\": 0.5, \"windows\": 2,"
-	    "   \"window_steps\": 4, \"min_streak_s\": 2.5, \"max_replacements\": 1}},"
+	    "   \"window_steps\": 4, \"persist_s\": 2.5, \"max_replacements\": 1}},"
 	    " \"debug\": {\"slow_rank\": 11, \"slow_node\": \"node-b\", \"slow_factor\": 3,"
 	    "  \"block_ms\": 2.5, \"hang_rank\": 0,"
 	    "  \"hang_at_step\": 7, \"crash_rank\": 5, \"crash_at_step\": 9}}");
@@ -341,12 +341,12 @@ static const struct bad_spec bad_specs[] = {
      "failure.straggler.window_steps"},
     {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"max_replacements\": -1}}}",
      "failure.straggler.max_replacements"},
-    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"min_streak_s\": -1}}}",
-     "failure.straggler.min_streak_s"},
-    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"min_streak_s\": 86401}}}",
-     "failure.straggler.min_streak_s"},
-    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"min_streak_s\": \"10\"}}}",
-     "failure.straggler.min_streak_s"},
+    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"persist_s\": -1}}}",
+     "failure.straggler.persist_s"},
+    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"persist_s\": 86401}}}",
+     "failure.straggler.persist_s"},
+    {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"persist_s\": \"10\"}}}",
+     "failure.straggler.persist_s"},
     {"{\"name\": \"n\", \"failure\": {\"straggler\": {\"threshold\": 101}}}",
      "failure.straggler.threshold"},
 };

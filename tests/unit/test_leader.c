@@ -1112,20 +1112,21 @@ static void test_straggler_report_and_recovery(void **state)
 	assert_int_equal(apply(w, "job.submit",
 	                       "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"parallel\":{\"dp\":4},"
 	                       "\"failure\":{\"straggler\":{\"policy\":\"report\",\"windows\":2,"
-	                       "\"window_steps\":10,\"min_streak_s\":0.4}}}}"),
+	                       "\"window_steps\":10,\"persist_s\":1}}}}"),
 	                 201);
 	run(w, 100);
 	assert_string_equal(job_state(w, "j-000001"), "running");
-	/* rank 2 is 1.5x (10 x (15 + 1 ms) = 160 ms a window): flagged after 3 windows, the
-	 * first 2 lasting less than min_streak_s; heartbeats repeat the last 4 windows */
+	/* rank 2 is 1.5x (10 x (15 + 1 ms) = 160 ms a window): with persist_s 1 its slow share
+	 * passes one half in the fifth window (1 - e^(-0.16 n)), not the second (K);
+	 * heartbeats repeat the last 4 windows */
 	for (int64_t k = 0; k < 6; k++)
 		beat_windows(w, "node-a", 0, 1, k > 3 ? k - 3 : 0, k, 2, 1.5);
 	run(w, 500); /* notes go out one per tick, after running/progress */
 	const char *flags = events_of(w, "j-000001", "job.straggler");
 	assert_int_equal(count_lines(flags), 1);
 	assert_non_null(strstr(flags, "rank 2 on node node-a: compute 15 ms per step, 1.50x the "
-	                              "median of pipeline stage 0 (10 ms) for 3 window(s) of 10 "
-	                              "steps, 0.5 s (through step 30)"));
+	                              "median of pipeline stage 0 (10 ms) for 2 window(s) of 10 "
+	                              "steps, slow 55% of the recent ~1 s (through step 50)"));
 	json_t *j = job(w, "j-000001");
 	sched_overlay_job(w->sched, j);
 	json_t *list = json_object_get(j, "stragglers");
@@ -1154,18 +1155,18 @@ static void test_straggler_report_and_recovery(void **state)
 	    strstr(text, "yard_straggler_ratio{job=\"j-000001\",rank=\"2\",node=\"node-a\"} 1.5"));
 	assert_non_null(strstr(text, "yard_stragglers_flagged_total 1\n"));
 	free(text);
-	/* rank 2 back to normal (110 ms a window): not recovered after 3 windows (330 ms), after
-	 * the fourth: one event */
-	for (int64_t k = 6; k < 9; k++)
-		beat_windows(w, "node-a", 0, 1, k - 3, k, 2, 1.0);
+	/* rank 2 back to normal (110 ms a window): its share (0.62) falls under one half in the
+	 * second window: one event */
+	beat_windows(w, "node-a", 0, 1, 3, 6, 2, 1.0);
 	run(w, 300);
 	assert_int_equal(count_lines(events_of(w, "j-000001", "job.straggler_ok")), 0);
-	beat_windows(w, "node-a", 0, 1, 6, 9, 2, 1.0);
+	beat_windows(w, "node-a", 0, 1, 4, 7, 2, 1.0);
 	run(w, 300);
 	assert_int_equal(count_lines(events_of(w, "j-000001", "job.straggler_ok")), 1);
 	assert_non_null(strstr(events_of(w, "j-000001", "job.straggler_ok"),
 	                       "is no longer a straggler: compute 1.00x the median of pipeline "
-	                       "stage 0 for 4 window(s), 0.4 s (through step 100)"));
+	                       "stage 0 for 2 window(s), slow 50% of the recent ~1 s (through step "
+	                       "80)"));
 	assert_int_equal(count_lines(events_of(w, "j-000001", "job.straggler")), 1);
 	j = job(w, "j-000001");
 	sched_overlay_job(w->sched, j);
@@ -1184,7 +1185,7 @@ static void test_straggler_replace_moves_and_is_capped(void **state)
 	                       "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"parallel\":{\"dp\":4},"
 	                       "\"failure\":{\"max_restarts\":0,\"straggler\":{\"policy\":"
 	                       "\"replace\",\"windows\":3,\"window_steps\":10,"
-	                       "\"min_streak_s\":0,\"max_replacements\":1}}}}"),
+	                       "\"persist_s\":0,\"max_replacements\":1}}}}"),
 	                 201);
 	run(w, 100);
 	json_t *j = job(w, "j-000001");

@@ -330,43 +330,82 @@ static void test_no_change_lost_to_a_small_output(void **state)
 	straggler_free(&d);
 }
 
-static void test_short_streak_not_flagged(void **state)
+static void test_short_disturbance_not_flagged(void **state)
 {
 	struct straggler_detector d;
 	struct straggler_params p = params(0.2, 3);
 	struct straggler_change ch[8];
 	struct yard_err err = {0};
-	/* steps of about 20 ms (compute + wait): a window lasts 200 ms, rank 2 is 1.5x */
+	/* rank 2's window lasts 10 x (15 + 5) = 200 ms slowed (1.5x), 10 x (10.1 + 5) = 151 ms
+	 * not; persist 10 s: a disturbance shorter than 10 s x ln 2 = 6.9 s never flags */
 	double slow[4] = {10, 10.2, 15, 9.9}, fine[4] = {10, 10.2, 10.1, 9.9};
 	double wait[4] = {5, 5, 5, 5};
 	(void)state;
-	p.min_streak_ms = 1000;
+	p.persist_ms = 10000;
 	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
-	/* a disturbance of 4 windows (800 ms: more than 3 windows, less than 1 s), over and over:
-	 * never flagged */
+	/* 5 s slowed (25 windows, 25 times K), then 15 s normal, five times over */
 	int64_t w = 0;
-	for (int round = 0; round < 20; round++) {
-		for (int k = 0; k < 4; k++)
+	for (int round = 0; round < 5; round++) {
+		for (int k = 0; k < 25; k++)
 			assert_int_equal(feed_timed(&d, w++, slow, wait, ch, 8), 0);
-		assert_int_equal(feed_timed(&d, w++, fine, wait, ch, 8), 0);
+		assert_true(d.ranks[2].slow_share > 0.39 && d.ranks[2].slow_share < 0.5);
+		for (int k = 0; k < 100; k++)
+			assert_int_equal(feed_timed(&d, w++, fine, wait, ch, 8), 0);
 	}
-	assert_int_equal(d.ranks[2].flagged, 0);
-	/* slow for long enough: the window that brings the streak to 1 s flags it (rank 2's
-	 * windows last 10 x (15 + 5) = 200 ms) */
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 200; k++)
+		assert_int_equal(feed_timed(&d, w++, fine, wait, ch, 8), 0);
+	/* a lasting slowdown: flagged by the window that takes its share past one half, the
+	 * 35th (1 - e^(-0.02 n) > 0.5 from n = 35) */
+	for (int k = 0; k < 34; k++)
 		assert_int_equal(feed_timed(&d, w++, slow, wait, ch, 8), 0);
 	assert_int_equal(feed_timed(&d, w++, slow, wait, ch, 8), 1);
 	assert_int_equal(ch[0].rank, 2);
 	assert_int_equal(ch[0].flagged, 1);
-	assert_int_equal(ch[0].streak, 5);
-	assert_float_equal(ch[0].streak_ms, 1000, 1e-6);
-	/* recovering takes as long: 4 fine windows (10 x 15.1 ms each) are not enough, 7 are */
-	for (int k = 0; k < 6; k++)
-		assert_int_equal(feed_timed(&d, w++, fine, wait, ch, 8), 0);
-	assert_int_equal(feed_timed(&d, w++, fine, wait, ch, 8), 1);
-	assert_int_equal(ch[0].flagged, 0);
-	assert_int_equal(ch[0].streak, 7);
-	assert_float_equal(ch[0].streak_ms, 7 * 10 * 15.1, 1e-6);
+	assert_true(ch[0].slow_share > 0.5 && ch[0].slow_share < 0.51);
+	straggler_free(&d);
+}
+
+static void test_dips_do_not_reset_a_slowdown(void **state)
+{
+	struct straggler_detector d;
+	struct straggler_params p = params(0.2, 3);
+	struct straggler_change ch[8];
+	struct yard_err err = {0};
+	/* a rank right at the threshold: over it in 3 windows of 4, under it in the fourth. A
+	 * run of K slow windows long enough would never come; the share (3/4) flags it */
+	double slow[4] = {10, 10.2, 15, 9.9}, fine[4] = {10, 10.2, 10.1, 9.9};
+	double wait[4] = {5, 5, 5, 5};
+	(void)state;
+	p.persist_ms = 10000;
+	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
+	int64_t w = 0, flagged_at = -1;
+	for (int k = 0; k < 400 && flagged_at < 0; k++) {
+		int n = feed_timed(&d, w, k % 4 == 3 ? fine : slow, wait, ch, 8);
+		assert_true(n <= 1);
+		if (n == 1) {
+			assert_int_equal(ch[0].rank, 2);
+			assert_int_equal(ch[0].flagged, 1);
+			flagged_at = w;
+		}
+		w++;
+	}
+	/* 4/5 of the time slow (200 ms windows against 151): the share passes one half after
+	 * about 10 s, the 51st window */
+	assert_true(flagged_at >= 40 && flagged_at <= 70);
+	/* the dips do not clear it either; the share settles near 0.8 */
+	for (int k = 0; k < 200; k++, w++)
+		assert_int_equal(feed_timed(&d, w, k % 4 == 3 ? fine : slow, wait, ch, 8), 0);
+	assert_true(d.ranks[2].slow_share > 0.75);
+	/* back to normal: cleared once the share falls under one half (0.8 e^(-0.0151 n) < 0.5:
+	 * about 31 windows, 4.7 s), not after K windows */
+	int64_t cleared_after = -1;
+	for (int k = 1; k <= 200 && cleared_after < 0; k++)
+		if (feed_timed(&d, w++, fine, wait, ch, 8) == 1) {
+			assert_int_equal(ch[0].flagged, 0);
+			assert_true(ch[0].slow_share < 0.5);
+			cleared_after = k;
+		}
+	assert_true(cleared_after >= 20 && cleared_after <= 45);
 	straggler_free(&d);
 }
 
@@ -376,17 +415,16 @@ static void test_slow_steps_need_only_the_windows(void **state)
 	struct straggler_params p = params(0.2, 3);
 	struct straggler_change ch[8];
 	struct yard_err err = {0};
-	/* steps of about 1 s: 3 windows last 30 s, past a 10 s minimum */
+	/* steps of about 1 s: a window lasts 10 s, the persist time, so the K windows decide */
 	double slow[4] = {600, 610, 900, 590}, wait[4] = {400, 400, 100, 400};
 	(void)state;
-	p.min_streak_ms = 10000;
+	p.persist_ms = 10000;
 	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
 	assert_int_equal(feed_timed(&d, 0, slow, wait, ch, 8), 0);
 	assert_int_equal(feed_timed(&d, 1, slow, wait, ch, 8), 0);
 	assert_int_equal(feed_timed(&d, 2, slow, wait, ch, 8), 1);
 	assert_int_equal(ch[0].rank, 2);
-	assert_int_equal(ch[0].streak, 3);
-	assert_float_equal(ch[0].streak_ms, 30000, 1e-6);
+	assert_float_equal(ch[0].slow_share, 1 - exp(-3), 1e-9);
 	straggler_free(&d);
 }
 
@@ -401,9 +439,9 @@ static void test_bad_parameters(void **state)
 	p = params(0.2, 3);
 	assert_int_equal(straggler_init(&d, &p, 0, 1, 1, &err), YARD_EINVAL);
 	assert_non_null(strstr(err.msg, "dp 0"));
-	p.min_streak_ms = -1;
+	p.persist_ms = -1;
 	assert_int_equal(straggler_init(&d, &p, 2, 1, 1, &err), YARD_EINVAL);
-	assert_non_null(strstr(err.msg, "min_streak_ms -1"));
+	assert_non_null(strstr(err.msg, "persist_ms -1"));
 }
 
 int main(void)
@@ -421,7 +459,8 @@ int main(void)
 	    cmocka_unit_test(test_recovery_after_k_fine_windows),
 	    cmocka_unit_test(test_incomplete_and_repeated_windows),
 	    cmocka_unit_test(test_no_change_lost_to_a_small_output),
-	    cmocka_unit_test(test_short_streak_not_flagged),
+	    cmocka_unit_test(test_short_disturbance_not_flagged),
+	    cmocka_unit_test(test_dips_do_not_reset_a_slowdown),
 	    cmocka_unit_test(test_slow_steps_need_only_the_windows),
 	    cmocka_unit_test(test_bad_parameters),
 	};
