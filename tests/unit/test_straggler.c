@@ -371,8 +371,9 @@ static void test_dips_do_not_reset_a_slowdown(void **state)
 	struct straggler_params p = params(0.2, 3);
 	struct straggler_change ch[8];
 	struct yard_err err = {0};
-	/* a rank right at the threshold: over it in 3 windows of 4, under it in the fourth. A
-	 * run of K slow windows long enough would never come; the share (3/4) flags it */
+	/* a rank right at the threshold: over it in 3 windows of 4, under it in the fourth. No
+	 * unbroken run of slow windows lasts persist_s here; the share (4/5 of the time) flags
+	 * it */
 	double slow[4] = {10, 10.2, 15, 9.9}, fine[4] = {10, 10.2, 10.1, 9.9};
 	double wait[4] = {5, 5, 5, 5};
 	(void)state;
