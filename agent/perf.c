@@ -12,8 +12,8 @@
  * started is discarded (the two disturbed each other), and a failed one keeps the rates it
  * had. The first rates are kept even when a rank started while they were measured (a node
  * without rates is not planned for), but both were disturbed: such rates are measured again
- * as soon as no rank runs, whatever --reprobe-s says. The next heartbeat carries the new
- * rates, which replace the leader's. */
+ * as soon as no rank runs, whatever --reprobe-s says (at most once per --probe-retry-ms). The next
+ * heartbeat carries the new rates, which replace the leader's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,8 +230,10 @@ void perf_tick(struct agent *a)
 	/* the rank scan last: on most ticks the rates are neither disturbed nor old yet */
 	if (a->perf == NULL || a->perf_running)
 		return;
+	/* disturbed rates: again once per --probe-retry-ms at most (a re-probe that fails or is
+	 * disturbed in turn does not repeat every few seconds) */
 	uint64_t age_ms = yard_now_mono_ms() - a->perf_at_mono_ms;
-	if (a->perf_disturbed ? age_ms < PERF_RETRY_MS /* a failed or discarded one: a pause */
+	if (a->perf_disturbed ? age_ms < (uint64_t)a->cfg.probe_retry_ms
 	                      : a->cfg.reprobe_s <= 0 || age_ms < (uint64_t)a->cfg.reprobe_s * 1000)
 		return;
 	if (ranks_running(a) > 0)

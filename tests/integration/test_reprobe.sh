@@ -66,7 +66,7 @@ chmod +x "$T/worker"
 submit 1 "{\"name\":\"overlap\",\"ranks\":2,\"command\":[\"sh\",\"-c\",\"touch $T/rank-started; i=0; while [ ! -e $T/done ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i + 1)); done\"]}"
 J=$JOB
 LB=$T/log.agent-node-b
-start_agent node-b 1 "$(api 1)" --worker "$T/worker"
+start_agent node-b 1 "$(api 1)" --worker "$T/worker" --probe-retry-ms 1000
 wait_until 20 job_state_is 1 "$J" running || fail "job $J did not run: $(job_field 1 "$J" '')"
 kept() { grep -q "node probe: .*a rank started meanwhile, so the node is measured again as soon as no rank runs" "$LB"; }
 wait_until 20 kept || fail "node-b's first probe did not overlap a rank: $(grep "probe\|started rank" "$LB")"
@@ -79,6 +79,6 @@ wait_until 20 job_state_is 1 "$J" succeeded || fail "job $J did not succeed: $(j
 again_b() { grep -c "node probe again (no rank runs)" "$LB"; }
 idle_probed() { [ "$(again_b)" -ge 1 ]; }
 wait_until 15 idle_probed || fail "node-b was not measured again once idle: $(grep "probe" "$LB")"
-sleep 3 # a second re-probe would follow within 2 s (PERF_RETRY_MS): time must pass
+sleep 3 # a second re-probe would follow within a second (--probe-retry-ms): time must pass
 [ "$(again_b)" = 1 ] || fail "node-b was measured again more than once (--reprobe-s 3600): $(grep "probe" "$LB")"
 note "node-b: first rates kept while a rank started during them, measured again once the rank had ended, once"
