@@ -12,8 +12,8 @@
  * started is discarded (the two disturbed each other), and a failed one keeps the rates it
  * had. The first rates are kept even when a rank started while they were measured (a node
  * without rates is not planned for), but both were disturbed: such rates are measured again
- * as soon as no rank runs, whatever --reprobe-s says (at most once per --probe-retry-ms). The next
- * heartbeat carries the new rates, which replace the leader's. */
+ * as soon as no rank runs, whatever --reprobe-s says (at most once per --probe-retry-ms).
+ * The next heartbeat carries the new rates, which replace the leader's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
