@@ -330,19 +330,28 @@ static void test_no_change_lost_to_a_small_output(void **state)
 	straggler_free(&d);
 }
 
+/* Rank 2 of 4 slowed 1.5x, or not, with 5 ms of communication wait a step: its window lasts
+ * 10 x (15 + 5) = 200 ms slowed, 10 x (10.1 + 5) = 151 ms not. */
+static const double rank2_slow[4] = {10, 10.2, 15, 9.9}, rank2_fine[4] = {10, 10.2, 10.1, 9.9};
+static const double wait5[4] = {5, 5, 5, 5};
+
+/* A detector of dp 4, threshold 0.2, K 3 and the slow share's time constant persist_ms. */
+static void init_persist(struct straggler_detector *d, double persist_ms)
+{
+	struct straggler_params p = params(0.2, 3);
+	struct yard_err err = {0};
+	p.persist_ms = persist_ms;
+	assert_int_equal(straggler_init(d, &p, 4, 1, 1, &err), 0);
+}
+
 static void test_short_disturbance_not_flagged(void **state)
 {
 	struct straggler_detector d;
-	struct straggler_params p = params(0.2, 3);
 	struct straggler_change ch[8];
-	struct yard_err err = {0};
-	/* rank 2's window lasts 10 x (15 + 5) = 200 ms slowed (1.5x), 10 x (10.1 + 5) = 151 ms
-	 * not; persist 10 s: a disturbance shorter than 10 s x ln 2 = 6.9 s never flags */
-	double slow[4] = {10, 10.2, 15, 9.9}, fine[4] = {10, 10.2, 10.1, 9.9};
-	double wait[4] = {5, 5, 5, 5};
+	const double *slow = rank2_slow, *fine = rank2_fine, *wait = wait5;
 	(void)state;
-	p.persist_ms = 10000;
-	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
+	/* persist 10 s: a disturbance shorter than 10 s x ln 2 = 6.9 s never flags */
+	init_persist(&d, 10000);
 	/* 5 s slowed (25 windows, 25 times K), then 15 s normal, five times over */
 	int64_t w = 0;
 	for (int round = 0; round < 5; round++) {
@@ -368,17 +377,13 @@ static void test_short_disturbance_not_flagged(void **state)
 static void test_dips_do_not_reset_a_slowdown(void **state)
 {
 	struct straggler_detector d;
-	struct straggler_params p = params(0.2, 3);
 	struct straggler_change ch[8];
-	struct yard_err err = {0};
+	const double *slow = rank2_slow, *fine = rank2_fine, *wait = wait5;
+	(void)state;
 	/* a rank right at the threshold: over it in 3 windows of 4, under it in the fourth. No
 	 * unbroken run of slow windows lasts persist_s here; the share (4/5 of the time) flags
 	 * it */
-	double slow[4] = {10, 10.2, 15, 9.9}, fine[4] = {10, 10.2, 10.1, 9.9};
-	double wait[4] = {5, 5, 5, 5};
-	(void)state;
-	p.persist_ms = 10000;
-	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
+	init_persist(&d, 10000);
 	int64_t w = 0, flagged_at = -1;
 	for (int k = 0; k < 400 && flagged_at < 0; k++) {
 		int n = feed_timed(&d, w, k % 4 == 3 ? fine : slow, wait, ch, 8);
@@ -413,14 +418,11 @@ static void test_dips_do_not_reset_a_slowdown(void **state)
 static void test_slow_steps_need_only_the_windows(void **state)
 {
 	struct straggler_detector d;
-	struct straggler_params p = params(0.2, 3);
 	struct straggler_change ch[8];
-	struct yard_err err = {0};
 	/* steps of about 1 s: a window lasts 10 s, the persist time, so the K windows decide */
 	double slow[4] = {600, 610, 900, 590}, wait[4] = {400, 400, 100, 400};
 	(void)state;
-	p.persist_ms = 10000;
-	assert_int_equal(straggler_init(&d, &p, 4, 1, 1, &err), 0);
+	init_persist(&d, 10000);
 	assert_int_equal(feed_timed(&d, 0, slow, wait, ch, 8), 0);
 	assert_int_equal(feed_timed(&d, 1, slow, wait, ch, 8), 0);
 	assert_int_equal(feed_timed(&d, 2, slow, wait, ch, 8), 1);
