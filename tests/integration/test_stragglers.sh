@@ -89,9 +89,9 @@ grep -q "^job.placed: .*placed (generation 1): 4 rank(s) on n1 (1), n2 (1), n3 (
 line=$(grep "^job.replacing" <<<"$events")
 grep -q "straggler rank 0 off node n1 (replacement 1 of 1): straggler: rank 0 on node n1: compute .* ms per step, 1\.[0-9]*x the median of pipeline stage 0" <<<"$line" || fail "replacing event: $line"
 ratio=$(sed -n 's/.* \(1\.[0-9]*\)x the median.*/\1/p' <<<"$line")
-# persist_s 2: flagged once slow for over half of the recent ~2 s (at ~45 ms a step, 4 windows
-# and more rather than the 3 alone)
-grep -Eq " for 3 window\(s\) of 10 steps, slow (5[1-9]|[6-9][0-9]|100)% of the recent ~2 s \(through step [0-9]+\)" <<<"$line" ||
+# persist_s 2: flagged once slow for over half of the recent ~2 s (at ~45 ms a step, 3 windows
+# or more). The share is printed rounded: just over one half reads "50%" (CI saw exactly that).
+grep -Eq " for 3 window\(s\) of 10 steps, slow (5[0-9]|[6-9][0-9]|100)% of the recent ~2 s \(through step [0-9]+\)" <<<"$line" ||
 	fail "replacing event without the slow share: $line"
 python3 -c "import sys; sys.exit(0 if 1.3 <= $ratio <= 1.8 else 1)" || fail "ratio $ratio is not near the 1.5 slow_factor"
 node_state_is 1 n1 up && [ "$(jget "$BODY" 'd["cordoned"]')" = True ] || fail "n1 not cordoned: $BODY"
