@@ -282,7 +282,7 @@ int agent_http_post(const char *controllers, char *leader_url, size_t leader_url
 	if (rc != 0)
 		return rc;
 	*status = rs.status;
-	*resp = rs.len > 0 ? json_loadb(rs.body, rs.len, 0, NULL) : NULL;
+	*resp = rs.len > 0 ? jsonx_loadb(rs.body, rs.len, 0, NULL) : NULL;
 	free(rs.body);
 	return 0;
 }

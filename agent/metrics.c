@@ -169,7 +169,7 @@ int metrics_apply_line(struct agent *a, pid_t sender, const char *line, size_t l
 			         (int)sender, (int)sid);
 		return YARD_ENOTFOUND;
 	}
-	j = json_loadb(line, len, 0, NULL);
+	j = jsonx_loadb(line, len, 0, NULL);
 	problem = j == NULL ? "not JSON" : report_problem(j, detail, sizeof detail);
 	if (problem != NULL) {
 		json_decref(j);

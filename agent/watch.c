@@ -57,7 +57,7 @@ static void watch_done(uv_work_t *w, int status)
 	struct watch_call *c = (struct watch_call *)w;
 	struct agent *a = c->agent;
 	a->watch_in_flight = 0;
-	json_t *resp = c->rc == 0 && c->rs.body != NULL ? json_loads(c->rs.body, 0, NULL) : NULL;
+	json_t *resp = c->rc == 0 && c->rs.body != NULL ? jsonx_loads(c->rs.body) : NULL;
 	const json_t *v = json_object_get(resp, "version");
 	if (status != 0 || a->watch_abort) {
 		/* cancelled, or the agent is stopping */

@@ -15,6 +15,16 @@
 json_t *jsonx_parse(const char *buf, size_t len, size_t max_bytes, int max_depth,
                     struct yard_err *err);
 
+/* What json_loadb(buf, len, flags, err) gives, the same values and the same errors, about
+ * three times quicker on well-formed text: a reader of our own takes what it can and leaves
+ * the rest (malformed text included) to jansson. jsonx_loads: a NUL-terminated text with
+ * flags 0 (as json_loads(text, 0, NULL)); NULL text gives NULL. */
+json_t *jsonx_loadb(const char *buf, size_t len, size_t flags, json_error_t *err);
+json_t *jsonx_loads(const char *text);
+/* The reader alone: the value, or NULL for text it leaves to jansson. any: a scalar may
+ * stand alone (JSON_DECODE_ANY). For tests; callers use jsonx_loadb. */
+json_t *jsonx_parse_fast(const char *buf, size_t len, int any);
+
 /* Nesting depth of a value (scalars are 0, [] and {} are 1). */
 int jsonx_depth(const json_t *v);
 

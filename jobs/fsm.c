@@ -1490,7 +1490,7 @@ static json_t *request_id_lookup(struct fsm *f, const char *rid)
 		return NULL;
 	sqlite3_bind_text(st, 1, rid, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
-		r = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+		r = jsonx_loads((const char *)sqlite3_column_text(st, 0));
 	fsm_release(f, st);
 	return r;
 }

@@ -136,9 +136,9 @@ static json_t *advisory_lookup(struct fsm *f, const char *id, char state[16], in
 		*until_ms =
 		    sqlite3_column_type(st, 1) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 1);
 		if (timeline != NULL)
-			*timeline = json_loads((const char *)sqlite3_column_text(st, 2), 0, NULL);
+			*timeline = jsonx_loads((const char *)sqlite3_column_text(st, 2));
 		if (visibility != NULL)
-			*visibility = json_loads((const char *)sqlite3_column_text(st, 3), 0, NULL);
+			*visibility = jsonx_loads((const char *)sqlite3_column_text(st, 3));
 	} else {
 		r = fsm_res_err(404, "id", "no advisory %s", id);
 	}
@@ -444,8 +444,8 @@ static json_t *int_or_null(sqlite3_stmt *st, int i)
 
 static json_t *advisory_from_row(sqlite3_stmt *st)
 {
-	json_t *vis = json_loads((const char *)sqlite3_column_text(st, 8), 0, NULL);
-	json_t *timeline = json_loads((const char *)sqlite3_column_text(st, 10), 0, NULL);
+	json_t *vis = jsonx_loads((const char *)sqlite3_column_text(st, 8));
+	json_t *timeline = jsonx_loads((const char *)sqlite3_column_text(st, 10));
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:s,s:o,s:I,s:s}", "id",
 	                 sqlite3_column_text(st, 0), "title", sqlite3_column_text(st, 1), "cve",
 	                 sqlite3_column_text(st, 2), "severity", sqlite3_column_text(st, 3),

@@ -574,7 +574,7 @@ static json_t *check_dp(struct fsm *f, const char *id, const struct job_row *row
 		return fsm_res_err(500, NULL, "internal error reading job %s", id);
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	json_t *spec = sqlite3_step(st) == SQLITE_ROW
-	                   ? json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL)
+	                   ? jsonx_loads((const char *)sqlite3_column_text(st, 0))
 	                   : NULL;
 	fsm_release(f, st);
 	if (spec == NULL)

@@ -28,13 +28,13 @@ static json_t *job_from_row_known(sqlite3_stmt *st, known_spec_fn known, void *d
 	const json_t *seen =
 	    known != NULL ? known(data, (const char *)sqlite3_column_text(st, 0)) : NULL;
 	json_t *spec = seen != NULL ? json_incref((json_t *)seen)
-	                            : json_loads((const char *)sqlite3_column_text(st, 7), 0, NULL);
+	                            : jsonx_loads((const char *)sqlite3_column_text(st, 7));
 	json_t *loss = sqlite3_column_type(st, 10) == SQLITE_NULL
 	                   ? json_null()
 	                   : json_real(sqlite3_column_double(st, 10));
 	json_t *plan = sqlite3_column_type(st, 14) == SQLITE_NULL
 	                   ? NULL
-	                   : json_loads((const char *)sqlite3_column_text(st, 14), 0, NULL);
+	                   : jsonx_loads((const char *)sqlite3_column_text(st, 14));
 	json_t *job = json_pack(
 	    "{s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o,s:o,s:I,s:o,s:I,s:I}", "id",
 	    sqlite3_column_text(st, 0), "name", sqlite3_column_text(st, 1), "state",
@@ -297,10 +297,10 @@ int fsm_node_slots(struct fsm *f, const char *node, struct fsm_slot **slots)
 
 static json_t *node_from_row(sqlite3_stmt *st)
 {
-	json_t *devices = json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL);
+	json_t *devices = jsonx_loads((const char *)sqlite3_column_text(st, 4));
 	json_t *labels = sqlite3_column_type(st, 5) == SQLITE_NULL
 	                     ? NULL
-	                     : json_loads((const char *)sqlite3_column_text(st, 5), 0, NULL);
+	                     : jsonx_loads((const char *)sqlite3_column_text(st, 5));
 	int cordoned = sqlite3_column_int(st, 7); /* FSM_NODE_* */
 	return json_pack(
 	    "{s:s,s:s,s:o,s:I,s:o,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sqlite3_column_text(st, 0),

@@ -91,8 +91,8 @@ static json_t *row_read(struct fsm *f, const char *id, struct rollout_row *r)
 		snprintf(r->phase, sizeof r->phase, "%s", (const char *)sqlite3_column_text(st, 3));
 		r->wave = sqlite3_column_int64(st, 4);
 		r->failures = sqlite3_column_int64(st, 5);
-		r->spec = json_loads((const char *)sqlite3_column_text(st, 6), 0, NULL);
-		r->plan = json_loads((const char *)sqlite3_column_text(st, 7), 0, NULL);
+		r->spec = jsonx_loads((const char *)sqlite3_column_text(st, 6));
+		r->plan = jsonx_loads((const char *)sqlite3_column_text(st, 7));
 		if (r->spec == NULL || r->plan == NULL)
 			res = fsm_res_err(500, NULL, "rollout %s: stored spec or plan is not JSON",
 			                  id);
@@ -289,7 +289,7 @@ static int selector_matches(const json_t *selector, const char *labels_text)
 {
 	if (json_object_size(selector) == 0)
 		return 1;
-	json_t *labels = labels_text ? json_loads(labels_text, 0, NULL) : NULL;
+	json_t *labels = jsonx_loads(labels_text);
 	const char *k;
 	json_t *v;
 	int ok = 1;
@@ -914,8 +914,8 @@ json_t *fsm_op_rollout_control(struct fsm *f, const struct fsm_cmd *c)
 
 static json_t *rollout_from_row(sqlite3_stmt *st)
 {
-	json_t *spec = json_loads((const char *)sqlite3_column_text(st, 7), 0, NULL);
-	json_t *plan = json_loads((const char *)sqlite3_column_text(st, 8), 0, NULL);
+	json_t *spec = jsonx_loads((const char *)sqlite3_column_text(st, 7));
+	json_t *plan = jsonx_loads((const char *)sqlite3_column_text(st, 8));
 	const char *reason = (const char *)sqlite3_column_text(st, 9);
 	json_t *r = json_pack(
 	    "{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:o,s:o,s:o,s:o,s:s,s:I,s:I}", "id",

@@ -3060,8 +3060,9 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 			jsonx_buf_put(&entry, json_string_value(head), json_string_length(head));
 			jsonx_buf_put(&entry, json_string_value(tail), json_string_length(tail));
 			if (!entry.failed)
-				json_array_append_new(
-				    desired, json_loads(entry.text, JSON_REJECT_DUPLICATES, NULL));
+				json_array_append_new(desired,
+				                      jsonx_loadb(entry.text, strlen(entry.text),
+				                                  JSON_REJECT_DUPLICATES, NULL));
 			free(entry.text);
 		} else if (picked != NULL) {
 			picked[n_picked++] = (struct picked_entry){head, tail, close, shared, job};

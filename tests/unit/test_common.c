@@ -297,6 +297,165 @@ static void test_dumps_compact_matches_jansson(void **state)
 	}
 }
 
+/* ---- jsonx_loadb: jansson's values and errors, quicker ---- */
+
+/* What jsonx_loadb gives text, checked against json_loadb: the same value down to key order,
+ * integer vs real and each real's bits, or the same error. Returns 1 when our own reader took
+ * the text (it must then be text jansson takes too). */
+static int check_loadb(const char *text, size_t len, size_t flags)
+{
+	json_error_t want_err, got_err;
+	json_t *want = json_loadb(text, len, flags, &want_err);
+	json_t *fast = jsonx_parse_fast(text, len, (flags & JSON_DECODE_ANY) != 0);
+	json_t *got = jsonx_loadb(text, len, flags, &got_err);
+	if (fast != NULL && (want == NULL || !jsonx_identical(fast, want)))
+		fail_msg("the reader took %.*s, jansson %s", (int)len, text,
+		         want == NULL ? want_err.text : "read another value");
+	if (want == NULL) {
+		assert_null(got);
+		assert_string_equal(got_err.text, want_err.text);
+		assert_int_equal(got_err.line, want_err.line);
+		assert_int_equal(got_err.column, want_err.column);
+	} else if (!jsonx_identical(got, want)) {
+		fail_msg("jsonx_loadb read %.*s differently", (int)len, text);
+	}
+	json_decref(want);
+	json_decref(got);
+	json_decref(fast);
+	return fast != NULL;
+}
+
+static void test_loadb_reads_what_jansson_reads(void **state)
+{
+	static const size_t dump_flags[] = {JSON_COMPACT, JSON_COMPACT | JSON_ENSURE_ASCII,
+	                                    JSON_INDENT(2) | JSON_SORT_KEYS,
+	                                    JSON_INDENT(1) | JSON_ENSURE_ASCII, 0};
+	static const char mutations[] = "\"\\{}[],:0-+.eE \t\nu/tfnx\x01\x80\xc3\xed";
+	int taken = 0, mutated_taken = 0, mutated = 0;
+	for (int round = 0; round < 3000; round++) {
+		json_t *doc = random_json(0);
+		assert_non_null(doc);
+		int container = json_is_object(doc) || json_is_array(doc);
+		for (size_t d = 0; d < sizeof dump_flags / sizeof dump_flags[0]; d++) {
+			char *text = json_dumps(doc, dump_flags[d] | JSON_ENCODE_ANY);
+			assert_non_null(text);
+			size_t len = strlen(text);
+			/* every printed document is the reader's, as a whole value */
+			if (!check_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES))
+				fail_msg("the reader left %s to jansson", text);
+			taken++;
+			assert_int_equal(check_loadb(text, len, 0), container);
+			/* and what damage does to it reads the same both ways */
+			char *bad = malloc(len + 2);
+			assert_non_null(bad);
+			for (int m = 0; m < 6; m++) {
+				size_t at = len > 0 ? rnd64() % len : 0, n = len;
+				memcpy(bad, text, len + 1);
+				switch (rnd64() % 3) {
+				case 0:
+					bad[at] = mutations[rnd64() % (sizeof mutations - 1)];
+					break;
+				case 1: /* cut short */
+					n = at;
+					break;
+				default: /* a byte more */
+					memmove(bad + at + 1, bad + at, len - at + 1);
+					bad[at] = mutations[rnd64() % (sizeof mutations - 1)];
+					n = len + 1;
+					break;
+				}
+				mutated++;
+				mutated_taken +=
+				    check_loadb(bad, n, rnd64() % 2 ? JSON_DECODE_ANY : 0);
+			}
+			free(bad);
+			free(text);
+		}
+		json_decref(doc);
+	}
+	/* the mutations reach both sides: some damaged texts are still JSON, most are not */
+	assert_true(mutated_taken > mutated / 50 && mutated_taken < mutated / 2);
+	assert_true(taken == 3000 * 5);
+
+	/* the edges, each read the same (the reader's choice between taking and leaving is
+	 * what makes it quick, not what it returns) */
+	static const struct {
+		const char *text;
+		int taken;
+	} cases[] = {
+	    {"{\"a\":1,\"a\":2}", 0},    /* duplicate: jansson's rule by the flags */
+	    {"[\"\\u0000\"]", 0},        /* NUL: refused by jansson */
+	    {"[\"\\ud800\"]", 0},        /* a lone high surrogate */
+	    {"[\"\\udc00\"]", 0},        /* a lone low surrogate */
+	    {"[\"\\ud800\\u0041\"]", 0}, /* a high surrogate before a non-surrogate */
+	    {"[\"\\ud83d\\ude82 \\u00e9\\u20ac\\u0041\"]", 1},
+	    {"[\"\\q\"]", 0},
+	    {"[\"\\u12G4\"]", 0},
+	    {"[\"\xff\"]", 0},
+	    {"[\"\xc3\"]", 0},
+	    {"[\"a\tb\"]", 0}, /* a raw control character */
+	    {"[\"\x7f\"]", 1},
+	    {"[1e400]", 0},
+	    {"[-1e400]", 0},
+	    {"[1e-400]", 1}, /* underflow is 0 for both */
+	    {"[9223372036854775807, -9223372036854775808]", 1},
+	    {"[9223372036854775808]", 0},
+	    {"[-9223372036854775809]", 0},
+	    {"[-0, -0.0, 0e0, 1E+2, 1.5e-3]", 1},
+	    {"[01]", 0},
+	    {"[1.]", 0},
+	    {"[.5]", 0},
+	    {"[1e]", 0},
+	    {"[-]", 0},
+	    {"[+1]", 0},
+	    {"[1,]", 0},
+	    {"[,1]", 0},
+	    {"{\"a\" 1}", 0},
+	    {"{\"a\":}", 0},
+	    {"{\"a\":1,}", 0},
+	    {"{1:1}", 0},
+	    {"{} x", 0},
+	    {" \n\t[ ] \r\n", 1},
+	    {"[tru]", 0},
+	    {"[nul]", 0},
+	    {"[true,false,null]", 1},
+	    {"", 0},
+	    {"   ", 0},
+	    {"[\"unterminated", 0},
+	    {"{\"k\\n\\u00e9y\":{\"k\\n\\u00e9y\":[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"]}}", 1},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		for (int any = 0; any < 2; any++)
+			if (check_loadb(cases[i].text, strlen(cases[i].text),
+			                any ? JSON_DECODE_ANY : 0) != cases[i].taken)
+				fail_msg("%s: expected the reader to %s it", cases[i].text,
+				         cases[i].taken ? "take" : "leave");
+	/* a number longer than the reader's 63 characters, and nesting past its 64 levels,
+	 * are jansson's */
+	char big[200];
+	snprintf(big, sizeof big, "[0.%0150d1]", 0);
+	assert_false(check_loadb(big, strlen(big), 0));
+	char deep[2 * 70 + 1];
+	for (int k = 0; k < 70; k++) {
+		deep[k] = '[';
+		deep[70 + k] = ']';
+	}
+	deep[140] = '\0';
+	assert_false(check_loadb(deep, 140, 0));
+	assert_true(check_loadb(deep + 6, 128, 0)); /* 64 levels: the reader's */
+	/* scalars alone only with JSON_DECODE_ANY; a text with a NUL inside is jansson's */
+	assert_true(check_loadb("\"s\"", 3, JSON_DECODE_ANY));
+	assert_false(check_loadb("\"s\"", 3, 0));
+	assert_false(check_loadb("[1]\0[2]", 7, 0));
+	assert_false(check_loadb("[\"a\0b\"]", 7, 0));
+	json_t *v = jsonx_loads("{\"spec\":{\"lr\":0.01}}");
+	assert_non_null(v);
+	assert_true(json_real_value(json_object_get(json_object_get(v, "spec"), "lr")) == 0.01);
+	json_decref(v);
+	assert_null(jsonx_loads(NULL));
+	assert_null(jsonx_loads("{"));
+}
+
 /* What json_string takes, and the repair of text quoted from a client: every byte that does
  * not begin a valid sequence becomes '?', valid characters stay, and the result always goes
  * into a JSON string. */
@@ -352,6 +511,7 @@ int main(void)
 	    cmocka_unit_test(test_utf8_valid_and_sanitize),
 	    cmocka_unit_test(test_parse_rejects_oversized_body),
 	    cmocka_unit_test(test_dumps_compact_matches_jansson),
+	    cmocka_unit_test(test_loadb_reads_what_jansson_reads),
 	    cmocka_unit_test(test_parse_rejects_deep_nesting),
 	    cmocka_unit_test(test_parse_reports_position_of_malformed_json),
 	    cmocka_unit_test(test_only_keys_names_unknown_field),
