@@ -445,10 +445,25 @@ json_t *jsonx_parse_fast(const char *buf, size_t len, int any)
 	return v;
 }
 
+/* YARD_JSON_READER=jansson in the environment: jansson alone (the reference of
+ * scripts/bench/reread). Read once; a race reads the same value twice. */
+static int reader_is_ours(void)
+{
+	static int mode; /* 0: not read yet, 1: ours, 2: jansson's */
+	int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+	if (m == 0) {
+		const char *e = getenv("YARD_JSON_READER");
+		m = e != NULL && strcmp(e, "jansson") == 0 ? 2 : 1;
+		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+	}
+	return m == 1;
+}
+
 json_t *jsonx_loadb(const char *buf, size_t len, size_t flags, json_error_t *err)
 {
 	/* the reader knows no other flag; duplicates it leaves to jansson whatever the flags */
-	if ((flags & ~(size_t)(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)) == 0) {
+	if ((flags & ~(size_t)(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)) == 0 &&
+	    reader_is_ours()) {
 		json_t *v = jsonx_parse_fast(buf, len, (flags & JSON_DECODE_ANY) != 0);
 		if (v != NULL)
 			return v;

@@ -18,7 +18,8 @@ json_t *jsonx_parse(const char *buf, size_t len, size_t max_bytes, int max_depth
 /* What json_loadb(buf, len, flags, err) gives, the same values and the same errors, about
  * three times quicker on well-formed text: a reader of our own takes what it can and leaves
  * the rest (malformed text included) to jansson. jsonx_loads: a NUL-terminated text with
- * flags 0 (as json_loads(text, 0, NULL)); NULL text gives NULL. */
+ * flags 0 (as json_loads(text, 0, NULL)); NULL text gives NULL. YARD_JSON_READER=jansson in
+ * the environment leaves every text to jansson (a benchmark's reference). */
 json_t *jsonx_loadb(const char *buf, size_t len, size_t flags, json_error_t *err);
 json_t *jsonx_loads(const char *text);
 /* The reader alone: the value, or NULL for text it leaves to jansson. any: a scalar may
