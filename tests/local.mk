@@ -18,7 +18,7 @@ tests_tools_yard_loadgen_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS)
 tests_tools_yard_loadgen_LDADD = $(CURL_LIBS)
 tests_tools_yard_simnodes_SOURCES = tests/tools/simnodes.c
 tests_tools_yard_simnodes_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
-tests_tools_yard_simnodes_LDADD = $(CURL_LIBS) $(JANSSON_LIBS)
+tests_tools_yard_simnodes_LDADD = common/libcommon.a $(CURL_LIBS) $(JANSSON_LIBS)
 
 # Scheduling and failover integration tests: yardd, yard-agent and command jobs on 127.0.0.1.
 dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \

@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/jsonx.h"
+
 #define RANKS_PER_NODE_MAX 64
 #define LAT_MAX 2000000
 
@@ -208,7 +210,7 @@ static void req_free(struct req *r)
 /* A 307 names the leader's API URL (docs/api.md): go there from now on, as agents do. */
 static int follow_leader(const char *resp)
 {
-	json_t *root = resp ? json_loads(resp, 0, NULL) : NULL;
+	json_t *root = resp ? jsonx_loads(resp) : NULL;
 	const char *url = json_string_value(json_object_get(root, "leader_url"));
 	int ok = url != NULL && strlen(url) < sizeof endpoint;
 	if (ok) {
@@ -685,7 +687,7 @@ int main(int argc, char **argv)
 			long code = 0;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
 			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-			json_t *resp = r->resp ? json_loads(r->resp, 0, NULL) : NULL;
+			json_t *resp = r->resp ? jsonx_loads(r->resp) : NULL;
 			const char *tok = json_string_value(json_object_get(resp, "node_token"));
 			if (code == 200 && tok != NULL)
 				snprintf(r->node->token, sizeof r->node->token, "%s", tok);
@@ -787,7 +789,7 @@ int main(int argc, char **argv)
 			double t = now_ms();
 			if (r->kind == REQ_WATCH) {
 				struct sim_node *n = r->node;
-				json_t *resp = code == 200 && r->resp ? json_loads(r->resp, 0, NULL) : NULL;
+				json_t *resp = code == 200 && r->resp ? jsonx_loads(r->resp) : NULL;
 				const json_t *v = json_object_get(resp, "version");
 				n->watching = 0;
 				if (json_is_integer(v)) {
