@@ -298,21 +298,26 @@ static json_t *fast_number(struct fast *f)
 
 static json_t *fast_value(struct fast *f);
 
+/* 1, having read it, when the next character is c. */
+static int fast_at(struct fast *f, char c)
+{
+	if (f->p < f->end && *f->p == c) {
+		f->p++;
+		return 1;
+	}
+	return 0;
+}
+
 /* After a member or an element: 1 when a comma leads to another, 0 at the closing
  * character (read), -1 for anything else. */
 static int fast_next(struct fast *f, char close)
 {
 	fast_ws(f);
-	if (f->p < f->end && *f->p == ',') {
-		f->p++;
+	if (fast_at(f, ',')) {
 		fast_ws(f);
 		return 1;
 	}
-	if (f->p < f->end && *f->p == close) {
-		f->p++;
-		return 0;
-	}
-	return -1;
+	return fast_at(f, close) ? 0 : -1;
 }
 
 static json_t *fast_object(struct fast *f)
@@ -321,19 +326,14 @@ static json_t *fast_object(struct fast *f)
 	if (obj == NULL)
 		return NULL;
 	fast_ws(f);
-	if (f->p < f->end && *f->p == '}') {
-		f->p++;
+	if (fast_at(f, '}'))
 		return obj;
-	}
 	for (;;) {
 		const char *key;
 		size_t key_len;
 		int decoded;
 		char *copy = NULL;
-		if (f->p >= f->end || *f->p != '"')
-			break;
-		f->p++;
-		if (fast_string(f, &key, &key_len, &decoded) != 0)
+		if (!fast_at(f, '"') || fast_string(f, &key, &key_len, &decoded) != 0)
 			break;
 		if (decoded) { /* the value's strings reuse f->tmp */
 			if ((copy = malloc(key_len + 1)) == NULL)
@@ -343,8 +343,7 @@ static json_t *fast_object(struct fast *f)
 		}
 		fast_ws(f);
 		json_t *v = NULL;
-		if (f->p < f->end && *f->p == ':') {
-			f->p++;
+		if (fast_at(f, ':')) {
 			fast_ws(f);
 			v = fast_value(f);
 		}
@@ -369,10 +368,8 @@ static json_t *fast_array(struct fast *f)
 	if (arr == NULL)
 		return NULL;
 	fast_ws(f);
-	if (f->p < f->end && *f->p == ']') {
-		f->p++;
+	if (fast_at(f, ']'))
 		return arr;
-	}
 	for (;;) {
 		json_t *v = fast_value(f);
 		int next = v != NULL && json_array_append_new(arr, v) == 0 ? fast_next(f, ']') : -1;

@@ -84,8 +84,9 @@ struct jobspec_failure {
 	double straggler_threshold; /* 0.2 = 20% over the median */
 	int straggler_windows;      /* K consecutive windows */
 	int straggler_window_steps; /* W */
-	double straggler_persist_s; /* the K windows that flag (or clear) a rank must last
-	                             * this long together; 0: the windows alone decide */
+	double straggler_persist_s; /* time constant of the slow share: flagged only when slow
+	                             * over half of the recent ~persist_s (and in the last K
+	                             * windows); 0: the windows alone decide */
 	int max_replacements;
 };
 

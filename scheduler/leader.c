@@ -3061,7 +3061,7 @@ static json_t *desired_for(struct sched *s, const char *node, const json_t *me,
 			jsonx_buf_put(&entry, json_string_value(tail), json_string_length(tail));
 			if (!entry.failed)
 				json_array_append_new(desired,
-				                      jsonx_loadb(entry.text, strlen(entry.text),
+				                      jsonx_loadb(entry.text, entry.len,
 				                                  JSON_REJECT_DUPLICATES, NULL));
 			free(entry.text);
 		} else if (picked != NULL) {
