@@ -7,6 +7,7 @@ common_libcommon_a_SOURCES = \
 	common/clock.c common/clock.h \
 	common/jsonx.c common/jsonx.h \
 	common/stats.c common/stats.h \
+	common/hist.c common/hist.h \
 	common/base64.c common/base64.h \
 	common/buildinfo.c common/buildinfo.h
 common_libcommon_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)

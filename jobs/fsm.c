@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "jobs/codec.h"
@@ -281,6 +282,8 @@ static void on_row_change(void *data, int op, const char *db_name, const char *t
 {
 	struct fsm *f = data;
 	if (strcmp(table, "jobs") == 0) {
+		if (f->n_changed == 0 && !f->changed_all)
+			f->changed_since_ns = yard_now_mono_ns();
 		journal_add(&f->changed_jobs, &f->n_changed, &f->cap_changed, &f->changed_all,
 		            rowid);
 	} else if (strcmp(table, "nodes") == 0) {
@@ -402,6 +405,11 @@ int fsm_jobs_changed_take(struct fsm *f, const int64_t **rowids, int *n)
 	return all;
 }
 
+uint64_t fsm_jobs_changed_since_ns(const struct fsm *f)
+{
+	return fsm_jobs_changed_pending(f) ? f->changed_since_ns : 0;
+}
+
 int fsm_jobs_changed_pending(const struct fsm *f)
 {
 	return f->changed_all || f->n_changed > 0;
@@ -473,6 +481,7 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->db = db;
 	f->n_changed = 0;
 	f->changed_all = 1;
+	f->changed_since_ns = 0;
 	f->n_changed_nodes = 0;
 	f->changed_nodes_all = 1;
 	f->n_changed_slot_nodes = 0;

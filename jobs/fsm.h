@@ -67,6 +67,7 @@ struct fsm {
 	int64_t *changed_jobs; /* rowids, maybe repeated, maybe rolled back */
 	int n_changed, cap_changed;
 	int changed_all;        /* journal overflowed or the database was replaced: reread all */
+	uint64_t changed_since_ns; /* monotonic time of the first change the journal holds */
 	uint64_t nodes_version; /* bumped by every change to the nodes table and every restore */
 	int64_t *changed_nodes; /* the same journal for the nodes table */
 	int n_changed_nodes, cap_changed_nodes;
@@ -228,6 +229,9 @@ const json_t *fsm_submitted_spec(const struct fsm *f, const char *id);
 #define FSM_SUBMITTED_MAX 4096 /* specs kept unread (a follower): past it, forget them */
 /* Whether fsm_jobs_changed_take would report anything. */
 int fsm_jobs_changed_pending(const struct fsm *f);
+/* When (yard_now_mono_ns) the oldest change fsm_jobs_changed_take would report was applied
+ * on this member; 0 when there is none or the whole table changed (a restore). */
+uint64_t fsm_jobs_changed_since_ns(const struct fsm *f);
 /* The job with this rowid, shaped like an element of fsm_jobs_active; NULL if none. */
 json_t *fsm_job_by_rowid(struct fsm *f, int64_t rowid);
 /* The same, with the spec of a job the caller has read before taken from known(data, id)

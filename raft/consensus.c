@@ -27,6 +27,8 @@ struct consensus_op {
 	uint64_t id; /* member for ADD/ASSIGN/REMOVE/TRANSFER */
 	char addr[CONSENSUS_ADDR_MAX];
 	int voter;
+	uint64_t submit_ns; /* OP_APPLY: when consensus_submit took it */
+	uint64_t issue_ns;  /* OP_APPLY/OP_BATCH: when raft_apply took its entry */
 	consensus_apply_cb apply_cb;
 	consensus_done_cb done_cb;
 	void *data;
@@ -218,9 +220,8 @@ static int apply_batch(struct consensus *c, const void *const *payloads, const s
 	return 0;
 }
 
-static int fsm_apply_cb(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+static int fsm_apply_entry(struct consensus *c, const struct raft_buffer *buf, void **result)
 {
-	struct consensus *c = fsm->data;
 	const void *payloads[CODEC_BATCH_MAX];
 	size_t lens[CODEC_BATCH_MAX];
 	int n = 0, is_batch = 0;
@@ -243,6 +244,15 @@ static int fsm_apply_cb(struct raft_fsm *fsm, const struct raft_buffer *buf, voi
 		return apply_batch(c, payloads, lens, n, result);
 	*result = (void *)c->ops.apply(c->ops.data, payloads[0], lens[0]);
 	return 0;
+}
+
+static int fsm_apply_cb(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+	struct consensus *c = fsm->data;
+	c->apply_start_ns = yard_now_mono_ns();
+	int rv = fsm_apply_entry(c, buf, result);
+	yard_hist_note(&c->stats.apply_ms, (double)(yard_now_mono_ns() - c->apply_start_ns) / 1e6);
+	return rv;
 }
 
 static int fsm_snapshot_cb(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
@@ -340,9 +350,12 @@ static void op_finish(struct consensus_op *op, int status, const char *msg, cons
 			int st = status == 0 && r == NULL ? YARD_ECORRUPT : status;
 			op_finish(op->members[i], st, msg, st == 0 ? r : NULL);
 		}
-	} else if (op->kind == OP_APPLY)
+	} else if (op->kind == OP_APPLY) {
+		if (status == 0)
+			yard_hist_note(&op->c->stats.commit_ms,
+			               (double)(yard_now_mono_ns() - op->submit_ns) / 1e6);
 		op->apply_cb(op->data, status, result);
-	else if (op->done_cb != NULL)
+	} else if (op->done_cb != NULL)
 		op->done_cb(op->data, status, msg);
 	op_free(op);
 }
@@ -381,6 +394,9 @@ static void apply_cb(struct raft_apply *req, int status, void *result)
 		st = YARD_ECORRUPT; /* not the entry we proposed: cannot happen, never trust it */
 	if (st == YARD_ECORRUPT)
 		msg = "the committed entry did not decode";
+	if (st == 0 && op->c->apply_start_ns > op->issue_ns) /* raft calls back after the apply */
+		yard_hist_note(&op->c->stats.replicate_ms,
+		               (double)(op->c->apply_start_ns - op->issue_ns) / 1e6);
 	op_finish(op, st, msg, st == 0 ? result : NULL);
 }
 
@@ -446,6 +462,7 @@ static void issue(struct consensus *c, struct consensus_op *op)
 	case OP_APPLY:
 	case OP_BATCH:
 		op->req.apply.data = op;
+		op->issue_ns = yard_now_mono_ns();
 		rv = raft_apply(&c->raft, &op->req.apply, &op->buf, 1, apply_cb);
 		if (rv == 0)
 			op->buf.base = NULL; /* raft owns it now */
@@ -1080,6 +1097,7 @@ int consensus_submit(struct consensus *c, const void *payload, size_t len, conse
 	}
 	memcpy(op->payload, payload, len);
 	op->len = len;
+	op->submit_ns = yard_now_mono_ns();
 	op->apply_cb = cb;
 	op->data = data;
 	enqueue(c, op);

@@ -41,6 +41,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "common/hist.h"
 #include "raft/snapbuf.h"
 #include "raft/transport.h"
 
@@ -135,6 +136,13 @@ struct consensus_stats {
 	uint64_t elected_index;      /* last index when this node last became raft leader */
 	uint64_t sends_to_nobody;    /* messages raft addressed to no server, refused */
 	uint64_t leader_conn_lost;   /* times the leader's end of our connection closed */
+	/* this member's own commands, from consensus_submit to their apply here: queueing,
+	 * the write and a majority's, the apply (as leader; failed ones are not counted) */
+	struct yard_hist commit_ms;
+	/* of those, from raft_apply to the start of their entry's apply: the log write here and
+	 * on a majority, and the entries before it */
+	struct yard_hist replicate_ms;
+	struct yard_hist apply_ms; /* every entry's apply to the state machine (any role) */
 };
 
 typedef void (*consensus_apply_cb)(void *data, int status, const void *result);
@@ -186,6 +194,7 @@ struct consensus {
 		uint64_t last_contact_ms;
 	} contact[CONSENSUS_MAX_MEMBERS];
 	struct consensus_stats stats;
+	uint64_t apply_start_ns; /* when the entry being (or last) applied began */
 	/* snapshot memory: prepared by a worker before raft's threshold comes due, the buffer
 	 * raft holds until it has written it (snap_own: NULL when the FSM's own snapshot made
 	 * it, or none is in flight), whether the next one was asked for, and the image's size

@@ -16,6 +16,7 @@
 
 #include "common/base64.h"
 #include "common/common.h"
+#include "common/hist.h"
 #include "common/jsonx.h"
 #include "jobs/spec.h"
 #include "scheduler/autoplan.h"
@@ -167,6 +168,7 @@ struct soft_job {
 	 * hash lookup per rank (owned; NULL: not built) */
 	int (*layout_slots)[2];
 	int n_layout_slots;
+	uint64_t waiting_since_ns; /* the pass that first read it pending or restarting; 0: not */
 	uint64_t layout_slots_version;
 	/* layout as check_running reads it: each slot's rank and node (a string of layout),
 	 * so a check makes no JSON lookup per slot ([size of layout], owned; NULL: not
@@ -295,6 +297,10 @@ struct sched {
 	/* straggler counters for /metrics, over this member's leaderships */
 	uint64_t stragglers_flagged_total, straggler_windows_judged_total;
 	uint64_t straggler_judge_ns_total;
+	/* where a job's time to placement goes, for /metrics (this member's leaderships): from
+	 * the apply of a job change to the pass that reads it, from that pass to the job's
+	 * job.assign proposal (its wait in the queue), and how long passes hold the loop */
+	struct yard_hist pickup_ms, queue_wait_ms, pass_ms[2]; /* pass_ms[with_nodes] */
 	/* watches: the nodes (indices) whose agent waits for news, and the base of this
 	 * leadership's versions (a version of another leadership never matches) */
 	int *watching;
@@ -1779,6 +1785,10 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			json_object_set_new(args, "dp", json_integer(q[k].dp));
 		if (shrink_reason[0] != '\0')
 			json_object_set_new(args, "shrink_reason", json_string(shrink_reason));
+		if (j->waiting_since_ns != 0) /* once a wait: not again when a proposal fails */
+			yard_hist_note(&s->queue_wait_ms,
+			               (double)(yard_now_mono_ns() - j->waiting_since_ns) / 1e6);
+		j->waiting_since_ns = 0;
 		propose_job(s, j, "job.assign", args);
 	}
 out:
@@ -1901,6 +1911,10 @@ static void job_set_row(struct sched *s, json_t *row)
 	key->priority = j->row_priority;
 	key->seq = j->row_seq;
 	key->changed = 1;
+	if (key->kind != JK_PENDING && key->kind != JK_RESTARTING)
+		j->waiting_since_ns = 0;
+	else if (j->waiting_since_ns == 0)
+		j->waiting_since_ns = yard_now_mono_ns();
 }
 
 /* The spec of a job whose row the scheduler holds, or that this member's FSM just applied
@@ -1925,6 +1939,9 @@ static int refresh_jobs(struct sched *s)
 {
 	const int64_t *rowids;
 	int n;
+	uint64_t since_ns = fsm_jobs_changed_since_ns(s->fsm);
+	if (since_ns != 0)
+		yard_hist_note(&s->pickup_ms, (double)(yard_now_mono_ns() - since_ns) / 1e6);
 	int all = fsm_jobs_changed_take(s->fsm, &rowids, &n);
 	if (all || s->jobs_resync) {
 		s->jobs_resync = 0;
@@ -2436,7 +2453,9 @@ static void tick(struct sched *s, int with_nodes)
 		s->last_full_ms = now;
 		uint64_t t0 = yard_now_mono_ns();
 		run_jobs(s, nodes, now, with_nodes);
-		uint64_t took_ms = (yard_now_mono_ns() - t0) / 1000000;
+		uint64_t took_ns = yard_now_mono_ns() - t0;
+		uint64_t took_ms = took_ns / 1000000;
+		yard_hist_note(&s->pass_ms[with_nodes != 0], (double)took_ns / 1e6);
 		if (took_ms >= 100)
 			s->slow_passes++;
 		/* at most one line in 10 s: a deep queue may make every pass slow */
@@ -3488,6 +3507,21 @@ void sched_overlay_job(struct sched *s, json_t *job)
 
 void sched_metrics_render(struct sched *s, FILE *f)
 {
+	yard_hist_render(f, "yard_sched_pickup_delay_ms",
+	                 "From the apply of a job change (a submission, an exit) to the scheduling "
+	                 "pass that reads it, for each pass that found changes (leader only).",
+	                 1, "", &s->pickup_ms);
+	yard_hist_render(f, "yard_sched_queue_wait_ms",
+	                 "From the pass that first read a job waiting (pending or restarting) to "
+	                 "the proposal of its placement: time in the pass before it, and waiting "
+	                 "for free devices (leader only).",
+	                 1, "", &s->queue_wait_ms);
+	yard_hist_render(f, "yard_sched_pass_duration_ms",
+	                 "How long a scheduling pass over the jobs held the loop: kick, right "
+	                 "after jobs changed; tick, the periodic pass that also checks nodes.",
+	                 1, "pass=\"kick\"", &s->pass_ms[0]);
+	yard_hist_render(f, "yard_sched_pass_duration_ms", NULL, 0, "pass=\"tick\"",
+	                 &s->pass_ms[1]);
 	fprintf(f, "# HELP yard_straggler_ratio Compute time of a flagged straggler rank over the "
 	           "median of its pipeline stage (leader only).\n"
 	           "# TYPE yard_straggler_ratio gauge\n");

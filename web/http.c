@@ -12,9 +12,6 @@
 #include "jobs/sha256.h"
 #include "web/internal.h"
 
-const double latency_bounds_ms[LATENCY_BUCKETS] = {0.5, 1,   2,   5,   10,   25,
-                                                   50,  100, 250, 500, 1000, 5000};
-
 /* ---- responses ---- */
 
 static void call_free(struct call *call)
@@ -34,11 +31,7 @@ static void metrics_note(struct http_server *s, int route_index, int status, uin
 		m->by_code[status / 100]++;
 		m->codes[status]++;
 	}
-	int b = 0;
-	while (b < LATENCY_BUCKETS && ms > latency_bounds_ms[b])
-		b++;
-	m->latency[b]++;
-	m->latency_sum_ms += ms;
+	yard_hist_note(&m->latency, ms);
 }
 
 /* The answer's status line and headers (the request is there). */
@@ -426,6 +419,52 @@ static int valid_request_id(const char *s, size_t n)
 	return 1;
 }
 
+/* Steps 2-5 for a routed call: authentication, authorisation, request id, leader routing
+ * (and the barrier of a strong read), then the route's handler. Each step that refuses
+ * answers the call. */
+static void gate_and_run(struct call *call)
+{
+	struct http_server *s = call->s;
+	h2o_req_t *req = call->req;
+	h2o_iovec_t path = req->path_normalized;
+	/* 2. authentication and 3. authorisation: the one place both are decided */
+	if (call->route->roles != 0) {
+		if (authenticate(call) != 0)
+			return;
+		if ((role_bit(call->role) & call->route->roles) == 0) {
+			call_error(call, 403, NULL, "role %s may not %.*s %.*s", call->role,
+			           (int)req->method.len, req->method.base, (int)path.len,
+			           path.base);
+			return;
+		}
+	}
+	ssize_t rid = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
+	if (rid >= 0) {
+		h2o_iovec_t v = req->headers.entries[rid].value;
+		if (!valid_request_id(v.base, v.len)) {
+			call_error(call, 400, "X-Request-Id",
+			           "X-Request-Id: must be 1-64 characters of [A-Za-z0-9_-]");
+			return;
+		}
+		memcpy(call->request_id, v.base, v.len);
+	}
+	char stale[8];
+	call->stale =
+	    call_query(call, "stale", stale, sizeof stale) == 0 && strcmp(stale, "0") != 0;
+	/* 4. leader routing */
+	if (call->route->kind == ROUTE_WRITE || (call->route->kind == ROUTE_READ && !call->stale)) {
+		if (route_to_leader(call) != 0)
+			return;
+	}
+	if (call->route->kind == ROUTE_READ && !call->stale) {
+		struct yard_err err = {0};
+		if (consensus_barrier(s->cons, barrier_done, call, &err) != 0)
+			call_yard_error(call, &err);
+		return;
+	}
+	call->route->fn(call);
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
 	struct http_server *s = *(struct http_server **)(self + 1);
@@ -476,42 +515,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 			return 0;
 		}
 	}
-	/* 2. authentication and 3. authorisation: the one place both are decided */
-	if (call->route->roles != 0) {
-		if (authenticate(call) != 0)
-			return 0;
-		if ((role_bit(call->role) & call->route->roles) == 0) {
-			call_error(call, 403, NULL, "role %s may not %.*s %.*s", call->role,
-			           (int)req->method.len, req->method.base, (int)path.len,
-			           path.base);
-			return 0;
-		}
-	}
-	ssize_t rid = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
-	if (rid >= 0) {
-		h2o_iovec_t v = req->headers.entries[rid].value;
-		if (!valid_request_id(v.base, v.len)) {
-			call_error(call, 400, "X-Request-Id",
-			           "X-Request-Id: must be 1-64 characters of [A-Za-z0-9_-]");
-			return 0;
-		}
-		memcpy(call->request_id, v.base, v.len);
-	}
-	char stale[8];
-	call->stale =
-	    call_query(call, "stale", stale, sizeof stale) == 0 && strcmp(stale, "0") != 0;
-	/* 4. leader routing */
-	if (call->route->kind == ROUTE_WRITE || (call->route->kind == ROUTE_READ && !call->stale)) {
-		if (route_to_leader(call) != 0)
-			return 0;
-	}
-	if (call->route->kind == ROUTE_READ && !call->stale) {
-		struct yard_err err = {0};
-		if (consensus_barrier(s->cons, barrier_done, call, &err) != 0)
-			call_yard_error(call, &err);
-		return 0;
-	}
-	call->route->fn(call);
+	gate_and_run(call);
 	return 0;
 }
 
@@ -576,6 +580,23 @@ char *metrics_render(struct http_server *s, size_t *len)
 	        "# TYPE yard_raft_batched_commands_total counter\nyard_raft_batched_commands_total "
 	        "%llu\n",
 	        (unsigned long long)c->stats.batched_commands);
+	yard_hist_render(f, "yard_raft_commit_duration_ms",
+	                 "This member's own commands as leader, from their submission to their "
+	                 "apply here (queueing, the log write here and on a majority, the apply).",
+	                 1, "", &c->stats.commit_ms);
+	yard_hist_render(f, "yard_raft_replicate_duration_ms",
+	                 "Of those, from the entry's proposal to raft to the start of its apply "
+	                 "(the log write here and on a majority, and the entries ahead of it).",
+	                 1, "", &c->stats.replicate_ms);
+	yard_hist_render(f, "yard_raft_apply_duration_ms",
+	                 "Every entry's apply to the state machine (a batch entry: all its "
+	                 "commands), as leader or follower.",
+	                 1, "", &c->stats.apply_ms);
+	yard_hist_render(f, "yard_loop_iteration_busy_ms",
+	                 "Each iteration of the controller's event loop: the time it ran callbacks "
+	                 "(requests, raft messages, applies, scheduling passes) rather than wait "
+	                 "for events; an event that arrives waits up to that long for its turn.",
+	                 1, "", &s->loop_busy_ms);
 	fprintf(f, "# TYPE yard_raft_snapshots_total counter\nyard_raft_snapshots_total %llu\n",
 	        (unsigned long long)c->stats.snapshots);
 	fprintf(f, "# HELP yard_raft_snapshots_prepared_total Snapshots copied into memory "
@@ -623,30 +644,18 @@ char *metrics_render(struct http_server *s, size_t *len)
 				        "yard_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
 				        route_label(i), code,
 				        (unsigned long long)s->metrics[i].codes[code]);
-	fprintf(f, "# TYPE yard_http_request_duration_ms histogram\n");
+	int first = 1;
 	for (int i = 0; i <= api_routes_count; i++) {
 		struct route_metrics *m = &s->metrics[i];
-		uint64_t total = 0;
-		for (int b = 0; b <= LATENCY_BUCKETS; b++)
-			total += m->latency[b];
-		if (total == 0)
+		if (yard_hist_count(&m->latency) == 0)
 			continue;
-		uint64_t cum = 0;
-		char label[96];
-		snprintf(label, sizeof label, "%s", route_label(i));
-		for (int b = 0; b < LATENCY_BUCKETS; b++) {
-			cum += m->latency[b];
-			fprintf(
-			    f,
-			    "yard_http_request_duration_ms_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-			    label, latency_bounds_ms[b], (unsigned long long)cum);
-		}
-		fprintf(f, "yard_http_request_duration_ms_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-		        label, (unsigned long long)total);
-		fprintf(f, "yard_http_request_duration_ms_sum{route=\"%s\"} %.3f\n", label,
-		        m->latency_sum_ms);
-		fprintf(f, "yard_http_request_duration_ms_count{route=\"%s\"} %llu\n", label,
-		        (unsigned long long)total);
+		char labels[112];
+		snprintf(labels, sizeof labels, "route=\"%s\"", route_label(i));
+		yard_hist_render(f, "yard_http_request_duration_ms",
+		                 first ? "Time from a request's arrival to its answer, by route."
+		                       : NULL,
+		                 first, labels, &m->latency);
+		first = 0;
 	}
 	if (s->sched != NULL)
 		sched_metrics_render(s->sched, f);
@@ -656,6 +665,20 @@ char *metrics_render(struct http_server *s, size_t *len)
 }
 
 /* ---- server ---- */
+
+/* After each loop iteration's poll: the iteration's busy time, its wall time less the time
+ * it slept in the kernel (uv_metrics_idle_time). */
+static void on_loop_check(uv_check_t *h)
+{
+	struct http_server *s = h->data;
+	uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(s->loop);
+	if (s->loop_last_ns != 0) {
+		uint64_t wall = now - s->loop_last_ns, slept = idle - s->loop_last_idle_ns;
+		yard_hist_note(&s->loop_busy_ms, (double)(wall > slept ? wall - slept : 0) / 1e6);
+	}
+	s->loop_last_ns = now;
+	s->loop_last_idle_ns = idle;
+}
 
 static void on_connection(uv_stream_t *listener, int status)
 {
@@ -725,6 +748,12 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 		return NULL;
 	}
 	s->listening = 1;
+	if (uv_loop_configure(loop, UV_METRICS_IDLE_TIME) == 0) {
+		uv_check_init(loop, &s->loop_check);
+		s->loop_check.data = s;
+		uv_check_start(&s->loop_check, on_loop_check);
+		uv_unref((uv_handle_t *)&s->loop_check);
+	}
 	log_info("http: listening on http://%s (HTTP/1.1 only)", api_address);
 	return s;
 }
@@ -739,5 +768,7 @@ void http_server_stop(struct http_server *s)
 	if (s != NULL && s->listening) {
 		s->listening = 0;
 		uv_close((uv_handle_t *)&s->listener, NULL);
+		if (uv_is_active((uv_handle_t *)&s->loop_check))
+			uv_close((uv_handle_t *)&s->loop_check, NULL);
 	}
 }

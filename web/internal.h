@@ -6,6 +6,7 @@
 #include <h2o.h>
 #include <jansson.h>
 
+#include "common/hist.h"
 #include "scheduler/leader.h"
 #include "web/http.h"
 
@@ -39,14 +40,10 @@ struct route {
 	handler_fn fn;
 };
 
-#define LATENCY_BUCKETS 12
-extern const double latency_bounds_ms[LATENCY_BUCKETS];
-
 struct route_metrics {
 	uint64_t by_code[6]; /* index: code / 100 (1xx..5xx), [0] unused */
 	uint64_t codes[600]; /* exact status codes */
-	uint64_t latency[LATENCY_BUCKETS + 1];
-	double latency_sum_ms;
+	struct yard_hist latency;
 };
 
 struct http_server {
@@ -58,6 +55,11 @@ struct http_server {
 	h2o_accept_ctx_t accept_ctx;
 	uv_tcp_t listener;
 	int listening;
+	/* the loop's iterations: the time each spent running callbacks rather than waiting for
+	 * events, which is how long an event that arrives can wait for its turn */
+	uv_check_t loop_check;
+	uint64_t loop_last_ns, loop_last_idle_ns;
+	struct yard_hist loop_busy_ms;
 	struct route_metrics *metrics; /* one per route, plus one for unrouted requests */
 	struct sched *sched;           /* the leader's scheduler: heartbeats and soft state */
 	uint64_t connections_total;    /* TCP connections accepted */

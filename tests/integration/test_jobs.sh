@@ -108,6 +108,21 @@ order=$(jget "$BODY" '[e["type"] + " " + e["job"] for e in d["events"] if e["job
 [ "$order" = "[\"job.placed $GA\", \"job.succeeded $GA\", \"job.placed $GB\", \"job.succeeded $GB\"]" ] ||
 	fail "gang order: $order"
 
+# where the time to placement went (/metrics histograms): every placement so far (env,
+# gang-a, gang-b) counted its queue wait, and gang-b's (it waited for gang-a's devices, over
+# several of this test's requests) is over 50 ms; the leader's own commands were timed
+hist() { curl -s -H "$AUTH" "$(api 1)/metrics" | awk -v k="$1" '$1 == k { print $2 }'; }
+waits=$(hist yard_sched_queue_wait_ms_count)
+[ "${waits:-0}" -ge 3 ] || fail "queue waits counted: '$waits' for 3 placements"
+[ "$(hist 'yard_sched_queue_wait_ms_bucket{le="50"}')" -lt "$waits" ] ||
+	fail "no queue wait over 50 ms counted (gang-b waited for gang-a)"
+[ "$(hist 'yard_sched_queue_wait_ms_bucket{le="+Inf"}')" = "$waits" ] || fail "queue wait buckets do not add up"
+commits=$(hist yard_raft_commit_duration_ms_count)
+[ "${commits:-0}" -ge 6 ] || fail "commits timed: '$commits'"
+[ "$(hist yard_sched_pickup_delay_ms_count)" -ge 1 ] || fail "no pickup delay counted"
+[ "$(hist 'yard_sched_pass_duration_ms_count{pass="tick"}')" -ge 1 ] || fail "no tick pass timed"
+note "$waits queue waits, $commits commits timed"
+
 # ---- 3. a crashing rank: restart, then success ----
 submit 1 "{\"name\":\"crash\",\"ranks\":3,$(cmd crash 1),\"failure\":{\"max_restarts\":2}}"
 CJ=$JOB

@@ -78,6 +78,7 @@ struct req {
 
 static struct {
 	const char *endpoint, *join_token, *submit_token, *prefix;
+	const char *metrics_out; /* the leader's /metrics as the job phase starts, saved here */
 	int nodes, devices, heartbeat_ms, hold_ms, seconds, quiet_seconds, inflight, leader_pid;
 	int submit_inflight;
 	int watch_ms;
@@ -582,6 +583,35 @@ static CURLMsg *next_done(void)
 	return NULL;
 }
 
+/* The leader's /metrics into path (the benchmark subtracts it from the end's), with the
+ * submitter's token; a blocking request, once. */
+static void save_metrics(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	CURL *easy = curl_easy_init();
+	char url[600], auth[600];
+	if (f == NULL || easy == NULL) {
+		fprintf(stderr, "yard-simnodes: cannot save metrics to %s\n", path);
+		if (f != NULL)
+			fclose(f);
+		curl_easy_cleanup(easy);
+		return;
+	}
+	snprintf(url, sizeof url, "%s/metrics", endpoint);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", opt.submit_token);
+	struct curl_slist *headers = curl_slist_append(NULL, auth);
+	curl_easy_setopt(easy, CURLOPT_URL, url);
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, f);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 10000L);
+	CURLcode rc = curl_easy_perform(easy);
+	if (rc != CURLE_OK)
+		fprintf(stderr, "yard-simnodes: GET %s: %s\n", url, curl_easy_strerror(rc));
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(easy);
+	fclose(f);
+}
+
 static int arg_int(const char *v)
 {
 	return atoi(v);
@@ -621,6 +651,8 @@ int main(int argc, char **argv)
 			opt.jobs_per_s = atof(v);
 		else if (strcmp(k, "--watch-ms") == 0)
 			opt.watch_ms = arg_int(v);
+		else if (strcmp(k, "--metrics-out") == 0)
+			opt.metrics_out = v;
 		else {
 			fprintf(stderr, "yard-simnodes: unknown option %s\n", k);
 			return 2;
@@ -634,7 +666,7 @@ int main(int argc, char **argv)
 		        "usage: yard-simnodes --endpoint URL --join-token T --nodes N "
 		        "[--devices 8] [--prefix sim] [--heartbeat-ms 1000] [--hold-ms 2000] "
 		        "[--seconds 30] [--inflight 64] [--submit-token T --jobs-per-s R "
-		        "[--submit-inflight 1024]] [--watch-ms W]\n");
+		        "[--submit-inflight 1024]] [--watch-ms W] [--metrics-out FILE]\n");
 		return 2;
 	}
 	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
@@ -766,6 +798,8 @@ int main(int argc, char **argv)
 				jobs_started_ms = now;
 				last_ms = now;
 				proc_sample(opt.leader_pid, &cpu1, &rss1);
+				if (opt.metrics_out != NULL)
+					save_metrics(opt.metrics_out);
 			}
 			if (now >= jobs_from)
 				submit_credit += (now - last_ms) / 1e3 * opt.jobs_per_s;

@@ -1,4 +1,5 @@
 /* test_common.c: the strict JSON helpers and error messages every API entry point uses. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 
 #include "common/base64.h"
 #include "common/common.h"
+#include "common/hist.h"
 
 static void test_parse_rejects_oversized_body(void **state)
 {
@@ -490,6 +492,50 @@ static void test_utf8_valid_and_sanitize(void **state)
 
 /* yard_strcopy is snprintf(dst, size, "%s", src): whole when it fits, cut to size - 1 and
  * terminated when not, nothing but the terminator at size 1. */
+/* An observation equal to a bound counts in that bound's bucket (Prometheus's le), the
+ * quantiles interpolate within a bucket, and the text is what Prometheus reads. */
+static void test_hist_buckets_quantiles_and_text(void **state)
+{
+	(void)state;
+	struct yard_hist h = {0};
+	assert_true(yard_hist_quantile(&h, 0.99) == 0);
+	for (int b = 1; b < YARD_HIST_BUCKETS; b++)
+		assert_true(yard_hist_bounds_ms[b] > yard_hist_bounds_ms[b - 1]);
+	yard_hist_note(&h, 10);   /* le=10 */
+	yard_hist_note(&h, 10.5); /* le=20 */
+	yard_hist_note(&h, -3);   /* counts as 0: le=0.5 */
+	yard_hist_note(&h, 1e9);  /* +Inf */
+	assert_int_equal(yard_hist_count(&h), 4);
+	assert_int_equal(h.n[0], 1);
+	assert_int_equal(h.n[4], 1);
+	assert_int_equal(h.n[5], 1);
+	assert_int_equal(h.n[YARD_HIST_BUCKETS], 1);
+	/* 100 observations spread evenly over (20, 30]: the median reads 25 */
+	struct yard_hist u = {0};
+	for (int i = 1; i <= 100; i++)
+		yard_hist_note(&u, 20 + i / 10.0);
+	assert_true(fabs(yard_hist_quantile(&u, 0.5) - 25) < 1e-9);
+	assert_true(fabs(yard_hist_quantile(&u, 1) - 30) < 1e-9);
+	assert_true(fabs(yard_hist_quantile(&h, 1) - 10000) < 1e-9); /* past the last bound */
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	yard_hist_render(f, "x_ms", "Help.", 1, "", &h);
+	yard_hist_render(f, "y_ms", NULL, 0, "a=\"b\"", &h);
+	fclose(f);
+	assert_non_null(strstr(text, "# HELP x_ms Help.\n# TYPE x_ms histogram\n"));
+	assert_non_null(strstr(text, "x_ms_bucket{le=\"0.5\"} 1\n"));
+	assert_non_null(strstr(text, "x_ms_bucket{le=\"10\"} 2\n"));
+	assert_non_null(strstr(text, "x_ms_bucket{le=\"20\"} 3\n"));
+	assert_non_null(strstr(text, "x_ms_bucket{le=\"10000\"} 3\n"));
+	assert_non_null(strstr(text, "x_ms_bucket{le=\"+Inf\"} 4\n"));
+	assert_non_null(strstr(text, "x_ms_sum 1000000020.500\nx_ms_count 4\n"));
+	assert_non_null(strstr(text, "y_ms_bucket{a=\"b\",le=\"+Inf\"} 4\n"));
+	assert_non_null(strstr(text, "y_ms_count{a=\"b\"} 4\n"));
+	assert_null(strstr(text, "# TYPE y_ms"));
+	free(text);
+}
+
 static void test_strcopy_cuts_like_snprintf(void **state)
 {
 	(void)state;
@@ -519,6 +565,7 @@ int main(void)
 	    cmocka_unit_test(test_strerror_covers_codes),
 	    cmocka_unit_test(test_base64_vectors_round_trip_and_strictness),
 	    cmocka_unit_test(test_strcopy_cuts_like_snprintf),
+	    cmocka_unit_test(test_hist_buckets_quantiles_and_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
