@@ -812,7 +812,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/debug/digest", ROLE_ADMIN, ROUTE_LOCAL, h_digest},
     {"GET", "/v1/debug/database", ROLE_ADMIN, ROUTE_READ, h_database},
     {"POST", "/v1/agents/register", ROLE_AGENT, ROUTE_WRITE, h_agents_register},
-    {"POST", "/v1/agents/heartbeat", ROLE_NODE, ROUTE_WRITE, h_agents_heartbeat},
+    {"POST", "/v1/agents/heartbeat", ROLE_NODE, ROUTE_DEFERRED_WRITE, h_agents_heartbeat},
     {"POST", "/v1/agents/watch", ROLE_NODE, ROUTE_WRITE, h_agents_watch},
     {"GET", "/v1/nodes", ROLES_ANY, ROUTE_READ, h_nodes_list},
     {"GET", "/v1/nodes/*", ROLES_ANY, ROUTE_READ, h_nodes_get},

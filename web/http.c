@@ -452,7 +452,8 @@ static void gate_and_run(struct call *call)
 	call->stale =
 	    call_query(call, "stale", stale, sizeof stale) == 0 && strcmp(stale, "0") != 0;
 	/* 4. leader routing */
-	if (call->route->kind == ROUTE_WRITE || (call->route->kind == ROUTE_READ && !call->stale)) {
+	if (call->route->kind == ROUTE_WRITE || call->route->kind == ROUTE_DEFERRED_WRITE ||
+	    (call->route->kind == ROUTE_READ && !call->stale)) {
 		if (route_to_leader(call) != 0)
 			return;
 	}
@@ -463,6 +464,52 @@ static void gate_and_run(struct call *call)
 		return;
 	}
 	call->route->fn(call);
+}
+
+/* Deferred routes (the agents' heartbeats, thousands a second at scale) are gated and run
+ * from an idle handle, DEFER_BUDGET_NS of them per loop iteration, oldest first, rather than
+ * where h2o read them: a burst of them no longer holds the loop in one iteration while raft
+ * messages (the acknowledgements every commit waits for) wait behind them. A call whose
+ * client went away meanwhile is dropped; leadership is checked when it runs. */
+#define DEFER_BUDGET_NS 2000000
+
+static void on_defer_idle(uv_idle_t *h)
+{
+	struct http_server *s = h->data;
+	uint64_t t0 = yard_now_mono_ns();
+	do {
+		struct call *call = s->defer_head;
+		s->defer_head = call->next_deferred;
+		if (s->defer_head == NULL)
+			s->defer_tail = NULL;
+		s->n_deferred--;
+		if (call->req == NULL) { /* the client went away; nothing to answer */
+			s->deferred_dropped++;
+			call_free(call);
+		} else {
+			gate_and_run(call);
+		}
+	} while (s->defer_head != NULL && yard_now_mono_ns() - t0 < DEFER_BUDGET_NS);
+	if (s->defer_head == NULL)
+		uv_idle_stop(h);
+}
+
+static void defer_call(struct http_server *s, struct call *call)
+{
+	if (!s->listening) {
+		call_error(call, 503, NULL, "controller shutting down");
+		return;
+	}
+	call->next_deferred = NULL;
+	if (s->defer_tail != NULL)
+		s->defer_tail->next_deferred = call;
+	else
+		s->defer_head = call;
+	s->defer_tail = call;
+	s->deferred_total++;
+	if (++s->n_deferred > s->max_deferred)
+		s->max_deferred = s->n_deferred;
+	uv_idle_start(&s->defer_idle, on_defer_idle);
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
@@ -514,6 +561,10 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 			           call->params[i]);
 			return 0;
 		}
+	}
+	if (call->route->kind == ROUTE_DEFERRED_WRITE) {
+		defer_call(s, call);
+		return 0;
 	}
 	gate_and_run(call);
 	return 0;
@@ -644,6 +695,20 @@ char *metrics_render(struct http_server *s, size_t *len)
 				        "yard_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
 				        route_label(i), code,
 				        (unsigned long long)s->metrics[i].codes[code]);
+	fprintf(f,
+	        "# HELP yard_http_deferred_total Requests (agents' heartbeats) run between loop "
+	        "iterations rather than where they were read.\n"
+	        "# TYPE yard_http_deferred_total counter\nyard_http_deferred_total %llu\n"
+	        "# HELP yard_http_deferred_waiting Deferred requests waiting now.\n"
+	        "# TYPE yard_http_deferred_waiting gauge\nyard_http_deferred_waiting %d\n"
+	        "# HELP yard_http_deferred_waiting_max The most deferred requests that waited at "
+	        "once.\n# TYPE yard_http_deferred_waiting_max gauge\n"
+	        "yard_http_deferred_waiting_max %d\n"
+	        "# HELP yard_http_deferred_dropped_total Deferred requests whose client went away "
+	        "before their turn.\n# TYPE yard_http_deferred_dropped_total counter\n"
+	        "yard_http_deferred_dropped_total %llu\n",
+	        (unsigned long long)s->deferred_total, s->n_deferred, s->max_deferred,
+	        (unsigned long long)s->deferred_dropped);
 	int first = 1;
 	for (int i = 0; i <= api_routes_count; i++) {
 		struct route_metrics *m = &s->metrics[i];
@@ -748,6 +813,8 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 		return NULL;
 	}
 	s->listening = 1;
+	uv_idle_init(loop, &s->defer_idle);
+	s->defer_idle.data = s;
 	if (uv_loop_configure(loop, UV_METRICS_IDLE_TIME) == 0) {
 		uv_check_init(loop, &s->loop_check);
 		s->loop_check.data = s;
@@ -770,5 +837,13 @@ void http_server_stop(struct http_server *s)
 		uv_close((uv_handle_t *)&s->listener, NULL);
 		if (uv_is_active((uv_handle_t *)&s->loop_check))
 			uv_close((uv_handle_t *)&s->loop_check, NULL);
+		while (s->defer_head != NULL) {
+			struct call *call = s->defer_head;
+			s->defer_head = call->next_deferred;
+			call_error(call, 503, NULL, "controller shutting down");
+		}
+		s->defer_tail = NULL;
+		s->n_deferred = 0;
+		uv_close((uv_handle_t *)&s->defer_idle, NULL);
 	}
 }

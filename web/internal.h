@@ -26,8 +26,10 @@ enum {
 #define ROLES_ROLLOUT (ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY)
 
 /* LOCAL: served by whichever member receives it; READ: linearizable unless ?stale=1
- * (barrier on the leader, 307 on a follower); WRITE: leader only. */
-enum route_kind { ROUTE_LOCAL, ROUTE_READ, ROUTE_WRITE };
+ * (barrier on the leader, 307 on a follower); WRITE: leader only; DEFERRED_WRITE: leader
+ * only, gated and run between loop iterations, a budget at a time (the agents' heartbeats:
+ * see http.c). */
+enum route_kind { ROUTE_LOCAL, ROUTE_READ, ROUTE_WRITE, ROUTE_DEFERRED_WRITE };
 
 struct call;
 typedef void (*handler_fn)(struct call *call);
@@ -58,6 +60,11 @@ struct http_server {
 	/* the loop's iterations: the time each spent running callbacks rather than waiting for
 	 * events, which is how long an event that arrives can wait for its turn */
 	uv_check_t loop_check;
+	/* deferred calls, oldest first, and the idle handle that runs them */
+	struct call *defer_head, *defer_tail;
+	int n_deferred, max_deferred;
+	uint64_t deferred_total, deferred_dropped; /* queued; dropped: the client went away */
+	uv_idle_t defer_idle;
 	uint64_t loop_last_ns, loop_last_idle_ns;
 	struct yard_hist loop_busy_ms;
 	struct route_metrics *metrics; /* one per route, plus one for unrouted requests */
@@ -80,6 +87,7 @@ struct call {
 	char params[4][72]; /* path wildcards, in order */
 	int stale;
 	uint64_t start_ns;
+	struct call *next_deferred; /* the queue of deferred calls (http.c) */
 	char request_id[FSM_REQUEST_ID_MAX + 1];
 	/* per-route scratch */
 	char secret[SHA256_HEX_LEN + 1];
