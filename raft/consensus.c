@@ -538,11 +538,9 @@ static void issue_applies(struct consensus *c, struct consensus_op **ops, int n)
 	issue(c, op);
 }
 
-static void idle_cb(uv_idle_t *h)
+/* Issues what was queued: consecutive applies packed into batch entries. */
+static void issue_queued(struct consensus *c)
 {
-	struct consensus *c = CONSENSUS_OF(h, idle);
-	if (c->closing)
-		return; /* active only to keep poll from blocking until check_cb closes raft */
 	struct consensus_op *op = c->queue_head;
 	struct consensus_op *group[CODEC_BATCH_MAX];
 	int n_group = 0;
@@ -552,7 +550,7 @@ static void idle_cb(uv_idle_t *h)
 	                                                          : c->cfg.batch_max;
 	if (c->ops.result_hold == NULL || c->ops.result_release == NULL)
 		batch_max = 1;
-	uv_idle_stop(h);
+	uv_idle_stop(&c->idle);
 	c->queue_head = c->queue_tail = NULL;
 	/* Only what was queued before this pass: callbacks may queue more for the next one.
 	 * Consecutive applies are packed, in order; anything else keeps its place. */
@@ -578,6 +576,20 @@ static void idle_cb(uv_idle_t *h)
 	}
 	if (n_group > 0)
 		issue_applies(c, group, n_group);
+}
+
+static void idle_cb(uv_idle_t *h)
+{
+	struct consensus *c = CONSENSUS_OF(h, idle);
+	if (c->closing)
+		return; /* active only to keep poll from blocking until check_cb closes raft */
+	issue_queued(c);
+}
+
+void consensus_flush(struct consensus *c)
+{
+	if (!c->closing && c->queue_head != NULL)
+		issue_queued(c);
 }
 
 /* ---- state polling, watchdog, the leader's first barrier ---- */

@@ -235,6 +235,10 @@ int consensus_submit(struct consensus *c, const void *payload, size_t len, conse
                      void *data, struct yard_err *err);
 /* Linearizable read point: cb(…, 0) when every entry committed before now is applied. */
 int consensus_barrier(struct consensus *c, consensus_done_cb cb, void *data, struct yard_err *err);
+/* Hands what consensus_submit and the others queued to raft now instead of at the loop's
+ * next idle phase (where they go otherwise, batched): for a caller about to hold the loop
+ * for a while (a scheduling pass), so that the entries replicate meanwhile. */
+void consensus_flush(struct consensus *c);
 /* Adds a member as spare; with voter, then catches it up and makes it a voter. */
 int consensus_add(struct consensus *c, uint64_t id, const char *raft_address, int voter,
                   consensus_done_cb cb, void *data, struct yard_err *err);

@@ -178,6 +178,12 @@ static uint64_t sched_applied_index(void *data)
 	return raft_last_applied(&yd.cons.raft);
 }
 
+static void sched_flush(void *data)
+{
+	(void)data;
+	consensus_flush(&yd.cons);
+}
+
 /* ---- leader-time bootstrap ---- */
 
 static void write_admin_token_file(void)
@@ -634,7 +640,8 @@ int main(int argc, char **argv)
 	struct sched_io sched_io = {.data = NULL,
 	                            .propose = sched_propose,
 	                            .is_ready = sched_is_ready,
-	                            .applied_index = sched_applied_index};
+	                            .applied_index = sched_applied_index,
+	                            .flush = sched_flush};
 	yd.sched = sched_create(&yd.loop, &yd.fsm, &yd.sched_cfg, &sched_io);
 	struct consensus_fsm_ops ops;
 	fsm_ops_init(&ops, &yd.fsm);

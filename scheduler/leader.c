@@ -2278,6 +2278,15 @@ static void publish_due_advisories(struct sched *s)
 }
 static void tick(struct sched *s, int with_nodes);
 
+/* Before a pass holds the loop: what requests and the last pass proposed goes to raft
+ * first (it would wait for the loop's idle phase, after the pass), so the entries
+ * replicate while the pass runs. */
+static void flush_proposals(struct sched *s)
+{
+	if (s->io.flush != NULL)
+		s->io.flush(s->io.data);
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	sched_tick(t->data);
@@ -2311,6 +2320,7 @@ static void on_kick(uv_check_t *h)
 	if (now - s->last_kick_ms < s->cfg.kick_min_ms)
 		return;
 	s->last_kick_ms = now;
+	flush_proposals(s);
 	tick(s, 0);
 }
 
@@ -2477,6 +2487,7 @@ static void tick(struct sched *s, int with_nodes)
 
 void sched_tick(struct sched *s)
 {
+	flush_proposals(s);
 	watch_expire(s, mono_now(s));
 	tick(s, 1);
 }

@@ -81,6 +81,8 @@ struct sched_io {
 	int (*is_ready)(void *data);
 	/* Index of the last applied entry (a change means the replicated state changed). */
 	uint64_t (*applied_index)(void *data);
+	/* Sends what was proposed so far on its way before a pass holds the loop (NULL: none). */
+	void (*flush)(void *data);
 	/* Clocks; NULL means the real ones (tests drive time themselves). */
 	uint64_t (*mono_ms)(void *data);
 	int64_t (*wall_ms)(void *data); /* the clock commands are stamped with */

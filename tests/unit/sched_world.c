@@ -38,6 +38,13 @@ static uint64_t fake_applied(void *data)
 	return ((struct sched_world *)data)->applied;
 }
 
+static void fake_flush(void *data)
+{
+	struct sched_world *w = data;
+	w->flushes++;
+	w->applied_at_flush = w->applied;
+}
+
 static uint64_t fake_mono(void *data)
 {
 	return ((struct sched_world *)data)->mono;
@@ -54,6 +61,7 @@ struct sched_io sched_world_io(struct sched_world *w)
 	                         .propose = fake_propose,
 	                         .is_ready = fake_ready,
 	                         .applied_index = fake_applied,
+	                         .flush = fake_flush,
 	                         .mono_ms = fake_mono,
 	                         .wall_ms = fake_wall};
 }

@@ -19,6 +19,8 @@ struct sched_world {
 	uv_loop_t loop;
 	struct sched *sched;
 	int propose_status; /* nonzero: every proposal fails with this status (a lost leadership) */
+	int flushes;        /* io.flush calls, and w->applied at the last one */
+	uint64_t applied_at_flush;
 };
 
 /* Starts w (queue_depth: sched_config.queue_depth, tick_ms 0: the caller ticks). 0, or -1

@@ -312,6 +312,38 @@ static void test_single_member_barrier_first_and_deferred_resubmit(void **state)
 	stop_all(1);
 }
 
+/* consensus_flush hands queued commands to raft at once (not at the loop's next idle
+ * phase), and each command's time from submission to its apply is counted in commit_ms,
+ * each entry's apply in apply_ms. */
+static void test_flush_issues_queued_commands_and_their_times_are_counted(void **state)
+{
+	setup_members(1);
+	start_node(0, 1, 0, 0);
+	assert_int_equal(find_leader(1), 0);
+	struct consensus *c = &nodes[0].c;
+	uint64_t commits = yard_hist_count(&c->stats.commit_ms);
+	uint64_t applies = yard_hist_count(&c->stats.apply_ms);
+	struct counter k = {.c = c, .submitted = 3};
+	struct yard_err err = {0};
+	raft_index last = raft_last_index(&c->raft);
+	for (int i = 0; i < 3; i++) {
+		size_t len;
+		char *cmd = job_cmd(10 + i, &len);
+		assert_int_equal(consensus_submit(c, cmd, len, count_cb, &k, &err), 0);
+		free(cmd);
+	}
+	assert_int_equal(raft_last_index(&c->raft), last); /* queued, not yet raft's */
+	consensus_flush(c);
+	assert_int_equal(raft_last_index(&c->raft), last + 1); /* one batch entry, now */
+	consensus_flush(c);                                    /* nothing queued: nothing */
+	assert_int_equal(raft_last_index(&c->raft), last + 1);
+	assert_true(run_until(counter_done, &k, 5000));
+	assert_int_equal(k.ok, 3);
+	assert_int_equal(yard_hist_count(&c->stats.commit_ms), commits + 3);
+	assert_int_equal(yard_hist_count(&c->stats.apply_ms), applies + 1);
+	stop_all(1);
+}
+
 static int fatal_called;
 static char fatal_why[512];
 static void fake_fatal(struct consensus *c, const char *why)
@@ -953,6 +985,9 @@ int main(void)
 	                                    per_test_setup, per_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_watchdog_and_disk_guard, per_test_setup,
 	                                    per_test_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_flush_issues_queued_commands_and_their_times_are_counted, per_test_setup,
+	        per_test_teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_resubmit_from_leadership_lost_callback_does_not_crash, per_test_setup,
 	        per_test_teardown),

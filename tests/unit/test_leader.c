@@ -164,6 +164,26 @@ static void test_a_stalled_leader_does_not_blame_the_nodes(void **state)
 	world_free(w);
 }
 
+/* A pass first sends what was proposed before it on its way (io.flush), so those entries
+ * replicate while the pass holds the loop; its own proposals come after. */
+static void test_a_pass_flushes_proposals_before_it_runs(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"one\",\"spec\":{\"name\":\"one\",\"command\":[\"x\"],"
+	                       "\"ranks\":1}}"),
+	                 201);
+	uint64_t before = w->applied;
+	int flushes = w->flushes;
+	sched_tick(w->sched);
+	assert_int_equal(w->flushes, flushes + 1);
+	assert_int_equal(w->applied_at_flush, before); /* flushed before the pass proposed */
+	assert_true(w->applied > before);              /* the pass placed the job */
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	world_free(w);
+}
+
 static void test_gang_placement_env_and_success(void **state)
 {
 	struct sched_world *w = world_new();
@@ -1915,6 +1935,7 @@ int main(void)
 	    cmocka_unit_test(test_grace_period_then_suspect_then_down),
 	    cmocka_unit_test(test_failed_proposals_are_summarised_in_the_log),
 	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),
+	    cmocka_unit_test(test_a_pass_flushes_proposals_before_it_runs),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
 	    cmocka_unit_test(test_first_step_timeout),
