@@ -661,12 +661,12 @@ int main(int argc, char **argv)
 	if (opt.endpoint == NULL || opt.join_token == NULL || opt.nodes < 1 || opt.devices < 1 ||
 	    opt.devices > 64 || opt.heartbeat_ms < 10 || opt.inflight < 1 ||
 	    opt.submit_inflight < 1 || opt.watch_ms < 0 || opt.watch_ms > 60000 ||
-	    (opt.jobs_per_s > 0 && opt.submit_token == NULL)) {
+	    ((opt.jobs_per_s > 0 || opt.metrics_out != NULL) && opt.submit_token == NULL)) {
 		fprintf(stderr,
 		        "usage: yard-simnodes --endpoint URL --join-token T --nodes N "
 		        "[--devices 8] [--prefix sim] [--heartbeat-ms 1000] [--hold-ms 2000] "
 		        "[--seconds 30] [--inflight 64] [--submit-token T --jobs-per-s R "
-		        "[--submit-inflight 1024]] [--watch-ms W] [--metrics-out FILE]\n");
+		        "[--submit-inflight 1024] [--metrics-out FILE]] [--watch-ms W]\n");
 		return 2;
 	}
 	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
