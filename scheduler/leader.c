@@ -168,7 +168,6 @@ struct soft_job {
 	 * hash lookup per rank (owned; NULL: not built) */
 	int (*layout_slots)[2];
 	int n_layout_slots;
-	uint64_t waiting_since_ns; /* the pass that first read it pending or restarting; 0: not */
 	uint64_t layout_slots_version;
 	/* layout as check_running reads it: each slot's rank and node (a string of layout),
 	 * so a check makes no JSON lookup per slot ([size of layout], owned; NULL: not
@@ -178,6 +177,7 @@ struct soft_job {
 	char row_state[16];
 	int row_running, row_pending; /* row_state is "running", "pending" */
 	int64_t row_generation, row_priority, row_seq, row_updated_ms;
+	uint64_t waiting_since_ns; /* the pass that first read it pending or restarting; 0: not */
 	/* stragglers (straggler.h): the spec's failure.straggler, and per generation the
 	 * detector (det_ready 1: initialised, -1: cannot be), the flagged ranks (at most one
 	 * per rank), notes waiting to be proposed and, under "replace", the rank to move
