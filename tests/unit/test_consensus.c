@@ -314,7 +314,35 @@ static void test_single_member_barrier_first_and_deferred_resubmit(void **state)
 
 /* consensus_flush hands queued commands to raft at once (not at the loop's next idle
  * phase), and each command's time from submission to its apply is counted in commit_ms,
- * each entry's apply in apply_ms. */
+ * each entry's apply in apply_ms. The submissions and the flush happen in a timer's
+ * callback, as the scheduler's do: timers run before the idle phase. */
+struct flush_probe {
+	struct counter k;
+	raft_index before, queued, flushed, again;
+	int ran;
+};
+
+static void flush_probe_cb(uv_timer_t *t)
+{
+	struct flush_probe *p = t->data;
+	struct consensus *c = p->k.c;
+	struct yard_err err = {0};
+	p->before = raft_last_index(&c->raft);
+	for (int i = 0; i < 3; i++) {
+		size_t len;
+		char *cmd = job_cmd(10 + i, &len);
+		if (consensus_submit(c, cmd, len, count_cb, &p->k, &err) != 0)
+			p->k.other++;
+		free(cmd);
+	}
+	p->queued = raft_last_index(&c->raft);
+	consensus_flush(c);
+	p->flushed = raft_last_index(&c->raft);
+	consensus_flush(c); /* nothing queued: nothing */
+	p->again = raft_last_index(&c->raft);
+	p->ran = 1;
+}
+
 static void test_flush_issues_queued_commands_and_their_times_are_counted(void **state)
 {
 	setup_members(1);
@@ -323,22 +351,20 @@ static void test_flush_issues_queued_commands_and_their_times_are_counted(void *
 	struct consensus *c = &nodes[0].c;
 	uint64_t commits = yard_hist_count(&c->stats.commit_ms);
 	uint64_t applies = yard_hist_count(&c->stats.apply_ms);
-	struct counter k = {.c = c, .submitted = 3};
-	struct yard_err err = {0};
-	raft_index last = raft_last_index(&c->raft);
-	for (int i = 0; i < 3; i++) {
-		size_t len;
-		char *cmd = job_cmd(10 + i, &len);
-		assert_int_equal(consensus_submit(c, cmd, len, count_cb, &k, &err), 0);
-		free(cmd);
-	}
-	assert_int_equal(raft_last_index(&c->raft), last); /* queued, not yet raft's */
-	consensus_flush(c);
-	assert_int_equal(raft_last_index(&c->raft), last + 1); /* one batch entry, now */
-	consensus_flush(c);                                    /* nothing queued: nothing */
-	assert_int_equal(raft_last_index(&c->raft), last + 1);
-	assert_true(run_until(counter_done, &k, 5000));
-	assert_int_equal(k.ok, 3);
+	struct flush_probe p = {.k = {.c = c, .submitted = 3}};
+	uv_timer_t timer;
+	uv_timer_init(&loop, &timer);
+	timer.data = &p;
+	uv_timer_start(&timer, flush_probe_cb, 0, 0);
+	int done = run_until(counter_done, &p.k, 5000);
+	uv_close((uv_handle_t *)&timer, NULL);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	assert_true(done);
+	assert_int_equal(p.ran, 1);
+	assert_int_equal(p.queued, p.before);      /* queued, not yet raft's */
+	assert_int_equal(p.flushed, p.before + 1); /* one batch entry, at once */
+	assert_int_equal(p.again, p.before + 1);
+	assert_int_equal(p.k.ok, 3);
 	assert_int_equal(yard_hist_count(&c->stats.commit_ms), commits + 3);
 	assert_int_equal(yard_hist_count(&c->stats.apply_ms), applies + 1);
 	stop_all(1);
