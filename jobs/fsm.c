@@ -1547,7 +1547,7 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 			tx(f, "ROLLBACK TO op");
 		tx(f, "RELEASE op");
 		if (c->request_id != NULL) {
-			char *text = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+			char *text = jsonx_dumps_compact(r, 1, NULL); /* json_dumps' text, faster */
 			fsm_run(f, "INSERT INTO request_ids(id, ts_ms, result) VALUES(?1, ?2, ?3)",
 			        "sis", c->request_id, c->ts, text);
 			free(text);

@@ -91,14 +91,15 @@ void call_text(struct call *call, int status, const char *content_type, char *te
 
 void call_json(struct call *call, int status, json_t *body)
 {
-	char *text = json_dumps(body, JSON_COMPACT);
+	size_t len;
+	char *text = jsonx_dumps_compact(body, 0, &len);
 	json_decref(body);
 	if (text == NULL) {
 		send_body(call, 500, "application/json",
 		          "{\"error\":\"cannot encode the response\"}", 39);
 		return;
 	}
-	call_text(call, status, "application/json", text, strlen(text));
+	call_text(call, status, "application/json", text, len);
 }
 
 void call_error(struct call *call, int status, const char *field, const char *fmt, ...)
