@@ -697,11 +697,41 @@ static void fast_election_check(struct consensus *c, int state, raft_id leader)
 	         base, c->fast_ended, (unsigned long long)since);
 }
 
+/* How long a closing member waits for its log writes in flight before raft_close. */
+#define CLOSE_WRITES_WAIT_MS 2000
+
+/* Whether raft_close may be issued now: no entry is being written (raft has stored every
+ * entry of its log). A write in flight goes through the thread pool when the kernel
+ * declines a non-blocking one, and raft_uv 0.15 then closes the open segment's writer only
+ * after that write has finished, while the segment's finalize (also the thread pool) may
+ * finish first and fire raft's close callback: raft_closed frees raft_uv, and the writer's
+ * close then calls into the freed memory (SIGSEGV in raft's io close callback; seen in
+ * test_consensus when two members closed while entries reached them: 2 runs of 180 on a
+ * loaded machine). Past CLOSE_WRITES_WAIT_MS (a disk that stopped answering) it closes
+ * anyway. */
+static int close_may_start(struct consensus *c)
+{
+	if (raft_last_index(&c->raft) <= c->raft.last_stored)
+		return 1;
+	if (yard_now_mono_ms() < c->close_until_ms)
+		return 0;
+	log_warn("consensus: closing with log writes still in flight after %d ms (stored up to "
+	         "%llu of %llu)",
+	         CLOSE_WRITES_WAIT_MS, (unsigned long long)c->raft.last_stored,
+	         (unsigned long long)raft_last_index(&c->raft));
+	return 1;
+}
+
 static void check_cb(uv_check_t *h)
 {
 	struct consensus *c = CONSENSUS_OF(h, check);
 	if (c->closing) {
-		close_raft(c);
+		if (close_may_start(c)) {
+			close_raft(c);
+		} else {
+			/* the write's completion wakes the loop (raft's timer does too): no spin */
+			uv_idle_stop(&c->idle);
+		}
 		return;
 	}
 	if (!c->started)
@@ -874,6 +904,8 @@ int consensus_guarded_send(struct raft_io *io, struct raft_io_send *req,
 		c->stats.sends_to_nobody++;
 		return RAFT_NOCONNECTION;
 	}
+	if (c->closing) /* leaving: its writes may finish (check_cb), it takes no more part */
+		return RAFT_NOCONNECTION;
 	return c->uv_send(io, req, message, cb);
 }
 
@@ -1000,6 +1032,7 @@ void consensus_close(struct consensus *c, void (*cb)(struct consensus *c))
 		return;
 	c->closing = 1;
 	c->close_cb = cb;
+	c->close_until_ms = yard_now_mono_ms() + CLOSE_WRITES_WAIT_MS;
 	struct consensus_op *op = c->queue_head;
 	c->queue_head = c->queue_tail = NULL;
 	while (op != NULL) {

@@ -206,14 +206,15 @@ struct consensus {
 	uint64_t snap_base_index;
 	size_t snap_base_len;
 	void (*close_cb)(struct consensus *c);
+	uint64_t close_until_ms; /* raft_close waits for writes in flight until then */
 	/* Seams for tests; default raft_state, nodelay_transport_peer_closed and log+exit(1). */
 	int (*state_fn)(struct raft *r);
 	int (*peer_closed_fn)(struct nodelay_transport *t, raft_id id);
 	void (*on_fatal)(struct consensus *c, const char *why);
 };
 
-/* io.send of every member: raft's message, unless it names no server (id 0 or no address:
- * RAFT_NOCONNECTION, nothing sent, cb not called). */
+/* io.send of every member: raft's message, unless it names no server (id 0 or no address)
+ * or the member is closing (RAFT_NOCONNECTION, nothing sent, cb not called). */
 int consensus_guarded_send(struct raft_io *io, struct raft_io_send *req,
                            const struct raft_message *message, raft_io_send_cb cb);
 
