@@ -92,8 +92,9 @@ struct soft_node {
 	struct fsm_slot *slots;
 	int n_slots, slots_cached;
 	uint64_t slots_epoch;
-	/* the committed row's state is "down" / its drain is "draining", as of nodes_version
-	 * row_flags_version - 1 (0: not read): node_row_flags */
+	/* the committed row's state is "down" / its drain is "draining": valid while
+	 * row_flags_version is the scheduler's nodes_epoch + 1 (0: not read). nodes_refresh
+	 * sets them when the node's row changes, node_row_flags when first asked */
 	int row_down, row_draining;
 	uint64_t row_flags_version;
 };
@@ -116,6 +117,8 @@ struct check_slot {
 	int64_t rank;
 	const char *node;
 	int new_node; /* the first slot, or a node other than the slot before's */
+	int node_ix;  /* its soft node's index once found, -1 before (soft nodes go only with
+	               * every soft job: soft_clear) */
 };
 
 struct soft_job {
@@ -274,7 +277,10 @@ struct sched {
 	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
 	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
-	struct health_row *health; /* health_refresh: nodes_list's rows, as of: */
+	uint64_t nodes_epoch;   /* bumped when nodes_list is read whole (soft_node.row_down) */
+	/* health_refresh: nodes_list's rows, one per row in its order (node -1: none), as of
+	 * health_version; nodes_refresh updates a changed row in place */
+	struct health_row *health;
 	int n_health;
 	uint64_t health_version;
 	json_t *nodes_by_id;    /* node id -> its row in nodes_list (owned), as of: */
@@ -876,8 +882,23 @@ static void note(struct sched *s, struct soft_job *j, const char *type, const ch
 
 /* ---- node health ---- */
 
+/* A health row for a row of the nodes list: its soft node and the row's strings (node -1:
+ * a row without id or state, not something the FSM writes). 0, or -1 without memory. */
+static int health_row_set(struct sched *s, struct health_row *h, const json_t *row)
+{
+	const char *id = json_string_value(json_object_get(row, "id"));
+	const char *state = json_string_value(json_object_get(row, "state"));
+	struct soft_node *n = NULL;
+	if (id != NULL && state != NULL && (n = node_get(s, id)) == NULL)
+		return -1;
+	*h = (struct health_row){
+	    .node = n == NULL ? -1 : (int)(n - s->nodes), .id = id, .state = state};
+	return 0;
+}
+
 /* health: per row of the nodes list, its soft node and state (strings of the row), read
- * again only when the list changed; a check then reads no JSON. 0 or -1 without memory. */
+ * again whole only when the list was (nodes_refresh keeps it current through changes of
+ * single rows); a check then reads no JSON. 0 or -1 without memory. */
 static int health_refresh(struct sched *s, const json_t *nodes)
 {
 	if (s->health != NULL && s->health_version == s->nodes_version)
@@ -892,12 +913,9 @@ static int health_refresh(struct sched *s, const json_t *nodes)
 	json_t *node;
 	json_array_foreach(nodes, i, node)
 	{
-		const char *id = json_string_value(json_object_get(node, "id"));
-		const char *state = json_string_value(json_object_get(node, "state"));
-		struct soft_node *n = id == NULL || state == NULL ? NULL : node_get(s, id);
-		if (n != NULL)
-			rows[s->n_health++] = (struct health_row){
-			    .node = (int)(n - s->nodes), .id = id, .state = state};
+		if (health_row_set(s, &rows[i], node) != 0)
+			return -1; /* still out of date: read again at the next check */
+		s->n_health++;
 	}
 	s->health_version = s->nodes_version;
 	return 0;
@@ -908,6 +926,8 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 	if (health_refresh(s, nodes) != 0)
 		return;
 	for (int i = 0; i < s->n_health; i++) {
+		if (s->health[i].node < 0)
+			continue;
 		const char *id = s->health[i].id;
 		const char *state = s->health[i].state;
 		struct soft_node *n = &s->nodes[s->health[i].node];
@@ -1199,17 +1219,28 @@ static struct check_slot *check_slots_build(const json_t *layout)
 		slots[i].node = json_string_value(json_object_get(slot, "node"));
 		slots[i].new_node = i == 0 || slots[i].node == NULL || slots[i - 1].node == NULL ||
 		                    strcmp(slots[i].node, slots[i - 1].node) != 0;
+		slots[i].node_ix = -1;
 	}
 	return slots;
 }
 
+/* Sets the soft node's flags from its committed row (nodes_refresh, on a change of it). */
+static void node_row_flags_set(struct sched *s, struct soft_node *n, const json_t *row)
+{
+	const char *state = json_string_value(json_object_get(row, "state"));
+	n->row_down = state != NULL && strcmp(state, "down") == 0;
+	n->row_draining = row_draining(row);
+	n->row_flags_version = s->nodes_epoch + 1;
+}
+
 /* Whether node's committed row (in nodes_by_id, current with s->nodes_version) is down and
- * whether it is draining: from the soft node n when it read them at this version, so that
- * checking every running job costs no JSON lookups per node. */
+ * whether it is draining: from the soft node n when it holds them (read once, then set by
+ * nodes_refresh as its row changes; a change of another node's row does not throw them
+ * away), so that checking every running job costs no JSON lookups per node. */
 static void node_row_flags(struct sched *s, struct soft_node *n, const json_t *nodes_by_id,
                            const char *node, int *down, int *draining)
 {
-	if (n != NULL && n->row_flags_version == s->nodes_version + 1) {
+	if (n != NULL && n->row_flags_version == s->nodes_epoch + 1) {
 		*down = n->row_down;
 		*draining = n->row_draining;
 		return;
@@ -1219,7 +1250,7 @@ static void node_row_flags(struct sched *s, struct soft_node *n, const json_t *n
 	if (n != NULL) {
 		n->row_down = *down;
 		n->row_draining = *draining;
-		n->row_flags_version = s->nodes_version + 1;
+		n->row_flags_version = s->nodes_epoch + 1;
 	}
 }
 
@@ -1243,7 +1274,10 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		if (node == NULL)
 			continue; /* not something the FSM writes */
 		if (j->check_slots[i].new_node) { /* the first slot that names a node is one */
-			n = node_find(s, node);
+			int ix = j->check_slots[i].node_ix;
+			n = ix >= 0 ? &s->nodes[ix] : node_find(s, node);
+			if (n != NULL)
+				j->check_slots[i].node_ix = (int)(n - s->nodes);
 			node_row_flags(s, n, nodes_by_id, node, &down, &draining);
 		}
 		if (down) {
@@ -2370,6 +2404,12 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 				break;
 			}
 			json_t *pos = json_object_get(s->nodes_pos, id);
+			/* the health rows follow a changed row; a new one makes them read again */
+			int health_follows = pos != NULL && s->health != NULL &&
+			                     s->health_version == s->nodes_version;
+			struct soft_node *sn = node_find(s, id);
+			if (sn != NULL)
+				node_row_flags_set(s, sn, node);
 			if (pos != NULL) {
 				size_t at = (size_t)json_integer_value(pos);
 				const json_t *old = json_array_get(s->nodes_list, at);
@@ -2383,6 +2423,10 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 					s->pn_changed = json_array();
 				json_array_append_new(s->pn_changed, json_string(id));
 				json_array_set_new(s->nodes_list, at, node);
+				if (health_follows &&
+				    (at >= (size_t)s->n_health ||
+				     health_row_set(s, &s->health[at], node) != 0))
+					health_follows = 0;
 			} else {
 				json_object_set_new(
 				    s->nodes_pos, id,
@@ -2398,6 +2442,8 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 				s->nodes_by_id_version++;
 			}
 			s->nodes_version++;
+			if (health_follows)
+				s->health_version = s->nodes_version;
 		}
 		if (!all)
 			return 0;
@@ -2420,6 +2466,7 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 	s->nodes_list = fresh;
 	s->nodes_pos = pos;
 	s->nodes_version++;
+	s->nodes_epoch++;
 	s->node_addr_version++;
 	s->pn_full = 1;
 	return 0;
