@@ -16,7 +16,7 @@ tests_tools_yard_fetch_LDADD = jobs/libjobsfsm.a common/libcommon.a $(JANSSON_LI
 tests_tools_yard_loadgen_SOURCES = tests/tools/loadgen.c
 tests_tools_yard_loadgen_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS)
 tests_tools_yard_loadgen_LDADD = $(CURL_LIBS)
-tests_tools_yard_simnodes_SOURCES = tests/tools/simnodes.c
+tests_tools_yard_simnodes_SOURCES = tests/tools/simnodes.c tests/tools/hconn.c tests/tools/hconn.h
 tests_tools_yard_simnodes_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
 tests_tools_yard_simnodes_LDADD = common/libcommon.a $(CURL_LIBS) $(JANSSON_LIBS)
 
@@ -70,3 +70,10 @@ tests_unit_test_leader_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIBS
 # with dp 1 (needs yard-run and yard-worker; skipped without them)
 dist_check_SCRIPTS += tests/integration/train_shrink.sh tests/integration/train_shrink_controller.sh
 TESTS += tests/integration/train_shrink.sh tests/integration/train_shrink_controller.sh
+
+# yard-simnodes' keep-alive HTTP client (a benchmark tool's, tested as its numbers rest on it)
+check_PROGRAMS += tests/unit/test_hconn
+TESTS += tests/unit/test_hconn
+tests_unit_test_hconn_SOURCES = tests/unit/test_hconn.c tests/tools/hconn.c tests/tools/hconn.h
+tests_unit_test_hconn_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_hconn_LDADD = $(CMOCKA_LIBS)

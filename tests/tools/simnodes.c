@@ -8,6 +8,9 @@
  * node also keeps a watch (POST /v1/agents/watch, W ms) waiting at the leader, as yard-agent
  * does, and heartbeats at once (20 ms after its previous one at the earliest) when it
  * answers with a new version.
+ * Heartbeats go over keep-alive connections of the simulator's own (tests/tools/hconn.h, one
+ * per heartbeat in flight): through libcurl they cost it 2.4 times the CPU, which the
+ * controllers share on one machine. Registrations, watches and submissions use libcurl.
  * Optionally it also submits a stream of command jobs of 8..64 ranks, as a client of its own:
  * --inflight bounds the heartbeats under way, --submit-inflight the submissions (each waits for
  * its commit), so that submissions waiting on the leader never hold back the nodes' heartbeats.
@@ -35,6 +38,7 @@
 #include <unistd.h>
 
 #include "common/jsonx.h"
+#include "hconn.h"
 
 #define RANKS_PER_NODE_MAX 64
 #define LAT_MAX 2000000
@@ -62,7 +66,8 @@ struct sim_node {
 	int n_ranks;
 };
 
-enum req_kind { REQ_REGISTER, REQ_HEARTBEAT, REQ_SUBMIT, REQ_WATCH };
+/* heartbeats go over hconn (hb_pool), everything else over libcurl */
+enum req_kind { REQ_REGISTER, REQ_SUBMIT, REQ_WATCH };
 
 struct req {
 	CURL *easy;
@@ -122,6 +127,12 @@ static void proc_sample(int pid, long long *ticks, long long *rss_kib)
 }
 
 static char endpoint[512]; /* where requests go; follows 307s to the leader */
+/* the heartbeats' keep-alive connections (one per heartbeat in flight) on the epoll set, with
+ * this tag in their events' upper half (curl's sockets carry their multi handle's index) */
+#define HB_TAG 0xffffu
+#define HB_TIMEOUT_MS 30000.0
+static struct hconn_pool *hb_pool;
+static int hb_inflight;
 static long redirects;
 static struct sim_node *nodes;
 static double *hb_lat;
@@ -162,7 +173,7 @@ static int cmp_double(const void *a, const void *b)
  * (with one multi handle for all watches, 10,000 nodes watching with 1 s heartbeats left the
  * simulator in libcurl delivering under a tenth of its heartbeats). */
 #define WATCH_MULTIS 64
-#define HEARTBEAT_MULTI 0 /* registrations and heartbeats */
+#define REGISTER_MULTI 0 /* registrations (heartbeats go over hb_pool) */
 #define SUBMIT_MULTI 1
 #define FIRST_WATCH_MULTI 2
 #define N_MULTIS (FIRST_WATCH_MULTI + WATCH_MULTIS)
@@ -173,7 +184,7 @@ static struct req *req_new(enum req_kind kind, const char *path, const char *tok
 {
 	CURLM *multi = kind == REQ_WATCH ? multis[FIRST_WATCH_MULTI + watch_turn++ % WATCH_MULTIS]
 	               : kind == REQ_SUBMIT ? multis[SUBMIT_MULTI]
-	                                    : multis[HEARTBEAT_MULTI];
+	                                    : multis[REGISTER_MULTI];
 	char url[1024], auth[256];
 	struct req *r = calloc(1, sizeof *r);
 	r->kind = kind;
@@ -215,8 +226,13 @@ static int follow_leader(const char *resp)
 	const char *url = json_string_value(json_object_get(root, "leader_url"));
 	int ok = url != NULL && strlen(url) < sizeof endpoint;
 	if (ok) {
+		char err[256];
 		snprintf(endpoint, sizeof endpoint, "%s", url);
 		redirects++;
+		if (hconn_set_endpoint(hb_pool, endpoint, err, sizeof err) != 0) {
+			fprintf(stderr, "yard-simnodes: the leader's URL: %s\n", err);
+			ok = 0;
+		}
 	}
 	json_decref(root);
 	return ok;
@@ -504,6 +520,32 @@ static void exit_brings_heartbeat_forward(struct sim_node *n)
 	}
 }
 
+/* A heartbeat's answer (hconn's callback; user is the node). */
+static void heartbeat_done(void *user, int status, const char *body, size_t len, const char *err)
+{
+	struct sim_node *n = user;
+	double t = now_ms();
+	(void)len;
+	hb_inflight--;
+	n->busy = 0;
+	due_push((int)(n - nodes), n->next_ms); /* due meanwhile? */
+	if (status == 200) {
+		if (n_hb < LAT_MAX)
+			hb_lat[n_hb] = t - n->sent_ms;
+		n_hb++;
+		apply_desired(n, body, t);
+		if (n->hb_again) { /* its answer may predate the news */
+			n->hb_again = 0;
+			set_next(n, t);
+		}
+	} else if (status == 307 && follow_leader(body)) {
+		set_next(n, t); /* again at once, to the leader */
+	} else if (hb_errors++ < 5) {
+		fprintf(stderr, "yard-simnodes: heartbeat of %s: HTTP %d: %.200s\n", n->name,
+		        status, status > 0 ? body : err);
+	}
+}
+
 static char *submit_body(long seq)
 {
 	static const int sizes[] = {8, 16, 24, 32, 40, 48, 56, 64};
@@ -557,6 +599,10 @@ static void drive(int wait_ms)
 		}
 	int n = epoll_wait(epfd, evs, 256, wait_ms);
 	for (int i = 0; i < n; i++) {
+		if (evs[i].data.u64 >> 32 == HB_TAG) {
+			hconn_event(hb_pool, (uint32_t)evs[i].data.u64, evs[i].events);
+			continue;
+		}
 		int flags = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
 		            (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
 		            (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
@@ -569,6 +615,7 @@ static void drive(int wait_ms)
 			curl_timeout_ms[k] = -1;
 			curl_multi_socket_action(multis[k], CURL_SOCKET_TIMEOUT, 0, &running);
 		}
+	hconn_expire(hb_pool, now_ms(), HB_TIMEOUT_MS);
 }
 
 /* The next finished transfer of any multi handle, NULL when none. */
@@ -672,6 +719,12 @@ int main(int argc, char **argv)
 	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	epfd = epoll_create1(EPOLL_CLOEXEC);
+	char hb_err[256];
+	hb_pool = hconn_pool_new(epfd, HB_TAG, opt.inflight, heartbeat_done);
+	if (hb_pool == NULL || hconn_set_endpoint(hb_pool, endpoint, hb_err, sizeof hb_err) != 0) {
+		fprintf(stderr, "yard-simnodes: %s\n", hb_pool == NULL ? "out of memory" : hb_err);
+		return 2;
+	}
 	for (int k = 0; k < N_MULTIS; k++) {
 		curl_timeout_ms[k] = -1;
 		multis[k] = curl_multi_init();
@@ -682,9 +735,9 @@ int main(int argc, char **argv)
 	}
 	/* the connections stay open between requests, as yard-agent's do: curl's cache would
 	 * otherwise shrink with the transfers in flight and close the rest */
-	curl_multi_setopt(multis[HEARTBEAT_MULTI], CURLMOPT_MAX_HOST_CONNECTIONS,
+	curl_multi_setopt(multis[REGISTER_MULTI], CURLMOPT_MAX_HOST_CONNECTIONS,
 	                  (long)opt.inflight + 8);
-	curl_multi_setopt(multis[HEARTBEAT_MULTI], CURLMOPT_MAXCONNECTS, (long)opt.inflight + 8);
+	curl_multi_setopt(multis[REGISTER_MULTI], CURLMOPT_MAXCONNECTS, (long)opt.inflight + 8);
 	curl_multi_setopt(multis[SUBMIT_MULTI], CURLMOPT_MAX_HOST_CONNECTIONS,
 	                  (long)opt.submit_inflight + 8);
 	curl_multi_setopt(multis[SUBMIT_MULTI], CURLMOPT_MAXCONNECTS,
@@ -740,9 +793,11 @@ int main(int argc, char **argv)
 	double start = now_ms(), jobs_from = start + opt.quiet_seconds * 1e3,
 	       end = jobs_from + opt.seconds * 1e3;
 	long long cpu0, cpu1 = -1, cpu2, rss0, rss1 = -1, rss2;
+	long long own0, own1 = -1, own2, own_rss; /* the simulator's own CPU, beside the leader's */
 	long hb_at_jobs = -1;
 	double jobs_started_ms = 0;
 	proc_sample(opt.leader_pid, &cpu0, &rss0);
+	proc_sample(getpid(), &own0, &own_rss);
 	for (int i = 0; i < opt.nodes; i++)
 		set_next(&nodes[i], start + (double)opt.heartbeat_ms * i / opt.nodes);
 	need_watch = calloc((size_t)opt.nodes, sizeof *need_watch);
@@ -751,12 +806,12 @@ int main(int argc, char **argv)
 	int submit_inflight = 0;
 	double submit_credit = 0, last_ms = start;
 	long submit_seq = 0;
-	while (now_ms() < end || inflight > 0 || submit_inflight > 0) {
+	while (now_ms() < end || hb_inflight > 0 || submit_inflight > 0) {
 		double now = now_ms();
 		if (now < end) {
 			/* heartbeats due, earliest first, within the in-flight budget (a busy node's
 			 * is scheduled again when its heartbeat in flight ends) */
-			while (n_dues > 0 && dues[0].at <= now && inflight < opt.inflight) {
+			while (n_dues > 0 && dues[0].at <= now && hb_inflight < opt.inflight) {
 				struct due d = due_pop();
 				struct sim_node *n = &nodes[d.node];
 				if (d.at != n->next_ms || n->busy || n->token[0] == '\0')
@@ -769,12 +824,17 @@ int main(int argc, char **argv)
 				set_next(n, n->next_ms + opt.heartbeat_ms < now ? now + opt.heartbeat_ms
 				                                                : n->next_ms + opt.heartbeat_ms);
 				n->sent_ms = now;
-				struct req *r =
-				    req_new(REQ_HEARTBEAT, "/v1/agents/heartbeat", n->token,
-				            heartbeat_body(n, now));
-				r->node = n;
-				n->busy = 1;
-				inflight++;
+				char *body = heartbeat_body(n, now), err[256];
+				if (body != NULL &&
+				    hconn_post(hb_pool, "/v1/agents/heartbeat", n->token, body,
+				               strlen(body), n, err, sizeof err) == 0) {
+					n->busy = 1;
+					hb_inflight++;
+				} else if (hb_errors++ < 5) {
+					fprintf(stderr, "yard-simnodes: heartbeat of %s: %s\n",
+					        n->name, body != NULL ? err : "out of memory");
+				}
+				free(body);
 			}
 			/* watches: one waiting per node (outside the heartbeats' in-flight budget);
 			 * a node whose watch failed waits, and so do the nodes behind it */
@@ -798,6 +858,7 @@ int main(int argc, char **argv)
 				jobs_started_ms = now;
 				last_ms = now;
 				proc_sample(opt.leader_pid, &cpu1, &rss1);
+				proc_sample(getpid(), &own1, &own_rss);
 				if (opt.metrics_out != NULL)
 					save_metrics(opt.metrics_out);
 			}
@@ -847,32 +908,7 @@ int main(int argc, char **argv)
 				}
 				json_decref(resp);
 				need_watch[n_need_watch++] = (int)(n - nodes);
-				req_free(r);
-				continue; /* not counted in flight: watches wait by design */
-			} else if (r->kind == REQ_HEARTBEAT) {
-				r->node->busy = 0;
-				due_push((int)(r->node - nodes), r->node->next_ms); /* due meanwhile? */
-				if (code == 200 && r->resp != NULL) {
-					if (n_hb < LAT_MAX)
-						hb_lat[n_hb] = t - r->started_ms;
-					n_hb++;
-					apply_desired(r->node, r->resp, t);
-					if (r->node->hb_again) { /* its answer may predate the news */
-						r->node->hb_again = 0;
-						set_next(r->node, t);
-					}
-				} else if (code == 307 && follow_leader(r->resp)) {
-					set_next(r->node, t); /* again at once, to the leader */
-				} else {
-					if (hb_errors++ < 5)
-						fprintf(stderr,
-						        "yard-simnodes: heartbeat of %s: HTTP %ld: "
-						        "%.200s\n",
-						        r->node->name, code,
-						        r->resp
-						            ? r->resp
-						            : curl_easy_strerror(m->data.result));
-				}
+				req_free(r); /* not counted in flight: watches wait by design */
 			} else {
 				submit_inflight--;
 				if (code == 201)
@@ -883,16 +919,14 @@ int main(int argc, char **argv)
 					        code,
 					        r->resp ? r->resp
 					                : curl_easy_strerror(m->data.result));
-				req_free(r);
-				continue; /* in flight on the submitter's own budget */
+				req_free(r); /* in flight on the submitter's own budget */
 			}
-			req_free(r);
-			inflight--;
 		}
 		drive(2);
 	}
 	double end_ms = now_ms(), secs = (end_ms - start) / 1e3;
 	proc_sample(opt.leader_pid, &cpu2, &rss2);
+	proc_sample(getpid(), &own2, &own_rss);
 	double hz = (double)sysconf(_SC_CLK_TCK);
 	long quiet_hb = hb_at_jobs > 0 ? hb_at_jobs : n_hb;
 	double quiet_s = (jobs_started_ms > 0 ? jobs_started_ms - start : end_ms - start) / 1e3;
@@ -907,7 +941,8 @@ int main(int argc, char **argv)
 	       "\"leader_us_per_heartbeat_quiet\":%.1f,\"leader_cpu_pct_quiet\":%.1f,"
 	       "\"leader_cpu_pct_jobs\":%.1f,\"leader_rss_mib_start\":%.1f,"
 	       "\"leader_rss_mib_end\":%.1f,\"redirects\":%ld,\"watch_ms\":%d,"
-	       "\"watch_answers\":%ld,\"watch_news\":%ld,\"watch_errors\":%ld}\n",
+	       "\"watch_answers\":%ld,\"watch_news\":%ld,\"watch_errors\":%ld,"
+	       "\"sim_us_per_heartbeat_quiet\":%.1f,\"sim_cpu_pct_jobs\":%.1f}\n",
 	       opt.nodes, opt.devices, reg_s, reg_errors, secs, opt.heartbeat_ms, n_hb, n_hb / secs,
 	       n_lat ? hb_lat[n_lat / 2] : 0, n_lat ? hb_lat[(long)(n_lat * 0.99)] : 0, hb_errors,
 	       hb_late, hb_late_max_ms, ranks_started, submits, submit_errors, job_s,
@@ -915,9 +950,11 @@ int main(int argc, char **argv)
 	       cpu1 >= 0 && quiet_s > 0 ? (cpu1 - cpu0) / hz / quiet_s * 100 : -1,
 	       cpu2 >= 0 && cpu1 >= 0 && job_s > 0 ? (cpu2 - cpu1) / hz / job_s * 100 : -1,
 	       rss0 / 1024.0, rss2 / 1024.0, redirects, opt.watch_ms, watch_answers, watch_news,
-	       watch_errors);
+	       watch_errors, own1 >= 0 && quiet_hb > 0 ? (own1 - own0) / hz * 1e6 / quiet_hb : -1,
+	       own2 >= 0 && own1 >= 0 && job_s > 0 ? (own2 - own1) / hz / job_s * 100 : -1);
 	for (int k = 0; k < N_MULTIS; k++)
 		curl_multi_cleanup(multis[k]);
+	hconn_pool_free(hb_pool);
 	close(epfd);
 	free(nodes);
 	free(hb_lat);
