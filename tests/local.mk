@@ -76,4 +76,4 @@ check_PROGRAMS += tests/unit/test_hconn
 TESTS += tests/unit/test_hconn
 tests_unit_test_hconn_SOURCES = tests/unit/test_hconn.c tests/tools/hconn.c tests/tools/hconn.h
 tests_unit_test_hconn_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-tests_unit_test_hconn_LDADD = $(CMOCKA_LIBS)
+tests_unit_test_hconn_LDADD = common/libcommon.a $(CMOCKA_LIBS)

@@ -12,9 +12,9 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/clock.h"
 
 struct hconn {
 	int fd;           /* -1: not connected */
@@ -24,7 +24,7 @@ struct hconn {
 	int out_watched;  /* EPOLLOUT is in the epoll set (a request only partly written) */
 	uint64_t gen;     /* the endpoint it was connected to (hconn_pool.gen) */
 	void *user;
-	double started_ms;
+	uint64_t started_ms;
 	char *out;        /* the request, kept until answered (for the one retry) */
 	size_t out_len, out_off, out_cap;
 	char *in;         /* the answer so far, NUL-terminated */
@@ -45,13 +45,6 @@ struct hconn_pool {
 	char host[300]; /* the Host header */
 	uint64_t gen;   /* bumped by every hconn_set_endpoint */
 };
-
-static double mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 struct hconn_pool *hconn_pool_new(int epfd, uint32_t tag, int size, hconn_done_cb done)
 {
@@ -231,12 +224,9 @@ static int conn_retry(struct hconn_pool *p, struct hconn *c, char *err, size_t e
 int hconn_post(struct hconn_pool *p, const char *path, const char *token, const char *body,
                size_t len, void *user, char *err, size_t err_len)
 {
-	struct hconn *c = NULL;
-	for (int i = 0; i < p->size && c == NULL; i++)
-		if (!p->c[i].busy && p->c[i].fd >= 0)
-			c = &p->c[i];
-	for (int i = 0; i < p->size && c == NULL; i++)
-		if (!p->c[i].busy)
+	struct hconn *c = NULL; /* an idle connected one first, else an idle closed one */
+	for (int i = 0; i < p->size && (c == NULL || c->fd < 0); i++)
+		if (!p->c[i].busy && (c == NULL || p->c[i].fd >= 0))
 			c = &p->c[i];
 	if (c == NULL) {
 		snprintf(err, err_len, "all %d connections are busy", p->size);
@@ -278,7 +268,7 @@ int hconn_post(struct hconn_pool *p, const char *path, const char *token, const 
 	c->close_after = 0;
 	c->retried = 0;
 	c->user = user;
-	c->started_ms = mono_ms();
+	c->started_ms = yard_now_mono_ms();
 	c->busy = 1;
 	if (conn_flush(p, c) == 0)
 		return 0;
@@ -396,14 +386,15 @@ void hconn_event(struct hconn_pool *p, uint32_t index, uint32_t events)
 	}
 }
 
-void hconn_expire(struct hconn_pool *p, double now_ms, double timeout_ms)
+void hconn_expire(struct hconn_pool *p, uint64_t timeout_ms)
 {
+	uint64_t now = yard_now_mono_ms();
 	for (int i = 0; i < p->size; i++) {
 		struct hconn *c = &p->c[i];
-		if (c->busy && now_ms - c->started_ms > timeout_ms) {
+		if (c->busy && now - c->started_ms > timeout_ms) {
 			char err[128];
-			snprintf(err, sizeof err, "no answer from %s within %.0f ms", p->host,
-			         timeout_ms);
+			snprintf(err, sizeof err, "no answer from %s within %llu ms", p->host,
+			         (unsigned long long)timeout_ms);
 			c->close_after = 1;
 			conn_finish(p, c, 0, err);
 		}

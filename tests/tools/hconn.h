@@ -37,7 +37,7 @@ int hconn_post(struct hconn_pool *p, const char *path, const char *token, const 
 /* Handles an epoll event whose tag is the pool's (index: the low 32 bits). */
 void hconn_event(struct hconn_pool *p, uint32_t index, uint32_t events);
 
-/* Ends the requests in flight for longer than timeout_ms (done with err "timed out ..."). */
-void hconn_expire(struct hconn_pool *p, double now_ms, double timeout_ms);
+/* Ends the requests in flight for longer than timeout_ms (done with err "no answer ..."). */
+void hconn_expire(struct hconn_pool *p, uint64_t timeout_ms);
 
 #endif

@@ -130,7 +130,7 @@ static char endpoint[512]; /* where requests go; follows 307s to the leader */
 /* the heartbeats' keep-alive connections (one per heartbeat in flight) on the epoll set, with
  * this tag in their events' upper half (curl's sockets carry their multi handle's index) */
 #define HB_TAG 0xffffu
-#define HB_TIMEOUT_MS 30000.0
+#define HB_TIMEOUT_MS 30000
 static struct hconn_pool *hb_pool;
 static int hb_inflight;
 static long redirects;
@@ -615,7 +615,7 @@ static void drive(int wait_ms)
 			curl_timeout_ms[k] = -1;
 			curl_multi_socket_action(multis[k], CURL_SOCKET_TIMEOUT, 0, &running);
 		}
-	hconn_expire(hb_pool, now_ms(), HB_TIMEOUT_MS);
+	hconn_expire(hb_pool, HB_TIMEOUT_MS);
 }
 
 /* The next finished transfer of any multi handle, NULL when none. */

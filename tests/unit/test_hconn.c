@@ -16,9 +16,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "tests/tools/hconn.h"
 
 enum mode { M_SPLIT, M_CLOSE_AFTER, M_CHUNKED, M_TRUNCATED, M_SILENT };
@@ -71,6 +71,49 @@ static void send_all(int fd, const char *s)
 	}
 }
 
+/* One client connection, in a thread of its own (connections are served at once, as a
+ * controller does): requests answered as srv.mode says until the client closes. */
+static void *serve_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char path[256];
+	while (read_request(fd, path, sizeof path) == 0) {
+		pthread_mutex_lock(&srv.mu);
+		int n = ++srv.requests;
+		pthread_mutex_unlock(&srv.mu);
+		char body[128], head[256];
+		snprintf(body, sizeof body, "{\"path\":\"%s\",\"n\":%d}", path, n);
+		enum mode m = srv_mode();
+		if (m == M_SILENT)
+			continue;
+		if (m == M_CHUNKED) {
+			send_all(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+			             "5\r\nhello\r\n0\r\n\r\n");
+			continue;
+		}
+		snprintf(head, sizeof head,
+		         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+		         "content-length: %zu\r\n\r\n",
+		         m == M_TRUNCATED ? strlen(body) + 50 : strlen(body));
+		if (m == M_SPLIT) { /* the head and the body in pieces, apart */
+			char first[8];
+			snprintf(first, sizeof first, "%.5s", head);
+			send_all(fd, first);
+			usleep(20000);
+			send_all(fd, head + 5);
+			usleep(20000);
+			send_all(fd, body);
+			continue;
+		}
+		send_all(fd, head);
+		send_all(fd, body);
+		if (m == M_CLOSE_AFTER || m == M_TRUNCATED)
+			break; /* close it, saying nothing (as an idle timeout does) */
+	}
+	close(fd);
+	return NULL;
+}
+
 static void *serve(void *arg)
 {
 	(void)arg;
@@ -81,41 +124,11 @@ static void *serve(void *arg)
 		pthread_mutex_lock(&srv.mu);
 		srv.accepted++;
 		pthread_mutex_unlock(&srv.mu);
-		char path[256];
-		while (read_request(fd, path, sizeof path) == 0) {
-			pthread_mutex_lock(&srv.mu);
-			int n = ++srv.requests;
-			pthread_mutex_unlock(&srv.mu);
-			char body[128], head[256];
-			snprintf(body, sizeof body, "{\"path\":\"%s\",\"n\":%d}", path, n);
-			enum mode m = srv_mode();
-			if (m == M_SILENT)
-				continue;
-			if (m == M_CHUNKED) {
-				send_all(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-				             "5\r\nhello\r\n0\r\n\r\n");
-				continue;
-			}
-			snprintf(head, sizeof head,
-			         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-			         "content-length: %zu\r\n\r\n",
-			         m == M_TRUNCATED ? strlen(body) + 50 : strlen(body));
-			if (m == M_SPLIT) { /* the head and the body in pieces, apart */
-				char first[8];
-				snprintf(first, sizeof first, "%.5s", head);
-				send_all(fd, first);
-				usleep(20000);
-				send_all(fd, head + 5);
-				usleep(20000);
-				send_all(fd, body);
-				continue;
-			}
-			send_all(fd, head);
-			send_all(fd, body);
-			if (m == M_CLOSE_AFTER || m == M_TRUNCATED)
-				break; /* close it, saying nothing (as an idle timeout does) */
-		}
-		close(fd);
+		pthread_t t;
+		if (pthread_create(&t, NULL, serve_conn, (void *)(intptr_t)fd) != 0)
+			close(fd);
+		else
+			pthread_detach(t);
 	}
 }
 
@@ -133,27 +146,29 @@ static void on_done(void *user, int status, const char *body, size_t len, const 
 	snprintf(a->err, sizeof a->err, "%s", err ? err : "");
 }
 
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Runs the epoll loop until a is answered (or 5 s pass; expire_ms > 0: requests older time
  * out). */
-static void wait_answer(int epfd, struct hconn_pool *p, struct answer *a, double expire_ms)
+static void wait_answer(int epfd, struct hconn_pool *p, struct answer *a, uint64_t expire_ms)
 {
-	double until = mono() + 5000;
-	while (!a->done && mono() < until) {
+	uint64_t until = yard_now_mono_ms() + 5000;
+	while (!a->done && yard_now_mono_ms() < until) {
 		struct epoll_event evs[8];
 		int n = epoll_wait(epfd, evs, 8, 10);
 		for (int i = 0; i < n; i++)
 			hconn_event(p, (uint32_t)evs[i].data.u64, evs[i].events);
 		if (expire_ms > 0)
-			hconn_expire(p, mono(), expire_ms);
+			hconn_expire(p, expire_ms);
 	}
 	assert_true(a->done);
+}
+
+/* Posts {} to path with a fresh answer a and waits for it. */
+static void post_and_wait(int epfd, struct hconn_pool *p, const char *path, struct answer *a)
+{
+	char err[256];
+	memset(a, 0, sizeof *a);
+	assert_int_equal(hconn_post(p, path, "tok", "{}", 2, a, err, sizeof err), 0);
+	wait_answer(epfd, p, a, 0);
 }
 
 static pthread_t server_thread;
@@ -172,8 +187,8 @@ static int setup(void **state)
 	return 0;
 }
 
-/* accept fails once the socket is shut down: the server thread ends (every client
- * connection is closed by then: the pools are freed) */
+/* accept fails once the socket is shut down: the accepting thread ends (a connection's
+ * thread ends when its client closes it) */
 static int teardown(void **state)
 {
 	(void)state;
@@ -213,13 +228,11 @@ static void test_answers_in_pieces_on_one_kept_connection(void **state)
 	(void)state;
 	int epfd = epoll_create1(0);
 	struct hconn_pool *p = pool_at(epfd, 2);
-	char err[256];
 	set_mode(M_SPLIT);
 	int before = accepted();
 	for (int i = 0; i < 3; i++) {
-		struct answer a = {0};
-		assert_int_equal(hconn_post(p, "/v1/x", "tok", "{}", 2, &a, err, sizeof err), 0);
-		wait_answer(epfd, p, &a, 0);
+		struct answer a;
+		post_and_wait(epfd, p, "/v1/x", &a);
 		assert_int_equal(a.status, 200);
 		assert_non_null(strstr(a.body, "\"path\":\"/v1/x\""));
 		assert_string_equal(a.err, "");
@@ -235,15 +248,13 @@ static void test_a_connection_closed_while_idle_is_replaced(void **state)
 	(void)state;
 	int epfd = epoll_create1(0);
 	struct hconn_pool *p = pool_at(epfd, 1);
-	char err[256];
 	set_mode(M_CLOSE_AFTER);
 	for (int i = 0; i < 3; i++) {
-		struct answer a = {0};
+		struct answer a;
 		/* the server closed the last connection after answering; the client has not
 		 * seen that yet (no epoll turn in between): the request goes out on it and is
 		 * sent again on a fresh one */
-		assert_int_equal(hconn_post(p, "/v1/y", "tok", "{}", 2, &a, err, sizeof err), 0);
-		wait_answer(epfd, p, &a, 0);
+		post_and_wait(epfd, p, "/v1/y", &a);
 		assert_int_equal(a.status, 200);
 		assert_string_equal(a.err, "");
 	}
@@ -260,15 +271,12 @@ static void test_refused_and_failed_answers_name_why(void **state)
 	struct answer a = {0};
 
 	set_mode(M_CHUNKED);
-	assert_int_equal(hconn_post(p, "/v1/z", "tok", "{}", 2, &a, err, sizeof err), 0);
-	wait_answer(epfd, p, &a, 0);
+	post_and_wait(epfd, p, "/v1/z", &a);
 	assert_int_equal(a.status, 0);
 	assert_non_null(strstr(a.err, "chunked"));
 
 	set_mode(M_TRUNCATED);
-	memset(&a, 0, sizeof a);
-	assert_int_equal(hconn_post(p, "/v1/z", "tok", "{}", 2, &a, err, sizeof err), 0);
-	wait_answer(epfd, p, &a, 0);
+	post_and_wait(epfd, p, "/v1/z", &a);
 	assert_int_equal(a.status, 0);
 	assert_non_null(strstr(a.err, "closed the connection after"));
 
