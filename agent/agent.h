@@ -181,6 +181,13 @@ struct agent {
 	 * watch brought news (heartbeat_now after it) */
 	int heartbeat_again;
 	uint64_t heartbeat_sent_mono_ms; /* when the latest heartbeat went out */
+	/* heartbeats are this far apart: cfg.heartbeat_ms, or the longer interval the leader
+	 * asks of every agent at its cluster's size (heartbeat_min_ms); the timer still ticks
+	 * every cfg.heartbeat_ms for the rest (ranks, checkpoints, the watch), and the next
+	 * heartbeat goes at the first tick from heartbeat_due_mono_ms on */
+	uint64_t heartbeat_every_ms;
+	uint64_t heartbeat_due_mono_ms;
+	int heartbeat_min_refused; /* the last answer's heartbeat_min_ms was refused (logged) */
 	/* called when a rank exits (heartbeat_soon once heartbeats started; NULL before) */
 	void (*rank_exited)(struct agent *a);
 	int registered;

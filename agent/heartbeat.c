@@ -3,11 +3,14 @@
  * set of ranks this node must run) is applied back on the loop. One call is in flight at a
  * time; a slow controller delays heartbeats, it never piles them up. Heartbeats also carry
  * the next piece of every rank's log; a piece counts as sent only once a heartbeat carrying
- * it was answered 200, and a new leader (a changed "leader_id") gets every log's tail again. */
+ * it was answered 200, and a new leader (a changed "leader_id") gets every log's tail again.
+ * Heartbeats go every --heartbeat-ms, or further apart when the leader asks for it
+ * (heartbeat_min_ms: a large cluster); the timer ticks every --heartbeat-ms either way. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -201,6 +204,50 @@ static const json_t *desired_of(struct agent *a, const json_t *resp)
 	return NULL;
 }
 
+/* The longest interval between heartbeats a leader may ask for (its answers beyond it are
+ * refused with a warning): the suspect and down times grow with it. */
+#define HEARTBEAT_MIN_MAX_MS 60000
+
+/* The leader asks every agent to leave at least heartbeat_min_ms between heartbeats, more
+ * as its cluster grows (yardd --max-heartbeats-per-s); --heartbeat-ms stays the shortest.
+ * An answer without it (an older leader, or none asked) brings back --heartbeat-ms. */
+static void heartbeat_follow_leader(struct agent *a, const json_t *asked)
+{
+	uint64_t every = (uint64_t)a->cfg.heartbeat_ms;
+	if (asked != NULL && (!json_is_integer(asked) || json_integer_value(asked) < 0 ||
+	                      json_integer_value(asked) > HEARTBEAT_MIN_MAX_MS)) {
+		if (!a->heartbeat_min_refused)
+			log_warn("heartbeat answer: heartbeat_min_ms is not an integer in 0..%d: "
+			         "ignored (heartbeats stay %llu ms apart)",
+			         HEARTBEAT_MIN_MAX_MS, (unsigned long long)a->heartbeat_every_ms);
+		a->heartbeat_min_refused = 1;
+		return;
+	}
+	a->heartbeat_min_refused = 0;
+	if (asked != NULL && (uint64_t)json_integer_value(asked) > every)
+		every = (uint64_t)json_integer_value(asked);
+	if (every == a->heartbeat_every_ms)
+		return;
+	log_info("heartbeats %llu ms apart from now (the leader asks for at least %lld ms, "
+	         "--heartbeat-ms %d)",
+	         (unsigned long long)every,
+	         asked != NULL ? (long long)json_integer_value(asked) : 0, a->cfg.heartbeat_ms);
+	/* The next regular one follows the new pace (one brought forward stays). Going over to
+	 * a longer interval, it waits a random part of the difference once: agents whose
+	 * heartbeats were spread over the shorter interval then spread over the longer one
+	 * instead of coming in bursts. */
+	uint64_t gap = every;
+	if (every > a->heartbeat_every_ms) {
+		uint64_t r = 0;
+		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+			r = yard_now_mono_ms() * 2654435761u ^ (uint64_t)getpid();
+		gap = a->heartbeat_every_ms + r % (every - a->heartbeat_every_ms + 1);
+	}
+	if (a->heartbeat_due_mono_ms >= a->heartbeat_sent_mono_ms + a->heartbeat_every_ms)
+		a->heartbeat_due_mono_ms = a->heartbeat_sent_mono_ms + gap;
+	a->heartbeat_every_ms = every;
+}
+
 static void after_call(uv_work_t *w, int status)
 {
 	struct call *c = (struct call *)w;
@@ -240,6 +287,8 @@ static void after_call(uv_work_t *w, int status)
 		apply_leader_id(a, leader_id);
 		apply_commands(a, json_object_get(c->resp, "commands"));
 		a->leader_offers_shared = json_is_true(json_object_get(c->resp, "offers_shared"));
+		if (leader_id != NULL) /* a leading scheduler's answer says what it asks */
+			heartbeat_follow_leader(a, json_object_get(c->resp, "heartbeat_min_ms"));
 		const json_t *want_perf = json_object_get(c->resp, "want_perf");
 		if (want_perf != NULL)
 			a->perf_unwanted = json_is_false(want_perf);
@@ -322,6 +371,15 @@ static void on_tick(uv_timer_t *t)
 	if (a->heartbeat_in_flight || a->stopping ||
 	    buildinfo_fault(a->cfg.name) == BUILD_FAULT_NO_HEARTBEAT)
 		return;
+	/* not due: a tick comes every --heartbeat-ms, a heartbeat every heartbeat_every_ms
+	 * (a quarter tick early counts as on time: the timer and this clock differ a little) */
+	uint64_t now = yard_now_mono_ms();
+	if (a->registered && now + (uint64_t)a->cfg.heartbeat_ms / 4 < a->heartbeat_due_mono_ms) {
+		if (a->heartbeat_due_mono_ms - now < (uint64_t)a->cfg.heartbeat_ms)
+			uv_timer_start(&a->heartbeat_timer, on_tick, a->heartbeat_due_mono_ms - now,
+			               (uint64_t)a->cfg.heartbeat_ms);
+		return;
+	}
 	c = calloc(1, sizeof *c);
 	if (c == NULL)
 		return;
@@ -334,7 +392,8 @@ static void on_tick(uv_timer_t *t)
 		c->kind = CALL_HEARTBEAT;
 		snprintf(c->token, sizeof c->token, "%s", a->node_token);
 		c->body = heartbeat_body(a);
-		a->heartbeat_sent_mono_ms = yard_now_mono_ms();
+		a->heartbeat_sent_mono_ms = now;
+		a->heartbeat_due_mono_ms = now + a->heartbeat_every_ms;
 	}
 	a->heartbeat_in_flight = 1;
 	if (uv_queue_work(a->loop, &c->work, call_run, after_call) != 0) {
@@ -366,14 +425,18 @@ static void heartbeat_forward(struct agent *a, uint64_t delay_ms, uint64_t min_g
 		return;
 	uint64_t now = yard_now_mono_ms();
 	uint64_t at = YARD_MAX(now + delay_ms, a->heartbeat_sent_mono_ms + min_gap_ms);
-	if (at - now >= uv_timer_get_due_in(&a->heartbeat_timer))
+	uint64_t tick_at = now + uv_timer_get_due_in(&a->heartbeat_timer);
+	if (at >= YARD_MAX(a->heartbeat_due_mono_ms, tick_at))
 		return; /* the regular one comes first */
-	uv_timer_start(&a->heartbeat_timer, on_tick, at - now, (uint64_t)a->cfg.heartbeat_ms);
+	a->heartbeat_due_mono_ms = at;
+	if (at < tick_at) /* else the tick before it sets the timer for it (on_tick) */
+		uv_timer_start(&a->heartbeat_timer, on_tick, at - now,
+		               (uint64_t)a->cfg.heartbeat_ms);
 }
 
 void heartbeat_soon(struct agent *a)
 {
-	heartbeat_forward(a, HEARTBEAT_SOON_MS, (uint64_t)a->cfg.heartbeat_ms / 4, 1);
+	heartbeat_forward(a, HEARTBEAT_SOON_MS, a->heartbeat_every_ms / 4, 1);
 }
 
 void heartbeat_now(struct agent *a)
@@ -386,5 +449,7 @@ void heartbeat_start(struct agent *a)
 	uv_timer_init(a->loop, &a->heartbeat_timer);
 	a->heartbeat_timer.data = a;
 	a->rank_exited = heartbeat_soon;
+	a->heartbeat_every_ms = (uint64_t)a->cfg.heartbeat_ms;
+	a->heartbeat_due_mono_ms = 0;
 	uv_timer_start(&a->heartbeat_timer, on_tick, 0, (uint64_t)a->cfg.heartbeat_ms);
 }

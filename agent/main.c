@@ -34,7 +34,9 @@ static void usage(FILE *out)
 	    out,
 	    "usage: yard-agent --controllers URL[,URL...] --join-token TOKEN --data-dir DIR\n"
 	    "                  --devices cpu:N|cuda:auto --name NAME [--host ADDR]\n"
-	    "                  [--port-base PORT] [--heartbeat-ms MS] [--worker PATH]\n"
+	    "                  [--port-base PORT] [--worker PATH]\n"
+	    "                  [--heartbeat-ms MS] (default 500; the leader of a large cluster\n"
+	    "                                   asks for longer: heartbeat_min_ms)\n"
 	    "                  [--watch-ms MS] (long-poll for new work; 0: heartbeats only;\n"
 	    "                                   default 25000)\n"
 	    "                  [--join-token-file FILE] [--config FILE]\n"

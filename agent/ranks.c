@@ -550,9 +550,12 @@ void ranks_tick(struct agent *a)
 					a->rank_exited(a);
 			}
 		}
-		/* fencing: the other side of a partition may be running the job again */
+		/* fencing: the other side of a partition may be running the job again (not
+		 * before a heartbeat was due: the leader may ask for heartbeats further apart) */
 		if (!r->exited && !r->stopping && r->stop_on_disconnect_ms > 0 &&
-		    now - a->last_ok_mono_ms > (uint64_t)r->stop_on_disconnect_ms) {
+		    now - a->last_ok_mono_ms >
+		        YARD_MAX((uint64_t)r->stop_on_disconnect_ms,
+		                 a->heartbeat_every_ms + (uint64_t)a->cfg.heartbeat_ms)) {
 			char why[160];
 			snprintf(
 			    why, sizeof why,

@@ -491,6 +491,7 @@ static int open_memdb(struct fsm *f, const void *image, size_t len, struct yard_
 	f->auth_version++;
 	f->rollouts_version++;
 	f->events_max_known = 0;
+	f->config_version++;
 	submitted_forget(f);
 	sqlite3_update_hook(db, on_row_change, f);
 #ifdef HAVE_SQLITE_PREUPDATE_HOOK
@@ -1220,7 +1221,7 @@ static const struct {
     {"straggler_threshold_pct", 1, 1000},
     {"straggler_windows", 1, 1000},
     {"restart_backoff_ms", 0, 3600000},
-    {"heartbeat_interval_ms", 10, 60000},
+    {"max_heartbeats_per_s", 0, 10000000},
     {"build_max_bytes", 1, 1LL << 32},
     {"blob_store_max_bytes", 1, 1LL << 36},
     {"embargo_max_days", 1, FSM_EMBARGO_MAX_DAYS},
@@ -1244,6 +1245,21 @@ static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
 		                  &v, &e) != 0)
 			return fsm_res_from_err(&e);
 		f->events_max_known = 0; /* (config is WITHOUT ROWID: no update hook) */
+		f->config_version++;
+		/* the leader judges silence by the interval it asked before a change for a while
+		 * (every leader alike): the value before and the change's time are kept */
+		if (strcmp(key, "max_heartbeats_per_s") == 0 &&
+		    (fsm_run(
+		         f,
+		         "INSERT INTO config(key, value) VALUES('max_heartbeats_per_s.before', ?1)"
+		         " ON CONFLICT(key) DO UPDATE SET value = ?1",
+		         "i", fsm_config_get(f, key, FSM_MAX_HEARTBEATS_DEFAULT)) != SQLITE_DONE ||
+		     fsm_run(
+		         f,
+		         "INSERT INTO config(key, value) VALUES('max_heartbeats_per_s.changed_ms',"
+		         " ?1) ON CONFLICT(key) DO UPDATE SET value = ?1",
+		         "i", c->ts) != SQLITE_DONE))
+			return NULL;
 		if (fsm_run(f,
 		            "INSERT INTO config(key, value) VALUES(?1, ?2)"
 		            " ON CONFLICT(key) DO UPDATE SET value = ?2",
@@ -1507,8 +1523,10 @@ static json_t *request_id_lookup(struct fsm *f, const char *rid)
 /* Transaction control through the statement cache (sqlite3_exec would compile each time). */
 static int tx(struct fsm *f, const char *sql)
 {
-	if (strncmp(sql, "ROLLBACK", 8) == 0) /* what was read since may be undone */
+	if (strncmp(sql, "ROLLBACK", 8) == 0) { /* what was read since may be undone */
 		f->events_max_known = 0;
+		f->config_version++;
+	}
 	int rc = fsm_run(f, sql, "");
 	if (rc != SQLITE_DONE) {
 		log_error("fsm: %s: %s", sql, sqlite3_errmsg(f->db));

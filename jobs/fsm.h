@@ -41,6 +41,9 @@
 /* An embargo lasts at most 14 days (the linux-distros rule); setting embargo_max_days may
  * lower it. */
 #define FSM_EMBARGO_MAX_DAYS 14
+/* The setting max_heartbeats_per_s when none is set: the heartbeats a second the leader
+ * asks of all nodes together at most (scheduler/leader.c: heartbeat_floor) */
+#define FSM_MAX_HEARTBEATS_DEFAULT 2000
 /* How long request ids are remembered for deduplication (command time, not local time). */
 #define FSM_REQUEST_ID_TTL_MS (24LL * 3600 * 1000)
 
@@ -103,6 +106,9 @@ struct fsm {
 	 * event appended reads it; config.set, a rollback or a restore drops it */
 	int64_t events_max;
 	int events_max_known;
+	/* bumped by every config.set, rollback and restore: what was read of the config table
+	 * may have changed */
+	uint64_t config_version;
 	/* Process-local: fsm_auth_lookup's answers, valid while auth_version is unchanged
 	 * (bumped by every change to the tokens or nodes table and every restore). */
 	uint64_t auth_version, auth_cache_version;

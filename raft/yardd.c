@@ -49,6 +49,7 @@ static struct {
 	int embargo_max_days;        /* --embargo-max-days, 0 when not given */
 	int64_t checkpoint_quota_mb; /* --checkpoint-quota-mb, 0 when not given */
 	int64_t events_max;          /* --events-max, 0 when not given */
+	int64_t max_heartbeats_per_s; /* --max-heartbeats-per-s, -1 when not given */
 } yd;
 
 static void usage(FILE *out)
@@ -62,6 +63,9 @@ static void usage(FILE *out)
 	    "             [--snapshot-trailing N] [--min-free-mb N] [--raft-batch-max 64]\n"
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
+	    "             [--max-heartbeats-per-s 2000 (heartbeats a second from all agents:\n"
+	    "             with more nodes each agent is asked to wait longer, and suspect/down\n"
+	    "             grow to 3 and 6 of those intervals; 0: no bound)]\n"
 	    "             [--checkpoint-quota-mb 256 (checkpoint bytes one job may store)]\n"
 	    "             [--events-max N (keep the newest N events, at least 1000; default all)]\n"
 	    "             [--queue-depth 100 (pending jobs a pass after a change looks at;\n"
@@ -312,6 +316,13 @@ static void on_leader_up(struct consensus *c, void *data)
 		    "config.set",
 		    json_pack("{s:s,s:I}", "key", "events_max", "value", (json_int_t)yd.events_max),
 		    NULL, "events_max");
+	if (yd.max_heartbeats_per_s >= 0 &&
+	    fsm_config_get(&yd.fsm, "max_heartbeats_per_s", FSM_MAX_HEARTBEATS_DEFAULT) !=
+	        yd.max_heartbeats_per_s)
+		submit_bootstrap("config.set",
+		                 json_pack("{s:s,s:I}", "key", "max_heartbeats_per_s", "value",
+		                           (json_int_t)yd.max_heartbeats_per_s),
+		                 NULL, "max_heartbeats_per_s");
 	for (int i = 0; i < yd.n_members; i++) {
 		char url[256], rid[40];
 		if (fsm_member_api_url(&yd.fsm, yd.members[i].id, url, sizeof url) == 0)
@@ -371,6 +382,7 @@ int main(int argc, char **argv)
 	    {"events-max", required_argument, NULL, 'K'},
 	    {"queue-depth", required_argument, NULL, 'Q'},
 	    {"max-active-jobs", required_argument, NULL, 'J'},
+	    {"max-heartbeats-per-s", required_argument, NULL, 'W'},
 	    {"log-rank-bytes", required_argument, NULL, 'L'},
 	    {"log-total-bytes", required_argument, NULL, 'G'},
 	    {"dev", no_argument, NULL, 'V'},
@@ -390,6 +402,7 @@ int main(int argc, char **argv)
 
 	consensus_config_defaults(&cfg);
 	sched_config_defaults(&yd.sched_cfg);
+	yd.max_heartbeats_per_s = -1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		char *end = NULL;
 		unsigned long long v = optarg ? strtoull(optarg, &end, 10) : 0;
@@ -491,6 +504,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			yd.sched_cfg.max_active_jobs = (int)v;
+			break;
+		case 'W':
+			if (!numeric_ok || v > 10000000) {
+				fprintf(
+				    stderr,
+				    "yardd: --max-heartbeats-per-s: '%s' is not 0..10000000 "
+				    "(heartbeats a second from all agents together; 0: no bound)\n",
+				    optarg);
+				return 2;
+			}
+			yd.max_heartbeats_per_s = (int64_t)v;
 			break;
 		case 'L':
 		case 'G':

@@ -290,6 +290,13 @@ struct sched {
 	 * what cached heartbeat entries (desired_build) read of the nodes; a state change or a
 	 * cordon leaves them valid */
 	uint64_t node_addr_version;
+	/* the setting max_heartbeats_per_s, its value before its last change and the change's
+	 * wall time, as of the FSM's config_version (heartbeat_caps_read); the floor last
+	 * logged */
+	int64_t cap, cap_before, cap_changed_ms;
+	uint64_t caps_version;
+	int caps_known;
+	uint64_t floor_logged_ms;
 	json_t *pn_changed; /* ids of nodes whose rows changed since pn_refresh (owned) */
 	int pn_full;        /* a node came or went: pn_refresh rebuilds the whole view */
 	/* nodes_list as placement input (busy masks clear) and its id index, rebuilt only when
@@ -338,6 +345,88 @@ static uint64_t mono_now(const struct sched *s)
 static int64_t wall_now(const struct sched *s)
 {
 	return s->io.wall_ms ? s->io.wall_ms(s->io.data) : yard_now_wall_ms();
+}
+
+/* ---- the heartbeat interval asked of agents, and the silence thresholds ---- */
+
+/* The longest interval between heartbeats a leader asks for (yard-agent refuses more). */
+#define HEARTBEAT_FLOOR_MAX_MS 60000
+
+/* The shortest interval between one node's heartbeats that keeps all nodes' heartbeats
+ * within cap a second (0: none), rounded up to 100 ms so that registrations change it
+ * rarely. */
+static uint64_t floor_for(uint64_t nodes, int64_t cap)
+{
+	if (cap <= 0 || nodes == 0)
+		return 0;
+	uint64_t ms = ((nodes * 1000 + (uint64_t)cap - 1) / (uint64_t)cap + 99) / 100 * 100;
+	return YARD_MIN(ms, HEARTBEAT_FLOOR_MAX_MS);
+}
+
+static int nodes_refresh(struct sched *s, struct yard_err *err);
+
+/* The replicated setting max_heartbeats_per_s, the value before its last change and that
+ * change's time, read again only when the FSM's config changed. */
+static void heartbeat_caps_read(struct sched *s)
+{
+	if (s->caps_known && s->caps_version == s->fsm->config_version)
+		return;
+	s->cap = fsm_config_get(s->fsm, "max_heartbeats_per_s", FSM_MAX_HEARTBEATS_DEFAULT);
+	s->cap_before = fsm_config_get(s->fsm, "max_heartbeats_per_s.before", s->cap);
+	s->cap_changed_ms = fsm_config_get(s->fsm, "max_heartbeats_per_s.changed_ms", 0);
+	s->caps_version = s->fsm->config_version;
+	s->caps_known = 1;
+}
+
+static uint64_t nodes_known(const struct sched *s)
+{
+	return s->nodes_list != NULL ? json_array_size(s->nodes_list) : 0;
+}
+
+/* What every heartbeat answer asks of the agent: at least this many ms between its
+ * heartbeats (0: nothing asked), from the node count and the setting, the same on every
+ * leader. */
+static uint64_t heartbeat_floor(struct sched *s)
+{
+	struct yard_err err = {0};
+	if (s->leading && s->nodes_list == NULL && nodes_refresh(s, &err) != 0)
+		log_warn("scheduler: cannot read the nodes: %s", err.msg);
+	heartbeat_caps_read(s);
+	uint64_t ms = floor_for(nodes_known(s), s->cap);
+	if (ms != s->floor_logged_ms)
+		log_info("scheduler: %llu nodes: agents are asked to leave at least %llu ms "
+		         "between heartbeats (%lld heartbeats a second in all at most: the setting "
+		         "max_heartbeats_per_s, yardd --max-heartbeats-per-s)",
+		         (unsigned long long)nodes_known(s), (unsigned long long)ms,
+		         (long long)s->cap);
+	s->floor_logged_ms = ms;
+	return ms;
+}
+
+/* The interval silence is judged against: the floor, or, for two of the earlier interval
+ * after a change of the setting shortened it, the earlier one (an agent hears of the new
+ * one at its next heartbeat). Nodes only come, so only the setting shortens it. */
+static uint64_t floor_judged(struct sched *s)
+{
+	uint64_t now_floor = heartbeat_floor(s);
+	uint64_t before = floor_for(nodes_known(s), s->cap_before);
+	int64_t since = wall_now(s) - s->cap_changed_ms;
+	if (before > now_floor && (since < 0 || (uint64_t)since < 2 * before)) /* < 0: skew */
+		return before;
+	return now_floor;
+}
+
+/* A node silent this long is suspect, and this long down: the configured times, or 3 and 6
+ * of the intervals the agents were asked to keep when those are longer (the defaults are 3
+ * and 6 of yard-agent's 500 ms). */
+static uint64_t suspect_ms(struct sched *s)
+{
+	return YARD_MAX(s->cfg.node_suspect_ms, 3 * floor_judged(s));
+}
+
+static uint64_t down_ms(struct sched *s)
+{
+	return YARD_MAX(s->cfg.node_down_ms, 6 * floor_judged(s));
 }
 
 void sched_config_defaults(struct sched_config *cfg)
@@ -925,6 +1014,7 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 {
 	if (health_refresh(s, nodes) != 0)
 		return;
+	uint64_t suspect = suspect_ms(s), down = down_ms(s);
 	for (int i = 0; i < s->n_health; i++) {
 		if (s->health[i].node < 0)
 			continue;
@@ -942,11 +1032,11 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 		uint64_t silence_ms = now - heard;
 		const char *want = state;
 		char reason[160];
-		if (n->last_seen_ms != 0 && silence_ms < s->cfg.node_suspect_ms)
+		if (n->last_seen_ms != 0 && silence_ms < suspect)
 			want = "up";
-		else if (silence_ms >= s->cfg.node_down_ms)
+		else if (silence_ms >= down)
 			want = "down";
-		else if (silence_ms >= s->cfg.node_suspect_ms && strcmp(state, "up") == 0)
+		else if (silence_ms >= suspect && strcmp(state, "up") == 0)
 			want = "suspect";
 		if (strcmp(want, state) == 0)
 			continue;
@@ -2488,7 +2578,7 @@ static void tick(struct sched *s, int with_nodes)
 	if (with_nodes) {
 		/* a loop stalled (stopped, starved of CPU, a long snapshot) heard no heartbeat
 		 * meanwhile: that silence must not count against the nodes */
-		uint64_t stall_ms = YARD_MAX(s->cfg.node_suspect_ms / 2, 5 * s->cfg.tick_ms);
+		uint64_t stall_ms = YARD_MAX(suspect_ms(s) / 2, 5 * s->cfg.tick_ms);
 		if (s->last_health_ms != 0 && now - s->last_health_ms > stall_ms) {
 			log_warn("scheduler: no node-health check for %.1f s (this controller was "
 			         "stopped or starved of CPU): silence until now does not count "
@@ -2633,8 +2723,9 @@ void sched_leader_up(struct sched *s)
 	snprintf(s->leader_id, sizeof s->leader_id, "%lld-%d-%llu", (long long)wall_now(s),
 	         (int)getpid(), (unsigned long long)s->epoch);
 	rollout_driver_leading(s->rollouts, 1);
-	log_info("scheduler: leading; every node has %.1f s from now before it is suspect",
-	         (double)s->cfg.node_suspect_ms / 1000);
+	log_info("scheduler: leading; every node has at least %.1f s from now before it is "
+	         "suspect",
+	         (double)suspect_ms(s) / 1000);
 }
 
 void sched_leader_down(struct sched *s)
@@ -3266,7 +3357,7 @@ static json_t *link_probe_for(struct sched *s, struct soft_node *n)
 		struct soft_node *c = id != NULL ? node_find(s, id) : NULL;
 		if (c == NULL || c == n || host == NULL || state == NULL ||
 		    strcmp(state, "up") != 0 || c->probe_port <= 0 || c->last_seen_ms == 0 ||
-		    now - c->last_seen_ms >= s->cfg.node_suspect_ms || probe_busy(c, now))
+		    now - c->last_seen_ms >= suspect_ms(s) || probe_busy(c, now))
 			continue;
 		snprintf(n->probe_peer, sizeof n->probe_peer, "%s", c->id);
 		n->probe_asked_ms = now;
@@ -3377,6 +3468,10 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 		const struct soft_node *n = node_find(s, node);
 		json_object_set_new(answer, "want_perf",
 		                    json_boolean(n == NULL || n->perf == NULL));
+		uint64_t floor = heartbeat_floor(s);
+		if (floor > 0)
+			json_object_set_new(answer, "heartbeat_min_ms",
+			                    json_integer((json_int_t)floor));
 		json_t *probe = link_probe_for(s, node_find(s, node));
 		if (probe != NULL)
 			json_object_set_new(answer, "link_probe", probe);
@@ -3627,6 +3722,17 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "yard_heartbeat_desired_shared_total %llu\n",
 	        (unsigned long long)s->desired_unchanged_total,
 	        (unsigned long long)s->desired_shared_total);
+	fprintf(f,
+	        "# HELP yard_heartbeat_min_interval_seconds The shortest interval between "
+	        "heartbeats this leader asks of each agent (0: none asked).\n"
+	        "# TYPE yard_heartbeat_min_interval_seconds gauge\n"
+	        "yard_heartbeat_min_interval_seconds %.3f\n"
+	        "# HELP yard_node_suspect_seconds Silence after which this leader turns a node "
+	        "suspect.\n# TYPE yard_node_suspect_seconds gauge\nyard_node_suspect_seconds %.3f\n"
+	        "# HELP yard_node_down_seconds Silence after which this leader declares a node "
+	        "down.\n# TYPE yard_node_down_seconds gauge\nyard_node_down_seconds %.3f\n",
+	        (double)heartbeat_floor(s) / 1000, (double)suspect_ms(s) / 1000,
+	        (double)down_ms(s) / 1000);
 }
 
 void sched_overlay_rollout(struct sched *s, json_t *rollout)
@@ -3659,9 +3765,9 @@ int sched_admit(struct sched *s, char *why, size_t why_len)
 	return -1;
 }
 
-uint64_t sched_node_down_ms(const struct sched *s)
+uint64_t sched_node_down_ms(struct sched *s)
 {
-	return s->cfg.node_down_ms;
+	return down_ms(s);
 }
 
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms)
@@ -3671,7 +3777,7 @@ int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms)
 		return 0;
 	uint64_t ago = mono_now(s) - n->last_seen_ms;
 	*ago_ms = (int64_t)ago;
-	return ago < s->cfg.node_suspect_ms;
+	return ago < suspect_ms(s);
 }
 
 void sched_overlay_node(struct sched *s, json_t *node)
@@ -3746,7 +3852,7 @@ json_t *sched_job_logs(struct sched *s, const char *job, int rank, int64_t gener
 	}
 	/* A young leadership is still receiving the tails agents resend: a hole before what it
 	 * holds may be filled in a moment, so it is not reported (and skipped) yet. */
-	if (r.skipped > 0 && mono_now(s) - s->leader_since_ms < s->cfg.node_down_ms) {
+	if (r.skipped > 0 && mono_now(s) - s->leader_since_ms < down_ms(s)) {
 		free(r.data);
 		r.data = NULL;
 		r.len = 0;

@@ -140,7 +140,7 @@ int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_
  * when); 0 when not, or not since it leads. */
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);
 /* How long after its last heartbeat a node is declared down (--node-down-ms). */
-uint64_t sched_node_down_ms(const struct sched *s);
+uint64_t sched_node_down_ms(struct sched *s);
 
 /* Whether a new job may be submitted now: 0, or -1 with why (for a 429) when the cluster
  * holds max_active_jobs active jobs or more. The count is the leader's as of its last pass

@@ -55,6 +55,7 @@ struct sim_node {
 	char token[96];
 	double next_ms;
 	double sent_ms;       /* the latest heartbeat went out then */
+	double every_ms;      /* the interval it keeps (every_ms below, once it heard of it) */
 	uint64_t answer_hash; /* of the latest answer applied: an equal one is not parsed */
 	char desired_tag[24]; /* of the latest desired set, sent back as yard-agent does */
 	int busy;
@@ -471,6 +472,43 @@ static void desired_one(void *arg, const char *job, int rank, int gen)
 	n->ranks[k].seen = 1;
 }
 
+/* Heartbeats go every_ms apart: --heartbeat-ms, or the longer interval the leader asks of
+ * every agent ("heartbeat_min_ms", grown with the cluster; yard-agent does the same). */
+static double every_ms;
+static long every_changes; /* how often it changed (printed) */
+
+static void follow_leader_interval(const char *resp)
+{
+	const char *at = strstr(resp, "\"heartbeat_min_ms\":");
+	double want = opt.heartbeat_ms;
+	if (at != NULL) {
+		long asked = strtol(at + 19, NULL, 10);
+		if (asked > want && asked <= 60000)
+			want = (double)asked;
+	}
+	if (want != every_ms) {
+		every_ms = want;
+		every_changes++;
+	}
+}
+
+/* The gap to the node's next heartbeat: every_ms, except that a node going over to a longer
+ * interval waits a random part of the difference once, as yard-agent does, so that nodes
+ * whose heartbeats were spread over the shorter interval spread over the longer one. */
+static double node_gap(struct sim_node *n)
+{
+	static unsigned jitter = 54321; /* not rng: the job sizes stay the same sequence */
+	if (n->every_ms == every_ms)
+		return every_ms;
+	double gap = every_ms;
+	if (every_ms > n->every_ms) {
+		jitter = jitter * 1103515245u + 12345u;
+		gap = n->every_ms + (every_ms - n->every_ms) * ((jitter >> 8) % 65536) / 65536.0;
+	}
+	n->every_ms = every_ms;
+	return gap;
+}
+
 /* The desired set replaces what the node runs: new ranks start now, missing ones go. An
  * answer equal to the last one changes nothing and is not parsed (the simulator would
  * otherwise spend half its CPU in jansson and fall further behind its schedule). */
@@ -483,6 +521,8 @@ static void apply_desired(struct sim_node *n, const char *resp, double now)
 	if (trace[0] != '\0' && strcmp(trace, n->name) == 0)
 		fprintf(stderr, "TRACE %.0f %s hash %s ranks %d answer %.300s\n", now, n->name,
 		        h == n->answer_hash ? "same" : "new", n->n_ranks, resp);
+	if (h != n->answer_hash)
+		follow_leader_interval(resp);
 	/* "desired_unchanged": the set it holds, named by its tag (docs/api.md) */
 	if (h == n->answer_hash || strstr(resp, "\"desired_unchanged\":true") != NULL) {
 		exit_brings_heartbeat_forward(n);
@@ -513,8 +553,8 @@ static void exit_brings_heartbeat_forward(struct sim_node *n)
 		if (exit_ms <= n->sent_ms)
 			continue; /* the heartbeat in flight at its exit reported it */
 		double at = exit_ms + 20;
-		if (at < n->sent_ms + opt.heartbeat_ms / 4.0)
-			at = n->sent_ms + opt.heartbeat_ms / 4.0;
+		if (at < n->sent_ms + every_ms / 4.0)
+			at = n->sent_ms + every_ms / 4.0;
 		if (at < n->next_ms)
 			set_next(n, at);
 	}
@@ -716,6 +756,7 @@ int main(int argc, char **argv)
 		        "[--submit-inflight 1024] [--metrics-out FILE]] [--watch-ms W]\n");
 		return 2;
 	}
+	every_ms = opt.heartbeat_ms;
 	snprintf(endpoint, sizeof endpoint, "%s", opt.endpoint);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -798,8 +839,10 @@ int main(int argc, char **argv)
 	double jobs_started_ms = 0;
 	proc_sample(opt.leader_pid, &cpu0, &rss0);
 	proc_sample(getpid(), &own0, &own_rss);
-	for (int i = 0; i < opt.nodes; i++)
-		set_next(&nodes[i], start + (double)opt.heartbeat_ms * i / opt.nodes);
+	for (int i = 0; i < opt.nodes; i++) {
+		nodes[i].every_ms = every_ms;
+		set_next(&nodes[i], start + every_ms * i / opt.nodes);
+	}
 	need_watch = calloc((size_t)opt.nodes, sizeof *need_watch);
 	for (int i = 0; opt.watch_ms > 0 && i < opt.nodes; i++)
 		need_watch[n_need_watch++] = opt.nodes - 1 - i;
@@ -817,12 +860,12 @@ int main(int argc, char **argv)
 				if (d.at != n->next_ms || n->busy || n->token[0] == '\0')
 					continue;
 				double late = now - n->next_ms;
-				if (late > opt.heartbeat_ms / 2.0)
+				if (late > every_ms / 2.0)
 					hb_late++;
 				if (late > hb_late_max_ms)
 					hb_late_max_ms = late;
-				set_next(n, n->next_ms + opt.heartbeat_ms < now ? now + opt.heartbeat_ms
-				                                                : n->next_ms + opt.heartbeat_ms);
+				double gap = node_gap(n);
+				set_next(n, n->next_ms + gap < now ? now + gap : n->next_ms + gap);
 				n->sent_ms = now;
 				char *body = heartbeat_body(n, now), err[256];
 				if (body != NULL &&
@@ -934,7 +977,8 @@ int main(int argc, char **argv)
 	long n_lat = n_hb < LAT_MAX ? n_hb : LAT_MAX;
 	qsort(hb_lat, (size_t)n_lat, sizeof *hb_lat, cmp_double);
 	printf("{\"nodes\":%d,\"devices_per_node\":%d,\"register_s\":%.2f,\"register_errors\":%ld,"
-	       "\"seconds\":%.2f,\"heartbeat_ms\":%d,\"heartbeats\":%ld,\"heartbeats_per_s\":%.1f,"
+	       "\"seconds\":%.2f,\"heartbeat_ms\":%d,\"heartbeat_every_ms\":%.0f,"
+	       "\"heartbeat_every_changes\":%ld,\"heartbeats\":%ld,\"heartbeats_per_s\":%.1f,"
 	       "\"heartbeat_p50_ms\":%.2f,\"heartbeat_p99_ms\":%.2f,\"heartbeat_errors\":%ld,"
 	       "\"heartbeats_late\":%ld,\"heartbeat_late_max_ms\":%.0f,\"ranks_started\":%ld,"
 	       "\"jobs_submitted\":%ld,\"submit_errors\":%ld,\"job_phase_s\":%.2f,"
@@ -943,9 +987,10 @@ int main(int argc, char **argv)
 	       "\"leader_rss_mib_end\":%.1f,\"redirects\":%ld,\"watch_ms\":%d,"
 	       "\"watch_answers\":%ld,\"watch_news\":%ld,\"watch_errors\":%ld,"
 	       "\"sim_us_per_heartbeat_quiet\":%.1f,\"sim_cpu_pct_jobs\":%.1f}\n",
-	       opt.nodes, opt.devices, reg_s, reg_errors, secs, opt.heartbeat_ms, n_hb, n_hb / secs,
-	       n_lat ? hb_lat[n_lat / 2] : 0, n_lat ? hb_lat[(long)(n_lat * 0.99)] : 0, hb_errors,
-	       hb_late, hb_late_max_ms, ranks_started, submits, submit_errors, job_s,
+	       opt.nodes, opt.devices, reg_s, reg_errors, secs, opt.heartbeat_ms, every_ms,
+	       every_changes, n_hb, n_hb / secs, n_lat ? hb_lat[n_lat / 2] : 0,
+	       n_lat ? hb_lat[(long)(n_lat * 0.99)] : 0, hb_errors, hb_late, hb_late_max_ms,
+	       ranks_started, submits, submit_errors, job_s,
 	       cpu1 >= 0 && quiet_hb > 0 ? (cpu1 - cpu0) / hz * 1e6 / quiet_hb : -1,
 	       cpu1 >= 0 && quiet_s > 0 ? (cpu1 - cpu0) / hz / quiet_s * 100 : -1,
 	       cpu2 >= 0 && cpu1 >= 0 && job_s > 0 ? (cpu2 - cpu1) / hz / job_s * 100 : -1,

@@ -267,6 +267,13 @@ static void test_garbage_and_business_errors_are_results_that_change_nothing(voi
 	assert_int_equal(
 	    apply(&f, "config.set", "{\"key\":\"nope\",\"value\":1}", NULL, T0, "s", "admin", &r),
 	    400);
+	assert_int_equal(apply(&f, "config.set", "{\"key\":\"max_heartbeats_per_s\",\"value\":-1}",
+	                       NULL, T0, "s", "admin", &r),
+	                 400);
+	assert_int_equal(apply(&f, "config.set",
+	                       "{\"key\":\"max_heartbeats_per_s.before\",\"value\":1}", NULL, T0,
+	                       "s", "admin", &r),
+	                 400);
 	assert_int_equal(apply(&f, "member.remove", "{\"id\":9}", NULL, T0, "s", "admin", &r), 404);
 	digest(&f, after);
 	assert_string_equal(before, after);
@@ -310,6 +317,31 @@ static void test_event_hash_chain_links_and_detects_tampering(void **state)
 	             NULL, NULL);
 	assert_int_equal(fsm_events_verify(&f, &err), YARD_ECORRUPT);
 	assert_non_null(strstr(err.msg, "event 3"));
+	fsm_close(&f);
+}
+
+/* max_heartbeats_per_s keeps its value before the change and the change's time (every
+ * leader judges silence by the longer interval for a while after a change shortens it). */
+static void test_heartbeat_setting_keeps_what_it_replaced(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&f, &err), 0);
+	uint64_t v0 = f.config_version;
+	assert_int_equal(apply(&f, "config.set", "{\"key\":\"max_heartbeats_per_s\",\"value\":50}",
+	                       NULL, T0, "admin", "admin", NULL),
+	                 200);
+	assert_true(f.config_version > v0);
+	assert_int_equal(fsm_config_get(&f, "max_heartbeats_per_s", -1), 50);
+	assert_int_equal(fsm_config_get(&f, "max_heartbeats_per_s.before", -1),
+	                 FSM_MAX_HEARTBEATS_DEFAULT);
+	assert_int_equal(fsm_config_get(&f, "max_heartbeats_per_s.changed_ms", -1), T0);
+	assert_int_equal(apply(&f, "config.set", "{\"key\":\"max_heartbeats_per_s\",\"value\":0}",
+	                       NULL, T0 + 5000, "admin", "admin", NULL),
+	                 200);
+	assert_int_equal(fsm_config_get(&f, "max_heartbeats_per_s", -1), 0);
+	assert_int_equal(fsm_config_get(&f, "max_heartbeats_per_s.before", -1), 50);
+	assert_int_equal(fsm_config_get(&f, "max_heartbeats_per_s.changed_ms", -1), T0 + 5000);
 	fsm_close(&f);
 }
 
@@ -1774,6 +1806,7 @@ int main(void)
 	    cmocka_unit_test(test_placed_event_counts_ranks_per_node),
 	    cmocka_unit_test(test_auto_job_placement_records_plan),
 	    cmocka_unit_test(test_shrunk_placement_is_recorded),
+	    cmocka_unit_test(test_heartbeat_setting_keeps_what_it_replaced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1337,6 +1337,74 @@ static json_t *heartbeat_answer(struct sched_world *w, const char *node, const c
 	return answer;
 }
 
+/* The interval the answer asks the agent to keep between heartbeats (0: none asked). */
+static long long min_interval(struct sched_world *w, const char *node)
+{
+	char body[128];
+	snprintf(body, sizeof body, "{\"node\":\"%s\",\"ranks\":[]}", node);
+	json_t *answer = heartbeat_answer(w, node, body);
+	const json_t *v = json_object_get(answer, "heartbeat_min_ms");
+	long long ms = v != NULL ? (long long)json_integer_value(v) : 0;
+	assert_true(v == NULL || json_is_integer(v));
+	json_decref(answer);
+	return ms;
+}
+
+static void set_max_heartbeats(struct sched_world *w, int per_s)
+{
+	char args[96];
+	snprintf(args, sizeof args, "{\"key\":\"max_heartbeats_per_s\",\"value\":%d}", per_s);
+	assert_int_equal(apply(w, "config.set", args), 200);
+}
+
+/* The leader asks every agent for heartbeats far enough apart that all nodes together stay
+ * within the setting max_heartbeats_per_s, and judges silence by that interval (suspect and
+ * down after 3 and 6 of it when that is longer than the configured times); after the
+ * setting shortens it, it judges by the longer one until every agent has heard. */
+static void test_heartbeat_interval_follows_the_cluster_size(void **state)
+{
+	struct sched_world *w = world_new();
+	/* the default, 2,000 a second: two nodes may heartbeat every 100 ms */
+	assert_int_equal(min_interval(w, "node-a"), 100);
+	set_max_heartbeats(w, 1); /* one heartbeat a second from both: 2 s apart each */
+	assert_int_equal(min_interval(w, "node-a"), 2000);
+	assert_int_equal(min_interval(w, "node-b"), 2000);
+	run(w, 5800); /* 1.5 and 3 s configured, but the agents were asked for 2 s: 6 and 12 */
+	assert_string_equal(node_state(w, "node-a"), "up");
+	assert_string_equal(node_state(w, "node-b"), "up");
+	run(w, 400);
+	assert_string_equal(node_state(w, "node-a"), "suspect");
+	/* a third node: 3 s apart (2,001 nodes would be 2.1 s at 1,000 a second: rounded up) */
+	assert_int_equal(apply(w, "node.register",
+	                       "{\"name\":\"node-c\",\"host\":\"10.0.0.3\",\"port_base\":29700,"
+	                       "\"devices\":[{\"index\":0,\"kind\":\"cpu\"}],"
+	                       "\"token_hash\":\""
+	                       "0000000000000000000000000000000000000000"
+	                       "000000000000000000000002\"}"),
+	                 200);
+	assert_int_equal(min_interval(w, "node-a"), 3000);
+	assert_int_equal(min_interval(w, "node-b"), 3000);
+	assert_int_equal(min_interval(w, "node-c"), 3000);
+	run(w, 100);
+	assert_string_equal(node_state(w, "node-a"), "up");
+	/* no bound: nothing asked, but agents keep 3 s until they hear it; for 2 of those
+	 * intervals silence is still judged by 3 s (9 s suspect) */
+	set_max_heartbeats(w, 0);
+	assert_int_equal(min_interval(w, "node-c"), 0);
+	run(w, 5500);
+	assert_string_equal(node_state(w, "node-a"), "up");
+	assert_string_equal(node_state(w, "node-c"), "up");
+	run(w, 600); /* 6.1 s after the change: 1.5 s and 3 s again, node-a silent 6.1 s */
+	assert_string_equal(node_state(w, "node-a"), "down");
+	json_decref(heartbeat(w, "node-a", "[]"));
+	run(w, 100);
+	assert_string_equal(node_state(w, "node-a"), "up");
+	/* at least 100 ms, at most 60 s whatever the setting */
+	set_max_heartbeats(w, 10000000);
+	assert_int_equal(min_interval(w, "node-a"), 100);
+	world_free(w);
+}
+
 static void test_drain_moves_the_job_without_a_restart(void **state)
 {
 	struct sched_world *w = world_new();
@@ -1958,6 +2026,7 @@ int main(void)
 	    cmocka_unit_test(test_worker_rollout_follows_worker_versions),
 	    cmocka_unit_test(test_shallow_pass_takes_the_first_jobs_in_queue_order),
 	    cmocka_unit_test(test_ended_jobs_leave_the_queue_in_order),
+	    cmocka_unit_test(test_heartbeat_interval_follows_the_cluster_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
