@@ -3770,6 +3770,17 @@ uint64_t sched_node_down_ms(struct sched *s)
 	return down_ms(s);
 }
 
+json_t *sched_heartbeat_pace(struct sched *s)
+{
+	if (!s->leading)
+		return NULL;
+	uint64_t floor = heartbeat_floor(s);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "nodes", (json_int_t)nodes_known(s),
+	                 "max_heartbeats_per_s", (json_int_t)s->cap, "heartbeat_min_ms",
+	                 (json_int_t)floor, "node_suspect_ms", (json_int_t)suspect_ms(s),
+	                 "node_down_ms", (json_int_t)down_ms(s));
+}
+
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms)
 {
 	struct soft_node *n = s->leading ? node_find(s, node) : NULL;

@@ -139,8 +139,13 @@ int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_
 /* 1 when this leader heard the node's agent less than node_suspect_ms ago (*ago_ms says
  * when); 0 when not, or not since it leads. */
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);
-/* How long after its last heartbeat a node is declared down (--node-down-ms). */
+/* How long after its last heartbeat a node is declared down (--node-down-ms, or 6 of the
+ * heartbeat interval asked of agents when that is longer). */
 uint64_t sched_node_down_ms(struct sched *s);
+/* While leading, how this leader paces and judges heartbeats (new reference): {"nodes",
+ * "max_heartbeats_per_s", "heartbeat_min_ms", "node_suspect_ms", "node_down_ms"}; NULL when
+ * not leading. */
+json_t *sched_heartbeat_pace(struct sched *s);
 
 /* Whether a new job may be submitted now: 0, or -1 with why (for a 429) when the cluster
  * holds max_active_jobs active jobs or more. The count is the leader's as of its last pass

@@ -103,13 +103,17 @@ static void h_cluster(struct call *call)
 		leader_json = json_pack("{s:I,s:s,s:s}", "id", (json_int_t)leader, "api_url", url,
 		                        "raft_address", leader_addr ? leader_addr : "");
 	}
-	call_json(call, 200,
-	          json_pack("{s:I,s:s,s:I,s:I,s:I,s:o,s:o}", "id", (json_int_t)c->cfg.id, "state",
-	                    raft_state_name(consensus_state(c)), "term",
-	                    (json_int_t)c->raft.current_term, "commit_index",
-	                    (json_int_t)c->raft.commit_index, "applied_index",
-	                    (json_int_t)raft_last_applied(&c->raft), "leader", leader_json,
-	                    "members", members_json(s)));
+	json_t *doc =
+	    json_pack("{s:I,s:s,s:I,s:I,s:I,s:o,s:o}", "id", (json_int_t)c->cfg.id, "state",
+	              raft_state_name(consensus_state(c)), "term", (json_int_t)c->raft.current_term,
+	              "commit_index", (json_int_t)c->raft.commit_index, "applied_index",
+	              (json_int_t)raft_last_applied(&c->raft), "leader", leader_json, "members",
+	              members_json(s));
+	/* the leader's: how it paces and judges the agents' heartbeats */
+	json_t *pace = s->sched != NULL ? sched_heartbeat_pace(s->sched) : NULL;
+	if (pace != NULL)
+		json_object_set_new(doc, "heartbeats", pace);
+	call_json(call, 200, doc);
 }
 
 /* ---- membership ---- */

@@ -3,7 +3,8 @@
 # --max-heartbeats-per-s by asking each agent for a longer interval, and the agents follow.
 # One controller allowing 1 heartbeat a second in all (suspect 1.5 s, down 3 s configured),
 # two agents started with --heartbeat-ms 200: each is asked for 2 s between heartbeats.
-#  1. both agents say they follow it, and the controller counts about one heartbeat a second
+#  1. both agents say they follow it (and /v1/cluster, yardctl cluster status and /metrics
+#     show the pace), and the controller counts about one heartbeat a second
 #     from the two (ten a second each without it) while both stay up: silence is judged by
 #     the longer interval (suspect after 6 s, down after 12 s), not the configured 1.5 s;
 #  2. a job whose failure.stop_on_disconnect_s (1 s) is below that interval is not fenced
@@ -23,6 +24,12 @@ wait_until 20 node_state_is 1 node-b up || fail "node-b did not register"
 follows() { grep -q "heartbeats 2000 ms apart from now (the leader asks for at least 2000 ms" "$T/log.agent-$1"; }
 wait_until 20 follows node-a || fail "node-a does not follow the leader's interval: $(tail -5 "$T/log.agent-node-a")"
 wait_until 20 follows node-b || fail "node-b does not follow the leader's interval: $(tail -5 "$T/log.agent-node-b")"
+get 1 /v1/cluster
+[ "$(jget "$BODY" 'd["heartbeats"]')" = '{"nodes": 2, "max_heartbeats_per_s": 1, "heartbeat_min_ms": 2000, "node_suspect_ms": 6000, "node_down_ms": 12000}' ] ||
+	fail "/v1/cluster heartbeats: $BODY"
+export YARD_ENDPOINTS=$(api 1) YARD_TOKEN=$TOKEN
+yardctl cluster status | grep -q "^heartbeats   at least 2.0 s apart asked of each of 2 nodes (at most 1 a second in all; 0: no bound); suspect after 6.0 s, down after 12.0 s$" ||
+	fail "yardctl cluster status: $(yardctl cluster status)"
 [ "$(metric 1 yard_heartbeat_min_interval_seconds)" = 2.000 ] ||
 	fail "yard_heartbeat_min_interval_seconds: $(metric 1 yard_heartbeat_min_interval_seconds)"
 [ "$(metric 1 yard_node_suspect_seconds)" = 6.000 ] && [ "$(metric 1 yard_node_down_seconds)" = 12.000 ] ||
