@@ -3,6 +3,7 @@
 # --max-heartbeats-per-s by asking each agent for a longer interval, and the agents follow.
 # One controller allowing 1 heartbeat a second in all (suspect 1.5 s, down 3 s configured),
 # two agents started with --heartbeat-ms 200: each is asked for 2 s between heartbeats.
+# Bad values of the flag are refused by name.
 #  1. both agents say they follow it (and /v1/cluster, yardctl cluster status and /metrics
 #     show the pace), and the controller counts about one heartbeat a second
 #     from the two (ten a second each without it) while both stay up: silence is judged by
@@ -10,6 +11,13 @@
 #  2. a job whose failure.stop_on_disconnect_s (1 s) is below that interval is not fenced
 #     between heartbeats, and a rank's exit still brings its heartbeat forward.
 . "$(dirname "$0")/lib.sh"
+
+# a bad value is refused by name before anything starts
+for bad in -1 x 1.5 10000001; do
+	if out=$("$YARDD" --max-heartbeats-per-s "$bad" 2>&1); then fail "--max-heartbeats-per-s $bad accepted"; fi
+	grep -q "^yardd: --max-heartbeats-per-s: '$bad' is not 0\.\.10000000" <<<"$out" ||
+		fail "--max-heartbeats-per-s $bad: $out"
+done
 
 start_member 1 "$(members_arg 1)" --node-suspect-ms 1500 --node-down-ms 3000 \
 	--max-heartbeats-per-s 1
