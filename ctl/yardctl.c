@@ -210,20 +210,23 @@ static int cmd_cluster_status(struct ctl *x)
 		else
 			printf("leader       none known\n");
 		const json_t *hb = json_object_get(c, "heartbeats"); /* answered by the leader */
-		if (json_is_object(hb))
-			printf(
-			    "heartbeats   at least %.1f s apart asked of each of %lld nodes (at "
-			    "most "
-			    "%lld a second in all; 0: no bound); suspect after %.1f s, down after "
-			    "%.1f s\n",
-			    (double)json_integer_value(json_object_get(hb, "heartbeat_min_ms")) /
-			        1000,
-			    (long long)json_integer_value(json_object_get(hb, "nodes")),
-			    (long long)json_integer_value(
-			        json_object_get(hb, "max_heartbeats_per_s")),
-			    (double)json_integer_value(json_object_get(hb, "node_suspect_ms")) /
-			        1000,
-			    (double)json_integer_value(json_object_get(hb, "node_down_ms")) / 1000);
+		if (json_is_object(hb)) {
+			double every =
+			    (double)json_integer_value(json_object_get(hb, "heartbeat_min_ms"));
+			double suspect =
+			    (double)json_integer_value(json_object_get(hb, "node_suspect_ms"));
+			double down =
+			    (double)json_integer_value(json_object_get(hb, "node_down_ms"));
+			long long nodes =
+			    (long long)json_integer_value(json_object_get(hb, "nodes"));
+			long long cap = (long long)json_integer_value(
+			    json_object_get(hb, "max_heartbeats_per_s"));
+			printf("heartbeats   at least %.1f s apart asked of each of %lld nodes ",
+			       every / 1000, nodes);
+			printf("(at most %lld a second in all; 0: no bound); ", cap);
+			printf("suspect after %.1f s, down after %.1f s\n", suspect / 1000,
+			       down / 1000);
+		}
 		printf("\n");
 		print_members(json_object_get(c, "members"), leader_id_of(c));
 	}

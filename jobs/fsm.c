@@ -1229,6 +1229,15 @@ static const struct {
     {"events_max", 1000, 1LL << 40},
 };
 
+static int config_put(struct fsm *f, const char *key, int64_t value)
+{
+	int rc = fsm_run(f,
+	                 "INSERT INTO config(key, value) VALUES(?1, ?2)"
+	                 " ON CONFLICT(key) DO UPDATE SET value = ?2",
+	                 "si", key, value);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"key", "value", NULL};
@@ -1249,21 +1258,11 @@ static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
 		/* the leader judges silence by the interval it asked before a change for a while
 		 * (every leader alike): the value before and the change's time are kept */
 		if (strcmp(key, "max_heartbeats_per_s") == 0 &&
-		    (fsm_run(
-		         f,
-		         "INSERT INTO config(key, value) VALUES('max_heartbeats_per_s.before', ?1)"
-		         " ON CONFLICT(key) DO UPDATE SET value = ?1",
-		         "i", fsm_config_get(f, key, FSM_MAX_HEARTBEATS_DEFAULT)) != SQLITE_DONE ||
-		     fsm_run(
-		         f,
-		         "INSERT INTO config(key, value) VALUES('max_heartbeats_per_s.changed_ms',"
-		         " ?1) ON CONFLICT(key) DO UPDATE SET value = ?1",
-		         "i", c->ts) != SQLITE_DONE))
+		    (config_put(f, "max_heartbeats_per_s.before",
+		                fsm_config_get(f, key, FSM_MAX_HEARTBEATS_DEFAULT)) != 0 ||
+		     config_put(f, "max_heartbeats_per_s.changed_ms", c->ts) != 0))
 			return NULL;
-		if (fsm_run(f,
-		            "INSERT INTO config(key, value) VALUES(?1, ?2)"
-		            " ON CONFLICT(key) DO UPDATE SET value = ?2",
-		            "si", key, v) != SQLITE_DONE)
+		if (config_put(f, key, v) != 0)
 			return NULL;
 		if (fsm_event_append(f, c->ts, "config.set", NULL, c->actor, "%s = %lld set by %s",
 		                     key, (long long)v, c->actor) != 0)
