@@ -802,11 +802,16 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 	s->accept_ctx.ctx = &s->ctx;
 	s->accept_ctx.hosts = s->config.hosts;
 
+	/* Connections waiting to be accepted: thousands of agents reconnect at once after a
+	 * leader change (a heartbeat and a watch each); those a full queue drops retry their SYN
+	 * only after 1 s, then 3 s. With 256, 10,000 simulated nodes opening their watches
+	 * overflowed it (TcpExtListenOverflows). The kernel caps it at net.core.somaxconn. */
+	enum { API_LISTEN_BACKLOG = 4096 };
 	uv_tcp_init(loop, &s->listener);
 	s->listener.data = s;
 	int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
 	if (rc == 0)
-		rc = uv_listen((uv_stream_t *)&s->listener, 256, on_connection);
+		rc = uv_listen((uv_stream_t *)&s->listener, API_LISTEN_BACKLOG, on_connection);
 	if (rc != 0) {
 		yard_err_set(err, YARD_EIO, "cannot listen on %s: %s", api_address,
 		             uv_strerror(rc));
