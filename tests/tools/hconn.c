@@ -221,6 +221,9 @@ static int conn_retry(struct hconn_pool *p, struct hconn *c, char *err, size_t e
 	return 0;
 }
 
+static int conn_post(struct hconn_pool *p, struct hconn *c, const char *path, const char *token,
+                     const char *body, size_t len, void *user, char *err, size_t err_len);
+
 int hconn_post(struct hconn_pool *p, const char *path, const char *token, const char *body,
                size_t len, void *user, char *err, size_t err_len)
 {
@@ -232,6 +235,26 @@ int hconn_post(struct hconn_pool *p, const char *path, const char *token, const 
 		snprintf(err, err_len, "all %d connections are busy", p->size);
 		return -1;
 	}
+	return conn_post(p, c, path, token, body, len, user, err, err_len);
+}
+
+int hconn_post_on(struct hconn_pool *p, int index, const char *path, const char *token,
+                  const char *body, size_t len, void *user, char *err, size_t err_len)
+{
+	if (index < 0 || index >= p->size) {
+		snprintf(err, err_len, "no connection %d in a pool of %d", index, p->size);
+		return -1;
+	}
+	if (p->c[index].busy) {
+		snprintf(err, err_len, "connection %d is busy", index);
+		return -1;
+	}
+	return conn_post(p, &p->c[index], path, token, body, len, user, err, err_len);
+}
+
+static int conn_post(struct hconn_pool *p, struct hconn *c, const char *path, const char *token,
+                     const char *body, size_t len, void *user, char *err, size_t err_len)
+{
 	if (p->addr_len == 0) {
 		snprintf(err, err_len, "no endpoint set");
 		return -1;

@@ -34,6 +34,11 @@ int hconn_set_endpoint(struct hconn_pool *p, const char *url, char *err, size_t 
 int hconn_post(struct hconn_pool *p, const char *path, const char *token, const char *body,
                size_t len, void *user, char *err, size_t err_len);
 
+/* The same on connection index (0..size-1), which must be idle: for a caller that keeps a
+ * connection per client (a watch per node), so that finding one costs no scan of the pool. */
+int hconn_post_on(struct hconn_pool *p, int index, const char *path, const char *token,
+                  const char *body, size_t len, void *user, char *err, size_t err_len);
+
 /* Handles an epoll event whose tag is the pool's (index: the low 32 bits). */
 void hconn_event(struct hconn_pool *p, uint32_t index, uint32_t events);
 

@@ -10,7 +10,9 @@
  * answers with a new version.
  * Heartbeats go over keep-alive connections of the simulator's own (tests/tools/hconn.h, one
  * per heartbeat in flight): through libcurl they cost it 2.4 times the CPU, which the
- * controllers share on one machine. Registrations, watches and submissions use libcurl.
+ * controllers share on one machine. Watches too, one connection per node (through
+ * libcurl, 10,000 waiting watches cost it 500 µs of CPU per heartbeat). Registrations and
+ * submissions use libcurl.
  * Optionally it also submits a stream of command jobs of 8..64 ranks, as a client of its own:
  * --inflight bounds the heartbeats under way, --submit-inflight the submissions (each waits for
  * its commit), so that submissions waiting on the leader never hold back the nodes' heartbeats.
@@ -68,7 +70,7 @@ struct sim_node {
 };
 
 /* heartbeats go over hconn (hb_pool), everything else over libcurl */
-enum req_kind { REQ_REGISTER, REQ_SUBMIT, REQ_WATCH };
+enum req_kind { REQ_REGISTER, REQ_SUBMIT };
 
 struct req {
 	CURL *easy;
@@ -133,6 +135,9 @@ static char endpoint[512]; /* where requests go; follows 307s to the leader */
 #define HB_TAG 0xffffu
 #define HB_TIMEOUT_MS 30000
 static struct hconn_pool *hb_pool;
+/* the watches' (--watch-ms): connection i is node i's, so a watch finds its own at once */
+#define WATCH_TAG 0xfffeu
+static struct hconn_pool *watch_pool;
 static int hb_inflight;
 static long redirects;
 static struct sim_node *nodes;
@@ -169,23 +174,16 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Several multi handles: watches hold ten thousand connections, and curl looks for a
- * connection to reuse among all of a multi handle's connections to the host on every request
- * (with one multi handle for all watches, 10,000 nodes watching with 1 s heartbeats left the
- * simulator in libcurl delivering under a tenth of its heartbeats). */
-#define WATCH_MULTIS 64
-#define REGISTER_MULTI 0 /* registrations (heartbeats go over hb_pool) */
+/* A multi handle each for registrations and submissions (heartbeats and watches go over
+ * hconn pools). */
+#define REGISTER_MULTI 0
 #define SUBMIT_MULTI 1
-#define FIRST_WATCH_MULTI 2
-#define N_MULTIS (FIRST_WATCH_MULTI + WATCH_MULTIS)
+#define N_MULTIS 2
 static CURLM *multis[N_MULTIS];
-static unsigned watch_turn;     /* the watch multi handle the next watch goes to */
 
 static struct req *req_new(enum req_kind kind, const char *path, const char *token, char *body)
 {
-	CURLM *multi = kind == REQ_WATCH ? multis[FIRST_WATCH_MULTI + watch_turn++ % WATCH_MULTIS]
-	               : kind == REQ_SUBMIT ? multis[SUBMIT_MULTI]
-	                                    : multis[REGISTER_MULTI];
+	CURLM *multi = kind == REQ_SUBMIT ? multis[SUBMIT_MULTI] : multis[REGISTER_MULTI];
 	char url[1024], auth[256];
 	struct req *r = calloc(1, sizeof *r);
 	r->kind = kind;
@@ -200,7 +198,7 @@ static struct req *req_new(enum req_kind kind, const char *path, const char *tok
 	curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, collect);
 	curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 30000L + opt.watch_ms);
+	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 30000L);
 	curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(r->easy, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r);
@@ -230,7 +228,9 @@ static int follow_leader(const char *resp)
 		char err[256];
 		snprintf(endpoint, sizeof endpoint, "%s", url);
 		redirects++;
-		if (hconn_set_endpoint(hb_pool, endpoint, err, sizeof err) != 0) {
+		if (hconn_set_endpoint(hb_pool, endpoint, err, sizeof err) != 0 ||
+		    (watch_pool != NULL &&
+		     hconn_set_endpoint(watch_pool, endpoint, err, sizeof err) != 0)) {
 			fprintf(stderr, "yard-simnodes: the leader's URL: %s\n", err);
 			ok = 0;
 		}
@@ -560,6 +560,38 @@ static void exit_brings_heartbeat_forward(struct sim_node *n)
 	}
 }
 
+/* A watch's answer (hconn's callback for watch_pool; user is the node): a new version brings
+ * the node's heartbeat forward, as yard-agent's does; the node watches again either way. */
+static void watch_done(void *user, int status, const char *body, size_t len, const char *err)
+{
+	struct sim_node *n = user;
+	double t = now_ms();
+	(void)len;
+	json_t *resp = status == 200 ? jsonx_loads(body) : NULL;
+	const json_t *v = json_object_get(resp, "version");
+	n->watching = 0;
+	if (json_is_integer(v)) {
+		watch_answers++;
+		if (json_integer_value(v) != n->watch_version) {
+			n->watch_version = json_integer_value(v);
+			watch_news++;
+			double at = n->sent_ms + 20;
+			set_next(n, at > t ? at : t); /* heartbeat now */
+			if (n->busy)
+				n->hb_again = 1;
+		}
+	} else {
+		if (status == 307)
+			follow_leader(body);
+		else if (watch_errors++ < 5)
+			fprintf(stderr, "yard-simnodes: watch of %s: HTTP %d: %.200s\n", n->name,
+			        status, status > 0 ? body : err);
+		n->watch_retry_ms = t + opt.heartbeat_ms;
+	}
+	json_decref(resp);
+	need_watch[n_need_watch++] = (int)(n - nodes);
+}
+
 /* A heartbeat's answer (hconn's callback; user is the node). */
 static void heartbeat_done(void *user, int status, const char *body, size_t len, const char *err)
 {
@@ -643,6 +675,10 @@ static void drive(int wait_ms)
 			hconn_event(hb_pool, (uint32_t)evs[i].data.u64, evs[i].events);
 			continue;
 		}
+		if (evs[i].data.u64 >> 32 == WATCH_TAG) {
+			hconn_event(watch_pool, (uint32_t)evs[i].data.u64, evs[i].events);
+			continue;
+		}
 		int flags = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
 		            (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
 		            (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
@@ -656,6 +692,11 @@ static void drive(int wait_ms)
 			curl_multi_socket_action(multis[k], CURL_SOCKET_TIMEOUT, 0, &running);
 		}
 	hconn_expire(hb_pool, HB_TIMEOUT_MS);
+	static double watches_expired_ms; /* a look at 10,000 connections once a second */
+	if (watch_pool != NULL && now_ms() - watches_expired_ms >= 1000) {
+		watches_expired_ms = now_ms();
+		hconn_expire(watch_pool, HB_TIMEOUT_MS + (uint64_t)opt.watch_ms);
+	}
 }
 
 /* The next finished transfer of any multi handle, NULL when none. */
@@ -762,6 +803,13 @@ int main(int argc, char **argv)
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	char hb_err[256];
 	hb_pool = hconn_pool_new(epfd, HB_TAG, opt.inflight, heartbeat_done);
+	if (opt.watch_ms > 0 &&
+	    ((watch_pool = hconn_pool_new(epfd, WATCH_TAG, opt.nodes, watch_done)) == NULL ||
+	     hconn_set_endpoint(watch_pool, endpoint, hb_err, sizeof hb_err) != 0)) {
+		fprintf(stderr, "yard-simnodes: watches: %s\n",
+		        watch_pool == NULL ? "out of memory" : hb_err);
+		return 1;
+	}
 	if (hb_pool == NULL || hconn_set_endpoint(hb_pool, endpoint, hb_err, sizeof hb_err) != 0) {
 		fprintf(stderr, "yard-simnodes: %s\n", hb_pool == NULL ? "out of memory" : hb_err);
 		return 2;
@@ -783,12 +831,6 @@ int main(int argc, char **argv)
 	                  (long)opt.submit_inflight + 8);
 	curl_multi_setopt(multis[SUBMIT_MULTI], CURLMOPT_MAXCONNECTS,
 	                  (long)opt.submit_inflight + 8);
-	/* every node's watch holds a connection of its own */
-	for (int k = FIRST_WATCH_MULTI; k < N_MULTIS; k++) {
-		curl_multi_setopt(multis[k], CURLMOPT_MAX_HOST_CONNECTIONS, (long)opt.nodes + 8);
-		curl_multi_setopt(multis[k], CURLMOPT_MAXCONNECTS,
-		                  (long)opt.nodes / WATCH_MULTIS + 64);
-	}
 	nodes = calloc((size_t)opt.nodes, sizeof *nodes);
 	hb_lat = calloc(LAT_MAX, sizeof *hb_lat);
 	for (int i = 0; i < opt.nodes; i++) {
@@ -888,13 +930,22 @@ int main(int argc, char **argv)
 				n_need_watch--;
 				if (n->watching || n->token[0] == '\0')
 					continue;
-				char *body = malloc(64);
-				snprintf(body, 64, "{\"version\":%lld,\"wait_ms\":%d}", n->watch_version,
-				         opt.watch_ms);
-				struct req *r =
-				    req_new(REQ_WATCH, "/v1/agents/watch", n->token, body);
-				r->node = n;
-				n->watching = 1;
+				char body[64], err[256];
+				int len =
+				    snprintf(body, sizeof body, "{\"version\":%lld,\"wait_ms\":%d}",
+				             n->watch_version, opt.watch_ms);
+				if (hconn_post_on(watch_pool, (int)(n - nodes), "/v1/agents/watch",
+				                  n->token, body, (size_t)len, n, err,
+				                  sizeof err) == 0) {
+					n->watching = 1;
+				} else {
+					if (watch_errors++ < 5)
+						fprintf(stderr, "yard-simnodes: watch of %s: %s\n",
+						        n->name, err);
+					n->watch_retry_ms = now + opt.heartbeat_ms;
+					need_watch[n_need_watch++] = (int)(n - nodes);
+					break; /* it waits, and so do the nodes behind it */
+				}
 			}
 			if (now >= jobs_from && hb_at_jobs < 0) {
 				hb_at_jobs = n_hb;
@@ -924,46 +975,13 @@ int main(int argc, char **argv)
 			long code = 0;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
 			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-			double t = now_ms();
-			if (r->kind == REQ_WATCH) {
-				struct sim_node *n = r->node;
-				json_t *resp = code == 200 && r->resp ? jsonx_loads(r->resp) : NULL;
-				const json_t *v = json_object_get(resp, "version");
-				n->watching = 0;
-				if (json_is_integer(v)) {
-					watch_answers++;
-					if (json_integer_value(v) != n->watch_version) {
-						n->watch_version = json_integer_value(v);
-						watch_news++;
-						double at = n->sent_ms + 20;
-						set_next(n, at > t ? at : t); /* heartbeat now */
-						if (n->busy)
-							n->hb_again = 1;
-					}
-				} else {
-					if (code == 307)
-						follow_leader(r->resp);
-					else if (watch_errors++ < 5)
-						fprintf(stderr, "yard-simnodes: watch of %s: HTTP %ld: %.200s\n",
-						        n->name, code,
-						        r->resp ? r->resp : curl_easy_strerror(m->data.result));
-					n->watch_retry_ms = t + opt.heartbeat_ms;
-				}
-				json_decref(resp);
-				need_watch[n_need_watch++] = (int)(n - nodes);
-				req_free(r); /* not counted in flight: watches wait by design */
-			} else {
-				submit_inflight--;
-				if (code == 201)
-					submits++;
-				else if (!(code == 307 && follow_leader(r->resp)) &&
-				         submit_errors++ < 5)
-					fprintf(stderr, "yard-simnodes: submit: HTTP %ld: %.200s\n",
-					        code,
-					        r->resp ? r->resp
-					                : curl_easy_strerror(m->data.result));
-				req_free(r); /* in flight on the submitter's own budget */
-			}
+			submit_inflight--;
+			if (code == 201)
+				submits++;
+			else if (!(code == 307 && follow_leader(r->resp)) && submit_errors++ < 5)
+				fprintf(stderr, "yard-simnodes: submit: HTTP %ld: %.200s\n", code,
+				        r->resp ? r->resp : curl_easy_strerror(m->data.result));
+			req_free(r); /* in flight on the submitter's own budget */
 		}
 		drive(2);
 	}
@@ -1000,6 +1018,8 @@ int main(int argc, char **argv)
 	for (int k = 0; k < N_MULTIS; k++)
 		curl_multi_cleanup(multis[k]);
 	hconn_pool_free(hb_pool);
+	if (watch_pool != NULL)
+		hconn_pool_free(watch_pool);
 	close(epfd);
 	free(nodes);
 	free(hb_lat);

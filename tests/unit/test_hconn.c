@@ -294,6 +294,42 @@ static void test_refused_and_failed_answers_name_why(void **state)
 	close(epfd);
 }
 
+/* hconn_post_on: a request on the connection named (each keeps its own: a watch per node),
+ * refused by name when that one is busy or not in the pool. */
+static void test_a_named_connection_is_used_and_checked(void **state)
+{
+	(void)state;
+	int epfd = epoll_create1(0);
+	struct hconn_pool *p = pool_at(epfd, 3);
+	char err[256];
+	set_mode(M_SPLIT);
+	int before = accepted();
+	struct answer a[3];
+	for (int round = 0; round < 2; round++) {
+		memset(a, 0, sizeof a);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(
+			    hconn_post_on(p, i, "/v1/w", "tok", "{}", 2, &a[i], err, sizeof err),
+			    0);
+		/* connection 1 is busy with a[1]: a second request on it is refused */
+		struct answer b = {0};
+		assert_int_equal(hconn_post_on(p, 1, "/v1/w", "tok", "{}", 2, &b, err, sizeof err),
+		                 -1);
+		assert_string_equal(err, "connection 1 is busy");
+		for (int i = 0; i < 3; i++) {
+			wait_answer(epfd, p, &a[i], 0);
+			assert_int_equal(a[i].status, 200);
+		}
+	}
+	usleep(20000);
+	assert_int_equal(accepted() - before, 3); /* each kept its connection for both rounds */
+	assert_int_equal(hconn_post_on(p, 3, "/v1/w", "tok", "{}", 2, &a[0], err, sizeof err), -1);
+	assert_string_equal(err, "no connection 3 in a pool of 3");
+	assert_int_equal(hconn_post_on(p, -1, "/v1/w", "tok", "{}", 2, &a[0], err, sizeof err), -1);
+	hconn_pool_free(p);
+	close(epfd);
+}
+
 static void test_bad_endpoints_are_named(void **state)
 {
 	(void)state;
@@ -323,6 +359,7 @@ int main(void)
 	    cmocka_unit_test(test_a_connection_closed_while_idle_is_replaced),
 	    cmocka_unit_test(test_refused_and_failed_answers_name_why),
 	    cmocka_unit_test(test_bad_endpoints_are_named),
+	    cmocka_unit_test(test_a_named_connection_is_used_and_checked),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
