@@ -228,10 +228,15 @@ static void heartbeat_follow_leader(struct agent *a, const json_t *asked)
 		every = (uint64_t)json_integer_value(asked);
 	if (every == a->heartbeat_every_ms)
 		return;
-	log_info("heartbeats %llu ms apart from now (the leader asks for at least %lld ms, "
-	         "--heartbeat-ms %d)",
-	         (unsigned long long)every,
-	         asked != NULL ? (long long)json_integer_value(asked) : 0, a->cfg.heartbeat_ms);
+	if (asked != NULL)
+		log_info("heartbeats %llu ms apart from now (the leader asks for at least %lld ms, "
+		         "--heartbeat-ms %d)",
+		         (unsigned long long)every, (long long)json_integer_value(asked),
+		         a->cfg.heartbeat_ms);
+	else
+		log_info("heartbeats %llu ms apart from now (--heartbeat-ms: the leader asks for "
+		         "no longer interval)",
+		         (unsigned long long)every);
 	/* The next regular one follows the new pace (one brought forward stays). Going over to
 	 * a longer interval, it waits a random part of the difference once: agents whose
 	 * heartbeats were spread over the shorter interval then spread over the longer one

@@ -3349,6 +3349,7 @@ static json_t *link_probe_for(struct sched *s, struct soft_node *n)
 	if (pos == NULL || rows < 2)
 		return NULL;
 	size_t mine = (size_t)json_integer_value(pos);
+	uint64_t suspect = suspect_ms(s);
 	for (size_t k = 1; k < rows && k <= LINK_PROBE_SCAN; k++) {
 		const json_t *row = json_array_get(s->nodes_list, (mine + k) % rows);
 		const char *state = json_string_value(json_object_get(row, "state"));
@@ -3357,7 +3358,7 @@ static json_t *link_probe_for(struct sched *s, struct soft_node *n)
 		struct soft_node *c = id != NULL ? node_find(s, id) : NULL;
 		if (c == NULL || c == n || host == NULL || state == NULL ||
 		    strcmp(state, "up") != 0 || c->probe_port <= 0 || c->last_seen_ms == 0 ||
-		    now - c->last_seen_ms >= suspect_ms(s) || probe_busy(c, now))
+		    now - c->last_seen_ms >= suspect || probe_busy(c, now))
 			continue;
 		snprintf(n->probe_peer, sizeof n->probe_peer, "%s", c->id);
 		n->probe_asked_ms = now;
