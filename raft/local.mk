@@ -27,10 +27,15 @@ bin_PROGRAMS += yardd
 yardd_SOURCES = raft/yardd.c raft/dev.c raft/dev.h
 yardd_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS) $(H2O_CFLAGS)
 yardd_LDADD = web/libweb.a scheduler/libsched.a jobs/libjobspec.a $(CONSENSUS_LIBS) $(FSM_LIBS) $(H2O_LIBS) $(UV_LIBS)
+if HAVE_TCMALLOC
+# before the C library on the link line, so that its malloc and free are the process's
+yardd_CFLAGS += $(TCMALLOC_CFLAGS)
+yardd_LDADD += $(TCMALLOC_LIBS)
+endif
 
 # Controller integration tests: real yardd processes on 127.0.0.1 (tests/integration/lib.sh).
 dist_check_SCRIPTS += tests/integration/test_api.sh tests/integration/test_cluster.sh \
-	tests/integration/test_embargo.sh
+	tests/integration/test_embargo.sh tests/integration/test_allocator.sh
 TESTS += tests/integration/test_api.sh tests/integration/test_cluster.sh \
-	tests/integration/test_embargo.sh
+	tests/integration/test_embargo.sh tests/integration/test_allocator.sh
 EXTRA_DIST += tests/integration/lib.sh

@@ -14,6 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
+#ifdef HAVE_TCMALLOC
+#include <gperftools/tcmalloc.h>
+#endif
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "jobs/codec.h"
@@ -679,6 +684,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	http_server_set_sched(yd.http, yd.sched);
+#ifdef HAVE_TCMALLOC
+	/* configure's choice (--without-tcmalloc): see README, Scheduling at scale */
+	log_info("yardd: memory allocator %s", tc_version(NULL, NULL, NULL));
+#else
+	log_info("yardd: memory allocator: the C library's malloc");
+#endif
 	if (dev_mode) {
 		char admin_path[4200];
 		snprintf(admin_path, sizeof admin_path, "%s/admin.token", yd.data_dir);

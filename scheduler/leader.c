@@ -778,7 +778,8 @@ static void on_grave_idle(uv_idle_t *h)
 	/* glibc keeps small freed chunks in fastbins until a large request consolidates them
 	 * all at once: after a whole drop that took a new leader's loop 280-400 ms at its first
 	 * large allocation; consolidated a chunk at a time here, ~15 ms each (100,000 jobs:
-	 * 49 loop iterations of ~23 ms) */
+	 * 49 loop iterations of ~23 ms); a no-op where yardd is linked with tcmalloc
+	 * (configure), which keeps no such bins */
 	malloc_trim(0);
 #endif
 	if (g->at == g->n) {
