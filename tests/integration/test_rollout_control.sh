@@ -87,8 +87,13 @@ start '{"build":"2.0.0-good","waves":"1,100%","soak_s":4,"step_time_regression_p
 baseline_is() { [ "$(ro_field "$RO" 'd["waves"][0].get("baseline_step_ms", 0)')" = "$1" ]; }
 wait_until 30 baseline_is 100.0 || fail "wave 1's baseline: $BODY"
 echo 400 >"$T/step_ms"
-ro_phase_is "$RO" running/0/upgrade || ro_phase_is "$RO" running/0/verify || ro_phase_is "$RO" running/0/soak ||
-	fail "wave 1 is past its soak before the step time changed: $BODY"
+# still in wave 1, or rolled back already (the reason is checked below): a loaded machine
+# can take the whole 4 s soak between that write and this read (seen once in a full check)
+get 1 "/v1/rollouts/$RO"
+case $(jget "$BODY" '"%s/%d/%s" % (d["state"], d["wave"], d["phase"])') in
+running/0/upgrade | running/0/verify | running/0/soak | rolled-back/*) ;;
+*) fail "wave 1 is past its soak before the step time changed: $BODY" ;;
+esac
 wait_until 30 ro_is "$RO" rolled-back || fail "rollout $RO: $BODY"
 grep -q "step time regressed from 100.0 ms to 400.0 ms" <<<"$(ro_field "$RO" 'd["reason"]')" || fail "reason: $BODY"
 wait_until 10 node_on node-1 "$V1" || fail "node-1 runs $(node_version node-1)"
