@@ -180,6 +180,7 @@ struct soft_job {
 	char row_state[16];
 	int row_running, row_pending; /* row_state is "running", "pending" */
 	int64_t row_generation, row_priority, row_seq, row_updated_ms;
+	int64_t row_submitted_ms;  /* the submission's proposal (leader's wall clock) */
 	uint64_t waiting_since_ns; /* the pass that first read it pending or restarting; 0: not */
 	/* stragglers (straggler.h): the spec's failure.straggler, and per generation the
 	 * detector (det_ready 1: initialised, -1: cannot be), the flagged ranks (at most one
@@ -314,6 +315,9 @@ struct sched {
 	 * the apply of a job change to the pass that reads it, from that pass to the job's
 	 * job.assign proposal (its wait in the queue), and how long passes hold the loop */
 	struct yard_hist pickup_ms, queue_wait_ms, pass_ms[2]; /* pass_ms[with_nodes] */
+	/* a job's submission (the leader's proposal of it) to this leader's apply of its first
+	 * placement: the time to placed that a client sees, both raft commits included */
+	struct yard_hist submit_placed_ms;
 	/* watches: the nodes (indices) whose agent waits for news, and the base of this
 	 * leadership's versions (a version of another leadership never matches) */
 	int *watching;
@@ -853,6 +857,7 @@ struct proposal {
 	int is_node;
 	char id[FSM_NAME_MAX + 1];
 	char op[24];
+	int64_t submitted_ms; /* > 0: a job's first placement, submitted then (submit_placed_ms) */
 };
 
 /* One proposal per node or job at a time: the flag is set before the proposal goes out
@@ -925,12 +930,17 @@ static void proposal_done(void *data, int status, const json_t *result)
 			uncommitted(s, p, status);
 		else if (error != NULL)
 			log_info("scheduler: %s %s refused: %s", p->op, p->id, error);
+		else if (p->submitted_ms > 0)
+			yard_hist_note(&s->submit_placed_ms,
+			               (double)(wall_now(s) - p->submitted_ms));
 		s->dirty = 1;
 	}
 	free(p);
 }
 
-static int propose(struct sched *s, int is_node, const char *id, const char *op, json_t *args)
+/* submitted_ms: see struct proposal (0: not a first placement) */
+static int propose_since(struct sched *s, int is_node, const char *id, const char *op, json_t *args,
+                         int64_t submitted_ms)
 {
 	struct proposal *p = calloc(1, sizeof *p);
 	if (p == NULL) {
@@ -938,6 +948,7 @@ static int propose(struct sched *s, int is_node, const char *id, const char *op,
 		return -1;
 	}
 	p->s = s;
+	p->submitted_ms = submitted_ms;
 	p->epoch = s->epoch;
 	p->is_node = is_node;
 	snprintf(p->id, sizeof p->id, "%s", id);
@@ -949,6 +960,11 @@ static int propose(struct sched *s, int is_node, const char *id, const char *op,
 		return -1;
 	}
 	return 0;
+}
+
+static int propose(struct sched *s, int is_node, const char *id, const char *op, json_t *args)
+{
+	return propose_since(s, is_node, id, op, args, 0);
 }
 
 static int propose_job(struct sched *s, struct soft_job *j, const char *op, json_t *args)
@@ -1914,7 +1930,8 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			yard_hist_note(&s->queue_wait_ms,
 			               (double)(yard_now_mono_ns() - j->waiting_since_ns) / 1e6);
 		j->waiting_since_ns = 0;
-		propose_job(s, j, "job.assign", args);
+		propose_since(s, 0, j->id, "job.assign", args,
+		              j->generation == 0 ? j->row_submitted_ms : 0);
 	}
 out:
 	for (int k = 0; k < n_q; k++)
@@ -2028,6 +2045,7 @@ static void job_set_row(struct sched *s, json_t *row)
 	j->row_priority = json_integer_value(json_object_get(row, "priority"));
 	j->row_seq = json_integer_value(json_object_get(row, "seq"));
 	j->row_updated_ms = json_integer_value(json_object_get(row, "updated_ms"));
+	j->row_submitted_ms = json_integer_value(json_object_get(row, "submitted_ms"));
 	struct job_key *key = key_of(s, j);
 	key->kind = j->row_running                            ? JK_RUNNING
 	            : j->row_pending                          ? JK_PENDING
@@ -3671,6 +3689,11 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	                 "the proposal of its placement: time in the pass before it, and waiting "
 	                 "for free devices (leader only).",
 	                 1, "", &s->queue_wait_ms);
+	yard_hist_render(f, "yard_sched_submit_to_placed_ms",
+	                 "From a job's submission (the leader's proposal of it) to this leader's "
+	                 "apply of its first placement: both raft commits, the pickup and the "
+	                 "queue wait (leader only; the clocks of the leader at each end).",
+	                 1, "", &s->submit_placed_ms);
 	yard_hist_render(f, "yard_sched_pass_duration_ms",
 	                 "How long a scheduling pass over the jobs held the loop: kick, right "
 	                 "after jobs changed; tick, the periodic pass that also checks nodes.",

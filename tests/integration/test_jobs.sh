@@ -121,7 +121,13 @@ commits=$(hist yard_raft_commit_duration_ms_count)
 [ "${commits:-0}" -ge 6 ] || fail "commits timed: '$commits'"
 [ "$(hist yard_sched_pickup_delay_ms_count)" -ge 1 ] || fail "no pickup delay counted"
 [ "$(hist 'yard_sched_pass_duration_ms_count{pass="tick"}')" -ge 1 ] || fail "no tick pass timed"
-note "$waits queue waits, $commits commits timed"
+# submit -> placed (committed): one per job placed so far (env, gang-a, gang-b), gang-b's
+# over 50 ms (it waited for gang-a's devices)
+placed=$(hist yard_sched_submit_to_placed_ms_count)
+[ "${placed:-0}" = 3 ] || fail "submit -> placed counted: '$placed' for 3 jobs placed"
+[ "$(hist 'yard_sched_submit_to_placed_ms_bucket{le="50"}')" -lt 3 ] ||
+	fail "no submit -> placed over 50 ms counted (gang-b waited for gang-a)"
+note "$waits queue waits, $commits commits timed, $placed submit -> placed"
 
 # ---- 3. a crashing rank: restart, then success ----
 submit 1 "{\"name\":\"crash\",\"ranks\":3,$(cmd crash 1),\"failure\":{\"max_restarts\":2}}"
@@ -131,6 +137,9 @@ wait_until 20 job_state_is 1 "$CJ" succeeded || fail "crash job: $(events_of 1 "
 [ "$(job_field 1 "$CJ" '["generation"]')" = 2 ] || fail "crash job generation"
 has_event 1 "$CJ" "job.restarting: .*rank 1 on node node-.* exited with code 1" || fail "no restart event: $(events_of 1 "$CJ")"
 grep -q YARD_RESUME=1 "$T/env/$CJ.0.2" || fail "generation 2 did not get YARD_RESUME=1"
+# its placement after the restart is no submission's: one more submit -> placed, not two
+[ "$(hist yard_sched_submit_to_placed_ms_count)" = $((placed + 1)) ] ||
+	fail "submit -> placed after a restart: $(hist yard_sched_submit_to_placed_ms_count), want $((placed + 1))"
 
 # ---- 4. max_restarts exceeded: failed ----
 submit 1 "{\"name\":\"always-fails\",\"ranks\":2,$(cmd fail 0),\"failure\":{\"max_restarts\":1}}"
