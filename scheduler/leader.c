@@ -3700,6 +3700,14 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	                 1, "pass=\"kick\"", &s->pass_ms[0]);
 	yard_hist_render(f, "yard_sched_pass_duration_ms", NULL, 0, "pass=\"tick\"",
 	                 &s->pass_ms[1]);
+	fprintf(
+	    f,
+	    "# HELP yard_sched_jobs_held Jobs whose state the scheduler holds in memory "
+	    "(released once they end; leader only).\n"
+	    "# TYPE yard_sched_jobs_held gauge\nyard_sched_jobs_held %d\n"
+	    "# HELP yard_sched_jobs_active Pending, running and restarting jobs as of the last "
+	    "pass (leader only).\n# TYPE yard_sched_jobs_active gauge\nyard_sched_jobs_active %d\n",
+	    s->leading ? s->n_jobs - s->n_dead : 0, s->leading ? s->n_active : 0);
 	fprintf(f, "# HELP yard_straggler_ratio Compute time of a flagged straggler rank over the "
 	           "median of its pipeline stage (leader only).\n"
 	           "# TYPE yard_straggler_ratio gauge\n");

@@ -1,10 +1,12 @@
 /* http.c: the HTTP server: h2o on the controller's loop, the per-request gate (route,
  * authentication, authorisation, leader routing: see http.h), JSON responses with a guard
  * against late callbacks, and Prometheus metrics. The routes themselves are in api.c. */
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/jsonx.h"
@@ -582,6 +584,59 @@ static const char *route_label(int i)
 	return buf;
 }
 
+/* gperftools' tcmalloc, where configure linked yardd with it: weak, so that a binary on the
+ * C library's malloc (the tests', a --without-tcmalloc build) resolves it to NULL */
+extern int MallocExtension_GetNumericProperty(const char *property, size_t *value)
+    __attribute__((weak));
+/* ASan's allocator, in a sanitizer build (its malloc leaves glibc's counts at 0) */
+extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+/* Where a member's memory goes: resident pages, what the allocator has handed out and not
+ * taken back (tcmalloc's own count, or glibc's mallinfo2), and of that the state machine's
+ * SQLite image. */
+static void memory_render(FILE *f, struct fsm *fsm)
+{
+	unsigned long long pages = 0, resident = 0;
+	FILE *statm = fopen("/proc/self/statm", "r");
+	if (statm != NULL) {
+		if (fscanf(statm, "%llu %llu", &pages, &resident) != 2)
+			resident = 0;
+		fclose(statm);
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	fprintf(f,
+	        "# HELP yard_process_resident_bytes This process's resident memory.\n"
+	        "# TYPE yard_process_resident_bytes gauge\nyard_process_resident_bytes %llu\n",
+	        resident * (unsigned long long)(page > 0 ? page : 4096));
+	size_t allocated = 0;
+	const char *allocator = "tcmalloc";
+	if (__sanitizer_get_current_allocated_bytes != NULL) {
+		allocated = __sanitizer_get_current_allocated_bytes();
+		allocator = "sanitizer";
+	} else if (MallocExtension_GetNumericProperty == NULL ||
+	           !MallocExtension_GetNumericProperty("generic.current_allocated_bytes",
+	                                               &allocated)) {
+		struct mallinfo2 mi = mallinfo2();
+		allocated = mi.uordblks + mi.hblkhd; /* in use from the arenas, and mmapped */
+		allocator = "libc";
+	}
+	fprintf(f,
+	        "# HELP yard_malloc_allocated_bytes Memory the allocator has handed out and not "
+	        "had back (the rest of the resident memory: its caches and free pages, stacks, "
+	        "code).\n# TYPE yard_malloc_allocated_bytes gauge\n"
+	        "yard_malloc_allocated_bytes{allocator=\"%s\"} %zu\n",
+	        allocator, allocated);
+	const unsigned char *image = NULL;
+	size_t image_len = 0;
+	if (fsm != NULL && fsm_image(fsm, &image, &image_len) != 0)
+		image_len = 0;
+	fprintf(f,
+	        "# HELP yard_fsm_db_bytes The state machine's SQLite database (jobs, nodes, "
+	        "events, checkpoints...), part of the allocated memory.\n"
+	        "# TYPE yard_fsm_db_bytes gauge\nyard_fsm_db_bytes %zu\n",
+	        image_len);
+}
+
 char *metrics_render(struct http_server *s, size_t *len)
 {
 	char *out = NULL;
@@ -649,6 +704,7 @@ char *metrics_render(struct http_server *s, size_t *len)
 	                 "(requests, raft messages, applies, scheduling passes) rather than wait "
 	                 "for events; an event that arrives waits up to that long for its turn.",
 	                 1, "", &s->loop_busy_ms);
+	memory_render(f, s->fsm);
 	fprintf(f, "# TYPE yard_raft_snapshots_total counter\nyard_raft_snapshots_total %llu\n",
 	        (unsigned long long)c->stats.snapshots);
 	fprintf(f, "# HELP yard_raft_snapshots_prepared_total Snapshots copied into memory "

@@ -30,6 +30,25 @@ call POST 1 /v1/jobs '{"name":"fence-late","failure":{"stop_on_disconnect_s":3}}
 call POST 1 /v1/jobs '{"name":"fence-ok","failure":{"stop_on_disconnect_s":2.5}}'
 [ "$CODE" = 201 ] && [ "$(jget "$BODY" '"warnings" in d')" = False ] || fail "fencing in time got a warning: $CODE $BODY"
 
+# where the member's memory goes (/metrics): resident pages, what the allocator handed out
+# (it names itself: configure's tcmalloc, the C library's, or ASan's in a sanitizer build),
+# the SQLite state within it; the scheduler's jobs
+want_alloc='libc|sanitizer'
+grep -q '^#define HAVE_TCMALLOC 1' "$top_builddir/config.h" && want_alloc=tcmalloc
+rss=$(metric 1 yard_process_resident_bytes)
+line=$(curl -s -H "$AUTH" "$(api 1)/metrics" | grep '^yard_malloc_allocated_bytes{')
+[[ $line =~ ^yard_malloc_allocated_bytes\{allocator=\"($want_alloc)\"\}\ ([0-9]+)$ ]] ||
+	fail "allocated memory: '$line', want allocator $want_alloc"
+alloc=${BASH_REMATCH[2]} want_alloc=${BASH_REMATCH[1]}
+db=$(metric 1 yard_fsm_db_bytes)
+[ "${rss:-0}" -gt 1000000 ] || fail "resident bytes: '$rss'"
+[ "${db:-0}" -gt 0 ] && [ "${alloc:-0}" -gt "$db" ] ||
+	fail "allocated ($want_alloc) '$alloc' should hold the SQLite state '$db'"
+wait_until 10 test "$(metric 1 yard_sched_jobs_active)" = 3 ||
+	fail "the scheduler's active jobs: '$(metric 1 yard_sched_jobs_active)', 3 pending"
+[ "$(metric 1 yard_sched_jobs_held)" = 3 ] || fail "jobs held: '$(metric 1 yard_sched_jobs_held)'"
+note "memory: resident $rss, allocated ($want_alloc) $alloc, SQLite $db bytes; 3 jobs held"
+
 # route table: method path body allowed-roles
 ROUTES=(
 	"GET /metrics - admin,operator,user,security"
