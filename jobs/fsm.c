@@ -1028,6 +1028,97 @@ static json_t *op_job_delete(struct fsm *f, const struct fsm_cmd *c)
 	                                 (json_int_t)ckpts, "checkpoint_bytes", (json_int_t)bytes));
 }
 
+/* The ended jobs of one state without a complete checkpoint, in submission order. */
+#define COLLECTABLE_SQL                                                                            \
+	"SELECT id, updated_ms FROM jobs WHERE state = ?1 AND NOT EXISTS (SELECT 1 FROM"           \
+	" checkpoints WHERE checkpoints.job = jobs.id AND complete = 1) ORDER BY seq LIMIT ?2"
+
+json_t *fsm_jobs_collectable(struct fsm *f, int64_t before_ms, int max)
+{
+	static const char *const ended[] = {"succeeded", "failed", "cancelled"};
+	if (max > FSM_COLLECT_MAX)
+		max = FSM_COLLECT_MAX;
+	json_t *ids = json_array();
+	for (size_t k = 0; ids != NULL && k < sizeof ended / sizeof ended[0]; k++) {
+		sqlite3_stmt *st = fsm_prepare(f, COLLECTABLE_SQL);
+		if (st == NULL) {
+			json_decref(ids);
+			return NULL;
+		}
+		sqlite3_bind_text(st, 1, ended[k], -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 2, max);
+		while (sqlite3_step(st) == SQLITE_ROW && (int)json_array_size(ids) < max)
+			if (sqlite3_column_int64(st, 1) < before_ms)
+				json_array_append_new(
+				    ids, json_string((const char *)sqlite3_column_text(st, 0)));
+		fsm_release(f, st);
+	}
+	return ids;
+}
+
+/* jobs.collect {before_ms, ids}: the leader's collection of ended jobs (job_retention_s).
+ * Each id is checked again here, so a job that changed since the leader chose it (deleted,
+ * given a checkpoint) is kept or skipped alike on every member; one event says what went. */
+static json_t *op_jobs_collect(struct fsm *f, const struct fsm_cmd *c)
+{
+	static const char *const keys[] = {"before_ms", "ids", NULL};
+	struct yard_err e = {0};
+	int64_t before_ms = 0;
+	if (strcmp(c->role, "admin") != 0)
+		return fsm_res_err(403, NULL, "jobs.collect is the leader's (role admin), not %s's",
+		                   c->role);
+	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "before_ms", 1, 0, INT64_MAX, &before_ms, &e) != 0)
+		return fsm_res_from_err(&e);
+	const json_t *ids = json_object_get(c->args, "ids");
+	if (!json_is_array(ids) || json_array_size(ids) > FSM_COLLECT_MAX)
+		return fsm_res_err(400, "ids", "ids: must be an array of at most %d job ids",
+		                   FSM_COLLECT_MAX);
+	size_t i;
+	const json_t *v;
+	json_array_foreach(
+	    ids, i, v) if (!json_is_string(v) ||
+	                   json_string_length(v) >=
+	                       FSM_ID_MAX) return fsm_res_err(400, "ids",
+	                                                      "ids[%zu]: must be a job id", i);
+	int64_t collected = 0, skipped = 0;
+	char first[FSM_ID_MAX] = "", last[FSM_ID_MAX] = "";
+	json_array_foreach(ids, i, v)
+	{
+		const char *id = json_string_value(v);
+		sqlite3_stmt *st =
+		    fsm_prepare(f, "SELECT state, updated_ms FROM jobs WHERE id = ?1");
+		if (st == NULL)
+			return NULL;
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+		int eligible = sqlite3_step(st) == SQLITE_ROW &&
+		               fsm_job_state_terminal((const char *)sqlite3_column_text(st, 0)) &&
+		               sqlite3_column_int64(st, 1) < before_ms;
+		fsm_release(f, st);
+		if (!eligible || fsm_checkpoint_newest(f, id) >= 0) {
+			skipped++;
+			continue;
+		}
+		int64_t ckpts = 0, bytes = 0; /* incomplete ones only: a complete one keeps it */
+		if (fsm_ckpt_on_job_delete(f, id, &ckpts, &bytes) != 0 ||
+		    fsm_run(f, "DELETE FROM assignments WHERE job = ?1", "s", id) != SQLITE_DONE ||
+		    fsm_run(f, "DELETE FROM jobs WHERE id = ?1", "s", id) != SQLITE_DONE)
+			return NULL;
+		if (collected++ == 0)
+			snprintf(first, sizeof first, "%s", id);
+		snprintf(last, sizeof last, "%s", id);
+	}
+	if (collected > 0 &&
+	    fsm_event_append(f, c->ts, "jobs.collected", NULL, c->actor,
+	                     "%lld ended job(s) collected (%s%s%s), ended before %lld; their "
+	                     "events stay",
+	                     (long long)collected, first, collected > 1 ? " .. " : "",
+	                     collected > 1 ? last : "", (long long)before_ms) != 0)
+		return NULL;
+	return fsm_res_ok(200, json_pack("{s:I,s:I}", "collected", (json_int_t)collected, "skipped",
+	                                 (json_int_t)skipped));
+}
+
 static json_t *op_job_set_state(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id",   "state",    "reason", "step",
@@ -1227,6 +1318,7 @@ static const struct {
     {"embargo_max_days", 1, FSM_EMBARGO_MAX_DAYS},
     {"checkpoint_job_max_bytes", 1, 1LL << 36},
     {"events_max", 1000, 1LL << 40},
+    {"job_retention_s", 0, 10LL * 366 * 86400},
 };
 
 static int config_put(struct fsm *f, const char *key, int64_t value)
@@ -1279,6 +1371,7 @@ static const struct {
     {"job.submit", op_job_submit},
     {"job.cancel", op_job_cancel},
     {"job.delete", op_job_delete},
+    {"jobs.collect", op_jobs_collect},
     {"job.set_state", op_job_set_state},
     {"token.create", op_token_create},
     {"token.bootstrap", op_token_bootstrap},

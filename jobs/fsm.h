@@ -44,6 +44,12 @@
 /* The setting max_heartbeats_per_s when none is set: the heartbeats a second the leader
  * asks of all nodes together at most (scheduler/leader.c: heartbeat_floor) */
 #define FSM_MAX_HEARTBEATS_DEFAULT 2000
+/* Ended jobs (succeeded, failed, cancelled) without a complete checkpoint are collected (their
+ * row and slots deleted, their events kept) this long after they ended: the setting
+ * job_retention_s (yardd --job-retention-s; 0: never), one jobs.collect command of at most
+ * FSM_COLLECT_MAX jobs at a time proposed by the leader. */
+#define FSM_JOB_RETENTION_DEFAULT_S 86400
+#define FSM_COLLECT_MAX 1000
 /* How long request ids are remembered for deduplication (command time, not local time). */
 #define FSM_REQUEST_ID_TTL_MS (24LL * 3600 * 1000)
 
@@ -261,6 +267,10 @@ int fsm_slot_nodes_changed_take(struct fsm *f, const char (**names)[FSM_NAME_MAX
 
 /* Integer setting from the replicated config table (default when unset). */
 int64_t fsm_config_get(struct fsm *f, const char *key, int64_t dflt);
+/* Ids of ended jobs that ended before before_ms and have no complete checkpoint, oldest
+ * submissions first, at most max (<= FSM_COLLECT_MAX), among the first max ended jobs of each
+ * state without one: a new array, or NULL on failure. The leader's proposal of jobs.collect. */
+json_t *fsm_jobs_collectable(struct fsm *f, int64_t before_ms, int max);
 
 /* ---- builds and the blob store (fsm_store.c) ---- */
 /* [{"version","component","sha256","size","notes","advisory","state","created_ms",

@@ -55,6 +55,7 @@ static struct {
 	int64_t checkpoint_quota_mb; /* --checkpoint-quota-mb, 0 when not given */
 	int64_t events_max;          /* --events-max, 0 when not given */
 	int64_t max_heartbeats_per_s; /* --max-heartbeats-per-s, -1 when not given */
+	int64_t job_retention_s;      /* --job-retention-s, -1 when not given */
 } yd;
 
 static void usage(FILE *out)
@@ -73,6 +74,8 @@ static void usage(FILE *out)
 	    "             grow to 3 and 6 of those intervals; 0: no bound)]\n"
 	    "             [--checkpoint-quota-mb 256 (checkpoint bytes one job may store)]\n"
 	    "             [--events-max N (keep the newest N events, at least 1000; default all)]\n"
+	    "             [--job-retention-s 86400 (ended jobs without a complete checkpoint\n"
+	    "             are collected that long after they ended; their events stay; 0: never)]\n"
 	    "             [--queue-depth 100 (pending jobs a pass after a change looks at;\n"
 	    "             one pass a second looks at all; 0: every pass looks at all)]\n"
 	    "             [--max-active-jobs 100000 (active jobs before submissions get 429;\n"
@@ -321,6 +324,13 @@ static void on_leader_up(struct consensus *c, void *data)
 		    "config.set",
 		    json_pack("{s:s,s:I}", "key", "events_max", "value", (json_int_t)yd.events_max),
 		    NULL, "events_max");
+	if (yd.job_retention_s >= 0 &&
+	    fsm_config_get(&yd.fsm, "job_retention_s", FSM_JOB_RETENTION_DEFAULT_S) !=
+	        yd.job_retention_s)
+		submit_bootstrap("config.set",
+		                 json_pack("{s:s,s:I}", "key", "job_retention_s", "value",
+		                           (json_int_t)yd.job_retention_s),
+		                 NULL, "job_retention_s");
 	if (yd.max_heartbeats_per_s >= 0 &&
 	    fsm_config_get(&yd.fsm, "max_heartbeats_per_s", FSM_MAX_HEARTBEATS_DEFAULT) !=
 	        yd.max_heartbeats_per_s)
@@ -385,6 +395,7 @@ int main(int argc, char **argv)
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
 	    {"events-max", required_argument, NULL, 'K'},
+	    {"job-retention-s", required_argument, NULL, 'O'},
 	    {"queue-depth", required_argument, NULL, 'Q'},
 	    {"max-active-jobs", required_argument, NULL, 'J'},
 	    {"max-heartbeats-per-s", required_argument, NULL, 'W'},
@@ -408,6 +419,7 @@ int main(int argc, char **argv)
 	consensus_config_defaults(&cfg);
 	sched_config_defaults(&yd.sched_cfg);
 	yd.max_heartbeats_per_s = -1;
+	yd.job_retention_s = -1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		char *end = NULL;
 		unsigned long long v = optarg ? strtoull(optarg, &end, 10) : 0;
@@ -555,6 +567,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			yd.events_max = (int64_t)v;
+			break;
+		case 'O':
+			if (!numeric_ok || v > 10ULL * 366 * 86400) {
+				fprintf(stderr,
+				        "yardd: --job-retention-s: '%s' is not 0..%llu (seconds an "
+				        "ended "
+				        "job is kept after it ended; 0: until deleted)\n",
+				        optarg, 10ULL * 366 * 86400);
+				return 2;
+			}
+			yd.job_retention_s = (int64_t)v;
 			break;
 		case 'V':
 			dev_mode = 1;

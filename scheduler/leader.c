@@ -265,6 +265,8 @@ struct sched {
 	struct rollout_driver *rollouts; /* scheduler/rollout.h */
 	struct history *history;         /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
+	int collecting;              /* a jobs.collect is in flight */
+	uint64_t last_collect_ms;    /* the last look for ended jobs to collect (monotonic) */
 	struct id_index node_index, job_index;
 	int jobs_resync;        /* reread every active job (leadership change) */
 	/* A reread in progress: the active jobs' rowids when it began, read RESYNC_CHUNK per
@@ -919,6 +921,8 @@ static void proposal_done(void *data, int status, const json_t *result)
 	if (p->epoch == s->epoch && s->leading) {
 		if (strcmp(p->op, "advisory.publish") == 0)
 			s->publishing[0] = '\0';
+		else if (strcmp(p->op, "jobs.collect") == 0)
+			s->collecting = 0;
 		else
 			set_proposing(s, p->is_node, p->id, 0);
 		struct soft_job *j = p->is_node ? NULL : job_find(s, p->id);
@@ -2582,6 +2586,35 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 }
 
 /* with_nodes: also judge node health (every tick; a kick only places) */
+/* Ended jobs past the setting job_retention_s (FSM_JOB_RETENTION_DEFAULT_S; 0: kept until
+ * deleted) are collected, FSM_COLLECT_MAX per command, one command at a time: looked for every
+ * quarter of the retention, at least every second and at most every minute. */
+static void collect_ended(struct sched *s, uint64_t now)
+{
+	int64_t retention_s =
+	    fsm_config_get(s->fsm, "job_retention_s", FSM_JOB_RETENTION_DEFAULT_S);
+	uint64_t every_ms = YARD_MIN(YARD_MAX((uint64_t)retention_s * 250, 1000), 60000);
+	if (retention_s <= 0 || s->collecting ||
+	    (s->last_collect_ms != 0 && now - s->last_collect_ms < every_ms))
+		return;
+	s->last_collect_ms = now;
+	int64_t before_ms = wall_now(s) - retention_s * 1000;
+	json_t *ids = fsm_jobs_collectable(s->fsm, before_ms, FSM_COLLECT_MAX);
+	if (ids == NULL || json_array_size(ids) == 0) {
+		json_decref(ids);
+		return;
+	}
+	json_t *args = json_pack("{s:I,s:o}", "before_ms", (json_int_t)before_ms, "ids", ids);
+	if (args == NULL)
+		return;
+	s->collecting = 1;
+	if (propose(s, 0, "", "jobs.collect", args) != 0)
+		s->collecting = 0;
+	else /* more than one command's worth: the next look comes at the next tick */
+		s->last_collect_ms =
+		    json_array_size(json_object_get(args, "ids")) < FSM_COLLECT_MAX ? now : 0;
+}
+
 static void tick(struct sched *s, int with_nodes)
 {
 	struct yard_err err = {0};
@@ -2608,8 +2641,10 @@ static void tick(struct sched *s, int with_nodes)
 		s->last_health_ms = now;
 		check_nodes(s, nodes, now);
 	}
-	if (with_nodes)
+	if (with_nodes) {
 		publish_due_advisories(s);
+		collect_ended(s, now);
+	}
 	uint64_t applied = s->io.applied_index(s->io.data);
 	if (s->dirty || applied != s->last_applied || now >= s->wake_ms ||
 	    now - s->last_full_ms >= 1000) {

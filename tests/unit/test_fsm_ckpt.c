@@ -544,6 +544,103 @@ static void test_job_delete_frees_checkpoints(void **state)
 	fsm_close(&g);
 }
 
+/* j-000001 succeeded with 70 complete checkpoints, j-000002 cancelled without any, j-000003
+ * pending: the commands every replica of test_jobs_collect applies. */
+static void collect_setup(struct fsm *f)
+{
+	const json_t *r;
+	delete_setup(f);
+	assert_int_equal(finish_job(f), 200);
+	assert_int_equal(submit_another(f, &r), 201);
+	assert_int_equal(apply(f, "job.cancel", "{\"id\":\"j-000002\"}", "alice", "user", &r), 200);
+	assert_int_equal(submit_another(f, &r), 201);
+}
+
+static int collect(struct fsm *f, const char *args, const char *role, const json_t **r)
+{
+	return apply(f, "jobs.collect", args, "scheduler", role, r);
+}
+
+/* jobs.collect (job_retention_s): an ended job without a complete checkpoint goes once it
+ * ended before the cut-off, rows and slots, its events stay; a job with a complete checkpoint,
+ * an active one, a recent one and an unknown id are skipped; bad input and other roles change
+ * nothing; replicas agree. */
+static void test_jobs_collect(void **state)
+{
+	(void)state;
+	struct fsm f, g;
+	const json_t *r;
+	char before[SHA256_HEX_LEN + 1], after[SHA256_HEX_LEN + 1];
+	collect_setup(&f);
+	/* what the leader proposes: only j-000002, and nothing that ended at the cut-off */
+	json_t *ids = fsm_jobs_collectable(&f, T0 + 1, FSM_COLLECT_MAX);
+	assert_non_null(ids);
+	assert_int_equal(json_array_size(ids), 1);
+	assert_string_equal(json_string_value(json_array_get(ids, 0)), "j-000002");
+	json_decref(ids);
+	ids = fsm_jobs_collectable(&f, T0, FSM_COLLECT_MAX);
+	assert_int_equal(json_array_size(ids), 0);
+	json_decref(ids);
+
+	digest(&f, before);
+	static const char *const bad[] = {
+	    "{\"before_ms\":1763740000001}",
+	    "{\"ids\":[\"j-000002\"]}",
+	    "{\"before_ms\":1763740000001,\"ids\":\"j-000002\"}",
+	    "{\"before_ms\":1763740000001,\"ids\":[7]}",
+	    "{\"before_ms\":-1,\"ids\":[\"j-000002\"]}",
+	    "{\"before_ms\":1763740000001,\"ids\":[\"j-000002\"],\"all\":true}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		assert_int_equal(collect(&f, bad[i], "admin", &r), 400);
+	json_t *many = json_pack("{s:I,s:[]}", "before_ms", (json_int_t)(T0 + 1), "ids");
+	for (int i = 0; i <= FSM_COLLECT_MAX; i++)
+		json_array_append_new(json_object_get(many, "ids"), json_string("j-000002"));
+	assert_int_equal(apply_json(&f, "jobs.collect", many, "scheduler", "admin", &r), 400);
+	assert_non_null(strstr(error_of(r), "at most 1000"));
+	assert_int_equal(
+	    collect(&f, "{\"before_ms\":1763740000001,\"ids\":[\"j-000002\"]}", "user", &r), 403);
+	digest(&f, after);
+	assert_string_equal(before, after);
+
+	const char *args = "{\"before_ms\":1763740000001,\"ids\":[\"j-000001\",\"j-000002\","
+	                   "\"j-000003\",\"j-000009\"]}";
+	assert_int_equal(collect(&f, args, "admin", &r), 200);
+	const json_t *body = json_object_get(r, "body");
+	assert_int_equal(json_integer_value(json_object_get(body, "collected")), 1);
+	assert_int_equal(json_integer_value(json_object_get(body, "skipped")), 3);
+	struct yard_err err = {0};
+	assert_null(fsm_job_get(&f, "j-000002", &err));
+	assert_int_equal(err.code, YARD_ENOTFOUND);
+	json_t *kept = fsm_job_get(&f, "j-000001", &err);
+	assert_non_null(kept);
+	json_decref(kept);
+	kept = fsm_job_get(&f, "j-000003", &err);
+	assert_non_null(kept);
+	json_decref(kept);
+	assert_int_equal(complete_count(&f), 70);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM events WHERE job = 'j-000002'"), 2);
+	assert_int_equal(sql_count(f.db,
+	                           "SELECT count(*) FROM events WHERE type = 'jobs.collected'"
+	                           " AND message LIKE '1 ended job(s) collected (j-000002)%'"),
+	                 1);
+	/* again: nothing left to collect, and no event for nothing */
+	assert_int_equal(collect(&f, args, "admin", &r), 200);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(r, "body"), "collected")), 0);
+	assert_int_equal(
+	    sql_count(f.db, "SELECT count(*) FROM events WHERE type = 'jobs.collected'"), 1);
+
+	collect_setup(&g);
+	assert_int_equal(collect(&g, args, "admin", &r), 200);
+	assert_int_equal(collect(&g, args, "admin", &r), 200);
+	digest(&f, before);
+	digest(&g, after);
+	assert_string_equal(before, after);
+	fsm_close(&f);
+	fsm_close(&g);
+}
+
 /* Replicas that apply the same uploads agree byte for byte, and a snapshot carries them. */
 static void test_deterministic_and_snapshot(void **state)
 {
@@ -585,6 +682,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_input_changes_nothing),
 	    cmocka_unit_test(test_job_end_drops_incomplete),
 	    cmocka_unit_test(test_job_delete_frees_checkpoints),
+	    cmocka_unit_test(test_jobs_collect),
 	    cmocka_unit_test(test_deterministic_and_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
