@@ -878,9 +878,41 @@ static int job_transition_allowed(const char *from, const char *to)
 	return 0;
 }
 
+/* job.submit's "place" {"ranks": [...]}: the leader placed the job as it submitted it
+ * (sched_submit_begin). Applied as the job's first job.assign would be; a refusal leaves it
+ * pending, with the reason in refused (the submission itself stands). NULL on an internal
+ * failure. */
+static json_t *submit_place(struct fsm *f, const struct fsm_cmd *c, const char *id,
+                            const json_t *place, char *refused, size_t refused_len)
+{
+	const json_t *ranks = json_object_get(place, "ranks");
+	if (!json_is_object(place) || json_object_size(place) != 1 || !json_is_array(ranks)) {
+		snprintf(refused, refused_len, "place: must be {\"ranks\": [...]}");
+		return json_true();
+	}
+	json_t *args = json_pack("{s:s,s:i,s:O,s:s,s:i}", "id", id, "generation", 1, "ranks", ranks,
+	                         "note", "placed at submission", "restore_step", -1);
+	if (args == NULL)
+		return NULL;
+	struct fsm_cmd assign = *c;
+	assign.op = "job.assign";
+	assign.args = args;
+	assign.request_id = NULL;
+	assign.actor = "scheduler";
+	json_t *r = fsm_op_job_assign(f, &assign);
+	json_decref(args);
+	if (r == NULL)
+		return NULL;
+	const char *error = json_string_value(json_object_get(r, "error"));
+	if (error != NULL)
+		snprintf(refused, refused_len, "%s", error);
+	json_decref(r);
+	return json_true();
+}
+
 static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"name", "priority", "spec", NULL};
+	static const char *const keys[] = {"name", "priority", "spec", "place", NULL};
 	struct yard_err e = {0};
 	const char *name = NULL;
 	int64_t priority = 0;
@@ -913,7 +945,21 @@ static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 	                     id, name, c->actor) != 0)
 		return NULL;
 	submitted_note(f, id, spec);
-	return fsm_res_ok(201, json_pack("{s:s,s:s}", "id", id, "state", "pending"));
+	const json_t *place = json_object_get(c->args, "place");
+	char refused[300] = "";
+	if (place != NULL) {
+		json_t *done = submit_place(f, c, id, place, refused, sizeof refused);
+		if (done == NULL)
+			return NULL;
+		json_decref(done);
+		if (refused[0] == '\0')
+			return fsm_res_ok(201,
+			                  json_pack("{s:s,s:s}", "id", id, "state", "running"));
+	}
+	json_t *body = json_pack("{s:s,s:s}", "id", id, "state", "pending");
+	if (refused[0] != '\0')
+		json_object_set_new(body, "placement_refused", json_string(refused));
+	return fsm_res_ok(201, body);
 }
 
 /* Reads the job's state and owner; 0, or a result describing why not. */

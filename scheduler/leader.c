@@ -266,6 +266,23 @@ struct sched {
 	struct history *history;         /* per-step series of running jobs (history.h) */
 	char publishing[FSM_ID_MAX]; /* advisory of an in-flight advisory.publish, "" when none */
 	int collecting;              /* a jobs.collect is in flight */
+	/* placement at submission (sched_submit_begin): the submissions in flight, in the
+	 * order they were proposed; the busy view they are placed in (busy, built by busy_view
+	 * of this leadership at nodes_version busy_nodes_version) and its index (built at the
+	 * first placement after the view); what the last pass left waiting and whether a
+	 * submission went through the queue since */
+	struct submission *subs;
+	int n_subs, cap_subs;
+	uint64_t next_sub_token;
+	int busy_built;
+	uint64_t busy_nodes_version;
+	struct place_index *sub_index;
+	int subs_since_view; /* placements at submission since busy was built */
+	int queue_waiting;
+	int slow_applied;
+	uint64_t rows_read; /* job rows the passes read (job_set_row): ended jobs free devices */
+	uint64_t rows_read_at_view;
+	uint64_t placed_at_submit_total, placed_at_submit_refused_total;
 	uint64_t last_collect_ms;    /* the last look for ended jobs to collect (monotonic) */
 	struct id_index node_index, job_index;
 	int jobs_resync;        /* reread every active job (leadership change) */
@@ -826,6 +843,24 @@ static void graves_free(struct sched *s)
 	}
 }
 
+/* A submission in flight (sched_submit_begin): ranks, the placement proposed with it (owned;
+ * NULL: it goes through the queue). */
+struct submission {
+	uint64_t token, epoch;
+	json_t *ranks;
+	int64_t wall_ms;
+};
+
+static void submissions_clear(struct sched *s)
+{
+	for (int i = 0; i < s->n_subs; i++)
+		json_decref(s->subs[i].ranks);
+	s->n_subs = 0;
+	place_index_free(s->sub_index);
+	s->sub_index = NULL;
+	s->busy_built = s->subs_since_view = s->queue_waiting = s->slow_applied = 0;
+}
+
 static void soft_clear(struct sched *s, int defer)
 {
 	watch_release_all(s, YARD_ENOTLEADER);
@@ -849,6 +884,7 @@ static void soft_clear(struct sched *s, int defer)
 	free(s->resync_rowids);
 	s->resync_rowids = NULL;
 	s->n_resync = s->resync_at = 0;
+	submissions_clear(s);
 }
 
 /* ---- proposals ---- */
@@ -1783,6 +1819,8 @@ static struct place_node *busy_view(struct sched *s)
 		s->cap_busy = cap;
 	}
 	struct place_node *pn = s->busy;
+	place_index_free(s->sub_index); /* an index over the view it replaces */
+	s->sub_index = NULL;
 	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
 		if (s->keys[k].kind != JK_RUNNING && !s->keys[k].proposing)
@@ -1799,6 +1837,14 @@ static struct place_node *busy_view(struct sched *s)
 		}
 		mark_busy_all(pn, &s->pn_index, j->claim);
 	}
+	/* placed at submission, not applied yet: no job row holds them */
+	for (int i = 0; i < s->n_subs; i++)
+		if (s->subs[i].epoch == s->epoch)
+			mark_busy_all(pn, &s->pn_index, s->subs[i].ranks);
+	s->busy_built = 1;
+	s->busy_nodes_version = s->nodes_version;
+	s->subs_since_view = 0;
+	s->rows_read_at_view = s->rows_read;
 	return pn;
 }
 
@@ -1888,6 +1934,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			}
 			continue;
 		}
+		s->queue_waiting--;
 		int placed_world = q[k].dp * j->req.tp * j->req.pp;
 		char shrink_reason[QUEUE_REASON_MAX] = "";
 		if (q[k].dp < j->req.dp && !j->is_auto)
@@ -2001,6 +2048,7 @@ static void job_set_row(struct sched *s, json_t *row)
 	int running = state != NULL && strcmp(state, "running") == 0;
 	struct soft_job *prev = job_find(s, id);
 	int moved = prev == NULL || !prev->row_running || prev->row_generation != generation;
+	s->rows_read++;
 	if (prev != NULL && prev->layout != NULL && (!running || moved) &&
 	    (state == NULL || strcmp(state, "succeeded") != 0))
 		layout_news(s, prev->layout);
@@ -2294,6 +2342,17 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 		s->dirty = 1; /* the next pass (after this loop iteration: on_kick) reads on */
 		return;
 	}
+	s->slow_applied = 0; /* the submissions applied so far are in the rows just read */
+	/* a submission whose end was never reported (none takes a minute to commit) holds
+	 * no devices and no place in line for ever */
+	int kept = 0;
+	for (int i = 0; i < s->n_subs; i++) {
+		if (s->subs[i].epoch == s->epoch && wall_now(s) - s->subs[i].wall_ms < 60000)
+			s->subs[kept++] = s->subs[i];
+		else
+			json_decref(s->subs[i].ranks);
+	}
+	s->n_subs = kept;
 	if (s->nodes_by_id == NULL || s->nodes_by_id_version != s->nodes_version) {
 		/* rebuilt only when the nodes list changed, not on every pass */
 		size_t i;
@@ -2378,6 +2437,8 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 	if (buf != NULL) {
 		int depth = s->cfg.queue_depth;
 		int deep = depth <= 0 || n_pend <= depth || now - s->last_deep_ms >= 1000;
+		int beyond =
+		    deep ? 0 : n_pend - depth; /* pending jobs this pass does not look at */
 		if (deep) {
 			s->last_deep_ms = now;
 		} else {
@@ -2388,6 +2449,17 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 				s->wake_ms = s->last_deep_ms + 1000;
 		}
 		int n_cand = n_pend + n_restart;
+		s->queue_waiting = n_cand + beyond; /* less what place() places */
+		/* placement at submission works in the view a pass built: with nothing to place,
+		 * one is built when devices may have changed hands since the last */
+		if (n_cand == 0) {
+			s->queue_waiting = 0;
+			if ((!s->busy_built || s->subs_since_view > 0 ||
+			     s->rows_read != s->rows_read_at_view ||
+			     s->busy_nodes_version != s->nodes_version) &&
+			    pn_refresh(s, nodes) == 0)
+				busy_view(s);
+		}
 		struct soft_job **candidates = malloc((size_t)(n_cand + 1) * sizeof *candidates);
 		if (candidates != NULL) {
 			for (int c = 0; c < n_pend; c++)
@@ -3735,6 +3807,17 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	                 1, "pass=\"kick\"", &s->pass_ms[0]);
 	yard_hist_render(f, "yard_sched_pass_duration_ms", NULL, 0, "pass=\"tick\"",
 	                 &s->pass_ms[1]);
+	fprintf(f,
+	        "# HELP yard_sched_placed_at_submission_total Jobs placed in their submission's "
+	        "raft entry (nothing waited in the queue; leader only).\n"
+	        "# TYPE yard_sched_placed_at_submission_total counter\n"
+	        "yard_sched_placed_at_submission_total %llu\n"
+	        "# HELP yard_sched_placed_at_submission_refused_total Placements at submission "
+	        "the state machine refused (the job waited in the queue instead).\n"
+	        "# TYPE yard_sched_placed_at_submission_refused_total counter\n"
+	        "yard_sched_placed_at_submission_refused_total %llu\n",
+	        (unsigned long long)s->placed_at_submit_total,
+	        (unsigned long long)s->placed_at_submit_refused_total);
 	fprintf(
 	    f,
 	    "# HELP yard_sched_jobs_held Jobs whose state the scheduler holds in memory "
@@ -3831,6 +3914,103 @@ int sched_admit(struct sched *s, char *why, size_t why_len)
 	         "cancel some",
 	         known + s->n_admitted, max);
 	return -1;
+}
+
+/* The placement of a submission (sched_submit_begin), or NULL when it goes through the
+ * queue: only with nothing waiting there (a job placed here would overtake it), in the
+ * view of the last pass less what was placed since (never a device that view gives to
+ * another job; exits since then are not counted, a conservative view), with no submission
+ * ahead of it going through the queue. */
+static json_t *place_submission(struct sched *s, const struct jobspec *spec)
+{
+	if (!s->io.is_ready(s->io.data) || s->resync_rowids != NULL || s->jobs_resync ||
+	    !s->busy_built || s->busy_nodes_version != s->nodes_version || s->busy == NULL ||
+	    s->queue_waiting > 0 || s->slow_applied || spec->parallel.is_auto)
+		return NULL;
+	for (int i = 0; i < s->n_subs - 1; i++) /* the last one is this submission */
+		if (s->subs[i].ranks == NULL && s->subs[i].epoch == s->epoch)
+			return NULL;
+	struct place_request req = {.require_cuda = spec->device == JOBSPEC_DEVICE_CUDA,
+	                            .require_cpu = spec->device == JOBSPEC_DEVICE_CPU,
+	                            .memory_mb = spec->memory_mb};
+	if (spec->is_command)
+		req.dp = spec->ranks, req.tp = 1, req.pp = 1;
+	else
+		req.dp = spec->parallel.dp, req.tp = spec->parallel.tp, req.pp = spec->parallel.pp;
+	int64_t world = (int64_t)req.dp * req.tp * req.pp;
+	if (world < 1 || world > 65536)
+		return NULL;
+	if (s->sub_index == NULL && (s->sub_index = place_index_build(s->busy, s->n_pn)) == NULL)
+		return NULL;
+	struct place_slot *slots = calloc((size_t)world, sizeof *slots);
+	char reason[QUEUE_REASON_MAX];
+	if (slots == NULL ||
+	    place_index_gang(s->sub_index, &req, slots, reason, (int)sizeof reason) != 0) {
+		free(slots);
+		return NULL; /* it waits in the queue, with the pass's reason */
+	}
+	json_t *ranks = json_array();
+	for (int64_t r = 0; ranks != NULL && r < world; r++)
+		json_array_append_new(ranks,
+		                      json_pack("{s:s,s:i}", "node", s->busy[slots[r].node].id,
+		                                "device", slots[r].device));
+	free(slots);
+	s->subs_since_view++;
+	return ranks;
+}
+
+json_t *sched_submit_begin(struct sched *s, const struct jobspec *spec, uint64_t *token)
+{
+	*token = 0;
+	if (s == NULL || !s->leading)
+		return NULL;
+	if (s->n_subs == s->cap_subs) {
+		int cap = s->cap_subs ? 2 * s->cap_subs : 64;
+		struct submission *grown = realloc(s->subs, (size_t)cap * sizeof *grown);
+		if (grown == NULL)
+			return NULL;
+		s->subs = grown;
+		s->cap_subs = cap;
+	}
+	struct submission *sub = &s->subs[s->n_subs++];
+	*sub = (struct submission){
+	    .token = ++s->next_sub_token, .epoch = s->epoch, .wall_ms = wall_now(s)};
+	*token = sub->token;
+	sub->ranks = place_submission(s, spec);
+	return json_incref(sub->ranks);
+}
+
+void sched_submit_done(struct sched *s, uint64_t token, int status, const json_t *result)
+{
+	int k = 0;
+	while (k < s->n_subs && s->subs[k].token != token)
+		k++;
+	if (k == s->n_subs)
+		return; /* dropped with a leadership */
+	struct submission sub = s->subs[k];
+	memmove(&s->subs[k], &s->subs[k + 1], (size_t)(s->n_subs - k - 1) * sizeof *s->subs);
+	s->n_subs--;
+	if (sub.epoch == s->epoch && s->leading && status == 0) {
+		const json_t *body = json_object_get(result, "body");
+		const char *state = json_string_value(json_object_get(body, "state"));
+		int running = state != NULL && strcmp(state, "running") == 0;
+		if (sub.ranks != NULL && running) {
+			s->placed_at_submit_total++;
+			yard_hist_note(&s->submit_placed_ms, (double)(wall_now(s) - sub.wall_ms));
+		} else if (state != NULL) { /* pending: the queue has it now */
+			if (sub.ranks != NULL) {
+				s->placed_at_submit_refused_total++;
+				log_info(
+				    "scheduler: job %s not placed at submission (%s): it waits in "
+				    "the queue",
+				    json_string_value(json_object_get(body, "id")),
+				    json_string_value(json_object_get(body, "placement_refused")));
+			}
+			s->slow_applied = 1;
+		}
+		s->dirty = 1;
+	}
+	json_decref(sub.ranks);
 }
 
 uint64_t sched_node_down_ms(struct sched *s)

@@ -155,6 +155,19 @@ json_t *sched_heartbeat_pace(struct sched *s);
  * leadership change, short enough for the leader to keep its loop answering raft. */
 int sched_admit(struct sched *s, char *why, size_t why_len);
 
+/* Placement at submission. When nothing waits in the queue and the leader's view of the free
+ * devices (built by the last pass, less what was placed since) holds the job, its placement
+ * travels in the submission's own raft entry (job.submit's "place": the FSM inserts the job,
+ * then assigns it as job.assign would, or leaves it pending if that assignment is refused),
+ * so submit -> placed is one commit instead of two and a pass between them. Every submission
+ * the leader proposes goes through sched_submit_begin, which returns a token (0: not the
+ * leader) and, when it placed the job, its ranks (new reference; NULL: the job goes through
+ * the queue as before); sched_submit_done reports how the proposal ended (status 0: applied,
+ * result its FSM result). Placed devices stay claimed until then. */
+struct jobspec;
+json_t *sched_submit_begin(struct sched *s, const struct jobspec *spec, uint64_t *token);
+void sched_submit_done(struct sched *s, uint64_t token, int status, const json_t *result);
+
 /* Soft jobs dropped with a leadership and not released yet (they go GRAVE_CHUNK per loop
  * iteration, so that dropping a deep queue does not hold the loop). */
 int sched_jobs_dropping(const struct sched *s);

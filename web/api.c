@@ -323,6 +323,14 @@ static void h_jobs_submit(struct call *call)
 		         spec.failure.stop_on_disconnect_s, (double)down_ms / 1000.0);
 	json_t *args = json_pack("{s:s,s:i,s:o}", "name", spec.name, "priority", spec.priority,
 	                         "spec", jobspec_to_json(&spec));
+	/* placed at once when nothing waits (sched_submit_begin): one raft entry for both */
+	json_t *ranks = call->s->sched != NULL
+	                    ? sched_submit_begin(call->s->sched, &spec, &call->sched_token)
+	                    : NULL;
+	if (ranks != NULL && args != NULL)
+		json_object_set_new(args, "place", json_pack("{s:o}", "ranks", ranks));
+	else
+		json_decref(ranks);
 	jobspec_free(&spec);
 	call_submit(call, "job.submit", args, answer_with_warning);
 }

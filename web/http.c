@@ -247,12 +247,21 @@ void call_answer_result(struct call *call, const json_t *result)
 	call_json(call, status ? status : 200, json_incref(body ? body : json_object()));
 }
 
+/* Tells the scheduler how a submission it follows ended (sched_submit_done), once. */
+static void sched_follow_done(struct call *call, int status, const json_t *result)
+{
+	if (call->sched_token != 0 && call->s->sched != NULL)
+		sched_submit_done(call->s->sched, call->sched_token, status, result);
+	call->sched_token = 0;
+}
+
 static void submit_done(void *data, int status, const void *result)
 {
 	struct submit_ctx *ctx = data;
 	struct call *call = ctx->call;
 	void (*on_result)(struct call *, const json_t *) = ctx->on_result;
 	free(ctx);
+	sched_follow_done(call, status, result);
 	if (status != 0) {
 		struct yard_err err = {0};
 		yard_err_set(&err, status, "%s",
@@ -276,6 +285,7 @@ void call_submit(struct call *call, const char *op, json_t *args,
 	                                   call->request_id[0] ? call->request_id : NULL,
 	                                   yard_now_wall_ms(), call->actor, call->role, &len);
 	if (cmd == NULL) {
+		sched_follow_done(call, YARD_EINVAL, NULL);
 		call_error(call, 500, NULL, "cannot encode command %s", op);
 		return;
 	}
@@ -288,6 +298,7 @@ void call_submit(struct call *call, const char *op, json_t *args,
 	free(cmd);
 	if (rc != 0) {
 		free(ctx);
+		sched_follow_done(call, err.code ? err.code : YARD_EINVAL, NULL);
 		call_yard_error(call, &err);
 	}
 }

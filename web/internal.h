@@ -97,6 +97,7 @@ struct call {
 	char member_url[256];
 	int member_voter;
 	char warning[256]; /* added to a successful answer as "warnings": [warning] ("": none) */
+	uint64_t sched_token; /* a submission the scheduler follows (sched_submit_begin), 0: none */
 	/* an embargoed read, answered once audit.read commits (owned; freed with the call) */
 	json_t *audited_json;
 	unsigned char *audited_bytes;

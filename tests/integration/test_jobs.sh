@@ -95,6 +95,13 @@ reason=$(jget "$BODY" 'd["reason"]')
 [ "$reason" = "needs 6 devices, 2 free" ] || fail "gang-b reason: '$reason'"
 [ "$(jget "$BODY" 'd["position"]')" = 1 ] || fail "gang-b position: $BODY"
 note "gang-b waits: $reason (position 1)"
+# with gang-b waiting, a job that fits is not placed at submission (it would overtake the
+# queue there); a pass may still start it beside gang-b (backfill)
+submit 1 "{\"name\":\"small\",\"ranks\":1,$(cmd sleep 0)}"
+SMALL=$JOB
+[ "$(jget "$BODY" 'd["state"]')" = pending ] || fail "small job placed at submission past gang-b: $BODY"
+wait_until 20 job_state_is 1 "$SMALL" succeeded || fail "small job: $(events_of 1 "$SMALL")"
+has_event 1 "$SMALL" "placed at submission" && fail "small job placed at submission: $(events_of 1 "$SMALL")"
 touch "$T/gang-a.done"
 # gang-b runs for about a second: its end state and the event order below prove it ran
 # (polling for the short "running" state would race with it)
@@ -108,12 +115,25 @@ order=$(jget "$BODY" '[e["type"] + " " + e["job"] for e in d["events"] if e["job
 [ "$order" = "[\"job.placed $GA\", \"job.succeeded $GA\", \"job.placed $GB\", \"job.succeeded $GB\"]" ] ||
 	fail "gang order: $order"
 
-# where the time to placement went (/metrics histograms): every placement so far (env,
-# gang-a, gang-b) counted its queue wait, and gang-b's (it waited for gang-a's devices, over
-# several of this test's requests) is over 50 ms; the leader's own commands were timed
+# env and gang-a found the queue empty and the devices free: each was placed in its
+# submission's own raft entry (one event timestamp for both, the placement says so);
+# gang-b did not fit and went through the queue
 hist() { curl -s -H "$AUTH" "$(api 1)/metrics" | awk -v k="$1" '$1 == k { print $2 }'; }
+[ "$(hist yard_sched_placed_at_submission_total)" = 2 ] ||
+	fail "placed at submission: '$(hist yard_sched_placed_at_submission_total)', want env and gang-a"
+[ "$(hist yard_sched_placed_at_submission_refused_total)" = 0 ] || fail "a placement at submission was refused"
+for j in "$ENVJOB" "$GA"; do
+	get 1 "/v1/events?job=$j&limit=1000"
+	one=$(jget "$BODY" 'len(set(e["ts_ms"] for e in d["events"] if e["type"] in ("job.submitted", "job.placed")))')
+	[ "$one" = 1 ] || fail "$j: its submission and placement are not one entry: $BODY"
+	has_event 1 "$j" "job.placed: .*; placed at submission" || fail "$j: $(events_of 1 "$j")"
+done
+has_event 1 "$GB" "job.placed: .*; placed at submission" && fail "gang-b was placed at submission"
+# where the time to placement went (/metrics histograms): gang-b's queue wait (it waited
+# for gang-a's devices, over several of this test's requests) is over 50 ms; the leader's
+# own commands were timed
 waits=$(hist yard_sched_queue_wait_ms_count)
-[ "${waits:-0}" -ge 3 ] || fail "queue waits counted: '$waits' for 3 placements"
+[ "${waits:-0}" -ge 1 ] || fail "queue waits counted: '$waits' for gang-b"
 [ "$(hist 'yard_sched_queue_wait_ms_bucket{le="50"}')" -lt "$waits" ] ||
 	fail "no queue wait over 50 ms counted (gang-b waited for gang-a)"
 [ "$(hist 'yard_sched_queue_wait_ms_bucket{le="+Inf"}')" = "$waits" ] || fail "queue wait buckets do not add up"
@@ -121,11 +141,11 @@ commits=$(hist yard_raft_commit_duration_ms_count)
 [ "${commits:-0}" -ge 6 ] || fail "commits timed: '$commits'"
 [ "$(hist yard_sched_pickup_delay_ms_count)" -ge 1 ] || fail "no pickup delay counted"
 [ "$(hist 'yard_sched_pass_duration_ms_count{pass="tick"}')" -ge 1 ] || fail "no tick pass timed"
-# submit -> placed (committed): one per job placed so far (env, gang-a, gang-b), gang-b's
-# over 50 ms (it waited for gang-a's devices)
+# submit -> placed (committed): one per job placed so far (env, gang-a at submission,
+# small and gang-b through the queue), gang-b's over 50 ms (it waited for gang-a's devices)
 placed=$(hist yard_sched_submit_to_placed_ms_count)
-[ "${placed:-0}" = 3 ] || fail "submit -> placed counted: '$placed' for 3 jobs placed"
-[ "$(hist 'yard_sched_submit_to_placed_ms_bucket{le="50"}')" -lt 3 ] ||
+[ "${placed:-0}" = 4 ] || fail "submit -> placed counted: '$placed' for 4 jobs placed"
+[ "$(hist 'yard_sched_submit_to_placed_ms_bucket{le="50"}')" -lt 4 ] ||
 	fail "no submit -> placed over 50 ms counted (gang-b waited for gang-a)"
 note "$waits queue waits, $commits commits timed, $placed submit -> placed"
 
@@ -193,6 +213,27 @@ after=$(cat "$T/pids/$AJ".* | sort | tr '\n' ' ')
 [ "$before" = "$after" ] || fail "ranks were started again: $before -> $after"
 [ "$(ls "$T/pids" | grep -c "^$AJ\.")" = 8 ] || fail "duplicate ranks: $(ls "$T/pids" | grep "^$AJ\.")"
 [ "$(job_field 1 "$AJ" '["restarts"]')" = 0 ] || fail "adopt job restarted"
+
+# ---- 7b. a burst of submissions: placed at submission or through the queue, never twice ----
+# 30 jobs of 1-3 ranks at once on 8 devices: while some are placed in their submissions'
+# entries, others wait in the queue and passes place them; the leader never offers a device
+# twice (no placement at submission refused by the state machine) and every job succeeds
+at_submit=$(metric 1 yard_sched_placed_at_submission_total)
+burst_pids=()
+for i in $(seq 1 30); do
+	curl -s -m 30 -o "$T/burst.$i" -X POST -H "$AUTH" -H 'Content-Type: application/json' \
+		--data "{\"name\":\"burst-$i\",\"ranks\":$((i % 3 + 1)),$(cmd sleep 0)}" "$(api 1)/v1/jobs" &
+	burst_pids+=($!)
+done
+wait "${burst_pids[@]}" # (not a bare wait: the controller and agents are children too)
+burst=$(cat "$T"/burst.* | python3 -c 'import json,sys; print(" ".join(json.loads(l)["id"] for l in sys.stdin.read().replace("}{", "}\n{").splitlines()))')
+[ "$(wc -w <<<"$burst")" = 30 ] || fail "burst submissions: $(cat "$T"/burst.*)"
+burst_done() { for j in $burst; do job_state_is 1 "$j" succeeded || return 1; done; }
+wait_until 60 burst_done || fail "burst jobs: $(for j in $burst; do echo "$j $(job_field 1 "$j" '["state"]')"; done | tr '\n' ' ')"
+[ "$(metric 1 yard_sched_placed_at_submission_refused_total)" = 0 ] ||
+	fail "placements at submission refused: $(metric 1 yard_sched_placed_at_submission_refused_total) ($(grep 'not placed at submission' "$T/log.1" | head -3))"
+! grep "job.assign .* refused" "$T/log.1" || fail "a pass offered a device held at submission"
+note "burst of 30: $(($(metric 1 yard_sched_placed_at_submission_total) - at_submit)) placed at submission, the rest through the queue, none refused"
 
 # ---- 8. agent protocol: who may call what, and bad input ----
 NT=$(cat "$T/agent-node-a/node.token")

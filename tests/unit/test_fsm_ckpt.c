@@ -62,8 +62,8 @@ static unsigned char *bytes_of(size_t len, unsigned seed)
 	return b;
 }
 
-/* Two nodes; job j-000001 with 2 ranks (keep 2) placed rank 0 on node-a, rank 1 on node-b. */
-static void setup_job(struct fsm *f, int keep)
+/* A fresh state machine with node-a and node-b, one CPU device each. */
+static void two_nodes(struct fsm *f)
 {
 	struct yard_err err = {0};
 	char args[512];
@@ -75,6 +75,13 @@ static void setup_job(struct fsm *f, int keep)
 		         'a' + n, n + 1, n);
 		assert_int_equal(apply(f, "node.register", args, "agent", "agent", NULL), 200);
 	}
+}
+
+/* Two nodes; job j-000001 with 2 ranks (keep 2) placed rank 0 on node-a, rank 1 on node-b. */
+static void setup_job(struct fsm *f, int keep)
+{
+	char args[512];
+	two_nodes(f);
 	snprintf(args, sizeof args,
 	         "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"command\":[\"x\"],\"ranks\":2,"
 	         "\"checkpoint\":{\"every_steps\":10,\"keep\":%d,\"store\":\"controller\"}}}",
@@ -641,6 +648,93 @@ static void test_jobs_collect(void **state)
 	fsm_close(&g);
 }
 
+/* Two nodes of one CPU device each, and the submissions of test_submit_with_place (their
+ * results copied: an apply's result lasts until the next). */
+static void place_setup(struct fsm *f, json_t *r[5])
+{
+	char args[512];
+	two_nodes(f);
+	static const char *const places[] = {
+	    /* placed: the job runs */
+	    "\"place\":{\"ranks\":[{\"node\":\"node-a\",\"device\":0},"
+	    "{\"node\":\"node-b\",\"device\":0}]}",
+	    /* the same devices again: taken */
+	    "\"place\":{\"ranks\":[{\"node\":\"node-a\",\"device\":0},"
+	    "{\"node\":\"node-b\",\"device\":0}]}",
+	    /* malformed */
+	    "\"place\":{\"ranks\":\"node-a\"}",
+	    "\"place\":{\"ranks\":[],\"now\":true}",
+	    /* one slot for two ranks */
+	    "\"place\":{\"ranks\":[{\"node\":\"node-a\",\"device\":0}]}",
+	};
+	for (int i = 0; i < 5; i++) {
+		snprintf(args, sizeof args,
+		         "{\"name\":\"p%d\",\"spec\":{\"name\":\"p%d\",\"command\":[\"x\"],"
+		         "\"ranks\":2},%s}",
+		         i, i, places[i]);
+		const json_t *res;
+		assert_int_equal(apply(f, "job.submit", args, "alice", "user", &res), 201);
+		r[i] = json_deep_copy(res);
+	}
+}
+
+/* job.submit with the leader's placement (sched_submit_begin): applied as the job's first
+ * job.assign in the same command; a placement the state machine refuses (devices taken,
+ * malformed, the wrong number of ranks) leaves the job pending and says why, and the
+ * submission stands; replicas agree. */
+static void test_submit_with_place(void **state)
+{
+	(void)state;
+	struct fsm f, g;
+	json_t *r[5];
+	char a[SHA256_HEX_LEN + 1], b[SHA256_HEX_LEN + 1];
+	place_setup(&f, r);
+	static const char *const want_state[] = {"running", "pending", "pending", "pending",
+	                                         "pending"};
+	static const char *const want_refused[] = {NULL, "is held by running job j-000001",
+	                                           "place: must be", "place: must be",
+	                                           "placement has 1"};
+	for (int i = 0; i < 5; i++) {
+		const json_t *body = json_object_get(r[i], "body");
+		assert_string_equal(json_string_value(json_object_get(body, "state")),
+		                    want_state[i]);
+		const char *refused = json_string_value(json_object_get(body, "placement_refused"));
+		if (want_refused[i] == NULL) {
+			assert_null(refused);
+		} else {
+			assert_non_null(refused);
+			if (strstr(refused, want_refused[i]) == NULL)
+				fail_msg("job %d: refused '%s', want '%s'", i + 1, refused,
+				         want_refused[i]);
+		}
+	}
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM jobs WHERE state = 'running'"
+	                                 " AND generation = 1 AND id = 'j-000001'"),
+	                 1);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM jobs WHERE state = 'pending'"
+	                                 " AND generation = 0"),
+	                 4);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM assignments"), 2);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM assignments WHERE job = 'j-000001'"),
+	                 2);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM events WHERE job = 'j-000001' AND"
+	                                 " type = 'job.placed' AND message LIKE"
+	                                 " '%placed at submission'"),
+	                 1);
+	assert_int_equal(sql_count(f.db, "SELECT count(*) FROM events WHERE type = 'job.placed'"),
+	                 1);
+	for (int i = 0; i < 5; i++)
+		json_decref(r[i]);
+	place_setup(&g, r);
+	for (int i = 0; i < 5; i++)
+		json_decref(r[i]);
+	digest(&f, a);
+	digest(&g, b);
+	assert_string_equal(a, b);
+	fsm_close(&f);
+	fsm_close(&g);
+}
+
 /* Replicas that apply the same uploads agree byte for byte, and a snapshot carries them. */
 static void test_deterministic_and_snapshot(void **state)
 {
@@ -683,6 +777,7 @@ int main(void)
 	    cmocka_unit_test(test_job_end_drops_incomplete),
 	    cmocka_unit_test(test_job_delete_frees_checkpoints),
 	    cmocka_unit_test(test_jobs_collect),
+	    cmocka_unit_test(test_submit_with_place),
 	    cmocka_unit_test(test_deterministic_and_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

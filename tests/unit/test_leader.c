@@ -18,6 +18,7 @@
 
 #include "common/err.h"
 #include "jobs/fsm.h"
+#include "jobs/spec.h"
 #include "scheduler/desired.h"
 #include "scheduler/leader.h"
 #include "tests/unit/sched_world.h"
@@ -474,6 +475,83 @@ static void test_busy_devices_survive_a_node_joining(void **state)
 	                 (long long)json_integer_value(json_object_get(a, "device")));
 	json_decref(j1);
 	json_decref(j2);
+	world_free(w);
+}
+
+/* job.submit applied as raft would, with its result (the caller decrefs). */
+static json_t *submit_result(struct sched_world *w, json_t *args)
+{
+	size_t len;
+	char *cmd = fsm_command_encode("job.submit", args, NULL, w->wall, "test", "admin", &len);
+	assert_non_null(cmd);
+	json_t *r = json_deep_copy(fsm_apply(&w->fsm, cmd, len));
+	free(cmd);
+	w->applied++;
+	return r;
+}
+
+/* Placement at submission (sched_submit_begin): with the queue empty a job is placed in its
+ * submission's command; until that command is applied its devices are held, so a pass in
+ * between does not give them to a job submitted behind it; with a job waiting, nothing is
+ * placed at submission. */
+static void test_placement_at_submission_holds_its_devices(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 100); /* a pass builds the view placements at submission use */
+	json_t *specj = json_loads("{\"name\":\"fast\",\"command\":[\"x\"],\"ranks\":4}", 0, NULL);
+	struct jobspec spec;
+	struct yard_err err = {0};
+	assert_int_equal(jobspec_parse(specj, &spec, &err), 0);
+	uint64_t token = 0;
+	json_t *ranks = sched_submit_begin(w->sched, &spec, &token);
+	assert_true(token != 0);
+	assert_non_null(ranks);
+	assert_int_equal(json_array_size(ranks), 4);
+
+	/* proposed, not applied: an 8-rank job applied meanwhile finds 4 devices, not 8 */
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\","
+	                       "\"command\":[\"x\"],\"ranks\":8}}"),
+	                 201);
+	run(w, 100);
+	json_t *big = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(big, "state")), "pending");
+	assert_string_equal(json_string_value(json_object_get(big, "reason")),
+	                    "needs 8 devices, 4 free");
+	json_decref(big);
+
+	/* with big waiting, the next submission goes through the queue */
+	uint64_t token2 = 0;
+	json_t *none = sched_submit_begin(w->sched, &spec, &token2);
+	assert_null(none);
+	assert_true(token2 != 0);
+	sched_submit_done(w->sched, token2, YARD_ENOTLEADER, NULL); /* never committed */
+
+	/* the placed submission commits: its job runs on the devices it was given */
+	json_t *args = json_pack("{s:s,s:o,s:{s:O}}", "name", "fast", "spec",
+	                         jobspec_to_json(&spec), "place", "ranks", ranks);
+	json_t *r = submit_result(w, args);
+	json_decref(args);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "state")),
+	                    "running");
+	sched_submit_done(w->sched, token, 0, r);
+	json_decref(r);
+	json_t *fast = job(w, "j-000002");
+	const json_t *layout = json_object_get(fast, "layout");
+	assert_int_equal(json_array_size(layout), 4);
+	for (size_t i = 0; i < 4; i++) {
+		const json_t *a = json_array_get(layout, i), *b = json_array_get(ranks, i);
+		assert_string_equal(json_string_value(json_object_get(a, "node")),
+		                    json_string_value(json_object_get(b, "node")));
+		assert_int_equal(json_integer_value(json_object_get(a, "device")),
+		                 json_integer_value(json_object_get(b, "device")));
+	}
+	json_decref(fast);
+	json_decref(ranks);
+	jobspec_free(&spec);
+	json_decref(specj);
 	world_free(w);
 }
 
@@ -2008,6 +2086,7 @@ int main(void)
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
 	    cmocka_unit_test(test_first_step_timeout),
 	    cmocka_unit_test(test_busy_devices_survive_a_node_joining),
+	    cmocka_unit_test(test_placement_at_submission_holds_its_devices),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_new_leader_rereads_jobs_in_chunks_before_deciding),
 	    cmocka_unit_test(test_dropped_jobs_are_released_a_chunk_per_iteration),
