@@ -26,6 +26,8 @@
  *  4. placement: pending jobs, and restarting jobs whose old ranks are confirmed stopped
  *     and whose back-off has passed, go through queue_pass (scheduler/queue.h) over the
  *     free devices of up, uncordoned nodes; each placed gang is proposed as job.assign.
+ *     A submission that finds the queue empty is placed as it is proposed, in the same
+ *     raft entry (sched_submit_begin, below).
  * Drains: a running job with a rank on a draining node restarts (job.restart with "drain":
  * not counted against max_restarts) and is placed elsewhere like any restart; a draining
  * node that runs no rank any more (no running slot, no running rank in its reports) is
