@@ -2842,6 +2842,8 @@ void sched_leader_up(struct sched *s)
 	s->leading = 1;
 	s->fsm->keep_submitted = 1;
 	s->publishing[0] = '\0';
+	s->collecting = 0; /* a jobs.collect of an earlier leadership reports to nobody */
+	s->last_collect_ms = 0;
 	s->leader_since_ms = mono_now(s);
 	s->watch_base = (uint64_t)wall_now(s) << 16;
 	s->last_health_ms = s->stall_end_ms = 0;
