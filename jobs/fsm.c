@@ -1122,11 +1122,11 @@ static json_t *op_jobs_collect(struct fsm *f, const struct fsm_cmd *c)
 		                   FSM_COLLECT_MAX);
 	size_t i;
 	const json_t *v;
-	json_array_foreach(
-	    ids, i, v) if (!json_is_string(v) ||
-	                   json_string_length(v) >=
-	                       FSM_ID_MAX) return fsm_res_err(400, "ids",
-	                                                      "ids[%zu]: must be a job id", i);
+	json_array_foreach(ids, i, v)
+	{
+		if (!json_is_string(v) || json_string_length(v) >= FSM_ID_MAX)
+			return fsm_res_err(400, "ids", "ids[%zu]: must be a job id", i);
+	}
 	int64_t collected = 0, skipped = 0;
 	char first[FSM_ID_MAX] = "", last[FSM_ID_MAX] = "";
 	json_array_foreach(ids, i, v)
