@@ -478,7 +478,7 @@ static void test_busy_devices_survive_a_node_joining(void **state)
 	world_free(w);
 }
 
-/* job.submit applied as raft would, with its result (the caller decrefs). */
+/* job.submit applied as raft would, with its result (the caller decrefs); takes args. */
 static json_t *submit_result(struct sched_world *w, json_t *args)
 {
 	size_t len;
@@ -532,8 +532,7 @@ static void test_placement_at_submission_holds_its_devices(void **state)
 	/* the placed submission commits: its job runs on the devices it was given */
 	json_t *args = json_pack("{s:s,s:o,s:{s:O}}", "name", "fast", "spec",
 	                         jobspec_to_json(&spec), "place", "ranks", ranks);
-	json_t *r = submit_result(w, args);
-	json_decref(args);
+	json_t *r = submit_result(w, args); /* (the command takes args) */
 	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "body"), "state")),
 	                    "running");
 	sched_submit_done(w->sched, token, 0, r);
