@@ -2813,6 +2813,7 @@ void sched_destroy(struct sched *s)
 	free(s->pass_buf);
 	free(s->q);
 	free(s->busy);
+	free(s->subs); /* emptied by soft_clear */
 	free(s->health);
 	free(s->watching);
 	rollout_driver_destroy(s->rollouts);
