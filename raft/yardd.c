@@ -243,6 +243,16 @@ static void submit_bootstrap(const char *op, json_t *args, const char *request_i
 	free(cmd);
 }
 
+/* Commits setting key = value (config.set) unless the state already holds it (dflt: its
+ * value when never set). */
+static void bootstrap_setting(const char *key, int64_t dflt, int64_t value)
+{
+	if (fsm_config_get(&yd.fsm, key, dflt) != value)
+		submit_bootstrap("config.set",
+		                 json_pack("{s:s,s:I}", "key", key, "value", (json_int_t)value),
+		                 NULL, key);
+}
+
 /* --verify-db FILE: loads a database image offline and checks its event chain. Exit status
  * 0 when it verifies, 1 when a link is broken or the file is not a database, 2 on usage. */
 static int verify_db(const char *path)
@@ -306,38 +316,20 @@ static void on_leader_up(struct consensus *c, void *data)
 		                 json_pack("{s:s,s:s}", "name", "admin", "hash", yd.admin_hash),
 		                 NULL, "admin token");
 	}
-	if (yd.embargo_max_days > 0 && fsm_config_get(&yd.fsm, "embargo_max_days",
-	                                              FSM_EMBARGO_MAX_DAYS) != yd.embargo_max_days)
-		submit_bootstrap(
-		    "config.set",
-		    json_pack("{s:s,s:i}", "key", "embargo_max_days", "value", yd.embargo_max_days),
-		    NULL, "embargo_max_days");
-	if (yd.checkpoint_quota_mb > 0 &&
-	    fsm_config_get(&yd.fsm, "checkpoint_job_max_bytes", FSM_CKPT_JOB_MAX_DEFAULT) !=
-	        yd.checkpoint_quota_mb << 20)
-		submit_bootstrap("config.set",
-		                 json_pack("{s:s,s:I}", "key", "checkpoint_job_max_bytes", "value",
-		                           (json_int_t)(yd.checkpoint_quota_mb << 20)),
-		                 NULL, "checkpoint_job_max_bytes");
-	if (yd.events_max > 0 && fsm_config_get(&yd.fsm, "events_max", 0) != yd.events_max)
-		submit_bootstrap(
-		    "config.set",
-		    json_pack("{s:s,s:I}", "key", "events_max", "value", (json_int_t)yd.events_max),
-		    NULL, "events_max");
-	if (yd.job_retention_s >= 0 &&
-	    fsm_config_get(&yd.fsm, "job_retention_s", FSM_JOB_RETENTION_DEFAULT_S) !=
-	        yd.job_retention_s)
-		submit_bootstrap("config.set",
-		                 json_pack("{s:s,s:I}", "key", "job_retention_s", "value",
-		                           (json_int_t)yd.job_retention_s),
-		                 NULL, "job_retention_s");
-	if (yd.max_heartbeats_per_s >= 0 &&
-	    fsm_config_get(&yd.fsm, "max_heartbeats_per_s", FSM_MAX_HEARTBEATS_DEFAULT) !=
-	        yd.max_heartbeats_per_s)
-		submit_bootstrap("config.set",
-		                 json_pack("{s:s,s:I}", "key", "max_heartbeats_per_s", "value",
-		                           (json_int_t)yd.max_heartbeats_per_s),
-		                 NULL, "max_heartbeats_per_s");
+	/* the settings the flags name, where given and not already committed */
+	if (yd.embargo_max_days > 0)
+		bootstrap_setting("embargo_max_days", FSM_EMBARGO_MAX_DAYS, yd.embargo_max_days);
+	if (yd.checkpoint_quota_mb > 0)
+		bootstrap_setting("checkpoint_job_max_bytes", FSM_CKPT_JOB_MAX_DEFAULT,
+		                  yd.checkpoint_quota_mb << 20);
+	if (yd.events_max > 0)
+		bootstrap_setting("events_max", 0, yd.events_max);
+	if (yd.job_retention_s >= 0)
+		bootstrap_setting("job_retention_s", FSM_JOB_RETENTION_DEFAULT_S,
+		                  yd.job_retention_s);
+	if (yd.max_heartbeats_per_s >= 0)
+		bootstrap_setting("max_heartbeats_per_s", FSM_MAX_HEARTBEATS_DEFAULT,
+		                  yd.max_heartbeats_per_s);
 	for (int i = 0; i < yd.n_members; i++) {
 		char url[256], rid[40];
 		if (fsm_member_api_url(&yd.fsm, yd.members[i].id, url, sizeof url) == 0)
