@@ -250,6 +250,7 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 	}
 	c->calibrate_cfg = cfg->calibrate;
 	c->tune.on = cfg->tune >= 0;
+	c->tune.max_bytes = DP_TUNE_MAX_BYTES;
 	if (c->algo == YD_ALGO_AUTO && cfg->calibrate >= 0 && (rc = dp_calibrate(c)) != 0) {
 		pthread_mutex_lock(&c->err_lock);
 		snprintf(err, errlen, "calibrating the allreduce algorithms: %s",

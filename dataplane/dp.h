@@ -181,8 +181,9 @@ struct dp_costs {
 #define DP_TUNE_UNTIMED 1             /* calls of a candidate in a pass before the timed ones */
 #define DP_TUNE_TIMED 3      /* timed calls of a candidate in a pass, back to back (from 256 KiB) */
 #define DP_TUNE_TIMED_MAX 12 /* ... and below 16 KiB, where calls are short (dp_tune_timed) */
+#define DP_TUNE_BIG (16u << 20) /* from here one timed call a pass: calls take milliseconds */
 #define DP_TUNE_CALLS(n, timed) ((n)*DP_TUNE_PASSES * (DP_TUNE_UNTIMED + (timed)))
-#define DP_TUNE_MAX_BYTES (16u << 20) /* larger calls keep the calibration's choice */
+#define DP_TUNE_MAX_BYTES (256u << 20) /* larger calls keep the calibration's choice */
 #define DP_TUNE_NEAR 1.5              /* tried: predicted within this factor of the best */
 /* another algorithm replaces the issued choice when this much faster */
 #define DP_TUNE_MARGIN 0.05
@@ -200,6 +201,7 @@ struct dp_tune_size {
 };
 struct dp_tune {
 	int on;
+	size_t max_bytes;   /* DP_TUNE_MAX_BYTES (tests lower it) */
 	_Atomic int nsizes; /* entries published to readers (yd_allreduce_algo) */
 	struct dp_tune_size size[DP_TUNE_SIZES];
 };
@@ -491,7 +493,8 @@ int dp_tune_done(yd_comm *c, const struct dp_op *o, const struct dp_tune_call *t
 enum yd_algo dp_tune_chosen(yd_comm *c, enum dp_kind kind, size_t bytes, enum yd_dtype dt);
 /* Timed calls per candidate and pass for a call of `bytes`: DP_TUNE_TIMED from 256 KiB, more
  * below (up to DP_TUNE_TIMED_MAX), where single calls are a few microseconds and the time
- * slices of ranks sharing cores decide more of each. */
+ * slices of ranks sharing cores decide more of each; one from DP_TUNE_BIG, where a call takes
+ * milliseconds and a time slice is a small part of it. */
 int dp_tune_timed(size_t bytes);
 /* An algorithm's figure from its DP_TUNE_PASSES * timed calls (pass by pass): the median over
  * the passes of each pass's mean. */

@@ -18,10 +18,13 @@
  * calls of one algorithm vary by 30 % and more on 2 shared cores, and with three timed calls
  * per algorithm in one pass the choice at 1 MiB on 4 ranks went to an algorithm 10-25 % slower
  * than the best in a third of the runs; with twelve it took the best or one within 5 % of it.
- * Below 256 KiB the calls are short and more of them are timed (dp_tune_timed()). At most 64
- * tuning calls per size from 256 KiB (about 20 ms at 1 MiB on 4 ranks here), 208 below 16 KiB
- * (about 4 ms at 4 KiB), and only sizes up to DP_TUNE_MAX_BYTES (larger calls take long, and
- * the calibration timed its finalists past the caches). Every rank makes the same calls of a
+ * Below 256 KiB the calls are short and more of them are timed (dp_tune_timed()); from 16 MiB
+ * one call per pass is timed, as a call takes milliseconds. At most 64 tuning calls per size
+ * from 256 KiB (about 20 ms at 1 MiB on 4 ranks here), 208 below 16 KiB (about 4 ms at 4 KiB),
+ * 32 from 16 MiB (about 1 s at 64 MiB on 4 shm ranks: the shared buffers and halving-doubling
+ * lie within 10-25 % of each other there, and the calibration, which timed its finalists at
+ * 16 MiB, took either from one launch to the next), and only sizes up to DP_TUNE_MAX_BYTES
+ * (256 MiB; larger calls keep the calibration's choice). Every rank makes the same calls of a
  * size in the same order (otherwise they are mismatched, which is reported), so every rank
  * takes the same algorithm on every call; the algorithm also travels in each header.
  *
@@ -61,13 +64,19 @@ static void add_cand(struct dp_tune_size *s, enum yd_algo a)
 		s->cand[s->n++] = a;
 }
 
-/* An allreduce's candidates after the calibration's choice: those predicted within
- * DP_TUNE_NEAR of the best, cheapest first. */
+/* An allreduce's candidates after the calibration's choice: the ring, then those predicted
+ * within DP_TUNE_NEAR of the best, cheapest first. The ring always, because one calibration
+ * can misjudge by more than DP_TUNE_NEAR: at 64 MiB over TCP on 4 ranks it put
+ * halving-doubling so far ahead in one launch of three that nothing else was tried, and hd
+ * then ran 150 ms a call against the ring's 116. */
 static void near_best(yd_comm *c, struct dp_tune_size *s)
 {
 	double cost[YD_ALGO_COUNT], best = dp_algo_cost(c, s->cand[0], s->bytes);
-	for (int k = 0; k < c->ncand; k++)
+	for (int k = 0; k < c->ncand; k++) {
 		best = fmin(best, cost[k] = dp_algo_cost(c, c->cand[k], s->bytes));
+		if (c->cand[k] == YD_ALGO_RING && isfinite(cost[k]))
+			add_cand(s, YD_ALGO_RING);
+	}
 	while (s->n < DP_TUNE_CAND) {
 		int pick = -1;
 		for (int k = 0; k < c->ncand; k++) {
@@ -127,7 +136,7 @@ void dp_tune_pick(yd_comm *c, struct dp_op *o, struct dp_tune_call *tc)
 		return;
 	size_t bytes = dp_op_select_bytes(c, o);
 	struct dp_tune_size *s = find(&c->tune, o->kind, bytes, o->dtype);
-	if (!s && (bytes > DP_TUNE_MAX_BYTES || !(s = add(c, o->kind, bytes, o->dtype, o->algo))))
+	if (!s && (bytes > c->tune.max_bytes || !(s = add(c, o->kind, bytes, o->dtype, o->algo))))
 		return; /* the choice made when the call was issued */
 	int chosen = atomic_load_explicit(&s->chosen, memory_order_relaxed);
 	if (chosen != YD_ALGO_AUTO) {
@@ -153,9 +162,10 @@ static int by_value(const void *a, const void *b)
 
 int dp_tune_timed(size_t bytes)
 {
-	return bytes >= (256u << 10)  ? DP_TUNE_TIMED
-	       : bytes >= (16u << 10) ? 2 * DP_TUNE_TIMED
-	                              : DP_TUNE_TIMED_MAX;
+	return bytes >= DP_TUNE_BIG    ? 1
+	       : bytes >= (256u << 10) ? DP_TUNE_TIMED
+	       : bytes >= (16u << 10)  ? 2 * DP_TUNE_TIMED
+	                               : DP_TUNE_TIMED_MAX;
 }
 
 /* An algorithm's figure from its timed calls, `timed` per pass: per pass their mean, then the

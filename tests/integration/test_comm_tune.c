@@ -3,8 +3,9 @@
  * fastest at 4 MiB and the ring 1.2x it (naive moves three copies of the data through every
  * rank at 4 ranks: about 4x the ring's time here). The first calls of that size time both;
  * from then on every rank runs the ring, and every call, blocking or not, sums correctly.
- * YARD_TUNE=0 keeps the calibration's (wrong) choice; sizes over 16 MiB are not tuned; the
- * table holds 32 sizes and later ones keep the calibration's choice. */
+ * YARD_TUNE=0 keeps the calibration's (wrong) choice; 20 MiB is tuned with fewer timed calls;
+ * sizes over the limit are not tuned; the table holds 32 sizes and later ones keep the
+ * calibration's choice. */
 #include "config.h"
 
 #include <math.h>
@@ -17,14 +18,14 @@
 
 #define MIB (1u << 20)
 
-/* naive 1 ms per MiB, the ring 1.2 ms, nothing else a candidate */
-static void rig_calibration(yd_comm *c)
+/* naive 1 ms per MiB, the ring `ring` ms, nothing else a candidate */
+static void rig_calibration(yd_comm *c, double ring)
 {
 	for (int a = 0; a < YD_ALGO_COUNT; a++)
 		for (int p = 0; p < DP_CAL_POINTS; p++) {
 			double mib = (double)dp_cal_bytes[p] / MIB;
 			c->costs.cal_s[a][p] = a == YD_ALGO_NAIVE  ? 1e-3 * mib
-			                       : a == YD_ALGO_RING ? 1.2e-3 * mib
+			                       : a == YD_ALGO_RING ? ring * 1e-3 * mib
 			                                           : INFINITY;
 		}
 }
@@ -41,15 +42,20 @@ static int agreed_choice(yd_comm *c, size_t count, enum yd_algo want)
 	return 0;
 }
 
-/* whether an allreduce of bytes of f32 has an entry in the tuning table */
-static int in_table(yd_comm *c, size_t bytes)
+/* the tuning table's entry for an allreduce of bytes of f32, or NULL */
+static struct dp_tune_size *entry(yd_comm *c, size_t bytes)
 {
 	int n = atomic_load(&c->tune.nsizes);
 	for (int i = 0; i < n; i++)
 		if (c->tune.size[i].kind == DP_ALLREDUCE && c->tune.size[i].bytes == bytes &&
 		    c->tune.size[i].dtype == YD_F32)
-			return 1;
-	return 0;
+			return &c->tune.size[i];
+	return NULL;
+}
+
+static int in_table(yd_comm *c, size_t bytes)
+{
+	return entry(c, bytes) != NULL;
 }
 
 /* entries for allreduces in the tuning table */
@@ -89,7 +95,7 @@ static int tune_body(yd_comm *c, void *arg)
 		return 1;
 	DP_CHECK(c->costs.calibrated && c->tune.on == tuning, "calibrated %d, tuning %d",
 	         c->costs.calibrated, c->tune.on);
-	rig_calibration(c);
+	rig_calibration(c, 1.2);
 	size_t count = 4 * MIB / sizeof(float);
 	float *v = malloc(20 * MIB);
 	DP_CHECK(v, "out of memory");
@@ -112,10 +118,34 @@ static int tune_body(yd_comm *c, void *arg)
 		free(v);
 		return 0;
 	}
-	/* 20 MiB: over DP_TUNE_MAX_BYTES, never in the table */
+	/* 20 MiB is tuned too, with one timed call per candidate and pass (calls that large
+	 * take milliseconds), and the ranks move to the ring after those calls */
 	size_t big = 20 * MIB / sizeof(float);
-	DP_CHECK(checked_sum(c, v, big, 0, 0) == 0, "20 MiB");
-	DP_CHECK(allreduce_entries(c) == 1 && !in_table(c, 20 * MIB), "20 MiB was tuned");
+	int explore_big = DP_TUNE_CALLS(2, dp_tune_timed(20 * MIB));
+	DP_CHECK(dp_tune_timed(20 * MIB) == 1 && explore_big == 2 * DP_TUNE_PASSES * 2,
+	         "%d tuning calls at 20 MiB", explore_big);
+	for (int i = 0; i < explore_big; i++) {
+		if (i == explore_big - 1)
+			DP_CHECK(agreed_choice(c, big, YD_ALGO_NAIVE) == 0, "20 MiB, call %d", i);
+		DP_CHECK(checked_sum(c, v, big, i, 0) == 0, "20 MiB, exploring");
+	}
+	DP_CHECK(agreed_choice(c, big, YD_ALGO_RING) == 0, "20 MiB after the tuning calls");
+	DP_CHECK(allreduce_entries(c) == 2 && in_table(c, 20 * MIB), "20 MiB was not tuned");
+	/* the ring is tried however far behind the calibration puts it (3x naive here, past
+	 * DP_TUNE_NEAR), after the calibration's choice */
+	rig_calibration(c, 3.0);
+	DP_CHECK(checked_sum(c, v, 8 * MIB / sizeof(float), 0, 0) == 0, "8 MiB");
+	struct dp_tune_size *e8 = entry(c, 8 * MIB);
+	DP_CHECK(e8 && e8->n == 2 && e8->cand[0] == YD_ALGO_NAIVE && e8->cand[1] == YD_ALGO_RING,
+	         "8 MiB candidates: %d, %s first", e8 ? e8->n : -1,
+	         e8 ? yd_algo_name(e8->cand[0]) : "-");
+	/* over the limit (lowered here to 16 MiB: the real one, 256 MiB, is too large to
+	 * allocate in a test): never in the table, the calibration's choice */
+	c->tune.max_bytes = 16 * MIB;
+	size_t over = 18 * MIB / sizeof(float);
+	DP_CHECK(checked_sum(c, v, over, 0, 0) == 0, "18 MiB");
+	DP_CHECK(allreduce_entries(c) == 3 && !in_table(c, 18 * MIB), "18 MiB was tuned");
+	DP_CHECK(agreed_choice(c, over, YD_ALGO_NAIVE) == 0, "18 MiB over the limit");
 	/* the table fills up at DP_TUNE_SIZES sizes; later sizes keep the calibration's choice
 	 * and still sum correctly */
 	for (int i = 1; i <= DP_TUNE_SIZES + 4; i++)
