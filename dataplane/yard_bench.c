@@ -4,7 +4,14 @@
  * rank), algbw and busbw (GB/s, nccl-tests definitions) and #wrong, from checking the
  * result of every size against a reference. -o json prints one JSON object instead.
  * --device cuda puts the buffers in GPU memory (rank r on GPU r mod count): the times then
- * include libyd's staging copies or NCCL (YARD_NCCL), as an application would see them. */
+ * include libyd's staging copies or NCCL (YARD_NCCL), as an application would see them.
+ *
+ * --algo A,B,... (allreduce) compares algorithms in one launch: per size, each warms up
+ * (`auto` tunes then), then --rounds rounds run every algorithm's --iters calls in turn (the
+ * order rotating from round to round), so that the machine's load, the page state and the
+ * processes are the same for all of them; each line's time is the median of its rounds
+ * (per round the slowest rank's mean call). Separate launches of one algorithm each differ by
+ * 30-90 % from launch to launch on a shared 2-core machine, more than the algorithms differ. */
 #include "config.h"
 
 #include <getopt.h>
@@ -24,6 +31,9 @@
 struct opts {
 	const char *coll, *transport, *algo, *hosts, *dtype_name, *out;
 	int ranks, iters, warmup, dtype;
+	int rounds; /* --rounds: rounds of a comparison (--algo A,B,...) */
+	int nalgo;  /* algorithms compared; 0: one, o->algo */
+	enum yd_algo algos[YD_ALGO_COUNT];
 	int cuda;     /* --device cuda */
 	int in_place; /* --in-place: an allreduce's result over its input */
 	size_t min, max, factor;
@@ -125,12 +135,108 @@ static int to_host(void *host, const void *dev, size_t bytes)
 #endif
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* --algo A,B,...: one size of an allreduce comparison (the head of the file says how). Every
+ * algorithm's result is checked once more at the end, into an output filled with a value no
+ * sum of the inputs can take. */
+static int compare_size(yd_comm *c, const struct opts *o, size_t size, char *in, char *out,
+                        char *din, char *dout, int json, int *first)
+{
+	int n = yd_comm_size(c), me = yd_comm_rank(c), dt = o->dtype, na = o->nalgo;
+	size_t esz = yd_dtype_size(dt), count = size / esz, bytes = count * esz;
+	size_t nt = (size_t)o->rounds * (size_t)na;
+	double *t = calloc(nt, sizeof *t), *tmax = calloc(nt, sizeof *tmax);
+	int64_t wrong[YD_ALGO_COUNT] = {0}, wsum[YD_ALGO_COUNT] = {0};
+	char chosen[32] = "";
+	int rc = !t || !tmax;
+	for (size_t i = 0; i < count && rc == 0; i++)
+		set(in, dt, i, val(me, i));
+	if (rc == 0 && din != in)
+		rc = to_device(din, in, bytes);
+	for (int j = 0; j < na && rc == 0; j++) {
+		yd_comm_set_algo(c, o->algos[j]);
+		for (int w = 0; w < o->warmup && rc == 0; w++)
+			rc = yd_allreduce(c, din, dout, count, dt, YD_SUM);
+	}
+	for (int r = 0; r < o->rounds && rc == 0; r++)
+		for (int k = 0; k < na && rc == 0; k++) {
+			int j = (k + r) % na;
+			yd_comm_set_algo(c, o->algos[j]);
+			rc = yd_barrier(c);
+			uint64_t t0 = yard_now_mono_ns();
+			for (int it = 0; it < o->iters && rc == 0; it++)
+				rc = yd_allreduce(c, din, dout, count, dt, YD_SUM);
+			t[(size_t)r * na + j] = (double)(yard_now_mono_ns() - t0) / 1e3 / o->iters;
+		}
+	for (int j = 0; j < na && rc == 0; j++) {
+		for (size_t i = 0; i < count; i++)
+			set(out, dt, i, 1000);
+		if (dout != out)
+			rc = to_device(dout, out, bytes);
+		yd_comm_set_algo(c, o->algos[j]);
+		if (rc == 0)
+			rc = yd_allreduce(c, din, dout, count, dt, YD_SUM);
+		if (o->algos[j] == YD_ALGO_AUTO)
+			snprintf(chosen, sizeof chosen, "auto:%s",
+			         yd_algo_name(yd_allreduce_algo(c, count, dt)));
+		if (rc == 0 && dout != out)
+			rc = to_host(out, dout, bytes);
+		for (size_t i = 0; i < count && rc == 0; i++) {
+			double want = 0;
+			for (int r = 0; r < n; r++)
+				want += val(r, i);
+			wrong[j] += !same(out, dt, i, want);
+		}
+	}
+	if (rc == 0)
+		rc = yd_allreduce(c, t, tmax, nt, YD_F64, YD_MAX);
+	if (rc == 0)
+		rc = yd_allreduce(c, wrong, wsum, (size_t)na, YD_I64, YD_SUM);
+	if (rc) {
+		fprintf(stderr, "rank %d: %s\n", me, yd_comm_last_error(c));
+		free(t);
+		free(tmax);
+		return 1;
+	}
+	for (int j = 0; j < na && me == 0; j++) {
+		double *v = t; /* this algorithm's rounds, sorted */
+		for (int r = 0; r < o->rounds; r++)
+			v[r] = tmax[(size_t)r * na + j];
+		qsort(v, (size_t)o->rounds, sizeof *v, cmp_double);
+		int m = o->rounds / 2;
+		double us = o->rounds % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+		double algbw = us > 0 ? (double)bytes / us / 1e3 : 0, busf = 2.0 * (n - 1) / n;
+		const char *an = o->algos[j] == YD_ALGO_AUTO ? chosen : yd_algo_name(o->algos[j]);
+		if (json)
+			printf("%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"algo\":\"%s\","
+			       "\"time_us\":%.2f,\"min_us\":%.2f,\"max_us\":%.2f,\"rounds\":%d,"
+			       "\"algbw\":%.3f,\"busbw\":%.3f,\"wrong\":%lld}",
+			       *first ? "" : ",", bytes, count, yd_dtype_name(dt), an, us, v[0],
+			       v[o->rounds - 1], o->rounds, algbw, algbw * busf,
+			       (long long)wsum[j]);
+		else
+			printf(" %12zu %12zu %6s %9s %10.2f %8.3f %8.3f %7lld\n", bytes, count,
+			       yd_dtype_name(dt), an, us, algbw, algbw * busf, (long long)wsum[j]);
+		*first = 0;
+	}
+	fflush(stdout);
+	yd_comm_set_algo(c, YD_ALGO_AUTO);
+	free(t);
+	free(tmax);
+	return 0;
+}
+
 static int run_rank(yd_comm *c, const struct opts *o)
 {
 	int n = yd_comm_size(c), me = yd_comm_rank(c), dt = o->dtype;
 	size_t esz = yd_dtype_size(dt);
 	int json = o->out && strcmp(o->out, "json") == 0, first = 1;
-	if (o->algo)
+	if (o->algo && !o->nalgo)
 		yd_comm_set_algo(c, (enum yd_algo)yd_algo_parse(o->algo));
 	size_t maxb = o->max + (size_t)n * esz * 2;
 	char *in = malloc(maxb), *out = malloc(maxb);
@@ -173,6 +279,13 @@ static int run_rank(yd_comm *c, const struct opts *o)
 			       "#wrong");
 	}
 	for (size_t size = o->min; size <= o->max; size *= o->factor) {
+		if (o->nalgo) {
+			if (compare_size(c, o, size, in, out, din, dout, json, &first) != 0)
+				return 1;
+			if (o->factor < 2)
+				break;
+			continue;
+		}
 		size_t count = size / esz, per = count;
 		if (!strcmp(o->coll, "reduce_scatter") || !strcmp(o->coll, "allgather"))
 			per = count / (size_t)n;
@@ -298,6 +411,34 @@ static int run_rank(yd_comm *c, const struct opts *o)
 	return 0;
 }
 
+/* --algo A,B,...: the algorithms of a comparison, each once */
+static int parse_algos(struct opts *o, const char *list)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", list);
+	o->nalgo = 0;
+	for (char *name = strtok_r(buf, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		int a = yd_algo_parse(name);
+		if (a < 0) {
+			fprintf(stderr, "yard-bench: --algo %s: unknown algorithm '%s'\n", list,
+			        name);
+			return -1;
+		}
+		for (int j = 0; j < o->nalgo; j++)
+			if (o->algos[j] == (enum yd_algo)a) {
+				fprintf(stderr, "yard-bench: --algo %s: '%s' named twice\n", list,
+				        name);
+				return -1;
+			}
+		o->algos[o->nalgo++] = (enum yd_algo)a;
+	}
+	if (o->nalgo < 2) {
+		fprintf(stderr, "yard-bench: --algo %s: a comparison needs two algorithms\n", list);
+		return -1;
+	}
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(
@@ -307,7 +448,8 @@ static void usage(void)
 	    "auto|ring|rd|hd|tree|naive|ps|hier|shared]\n"
 	    "       [--hosts H|a,a,b,b] [--min 8] [--max 256M] [--factor 4] [--iters K]\n"
 	    "       [--warmup W] [--dtype f32|f64|f16|bf16|i32|i64] [--device cpu|cuda]\n"
-	    "       [--in-place] [-o json]\n");
+	    "       [--in-place] [-o json]\n"
+	    "       allreduce --algo A,B,... [--rounds R]: compare algorithms in one launch\n");
 	exit(2);
 }
 
@@ -320,14 +462,14 @@ int main(int argc, char **argv)
 	                 .dtype = YD_F32,
 	                 .min = 8,
 	                 .max = 256u << 20,
-	                 .factor = 4};
-	static const struct option lo[] = {{"ranks", 1, 0, 'n'},    {"transport", 1, 0, 't'},
-	                                   {"algo", 1, 0, 'a'},     {"hosts", 1, 0, 'H'},
-	                                   {"min", 1, 0, 'b'},      {"max", 1, 0, 'e'},
-	                                   {"factor", 1, 0, 'f'},   {"iters", 1, 0, 'i'},
-	                                   {"warmup", 1, 0, 'w'},   {"dtype", 1, 0, 'd'},
-	                                   {"help", 0, 0, 'h'},     {"device", 1, 0, 'D'},
-	                                   {"in-place", 0, 0, 'I'}, {0, 0, 0, 0}};
+	                 .factor = 4,
+	                 .rounds = 5};
+	static const struct option lo[] = {
+	    {"ranks", 1, 0, 'n'},    {"transport", 1, 0, 't'}, {"algo", 1, 0, 'a'},
+	    {"hosts", 1, 0, 'H'},    {"min", 1, 0, 'b'},       {"max", 1, 0, 'e'},
+	    {"factor", 1, 0, 'f'},   {"iters", 1, 0, 'i'},     {"warmup", 1, 0, 'w'},
+	    {"dtype", 1, 0, 'd'},    {"help", 0, 0, 'h'},      {"device", 1, 0, 'D'},
+	    {"in-place", 0, 0, 'I'}, {"rounds", 1, 0, 'R'},    {0, 0, 0, 0}};
 	int ch;
 	if (argc < 2 || argv[1][0] == '-')
 		usage();
@@ -347,8 +489,20 @@ int main(int argc, char **argv)
 			break;
 		case 'a':
 			o.algo = optarg;
-			if (yd_algo_parse(optarg) < 0)
+			if (strchr(optarg, ',')) {
+				if (parse_algos(&o, optarg) != 0)
+					return 2;
+			} else if (yd_algo_parse(optarg) < 0) {
 				usage();
+			}
+			break;
+		case 'R':
+			o.rounds = atoi(optarg);
+			if (o.rounds < 1 || o.rounds > 1000) {
+				fprintf(stderr, "yard-bench: --rounds %s: want 1 to 1000\n",
+				        optarg);
+				return 2;
+			}
 			break;
 		case 'H':
 			o.hosts = optarg;
@@ -393,6 +547,13 @@ int main(int argc, char **argv)
 	}
 	if (o.ranks < 1 || o.ranks > 64 || o.iters < 1 || o.min < 1 || o.max < o.min)
 		usage();
+	if (o.nalgo && (strcmp(o.coll, "allreduce") != 0 || o.in_place)) {
+		fprintf(stderr,
+		        "yard-bench: --algo %s: a comparison runs an out-of-place "
+		        "allreduce only\n",
+		        o.algo);
+		return 2;
+	}
 	if (o.in_place && strcmp(o.coll, "allreduce") != 0) {
 		fprintf(stderr, "yard-bench: --in-place applies to allreduce only, not %s\n",
 		        o.coll);

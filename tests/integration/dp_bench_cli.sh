@@ -39,4 +39,37 @@ rc=$?
 set -e
 [ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --in-place applies to allreduce only, not allgather" ||
 	fail "--in-place allgather: exit $rc: $msg"
-echo "ok: --hosts H and label lists, --in-place, checked"
+# --algo A,B,...: the algorithms compared in one launch, every one's result checked, a line
+# per size and algorithm (auto names what it ran); bad lists refused by name
+out=$("$build/yard-bench" allreduce --ranks 3 --algo auto,ring,shared --rounds 3 --min 1K \
+	--max 1M --factor 32 --iters 2 --warmup 1 2>&1) || fail "--algo auto,ring,shared: $out"
+echo "$out"
+for algo in "auto:[a-z]*" ring shared; do
+	[ "$(echo "$out" | grep -c " $algo  .* 0$")" = 3 ] || fail "--algo auto,ring,shared: not 3 checked lines of $algo"
+done
+[ "$(echo "$out" | grep -vc '^#')" = 9 ] || fail "--algo auto,ring,shared: not 9 lines"
+for bad in "ring,bogus:unknown algorithm 'bogus'" "ring,ring:'ring' named twice" \
+	"ring,:a comparison needs two algorithms"; do
+	set +e
+	msg=$("$build/yard-bench" allreduce --ranks 2 --algo "${bad%%:*}" 2>&1)
+	rc=$?
+	set -e
+	[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --algo ${bad%%:*}: ${bad#*:}" ||
+		fail "--algo ${bad%%:*}: exit $rc: $msg"
+done
+for bad in "allgather --algo ring,naive" "allreduce --algo ring,naive --in-place"; do
+	set +e
+	# shellcheck disable=SC2086 # the words are the arguments
+	msg=$("$build/yard-bench" $bad --ranks 2 2>&1)
+	rc=$?
+	set -e
+	[ "$rc" = 2 ] && echo "$msg" | grep -q "a comparison runs an out-of-place allreduce only" ||
+		fail "$bad: exit $rc: $msg"
+done
+set +e
+msg=$("$build/yard-bench" allreduce --ranks 2 --algo ring,naive --rounds 0 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --rounds 0: want 1 to 1000" ||
+	fail "--rounds 0: exit $rc: $msg"
+echo "ok: --hosts H and label lists, --in-place, --algo comparisons, checked"
