@@ -739,6 +739,21 @@ static void layout_news(struct sched *s, const json_t *layout)
 	}
 }
 
+/* Room for one more of n elements of `size` in *arr (capacity *cap, doubled from 64 when
+ * full); -1 when out of memory, the array unchanged. */
+static int room_for_one(void **arr, int *cap, int n, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	int want = *cap ? 2 * *cap : 64;
+	void *grown = realloc(*arr, (size_t)want * size);
+	if (grown == NULL)
+		return -1;
+	*arr = grown;
+	*cap = want;
+	return 0;
+}
+
 int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_t wait_ms,
                      sched_watch_cb cb, void *data, struct yard_err *err)
 {
@@ -754,14 +769,9 @@ int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_
 		cb(data, 0, news_version(s, n));
 		return 0;
 	}
-	if (s->n_watching == s->cap_watching) {
-		int cap = s->cap_watching ? 2 * s->cap_watching : 64;
-		int *grown = realloc(s->watching, (size_t)cap * sizeof *grown);
-		if (grown == NULL)
-			return yard_err_set(err, YARD_ENOMEM, "no memory to watch node %s", node);
-		s->watching = grown;
-		s->cap_watching = cap;
-	}
+	if (room_for_one((void **)&s->watching, &s->cap_watching, s->n_watching,
+	                 sizeof *s->watching) != 0)
+		return yard_err_set(err, YARD_ENOMEM, "no memory to watch node %s", node);
 	n->watch_pos = s->n_watching;
 	s->watching[s->n_watching++] = (int)(n - s->nodes);
 	n->watch_cb = cb;
@@ -3967,14 +3977,8 @@ json_t *sched_submit_begin(struct sched *s, const struct jobspec *spec, uint64_t
 	*token = 0;
 	if (s == NULL || !s->leading)
 		return NULL;
-	if (s->n_subs == s->cap_subs) {
-		int cap = s->cap_subs ? 2 * s->cap_subs : 64;
-		struct submission *grown = realloc(s->subs, (size_t)cap * sizeof *grown);
-		if (grown == NULL)
-			return NULL;
-		s->subs = grown;
-		s->cap_subs = cap;
-	}
+	if (room_for_one((void **)&s->subs, &s->cap_subs, s->n_subs, sizeof *s->subs) != 0)
+		return NULL;
 	struct submission *sub = &s->subs[s->n_subs++];
 	*sub = (struct submission){
 	    .token = ++s->next_sub_token, .epoch = s->epoch, .wall_ms = wall_now(s)};
