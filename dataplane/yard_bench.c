@@ -415,6 +415,11 @@ static int run_rank(yd_comm *c, const struct opts *o)
 static int parse_algos(struct opts *o, const char *list)
 {
 	char buf[256], *save = NULL;
+	if (strlen(list) >= sizeof buf) {
+		fprintf(stderr, "yard-bench: --algo: a list of %zu characters, at most %zu\n",
+		        strlen(list), sizeof buf - 1);
+		return -1;
+	}
 	snprintf(buf, sizeof buf, "%s", list);
 	o->nalgo = 0;
 	for (char *name = strtok_r(buf, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
@@ -496,14 +501,17 @@ int main(int argc, char **argv)
 				usage();
 			}
 			break;
-		case 'R':
-			o.rounds = atoi(optarg);
-			if (o.rounds < 1 || o.rounds > 1000) {
+		case 'R': {
+			char *end;
+			long r = strtol(optarg, &end, 10);
+			o.rounds = *optarg && *end == '\0' && r >= 1 && r <= 1000 ? (int)r : 0;
+			if (o.rounds == 0) {
 				fprintf(stderr, "yard-bench: --rounds %s: want 1 to 1000\n",
 				        optarg);
 				return 2;
 			}
 			break;
+		}
 		case 'H':
 			o.hosts = optarg;
 			break;

@@ -66,10 +66,19 @@ for bad in "allgather --algo ring,naive" "allreduce --algo ring,naive --in-place
 	[ "$rc" = 2 ] && echo "$msg" | grep -q "a comparison runs an out-of-place allreduce only" ||
 		fail "$bad: exit $rc: $msg"
 done
+for r in 0 5x 1001; do
+	set +e
+	msg=$("$build/yard-bench" allreduce --ranks 2 --algo ring,naive --rounds $r 2>&1)
+	rc=$?
+	set -e
+	[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --rounds $r: want 1 to 1000" ||
+		fail "--rounds $r: exit $rc: $msg"
+done
+long=$(printf 'ring,%.0s' $(seq 60))naive
 set +e
-msg=$("$build/yard-bench" allreduce --ranks 2 --algo ring,naive --rounds 0 2>&1)
+msg=$("$build/yard-bench" allreduce --ranks 2 --algo "$long" 2>&1)
 rc=$?
 set -e
-[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --rounds 0: want 1 to 1000" ||
-	fail "--rounds 0: exit $rc: $msg"
+[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --algo: a list of 305 characters, at most 255" ||
+	fail "a 305-character --algo list: exit $rc: $msg"
 echo "ok: --hosts H and label lists, --in-place, --algo comparisons, checked"
