@@ -175,6 +175,11 @@ struct agent {
 	 * "desired_unchanged" is reconciled against this set */
 	json_t *desired;
 	char desired_tag[24];
+	/* the leader ("leader_id") and news version the applied desired set is as of (-1:
+	 * unknown): heartbeat answers ("desired_version") and watch answers ("version") both
+	 * carry sets, and one computed before the other may arrive after it (desired_stale) */
+	char desired_leader[64];
+	int64_t desired_version;
 	int log_cursor;       /* rank slot the next heartbeat's logs start from (fairness) */
 	int heartbeat_in_flight;
 	/* while a heartbeat was in flight: 1 a rank exited (heartbeat_soon after it), 2 the
@@ -226,6 +231,14 @@ struct agent {
 	 * them (desired_shared); a refused heartbeat (400) clears it, so an older leader, which
 	 * would refuse the field, gets heartbeats it knows */
 	int leader_offers_shared;
+	/* the last heartbeat answer said the leader answers watches with the desired set
+	 * (offers_watch_desired): watches ask for it ("desired": true) and a new version is
+	 * applied from the watch's answer, without a heartbeat; a refused watch (400) clears
+	 * it, for an older leader */
+	int leader_offers_watch_desired;
+	/* a heartbeat was answered since the registration: the first watch waits for it, so
+	 * that it asks for what the leader offers */
+	int heartbeat_answered;
 	int perf_attempts; /* probes started */
 	uv_timer_t perf_retry;
 	int perf_running;            /* a probe process runs */
@@ -320,6 +333,10 @@ void heartbeat_now(struct agent *a);
 void watch_tick(struct agent *a);
 /* Applies a desired set: starts missing ranks, stops unlisted or outdated ones. */
 void heartbeat_reconcile(struct agent *a, const json_t *desired);
+/* Applies the desired set of an answer (a heartbeat's, version_key "desired_version", or a
+ * watch's, "version") unless it is older than the one applied (desired_stale): then it
+ * changes nothing and returns 0; 1 when applied. */
+int heartbeat_apply_answer(struct agent *a, const json_t *resp, const char *version_key);
 
 /* ckpt.c: the "controller" checkpoint store on this node (see the file's comment). */
 int ckpt_init(struct agent *a, struct yard_err *err);

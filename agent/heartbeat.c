@@ -204,6 +204,27 @@ static const json_t *desired_of(struct agent *a, const json_t *resp)
 	return NULL;
 }
 
+int heartbeat_apply_answer(struct agent *a, const json_t *resp, const char *version_key)
+{
+	const char *leader = json_string_value(json_object_get(resp, "leader_id"));
+	const json_t *v = json_object_get(resp, version_key);
+	int64_t version = json_is_integer(v) ? json_integer_value(v) : -1;
+	if (desired_stale(a->desired_leader, a->desired_version, leader, version)) {
+		log_debug("an answer's desired set of version %lld is older than the one applied "
+		          "(%lld): ignored",
+		          (long long)version, (long long)a->desired_version);
+		return 0;
+	}
+	const json_t *desired = desired_of(a, resp);
+	if (desired != NULL) {
+		snprintf(a->desired_leader, sizeof a->desired_leader, "%s",
+		         leader != NULL && strlen(leader) < sizeof a->desired_leader ? leader : "");
+		a->desired_version = version;
+	}
+	heartbeat_reconcile(a, desired);
+	return 1;
+}
+
 /* The longest interval between heartbeats a leader may ask for (its answers beyond it are
  * refused with a warning): the suspect and down times grow with it. */
 #define HEARTBEAT_MIN_MAX_MS 60000
@@ -277,8 +298,9 @@ static void after_call(uv_work_t *w, int status)
 			a->registered = 1;
 			a->last_ok_mono_ms = yard_now_mono_ms();
 			a->desired_tag[0] = '\0';
+			a->heartbeat_answered = 0; /* the watch waits for what the leader offers */
 			log_info("registered as %s with %s", a->cfg.name, a->leader_url);
-			watch_tick(a);
+			heartbeat_now(a); /* whose answer says it, and starts the watch */
 		} else {
 			log_error("registration refused by %s: HTTP %ld: %s", a->leader_url,
 			          c->status, resp_error(c->resp));
@@ -292,18 +314,22 @@ static void after_call(uv_work_t *w, int status)
 		apply_leader_id(a, leader_id);
 		apply_commands(a, json_object_get(c->resp, "commands"));
 		a->leader_offers_shared = json_is_true(json_object_get(c->resp, "offers_shared"));
+		a->leader_offers_watch_desired =
+		    json_is_true(json_object_get(c->resp, "offers_watch_desired"));
 		if (leader_id != NULL) /* a leading scheduler's answer says what it asks */
 			heartbeat_follow_leader(a, json_object_get(c->resp, "heartbeat_min_ms"));
 		const json_t *want_perf = json_object_get(c->resp, "want_perf");
 		if (want_perf != NULL)
 			a->perf_unwanted = json_is_false(want_perf);
-		heartbeat_reconcile(a, desired_of(a, c->resp));
+		heartbeat_apply_answer(a, c->resp, "desired_version");
 		if (json_object_get(c->resp, "upgrade") != NULL)
 			upgrade_offer(a, json_object_get(c->resp, "upgrade"));
 		if (json_object_get(c->resp, "worker_upgrade") != NULL)
 			workerup_offer(a, json_object_get(c->resp, "worker_upgrade"));
 		if (json_object_get(c->resp, "link_probe") != NULL)
 			linkprobe_offer(a, json_object_get(c->resp, "link_probe"));
+		a->heartbeat_answered = 1;
+		watch_tick(a);
 	} else if (c->status == 401 || c->status == 404) {
 		log_warn("heartbeat refused (HTTP %ld: %s): registering again", c->status,
 		         resp_error(c->resp));

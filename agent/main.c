@@ -401,6 +401,7 @@ int main(int argc, char **argv)
 	a->cfg.reprobe_s = 3600;
 	a->cfg.gc_interval_ms = 60000;
 	a->watch_version = -1;
+	a->desired_version = -1;
 	a->last_ok_mono_ms = yard_now_mono_ms(); /* the fencing clock starts with the agent */
 	a->cfg.stop_grace_ms = 5000;
 	a->cfg.log_max_bytes = 16 << 20;

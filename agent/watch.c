@@ -3,8 +3,12 @@
  * here, or the end, restart or move of a job with ranks here. An answer with a new version
  * triggers a heartbeat at once, whose answer carries the desired set, so a placed rank
  * starts within a few round trips of the placement instead of at the next regular
- * heartbeat; the next watch goes out right away. Heartbeats keep their interval and stay
- * the only way state reaches the controller: a watch carries nothing but the version.
+ * heartbeat; the next watch goes out right away. A leader that offers it (a heartbeat
+ * answer's "offers_watch_desired") is asked to put the desired set in that answer ("desired":
+ * true, with the tag and desired_shared a heartbeat sends): it is applied at once, and no
+ * heartbeat is needed to fetch it (a third fewer requests per placement for the leader).
+ * Heartbeats keep their interval and stay the only way state reaches the controller: a
+ * watch carries nothing of the node's state.
  * A failed watch is tried again a heartbeat interval later; a controller without the route
  * (an older build, 404) is asked again after a minute. */
 #include <stdio.h>
@@ -26,6 +30,7 @@ struct watch_call {
 	char *body;
 	int64_t version;
 	long wait_ms;
+	int desired; /* asked for the desired set */
 	uint64_t sent_mono_ms;
 	int rc;
 	struct agent_response rs;
@@ -40,7 +45,7 @@ static void watch_run(uv_work_t *w)
 	                           .token = c->token,
 	                           .body = c->body,
 	                           .body_len = strlen(c->body),
-	                           .max_response = 4096,
+	                           .max_response = c->desired ? 0 : 4096, /* 0: a heartbeat's */
 	                           .timeout_ms = c->wait_ms + WATCH_SLACK_MS,
 	                           .abort = &c->agent->watch_abort};
 	c->rc = agent_http_request(c->agent->cfg.controllers, c->leader_url, sizeof c->leader_url,
@@ -69,7 +74,16 @@ static void watch_done(uv_work_t *w, int status)
 		if (json_integer_value(v) != a->watch_version) {
 			a->watch_version = json_integer_value(v);
 			a->watch_news++;
-			heartbeat_now(a);
+			if (c->desired && (json_object_get(resp, "desired") != NULL ||
+			                   json_object_get(resp, "desired_unchanged") != NULL)) {
+				log_info("desired set of version %lld from the watch's answer%s",
+				         (long long)a->watch_version,
+				         heartbeat_apply_answer(a, resp, "version")
+				             ? ""
+				             : " (older than the one applied: ignored)");
+			} else {
+				heartbeat_now(a);
+			}
 		} else if (c->wait_ms > 0 &&
 		           yard_now_mono_ms() - c->sent_mono_ms < WATCH_EARLY_MS) {
 			/* nothing new, and no wait: a controller that does not hold watches must
@@ -81,6 +95,12 @@ static void watch_done(uv_work_t *w, int status)
 		         "this node with its heartbeats; asking again in %d s",
 		         c->leader_url, WATCH_NO_ROUTE_RETRY_MS / 1000);
 		retry_later(a, WATCH_NO_ROUTE_RETRY_MS);
+	} else if (c->rs.status == 400 && c->desired) {
+		/* a leader that does not know "desired" (an older build after a failover): the
+		 * next watch goes without it, until a heartbeat answer offers it again */
+		log_warn("watch: HTTP 400 from %s asking for the desired set: watching without it",
+		         c->leader_url);
+		a->leader_offers_watch_desired = 0;
 	} else {
 		/* 401 (the heartbeat registers again), 503 (no leader), anything else */
 		const char *e = json_string_value(json_object_get(resp, "error"));
@@ -97,8 +117,9 @@ static void watch_done(uv_work_t *w, int status)
 
 void watch_tick(struct agent *a)
 {
-	if (a->cfg.watch_ms <= 0 || a->watch_in_flight || !a->registered || a->stopping ||
-	    a->watch_abort || yard_now_mono_ms() < a->watch_retry_mono_ms)
+	if (a->cfg.watch_ms <= 0 || a->watch_in_flight || !a->registered ||
+	    !a->heartbeat_answered || a->stopping || a->watch_abort ||
+	    yard_now_mono_ms() < a->watch_retry_mono_ms)
 		return;
 	struct watch_call *c = calloc(1, sizeof *c);
 	if (c == NULL)
@@ -109,8 +130,16 @@ void watch_tick(struct agent *a)
 	c->version = a->watch_version;
 	c->wait_ms = a->cfg.watch_ms;
 	c->sent_mono_ms = yard_now_mono_ms();
+	c->desired = a->leader_offers_watch_desired;
 	json_t *body = json_pack("{s:I,s:I}", "version", (json_int_t)c->version, "wait_ms",
 	                         (json_int_t)c->wait_ms);
+	if (body != NULL && c->desired) {
+		json_object_set_new(body, "desired", json_true());
+		if (a->leader_offers_shared)
+			json_object_set_new(body, "desired_shared", json_true());
+		if (a->desired_tag[0] != '\0' && a->desired != NULL)
+			json_object_set_new(body, "desired_tag", json_string(a->desired_tag));
+	}
 	c->body = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	if (c->body == NULL) {

@@ -60,4 +60,13 @@ json_t *desired_job_text(const json_t *job, const json_t *slots, const json_t *n
  * answer does not hold whole. */
 json_t *desired_whole(const json_t *desired, const json_t *parts, char *why, size_t why_len);
 
+/* Whether an answer's desired set, computed by leader `leader` at news version `version`,
+ * is older than the one an agent applied (kept_leader at kept_version): only a set of the
+ * same leader with a lower version is (a new leader's versions start afresh, and an answer
+ * without a leader or version (-1), an older controller's, is never judged stale). A
+ * heartbeat answer and a watch answer computed in one order can arrive in the other; the
+ * older would stop ranks the newer just started. */
+int desired_stale(const char *kept_leader, int64_t kept_version, const char *leader,
+                  int64_t version);
+
 #endif

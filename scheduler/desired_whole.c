@@ -1,8 +1,9 @@
-/* desired_whole.c: an agent's view of a heartbeat answer's desired entries (desired.h); apart
- * from desired.c so that yard-agent links it alone. */
+/* desired_whole.c: an agent's view of a heartbeat answer's desired entries and of which
+ * answer is newer (desired.h); apart from desired.c so that yard-agent links it alone. */
 #include "scheduler/desired.h"
 
 #include <stdio.h>
+#include <string.h>
 
 json_t *desired_whole(const json_t *desired, const json_t *parts, char *why, size_t why_len)
 {
@@ -44,4 +45,12 @@ json_t *desired_whole(const json_t *desired, const json_t *parts, char *why, siz
 		json_array_append_new(out, whole);
 	}
 	return out;
+}
+
+int desired_stale(const char *kept_leader, int64_t kept_version, const char *leader,
+                  int64_t version)
+{
+	return kept_leader != NULL && leader != NULL && kept_leader[0] != '\0' &&
+	       kept_version >= 0 && version >= 0 && strcmp(kept_leader, leader) == 0 &&
+	       version < kept_version;
 }

@@ -343,6 +343,7 @@ struct sched {
 	int n_watching, cap_watching;
 	uint64_t watch_base;
 	uint64_t watch_answers_total, watch_news_total;
+	uint64_t watch_desired_total; /* watch answers that carried the desired set */
 	/* heartbeat answers: the serial of the last desired set built (each gets the next),
 	 * and the answers that said the node's desired set is unchanged (desired_tag), and
 	 * those that sent it with each job's shared part once (desired_shared) */
@@ -3608,6 +3609,12 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 		const struct soft_node *n = node_find(s, node);
 		json_object_set_new(answer, "want_perf",
 		                    json_boolean(n == NULL || n->perf == NULL));
+		/* the news version this answer's desired set is as of: with the set a watch
+		 * answer carries (sched_watch_desired_text), the agent keeps the newer */
+		if (n != NULL)
+			json_object_set_new(answer, "desired_version",
+			                    json_integer((json_int_t)news_version(s, n)));
+		json_object_set_new(answer, "offers_watch_desired", json_true());
 		uint64_t floor = heartbeat_floor(s);
 		if (floor > 0)
 			json_object_set_new(answer, "heartbeat_min_ms",
@@ -3670,6 +3677,38 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
 		             node);
 		return NULL;
 	}
+	*len = b.len;
+	return b.text;
+}
+
+char *sched_watch_desired_text(struct sched *s, const char *node, const char *their_tag,
+                               int shared_ok, size_t *len, struct yard_err *err)
+{
+	if (!s->leading) {
+		yard_err_set(err, YARD_ENOTLEADER, "not the leader: watch at the leader");
+		return NULL;
+	}
+	const struct soft_node *n = node_find(s, node);
+	if (n == NULL) {
+		yard_err_set(err, YARD_ENOTFOUND, "node %s: not known to this leader", node);
+		return NULL;
+	}
+	json_t *me = node_row(s, node);
+	struct jsonx_buf b = {0};
+	char head[96];
+	snprintf(head, sizeof head, "{\"version\":%llu,", (unsigned long long)news_version(s, n));
+	put_str(&b, head);
+	desired_for(s, node, me, &b, their_tag, shared_ok);
+	put_str(&b, ",\"leader_id\":");
+	jsonx_escape(s->leader_id, strlen(s->leader_id), jsonx_buf_put, &b);
+	jsonx_buf_put(&b, "}", 1);
+	json_decref(me);
+	if (b.failed) {
+		free(b.text);
+		yard_err_set(err, YARD_ENOMEM, "out of memory for the watch answer of %s", node);
+		return NULL;
+	}
+	s->watch_desired_total++;
 	*len = b.len;
 	return b.text;
 }
@@ -3872,9 +3911,14 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "yard_agent_watch_answers_total %llu\n"
 	        "# HELP yard_node_news_total News for nodes' watches: a placement on a node, or "
 	        "one it leaves.\n"
-	        "# TYPE yard_node_news_total counter\nyard_node_news_total %llu\n",
+	        "# TYPE yard_node_news_total counter\nyard_node_news_total %llu\n"
+	        "# HELP yard_agent_watch_desired_total Watch answers that carried the node's "
+	        "desired set (agents that ask for it).\n"
+	        "# TYPE yard_agent_watch_desired_total counter\n"
+	        "yard_agent_watch_desired_total %llu\n",
 	        s->n_watching, (unsigned long long)s->watch_answers_total,
-	        (unsigned long long)s->watch_news_total);
+	        (unsigned long long)s->watch_news_total,
+	        (unsigned long long)s->watch_desired_total);
 	fprintf(f,
 	        "# HELP yard_heartbeat_desired_unchanged_total Heartbeat answers that told the "
 	        "agent its desired set is the one it holds (desired_tag) instead of sending it.\n"

@@ -133,11 +133,21 @@ json_t *sched_job_metrics(struct sched *s, const char *job, int64_t after_step, 
  * with ranks there), at once when version is not the node's current one (-1: unknown; a
  * version of another leadership never is), or after wait_ms with the unchanged version;
  * cb(data, YARD_ENOTLEADER, 0) when leadership is lost first. A new watch of the node
- * answers the previous one. The answer tells the agent to heartbeat now: the heartbeat's
- * answer carries the desired set. Non-zero (cb not called): not leading, or no memory. */
+ * answers the previous one. A new version tells the agent to heartbeat now, whose answer
+ * carries the desired set, or comes with that set (sched_watch_desired_text). Non-zero (cb
+ * not called): not leading, or no memory. */
 typedef void (*sched_watch_cb)(void *data, int status, uint64_t version);
 int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_t wait_ms,
                      sched_watch_cb cb, void *data, struct yard_err *err);
+/* The answer of a watch that asked for the desired set, as JSON text (malloc'd, *len bytes,
+ * caller frees): {"version": V, "desired": [...], "desired_tag"?, "desired_shared"?,
+ * "leader_id"}, V the node's version now, which the set is as of (heartbeat answers say
+ * theirs as "desired_version", so that an agent keeps the newer of the two); "desired" is
+ * "desired_unchanged": true when their_tag names the set, as in a heartbeat answer. NULL
+ * with err: not leading (YARD_ENOTLEADER), a node this leader never heard of
+ * (YARD_ENOTFOUND), no memory. Nothing of the node's soft state changes. */
+char *sched_watch_desired_text(struct sched *s, const char *node, const char *their_tag,
+                               int shared_ok, size_t *len, struct yard_err *err);
 /* 1 when this leader heard the node's agent less than node_suspect_ms ago (*ago_ms says
  * when); 0 when not, or not since it leads. */
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);

@@ -16,7 +16,8 @@ tests_tools_yard_fetch_LDADD = jobs/libjobsfsm.a common/libcommon.a $(JANSSON_LI
 tests_tools_yard_loadgen_SOURCES = tests/tools/loadgen.c
 tests_tools_yard_loadgen_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS)
 tests_tools_yard_loadgen_LDADD = $(CURL_LIBS)
-tests_tools_yard_simnodes_SOURCES = tests/tools/simnodes.c tests/tools/hconn.c tests/tools/hconn.h
+tests_tools_yard_simnodes_SOURCES = tests/tools/simnodes.c tests/tools/hconn.c tests/tools/hconn.h \
+	scheduler/desired_whole.c
 tests_tools_yard_simnodes_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
 tests_tools_yard_simnodes_LDADD = common/libcommon.a $(CURL_LIBS) $(JANSSON_LIBS)
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/common.h"
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "jobs/spec.h"
@@ -686,11 +687,33 @@ static void h_agents_heartbeat(struct call *call)
 		call_text(call, 200, "application/json", answer, len);
 }
 
+/* In its turn among the deferred requests: the desired set as of now (a leadership lost
+ * meanwhile is a 503 like any other). */
+static void watch_desired_answer(struct call *call)
+{
+	struct yard_err err = {0};
+	size_t len = 0;
+	char *text = call->s->sched == NULL
+	                 ? NULL
+	                 : sched_watch_desired_text(call->s->sched, call->actor,
+	                                            call->watch_tag[0] ? call->watch_tag : NULL,
+	                                            call->watch_shared, &len, &err);
+	if (text == NULL && call->s->sched == NULL)
+		yard_err_set(&err, YARD_ENOTLEADER, "not the leader: watch at the leader");
+	if (text == NULL)
+		call_yard_error(call, &err);
+	else
+		call_text(call, 200, "application/json", text, len);
+}
+
 static void watch_answered(void *data, int status, uint64_t version)
 {
 	struct call *call = data;
 	if (status != 0)
 		call_error(call, 503, NULL, "this controller stopped leading; watch at the leader");
+	else if (call->watch_desired &&
+	         (call->watch_version < 0 || (uint64_t)call->watch_version != version))
+		http_defer(call, watch_desired_answer); /* not in the apply that brought the news */
 	else
 		call_json(call, 200, json_pack("{s:I}", "version", (json_int_t)version));
 }
@@ -699,24 +722,34 @@ static void watch_answered(void *data, int status, uint64_t version)
  * {"version": V'} as soon as the node's desired set may have changed since V (at once when
  * V is not the current version, e.g. -1), or after W ms with V unchanged. An agent keeps
  * one watch waiting and heartbeats whenever the version changes, so a placed rank starts
- * within a round trip instead of at the node's next regular heartbeat. Soft state of the
- * leader: nothing is replicated. */
+ * within a round trip instead of at the node's next regular heartbeat. With "desired": true
+ * (and the optional "desired_tag" and "desired_shared" of a heartbeat) an answer with a new
+ * version carries the node's desired set, as a heartbeat answer does, and the agent needs
+ * no heartbeat to fetch it; it is built among the deferred heartbeats, as of its turn.
+ * Soft state of the leader: nothing is replicated. */
 #define WATCH_MAX_WAIT_MS 60000
 static void h_agents_watch(struct call *call)
 {
-	static const char *const keys[] = {"version", "wait_ms", NULL};
+	static const char *const keys[] = {"version",     "wait_ms",        "desired",
+	                                   "desired_tag", "desired_shared", NULL};
 	struct yard_err err = {0};
 	json_t *body = scheduler_body(call, "");
 	if (body == NULL)
 		return;
 	int64_t version = -1, wait_ms = 0;
+	const char *tag = "";
 	if (jsonx_only_keys(body, "", keys, &err) != 0 ||
 	    jsonx_get_int(body, "", "version", 1, -1, INT64_MAX, &version, &err) != 0 ||
-	    jsonx_get_int(body, "", "wait_ms", 1, 0, WATCH_MAX_WAIT_MS, &wait_ms, &err) != 0) {
+	    jsonx_get_int(body, "", "wait_ms", 1, 0, WATCH_MAX_WAIT_MS, &wait_ms, &err) != 0 ||
+	    jsonx_get_bool(body, "", "desired", 0, &call->watch_desired, &err) != 0 ||
+	    jsonx_get_bool(body, "", "desired_shared", 0, &call->watch_shared, &err) != 0 ||
+	    jsonx_get_string(body, "", "desired_tag", 0, 16, &tag, &err) != 0) {
 		json_decref(body);
 		call_yard_error(call, &err);
 		return;
 	}
+	yard_strcopy(call->watch_tag, sizeof call->watch_tag, tag);
+	call->watch_version = version;
 	json_decref(body);
 	if (sched_node_watch(call->s->sched, call->actor, version, (uint64_t)wait_ms,
 	                     watch_answered, call, &err) != 0)

@@ -500,6 +500,10 @@ static void on_defer_idle(uv_idle_t *h)
 		if (call->req == NULL) { /* the client went away; nothing to answer */
 			s->deferred_dropped++;
 			call_free(call);
+		} else if (call->resume != NULL) {
+			void (*fn)(struct call *) = call->resume;
+			call->resume = NULL;
+			fn(call);
 		} else {
 			gate_and_run(call);
 		}
@@ -524,6 +528,12 @@ static void defer_call(struct http_server *s, struct call *call)
 	if (++s->n_deferred > s->max_deferred)
 		s->max_deferred = s->n_deferred;
 	uv_idle_start(&s->defer_idle, on_defer_idle);
+}
+
+void http_defer(struct call *call, void (*fn)(struct call *))
+{
+	call->resume = fn;
+	defer_call(call->s, call);
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)

@@ -88,6 +88,7 @@ struct call {
 	int stale;
 	uint64_t start_ns;
 	struct call *next_deferred; /* the queue of deferred calls (http.c) */
+	void (*resume)(struct call *); /* run in its turn instead of the route (http_defer) */
 	char request_id[FSM_REQUEST_ID_MAX + 1];
 	/* per-route scratch */
 	char secret[SHA256_HEX_LEN + 1];
@@ -96,6 +97,10 @@ struct call {
 	char member_addr[CONSENSUS_ADDR_MAX];
 	char member_url[256];
 	int member_voter;
+	/* a watch that asked for the desired set: its version, tag and desired_shared */
+	int watch_desired, watch_shared;
+	int64_t watch_version;
+	char watch_tag[24];
 	char warning[256]; /* added to a successful answer as "warnings": [warning] ("": none) */
 	uint64_t sched_token; /* a submission the scheduler follows (sched_submit_begin), 0: none */
 	/* an embargoed read, answered once audit.read commits (owned; freed with the call) */
@@ -106,6 +111,11 @@ struct call {
 
 extern const struct route api_routes[];
 extern const int api_routes_count;
+
+/* Queues fn(call) behind the deferred requests (the agents' heartbeats), run between loop
+ * iterations in their budget: work an answer needs that should not hold up what called
+ * for it. fn answers the call; a call whose client went away meanwhile is freed instead. */
+void http_defer(struct call *call, void (*fn)(struct call *));
 
 /* Responses (each finishes the call; the call is freed). body is stolen. */
 void call_json(struct call *call, int status, json_t *body);

@@ -17,8 +17,10 @@ write_rank_script
 wait_until 20 node_state_is "$LEADER" node-a up || fail "node-a did not register"
 
 started() { grep -q "started rank 0 of $1 " "$T/log.agent-node-a"; }
+from_watch() { grep -c "from the watch's answer" "$T/log.agent-node-a"; }
 run_one() { # run_one NAME: submit a 1-rank job, see it start early and succeed
-	local t0 took
+	local t0 took sets
+	sets=$(from_watch)
 	t0=$(now_ms)
 	submit "$LEADER" "{\"name\":\"$1\",\"ranks\":1,$(cmd sleep 0.3),\"failure\":{\"max_restarts\":0}}"
 	wait_until 15 started "$JOB" || fail "$1: rank never started: $(job_field "$LEADER" "$JOB" '')"
@@ -27,6 +29,8 @@ run_one() { # run_one NAME: submit a 1-rank job, see it start early and succeed
 	# a start that waited for the regular heartbeat would come up to 6 s after the submission;
 	# the watch brings it within a round trip or two of the placement
 	[ "$took" -lt 3000 ] || fail "$1: the rank started with a regular heartbeat ($took ms)"
+	# the watch's answer carried the desired set (no heartbeat to fetch it)
+	[ "$(from_watch)" -gt "$sets" ] || fail "$1: the desired set did not come with the watch's answer"
 	wait_until 20 job_state_is "$LEADER" "$JOB" succeeded || fail "$1: $(job_field "$LEADER" "$JOB" '')"
 }
 run_one first
@@ -63,6 +67,19 @@ t0=$(now_ms)
 wcall "$NT" "{\"version\":$v,\"wait_ms\":300}"
 [ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["version"]')" = "$v" ] || fail "watch that times out: $CODE $BODY"
 [ $(($(now_ms) - t0)) -ge 250 ] || fail "a watch with nothing new did not wait"
+# a watch that asks for the desired set gets it with a new version (the node has none now:
+# the jobs ended), named by its tag; with that tag, "desired_unchanged" instead
+wcall "$NT" '{"version":-1,"wait_ms":0,"desired":true,"desired_shared":true}'
+[ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["desired"] == [] and d["version"] > 0 and len(d["desired_tag"]) == 16 and d["leader_id"] != ""')" = True ] ||
+	fail "a watch asking for the desired set: $CODE $BODY"
+tag=$(jget "$BODY" 'd["desired_tag"]')
+wcall "$NT" "{\"version\":-1,\"wait_ms\":0,\"desired\":true,\"desired_tag\":\"$tag\"}"
+[ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd["desired_unchanged"] is True and "desired" not in d')" = True ] ||
+	fail "a watch with the tag of the set: $CODE $BODY"
+# without news (the same version) it waits, and answers the version alone
+v=$(jget "$BODY" 'd["version"]')
+wcall "$NT" "{\"version\":$v,\"wait_ms\":100,\"desired\":true}"
+[ "$CODE" = 200 ] && [ "$(jget "$BODY" 'd == {"version": '"$v"'}')" = True ] || fail "a desired watch that times out: $CODE $BODY"
 # refused: 400 naming the field (grep pattern), nothing waits
 refused() { wcall "$NT" "$1"; [ "$CODE" = 400 ] && echo "$BODY" | grep -q "$2" || fail "$3: $CODE $BODY"; }
 refused '{"version":1,"wait_ms":60001}' '"field":"wait_ms"' "wait_ms out of range"
@@ -71,6 +88,9 @@ refused 'not json' 'error' "malformed body"
 refused '{"version":"7","wait_ms":10}' '"field":"version"' "version as text"
 refused '{"version":-2,"wait_ms":10}' '"field":"version"' "version below -1"
 refused '{"wait_ms":10}' '"field":"version"' "no version"
+refused '{"version":1,"wait_ms":10,"desired":"yes"}' '"field":"desired"' "desired as text"
+refused '{"version":1,"wait_ms":10,"desired":true,"desired_shared":1}' '"field":"desired_shared"' "desired_shared as a number"
+refused '{"version":1,"wait_ms":10,"desired":true,"desired_tag":"0123456789abcdef0"}' '"field":"desired_tag"' "a tag too long"
 wcall "$TOKEN" '{"version":1,"wait_ms":10}'
 [ "$CODE" = 403 ] || fail "an admin token on the node route: $CODE $BODY"
 

@@ -41,6 +41,7 @@
 
 #include "common/jsonx.h"
 #include "hconn.h"
+#include "scheduler/desired.h"
 
 #define RANKS_PER_NODE_MAX 64
 #define LAT_MAX 2000000
@@ -64,6 +65,9 @@ struct sim_node {
 	int watching;          /* a watch is waiting */
 	int hb_again;          /* news came while a heartbeat was in flight */
 	long long watch_version; /* the last one answered, -1: none */
+	/* the leader and news version of the desired set applied (desired_stale) */
+	char desired_leader[24];
+	long long desired_version;
 	double watch_retry_ms; /* no watch before this (after a failure) */
 	struct sim_rank ranks[RANKS_PER_NODE_MAX];
 	int n_ranks;
@@ -509,11 +513,35 @@ static double node_gap(struct sim_node *n)
 	return gap;
 }
 
+/* The leader's watches put the desired set in their answers when asked (a heartbeat answer
+ * says "offers_watch_desired"), as yard-agent asks once offered. */
+static int offers_watch_desired;
+static long watch_sets; /* watch answers that carried the set */
+
+/* The integer after key (e.g. "\"desired_version\":") in an answer, -1 when none. */
+static long long answer_number(const char *resp, const char *key)
+{
+	const char *at = strstr(resp, key);
+	return at != NULL ? strtoll(at + strlen(key), NULL, 10) : -1;
+}
+
 /* The desired set replaces what the node runs: new ranks start now, missing ones go. An
  * answer equal to the last one changes nothing and is not parsed (the simulator would
- * otherwise spend half its CPU in jansson and fall further behind its schedule). */
-static void apply_desired(struct sim_node *n, const char *resp, double now)
+ * otherwise spend half its CPU in jansson and fall further behind its schedule). A set
+ * older than the one applied (a heartbeat's answer computed before a watch's, arriving
+ * after it: desired_stale, yard-agent's rule) changes nothing either. version_key: the
+ * answer's news version ("\"desired_version\":" in a heartbeat's, "\"version\":" in a
+ * watch's, which says nothing of the heartbeat interval). */
+static void apply_desired(struct sim_node *n, const char *resp, double now, const char *version_key)
 {
+	char leader[24] = "";
+	const char *lid = strstr(resp, "\"leader_id\":\"");
+	if (lid != NULL && sscanf(lid + 13, "%23[^\"]", leader) != 1)
+		leader[0] = '\0';
+	long long version = answer_number(resp, version_key);
+	if (desired_stale(n->desired_leader, n->desired_version, lid ? leader : NULL, version))
+		return;
+	int from_watch = strcmp(version_key, "\"version\":") == 0;
 	uint64_t h = fnv1a(resp);
 	static const char *trace;
 	if (trace == NULL)
@@ -521,8 +549,12 @@ static void apply_desired(struct sim_node *n, const char *resp, double now)
 	if (trace[0] != '\0' && strcmp(trace, n->name) == 0)
 		fprintf(stderr, "TRACE %.0f %s hash %s ranks %d answer %.300s\n", now, n->name,
 		        h == n->answer_hash ? "same" : "new", n->n_ranks, resp);
-	if (h != n->answer_hash)
+	if (h != n->answer_hash && !from_watch) {
 		follow_leader_interval(resp);
+		offers_watch_desired = strstr(resp, "\"offers_watch_desired\":true") != NULL;
+	}
+	snprintf(n->desired_leader, sizeof n->desired_leader, "%s", leader);
+	n->desired_version = version;
 	/* "desired_unchanged": the set it holds, named by its tag (docs/api.md) */
 	if (h == n->answer_hash || strstr(resp, "\"desired_unchanged\":true") != NULL) {
 		exit_brings_heartbeat_forward(n);
@@ -567,18 +599,26 @@ static void watch_done(void *user, int status, const char *body, size_t len, con
 	struct sim_node *n = user;
 	double t = now_ms();
 	(void)len;
-	json_t *resp = status == 200 ? jsonx_loads(body) : NULL;
-	const json_t *v = json_object_get(resp, "version");
+	/* {"version": V, ...}: read without jansson (the answer may carry the desired set) */
+	long long v = status == 200 && strncmp(body, "{\"version\":", 11) == 0
+	                  ? strtoll(body + 11, NULL, 10)
+	                  : -1;
 	n->watching = 0;
-	if (json_is_integer(v)) {
+	if (v >= 0) {
 		watch_answers++;
-		if (json_integer_value(v) != n->watch_version) {
-			n->watch_version = json_integer_value(v);
+		if (v != n->watch_version) {
+			n->watch_version = v;
 			watch_news++;
-			double at = n->sent_ms + 20;
-			set_next(n, at > t ? at : t); /* heartbeat now */
-			if (n->busy)
-				n->hb_again = 1;
+			if (strstr(body, "\"desired\":[") != NULL ||
+			    strstr(body, "\"desired_unchanged\":true") != NULL) {
+				watch_sets++;
+				apply_desired(n, body, t, "\"version\":");
+			} else {
+				double at = n->sent_ms + 20;
+				set_next(n, at > t ? at : t); /* heartbeat now */
+				if (n->busy)
+					n->hb_again = 1;
+			}
 		}
 	} else {
 		if (status == 307)
@@ -587,8 +627,9 @@ static void watch_done(void *user, int status, const char *body, size_t len, con
 			fprintf(stderr, "yard-simnodes: watch of %s: HTTP %d: %.200s\n", n->name,
 			        status, status > 0 ? body : err);
 		n->watch_retry_ms = t + opt.heartbeat_ms;
+		if (status == 400)
+			offers_watch_desired = 0; /* an older leader: watches without the set */
 	}
-	json_decref(resp);
 	need_watch[n_need_watch++] = (int)(n - nodes);
 }
 
@@ -605,7 +646,7 @@ static void heartbeat_done(void *user, int status, const char *body, size_t len,
 		if (n_hb < LAT_MAX)
 			hb_lat[n_hb] = t - n->sent_ms;
 		n_hb++;
-		apply_desired(n, body, t);
+		apply_desired(n, body, t, "\"desired_version\":");
 		if (n->hb_again) { /* its answer may predate the news */
 			n->hb_again = 0;
 			set_next(n, t);
@@ -836,6 +877,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < opt.nodes; i++) {
 		snprintf(nodes[i].name, sizeof nodes[i].name, "%s-%05d", opt.prefix, i + 1);
 		nodes[i].watch_version = -1;
+		nodes[i].desired_version = -1;
 	}
 
 	/* 1. registration: a raft write per node */
@@ -930,10 +972,18 @@ int main(int argc, char **argv)
 				n_need_watch--;
 				if (n->watching || n->token[0] == '\0')
 					continue;
-				char body[64], err[256];
+				char body[192], err[256];
 				int len =
-				    snprintf(body, sizeof body, "{\"version\":%lld,\"wait_ms\":%d}",
+				    snprintf(body, sizeof body, "{\"version\":%lld,\"wait_ms\":%d",
 				             n->watch_version, opt.watch_ms);
+				if (offers_watch_desired) /* the set in the answer, as yard-agent
+				                             asks */
+					len += snprintf(
+					    body + len, sizeof body - (size_t)len,
+					    ",\"desired\":true,\"desired_shared\":true%s%s%s",
+					    n->desired_tag[0] ? ",\"desired_tag\":\"" : "",
+					    n->desired_tag, n->desired_tag[0] ? "\"" : "");
+				len += snprintf(body + len, sizeof body - (size_t)len, "}");
 				if (hconn_post_on(watch_pool, (int)(n - nodes), "/v1/agents/watch",
 				                  n->token, body, (size_t)len, n, err,
 				                  sizeof err) == 0) {
@@ -1003,7 +1053,7 @@ int main(int argc, char **argv)
 	       "\"leader_us_per_heartbeat_quiet\":%.1f,\"leader_cpu_pct_quiet\":%.1f,"
 	       "\"leader_cpu_pct_jobs\":%.1f,\"leader_rss_mib_start\":%.1f,"
 	       "\"leader_rss_mib_end\":%.1f,\"redirects\":%ld,\"watch_ms\":%d,"
-	       "\"watch_answers\":%ld,\"watch_news\":%ld,\"watch_errors\":%ld,"
+	       "\"watch_answers\":%ld,\"watch_news\":%ld,\"watch_sets\":%ld,\"watch_errors\":%ld,"
 	       "\"sim_us_per_heartbeat_quiet\":%.1f,\"sim_cpu_pct_jobs\":%.1f}\n",
 	       opt.nodes, opt.devices, reg_s, reg_errors, secs, opt.heartbeat_ms, every_ms,
 	       every_changes, n_hb, n_hb / secs, n_lat ? hb_lat[n_lat / 2] : 0,
@@ -1013,7 +1063,8 @@ int main(int argc, char **argv)
 	       cpu1 >= 0 && quiet_s > 0 ? (cpu1 - cpu0) / hz / quiet_s * 100 : -1,
 	       cpu2 >= 0 && cpu1 >= 0 && job_s > 0 ? (cpu2 - cpu1) / hz / job_s * 100 : -1,
 	       rss0 / 1024.0, rss2 / 1024.0, redirects, opt.watch_ms, watch_answers, watch_news,
-	       watch_errors, own1 >= 0 && quiet_hb > 0 ? (own1 - own0) / hz * 1e6 / quiet_hb : -1,
+	       watch_sets, watch_errors,
+	       own1 >= 0 && quiet_hb > 0 ? (own1 - own0) / hz * 1e6 / quiet_hb : -1,
 	       own2 >= 0 && own1 >= 0 && job_s > 0 ? (own2 - own1) / hz / job_s * 100 : -1);
 	for (int k = 0; k < N_MULTIS; k++)
 		curl_multi_cleanup(multis[k]);

@@ -229,10 +229,26 @@ static void test_whole_needs_the_named_part(void **state)
 	json_decref(desired);
 }
 
+/* An agent keeps the newer of two answers' desired sets: only an older version of the same
+ * leader is stale; another leader's, or an answer that names none, is applied. */
+static void test_stale_only_an_older_set_of_the_same_leader(void **state)
+{
+	(void)state;
+	assert_true(desired_stale("m1", 70, "m1", 69));
+	assert_false(desired_stale("m1", 70, "m1", 70)); /* the same set again */
+	assert_false(desired_stale("m1", 70, "m1", 71));
+	assert_false(desired_stale("m1", 70, "m2", 3)); /* a new leader's versions start afresh */
+	assert_false(desired_stale("m1", 70, NULL, 3)); /* an older controller's answer */
+	assert_false(desired_stale("m1", 70, "m1", -1));
+	assert_false(desired_stale("", -1, "m1", 3)); /* nothing applied yet */
+	assert_false(desired_stale("m1", -1, "m1", 3));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_whole_needs_the_named_part),
+	    cmocka_unit_test(test_stale_only_an_older_set_of_the_same_leader),
 	    cmocka_unit_test(test_trainer_on_two_nodes),
 	    cmocka_unit_test(test_command_job_with_env_to_escape_and_mixed_cuda),
 	    cmocka_unit_test(test_controller_store_with_and_without_restore),
