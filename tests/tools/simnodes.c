@@ -976,8 +976,8 @@ int main(int argc, char **argv)
 				int len =
 				    snprintf(body, sizeof body, "{\"version\":%lld,\"wait_ms\":%d",
 				             n->watch_version, opt.watch_ms);
-				if (offers_watch_desired) /* the set in the answer, as yard-agent
-				                             asks */
+				/* the set in the answer, as yard-agent asks once offered */
+				if (offers_watch_desired)
 					len += snprintf(
 					    body + len, sizeof body - (size_t)len,
 					    ",\"desired\":true,\"desired_shared\":true%s%s%s",
