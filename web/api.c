@@ -693,13 +693,9 @@ static void watch_desired_answer(struct call *call)
 {
 	struct yard_err err = {0};
 	size_t len = 0;
-	char *text = call->s->sched == NULL
-	                 ? NULL
-	                 : sched_watch_desired_text(call->s->sched, call->actor,
-	                                            call->watch_tag[0] ? call->watch_tag : NULL,
-	                                            call->watch_shared, &len, &err);
-	if (text == NULL && call->s->sched == NULL)
-		yard_err_set(&err, YARD_ENOTLEADER, "not the leader: watch at the leader");
+	char *text = sched_watch_desired_text(call->s->sched, call->actor,
+	                                      call->watch_tag[0] ? call->watch_tag : NULL,
+	                                      call->watch_shared, &len, &err);
 	if (text == NULL)
 		call_yard_error(call, &err);
 	else
