@@ -65,8 +65,17 @@ struct fsm_stmt_slot {
 	int busy;         /* handed out by fsm_prepare, not yet released */
 };
 
+/* The most the database may grow to, the same on every member whatever holds it: past it
+ * a write fails (SQLITE_FULL) and the command with it. SQLite's memdb default, which
+ * applied before the limit was set here. */
+#define FSM_DB_MAX ((size_t)1 << 30)
+
 struct fsm {
 	sqlite3 *db;
+	/* The database's memory when it lives in an address-space reservation of FSM_DB_MAX
+	 * bytes (see open_memdb in fsm.c); NULL when SQLite allocated it. Unmapped after the
+	 * connection closes. */
+	void *map;
 	json_t *last_result; /* result of the latest apply; owned, replaced by the next one */
 	uint64_t applies;    /* commands applied by this process (not replicated) */
 	uint64_t prepares;   /* statements compiled (cache misses), for tests and metrics */

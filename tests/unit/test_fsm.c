@@ -165,6 +165,57 @@ static void test_snapshot_restore_round_trip(void **state)
 	fsm_close(&b);
 }
 
+/* Grows a database by n jobs, each with a 2 KiB spec; checks after every one that the image
+ * is where it was. */
+static void grow_in_place(struct fsm *f, const unsigned char *at, int n, int64_t ts)
+{
+	char args[2300];
+	char pad[2049];
+	memset(pad, 'p', sizeof pad - 1);
+	pad[sizeof pad - 1] = '\0';
+	for (int i = 0; i < n; i++) {
+		snprintf(args, sizeof args, "{\"name\":\"g%d\",\"spec\":{\"pad\":\"%s\"}}", i, pad);
+		assert_int_equal(apply(f, "job.submit", args, NULL, ts + i, "alice", "user", NULL),
+		                 201);
+		const unsigned char *img = NULL;
+		size_t len = 0;
+		assert_int_equal(fsm_image(f, &img, &len), 0);
+		assert_ptr_equal(img, at);
+	}
+}
+
+/* The database grows where it is: memdb's own growth copied the whole image into a buffer
+ * twice the size (on the loop, in the apply that crossed the line, mostly page faults);
+ * the reservation never moves, fresh and restored alike, and the limit stays SQLite's. */
+static void test_database_grows_in_place(void **state)
+{
+	struct fsm a, b;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&a, &err), 0);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	const unsigned char *img = NULL;
+	size_t len0 = 0, len = 0;
+	assert_int_equal(fsm_image(&a, &img, &len0), 0);
+	assert_non_null(img);
+	grow_in_place(&a, img, 3000, T0);
+	assert_int_equal(fsm_image(&a, &img, &len), 0);
+	assert_true(len > 6u << 20 && len > 32 * len0);
+	assert_true(len <= FSM_DB_MAX);
+
+	unsigned char *snap = NULL;
+	size_t snap_len = 0;
+	assert_int_equal(fsm_serialize(&a, &snap, &snap_len, &err), 0);
+	assert_int_equal(fsm_restore(&b, snap, snap_len, &err), 0);
+	sqlite3_free(snap);
+	assert_int_equal(fsm_image(&b, &img, &len), 0);
+	assert_int_equal(len, snap_len);
+	grow_in_place(&b, img, 3000, T0 + 10000);
+	assert_int_equal(fsm_image(&b, &img, &len), 0);
+	assert_true(len > 2 * snap_len - (1u << 20));
+	fsm_close(&a);
+	fsm_close(&b);
+}
+
 static void test_request_id_dedup_returns_original_result(void **state)
 {
 	struct fsm f;
@@ -1784,6 +1835,7 @@ int main(void)
 	    cmocka_unit_test(test_same_commands_give_byte_identical_databases),
 	    cmocka_unit_test(test_restored_follower_converges_byte_for_byte),
 	    cmocka_unit_test(test_snapshot_restore_round_trip),
+	    cmocka_unit_test(test_database_grows_in_place),
 	    cmocka_unit_test(test_statement_cache_survives_restore),
 	    cmocka_unit_test(test_job_change_journal),
 	    cmocka_unit_test(test_submitted_specs_are_kept_until_read),
