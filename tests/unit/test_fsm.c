@@ -216,6 +216,21 @@ static void test_database_grows_in_place(void **state)
 	fsm_close(&b);
 }
 
+/* SQLite keeps no memory statistics (a process-wide mutex on every malloc and free): they
+ * stay at zero however much the state machine allocates. */
+static void test_sqlite_memory_statistics_off(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&f, &err), 0);
+	workload(&f, 0, 50);
+	sqlite3_int64 used = -1, high = -1;
+	assert_int_equal(sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &used, &high, 0), SQLITE_OK);
+	assert_int_equal(used, 0);
+	assert_int_equal(high, 0);
+	fsm_close(&f);
+}
+
 static void test_request_id_dedup_returns_original_result(void **state)
 {
 	struct fsm f;
@@ -1836,6 +1851,7 @@ int main(void)
 	    cmocka_unit_test(test_restored_follower_converges_byte_for_byte),
 	    cmocka_unit_test(test_snapshot_restore_round_trip),
 	    cmocka_unit_test(test_database_grows_in_place),
+	    cmocka_unit_test(test_sqlite_memory_statistics_off),
 	    cmocka_unit_test(test_statement_cache_survives_restore),
 	    cmocka_unit_test(test_job_change_journal),
 	    cmocka_unit_test(test_submitted_specs_are_kept_until_read),
