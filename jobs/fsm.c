@@ -440,11 +440,13 @@ int fsm_nodes_changed_take(struct fsm *f, const int64_t **rowids, int *n)
  * the size it needs, copying the whole image into fresh memory within the apply that
  * crossed the line: at a 90 MiB state half of the leader's page faults came from those
  * copies and first writes, one apply faulting in ~45 MiB at ~28 us a page on this VM.
- * NULL when the address space cannot be had (a strict overcommit policy) or the image is
- * bigger than the reservation. */
+ * NULL when the address space cannot be had (a strict overcommit policy), the image is
+ * bigger than the reservation, or YARD_FSM_RESERVE=0 asks for SQLite's own growth (the
+ * reference of scripts/bench/apply; tests of the fallback). */
 static void *db_reserve(const void *image, size_t len)
 {
-	if (len > FSM_DB_MAX)
+	const char *knob = getenv("YARD_FSM_RESERVE"); /* "0": SQLite's own growth */
+	if (len > FSM_DB_MAX || (knob != NULL && strcmp(knob, "0") == 0))
 		return NULL;
 	void *map = mmap(NULL, FSM_DB_MAX, PROT_READ | PROT_WRITE,
 	                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

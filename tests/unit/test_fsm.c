@@ -41,6 +41,14 @@ static void digest(struct fsm *f, char hex[SHA256_HEX_LEN + 1])
 	assert_int_equal(fsm_digest(f, hex, &err), 0);
 }
 
+static void assert_same_digest(struct fsm *a, struct fsm *b)
+{
+	char ha[SHA256_HEX_LEN + 1], hb[SHA256_HEX_LEN + 1];
+	digest(a, ha);
+	digest(b, hb);
+	assert_string_equal(ha, hb);
+}
+
 /* A mixed workload: submissions, cancels, state changes, tokens, members, config, and
  * some failing commands in between. */
 static void workload(struct fsm *f, int from, int to)
@@ -111,10 +119,7 @@ static void test_restored_follower_converges_byte_for_byte(void **state)
 	sqlite3_free(snap);
 	workload(&a, 60, 120);
 	workload(&c, 60, 120);
-	char ha[SHA256_HEX_LEN + 1], hc[SHA256_HEX_LEN + 1];
-	digest(&a, ha);
-	digest(&c, hc);
-	assert_string_equal(ha, hc);
+	assert_same_digest(&a, &c);
 	fsm_close(&a);
 	fsm_close(&c);
 }
@@ -214,6 +219,42 @@ static void test_database_grows_in_place(void **state)
 	assert_true(len > 2 * snap_len - (1u << 20));
 	fsm_close(&a);
 	fsm_close(&b);
+}
+
+/* A member whose database SQLite grows itself (no address space to reserve: a strict
+ * overcommit policy; YARD_FSM_RESERVE=0 forces it here) ends with the same bytes as one
+ * whose database lives in the reservation, restores the same snapshots, and its buffer
+ * moves as it grows (proof that the knob took the other path). */
+static void test_database_without_reservation_is_the_same(void **state)
+{
+	struct fsm a, b, c;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&a, &err), 0);
+	setenv("YARD_FSM_RESERVE", "0", 1);
+	assert_int_equal(fsm_init(&b, &err), 0);
+	assert_int_equal(fsm_init(&c, &err), 0);
+	const unsigned char *b0 = NULL, *b1 = NULL;
+	size_t len = 0;
+	assert_int_equal(fsm_image(&b, &b0, &len), 0);
+	workload(&a, 0, 400);
+	workload(&b, 0, 400);
+	assert_int_equal(fsm_image(&b, &b1, &len), 0);
+	assert_ptr_not_equal(b0, b1);
+	const unsigned char *image_a = NULL, *image_b = NULL;
+	size_t len_a = 0, len_b = 0;
+	assert_int_equal(fsm_image(&a, &image_a, &len_a), 0);
+	assert_int_equal(fsm_image(&b, &image_b, &len_b), 0);
+	assert_int_equal(len_a, len_b);
+	assert_memory_equal(image_a, image_b, len_a);
+	/* c (no reservation) restores a's image and both go on alike */
+	assert_int_equal(fsm_restore(&c, image_a, len_a, &err), 0);
+	unsetenv("YARD_FSM_RESERVE");
+	workload(&a, 400, 500);
+	workload(&c, 400, 500);
+	assert_same_digest(&a, &c);
+	fsm_close(&a);
+	fsm_close(&b);
+	fsm_close(&c);
 }
 
 /* SQLite keeps no memory statistics (a process-wide mutex on every malloc and free): they
@@ -1851,6 +1892,7 @@ int main(void)
 	    cmocka_unit_test(test_restored_follower_converges_byte_for_byte),
 	    cmocka_unit_test(test_snapshot_restore_round_trip),
 	    cmocka_unit_test(test_database_grows_in_place),
+	    cmocka_unit_test(test_database_without_reservation_is_the_same),
 	    cmocka_unit_test(test_sqlite_memory_statistics_off),
 	    cmocka_unit_test(test_statement_cache_survives_restore),
 	    cmocka_unit_test(test_job_change_journal),
