@@ -65,10 +65,14 @@ struct fsm_stmt_slot {
 	int busy;         /* handed out by fsm_prepare, not yet released */
 };
 
-/* The most the database may grow to, the same on every member whatever holds it: past it
- * a write fails (SQLITE_FULL) and the command with it. SQLite's memdb default, which
- * applied before the limit was set here. */
-#define FSM_DB_MAX ((size_t)1 << 30)
+/* The most the database may grow to, the same on every member whatever holds it (reserved
+ * address space, or SQLite's own buffer with this limit). Past it a write fails
+ * (SQLITE_FULL): an entry's commit that fails stops the member. It was SQLite memdb's
+ * default, 1 GiB, where the blob store's default limit alone is: a full store stopped every
+ * member. 8 GiB of address space costs nothing until touched. */
+#define FSM_DB_MAX ((size_t)8 << 30)
+_Static_assert(FSM_DB_MAX >= 4 * (size_t)FSM_BLOB_STORE_MAX_DEFAULT,
+               "the blob store's default limit must leave most of the database to jobs");
 
 struct fsm {
 	sqlite3 *db;

@@ -277,6 +277,53 @@ static void test_chunked_build_round_trip(void **state)
 	fsm_close(&f);
 }
 
+/* A blob store filled to its default limit fits in the state machine's database, with room
+ * to spare: SQLite's memdb used to stop every database at 1 GiB, where the store's default
+ * is, so a full store failed the commit of the entry that filled it on every member (each
+ * restarting into the same failure). Four builds of the default largest size, committed. */
+static void test_full_blob_store_fits(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	assert_int_equal(fsm_init(&f, &err), 0);
+	size_t len = (size_t)FSM_BUILD_MAX_DEFAULT;
+	unsigned char *data = bytes_of(len, 5);
+	char *text = malloc(base64_encoded_len(FSM_CHUNK_MAX) + 1);
+	for (int b = 0; b < (int)(FSM_BLOB_STORE_MAX_DEFAULT / FSM_BUILD_MAX_DEFAULT); b++) {
+		char version[16];
+		snprintf(version, sizeof version, "9.%d", b);
+		data[0] = (unsigned char)b; /* four different builds */
+		assert_int_equal(create_build(&f, version, data, len, NULL), 201);
+		for (size_t off = 0, i = 0; off < len; off += FSM_CHUNK_MAX, i++) {
+			base64_encode(data + off, FSM_CHUNK_MAX, text);
+			json_t *args = json_pack("{s:s,s:I,s:s}", "version", version, "index",
+			                         (json_int_t)i, "data", text);
+			if (i % 8 == 0) /* eight commands to an entry, as raft batches them */
+				fsm_apply_batch_begin(&f);
+			assert_int_equal(
+			    apply_json(&f, "build.chunk", args, T0 + 10, "sec", "security", NULL),
+			    200);
+			if (i % 8 == 7 || off + FSM_CHUNK_MAX >= len)
+				assert_int_equal(fsm_apply_batch_end(&f), 0);
+		}
+		char args[64];
+		snprintf(args, sizeof args, "{\"version\":\"%s\"}", version);
+		assert_int_equal(apply(&f, "build.commit", args, T0 + 20, "security", NULL), 200);
+	}
+	/* full: the store refuses the next build, the database does not */
+	assert_int_equal(create_build(&f, "9.9", data, 1, NULL), 507);
+	const unsigned char *img = NULL;
+	size_t img_len = 0;
+	assert_int_equal(fsm_image(&f, &img, &img_len), 0);
+	assert_true(img_len > (size_t)FSM_BLOB_STORE_MAX_DEFAULT);
+	assert_int_equal(apply(&f, "config.set", "{\"key\":\"node_down_ms\",\"value\":5000}",
+	                       T0 + 30, "admin", NULL),
+	                 200);
+	free(text);
+	free(data);
+	fsm_close(&f);
+}
+
 static void test_advisory_embargo_visibility_and_deadline(void **state)
 {
 	struct fsm f;
@@ -451,6 +498,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_bad_commands_name_the_field_and_change_nothing),
 	    cmocka_unit_test(test_chunked_build_round_trip),
+	    cmocka_unit_test(test_full_blob_store_fits),
 	    cmocka_unit_test(test_advisory_embargo_visibility_and_deadline),
 	    cmocka_unit_test(test_store_is_deterministic_and_survives_snapshots),
 	    cmocka_unit_test(test_old_snapshot_gets_the_store_tables),
