@@ -7,8 +7,16 @@ TESTS += tests/unit/test_common
 
 # tests/tools: programs the benchmarks and integration tests drive (not installed).
 noinst_PROGRAMS = tests/tools/yard-loadgen tests/tools/yard-simnodes tests/tools/yard-fetch \
-	tests/tools/yard-copybench
+	tests/tools/yard-copybench tests/tools/yard-applybench
 tests_tools_yard_copybench_SOURCES = tests/tools/copybench.c
+tests_tools_yard_applybench_SOURCES = tests/tools/applybench.c
+tests_tools_yard_applybench_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
+tests_tools_yard_applybench_LDADD = $(FSM_LIBS)
+if HAVE_TCMALLOC
+# the allocator yardd is linked with (raft/local.mk)
+tests_tools_yard_applybench_CFLAGS += $(TCMALLOC_CFLAGS)
+tests_tools_yard_applybench_LDADD += $(TCMALLOC_LIBS)
+endif
 tests_tools_yard_fetch_SOURCES = tests/tools/fetch.c agent/client.c
 tests_tools_yard_fetch_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)
 tests_tools_yard_fetch_LDADD = jobs/libjobsfsm.a common/libcommon.a $(JANSSON_LIBS) $(CURL_LIBS) \
