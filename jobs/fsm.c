@@ -555,8 +555,8 @@ static void own_clear(struct fsm *f);
 
 /* SQLite's memory statistics take a process-wide mutex on every allocation and free, and
  * nothing here reads them (no soft heap limit, no sqlite3_memory_used): off, applies cost
- * ~10 % less (20,000 submissions with their state changes, batched as raft entries are).
- * Only possible before SQLite initializes; when something initialized it first, they stay. */
+ * 8-10 % less (scripts/bench/apply, "stats on" against "as built"). Only possible before
+ * SQLite initializes; when something initialized it first, they stay. */
 static void sqlite_tune(void)
 {
 	if (sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK)
