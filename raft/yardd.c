@@ -80,6 +80,8 @@ static void usage(FILE *out)
 	    "             one pass a second looks at all; 0: every pass looks at all)]\n"
 	    "             [--max-active-jobs 100000 (active jobs before submissions get 429;\n"
 	    "             0: no bound)]\n"
+	    "             [--max-state-mb 7168 (replicated state before submissions get 507;\n"
+	    "             the state machine stops at 8192; 0: no bound)]\n"
 	    "             [--log-rank-bytes N (rank output kept per rank, default 1 MiB)]\n"
 	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
@@ -390,6 +392,7 @@ int main(int argc, char **argv)
 	    {"job-retention-s", required_argument, NULL, 'O'},
 	    {"queue-depth", required_argument, NULL, 'Q'},
 	    {"max-active-jobs", required_argument, NULL, 'J'},
+	    {"max-state-mb", required_argument, NULL, 'M'},
 	    {"max-heartbeats-per-s", required_argument, NULL, 'W'},
 	    {"log-rank-bytes", required_argument, NULL, 'L'},
 	    {"log-total-bytes", required_argument, NULL, 'G'},
@@ -513,6 +516,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			yd.sched_cfg.max_active_jobs = (int)v;
+			break;
+		case 'M':
+			if (!numeric_ok || v > (FSM_DB_MAX >> 20)) {
+				fprintf(
+				    stderr,
+				    "yardd: --max-state-mb: '%s' is not 0..%zu (MiB of replicated "
+				    "state before submissions are refused; 0: no bound)\n",
+				    optarg, FSM_DB_MAX >> 20);
+				return 2;
+			}
+			yd.sched_cfg.max_state_mb = (uint64_t)v;
 			break;
 		case 'W':
 			if (!numeric_ok || v > 10000000) {

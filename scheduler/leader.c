@@ -466,6 +466,7 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->reserve_after_ms = 60000;
 	cfg->queue_depth = 100;
 	cfg->max_active_jobs = 100000;
+	cfg->max_state_mb = FSM_DB_MAX / 8 * 7 >> 20;
 	cfg->log_rank_max_bytes = 1 << 20;
 	cfg->log_total_max_bytes = 64 << 20;
 }
@@ -3958,6 +3959,19 @@ int sched_jobs_dropping(const struct sched *s)
 
 int sched_admit(struct sched *s, char *why, size_t why_len)
 {
+	const unsigned char *image = NULL;
+	size_t state = 0;
+	if (s->cfg.max_state_mb > 0 && fsm_image(s->fsm, &image, &state) == 0 &&
+	    state >> 20 >= s->cfg.max_state_mb) {
+		snprintf(
+		    why, why_len,
+		    "the controller's replicated state holds %zu MiB, at its limit (yardd "
+		    "--max-state-mb %llu; the state machine stops at %zu MiB): submissions are "
+		    "refused until ended jobs are collected (--job-retention-s) or events "
+		    "pruned (--events-max)",
+		    state >> 20, (unsigned long long)s->cfg.max_state_mb, FSM_DB_MAX >> 20);
+		return -2;
+	}
 	int max = s->cfg.max_active_jobs;
 	/* while a reread after a leadership change goes on, its list counts */
 	int known = YARD_MAX(s->n_active, s->resync_rowids != NULL ? s->n_resync : 0);

@@ -65,6 +65,10 @@ struct sched_config {
 	int max_active_jobs;             /* submissions refused while about this many jobs are
 	                                  * pending, running or restarting (sched_admit);
 	                                  * 0 = no bound; default 100000 */
+	uint64_t max_state_mb;           /* submissions refused while the replicated state (the
+	                                  * state machine's database) holds this many MiB or
+	                                  * more (sched_admit); 0 = no bound; default 7/8 of
+	                                  * FSM_DB_MAX, where every member would stop */
 	size_t log_rank_max_bytes;       /* rank output kept per (job, rank), default 1 MiB */
 	size_t log_total_max_bytes;      /* rank output kept in all, default 64 MiB */
 };
@@ -159,12 +163,14 @@ uint64_t sched_node_down_ms(struct sched *s);
  * not leading. */
 json_t *sched_heartbeat_pace(struct sched *s);
 
-/* Whether a new job may be submitted now: 0, or -1 with why (for a 429) when the cluster
- * holds max_active_jobs active jobs or more. The count is the leader's as of its last pass
- * (at most a tick old) plus the submissions admitted since, so a burst can pass the bound
- * by what is in flight at once. Every active job lives in the leader's memory and is looked
- * at by a pass at least once a second; the bound keeps those passes, and the reread after a
- * leadership change, short enough for the leader to keep its loop answering raft. */
+/* Whether a new job may be submitted now: 0; -1 with why (for a 429) when the cluster
+ * holds max_active_jobs active jobs or more; -2 with why (for a 507) when the replicated
+ * state holds max_state_mb or more (a write past FSM_DB_MAX would stop every member: ended
+ * jobs collected and events pruned make room, and nothing else a submission brings). The count is
+ * the leader's as of its last pass (at most a tick old) plus the submissions admitted since, so a
+ * burst can pass the bound by what is in flight at once. Every active job lives in the leader's
+ * memory and is looked at by a pass at least once a second; the bound keeps those passes, and the
+ * reread after a leadership change, short enough for the leader to keep its loop answering raft. */
 int sched_admit(struct sched *s, char *why, size_t why_len);
 
 /* Placement at submission. When nothing waits in the queue and the leader's view of the free

@@ -309,9 +309,10 @@ static void h_jobs_submit(struct call *call)
 	}
 	json_decref(body);
 	char why[256];
-	if (call->s->sched != NULL && sched_admit(call->s->sched, why, sizeof why) != 0) {
+	int refused = call->s->sched != NULL ? sched_admit(call->s->sched, why, sizeof why) : 0;
+	if (refused != 0) {
 		jobspec_free(&spec);
-		call_error(call, 429, NULL, "%s", why);
+		call_error(call, refused == -2 ? 507 : 429, NULL, "%s", why);
 		return;
 	}
 	uint64_t down_ms = call->s->sched != NULL ? sched_node_down_ms(call->s->sched) : 0;

@@ -251,6 +251,36 @@ kill -TERM "${PID[1]}"
 wait "${PID[1]}" || fail "yardd exited non-zero after SIGTERM"
 unset "PID[1]"
 
+# a bound on the replicated state: once it holds --max-state-mb, a submission gets 507 naming
+# the bound and changes nothing, while other writes (a cancel) still go through
+start_member 1 "$M" --max-state-mb 1
+wait_leader 10 1 || fail "no leader after restart with --max-state-mb"
+pad=$(python3 -c 'print(",".join("\"P%d\":\"%s\"" % (i, "x" * 4000) for i in range(16)))')
+n=0
+while :; do # 64 kB of spec each: the state passes 1 MiB within a few dozen
+	call POST 1 /v1/jobs "{\"name\":\"fill-$n\",\"env\":{$pad}}"
+	[ "$CODE" = 201 ] || break
+	n=$((n + 1))
+	[ $n -lt 100 ] || fail "100 submissions of 64 kB and the 1 MiB bound never refused one"
+done
+[ "$CODE" = 507 ] && echo "$BODY" | grep -q 'max-state-mb 1' &&
+	echo "$BODY" | grep -q 'replicated state holds [0-9]* MiB' ||
+	fail "submission over --max-state-mb 1 (after $n): $CODE $BODY"
+note "over the state bound after $n submissions: $BODY"
+get 1 "/v1/jobs?limit=1000"
+echo "$BODY" | grep -q "\"fill-$n\"" && fail "the refused job fill-$n was stored"
+get 1 "/v1/jobs?state=pending&limit=1" # one 64 kB job: small enough for jget's argument
+id=$(jget "$BODY" 'd["jobs"][0]["id"]')
+call POST 1 "/v1/jobs/$id/cancel" '{}'
+[ "$CODE" = 200 ] || fail "a cancel over the state bound: $CODE $BODY"
+kill -TERM "${PID[1]}"
+wait "${PID[1]}" || fail "yardd exited non-zero after SIGTERM"
+unset "PID[1]"
+rc=0
+"$YARDD" --max-state-mb 9000 2>"$T/max-state.err" || rc=$?
+[ $rc = 2 ] && grep -q "max-state-mb: '9000' is not 0..8192" "$T/max-state.err" ||
+	fail "yardd --max-state-mb 9000 (over the state machine's 8192 MiB): rc $rc, $(cat "$T/max-state.err")"
+
 # below the free-space floor writes are refused, reads still work
 start_member 1 "$M" --min-free-mb 100000000
 wait_leader 10 1 || fail "no leader after restart"
