@@ -96,6 +96,17 @@ static int round_once(int jobs, double *us, double *slowest_ms, size_t *bytes)
 	return failed ? -1 : 0;
 }
 
+/* A whole decimal number in [lo, hi] into *out; -1 for anything else. */
+static int number(const char *v, long lo, long hi, int *out)
+{
+	char *end = NULL;
+	long n = v != NULL ? strtol(v, &end, 10) : 0;
+	if (v == NULL || end == v || *end != '\0' || n < lo || n > hi)
+		return -1;
+	*out = (int)n;
+	return 0;
+}
+
 static int on_off(const char *v, int *out)
 {
 	if (v != NULL && strcmp(v, "on") == 0)
@@ -112,10 +123,10 @@ int main(int argc, char **argv)
 	int jobs = 20000, rounds = 3, reserve = 1, stats = 0, bad = 0;
 	for (int i = 1; i < argc && !bad; i += 2) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(argv[i], "--jobs") == 0 && v != NULL)
-			jobs = atoi(v);
-		else if (strcmp(argv[i], "--rounds") == 0 && v != NULL)
-			rounds = atoi(v);
+		if (strcmp(argv[i], "--jobs") == 0)
+			bad = number(v, 1, 10000000, &jobs) != 0;
+		else if (strcmp(argv[i], "--rounds") == 0)
+			bad = number(v, 1, ROUNDS_MAX, &rounds) != 0;
 		else if (strcmp(argv[i], "--reserve") == 0)
 			bad = on_off(v, &reserve) != 0;
 		else if (strcmp(argv[i], "--sqlite-stats") == 0)
@@ -123,7 +134,7 @@ int main(int argc, char **argv)
 		else
 			bad = 1;
 	}
-	if (bad || jobs < 1 || jobs > 10000000 || rounds < 1 || rounds > ROUNDS_MAX) {
+	if (bad) {
 		fprintf(stderr, "usage: yard-applybench [--jobs 1-10000000] [--rounds 1-%d] "
 		                "[--reserve on|off] [--sqlite-stats on|off]\n",
 		        ROUNDS_MAX);
