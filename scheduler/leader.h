@@ -165,12 +165,13 @@ json_t *sched_heartbeat_pace(struct sched *s);
 
 /* Whether a new job may be submitted now: 0; -1 with why (for a 429) when the cluster
  * holds max_active_jobs active jobs or more; -2 with why (for a 507) when the replicated
- * state holds max_state_mb or more (a write past FSM_DB_MAX would stop every member: ended
- * jobs collected and events pruned make room, and nothing else a submission brings). The count is
- * the leader's as of its last pass (at most a tick old) plus the submissions admitted since, so a
- * burst can pass the bound by what is in flight at once. Every active job lives in the leader's
- * memory and is looked at by a pass at least once a second; the bound keeps those passes, and the
- * reread after a leadership change, short enough for the leader to keep its loop answering raft. */
+ * state holds max_state_mb or more (a write past FSM_DB_MAX would stop every member; ended
+ * jobs collected and events pruned make room). The count of active jobs is the leader's as
+ * of its last pass (at most a tick old) plus the submissions admitted since, so a burst can
+ * pass the bound by what is in flight at once. Every active job lives in the leader's
+ * memory and is looked at by a pass at least once a second; the bound keeps those passes,
+ * and the reread after a leadership change, short enough for the leader to keep its loop
+ * answering raft. why_len: 320 bytes hold every message. */
 int sched_admit(struct sched *s, char *why, size_t why_len);
 
 /* Placement at submission. When nothing waits in the queue and the leader's view of the free

@@ -308,7 +308,7 @@ static void h_jobs_submit(struct call *call)
 		return;
 	}
 	json_decref(body);
-	char why[256];
+	char why[320];
 	int refused = call->s->sched != NULL ? sched_admit(call->s->sched, why, sizeof why) : 0;
 	if (refused != 0) {
 		jobspec_free(&spec);
