@@ -100,6 +100,11 @@ struct agent_upgrade {
 	int n_refused;
 	int busy;            /* a download or self-test is on the thread pool */
 	int pending_healthy; /* started as the new build: healthy after a heartbeat */
+	/* self-tested, state "restarting": the exec waits until a heartbeat saying so was
+	 * answered (the leader then allows the restart's silence) or until this time
+	 * (monotonic ms; 0: not waiting) */
+	uint64_t announce_until_ms;
+	int announce_gate_s; /* the offer's gate_s, for the guardian */
 };
 
 /* The yard-worker new ranks run (workerup.c), persisted in DATA_DIR/worker.json: the one given
@@ -355,6 +360,10 @@ void upgrade_tick(struct agent *a);
 void upgrade_offer(struct agent *a, const json_t *offer);
 /* The leader answered a heartbeat with 200: a new build is healthy. */
 void upgrade_heartbeat_ok(struct agent *a);
+/* 1 while the agent waits to tell the leader it execs a new build next (a heartbeat built
+ * now says so); upgrade_announced: such a heartbeat was answered with 200, exec now. */
+int upgrade_announcing(const struct agent *a);
+void upgrade_announced(struct agent *a);
 /* The "upgrade" object of a heartbeat (new reference), or NULL when there is none. */
 json_t *upgrade_report(const struct agent *a);
 const char *upgrade_state_name(enum upgrade_state s);

@@ -30,6 +30,7 @@ struct call {
 	json_t *resp;
 	int rc;
 	struct yard_err err;
+	int announces; /* the body says the agent execs a new build next (upgrade.c) */
 };
 
 static void call_run(uv_work_t *w)
@@ -341,9 +342,14 @@ static void after_call(uv_work_t *w, int status)
 		if (c->status == 400)
 			a->leader_offers_shared = 0; /* the next one without the optional field */
 	}
+	/* answered by a leading scheduler (leader_id), which keeps what the heartbeat said */
+	int exec_next = c->announces && c->rc == 0 && c->status == 200 &&
+	                json_string_value(json_object_get(c->resp, "leader_id")) != NULL;
 	json_decref(c->body);
 	json_decref(c->resp);
 	free(c);
+	if (exec_next)
+		upgrade_announced(a); /* the leader heard it: exec the new build */
 }
 
 static json_t *register_body(const struct agent *a)
@@ -423,6 +429,7 @@ static void on_tick(uv_timer_t *t)
 		c->kind = CALL_HEARTBEAT;
 		snprintf(c->token, sizeof c->token, "%s", a->node_token);
 		c->body = heartbeat_body(a);
+		c->announces = upgrade_announcing(a);
 		a->heartbeat_sent_mono_ms = now;
 		a->heartbeat_due_mono_ms = now + a->heartbeat_every_ms;
 	}

@@ -476,6 +476,12 @@ int main(int argc, char **argv)
 		          a->cfg.version);
 		abort();
 	}
+	if (buildinfo_fault(a->cfg.name) == BUILD_FAULT_SLOW_START) {
+		log_warn("version %s: starting %d ms late on purpose (a build marked with the "
+		         "slow-start fault by scripts/mark-build)",
+		         a->cfg.version, BUILD_SLOW_START_MS);
+		yard_sleep_ms(BUILD_SLOW_START_MS);
+	}
 
 	/* the thread pool (4 threads by default) carries heartbeats, transfers, probes and a
 	 * watch that waits most of the time: room for all of them */

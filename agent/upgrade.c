@@ -8,7 +8,11 @@
  *                bounded by the offer, sha256 computed while writing, both checked);
  *   self-test    runs `NEW --self-test` (selftest.c, a loopback allreduce over shm and TCP);
  *                a failure ends the upgrade here: the running agent never execs the build;
- *   restarting   records the upgrade in DATA_DIR/upgrade.json, saves the rank table, starts
+ *   restarting   first said in a heartbeat: the exec waits until the leader has answered one
+ *                saying it (at most UPGRADE_ANNOUNCE_MS), so the leader allows the restart
+ *                its grace (yardd --node-restart-grace-ms) instead of judging the new
+ *                binary's start-up by the usual down time. Then records the upgrade in
+ *                DATA_DIR/upgrade.json, saves the rank table, starts
  *                the guardian and execs NEW with the same arguments. Same pid, same node
  *                token (DATA_DIR/node.token), and the ranks are its children still: the new
  *                image re-adopts them from ranks.json (ranks.c) and no rank is restarted;
@@ -53,6 +57,8 @@
 #define UPGRADE_SELFTEST_TIMEOUT_MS 60000
 #define UPGRADE_GATE_S_DEFAULT 60
 #define UPGRADE_GATE_S_MAX 3600
+/* how long the exec waits for the leader to hear that the agent restarts (one heartbeat) */
+#define UPGRADE_ANNOUNCE_MS 2000
 
 extern char **environ;
 
@@ -227,8 +233,23 @@ void upgrade_init(struct agent *a)
 		         a->up.rollout, a->up.error);
 }
 
+static void exec_new_build(struct agent *a, int gate_s);
+
 void upgrade_tick(struct agent *a)
 {
+	if (a->up.announce_until_ms != 0 && a->stopping) {
+		a->up.announce_until_ms = 0; /* stopping: no exec; the offer comes again */
+		a->up.busy = 0;
+		a->up.state = UPGRADE_IDLE;
+	} else if (a->up.announce_until_ms != 0 && yard_now_mono_ms() >= a->up.announce_until_ms) {
+		log_warn(
+		    "upgrade to %s: no heartbeat saying the agent restarts was answered within "
+		    "%d ms: restarting anyway (the leader judges the silence by its usual down "
+		    "time)",
+		    a->up.version, UPGRADE_ANNOUNCE_MS);
+		upgrade_announced(a);
+		return;
+	}
 	/* the guardian is our child (forked before the exec, the pid stayed ours): reap it */
 	if (a->up.guardian_pid > 0) {
 		int status;
@@ -259,6 +280,20 @@ void upgrade_heartbeat_ok(struct agent *a)
 	save(a);
 	log_info("upgrade to %s (rollout %s) healthy: heartbeats answered on the new version",
 	         a->cfg.version, a->up.rollout);
+}
+
+int upgrade_announcing(const struct agent *a)
+{
+	return a->up.announce_until_ms != 0;
+}
+
+void upgrade_announced(struct agent *a)
+{
+	if (a->up.announce_until_ms == 0)
+		return;
+	a->up.announce_until_ms = 0;
+	a->up.busy = 0;
+	exec_new_build(a, a->up.announce_gate_s);
 }
 
 json_t *upgrade_report(const struct agent *a)
@@ -542,9 +577,13 @@ static void selftest_after(uv_work_t *w, int status)
 	} else {
 		char line[400];
 		upgrade_last_line(u->log, line, sizeof line);
-		log_info("upgrade to %s: %s", a->up.version, line);
-		a->up.busy = 0;
-		exec_new_build(a, u->gate_s);
+		log_info("upgrade to %s: %s; telling the leader the agent restarts", a->up.version,
+		         line);
+		/* busy until the exec: no other offer is taken meanwhile */
+		a->up.state = UPGRADE_RESTARTING;
+		a->up.announce_gate_s = u->gate_s;
+		a->up.announce_until_ms = yard_now_mono_ms() + UPGRADE_ANNOUNCE_MS;
+		heartbeat_now(a);
 	}
 	free(u);
 }

@@ -8,7 +8,8 @@
  * is byte-for-byte the same program otherwise; its sha256 changes like any new build's.
  * Faults (BUILD_FAULT_*), optionally limited to some nodes: "self-test" makes --self-test fail,
  * "crash" makes the agent abort right after start-up, "no-heartbeat" makes it run without ever
- * heartbeating (yard-worker honours only "self-test"). Release builds carry "none". The slots
+ * heartbeating, "slow-start" makes it wait BUILD_SLOW_START_MS before it starts (yard-worker
+ * honours only "self-test"). Release builds carry "none". The slots
  * are read through volatile pointers so the compiler cannot fold the compiled-in values into
  * the code. */
 #include <stdio.h>
@@ -62,5 +63,7 @@ enum build_fault buildinfo_fault(const char *node)
 		return BUILD_FAULT_CRASH;
 	if (strcmp(fault, "no-heartbeat") == 0)
 		return BUILD_FAULT_NO_HEARTBEAT;
+	if (strcmp(fault, "slow-start") == 0)
+		return BUILD_FAULT_SLOW_START;
 	return BUILD_FAULT_NONE;
 }

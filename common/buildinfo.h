@@ -5,11 +5,15 @@
 
 #include <stddef.h>
 
+/* the start-up delay of a build marked "slow-start" */
+#define BUILD_SLOW_START_MS 4000
+
 enum build_fault {
 	BUILD_FAULT_NONE,
-	BUILD_FAULT_SELF_TEST,   /* --self-test fails */
-	BUILD_FAULT_CRASH,       /* yard-agent aborts right after start-up */
-	BUILD_FAULT_NO_HEARTBEAT /* yard-agent runs without ever heartbeating */
+	BUILD_FAULT_SELF_TEST,    /* --self-test fails */
+	BUILD_FAULT_CRASH,        /* yard-agent aborts right after start-up */
+	BUILD_FAULT_NO_HEARTBEAT, /* yard-agent runs without ever heartbeating */
+	BUILD_FAULT_SLOW_START    /* yard-agent waits BUILD_SLOW_START_MS before it starts */
 };
 
 /* The version in the binary's slot (PACKAGE_VERSION unless scripts/mark-build changed it). */

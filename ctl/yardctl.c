@@ -224,8 +224,13 @@ static int cmd_cluster_status(struct ctl *x)
 			printf("heartbeats   at least %.1f s apart asked of each of %lld nodes ",
 			       every / 1000, nodes);
 			printf("(at most %lld a second in all; 0: no bound); ", cap);
-			printf("suspect after %.1f s, down after %.1f s\n", suspect / 1000,
+			printf("suspect after %.1f s, down after %.1f s", suspect / 1000,
 			       down / 1000);
+			const json_t *grace = json_object_get(hb, "node_restart_grace_ms");
+			if (json_is_integer(grace)) /* a leader of this version or later */
+				printf(" (%.1f s more while an agent restarts into a new build)",
+				       (double)json_integer_value(grace) / 1000);
+			printf("\n");
 		}
 		printf("\n");
 		print_members(json_object_get(c, "members"), leader_id_of(c));

@@ -69,6 +69,8 @@ static void usage(FILE *out)
 	    "             [--snapshot-trailing N] [--min-free-mb N] [--raft-batch-max 64]\n"
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
+	    "             [--node-restart-grace-ms 10000 (more silence allowed to a node whose\n"
+	    "             agent said it execs a new build, until its next heartbeat; 0: none)]\n"
 	    "             [--max-heartbeats-per-s 2000 (heartbeats a second from all agents:\n"
 	    "             with more nodes each agent is asked to wait longer, and suspect/down\n"
 	    "             grow to 3 and 6 of those intervals; 0: no bound)]\n"
@@ -386,6 +388,7 @@ int main(int argc, char **argv)
 	    {"raft-batch-max", required_argument, NULL, 'R'},
 	    {"node-suspect-ms", required_argument, NULL, 'U'},
 	    {"node-down-ms", required_argument, NULL, 'D'},
+	    {"node-restart-grace-ms", required_argument, NULL, 'g'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
 	    {"events-max", required_argument, NULL, 'K'},
@@ -494,6 +497,16 @@ int main(int argc, char **argv)
 				yd.sched_cfg.node_down_ms = v;
 			else
 				yd.sched_cfg.restart_backoff_ms = v;
+			break;
+		case 'g':
+			if (!numeric_ok || v > 3600000) {
+				fprintf(
+				    stderr,
+				    "yardd: --node-restart-grace-ms: '%s' must be 0..3600000 ms\n",
+				    optarg);
+				return 2;
+			}
+			yd.sched_cfg.node_restart_grace_ms = v;
 			break;
 		case 'Q':
 			if (!numeric_ok || v > 1000000) {

@@ -71,6 +71,10 @@ struct soft_node {
 	int64_t free_disk_mb;
 	json_t *perf;  /* the rates the agent measured (autoplan_perf_clean), NULL: none yet */
 	int proposing; /* a node.set_state is in flight */
+	/* its latest heartbeat said the agent execs a new build next ("upgrade": state
+	 * "restarting" from the binary it replaces): silence is judged with
+	 * node_restart_grace_ms more until the next heartbeat */
+	int restarting;
 	/* link probes (link_probe_for): the port the agent's probe server listens on (0: none);
 	 * the peer this node was last asked to measure its link to, when; and the node last
 	 * asked to measure its link to this one, when */
@@ -460,6 +464,7 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->kick_min_ms = 20;
 	cfg->node_suspect_ms = 1500;
 	cfg->node_down_ms = 3000;
+	cfg->node_restart_grace_ms = 10000;
 	cfg->restart_backoff_ms = 500;
 	cfg->restart_backoff_max_ms = 30000;
 	cfg->stop_wait_ms = 10000;
@@ -1099,13 +1104,14 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 		uint64_t heard = YARD_MAX(YARD_MAX(n->last_seen_ms, s->stall_end_ms),
 		                          YARD_MAX(s->leader_since_ms, n->known_since_ms));
 		uint64_t silence_ms = now - heard;
+		uint64_t grace = n->restarting ? s->cfg.node_restart_grace_ms : 0;
 		const char *want = state;
-		char reason[160];
-		if (n->last_seen_ms != 0 && silence_ms < suspect)
+		char reason[224];
+		if (n->last_seen_ms != 0 && silence_ms < suspect + grace)
 			want = "up";
-		else if (silence_ms >= down)
+		else if (silence_ms >= down + grace)
 			want = "down";
-		else if (silence_ms >= suspect && strcmp(state, "up") == 0)
+		else if (silence_ms >= suspect + grace && strcmp(state, "up") == 0)
 			want = "suspect";
 		if (strcmp(want, state) == 0)
 			continue;
@@ -1115,6 +1121,11 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 			snprintf(reason, sizeof reason,
 			         "no heartbeat in %.1f s since this controller became leader",
 			         (double)silence_ms / 1000);
+		else if (grace > 0)
+			snprintf(reason, sizeof reason,
+			         "no heartbeat for %.1f s since its agent said it was restarting "
+			         "into a new build (%.1f s of grace included)",
+			         (double)silence_ms / 1000, (double)grace / 1000);
 		else
 			snprintf(reason, sizeof reason, "no heartbeat for %.1f s",
 			         (double)silence_ms / 1000);
@@ -3513,6 +3524,18 @@ static json_t *link_probe_for(struct sched *s, struct soft_node *n)
 	return NULL;
 }
 
+/* Whether a heartbeat says its agent execs a new build next: its upgrade report's state is
+ * "restarting" and names a build other than the one heartbeating (the new binary's first
+ * heartbeats say "restarting" too, with its own version, until the leader has answered). */
+static int restarting_now(const json_t *body, const char *version)
+{
+	const json_t *up = json_object_get(body, "upgrade");
+	const char *state = json_string_value(json_object_get(up, "state"));
+	const char *to = json_string_value(json_object_get(up, "version"));
+	return state != NULL && to != NULL && strcmp(state, "restarting") == 0 &&
+	       strcmp(to, version) != 0;
+}
+
 /* The heartbeat's work and its answer without "desired"; *me_out: the node's committed row
  * (new reference, NULL: none). */
 static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t *body,
@@ -3573,6 +3596,7 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 			node_set_reports(n, reports);
 			reports = NULL;
 			n->last_seen_ms = mono_now(s);
+			n->restarting = restarting_now(body, version);
 			yard_strcopy(n->version, sizeof n->version, version);
 			yard_strcopy(n->worker_version, sizeof n->worker_version, worker_version);
 			n->free_disk_mb = free_disk_mb;
@@ -4088,10 +4112,11 @@ json_t *sched_heartbeat_pace(struct sched *s)
 	if (!s->leading)
 		return NULL;
 	uint64_t floor = heartbeat_floor(s);
-	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "nodes", (json_int_t)nodes_known(s),
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "nodes", (json_int_t)nodes_known(s),
 	                 "max_heartbeats_per_s", (json_int_t)s->cap, "heartbeat_min_ms",
 	                 (json_int_t)floor, "node_suspect_ms", (json_int_t)suspect_ms(s),
-	                 "node_down_ms", (json_int_t)down_ms(s));
+	                 "node_down_ms", (json_int_t)down_ms(s), "node_restart_grace_ms",
+	                 (json_int_t)s->cfg.node_restart_grace_ms);
 }
 
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms)

@@ -54,6 +54,10 @@ struct sched_config {
 	                                  * this often (between ticks); default 20 */
 	uint64_t node_suspect_ms;        /* default 1500 */
 	uint64_t node_down_ms;           /* default 3000 */
+	/* added to both while a node's agent said it is restarting into a new build (its last
+	 * heartbeat before the exec): the new binary's start-up is not a dead node; default
+	 * 10000, 0: none */
+	uint64_t node_restart_grace_ms;
 	uint64_t restart_backoff_ms;     /* the first restart is immediate, the 2nd waits this long,
 	                                  * doubling after that; default 500 */
 	uint64_t restart_backoff_max_ms; /* default 30000 */
@@ -159,8 +163,8 @@ int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);
  * heartbeat interval asked of agents when that is longer). */
 uint64_t sched_node_down_ms(struct sched *s);
 /* While leading, how this leader paces and judges heartbeats (new reference): {"nodes",
- * "max_heartbeats_per_s", "heartbeat_min_ms", "node_suspect_ms", "node_down_ms"}; NULL when
- * not leading. */
+ * "max_heartbeats_per_s", "heartbeat_min_ms", "node_suspect_ms", "node_down_ms",
+ * "node_restart_grace_ms"}; NULL when not leading. */
 json_t *sched_heartbeat_pace(struct sched *s);
 
 /* Whether a new job may be submitted now: 0; -1 with why (for a 429) when the cluster

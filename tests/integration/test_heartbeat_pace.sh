@@ -33,10 +33,10 @@ follows() { grep -q "heartbeats 2000 ms apart from now (the leader asks for at l
 wait_until 20 follows node-a || fail "node-a does not follow the leader's interval: $(tail -5 "$T/log.agent-node-a")"
 wait_until 20 follows node-b || fail "node-b does not follow the leader's interval: $(tail -5 "$T/log.agent-node-b")"
 get 1 /v1/cluster
-[ "$(jget "$BODY" 'd["heartbeats"]')" = '{"nodes": 2, "max_heartbeats_per_s": 1, "heartbeat_min_ms": 2000, "node_suspect_ms": 6000, "node_down_ms": 12000}' ] ||
+[ "$(jget "$BODY" 'd["heartbeats"]')" = '{"nodes": 2, "max_heartbeats_per_s": 1, "heartbeat_min_ms": 2000, "node_suspect_ms": 6000, "node_down_ms": 12000, "node_restart_grace_ms": 10000}' ] ||
 	fail "/v1/cluster heartbeats: $BODY"
 export YARD_ENDPOINTS=$(api 1) YARD_TOKEN=$TOKEN
-yardctl cluster status | grep -q "^heartbeats   at least 2.0 s apart asked of each of 2 nodes (at most 1 a second in all; 0: no bound); suspect after 6.0 s, down after 12.0 s$" ||
+yardctl cluster status | grep -q "^heartbeats   at least 2.0 s apart asked of each of 2 nodes (at most 1 a second in all; 0: no bound); suspect after 6.0 s, down after 12.0 s (10.0 s more while an agent restarts into a new build)$" ||
 	fail "yardctl cluster status: $(yardctl cluster status)"
 [ "$(metric 1 yard_heartbeat_min_interval_seconds)" = 2.000 ] ||
 	fail "yard_heartbeat_min_interval_seconds: $(metric 1 yard_heartbeat_min_interval_seconds)"
