@@ -570,6 +570,7 @@ int fsm_init(struct fsm *f, struct yard_err *err)
 	pthread_once(&tuned, sqlite_tune);
 	memset(f, 0, sizeof *f);
 	f->verify_own = getenv("YARD_FSM_VERIFY_OWN") != NULL;
+	f->create_limit = FSM_DB_MAX - FSM_DB_HEADROOM;
 	int rc = open_memdb(f, NULL, 0, err);
 	if (rc != 0)
 		return rc;
@@ -625,6 +626,33 @@ int fsm_image(struct fsm *f, const unsigned char **data, size_t *len)
 	*data = p;
 	*len = (size_t)size;
 	return 0;
+}
+
+int fsm_state_bytes(struct fsm *f, size_t *used, size_t *file)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT c.page_count, l.freelist_count, s.page_size"
+	                                  " FROM pragma_page_count() c, pragma_freelist_count() l,"
+	                                  " pragma_page_size() s");
+	if (st == NULL)
+		return -1;
+	int rc = -1;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t pages = sqlite3_column_int64(st, 0),
+		        free_pages = sqlite3_column_int64(st, 1);
+		int64_t page = sqlite3_column_int64(st, 2);
+		if (used != NULL)
+			*used = (size_t)((pages - free_pages) * page);
+		if (file != NULL)
+			*file = (size_t)(pages * page);
+		rc = 0;
+	}
+	fsm_release(f, st);
+	return rc;
+}
+
+void fsm_set_create_limit(struct fsm *f, size_t bytes)
+{
+	f->create_limit = bytes;
 }
 
 /* 1 when the database has table name, 0 when not, -1 on failure. */
@@ -1477,44 +1505,45 @@ static json_t *op_config_set(struct fsm *f, const struct fsm_cmd *c)
 static const struct {
 	const char *name;
 	json_t *(*fn)(struct fsm *f, const struct fsm_cmd *c);
+	int creates; /* refused past create_limit (FSM_DB_HEADROOM) */
 } OPS[] = {
-    {"job.submit", op_job_submit},
-    {"job.cancel", op_job_cancel},
-    {"job.delete", op_job_delete},
-    {"jobs.collect", op_jobs_collect},
-    {"job.set_state", op_job_set_state},
-    {"token.create", op_token_create},
-    {"token.bootstrap", op_token_bootstrap},
-    {"token.revoke", op_token_revoke},
-    {"member.set", op_member_set},
-    {"member.remove", op_member_remove},
-    {"config.set", op_config_set},
-    {"node.register", fsm_op_node_register},
-    {"node.set_state", fsm_op_node_set_state},
-    {"node.cordon", fsm_op_node_cordon},
-    {"node.drain", fsm_op_node_drain},
-    {"node.drained", fsm_op_node_drained},
-    {"job.assign", fsm_op_job_assign},
-    {"job.restart", fsm_op_job_restart},
-    {"job.replace", fsm_op_job_replace},
-    {"job.finish", fsm_op_job_finish},
-    {"job.note", fsm_op_job_note},
-    {"checkpoint.shard", fsm_op_checkpoint_shard},
-    {"checkpoint.chunk", fsm_op_checkpoint_chunk},
-    {"checkpoint.commit", fsm_op_checkpoint_commit},
-    {"build.create", fsm_op_build_create},
-    {"build.chunk", fsm_op_build_chunk},
-    {"build.commit", fsm_op_build_commit},
-    {"build.delete", fsm_op_build_delete},
-    {"advisory.create", fsm_op_advisory_create},
-    {"advisory.embargo", fsm_op_advisory_embargo},
-    {"advisory.share", fsm_op_advisory_share},
-    {"advisory.publish", fsm_op_advisory_publish},
-    {"audit.read", fsm_op_audit_read},
-    {"rollout.start", fsm_op_rollout_start},
-    {"rollout.advance", fsm_op_rollout_advance},
-    {"rollout.node", fsm_op_rollout_node},
-    {"rollout.control", fsm_op_rollout_control},
+    {"job.submit", op_job_submit, 1},
+    {"job.cancel", op_job_cancel, 0},
+    {"job.delete", op_job_delete, 0},
+    {"jobs.collect", op_jobs_collect, 0},
+    {"job.set_state", op_job_set_state, 0},
+    {"token.create", op_token_create, 1},
+    {"token.bootstrap", op_token_bootstrap, 0},
+    {"token.revoke", op_token_revoke, 0},
+    {"member.set", op_member_set, 0},
+    {"member.remove", op_member_remove, 0},
+    {"config.set", op_config_set, 0},
+    {"node.register", fsm_op_node_register, 1},
+    {"node.set_state", fsm_op_node_set_state, 0},
+    {"node.cordon", fsm_op_node_cordon, 0},
+    {"node.drain", fsm_op_node_drain, 0},
+    {"node.drained", fsm_op_node_drained, 0},
+    {"job.assign", fsm_op_job_assign, 0},
+    {"job.restart", fsm_op_job_restart, 0},
+    {"job.replace", fsm_op_job_replace, 0},
+    {"job.finish", fsm_op_job_finish, 0},
+    {"job.note", fsm_op_job_note, 0},
+    {"checkpoint.shard", fsm_op_checkpoint_shard, 1},
+    {"checkpoint.chunk", fsm_op_checkpoint_chunk, 1},
+    {"checkpoint.commit", fsm_op_checkpoint_commit, 0},
+    {"build.create", fsm_op_build_create, 1},
+    {"build.chunk", fsm_op_build_chunk, 1},
+    {"build.commit", fsm_op_build_commit, 0},
+    {"build.delete", fsm_op_build_delete, 0},
+    {"advisory.create", fsm_op_advisory_create, 1},
+    {"advisory.embargo", fsm_op_advisory_embargo, 0},
+    {"advisory.share", fsm_op_advisory_share, 0},
+    {"advisory.publish", fsm_op_advisory_publish, 0},
+    {"audit.read", fsm_op_audit_read, 0},
+    {"rollout.start", fsm_op_rollout_start, 1},
+    {"rollout.advance", fsm_op_rollout_advance, 0},
+    {"rollout.node", fsm_op_rollout_node, 0},
+    {"rollout.control", fsm_op_rollout_control, 0},
 };
 
 static int valid_request_id(const char *s)
@@ -1737,6 +1766,28 @@ static int tx(struct fsm *f, const char *sql)
 	return 0;
 }
 
+/* The 507 a creating command gets while the pages in use reach create_limit; NULL when there
+ * is room. Judged before the command runs, by what every member has at this point. */
+static json_t *refuse_when_full(struct fsm *f, const char *op)
+{
+	const unsigned char *image;
+	size_t used = 0, file = 0;
+	/* the file as of the last commit holds at least the pages in use then: below the line,
+	 * no need to count (an entry's own growth stays within the headroom) */
+	if ((fsm_image(f, &image, &file) == 0 && file < f->create_limit) ||
+	    fsm_state_bytes(f, &used, NULL) != 0 || used < f->create_limit)
+		return NULL;
+	return fsm_res_err(
+	    507, NULL,
+	    "%s refused: the replicated state holds %zu MiB in use, at the state "
+	    "machine's line of %zu MiB (%zu MiB below its %zu MiB cap, kept for "
+	    "what already exists): nothing new (jobs, checkpoints, builds, tokens, "
+	    "nodes, rollouts) is stored until ended jobs are collected "
+	    "(--job-retention-s, yardctl job delete) or events pruned (--events-max)",
+	    op, used >> 20, f->create_limit >> 20, (FSM_DB_MAX - f->create_limit) >> 20,
+	    FSM_DB_MAX >> 20);
+}
+
 static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 {
 	size_t i;
@@ -1757,7 +1808,10 @@ static json_t *apply_cmd(struct fsm *f, const struct fsm_cmd *c)
 	 * forgets the same ones at the same entry. */
 	fsm_run(f, "DELETE FROM request_ids WHERE ts_ms < ?1", "i", c->ts - FSM_REQUEST_ID_TTL_MS);
 	json_t *r = c->request_id ? request_id_lookup(f, c->request_id) : NULL;
-	if (r == NULL) {
+	if (r == NULL && OPS[i].creates && (r = refuse_when_full(f, c->op)) != NULL) {
+		/* not remembered under its request id: the same request may pass once there is
+		 * room */
+	} else if (r == NULL) {
 		tx(f, "SAVEPOINT op");
 		r = OPS[i].fn(f, c);
 		if (r == NULL)

@@ -71,6 +71,12 @@ struct fsm_stmt_slot {
  * default, 1 GiB, where the blob store's default limit alone is: a full store stopped every
  * member. 8 GiB of address space costs nothing until touched. */
 #define FSM_DB_MAX ((size_t)8 << 30)
+/* Commands that create (jobs, checkpoint shards and chunks, builds and their chunks, tokens,
+ * nodes, advisories, rollouts) are refused with 507 once the database's pages in use reach
+ * FSM_DB_MAX less this: the rest keeps the commands that move what exists (a job's end, a
+ * node's state, events) and the ones that make room applying. It must exceed what one raft
+ * entry can add (CODEC_MAX_PAYLOAD and the rows it makes). */
+#define FSM_DB_HEADROOM ((size_t)512 << 20)
 _Static_assert(FSM_DB_MAX >= 4 * (size_t)FSM_BLOB_STORE_MAX_DEFAULT,
                "the blob store's default limit must leave most of the database to jobs");
 
@@ -125,6 +131,10 @@ struct fsm {
 	 * event appended reads it; config.set, a rollback or a restore drops it */
 	int64_t events_max;
 	int events_max_known;
+	/* creating commands are refused at this many bytes of pages in use (fsm_state_bytes):
+	 * FSM_DB_MAX - FSM_DB_HEADROOM; lowered only by tests (fsm_set_create_limit), since
+	 * every member must judge by the same line */
+	size_t create_limit;
 	/* bumped by every config.set, rollback and restore: what was read of the config table
 	 * may have changed */
 	uint64_t config_version;
@@ -170,6 +180,14 @@ int fsm_serialize(struct fsm *f, unsigned char **data, size_t *len, struct yard_
 /* The database image itself, not a copy (valid until the next command or restore); -1 when
  * SQLite cannot give it without copying. */
 int fsm_image(struct fsm *f, const unsigned char **data, size_t *len);
+/* The database's size in bytes: *used, its pages in use (the file less the free pages that
+ * deletions left for reuse: what collecting jobs and pruning events bring down); *file, the
+ * whole file (what only grows). The same on every member at the same entry, within a batch
+ * included. Either pointer may be NULL. 0, or -1 when SQLite cannot say. */
+int fsm_state_bytes(struct fsm *f, size_t *used, size_t *file);
+/* Tests only: refuse creating commands from this many bytes in use (not replicated: every
+ * member of a cluster must keep the default, FSM_DB_MAX - FSM_DB_HEADROOM). */
+void fsm_set_create_limit(struct fsm *f, size_t bytes);
 /* Replaces the database with a serialized image (copied; the caller keeps data). */
 int fsm_restore(struct fsm *f, const void *data, size_t len, struct yard_err *err);
 /* sha256 of the serialized database. */

@@ -3983,17 +3983,19 @@ int sched_jobs_dropping(const struct sched *s)
 
 int sched_admit(struct sched *s, char *why, size_t why_len)
 {
-	const unsigned char *image = NULL;
 	size_t state = 0;
-	if (s->cfg.max_state_mb > 0 && fsm_image(s->fsm, &image, &state) == 0 &&
+	/* the pages in use, not the file: the file keeps the pages deletions freed (for reuse),
+	 * so judged by it a full cluster would refuse submissions for good */
+	if (s->cfg.max_state_mb > 0 && fsm_state_bytes(s->fsm, &state, NULL) == 0 &&
 	    state >> 20 >= s->cfg.max_state_mb) {
 		snprintf(
 		    why, why_len,
-		    "the controller's replicated state holds %zu MiB, at its limit (yardd "
-		    "--max-state-mb %llu; the state machine stops at %zu MiB): submissions are "
-		    "refused until ended jobs are collected (--job-retention-s) or events "
-		    "pruned (--events-max)",
-		    state >> 20, (unsigned long long)s->cfg.max_state_mb, FSM_DB_MAX >> 20);
+		    "the controller's replicated state holds %zu MiB in use, at its limit (yardd "
+		    "--max-state-mb %llu; the state machine takes nothing new from %zu MiB): "
+		    "submissions are refused until ended jobs are collected (--job-retention-s, "
+		    "yardctl job delete) or events pruned (--events-max)",
+		    state >> 20, (unsigned long long)s->cfg.max_state_mb,
+		    (FSM_DB_MAX - FSM_DB_HEADROOM) >> 20);
 		return -2;
 	}
 	int max = s->cfg.max_active_jobs;

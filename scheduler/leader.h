@@ -70,9 +70,10 @@ struct sched_config {
 	                                  * pending, running or restarting (sched_admit);
 	                                  * 0 = no bound; default 100000 */
 	uint64_t max_state_mb;           /* submissions refused while the replicated state (the
-	                                  * state machine's database) holds this many MiB or
-	                                  * more (sched_admit); 0 = no bound; default 7/8 of
-	                                  * FSM_DB_MAX, where every member would stop */
+	                                  * state machine's database, its pages in use) holds
+	                                  * this many MiB or more (sched_admit); 0 = no bound;
+	                                  * default 7/8 of FSM_DB_MAX, below the state
+	                                  * machine's own line (FSM_DB_HEADROOM) */
 	size_t log_rank_max_bytes;       /* rank output kept per (job, rank), default 1 MiB */
 	size_t log_total_max_bytes;      /* rank output kept in all, default 64 MiB */
 };
@@ -169,13 +170,14 @@ json_t *sched_heartbeat_pace(struct sched *s);
 
 /* Whether a new job may be submitted now: 0; -1 with why (for a 429) when the cluster
  * holds max_active_jobs active jobs or more; -2 with why (for a 507) when the replicated
- * state holds max_state_mb or more (a write past FSM_DB_MAX would stop every member; ended
- * jobs collected and events pruned make room). The count of active jobs is the leader's as
- * of its last pass (at most a tick old) plus the submissions admitted since, so a burst can
- * pass the bound by what is in flight at once. Every active job lives in the leader's
- * memory and is looked at by a pass at least once a second; the bound keeps those passes,
- * and the reread after a leadership change, short enough for the leader to keep its loop
- * answering raft. why_len: 320 bytes hold every message. */
+ * state's pages in use hold max_state_mb or more (fsm_state_bytes; ended jobs collected and
+ * events pruned make room; the state machine itself refuses creating commands from
+ * FSM_DB_MAX - FSM_DB_HEADROOM, so no write reaches FSM_DB_MAX). The count of active jobs is the
+ * leader's as of its last pass (at most a tick old) plus the submissions admitted since, so a burst
+ * can pass the bound by what is in flight at once. Every active job lives in the leader's memory
+ * and is looked at by a pass at least once a second; the bound keeps those passes, and the reread
+ * after a leadership change, short enough for the leader to keep its loop answering raft. why_len:
+ * 320 bytes hold every message. */
 int sched_admit(struct sched *s, char *why, size_t why_len);
 
 /* Placement at submission. When nothing waits in the queue and the leader's view of the free

@@ -656,6 +656,14 @@ static void memory_render(FILE *f, struct fsm *fsm)
 	        "events, checkpoints...), part of the allocated memory.\n"
 	        "# TYPE yard_fsm_db_bytes gauge\nyard_fsm_db_bytes %zu\n",
 	        image_len);
+	size_t used = 0;
+	if (fsm != NULL && fsm_state_bytes(fsm, &used, NULL) == 0)
+		fprintf(f,
+		        "# HELP yard_fsm_db_used_bytes Of yard_fsm_db_bytes, the pages in use (the "
+		        "rest was freed by deletions and is reused first): what --max-state-mb and "
+		        "the state machine's own line judge.\n"
+		        "# TYPE yard_fsm_db_used_bytes gauge\nyard_fsm_db_used_bytes %zu\n",
+		        used);
 }
 
 char *metrics_render(struct http_server *s, size_t *len)

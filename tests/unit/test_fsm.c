@@ -429,6 +429,101 @@ static void test_event_hash_chain_links_and_detects_tampering(void **state)
 
 /* max_heartbeats_per_s keeps its value before the change and the change's time (every
  * leader judges silence by the longer interval for a while after a change shortens it). */
+/* Submits one job with a 4 KiB environment value through a command of its own; its status. */
+static int submit_padded(struct fsm *f, int i, const char *rid)
+{
+	char pad[4097], args[4300];
+	memset(pad, 'a' + i % 26, sizeof pad - 1);
+	pad[sizeof pad - 1] = '\0';
+	snprintf(args, sizeof args, "{\"name\":\"fill%d\",\"spec\":{\"env\":{\"PAD\":\"%s\"}}}", i,
+	         pad);
+	return apply(f, "job.submit", args, rid, T0 + i, "alice", "user", NULL);
+}
+
+static size_t used_bytes(struct fsm *f)
+{
+	size_t used = 0, file = 0;
+	assert_int_equal(fsm_state_bytes(f, &used, &file), 0);
+	assert_true(used <= file);
+	return used;
+}
+
+/* Past its line the state machine refuses creating commands, inside a batch too, and nothing
+ * else: the entry commits, what exists still changes, and deleting ended jobs makes room
+ * again (the pages in use fall; the file does not). The line holds across a restore. */
+static void test_full_state_refuses_new_and_keeps_the_rest(void **state)
+{
+	(void)state;
+	struct fsm f;
+	struct yard_err err = {0};
+	const json_t *r;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	fsm_set_create_limit(&f, used_bytes(&f) + (512 << 10));
+	int submitted = 0, refused_at = -1;
+	for (int i = 0; i < 1000 && refused_at < 0; i++) {
+		if (i % 8 == 0)
+			fsm_apply_batch_begin(&f);
+		int st = submit_padded(&f, i, NULL);
+		if (st == 201)
+			submitted++;
+		else
+			refused_at = i;
+		if (i % 8 == 7 || refused_at >= 0) /* the refusal does not fail its entry */
+			assert_int_equal(fsm_apply_batch_end(&f), 0);
+	}
+	assert_true(refused_at > 50); /* 512 KiB of 4 KiB specs: about a hundred */
+	assert_int_equal(submitted, refused_at);
+	assert_int_equal(submit_padded(&f, 5000, "again-1"), 507);
+	r = f.last_result;
+	const char *msg = json_string_value(json_object_get(r, "error"));
+	assert_non_null(strstr(msg, "job.submit refused"));
+	assert_non_null(strstr(msg, "in use, at the state machine's line of"));
+	assert_int_equal(apply(&f, "token.create", "{\"name\":\"t\",\"role\":\"user\"}", NULL, T0,
+	                       "admin", "admin", NULL),
+	                 507);
+	char before[SHA256_HEX_LEN + 1], after[SHA256_HEX_LEN + 1];
+	digest(&f, before);
+	assert_int_equal(submit_padded(&f, 5001, NULL), 507);
+	digest(&f, after);
+	assert_string_equal(before, after); /* a refused command changes nothing */
+
+	/* what exists goes on: cancels, state changes, settings */
+	char args[64];
+	for (int i = 1; i <= submitted; i++) {
+		snprintf(args, sizeof args, "{\"id\":\"j-%06d\"}", i);
+		assert_int_equal(
+		    apply(&f, "job.cancel", args, NULL, T0 + 6000, "alice", "user", NULL), 200);
+	}
+	assert_int_equal(apply(&f, "config.set", "{\"key\":\"node_down_ms\",\"value\":5000}", NULL,
+	                       T0 + 6000, "admin", "admin", NULL),
+	                 200);
+	/* a restore keeps the line */
+	unsigned char *img = NULL;
+	size_t img_len = 0;
+	assert_int_equal(fsm_serialize(&f, &img, &img_len, &err), 0);
+	assert_int_equal(fsm_restore(&f, img, img_len, &err), 0);
+	sqlite3_free(img);
+	assert_int_equal(submit_padded(&f, 5002, NULL), 507);
+
+	/* deleting the ended jobs makes room: the pages in use fall below the line */
+	size_t file_full = 0;
+	assert_int_equal(fsm_state_bytes(&f, NULL, &file_full), 0);
+	for (int i = 1; i <= submitted; i++) {
+		snprintf(args, sizeof args, "{\"id\":\"j-%06d\"}", i);
+		assert_int_equal(
+		    apply(&f, "job.delete", args, NULL, T0 + 7000, "alice", "user", NULL), 200);
+	}
+	size_t file_after = 0, used_after = used_bytes(&f);
+	assert_int_equal(fsm_state_bytes(&f, NULL, &file_after), 0);
+	assert_true(file_after >= file_full); /* the file keeps the freed pages */
+	assert_true(used_after + (256 << 10) < file_after);
+	/* the refused request passes now (its refusal was not remembered under its id) */
+	assert_int_equal(submit_padded(&f, 5000, "again-1"), 201);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(submit_padded(&f, 6000 + i, NULL), 201);
+	fsm_close(&f);
+}
+
 static void test_heartbeat_setting_keeps_what_it_replaced(void **state)
 {
 	struct fsm f;
@@ -1917,6 +2012,7 @@ int main(void)
 	    cmocka_unit_test(test_auto_job_placement_records_plan),
 	    cmocka_unit_test(test_shrunk_placement_is_recorded),
 	    cmocka_unit_test(test_heartbeat_setting_keeps_what_it_replaced),
+	    cmocka_unit_test(test_full_state_refuses_new_and_keeps_the_rest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
