@@ -211,7 +211,14 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	/* the measured cost of one exchange within the node (busy when crowded) */
 	/* the wall time an exchange adds on the critical path */
 	double intra_sync = allreduce_figures(k) ? k->allreduce_sync_s : k->sync_s;
-	double pp_sync = pp_fits_node ? plan_pipeline_sync(k, ranks_on_node) : 0;
+	/* a pipeline of m micro-batches keeps at most min(pp, m) of its stages computing at
+	 * once (GPipe with m = 1 runs its stages one after another): its messages cost an
+	 * exchange among that many computing ranks, not among all of the node's */
+	int stages_busy = c->m < c->pp ? c->m : c->pp;
+	int pp_busy = c->dp * c->tp * stages_busy;
+	double pp_sync =
+	    pp_fits_node ? plan_pipeline_sync(k, pp_busy < ranks_on_node ? pp_busy : ranks_on_node)
+	                 : 0;
 	double dp_sync = world_fits_node ? intra_sync : 0;
 	double fl = f / c->tp;
 	/* the critical path is costed at what a lone rank gets (availability); the node's
