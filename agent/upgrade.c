@@ -280,6 +280,7 @@ void upgrade_heartbeat_ok(struct agent *a)
 	save(a);
 	log_info("upgrade to %s (rollout %s) healthy: heartbeats answered on the new version",
 	         a->cfg.version, a->up.rollout);
+	heartbeat_now(a); /* the rollout waits for "done": not a whole interval later */
 }
 
 int upgrade_announcing(const struct agent *a)

@@ -75,6 +75,9 @@ struct soft_node {
 	 * "restarting" from the binary it replaces): silence is judged with
 	 * node_restart_grace_ms more until the next heartbeat */
 	int restarting;
+	/* something rides on its next heartbeat answer that its watch does not carry (a drain
+	 * command, an upgrade or rollback offer): watch answers say "heartbeat" until it comes */
+	int nudge;
 	/* link probes (link_probe_for): the port the agent's probe server listens on (0: none);
 	 * the peer this node was last asked to measure its link to, when; and the node last
 	 * asked to measure its link to this one, when */
@@ -348,6 +351,7 @@ struct sched {
 	uint64_t watch_base;
 	uint64_t watch_answers_total, watch_news_total;
 	uint64_t watch_desired_total; /* watch answers that carried the desired set */
+	uint64_t nudges_total; /* nodes' watches answered to bring a heartbeat (node_nudge) */
 	/* heartbeat answers: the serial of the last desired set built (each gets the next),
 	 * and the answers that said the node's desired set is unchanged (desired_tag), and
 	 * those that sent it with each job's shared part once (desired_shared) */
@@ -728,6 +732,23 @@ static void node_news(struct sched *s, const char *node)
 	s->watch_news_total++;
 	if (n->watch_cb != NULL)
 		watch_answer(s, n, 0);
+}
+
+/* The node's next heartbeat answer brings something new beyond its desired set: its watch is
+ * answered now, asking for that heartbeat. */
+static void node_nudge(struct sched *s, const char *node)
+{
+	struct soft_node *n = node != NULL ? node_find(s, node) : NULL;
+	if (n == NULL)
+		return;
+	n->nudge = 1;
+	s->nudges_total++;
+	node_news(s, node);
+}
+
+static void nudge_cb(void *data, const char *node)
+{
+	node_nudge(data, node);
 }
 
 /* Every node of a layout ([{"node": ...}, ...], ranks of a node next to each other) has
@@ -2624,6 +2645,9 @@ static int nodes_refresh(struct sched *s, struct yard_err *err)
 				if (!node_addr_equal(old, node))
 					s->node_addr_version++;
 				s->n_draining += row_draining(node) - row_draining(old);
+				if (row_draining(node) && !row_draining(old))
+					node_nudge(s,
+					           id); /* the drain command rides on a heartbeat */
 				/* down: everything it runs must stop (desired_for) */
 				if (!json_equal(json_object_get(old, "state"), json_object_get(node, "state")))
 					node_news(s, id);
@@ -2768,6 +2792,7 @@ static void tick(struct sched *s, int with_nodes)
 			s->dirty = 1; /* the running jobs were not looked at: the next tick does */
 	}
 	rollout_driver_tick(s->rollouts);
+	rollout_driver_new_offers(s->rollouts, nudge_cb, s);
 	json_decref(nodes);
 }
 
@@ -3597,6 +3622,7 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 			reports = NULL;
 			n->last_seen_ms = mono_now(s);
 			n->restarting = restarting_now(body, version);
+			n->nudge = 0; /* this answer carries what it was for */
 			yard_strcopy(n->version, sizeof n->version, version);
 			yard_strcopy(n->worker_version, sizeof n->worker_version, worker_version);
 			n->free_disk_mb = free_disk_mb;
@@ -3724,6 +3750,8 @@ char *sched_watch_desired_text(struct sched *s, const char *node, const char *th
 	snprintf(head, sizeof head, "{\"version\":%llu,", (unsigned long long)news_version(s, n));
 	put_str(&b, head);
 	desired_for(s, node, me, &b, their_tag, shared_ok);
+	if (n->nudge)
+		put_str(&b, ",\"heartbeat\":true");
 	put_str(&b, ",\"leader_id\":");
 	jsonx_escape(s->leader_id, strlen(s->leader_id), jsonx_buf_put, &b);
 	jsonx_buf_put(&b, "}", 1);
@@ -3940,10 +3968,13 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "# HELP yard_agent_watch_desired_total Watch answers that carried the node's "
 	        "desired set (agents that ask for it).\n"
 	        "# TYPE yard_agent_watch_desired_total counter\n"
-	        "yard_agent_watch_desired_total %llu\n",
+	        "yard_agent_watch_desired_total %llu\n"
+	        "# HELP yard_node_nudges_total Nodes asked through their watch to heartbeat now: "
+	        "a drain command or a rollout's offer rides on the answer.\n"
+	        "# TYPE yard_node_nudges_total counter\nyard_node_nudges_total %llu\n",
 	        s->n_watching, (unsigned long long)s->watch_answers_total,
-	        (unsigned long long)s->watch_news_total,
-	        (unsigned long long)s->watch_desired_total);
+	        (unsigned long long)s->watch_news_total, (unsigned long long)s->watch_desired_total,
+	        (unsigned long long)s->nudges_total);
 	fprintf(f,
 	        "# HELP yard_heartbeat_desired_unchanged_total Heartbeat answers that told the "
 	        "agent its desired set is the one it holds (desired_tag) instead of sending it.\n"
@@ -4119,6 +4150,12 @@ json_t *sched_heartbeat_pace(struct sched *s)
 	                 (json_int_t)floor, "node_suspect_ms", (json_int_t)suspect_ms(s),
 	                 "node_down_ms", (json_int_t)down_ms(s), "node_restart_grace_ms",
 	                 (json_int_t)s->cfg.node_restart_grace_ms);
+}
+
+int sched_node_nudged(struct sched *s, const char *node)
+{
+	const struct soft_node *n = s->leading ? node_find(s, node) : NULL;
+	return n != NULL && n->nudge;
 }
 
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms)

@@ -157,6 +157,9 @@ int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_
  * (YARD_ENOTFOUND), no memory. Nothing of the node's soft state changes. */
 char *sched_watch_desired_text(struct sched *s, const char *node, const char *their_tag,
                                int shared_ok, size_t *len, struct yard_err *err);
+/* 1 while the node's next heartbeat answer brings something its watch does not (a drain
+ * command, a rollout's offer): watch answers then say "heartbeat": true. */
+int sched_node_nudged(struct sched *s, const char *node);
 /* 1 when this leader heard the node's agent less than node_suspect_ms ago (*ago_ms says
  * when); 0 when not, or not since it leads. */
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);

@@ -26,6 +26,7 @@ struct rd_node {
 	struct rd_report agent_report, worker_report; /* the latest of each */
 	double step_ms_sum;                           /* over running ranks reporting a step time */
 	int step_ms_count;
+	char offered[FSM_ID_MAX + 24]; /* "ROLLOUT/STATE" of the offer last told (new_offers) */
 };
 
 struct rollout_driver {
@@ -46,6 +47,9 @@ struct rollout_driver {
 	json_t *active;
 	uint64_t active_version;
 	int active_read;
+	/* the rollouts table's version rollout_driver_new_offers last looked at (0: not yet) */
+	uint64_t offers_version;
+	int offers_read;
 	/* policy "restart": jobs already restarted for (rollout, wave) */
 	char restarted_for[FSM_ID_MAX + 16];
 	json_t *restarted; /* job ids */
@@ -92,6 +96,7 @@ void rollout_driver_leading(struct rollout_driver *d, int leading)
 	id_index_rebuild(&d->node_index, d->nodes, sizeof *d->nodes, 0, 0);
 	d->restarted_for[0] = '\0';
 	json_array_clear(d->restarted);
+	d->offers_read = 0;
 }
 
 static struct rd_node *node_find(struct rollout_driver *d, const char *id)
@@ -252,6 +257,37 @@ json_t *rollout_driver_offer(struct rollout_driver *d, const char *node, const c
 	}
 	json_decref(ro);
 	return offer;
+}
+
+void rollout_driver_new_offers(struct rollout_driver *d, void (*cb)(void *data, const char *node),
+                               void *data)
+{
+	if (!d->leading || (d->offers_read && d->offers_version == d->fsm->rollouts_version))
+		return;
+	d->offers_version = d->fsm->rollouts_version;
+	d->offers_read = 1;
+	json_t *ro = fsm_rollout_active(d->fsm);
+	if (ro == NULL)
+		return;
+	const char *state = str(ro, "state");
+	const char *k;
+	json_t *pn;
+	json_object_foreach(json_object_get(ro, "nodes"), k, pn)
+	{
+		/* the node states rollout_driver_offer makes an offer for */
+		const char *nstate = str(pn, "state");
+		if (!(strcmp(state, "running") == 0 && strcmp(nstate, "upgrading") == 0) &&
+		    !(strcmp(state, "rolling-back") == 0 && strcmp(nstate, "rolling-back") == 0))
+			continue;
+		char offer[sizeof d->nodes[0].offered];
+		snprintf(offer, sizeof offer, "%s/%s", str(ro, "id"), nstate);
+		struct rd_node *n = node_get(d, k);
+		if (n == NULL || strcmp(n->offered, offer) == 0)
+			continue;
+		yard_strcopy(n->offered, sizeof n->offered, offer);
+		cb(data, k);
+	}
+	json_decref(ro);
 }
 
 void rollout_driver_overlay(struct rollout_driver *d, json_t *rollout)

@@ -54,6 +54,12 @@ void rollout_driver_heartbeat(struct rollout_driver *d, const char *node, const 
  * it ("upgrade" for an agent build, "worker_upgrade" for a worker build). */
 json_t *rollout_driver_offer(struct rollout_driver *d, const char *node, const char **key);
 void rollout_driver_tick(struct rollout_driver *d);
+/* Calls cb for each node the active rollout has an offer for (rollout_driver_offer) that it
+ * did not have when this last called it for that node: the leader then tells the node's
+ * agent, through its watch, to fetch it now rather than with its next regular heartbeat.
+ * Looks only when the committed rollouts changed. */
+void rollout_driver_new_offers(struct rollout_driver *d, void (*cb)(void *data, const char *node),
+                               void *data);
 /* Adds each target's live view ("live": version, upgrade state and error, heartbeat age) to
  * a rollout object from fsm_rollout_get. */
 void rollout_driver_overlay(struct rollout_driver *d, json_t *rollout);

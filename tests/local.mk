@@ -63,10 +63,10 @@ EXTRA_DIST += tests/integration/api_fuzz.py
 # Rollouts of agent and worker builds over real agents and running jobs.
 dist_check_SCRIPTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh \
 	tests/integration/train_rollout.sh tests/integration/train_worker_rollout.sh \
-	tests/integration/test_upgrade_grace.sh
+	tests/integration/test_upgrade_grace.sh tests/integration/test_nudge.sh
 TESTS += tests/integration/test_rollout.sh tests/integration/test_rollout_control.sh \
 	tests/integration/train_rollout.sh tests/integration/train_worker_rollout.sh \
-	tests/integration/test_upgrade_grace.sh
+	tests/integration/test_upgrade_grace.sh tests/integration/test_nudge.sh
 
 check_PROGRAMS += tests/unit/test_desired
 TESTS += tests/unit/test_desired

@@ -711,6 +711,9 @@ static void watch_answered(void *data, int status, uint64_t version)
 	else if (call->watch_desired &&
 	         (call->watch_version < 0 || (uint64_t)call->watch_version != version))
 		http_defer(call, watch_desired_answer); /* not in the apply that brought the news */
+	else if (sched_node_nudged(call->s->sched, call->actor))
+		call_json(call, 200,
+		          json_pack("{s:I,s:b}", "version", (json_int_t)version, "heartbeat", 1));
 	else
 		call_json(call, 200, json_pack("{s:I}", "version", (json_int_t)version));
 }
@@ -723,6 +726,8 @@ static void watch_answered(void *data, int status, uint64_t version)
  * (and the optional "desired_tag" and "desired_shared" of a heartbeat) an answer with a new
  * version carries the node's desired set, as a heartbeat answer does, and the agent needs
  * no heartbeat to fetch it; it is built among the deferred heartbeats, as of its turn.
+ * "heartbeat": true in an answer asks the agent to heartbeat now: its answer brings what a
+ * watch does not carry (a drain command, a rollout's upgrade or rollback offer).
  * Soft state of the leader: nothing is replicated. */
 #define WATCH_MAX_WAIT_MS 60000
 static void h_agents_watch(struct call *call)
