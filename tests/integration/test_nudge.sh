@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # test_nudge.sh: what rides on a heartbeat answer reaches an agent that heartbeats rarely (as
 # the leader of a large cluster asks: 5 s apart at 10,000 nodes) through its watch, not at
-# its next heartbeat. One controller, two agents heartbeating every 30 s with their watches
+# its next heartbeat. One controller, two agents heartbeating every 60 s with their watches
 # (the default); node failure detection set far beyond that:
 #  1. a drain of node-1: its agent hears of it within 5 s;
 #  2. a rollout to both nodes: each agent gets the upgrade offer within 5 s of the rollout's
 #     start, and the rollout completes well before a heartbeat interval;
-# yard_node_nudges_total counts the nudges. Without them both wait for a heartbeat (0-30 s).
+# yard_node_nudges_total counts the nudges. Without them both wait for a heartbeat (0-60 s).
 . "$(dirname "$0")/lib.sh"
 
 YARDCTL=${YARDCTL:-yardctl}
@@ -17,7 +17,7 @@ trap 'cleanup_upgraded_agents; cleanup_agents; cleanup' EXIT
 start_member 1 "$(members_arg 1)" --node-suspect-ms 100000 --node-down-ms 200000
 wait_leader 10 1 || fail "no leader"
 make_join_token 1
-for i in 1 2; do start_agent "node-$i" 1 "$(api 1)" --heartbeat-ms 30000; done
+for i in 1 2; do start_agent "node-$i" 1 "$(api 1)" --heartbeat-ms 60000; done
 for i in 1 2; do wait_until 10 node_state_is 1 "node-$i" up || fail "node-$i did not register"; done
 watching() { [ "$(metric 1 yard_agent_watches)" = 2 ]; }
 wait_until 10 watching || fail "the agents do not watch: $(curl -s -H "$AUTH" "$(api 1)/metrics" | grep yard_agent_watch)"
@@ -48,7 +48,7 @@ for i in 1 2; do
 done
 note "both agents got the upgrade offer within $(($(now_ms) - t0)) ms of the rollout's start"
 ro_done() { get 1 "/v1/rollouts/$RO"; [ "$(jget "$BODY" 'd["state"]')" = completed ]; }
-wait_until 20 ro_done || fail "rollout $RO did not complete within 20 s: $BODY"
+wait_until 30 ro_done || fail "rollout $RO did not complete within 30 s: $BODY"
 note "rollout $RO completed $(($(now_ms) - t0)) ms after it began"
 [ "$(metric 1 yard_node_nudges_total)" -gt "$nudges" ] || fail "the offer was not a nudge"
 echo "PASS"
