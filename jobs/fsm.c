@@ -650,6 +650,18 @@ int fsm_state_bytes(struct fsm *f, size_t *used, size_t *file)
 	return rc;
 }
 
+int fsm_state_reaches(struct fsm *f, size_t bytes, size_t *used)
+{
+	const unsigned char *image;
+	size_t file = 0;
+	*used = 0;
+	/* the file holds at least the pages in use as of the last commit: below the bound, no
+	 * need to count (within an entry, its own growth stays within FSM_DB_HEADROOM) */
+	if (fsm_image(f, &image, &file) == 0 && file < bytes)
+		return 0;
+	return fsm_state_bytes(f, used, NULL) == 0 && *used >= bytes;
+}
+
 void fsm_set_create_limit(struct fsm *f, size_t bytes)
 {
 	f->create_limit = bytes;
@@ -1770,12 +1782,8 @@ static int tx(struct fsm *f, const char *sql)
  * is room. Judged before the command runs, by what every member has at this point. */
 static json_t *refuse_when_full(struct fsm *f, const char *op)
 {
-	const unsigned char *image;
-	size_t used = 0, file = 0;
-	/* the file as of the last commit holds at least the pages in use then: below the line,
-	 * no need to count (an entry's own growth stays within the headroom) */
-	if ((fsm_image(f, &image, &file) == 0 && file < f->create_limit) ||
-	    fsm_state_bytes(f, &used, NULL) != 0 || used < f->create_limit)
+	size_t used;
+	if (!fsm_state_reaches(f, f->create_limit, &used))
 		return NULL;
 	return fsm_res_err(
 	    507, NULL,

@@ -185,6 +185,10 @@ int fsm_image(struct fsm *f, const unsigned char **data, size_t *len);
  * whole file (what only grows). The same on every member at the same entry, within a batch
  * included. Either pointer may be NULL. 0, or -1 when SQLite cannot say. */
 int fsm_state_bytes(struct fsm *f, size_t *used, size_t *file);
+/* 1 when the pages in use reach bytes (*used: how many, when counted); the page count is
+ * read only when the file, which holds at least the pages in use, reaches it (so this is
+ * cheap on every submission or creating command while the state is small). */
+int fsm_state_reaches(struct fsm *f, size_t bytes, size_t *used);
 /* Tests only: refuse creating commands from this many bytes in use (not replicated: every
  * member of a cluster must keep the default, FSM_DB_MAX - FSM_DB_HEADROOM). */
 void fsm_set_create_limit(struct fsm *f, size_t bytes);

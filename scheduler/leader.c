@@ -4017,8 +4017,8 @@ int sched_admit(struct sched *s, char *why, size_t why_len)
 	size_t state = 0;
 	/* the pages in use, not the file: the file keeps the pages deletions freed (for reuse),
 	 * so judged by it a full cluster would refuse submissions for good */
-	if (s->cfg.max_state_mb > 0 && fsm_state_bytes(s->fsm, &state, NULL) == 0 &&
-	    state >> 20 >= s->cfg.max_state_mb) {
+	if (s->cfg.max_state_mb > 0 &&
+	    fsm_state_reaches(s->fsm, (size_t)s->cfg.max_state_mb << 20, &state)) {
 		snprintf(
 		    why, why_len,
 		    "the controller's replicated state holds %zu MiB in use, at its limit (yardd "
