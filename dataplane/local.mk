@@ -123,8 +123,8 @@ yard_bench_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
 yard_bench_LDADD = $(YD_LIBS)
 
 # a /dev/shm too small: a named error at creation, not a SIGBUS (needs unshare -m)
-dist_check_SCRIPTS += tests/integration/dp_shm_space.sh
-TESTS += tests/integration/dp_shm_space.sh
+dist_check_SCRIPTS += tests/integration/dp_shm_space.sh tests/integration/dp_probe_tmp.sh
+TESTS += tests/integration/dp_shm_space.sh tests/integration/dp_probe_tmp.sh
 # yard-bench's emulated hosts (--hosts H or labels)
 dist_check_SCRIPTS += tests/integration/dp_bench_cli.sh
 TESTS += tests/integration/dp_bench_cli.sh

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -514,20 +515,50 @@ struct rank_job {
 	void (*run)(const struct rank_job *job, int rank, int out_fd);
 };
 
+/* A rendezvous file for one probe communicator, created in $TMPDIR (/tmp when unset) and
+ * unlinked at once: the forked ranks reach it through the descriptor they inherit
+ * (/proc/self/fd/N), so a probe killed mid-way (the agent kills one that overruns its
+ * budget; a stopped node's processes go with SIGKILL) leaves no file behind. Where /proc
+ * cannot reopen it, the name is kept (*named = 1) for the caller to unlink. The caller
+ * closes *fd. */
+static int rendezvous_create(char *path, size_t len, int *fd, int *named, struct yard_err *err)
+{
+	const char *dir = getenv("TMPDIR");
+	if (dir == NULL || *dir == '\0')
+		dir = "/tmp";
+	char name[4096], proc[64];
+	int n = snprintf(name, sizeof name, "%s/yard-probe-XXXXXX", dir);
+	if (n < 0 || (size_t)n >= sizeof name || (size_t)n >= len)
+		return yard_err_set(err, YARD_EINVAL, "probe: TMPDIR %s: path too long", dir);
+	if ((*fd = mkstemp(name)) < 0)
+		return yard_err_set(err, YARD_EIO, "probe: rendezvous file in %s: %s", dir,
+		                    strerror(errno));
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", *fd);
+	int again = open(proc, O_WRONLY | O_APPEND | O_CLOEXEC);
+	*named = again < 0;
+	if (again >= 0) {
+		close(again);
+		unlink(name);
+	}
+	snprintf(path, len, "%s", *named ? name : proc);
+	return 0;
+}
+
 /* Forks job->world (≤ PROBE_MAX_CONCURRENT) ranks over a fresh rendezvous file and reads
  * len bytes of rank 0's answer into out before deadline_s: 0, YARD_ETIMEDOUT, or YARD_EIO
  * (a rank failed; err says so only when no rank could start). */
 static int run_ranks(struct rank_job *job, void *out, size_t len, double deadline_s,
                      struct yard_err *err)
 {
-	char rendezvous[] = "/tmp/yard-probe-XXXXXX";
-	int fd = mkstemp(rendezvous), results[2], forked = 1;
+	char rendezvous[4096];
+	int fd = -1, named = 0, results[2], forked = 1;
 	pid_t pids[PROBE_MAX_CONCURRENT] = {0};
-	if (fd < 0)
-		return yard_err_set(err, YARD_EIO, "probe: rendezvous file: %s", strerror(errno));
-	close(fd);
+	if (rendezvous_create(rendezvous, sizeof rendezvous, &fd, &named, err) != 0)
+		return err->code;
 	if (pipe(results) != 0) {
-		unlink(rendezvous);
+		close(fd);
+		if (named)
+			unlink(rendezvous);
 		return yard_err_set(err, YARD_EIO, "probe: pipe: %s", strerror(errno));
 	}
 	job->rendezvous = rendezvous;
@@ -544,7 +575,9 @@ static int run_ranks(struct rank_job *job, void *out, size_t len, double deadlin
 	int rc = forked ? read_full(results[0], out, len, deadline_s) : YARD_EIO;
 	close(results[0]);
 	reap(pids, job->world);
-	unlink(rendezvous);
+	close(fd);
+	if (named)
+		unlink(rendezvous);
 	return rc;
 }
 
