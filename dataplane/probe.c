@@ -56,6 +56,13 @@ static const int BLOCK_SHAPES[PROBE_BLOCK_SHAPES][3] = {
 #define PROBE_SYNC_WORK_S 100e-6
 #define PROBE_SYNC_ITERS 12
 #define PROBE_SYNC_ROUNDS 2
+/* Processes released together compute this long before their common window opens (the
+ * kernel spreads them over the cores in the first milliseconds), and the window lasts at
+ * least PROBE_SHARE_WINDOW_S: 4 processes on 2 cores measured 0.27-0.48 of one alone each
+ * in 30 ms windows opened at the release, 0.32-0.41 opened 10 ms after it, and 0.41-0.44
+ * in 80 ms windows opened 10 ms after it (8 probes each, the agent's 1.2 s budget). */
+#define PROBE_SETTLE_S 0.010
+#define PROBE_SHARE_WINDOW_S 0.080
 /* rounds of the measurements that depend on what other programs leave (median kept) */
 #define PROBE_SHARE_ROUNDS 3
 
@@ -72,46 +79,78 @@ static double process_cpu_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* One linear layer's forward + backward (3 GEMMs) on buffers of its own. */
+struct gemm_bench {
+	int n, i, o;
+	float *buf, *in, *din, *w, *dw, *out, *dout;
+};
+
+/* Allocates and fills the buffers and runs the layer once (warming the caches and the
+ * library); 0, or -1 without memory. */
+static int gemm_setup(struct gemm_bench *g, const int shape[3])
+{
+	g->n = shape[0], g->i = shape[1], g->o = shape[2];
+	size_t ni = (size_t)g->n * g->i, oi = (size_t)g->o * g->i, no = (size_t)g->n * g->o;
+	if ((g->buf = calloc(ni * 2 + oi * 2 + no * 2, sizeof *g->buf)) == NULL)
+		return -1;
+	g->in = g->buf, g->din = g->in + ni, g->w = g->din + ni, g->dw = g->w + oi;
+	g->out = g->dw + oi, g->dout = g->out + no;
+	for (size_t k = 0; k < ni; k++)
+		g->in[k] = (float)(k % 7) * 0.1f;
+	for (size_t k = 0; k < oi; k++)
+		g->w[k] = (float)(k % 5) * 0.01f;
+	for (size_t k = 0; k < no; k++)
+		g->dout[k] = 0.001f;
+	model_matmul_forward(g->out, g->in, g->w, NULL, g->n, g->i, g->o);
+	return 0;
+}
+
+/* Runs the layer in slices of PROBE_SLICE_S (each at least one call) from now until the
+ * monotonic time `until` (at least one slice): flops/s of the best slice that overlaps the
+ * window [t0, t1], and in *sustained (may be NULL) the work done within the window (each
+ * slice's calls prorated by its overlap) over the window's length: what this process got
+ * of the machine then, the time it waited for a core included. */
+static double gemm_run(const struct gemm_bench *g, double t0, double t1, double until,
+                       double *sustained)
+{
+	double flops = 3.0 * 2.0 * g->n * g->i * g->o, best = 0, reps_in = 0;
+	for (int slices = 0;; slices++) {
+		double start = now_s(), elapsed = 0;
+		if (slices > 0 && start >= until)
+			break;
+		long reps = 0;
+		/* bounded by the slice: at most millions of calls of the smallest shape */
+		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
+			model_matmul_forward(g->out, g->in, g->w, NULL, g->n, g->i, g->o);
+			model_matmul_backward(g->din, g->dw, NULL, g->dout, g->in, g->w, g->n, g->i,
+			                      g->o);
+			reps++;
+			if ((reps & 7) == 0 || (size_t)g->n * g->i * g->o > 100000)
+				elapsed = now_s() - start;
+		}
+		double end = now_s();
+		double overlap = fmin(end, t1) - fmax(start, t0);
+		if (end <= start || overlap <= 0)
+			continue;
+		best = fmax(best, (double)reps * flops / (end - start));
+		reps_in += (double)reps * overlap / (end - start);
+	}
+	if (sustained != NULL)
+		*sustained = t1 > t0 ? reps_in * flops / (t1 - t0) : best;
+	return best;
+}
+
 /* Forward + backward (3 GEMMs) of one linear layer, repeated for window_s; flops/s of the
  * best slice (what the device does undisturbed), and in *sustained (may be NULL) over the
  * whole window (what this process got, sharing the machine). */
 static double gemm_rate(const int shape[3], double window_s, double *sustained)
 {
-	int n = shape[0], i = shape[1], o = shape[2];
-	size_t ni = (size_t)n * i, oi = (size_t)o * i, no = (size_t)n * o;
-	float *buf = calloc(ni * 2 + oi * 2 + no * 2, sizeof *buf);
-	if (buf == NULL)
+	struct gemm_bench g;
+	if (gemm_setup(&g, shape) != 0)
 		return 0;
-	float *in = buf, *din = in + ni, *w = din + ni, *dw = w + oi, *out = dw + oi,
-	      *dout = out + no;
-	for (size_t k = 0; k < ni; k++)
-		in[k] = (float)(k % 7) * 0.1f;
-	for (size_t k = 0; k < oi; k++)
-		w[k] = (float)(k % 5) * 0.01f;
-	for (size_t k = 0; k < no; k++)
-		dout[k] = 0.001f;
-	model_matmul_forward(out, in, w, NULL, n, i, o); /* warm the caches and the library */
-	double best = 0, begin = now_s(), total_reps = 0;
-	while (best == 0 || now_s() - begin < window_s) {
-		double start = now_s(), elapsed = 0;
-		long reps = 0;
-		/* bounded by the slice: at most millions of calls of the smallest shape */
-		while (elapsed < PROBE_SLICE_S && reps < 10000000L) {
-			model_matmul_forward(out, in, w, NULL, n, i, o);
-			model_matmul_backward(din, dw, NULL, dout, in, w, n, i, o);
-			reps++;
-			if ((reps & 7) == 0 || ni * o > 100000)
-				elapsed = now_s() - start;
-		}
-		elapsed = now_s() - start;
-		double rate = elapsed > 0 ? (double)reps * 3.0 * 2.0 * n * i * o / elapsed : 0;
-		if (rate > best)
-			best = rate;
-		total_reps += (double)reps;
-	}
-	if (sustained != NULL)
-		*sustained = total_reps * 3.0 * 2.0 * n * i * o / (now_s() - begin);
-	free(buf);
+	double t0 = now_s();
+	double best = gemm_run(&g, t0, t0 + window_s, t0 + window_s, sustained);
+	free(g.buf);
 	return best;
 }
 
@@ -435,21 +474,40 @@ static int concurrent_rate(int k, double window_s, double deadline_s, double *su
 			return yard_err_set(err, YARD_EIO, "probe: fork: %s", strerror(errno));
 		}
 		if (pids[c] == 0) {
-			char byte;
+			struct gemm_bench g;
+			double t0 = 0, rate[2];
 			close(go[1]);
 			close(results[0]);
-			/* wait for the release (EOF when the parent closes its end) */
-			while (read(go[0], &byte, 1) < 0 && errno == EINTR)
-				;
-			double rate[2];
-			rate[1] = gemm_rate(GEMM_SHAPES[CONCURRENT_SHAPE], window_s, &rate[0]);
+			if (gemm_setup(&g, GEMM_SHAPES[CONCURRENT_SHAPE]) != 0)
+				_exit(1);
+			/* wait for the release; it names the window's start, the same for every
+			 * child */
+			if (read_full(go[0], &t0, sizeof t0, deadline_s) != 0)
+				_exit(1);
+			/* every child measures the same window and computes on for two slices
+			 * after it, so that none measures while others have stopped: windows
+			 * of their own, begun as each got a core, put 4 processes on 2 cores
+			 * at 0.59 of one alone each */
+			rate[1] = gemm_run(&g, t0, t0 + window_s, t0 + window_s + 2 * PROBE_SLICE_S,
+			                   &rate[0]);
 			ssize_t w = write(results[1], rate, sizeof rate);
 			_exit(w == (ssize_t)sizeof rate ? 0 : 1);
 		}
 	}
 	close(go[0]);
-	close(go[1]); /* releases every child at once */
 	close(results[1]);
+	/* releases every child at once: each reads the window's start */
+	double starts[PROBE_MAX_CONCURRENT], t0 = now_s() + PROBE_SETTLE_S;
+	for (int c = 0; c < k; c++)
+		starts[c] = t0;
+	ssize_t sent = write(go[1], starts, (size_t)k * sizeof starts[0]);
+	close(go[1]);
+	if (sent != (ssize_t)((size_t)k * sizeof starts[0])) {
+		close(results[0]);
+		reap(pids, k);
+		return yard_err_set(err, YARD_EIO, "probe: releasing the matmul processes: %s",
+		                    sent < 0 ? strerror(errno) : "short write");
+	}
 	*sum = *best_sum = 0;
 	int rc = 0;
 	for (int c = 0; c < k && rc == 0; c++) {
@@ -873,7 +931,7 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 	double wall_all[2][PROBE_SHARE_ROUNDS], cpu_all[2][PROBE_SHARE_ROUNDS];
 	double alone_share[PROBE_SHARE_ROUNDS];
 	double alone_max = 0, sum_max = 0; /* the rounds' best: other work only slows a round */
-	double share_window_s = budget_s * 0.05 / 2;
+	double share_window_s = fmax(budget_s * 0.05 / 2, PROBE_SHARE_WINDOW_S);
 	for (int round = 0; round < PROBE_SHARE_ROUNDS; round++) {
 		double alone = 0, alone_best = 0, sum = 0, best_sum = 0;
 		for (int kind = 0; kind < 2; kind++) {

@@ -1,13 +1,20 @@
 /* test_probe.c: the node probe behind the planner's rates (dataplane/probe.h): the block
  * cost fit recovers known coefficients and drops a term that noise makes negative, and a
  * real (short) probe measures every figure it reports. No timing is asserted: only that
- * each measured figure exists and is positive. */
+ * each measured figure exists and is positive, and that the devices computing at once are
+ * not measured to get more than the cores they share can give (checked only when nothing
+ * else ran meanwhile). */
 #include <math.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -108,12 +115,90 @@ static void test_probe_measures_every_figure(void **state)
 	assert_non_null(strstr(err.msg, "devices"));
 }
 
+/* busy CPU seconds of the whole machine so far (/proc/stat), or -1 */
+static double machine_busy_s(void)
+{
+	unsigned long long v[8] = {0};
+	FILE *f = fopen("/proc/stat", "r");
+	if (f == NULL)
+		return -1;
+	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+	               &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n != 8)
+		return -1;
+	/* all but idle (3) and iowait (4) */
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU seconds of this process and its reaped children so far */
+static double own_cpu_s(void)
+{
+	struct rusage self, kids;
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+	return (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
+	                kids.ru_stime.tv_sec) +
+	       (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec +
+	                kids.ru_stime.tv_usec) /
+	           1e6;
+}
+
+/* Four times as many devices as cores: all of them computing at once get at most the cores,
+ * so each at most cores / devices of what one gets alone (a little less: they take turns).
+ * Each process timed over a window of its own, begun when it first got a core, measured 4
+ * processes on 2 cores at 0.57-0.63 of one alone each and 8 at 0.33-0.39. The bound holds
+ * only on a machine that nothing else uses meanwhile (a busy machine slows the lone process
+ * more than 8 that share it), so a probe during which other programs used more than 5% of the
+ * cores is tried again, up to 3 times, then the check is skipped, saying so. */
+static void test_probe_devices_share_the_cores(void **state)
+{
+	cpu_set_t set;
+	int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+	if (cores < 1 || cores > 4) {
+		printf("skipped: %d cores here; the check wants 1-4 (16 processes at most)\n",
+		       cores);
+		skip();
+	}
+	int devices = 4 * cores;
+	for (int attempt = 1; attempt <= 3; attempt++) {
+		struct probe_result r;
+		struct yard_err err = {0};
+		double busy0 = machine_busy_s(), own0 = own_cpu_s();
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (probe_run(devices, 1200, &r, &err) != 0)
+			fail_msg("probe_run: %s", err.msg);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double wall =
+		    (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		double others = machine_busy_s() - busy0 - (own_cpu_s() - own0);
+		if (busy0 < 0) {
+			printf("skipped: no /proc/stat to tell whether the machine was quiet\n");
+			skip();
+		}
+		if (others > 0.05 * cores * wall) {
+			printf(
+			    "attempt %d: other programs used %.2f of %.2f CPU seconds meanwhile\n",
+			    attempt, others, cores * wall);
+			continue;
+		}
+		printf("%d devices on %d cores: %.3f of one alone each (at most %.3f)\n", devices,
+		       cores, r.parallel_efficiency, 1.15 * cores / devices);
+		assert_true(r.parallel_efficiency <= 1.15 * cores / devices);
+		return;
+	}
+	printf("skipped: the machine was never quiet for a whole probe\n");
+	skip();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_block_fit_recovers_coefficients),
 	    cmocka_unit_test(test_block_fit_names_the_misfits),
 	    cmocka_unit_test(test_probe_measures_every_figure),
+	    cmocka_unit_test(test_probe_devices_share_the_cores),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
