@@ -13,8 +13,14 @@
  * stops being charged to the sender, SIOCOUTQ 0); with it, when no answer came within 1 s of
  * the read (an agent rolled back to such a build under a running rank).
  *
- * Exit status: 0 delivered, 1 bad arguments, 2 no agent socket, 3 not sent or not read
- * within 5 s, 4 refused by the agent (the reason on stderr). */
+ * An agent restarting into a new build keeps its socket across the exec and reads the
+ * queued line once it is up again, which can take seconds on a loaded machine (the leader
+ * allows a restart 10 s by default): a line sent but not read is awaited for 15 s. (A socket
+ * nobody holds refuses the datagram at once.)
+ *
+ * Exit status: 0 delivered, 1 bad arguments, 2 no agent socket, 3 not sent within 5 s (the
+ * agent's queue full) or not read within 15 s, 4 refused by the agent (the reason on
+ * stderr). */
 #include <errno.h>
 #include <linux/sockios.h>
 #include <poll.h>
@@ -29,6 +35,9 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+/* how long a line sent is awaited while the agent has not read it (see above) */
+#define REPORT_READ_WAIT_MS 15000
 
 static long now_ms(void)
 {
@@ -94,9 +103,11 @@ int main(int argc, char **argv)
 	}
 	const char *answers_env = getenv("YARD_AGENT_ANSWERS");
 	bool answers = answers_env != NULL && strcmp(answers_env, "1") == 0;
-	/* 1 ms polls: up to 5 s for the answer; once the line was read, up to 1 s */
+	/* 1 ms polls: up to REPORT_READ_WAIT_MS for the answer; once the line was read, up to
+	 * 1 s */
 	long start = now_ms();
-	for (long waited = 0, read_at = -1; waited < 5000; waited = now_ms() - start) {
+	for (long waited = 0, read_at = -1; waited < REPORT_READ_WAIT_MS;
+	     waited = now_ms() - start) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		char answer[256];
 		int queued = 0;
@@ -127,6 +138,7 @@ int main(int argc, char **argv)
 	close(fd);
 	if (was_read)
 		return 0;
-	fprintf(stderr, "yard-report: the agent did not read the report within 5 s\n");
+	fprintf(stderr, "yard-report: the agent did not read the report within %d s\n",
+	        REPORT_READ_WAIT_MS / 1000);
 	return 3;
 }

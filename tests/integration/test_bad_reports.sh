@@ -37,7 +37,7 @@ while IFS= read -r line; do
 	k=$((k + 1))
 	i=0
 	while [ ! -e "$OUT/next.$k" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-	# exit 3: the agent did not read it within 5 s (a loaded machine); it cannot tell
+	# exit 3: the agent did not read it within 15 s (a loaded machine); it cannot tell
 	# whose a datagram read after its sender exited, so the line goes again
 	t=0
 	while yard-report --json "$line" 2>>"$OUT/report.err"; rc=$?; [ $rc = 3 ] && [ $t -lt 10 ]; do
