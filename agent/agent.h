@@ -422,6 +422,9 @@ void perf_start(struct agent *a);
 /* Measures the node again when no rank runs and its rates are --reprobe-s old, or were
  * measured while a rank started. */
 void perf_tick(struct agent *a);
+/* The leader refused a heartbeat over the perf it carried (why: its error): the figures are
+ * dropped, heartbeats go without them, and the node is probed again later. */
+void perf_refused(struct agent *a, const char *why);
 /* linkprobe.c: serves the probe port on the loop (0, or an error naming the port). */
 int linkprobe_listen(struct agent *a, struct yard_err *err);
 /* A "link_probe" object from a heartbeat answer: measures the link to that node. */

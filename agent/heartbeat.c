@@ -339,7 +339,11 @@ static void after_call(uv_work_t *w, int status)
 	} else {
 		log_warn("heartbeat to %s: HTTP %ld: %s", a->leader_url, c->status,
 		         resp_error(c->resp));
-		if (c->status == 400)
+		const char *field = json_string_value(json_object_get(c->resp, "field"));
+		if (c->status == 400 && field != NULL && strncmp(field, "perf", 4) == 0)
+			perf_refused(a,
+			             resp_error(c->resp)); /* a figure the leader will not take */
+		else if (c->status == 400)
 			a->leader_offers_shared = 0; /* the next one without the optional field */
 	}
 	/* answered by a leading scheduler (leader_id), which keeps what the heartbeat said */

@@ -225,6 +225,19 @@ void perf_start(struct agent *a)
 	uv_timer_start(&p->timer, on_timeout, kill_ms(a->perf_attempts), 0);
 }
 
+void perf_refused(struct agent *a, const char *why)
+{
+	if (a->perf == NULL)
+		return;
+	log_warn("the leader refused this node's probe figures (%s): heartbeats go without them; "
+	         "probing again in %d ms",
+	         why, a->cfg.probe_retry_ms);
+	json_decref(a->perf);
+	a->perf = NULL;
+	if (!a->perf_running)
+		uv_timer_start(&a->perf_retry, on_retry, (uint64_t)a->cfg.probe_retry_ms, 0);
+}
+
 void perf_tick(struct agent *a)
 {
 	/* the rank scan last: on most ticks the rates are neither disturbed nor old yet */

@@ -959,6 +959,15 @@ int probe_run(int devices, int budget_ms, struct probe_result *out, struct yard_
 			sum_max = fmax(sum_max, sum);
 		}
 	}
+	/* a round whose processes got no core within the window counts for nothing (the rounds'
+	 * best is kept); with none, the machine was too busy to say what its devices get */
+	if (alone_max <= 0 || (all > 1 && sum_max <= 0))
+		return yard_err_set(err, YARD_ETIMEDOUT,
+		                    "probe: the matmul processes got no core within any of the %d "
+		                    "%.0f ms windows (%s): the machine is too busy to measure what "
+		                    "its devices get",
+		                    PROBE_SHARE_ROUNDS, share_window_s * 1000,
+		                    alone_max <= 0 ? "one alone" : "all at once");
 	out->devices = all;
 	out->shm_sync_s = median_of(wall2[0], PROBE_SHARE_ROUNDS);
 	out->shm_busy_sync_s = median_of(wall_all[0], PROBE_SHARE_ROUNDS);
