@@ -127,8 +127,9 @@ static double machine_busy_s(void)
 	fclose(f);
 	if (n != 8)
 		return -1;
-	/* all but idle (3) and iowait (4) */
-	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+	/* user, nice, system, irq, softirq: not idle, iowait nor steal (the host running others
+	 * slows a lone process and a group alike) */
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* CPU seconds of this process and its reaped children so far */
@@ -150,7 +151,9 @@ static double own_cpu_s(void)
  * processes on 2 cores at 0.57-0.63 of one alone each and 8 at 0.33-0.39. The bound holds
  * only on a machine that nothing else uses meanwhile (a busy machine slows the lone process
  * more than 8 that share it), so a probe during which other programs used more than 5% of the
- * cores is tried again, up to 3 times, then the check is skipped, saying so. */
+ * cores is tried again, up to 3 times (once, when they used more than a quarter), then the
+ * check is skipped, saying so; scripts/check runs this program again after the parallel
+ * suite, alone. */
 static void test_probe_devices_share_the_cores(void **state)
 {
 	cpu_set_t set;
@@ -181,6 +184,10 @@ static void test_probe_devices_share_the_cores(void **state)
 			printf(
 			    "attempt %d: other programs used %.2f of %.2f CPU seconds meanwhile\n",
 			    attempt, others, cores * wall);
+			/* a machine that busy (a parallel test suite) will not be quiet for the
+			 * next probe either: scripts/check runs this again on its own */
+			if (others > 0.25 * cores * wall)
+				break;
 			continue;
 		}
 		printf("%d devices on %d cores: %.3f of one alone each (at most %.3f)\n", devices,
