@@ -99,6 +99,28 @@ wait_until() {
 	done
 }
 
+# wait_job_done ID JOB STATE STALL MAX: wait until job JOB is in STATE (asked of member ID);
+# fail (return 1) once the step the job reported has not moved for STALL s, or after MAX s in
+# all. For paced training, whose speed is the machine's: a CI machine busy with other tests
+# (and agents' probes) may train several times slower than usual, which a fixed deadline
+# mistakes for a stuck job; a job that stopped moving still fails after STALL s.
+wait_job_done() {
+	local id=$1 job=$2 state=$3 stall_ms=$(($4 * 1000)) start now moved step last=
+	start=$(now_ms)
+	moved=$start
+	while :; do
+		get "$id" "/v1/jobs/$job"
+		[ "$(jget "$BODY" 'd["state"]' 2>/dev/null)" = "$state" ] && return 0
+		now=$(now_ms)
+		step=$(jget "$BODY" 'd["step"]' 2>/dev/null)
+		[ "$step" != "$last" ] && { last=$step; moved=$now; }
+		if [ $((now - moved)) -ge "$stall_ms" ] || [ $((now - start)) -ge $(($5 * 1000)) ]; then
+			echo "# job $job: not $state after $(((now - start) / 1000)) s, at step $step (moved $(((now - moved) / 1000)) s ago)" >&2
+			return 1
+		fi
+		sleep 0.5
+	done
+}
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # get ID PATH: status in $CODE, body in $BODY

@@ -88,7 +88,7 @@ get 1 "/v1/jobs/$J/checkpoints/999980/shards/0"
 [ "$CODE" = 404 ] && echo "$BODY" | grep -q "no complete checkpoint at step 999980" || fail "incomplete step served: $CODE $BODY"
 get 1 "/v1/jobs/$J/checkpoints/x1/shards/0"
 [ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"step"' || fail "bad step accepted: $CODE $BODY"
-wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after the node death: $(events_of 1 "$J")"
+wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed after the node death: $(events_of 1 "$J")"
 # a shard of the newest complete checkpoint, once the job has ended (while it trains, keep 2
 # prunes checkpoints as fast as they complete when uploads come in bursts)
 shard_fetched() {

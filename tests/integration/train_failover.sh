@@ -63,7 +63,7 @@ for p in $ranks; do
 	gone_within 10 "$p" || fail "rank process $p of $victim survived SIGKILL (10 s)"
 done
 
-wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after the node death: $(events_of 1 "$J")"
+wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed after the node death: $(events_of 1 "$J")"
 get 1 "/v1/jobs/$J"
 [ "$(jget "$BODY" 'd["generation"]')" = 2 ] || fail "the job was not restarted (did it end before the node died?): $(events_of 1 "$J")"
 [ "$(jget "$BODY" "all(s['node'] != '$victim' for s in d['layout'])")" = True ] || fail "re-placed on the dead node: $BODY"

@@ -59,7 +59,7 @@ for n in node-a node-b node-c; do
 	[ "$(jget "$BODY" 'd["version"]')" = 9.0.0-next ] || fail "$n runs $(jget "$BODY" 'd["version"]')"
 done
 
-wait_until 300 job_state_is 1 "$J" succeeded || fail "job did not succeed: $(events_of 1 "$J")"
+wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed: $(events_of 1 "$J")"
 get 1 "/v1/jobs/$J"
 [ "$(jget "$BODY" 'd["generation"]')" = 1 ] && [ "$(jget "$BODY" 'd["restarts"]')" = 0 ] ||
 	fail "the job was restarted: $BODY"

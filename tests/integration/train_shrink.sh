@@ -134,7 +134,7 @@ fi
 # complete checkpoint, so the leader restarts the job (not counted) with dp 2 ----
 start_agent "$victim" 4 "$(api 1)"
 wait_until 20 node_state_is 1 "$victim" up || fail "$victim did not come back"
-wait_until 120 job_state_is 1 "$J" succeeded || fail "job did not succeed after growing back: $(events_of 1 "$J")"
+wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed after growing back: $(events_of 1 "$J")"
 get 1 "/v1/jobs/$J"
 job=$BODY
 [ "$(jget "$job" 'd["generation"], d["restarts"]')" = "(3, 1)" ] || fail "the job did not run 3 generations with 1 counted restart: $(events_of 1 "$J")"

@@ -183,7 +183,7 @@ has_event 1 "$C" "rollout $R3 (policy restart): restart on build 8.0.0-w" || fai
 c_on_new() { get 1 "/v1/jobs/$C"; [ "$(jget "$BODY" '",".join(sorted(set(r.get("worker_version", "") for r in d.get("ranks", []) if r["state"] == "running")))')" = 8.0.0-w ] && [ "$(jget "$BODY" 'len(d.get("ranks", []))')" = 4 ]; }
 wait_until 60 c_on_new || fail "job $C's ranks do not run 8.0.0-w after $R3: $BODY"
 [ "$(jget "$BODY" 'd["generation"]')" = 2 ] || fail "job $C is not in generation 2: $BODY"
-wait_until 180 job_state_is 1 "$C" succeeded || fail "job $C did not succeed: $(events_of 1 "$C")"
+wait_job_done 1 "$C" succeeded 60 600 || fail "job $C did not succeed: $(events_of 1 "$C")"
 restored=$(events_of 1 "$C" | sed -n 's/.*restoring from checkpoint step \([0-9]*\).*/\1/p' | tail -n 1)
 [ -n "$restored" ] && [ "$restored" -ge 60 ] || fail "job $C was not restored from a checkpoint: $(events_of 1 "$C")"
 rank0_log "$C" 1 | grep -q "yard-worker $W0: rank 0" || fail "job $C's generation 1 did not run $W0"
