@@ -237,7 +237,11 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 		c->compute_s =
 		    3.0 * fwd_flops / (plan_device_rate(k, 2.0 * mbs * d * fl) * alone_share);
 	}
-	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / alone_share;
+	/* every rank runs its optimiser step right after the loss allreduce, which every rank
+	 * enters: all of the node's ranks at once, each with its share of what it computes */
+	double optim_alone_s =
+	    params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / alone_share;
+	c->optim_s = optim_alone_s * alone_share / share;
 	c->tp_comm_s =
 	    c->tp > 1
 	        ? 2.0 * blocks * c->m *
@@ -271,26 +275,25 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	int spare_core = k->host_compute ? node_capacity(k) - ranks_on_node >= 1 : !crowded;
 	backward_last_mb = spare_core ? (2.0 / 3.0) * c->compute_s / c->m : 0;
 	c->dp_exposed_s = c->dp_comm_s > backward_last_mb ? c->dp_comm_s - backward_last_mb : 0;
-	c->step_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
-	            c->dp_exposed_s + c->loss_comm_s + c->optim_s;
-	/* the node's bound: its ranks' work, the CPU their exchanges burn included, over what
-	 * it computes at once. A rank that waits (a message, the bubble) leaves its core to
-	 * another, so the step is the larger of the critical path above and this; when this
-	 * is larger, compute and optimiser stretch to make up the difference */
+	double fb_s = (c->compute_s + c->tp_comm_s + c->pp_comm_s) / (1.0 - c->bubble_fraction) +
+	              c->dp_exposed_s + c->loss_comm_s;
+	/* the node's bound on the forward and backward passes: its ranks' compute, the CPU
+	 * their exchanges burn included, over what it computes at once. A rank that waits (a
+	 * message, the bubble) leaves its core to another, so this phase takes the larger of
+	 * the critical path above and this; when this is larger, compute stretches to make up
+	 * the difference. The optimiser steps follow, all of the node's at once (above): a
+	 * pipeline whose stages take turns computing still runs them together */
 	double ar_cpu = plan_sync_cpu(k, ranks_on_node, 1),
 	       p2p_cpu = plan_sync_cpu(k, ranks_on_node, 0);
 	double exchanges_cpu = (c->tp > 1 ? 2.0 * blocks * c->m * ar_cpu : 0) +
 	                       (c->pp > 1 && pp_fits_node ? 2.0 * c->v * c->m * p2p_cpu : 0) +
 	                       (world_fits_node ? ((c->dp > 1) + (world > 1)) * ar_cpu : 0);
-	double node_s =
-	    (c->compute_s + c->optim_s + exchanges_cpu / alone_share) * alone_share / share;
-	if (node_s > c->step_s) {
-		double stretch = 1 + (node_s - c->step_s) /
-		                         (c->compute_s / (1.0 - c->bubble_fraction) + c->optim_s);
-		c->compute_s *= stretch;
-		c->optim_s *= stretch;
-		c->step_s = node_s;
+	double node_s = (c->compute_s + exchanges_cpu / alone_share) * alone_share / share;
+	if (node_s > fb_s) {
+		c->compute_s *= 1 + (node_s - fb_s) / (c->compute_s / (1.0 - c->bubble_fraction));
+		fb_s = node_s;
 	}
+	c->step_s = fb_s + c->optim_s;
 
 	in_flight(m, c, &units, &blocks_per_unit);
 	c->memory_bytes = params * 4 * (m->adamw ? 4 : 3) +

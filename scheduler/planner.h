@@ -33,7 +33,9 @@
  *               producer's chunk: the longest a receiver can wait for it once it runs)
  *   bubble    = (p−1)/(v·m + p−1) of the pipelined time
  *   optimiser = the device's parameters × the measured step cost per parameter, after the
- *               pipeline drains (not part of the bubble), divided by the availability
+ *               pipeline drains (not part of the bubble), at the rank's share of the node:
+ *               every rank starts it when the loss allreduce (below) returns, so all of
+ *               the node's ranks run theirs at once, a pipeline's stages included
  *   dp comm   = ring allreduce of the stage's gradients over dp replicas, in the trainer's
  *               buckets (train.bucket_mb), each an allreduce of its own on the progress
  *               thread: per bucket 2(dp−1) ring steps, each costing the latency and the
@@ -43,20 +45,20 @@
  *               to spare for the progress thread (none is hidden on a crowded node)
  *   loss comm = the step's allreduce of 4 numbers (loss, accuracy, rows, gradient norm)
  *               over every rank, plus a sync, after the pipeline drains
- *   step      = the larger of the critical path
- *                 (compute + tp + pp) / (1 − bubble) + exposed dp + loss comm + optimiser
+ *   step      = forward and backward, the larger of the critical path
+ *                 (compute + tp + pp) / (1 − bubble) + exposed dp + loss comm
  *               and the node's work over its capacity (when the ranks on a node outnumber
  *               what it computes at once: CPU devices on fewer cores, the measured
  *               parallel efficiency)
- *                 (compute + optimiser + exchanges × sync CPU) × ranks on the node / capacity
+ *                 (compute + exchanges × sync CPU) × ranks on the node / capacity
  *               where sync CPU is the measured CPU time an exchange costs a rank (spins,
  *               system calls, thread switches) for the ranks on the node, and the
  *               exchanges are a rank's 2·blocks·m tensor-parallel allreduces, 2·v·m
  *               pipeline messages, its buckets' ring steps and its loss allreduce
  *               (a rank that waits for a message or in the bubble leaves its core to
  *               another rank, so a crowded node's step is its total work over its
- *               capacity, a pipeline's at least its critical path). When the node's bound
- *               wins, compute and optimiser are stretched to add up to it.
+ *               capacity, a pipeline's at least its critical path); then the optimiser.
+ *               When the node's bound wins, compute is stretched to add up to it.
  * Memory per device = parameters + gradients + optimiser state (AdamW 2, SGD 1 extra copy)
  * + activations of the micro-batches in flight (GPipe m, 1F1B min(m, p), interleaved
  * Megatron's warm-up depth), all f32.
@@ -136,7 +138,7 @@ struct plan_candidate {
 	double step_s; /* predicted step time */
 	double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, dp_exposed_s;
 	double loss_comm_s; /* the step's allreduce of loss, accuracy and gradient norm */
-	double optim_s;     /* optimiser step after the pipeline drains */
+	double optim_s;     /* optimiser step after the loss allreduce: a node's ranks at once */
 	double bubble_fraction;
 	double memory_bytes; /* per device, the largest stage */
 	double comm_bytes;   /* bytes each device sends per step */

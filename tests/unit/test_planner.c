@@ -202,6 +202,17 @@ static void test_oversubscribed_node_shares_compute(void **state)
 	assert_float_equal(pp4.step_s,
 	                   (pp4.compute_s + pp4.pp_comm_s) / 0.25 + pp4.loss_comm_s + pp4.optim_s,
 	                   one.step_s * 1e-9);
+	/* but every rank runs its optimiser step right after the loss allreduce, the four
+	 * stages at once: on 2 devices' worth each takes twice what it takes alone */
+	k.adamw_s_per_param = 1e-8;
+	plan_predict(&model, &k, &pp4);
+	struct plan_cluster roomy = k;
+	roomy.parallel_efficiency = 0;
+	struct plan_candidate pp4_roomy = pp4;
+	plan_predict(&model, &roomy, &pp4_roomy);
+	assert_true(pp4_roomy.optim_s > 0);
+	assert_float_equal(pp4.optim_s, 2 * pp4_roomy.optim_s, pp4.optim_s * 1e-12);
+	assert_float_equal(pp4.compute_s, pp4_roomy.compute_s, pp4.compute_s * 1e-12);
 	/* the gradient buckets overlap the last backward only where a core is spare: on an
 	 * accelerator's host always (uncrowded), on CPU devices when a core's worth is left
 	 * beyond the ranks */
