@@ -241,6 +241,21 @@ start_agent() {
 		--heartbeat-ms 200 --stop-grace-ms 1000 "$@" >>"$T/log.agent-$name" 2>&1 &
 	APID[$name]=$!
 }
+# probe_worker FILE 'SH': writes FILE, a yard-worker for --worker that, on each --probe call,
+# counts it (its number in $n, kept in $T/probes), runs the shell code SH (which may exit,
+# exec or print), then the real worker ($real): tests make the node probe slow, fail or lie
+probe_worker() {
+	local real
+	real=$(command -v yard-worker)
+	{
+		printf '#!/bin/sh\nreal=%s\n' "'$real'"
+		printf 'if [ "$1" = --probe ]; then\n'
+		printf '\tn=$(($(cat "%s" 2>/dev/null || echo 0) + 1))\n\techo $n >"%s"\n' \
+			"$T/probes" "$T/probes"
+		printf '%s\nfi\nexec "$real" "$@"\n' "$2"
+	} >"$1"
+	chmod +x "$1"
+}
 # agent_refuses "FLAG VALUE"...: yard-agent refuses each bad value by the flag's name (exit 2)
 # before it starts
 agent_refuses() {

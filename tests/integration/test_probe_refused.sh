@@ -10,20 +10,10 @@
 start_member 1 "$(members_arg 1)" --node-suspect-ms 1500 --node-down-ms 3000
 wait_leader 10 1 || fail "no leader"
 make_join_token 1
-real=$(command -v yard-worker)
-cat >"$T/worker" <<SCRIPT
-#!/bin/sh
-if [ "\$1" = --probe ]; then
-	n=\$((\$(cat "$T/probes" 2>/dev/null || echo 0) + 1))
-	echo \$n >"$T/probes"
-	if [ \$n -eq 1 ]; then
-		"$real" "\$@" | sed 's/"parallel_efficiency":[-+.0-9eE]*/"parallel_efficiency":0/'
+probe_worker "$T/worker" '	if [ $n -eq 1 ]; then
+		"$real" "$@" | sed "s/\"parallel_efficiency\":[-+.0-9eE]*/\"parallel_efficiency\":0/"
 		exit 0
-	fi
-fi
-exec "$real" "\$@"
-SCRIPT
-chmod +x "$T/worker"
+	fi'
 start_agent node-a 2 "$(api 1)" --worker "$T/worker" --probe-retry-ms 1000
 wait_until 15 node_state_is 1 node-a up || fail "node-a did not register"
 refused() { grep -q "the leader refused this node's probe figures (perf.parallel_efficiency: 0 is out of range" "$T/log.agent-node-a"; }

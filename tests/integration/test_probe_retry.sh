@@ -9,18 +9,8 @@
 start_member 1 "$(members_arg 1)"
 wait_leader 10 1 || fail "no leader"
 make_join_token 1
-real=$(command -v yard-worker)
-cat >"$T/worker" <<SCRIPT
-#!/bin/sh
-if [ "\$1" = --probe ]; then
-	n=\$((\$(cat "$T/probes" 2>/dev/null || echo 0) + 1))
-	echo \$n >"$T/probes"
-	[ \$n -le 2 ] && exec sleep 60
-	[ \$n -eq 3 ] && exit 1
-fi
-exec "$real" "\$@"
-SCRIPT
-chmod +x "$T/worker"
+probe_worker "$T/worker" '	[ $n -le 2 ] && exec sleep 60
+	[ $n -eq 3 ] && exit 1'
 start_agent node-a 2 "$(api 1)" --worker "$T/worker" --probe-retry-ms 1000
 wait_until 15 node_state_is 1 node-a up || fail "node-a did not register"
 spec='{"name":"auto","model":{"d_in":8,"d_model":16,"d_ff":32,"layers":2,"classes":4},"train":{"steps":5,"batch_size":8},"parallel":"auto"}'

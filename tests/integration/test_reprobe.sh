@@ -53,16 +53,8 @@ note "no probe while the rank ran ($(sed -n "${started},${ended}p" "$L" | grep -
 # 5 s) until a rank of the job below has started. The job of 2 ranks waits for node-b (node-a
 # has one device), so its rank on node-b starts while node-b's first probe runs.
 rm -f "$T/done"
-real=$(command -v yard-worker)
-cat >"$T/worker" <<SCRIPT
-#!/bin/sh
-if [ "\$1" = --probe ]; then
-	i=0
-	while [ ! -e "$T/rank-started" ] && [ \$i -lt 40 ]; do sleep 0.1; i=\$((i + 1)); done
-fi
-exec "$real" "\$@"
-SCRIPT
-chmod +x "$T/worker"
+probe_worker "$T/worker" "	i=0
+	while [ ! -e '$T/rank-started' ] && [ \$i -lt 40 ]; do sleep 0.1; i=\$((i + 1)); done"
 submit 1 "{\"name\":\"overlap\",\"ranks\":2,\"command\":[\"sh\",\"-c\",\"touch $T/rank-started; i=0; while [ ! -e $T/done ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i + 1)); done\"]}"
 J=$JOB
 LB=$T/log.agent-node-b
