@@ -246,6 +246,8 @@ struct agent {
 	int heartbeat_answered;
 	int perf_attempts; /* probes started */
 	uv_timer_t perf_retry;
+	int perf_timer_ready;          /* perf_retry initialised */
+	int64_t perf_measured_wall_ms; /* when the rates kept were measured (perf.json) */
 	int perf_running;            /* a probe process runs */
 	int perf_reprobe;            /* the running probe re-measures (perf_tick) */
 	uint64_t perf_at_mono_ms;    /* when the last probe ended (a failed re-probe included) */
@@ -419,6 +421,11 @@ int gc_pass(struct agent *a);
 void gc_start(struct agent *a);
 /* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
 void perf_start(struct agent *a);
+/* At start: the node probe, or, when `adopted` ranks were re-adopted (they train), the rates
+ * saved in the data dir, if they fit (else the probe). */
+void perf_begin(struct agent *a, int adopted);
+/* Saves a->perf in the data dir (perf.json) for a restart while ranks run. */
+void perf_save(struct agent *a);
 /* Measures the node again when no rank runs and its rates are --reprobe-s old, or were
  * measured while a rank started. */
 void perf_tick(struct agent *a);

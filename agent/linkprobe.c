@@ -477,6 +477,7 @@ void linkprobe_apply(struct agent *a)
 	json_object_set_new(a->perf, "inter_latency_s", json_real(a->link_latency_s));
 	json_object_set_new(a->perf, "inter_source", json_string(source));
 	a->perf_unwanted = 0;
+	perf_save(a);
 }
 
 static void probe_done(uv_work_t *w, int status)

@@ -490,7 +490,7 @@ int main(int argc, char **argv)
 	a->loop->data = a;
 	if (metrics_open(a) != 0)
 		return 1;
-	ranks_load_state(a);
+	int adopted = ranks_load_state(a);
 	ranks_save_state(a);
 	uv_signal_init(a->loop, &a->sigterm);
 	uv_signal_init(a->loop, &a->sigint);
@@ -503,7 +503,7 @@ int main(int argc, char **argv)
 	         a->cfg.port_base, a->cfg.probe_port, a->cfg.controllers);
 	if (linkprobe_listen(a, &err) != 0)
 		log_warn("%s", err.msg);
-	perf_start(a);
+	perf_begin(a, adopted);
 	gc_start(a);
 	heartbeat_start(a);
 	uv_run(a->loop, UV_RUN_DEFAULT);

@@ -13,7 +13,17 @@
  * had. The first rates are kept even when a rank started while they were measured (a node
  * without rates is not planned for), but both were disturbed: such rates are measured again
  * as soon as no rank runs, whatever --reprobe-s says (at most once per --probe-retry-ms).
- * The next heartbeat carries the new rates, which replace the leader's. */
+ * The next heartbeat carries the new rates, which replace the leader's.
+ * Every rate kept is saved in the data dir (perf.json, with when it was measured). An agent
+ * that restarts while its node trains (it re-adopted ranks: an upgrade, a crash) takes the
+ * saved rates instead of probing: a probe would share the node's devices with the running
+ * ranks for seconds, slowing the training (on every node of a rollout's wave) and measuring
+ * a busy node. The saved rates age as if the agent had never stopped, and are measured again
+ * as above once no rank runs and they are --reprobe-s old. Saved rates that do not fit (the
+ * file unreadable, another device count or kind, a clock that went back) are set aside with
+ * a warning, and the node is probed. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +41,7 @@
  * gave up would never be planned for. */
 #define PERF_ATTEMPTS 3
 #define PERF_RETRY_MS 2000
+#define PERF_SAVED "perf.json"
 
 struct perf_run {
 	struct agent *agent;
@@ -54,6 +65,27 @@ static void handle_closed(uv_handle_t *h)
 static void on_retry(uv_timer_t *t)
 {
 	perf_start(t->data);
+}
+
+/* What the probe cannot measure alone: the inter-node link (configured, else the TCP loopback
+ * figure; a link measured to a peer and saved stays, unless one is configured now) and each
+ * device's memory. */
+static void node_figures(struct agent *a, json_t *o)
+{
+	const char *source = json_string_value(json_object_get(o, "inter_source"));
+	double tcp_bw = json_real_value(json_object_get(o, "tcp_bw_bytes_per_s"));
+	double tcp_lat = json_real_value(json_object_get(o, "tcp_latency_s"));
+	if (a->cfg.link_gbps > 0) {
+		json_object_set_new(o, "inter_bw_bytes_per_s",
+		                    json_real(a->cfg.link_gbps * 1e9 / 8));
+		json_object_set_new(o, "inter_latency_s", json_real(tcp_lat));
+		json_object_set_new(o, "inter_source", json_string("configured"));
+	} else if (source == NULL || strncmp(source, "measured:", 9) != 0) {
+		json_object_set_new(o, "inter_bw_bytes_per_s", json_real(tcp_bw));
+		json_object_set_new(o, "inter_latency_s", json_real(tcp_lat));
+		json_object_set_new(o, "inter_source", json_string("tcp-loopback"));
+	}
+	json_object_set_new(o, "device_memory_mb", json_integer(agent_device_memory_mb(&a->cfg)));
 }
 
 static void finish(struct perf_run *p)
@@ -88,24 +120,15 @@ static void finish(struct perf_run *p)
 		json_decref(o);
 		uv_timer_start(&a->perf_retry, on_retry, retry_ms, 0);
 	} else {
-		double tcp_bw = json_real_value(json_object_get(o, "tcp_bw_bytes_per_s"));
-		double tcp_lat = json_real_value(json_object_get(o, "tcp_latency_s"));
-		if (a->cfg.link_gbps > 0) {
-			json_object_set_new(o, "inter_bw_bytes_per_s",
-			                    json_real(a->cfg.link_gbps * 1e9 / 8));
-			json_object_set_new(o, "inter_source", json_string("configured"));
-		} else {
-			json_object_set_new(o, "inter_bw_bytes_per_s", json_real(tcp_bw));
-			json_object_set_new(o, "inter_source", json_string("tcp-loopback"));
-		}
-		json_object_set_new(o, "inter_latency_s", json_real(tcp_lat));
-		json_object_set_new(o, "device_memory_mb",
-		                    json_integer(agent_device_memory_mb(&a->cfg)));
+		json_object_del(o, "inter_source"); /* whatever it says: no link is measured yet */
+		node_figures(a, o);
 		json_decref(a->perf);
 		a->perf = o;
 		a->perf_disturbed = disturbed;
+		a->perf_measured_wall_ms = yard_now_wall_ms();
 		a->perf_unwanted = 0; /* the next heartbeat carries it, new rates for the leader */
 		linkprobe_apply(a);   /* a link measured before this probe answered */
+		perf_save(a);
 		log_info("node probe%s: %.1f GFLOP/s per device (%.0f%% when all %d compute), "
 		         "shm %.2f GB/s, inter-node %.2f GB/s (%s), in %lld ms%s",
 		         reprobe ? " again (no rank runs)" : "",
@@ -183,16 +206,123 @@ int64_t agent_device_memory_mb(const struct agent_config *cfg)
 	return (int64_t)pages * page / (1 << 20) / cfg->n_devices;
 }
 
+static void retry_timer_init(struct agent *a)
+{
+	if (a->perf_timer_ready)
+		return;
+	uv_timer_init(a->loop, &a->perf_retry);
+	a->perf_retry.data = a;
+	a->perf_timer_ready = 1;
+}
+
+void perf_save(struct agent *a)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	if (a->perf == NULL)
+		return;
+	snprintf(path, sizeof path, "%s/" PERF_SAVED, a->cfg.data_dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	json_t *saved = json_pack("{s:I,s:i,s:s,s:b,s:O}", "measured_unix_ms",
+	                          (json_int_t)a->perf_measured_wall_ms, "devices", a->cfg.n_devices,
+	                          "kind", a->cfg.cuda ? "cuda" : "cpu", "disturbed",
+	                          a->perf_disturbed, "perf", a->perf);
+	if (saved == NULL || json_dump_file(saved, tmp, JSON_COMPACT) != 0 ||
+	    rename(tmp, path) != 0)
+		log_warn("cannot save the node's rates to %s: %s (a restart while ranks run probes "
+		         "the node again)",
+		         path, strerror(errno));
+	json_decref(saved);
+}
+
+/* The rates saved in the data dir, if they fit this agent (else NULL and why says why not);
+ * *age_ms: how long ago they were measured, *disturbed: the flag they were saved with. */
+static json_t *saved_rates(struct agent *a, int64_t *age_ms, int *disturbed, char *why,
+                           size_t why_len)
+{
+	char path[PATH_MAX];
+	json_error_t jerr;
+	snprintf(path, sizeof path, "%s/" PERF_SAVED, a->cfg.data_dir);
+	json_t *saved = json_load_file(path, 0, &jerr);
+	json_t *perf = NULL;
+	if (saved == NULL) {
+		snprintf(why, why_len, "%s: %s", path, jerr.text);
+		return NULL;
+	}
+	json_t *measured = json_object_get(saved, "measured_unix_ms");
+	json_t *devices = json_object_get(saved, "devices");
+	const char *kind = json_string_value(json_object_get(saved, "kind"));
+	json_t *o = json_object_get(saved, "perf");
+	const char *want_kind = a->cfg.cuda ? "cuda" : "cpu";
+	*age_ms =
+	    json_is_integer(measured) ? yard_now_wall_ms() - json_integer_value(measured) : -1;
+	if (!json_is_integer(measured) || !json_is_integer(devices) || kind == NULL ||
+	    !json_is_object(o))
+		snprintf(why, why_len, "%s: not the rates this agent saves", path);
+	else if (json_integer_value(devices) != a->cfg.n_devices || strcmp(kind, want_kind) != 0)
+		snprintf(why, why_len, "%s: rates of %lld %s device(s), this node has %d %s", path,
+		         (long long)json_integer_value(devices), kind, a->cfg.n_devices, want_kind);
+	else if (!(json_real_value(json_object_get(o, "flops_per_s")) > 0))
+		snprintf(why, why_len, "%s: no flops_per_s", path);
+	else if (*age_ms < 0)
+		snprintf(why, why_len, "%s: measured in the future (the clock went back)", path);
+	else {
+		perf = json_deep_copy(o);
+		*disturbed = json_is_true(json_object_get(saved, "disturbed"));
+		if (perf != NULL)
+			node_figures(a, perf);
+	}
+	json_decref(saved);
+	return perf;
+}
+
+void perf_begin(struct agent *a, int adopted)
+{
+	char why[PATH_MAX + 128];
+	int64_t age_ms = 0;
+	int disturbed = 0;
+	if (adopted == 0) {
+		perf_start(a);
+		return;
+	}
+	json_t *o = saved_rates(a, &age_ms, &disturbed, why, sizeof why);
+	if (o == NULL) {
+		log_warn(
+		    "node probe: %d rank(s) re-adopted, but no saved rates to use (%s): probing "
+		    "the node while they run",
+		    adopted, why);
+		perf_start(a);
+		return;
+	}
+	retry_timer_init(a);
+	uint64_t now = yard_now_mono_ms();
+	a->perf = o;
+	a->perf_disturbed = disturbed;
+	a->perf_measured_wall_ms = yard_now_wall_ms() - age_ms;
+	a->perf_at_mono_ms = (uint64_t)age_ms < now ? now - (uint64_t)age_ms : 0;
+	a->perf_unwanted = 0;
+	char again[96];
+	if (disturbed)
+		snprintf(again, sizeof again, "as soon as no rank runs (they were disturbed)");
+	else if (a->cfg.reprobe_s > 0)
+		snprintf(again, sizeof again, "once no rank runs and they are %lld s old",
+		         (long long)a->cfg.reprobe_s);
+	else
+		snprintf(again, sizeof again, "never (--reprobe-s 0)");
+	log_info("node probe: %d rank(s) re-adopted: using the rates measured %lld s ago "
+	         "(%.1f GFLOP/s per device) instead of probing a node that trains; measured "
+	         "again %s",
+	         adopted, (long long)(age_ms / 1000),
+	         json_real_value(json_object_get(o, "flops_per_s")) / 1e9, again);
+}
+
 void perf_start(struct agent *a)
 {
 	struct perf_run *p = calloc(1, sizeof *p);
 	char devices[16], budget[16];
 	if (p == NULL)
 		return;
-	if (a->perf_attempts++ == 0) {
-		uv_timer_init(a->loop, &a->perf_retry);
-		a->perf_retry.data = a;
-	}
+	a->perf_attempts++;
+	retry_timer_init(a);
 	p->agent = a;
 	p->started_ms = yard_now_mono_ms();
 	a->perf_running = 1;
@@ -234,6 +364,9 @@ void perf_refused(struct agent *a, const char *why)
 	         why, a->cfg.probe_retry_ms);
 	json_decref(a->perf);
 	a->perf = NULL;
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/" PERF_SAVED, a->cfg.data_dir);
+	unlink(path); /* not for a restart either */
 	if (!a->perf_running)
 		uv_timer_start(&a->perf_retry, on_retry, (uint64_t)a->cfg.probe_retry_ms, 0);
 }
