@@ -477,7 +477,6 @@ void linkprobe_apply(struct agent *a)
 	json_object_set_new(a->perf, "inter_latency_s", json_real(a->link_latency_s));
 	json_object_set_new(a->perf, "inter_source", json_string(source));
 	a->perf_unwanted = 0;
-	perf_save(a);
 }
 
 static void probe_done(uv_work_t *w, int status)
@@ -492,6 +491,7 @@ static void probe_done(uv_work_t *w, int status)
 		log_info("link to node %s (%s:%d): %.3f GB/s, latency %.1f us", r->peer, r->host,
 		         r->port, r->bw_bytes_per_s / 1e9, r->latency_s * 1e6);
 		linkprobe_apply(a);
+		perf_save(a); /* finish() saves what it applied itself */
 	} else {
 		log_warn("link probe to node %s (%s:%d) failed: %s; the leader asks again later",
 		         r->peer, r->host, r->port, status == 0 ? r->why : "cancelled");

@@ -239,9 +239,7 @@ void plan_predict(const struct plan_model *m, const struct plan_cluster *k,
 	}
 	/* every rank runs its optimiser step right after the loss allreduce, which every rank
 	 * enters: all of the node's ranks at once, each with its share of what it computes */
-	double optim_alone_s =
-	    params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / alone_share;
-	c->optim_s = optim_alone_s * alone_share / share;
+	c->optim_s = params * (m->adamw ? k->adamw_s_per_param : k->sgd_s_per_param) / share;
 	c->tp_comm_s =
 	    c->tp > 1
 	        ? 2.0 * blocks * c->m *
