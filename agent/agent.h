@@ -255,6 +255,8 @@ struct agent {
 	uint64_t perf_ranks_started; /* ranks_started when the running probe began */
 	int perf_disturbed;  /* the rates kept were measured while a rank started: measured again
 	                      * as soon as no rank runs, whatever --reprobe-s says (perf_tick) */
+	int perf_idle_wait;  /* no rates: a probe was due while ranks ran, it starts once none does
+	                      * (perf_tick) */
 	uv_timer_t gc_timer; /* gc.c */
 	/* the link to another node (linkprobe.c) */
 	uv_tcp_t probe_server;
@@ -422,12 +424,12 @@ void gc_start(struct agent *a);
 /* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
 void perf_start(struct agent *a);
 /* At start: the node probe, or, when `adopted` ranks were re-adopted (they train), the rates
- * saved in the data dir, if they fit (else the probe). */
+ * saved in the data dir, if they fit (else the probe, once no rank runs). */
 void perf_begin(struct agent *a, int adopted);
 /* Saves a->perf in the data dir (perf.json) for a restart while ranks run. */
 void perf_save(struct agent *a);
 /* Measures the node again when no rank runs and its rates are --reprobe-s old, or were
- * measured while a rank started. */
+ * measured while a rank started; starts a probe that waited for the ranks to end. */
 void perf_tick(struct agent *a);
 /* The leader refused a heartbeat over the perf it carried (why: its error): the figures are
  * dropped, heartbeats go without them, and the node is probed again later. */

@@ -14,6 +14,11 @@
  * without rates is not planned for), but both were disturbed: such rates are measured again
  * as soon as no rank runs, whatever --reprobe-s says (at most once per --probe-retry-ms).
  * The next heartbeat carries the new rates, which replace the leader's.
+ * Only the first probe of an agent that started with no rank runs whatever the node does:
+ * every later one (a retry after a failed probe or refused figures) waits until no rank runs
+ * (perf_tick). On a machine busy enough to fail a probe, retries next to training ranks
+ * slowed them, and failed again, for as long as the ranks ran; the leader plans without the
+ * node meanwhile (or with the rates it already had), and the node is busy anyway.
  * Every rate kept is saved in the data dir (perf.json, with when it was measured). An agent
  * that restarts while its node trains (it re-adopted ranks: an upgrade, a crash) takes the
  * saved rates instead of probing: a probe would share the node's devices with the running
@@ -21,7 +26,7 @@
  * a busy node. The saved rates age as if the agent had never stopped, and are measured again
  * as above once no rank runs and they are --reprobe-s old. Saved rates that do not fit (the
  * file unreadable, another device count or kind, a clock that went back) are set aside with
- * a warning, and the node is probed. */
+ * a warning, and the node is probed once no rank runs. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -62,9 +67,24 @@ static void handle_closed(uv_handle_t *h)
 		free(p);
 }
 
+/* A probe now, or, while ranks run, once none does (perf_tick); why: what it is for. */
+static void probe_when_idle(struct agent *a, const char *why)
+{
+	int running = ranks_running(a);
+	if (running == 0) {
+		perf_start(a);
+		return;
+	}
+	if (!a->perf_idle_wait)
+		log_info("node probe (%s) waits: %d rank(s) run, and a probe would slow them and "
+		         "measure a busy node; it starts once none does",
+		         why, running);
+	a->perf_idle_wait = 1;
+}
+
 static void on_retry(uv_timer_t *t)
 {
-	perf_start(t->data);
+	probe_when_idle(t->data, "again");
 }
 
 /* What the probe cannot measure alone: the inter-node link (configured, else the TCP loopback
@@ -96,7 +116,8 @@ static void finish(struct perf_run *p)
 	p->buf[p->len] = '\0';
 	if (p->exit_status == 0)
 		o = json_loads(p->buf, 0, &jerr);
-	int reprobe = a->perf_reprobe;
+	/* a re-probe whose rates were refused meanwhile (perf_refused) counts as a first probe */
+	int reprobe = a->perf_reprobe && a->perf != NULL;
 	a->perf_running = 0;
 	a->perf_reprobe = 0;
 	a->perf_at_mono_ms = yard_now_mono_ms();
@@ -285,15 +306,14 @@ void perf_begin(struct agent *a, int adopted)
 		return;
 	}
 	json_t *o = saved_rates(a, &age_ms, &disturbed, why, sizeof why);
+	retry_timer_init(a);
 	if (o == NULL) {
-		log_warn(
-		    "node probe: %d rank(s) re-adopted, but no saved rates to use (%s): probing "
-		    "the node while they run",
-		    adopted, why);
-		perf_start(a);
+		log_warn("node probe: %d rank(s) re-adopted, but no saved rates to use (%s): the "
+		         "node is probed once no rank runs (the leader keeps the rates it has)",
+		         adopted, why);
+		probe_when_idle(a, "no saved rates");
 		return;
 	}
-	retry_timer_init(a);
 	uint64_t now = yard_now_mono_ms();
 	a->perf = o;
 	a->perf_disturbed = disturbed;
@@ -373,9 +393,17 @@ void perf_refused(struct agent *a, const char *why)
 
 void perf_tick(struct agent *a)
 {
-	/* the rank scan last: on most ticks the rates are neither disturbed nor old yet */
-	if (a->perf == NULL || a->perf_running)
+	if (a->perf_running)
 		return;
+	if (a->perf == NULL) {
+		if (a->perf_idle_wait && ranks_running(a) == 0) {
+			a->perf_idle_wait = 0;
+			log_info("node probe: no rank runs any more: probing the node");
+			perf_start(a);
+		}
+		return;
+	}
+	/* the rank scan last: on most ticks the rates are neither disturbed nor old yet */
 	/* disturbed rates: again once per --probe-retry-ms at most (a re-probe that fails or is
 	 * disturbed in turn does not repeat every few seconds) */
 	uint64_t age_ms = yard_now_mono_ms() - a->perf_at_mono_ms;

@@ -2,7 +2,8 @@
 # test_probe_resume.sh: an agent that restarts while its node trains does not probe the node
 # (seconds of matmuls on the devices the ranks use) but takes the rates it saved in its data
 # dir, sends them to a leader that has lost them, and measures again once no rank runs.
-# Saved rates that do not fit are set aside with a warning, and the node is probed.
+# Saved rates that do not fit are set aside with a warning, and the node is probed once no
+# rank runs.
 . "$(dirname "$0")/lib.sh"
 start_member 1 "$(members_arg 1)"
 wait_leader 10 1 || fail "no leader"
@@ -44,21 +45,28 @@ reprobed() { [ "$(cat "$T/probes")" -ge 2 ] && grep -q "node probe again (no ran
 wait_until 30 reprobed || fail "not measured again once no rank ran: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
 note "restarted while its rank ran: saved rates sent to a new leader, no probe until the rank ended"
 
-# saved rates that do not fit: the node is probed, and the log says why
-run_job second
-before=$(cat "$T/probes")
-kill_agent node-a
+# saved rates that do not fit: set aside with a warning naming why, and the node is probed
+# once its rank ended, not while it runs (the leader keeps the rates it has meanwhile)
+warnings() { grep -c "no saved rates to use (.*perf.json: " "$T/log.agent-node-a" || true; }
 for bad in 'not json' '{"measured_unix_ms":1,"devices":4,"kind":"cpu","perf":{"flops_per_s":1e9}}'; do
+	run_job "bad"
+	kill_agent node-a
+	before=$(cat "$T/probes") warned_before=$(warnings)
 	printf '%s' "$bad" >"$T/agent-node-a/perf.json"
 	start_agent "${A[@]}"
-	probed() { [ "$(cat "$T/probes")" -gt "$before" ]; }
-	wait_until 20 probed || fail "with perf.json '$bad' the node was not probed"
-	before=$(cat "$T/probes")
-	grep -q "no saved rates to use (.*perf.json: " "$T/log.agent-node-a" ||
-		fail "no warning for perf.json '$bad': $(grep probe "$T/log.agent-node-a" | tail -n 3)"
-	kill_agent node-a
+	warned() { [ "$(warnings)" -gt "$warned_before" ]; }
+	wait_until 20 warned || fail "no warning for perf.json '$bad': $(grep probe "$T/log.agent-node-a" | tail -n 3)"
+	sleep 2
+	[ "$(cat "$T/probes")" = "$before" ] ||
+		fail "with perf.json '$bad' the node was probed while its rank ran: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
+	perf_known || fail "the leader lost node-a's rates: $BODY"
+	touch "$T/done"
+	wait_until 20 job_state_is 1 "$J" succeeded || fail "job $J did not end: $(job_field 1 "$J" '')"
+	probed() { [ "$(cat "$T/probes")" -gt "$before" ] && grep -q "no rank runs any more: probing" "$T/log.agent-node-a"; }
+	wait_until 30 probed || fail "with perf.json '$bad' the node was not probed once its rank ended"
+	resaved() { jget "$(cat "$T/agent-node-a/perf.json")" 'd["devices"] == 2' | grep -qx True; }
+	wait_until 20 resaved || fail "the new rates were not saved: $(cat "$T/agent-node-a/perf.json")"
 done
 grep -q "rates of 4 cpu device(s), this node has 2 cpu" "$T/log.agent-node-a" ||
 	fail "the device count was not named: $(grep probe "$T/log.agent-node-a" | tail -n 5)"
-touch "$T/done"
-note "unreadable saved rates and rates of another device count: probed, each with a warning"
+note "unreadable saved rates and rates of another device count: a warning each, probed once the rank ended"
