@@ -256,7 +256,10 @@ struct agent {
 	int perf_disturbed;  /* the rates kept were measured while a rank started: measured again
 	                      * as soon as no rank runs, whatever --reprobe-s says (perf_tick) */
 	int perf_idle_wait;  /* no rates: a probe was due while ranks ran, it starts once none does
-	                      * (perf_tick) */
+	                      * or the leader has none either (perf_tick) */
+	/* whether the leader has rates for this node (its last heartbeat answer's want_perf):
+	 * -1 not known yet (no leader answered since the agent started), 0, 1 */
+	int leader_has_perf;
 	uv_timer_t gc_timer; /* gc.c */
 	/* the link to another node (linkprobe.c) */
 	uv_tcp_t probe_server;

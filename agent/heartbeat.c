@@ -321,7 +321,7 @@ static void after_call(uv_work_t *w, int status)
 			heartbeat_follow_leader(a, json_object_get(c->resp, "heartbeat_min_ms"));
 		const json_t *want_perf = json_object_get(c->resp, "want_perf");
 		if (want_perf != NULL)
-			a->perf_unwanted = json_is_false(want_perf);
+			a->perf_unwanted = a->leader_has_perf = json_is_false(want_perf);
 		heartbeat_apply_answer(a, c->resp, "desired_version");
 		if (json_object_get(c->resp, "upgrade") != NULL)
 			upgrade_offer(a, json_object_get(c->resp, "upgrade"));

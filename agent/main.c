@@ -48,7 +48,8 @@ static void usage(FILE *out)
 	    "                  [--probe-port P] (where peers measure their link to this node;\n"
 	    "                                    default: port-base - 1)\n"
 	    "                  [--probe-retry-ms MS] (a node probe that failed 3 times runs\n"
-	    "                                         again this often, once no rank runs;\n"
+	    "                                         again this often; while ranks run, only\n"
+	    "                                         if the leader has no rates for the node;\n"
 	    "                                         default 60000)\n"
 	    "                  [--reprobe-s S] (measure the node again when its rates are S s\n"
 	    "                                   old and no rank runs; default 3600, 0: never;\n"
@@ -403,6 +404,7 @@ int main(int argc, char **argv)
 	a->cfg.gc_interval_ms = 60000;
 	a->watch_version = -1;
 	a->desired_version = -1;
+	a->leader_has_perf = -1;
 	a->last_ok_mono_ms = yard_now_mono_ms(); /* the fencing clock starts with the agent */
 	a->cfg.stop_grace_ms = 5000;
 	a->cfg.log_max_bytes = 16 << 20;

@@ -14,11 +14,13 @@
  * without rates is not planned for), but both were disturbed: such rates are measured again
  * as soon as no rank runs, whatever --reprobe-s says (at most once per --probe-retry-ms).
  * The next heartbeat carries the new rates, which replace the leader's.
- * Only the first probe of an agent that started with no rank runs whatever the node does:
- * every later one (a retry after a failed probe or refused figures) waits until no rank runs
- * (perf_tick). On a machine busy enough to fail a probe, retries next to training ranks
- * slowed them, and failed again, for as long as the ranks ran; the leader plans without the
- * node meanwhile (or with the rates it already had), and the node is busy anyway.
+ * A probe the agent has no rates for (a retry after a failed probe or refused figures, or a
+ * restart that found no saved rates) waits while ranks run as long as the leader has rates
+ * for the node (its heartbeat answers say so: want_perf), which it plans with meanwhile: on
+ * a machine busy enough to fail a probe, retries next to training ranks slowed them, and
+ * failed again, for as long as the ranks ran. When the leader has none (a new node, a new
+ * leader, refused figures), the probe runs whatever the node does: a node without rates is
+ * not planned for, the devices its ranks leave free included.
  * Every rate kept is saved in the data dir (perf.json, with when it was measured). An agent
  * that restarts while its node trains (it re-adopted ranks: an upgrade, a crash) takes the
  * saved rates instead of probing: a probe would share the node's devices with the running
@@ -26,7 +28,7 @@
  * a busy node. The saved rates age as if the agent had never stopped, and are measured again
  * as above once no rank runs and they are --reprobe-s old. Saved rates that do not fit (the
  * file unreadable, another device count or kind, a clock that went back) are set aside with
- * a warning, and the node is probed once no rank runs. */
+ * a warning, and the node is probed (as above: once no rank runs, if the leader has rates). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -67,18 +69,27 @@ static void handle_closed(uv_handle_t *h)
 		free(p);
 }
 
-/* A probe now, or, while ranks run, once none does (perf_tick); why: what it is for. */
+/* A probe for an agent without rates: now, or, while ranks run and the leader has rates for
+ * the node (or has not said yet), once none does or the leader has none (perf_tick); why:
+ * what it is for. */
 static void probe_when_idle(struct agent *a, const char *why)
 {
 	int running = ranks_running(a);
-	if (running == 0) {
+	if (running == 0 || a->leader_has_perf == 0) {
+		if (running > 0)
+			log_info(
+			    "node probe (%s) while %d rank(s) run: the leader has no rates for "
+			    "this node and does not plan for it without them",
+			    why, running);
+		a->perf_idle_wait = 0;
 		perf_start(a);
 		return;
 	}
 	if (!a->perf_idle_wait)
 		log_info("node probe (%s) waits: %d rank(s) run, and a probe would slow them and "
-		         "measure a busy node; it starts once none does",
-		         why, running);
+		         "measure a busy node; it starts once none does (the leader plans with the "
+		         "rates it has meanwhile%s)",
+		         why, running, a->leader_has_perf < 0 ? ", if it has any" : "");
 	a->perf_idle_wait = 1;
 }
 
@@ -308,8 +319,7 @@ void perf_begin(struct agent *a, int adopted)
 	json_t *o = saved_rates(a, &age_ms, &disturbed, why, sizeof why);
 	retry_timer_init(a);
 	if (o == NULL) {
-		log_warn("node probe: %d rank(s) re-adopted, but no saved rates to use (%s): the "
-		         "node is probed once no rank runs (the leader keeps the rates it has)",
+		log_warn("node probe: %d rank(s) re-adopted, but no saved rates to use (%s)",
 		         adopted, why);
 		probe_when_idle(a, "no saved rates");
 		return;
@@ -396,10 +406,14 @@ void perf_tick(struct agent *a)
 	if (a->perf_running)
 		return;
 	if (a->perf == NULL) {
-		if (a->perf_idle_wait && ranks_running(a) == 0) {
+		if (!a->perf_idle_wait)
+			return;
+		if (ranks_running(a) == 0) {
 			a->perf_idle_wait = 0;
 			log_info("node probe: no rank runs any more: probing the node");
 			perf_start(a);
+		} else if (a->leader_has_perf == 0) {
+			probe_when_idle(a, "deferred");
 		}
 		return;
 	}

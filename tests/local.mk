@@ -40,7 +40,6 @@ dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_fail
 	tests/integration/test_report_tool.sh \
 	tests/integration/test_api_fuzz.sh tests/integration/test_probe_retry.sh \
 	tests/integration/test_probe_refused.sh tests/integration/test_probe_resume.sh \
-	tests/integration/test_probe_idle.sh \
 	tests/integration/test_job_gc.sh tests/integration/test_job_retention.sh \
 	tests/integration/test_events_prune.sh \
 	tests/integration/test_device_handover.sh tests/integration/test_disconnect.sh \
@@ -56,7 +55,6 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_report_tool.sh \
 	tests/integration/test_api_fuzz.sh tests/integration/test_probe_retry.sh \
 	tests/integration/test_probe_refused.sh tests/integration/test_probe_resume.sh \
-	tests/integration/test_probe_idle.sh \
 	tests/integration/test_job_gc.sh tests/integration/test_job_retention.sh \
 	tests/integration/test_events_prune.sh \
 	tests/integration/test_device_handover.sh tests/integration/test_disconnect.sh \

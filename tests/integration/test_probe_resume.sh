@@ -3,7 +3,7 @@
 # (seconds of matmuls on the devices the ranks use) but takes the rates it saved in its data
 # dir, sends them to a leader that has lost them, and measures again once no rank runs.
 # Saved rates that do not fit are set aside with a warning, and the node is probed once no
-# rank runs.
+# rank runs while the leader has rates for it, at once when it has none.
 . "$(dirname "$0")/lib.sh"
 start_member 1 "$(members_arg 1)"
 wait_leader 10 1 || fail "no leader"
@@ -45,8 +45,9 @@ reprobed() { [ "$(cat "$T/probes")" -ge 2 ] && grep -q "node probe again (no ran
 wait_until 30 reprobed || fail "not measured again once no rank ran: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
 note "restarted while its rank ran: saved rates sent to a new leader, no probe until the rank ended"
 
-# saved rates that do not fit: set aside with a warning naming why, and the node is probed
-# once its rank ended, not while it runs (the leader keeps the rates it has meanwhile)
+# saved rates that do not fit: set aside with a warning naming why, and, since the leader has
+# rates for the node, which it plans with meanwhile, the node is probed once its rank ended,
+# not while it runs
 warnings() { grep -c "no saved rates to use (.*perf.json: " "$T/log.agent-node-a" || true; }
 for bad in 'not json' '{"measured_unix_ms":1,"devices":4,"kind":"cpu","perf":{"flops_per_s":1e9}}'; do
 	run_job "bad"
@@ -56,6 +57,8 @@ for bad in 'not json' '{"measured_unix_ms":1,"devices":4,"kind":"cpu","perf":{"f
 	start_agent "${A[@]}"
 	warned() { [ "$(warnings)" -gt "$warned_before" ]; }
 	wait_until 20 warned || fail "no warning for perf.json '$bad': $(grep probe "$T/log.agent-node-a" | tail -n 3)"
+	waits() { [ "$(grep -c "node probe (no saved rates) waits: 1 rank(s) run" "$T/log.agent-node-a")" -gt "$warned_before" ]; }
+	wait_until 10 waits || fail "the agent does not say the probe waits: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
 	sleep 2
 	[ "$(cat "$T/probes")" = "$before" ] ||
 		fail "with perf.json '$bad' the node was probed while its rank ran: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
@@ -70,3 +73,22 @@ done
 grep -q "rates of 4 cpu device(s), this node has 2 cpu" "$T/log.agent-node-a" ||
 	fail "the device count was not named: $(grep probe "$T/log.agent-node-a" | tail -n 5)"
 note "unreadable saved rates and rates of another device count: a warning each, probed once the rank ended"
+
+# no saved rates and a leader without rates either (it restarted): the node is probed while
+# its rank runs, since the leader does not plan for a node without rates
+run_job "no-rates"
+kill_agent node-a
+before=$(cat "$T/probes")
+rm -f "$T/agent-node-a/perf.json"
+kill_member 1
+start_member 1 "$(members_arg 1)"
+wait_leader 10 1 || fail "no leader after the second restart"
+start_agent "${A[@]}"
+probed_running() { [ "$(cat "$T/probes")" -gt "$before" ] &&
+	grep -q "node probe (deferred) while 1 rank(s) run: the leader has no rates" "$T/log.agent-node-a"; }
+wait_until 30 probed_running || fail "not probed for a leader without rates: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
+job_state_is 1 "$J" running || fail "job $J is not running: $(job_field 1 "$J" '')"
+wait_until 30 perf_known || fail "the leader got no rates for node-a: $BODY"
+touch "$T/done"
+wait_until 20 job_state_is 1 "$J" succeeded || fail "job $J did not end: $(job_field 1 "$J" '')"
+note "no saved rates, a leader without rates: probed while the rank ran, and the leader got them"
