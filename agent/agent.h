@@ -427,7 +427,8 @@ void gc_start(struct agent *a);
 /* perf.c: starts the node probe on the loop; a->perf is set when it answers. */
 void perf_start(struct agent *a);
 /* At start: the node probe, or, when `adopted` ranks were re-adopted (they train), the rates
- * saved in the data dir, if they fit (else the probe, once no rank runs). */
+ * saved in the data dir, if they fit (else the probe: once no rank runs while the leader has
+ * rates for the node, at once when it has none). */
 void perf_begin(struct agent *a, int adopted);
 /* Saves a->perf in the data dir (perf.json) for a restart while ranks run. */
 void perf_save(struct agent *a);
