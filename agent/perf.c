@@ -81,6 +81,8 @@ static void probe_when_idle(struct agent *a, const char *why)
 			    "node probe (%s) while %d rank(s) run: the leader has no rates for "
 			    "this node and does not plan for it without them",
 			    why, running);
+		else if (a->perf_idle_wait)
+			log_info("node probe: no rank runs any more: probing the node");
 		a->perf_idle_wait = 0;
 		perf_start(a);
 		return;
@@ -406,15 +408,8 @@ void perf_tick(struct agent *a)
 	if (a->perf_running)
 		return;
 	if (a->perf == NULL) {
-		if (!a->perf_idle_wait)
-			return;
-		if (ranks_running(a) == 0) {
-			a->perf_idle_wait = 0;
-			log_info("node probe: no rank runs any more: probing the node");
-			perf_start(a);
-		} else if (a->leader_has_perf == 0) {
+		if (a->perf_idle_wait) /* a probe waits: for the ranks, or for the leader's word */
 			probe_when_idle(a, "deferred");
-		}
 		return;
 	}
 	/* the rank scan last: on most ticks the rates are neither disturbed nor old yet */
