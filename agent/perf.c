@@ -391,9 +391,14 @@ void perf_refused(struct agent *a, const char *why)
 {
 	if (a->perf == NULL)
 		return;
+	char next[96];
+	if (a->perf_running) /* finish() takes a re-probe for a first probe now */
+		snprintf(next, sizeof next, "the probe that runs now takes their place");
+	else
+		snprintf(next, sizeof next, "probing again in %d ms", a->cfg.probe_retry_ms);
 	log_warn("the leader refused this node's probe figures (%s): heartbeats go without them; "
-	         "probing again in %d ms",
-	         why, a->cfg.probe_retry_ms);
+	         "%s",
+	         why, next);
 	json_decref(a->perf);
 	a->perf = NULL;
 	char path[PATH_MAX];

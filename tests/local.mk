@@ -43,7 +43,8 @@ dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_fail
 	tests/integration/test_job_gc.sh tests/integration/test_job_retention.sh \
 	tests/integration/test_events_prune.sh \
 	tests/integration/test_device_handover.sh tests/integration/test_disconnect.sh \
-	tests/integration/test_reprobe.sh tests/integration/test_heartbeat_burst.sh \
+	tests/integration/test_reprobe.sh tests/integration/test_reprobe_refused.sh \
+	tests/integration/test_heartbeat_burst.sh \
 	tests/integration/test_heartbeat_pace.sh
 TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_ha.sh tests/integration/test_dev.sh \
@@ -58,7 +59,8 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_job_gc.sh tests/integration/test_job_retention.sh \
 	tests/integration/test_events_prune.sh \
 	tests/integration/test_device_handover.sh tests/integration/test_disconnect.sh \
-	tests/integration/test_reprobe.sh tests/integration/test_heartbeat_burst.sh \
+	tests/integration/test_reprobe.sh tests/integration/test_reprobe_refused.sh \
+	tests/integration/test_heartbeat_burst.sh \
 	tests/integration/test_heartbeat_pace.sh
 EXTRA_DIST += tests/integration/api_fuzz.py
 
