@@ -565,8 +565,17 @@ json_t *jsonx_parse(const char *buf, size_t len, size_t max_bytes, int max_depth
 	}
 	v = jsonx_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (v == NULL) {
-		yard_err_set(err, YARD_EINVAL, "malformed JSON at line %d column %d: %s", jerr.line,
-		             jerr.column, jerr.text);
+		/* jansson names its own flag there; say what is wrong with the input instead */
+		const char *near = strstr(jerr.text, " near ");
+		if (strstr(jerr.text, "JSON_ALLOW_NUL") != NULL)
+			yard_err_set(
+			    err, YARD_EINVAL,
+			    "malformed JSON at line %d column %d: \\u0000 (a NUL character) "
+			    "is not allowed in a string%s",
+			    jerr.line, jerr.column, near != NULL ? near : "");
+		else
+			yard_err_set(err, YARD_EINVAL, "malformed JSON at line %d column %d: %s",
+			             jerr.line, jerr.column, jerr.text);
 		return NULL;
 	}
 	return v;

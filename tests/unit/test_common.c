@@ -46,6 +46,11 @@ static void test_parse_reports_position_of_malformed_json(void **state)
 	assert_non_null(strstr(err.msg, "malformed JSON at line 1"));
 	const char *dup = "{\"a\": 1, \"a\": 2}";
 	assert_null(jsonx_parse(dup, strlen(dup), 1024, 8, &err));
+	/* a NUL in a string: said as such, not by the parser's flag */
+	const char *nul = "{\"name\": \"a\\u0000b\"}";
+	assert_null(jsonx_parse(nul, strlen(nul), 1024, 8, &err));
+	assert_non_null(strstr(err.msg, "\\u0000 (a NUL character) is not allowed in a string"));
+	assert_null(strstr(err.msg, "JSON_ALLOW_NUL"));
 }
 
 static void test_only_keys_names_unknown_field(void **state)
