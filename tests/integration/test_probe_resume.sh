@@ -12,8 +12,9 @@ probe_worker "$T/worker" ''
 A=(node-a 2 "$(api 1)" --worker "$T/worker" --reprobe-s 3 --probe-retry-ms 1000)
 start_agent "${A[@]}"
 saved() { [ -s "$T/agent-node-a/perf.json" ]; }
-wait_until 30 saved || fail "no rates saved: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
-[ "$(cat "$T/probes")" = 1 ] || fail "$(cat "$T/probes") probes at start, want 1"
+wait_until 90 saved || fail "no rates saved: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
+# one probe, or more where a busy machine made the agent kill the first (5 s)
+[ "$(cat "$T/probes")" -ge 1 ] || fail "no probe at start"
 jget "$(cat "$T/agent-node-a/perf.json")" 'd["perf"]["flops_per_s"] > 0 and d["devices"] == 2' |
 	grep -qx True || fail "saved: $(cat "$T/agent-node-a/perf.json")"
 
@@ -25,6 +26,7 @@ run_job() {
 	wait_until 20 job_state_is 1 "$J" running || fail "job $J did not run: $(job_field 1 "$J" '')"
 }
 run_job first
+at_kill=$(cat "$T/probes")
 # the agent and the controller die (the new leader knows no rates); the rank runs on
 kill_agent node-a
 kill_member 1
@@ -38,11 +40,11 @@ grep -q "node probe: 1 rank(s) re-adopted: using the rates measured [0-9]* s ago
 	fail "the agent does not say it used its saved rates: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
 # older than --reprobe-s while the rank runs: still no probe
 sleep 4
-[ "$(cat "$T/probes")" = 1 ] || fail "the node was probed while its rank ran: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
+[ "$(cat "$T/probes")" = "$at_kill" ] || fail "the node was probed while its rank ran: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
 touch "$T/done"
 wait_until 20 job_state_is 1 "$J" succeeded || fail "job $J did not end: $(job_field 1 "$J" '')"
-reprobed() { [ "$(cat "$T/probes")" -ge 2 ] && grep -q "node probe again (no rank runs)" "$T/log.agent-node-a"; }
-wait_until 30 reprobed || fail "not measured again once no rank ran: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
+reprobed() { [ "$(cat "$T/probes")" -gt "$at_kill" ] && grep -q "node probe again (no rank runs)" "$T/log.agent-node-a"; }
+wait_until 90 reprobed || fail "not measured again once no rank ran: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
 note "restarted while its rank ran: saved rates sent to a new leader, no probe until the rank ended"
 
 # saved rates that do not fit: set aside with a warning naming why, and, since the leader has
@@ -68,7 +70,7 @@ for bad in 'not json' '{"measured_unix_ms":1,"devices":4,"kind":"cpu","perf":{"f
 	probed() { [ "$(cat "$T/probes")" -gt "$before" ] && grep -q "no rank runs any more: probing" "$T/log.agent-node-a"; }
 	wait_until 30 probed || fail "with perf.json '$bad' the node was not probed once its rank ended"
 	resaved() { jget "$(cat "$T/agent-node-a/perf.json")" 'd["devices"] == 2' | grep -qx True; }
-	wait_until 20 resaved || fail "the new rates were not saved: $(cat "$T/agent-node-a/perf.json")"
+	wait_until 90 resaved || fail "the new rates were not saved: $(cat "$T/agent-node-a/perf.json")"
 done
 grep -q "rates of 4 cpu device(s), this node has 2 cpu" "$T/log.agent-node-a" ||
 	fail "the device count was not named: $(grep probe "$T/log.agent-node-a" | tail -n 5)"
@@ -88,7 +90,7 @@ probed_running() { [ "$(cat "$T/probes")" -gt "$before" ] &&
 	grep -q "node probe (deferred) while 1 rank(s) run: the leader has no rates" "$T/log.agent-node-a"; }
 wait_until 30 probed_running || fail "not probed for a leader without rates: $(grep probe "$T/log.agent-node-a" | tail -n 3)"
 job_state_is 1 "$J" running || fail "job $J is not running: $(job_field 1 "$J" '')"
-wait_until 30 perf_known || fail "the leader got no rates for node-a: $BODY"
+wait_until 90 perf_known || fail "the leader got no rates for node-a: $BODY"
 touch "$T/done"
 wait_until 20 job_state_is 1 "$J" succeeded || fail "job $J did not end: $(job_field 1 "$J" '')"
 note "no saved rates, a leader without rates: probed while the rank ran, and the leader got them"

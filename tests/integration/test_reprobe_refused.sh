@@ -26,13 +26,13 @@ probe_worker "$T/worker" '	d=$(dirname "$0")
 	if [ ! -e "$d/failed" ]; then
 		touch "$d/reprobe-started"
 		i=0
-		while [ ! -e "$d/go" ] && [ $i -lt 80 ]; do sleep 0.1; i=$((i + 1)); done
+		while [ ! -e "$d/go" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 		touch "$d/failed"
 		exit 1
 	fi'
 L=$T/log.agent-node-a
 start_agent node-a 2 "$(api 1)" --worker "$T/worker" --reprobe-s 1 --probe-retry-ms 1000
-wait_until 60 test -e "$T/reprobe-started" ||
+wait_until 120 test -e "$T/reprobe-started" ||
 	fail "no re-probe after the lying probe: $(grep -i 'probe' "$L" | tail -n 5)"
 grep -q "the leader refused this node's probe figures" "$L" &&
 	fail "the figures were refused before the re-probe started: $(grep -i 'probe' "$L" | tail -n 5)"
@@ -50,7 +50,7 @@ wait_until 20 ended ||
 [ ! -e "$T/agent-node-a/perf.json" ] || fail "the refused figures are still saved: $(cat "$T/agent-node-a/perf.json")"
 spec='{"name":"auto","model":{"d_in":8,"d_model":16,"d_ff":32,"layers":2,"classes":4},"train":{"steps":5,"batch_size":8},"parallel":"auto"}'
 planned() { call POST 1 /v1/plan "$spec"; [ "$CODE" = 200 ]; }
-wait_until 40 planned || fail "no probe after the failed re-probe reached the leader: $CODE $BODY; $(grep 'probe' "$L" | tail -n 5)"
+wait_until 90 planned || fail "no probe after the failed re-probe reached the leader: $CODE $BODY; $(grep 'probe' "$L" | tail -n 5)"
 [ "$(cat "$T/probes")" -ge 3 ] || fail "$(cat "$T/probes") probes, want 3 or more"
 jget "$(cat "$T/agent-node-a/perf.json")" 'd["perf"]["parallel_efficiency"] > 0' | grep -qx True ||
 	fail "the last probe's figures are not saved: $(cat "$T/agent-node-a/perf.json")"
