@@ -326,6 +326,106 @@ static const struct option_def *find_option(const char *arg, const char **inline
 	return NULL;
 }
 
+const char *ctl_args_command_word(int argc, char **argv)
+{
+	const char *value;
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (strcmp(arg, "--") == 0)
+			return i + 1 < argc ? argv[i + 1] : NULL;
+		if (arg[0] != '-' || arg[1] == '\0')
+			return arg;
+		const struct option_def *o = find_option(arg, &value);
+		if (o != NULL && o->takes_value && value == NULL)
+			i++; /* its value, not a word */
+	}
+	return NULL;
+}
+
+int ctl_group_known(const char *word)
+{
+	for (size_t i = 0; word != NULL && i < YARD_ARRAY_LEN(commands); i++)
+		if (strcmp(commands[i].group, word) == 0)
+			return 1;
+	return 0;
+}
+
+/* The line after line in a text of lines that end in '\n'. */
+static const char *next_line(const char *line)
+{
+	const char *end = line + strcspn(line, "\n");
+	return *end == '\n' ? end + 1 : end;
+}
+
+/* Which section of the usage text line opens or continues: 1 the commands (from
+ * "commands:" to the blank line after them), 2 the global flags, 0 anything else. */
+static int usage_section(const char *line, int section)
+{
+	if (strncmp(line, "commands:", 9) == 0)
+		return 1;
+	if (strncmp(line, "global flags", 12) == 0)
+		return 2;
+	return section == 1 && line[0] == '\n' ? 0 : section;
+}
+
+/* The group of a usage entry line ("  job show ID ..."): its first word, as *word with its
+ * length; 0 for a line that is not an entry's first (the header, a continuation). */
+static int entry_group(const char *line, const char **word, size_t *wlen)
+{
+	if (line[0] != ' ' || line[1] != ' ' || line[2] == ' ' || line[2] == '\n' ||
+	    line[2] == '\0')
+		return 0;
+	*word = line + 2;
+	*wlen = strcspn(*word, " \n");
+	return 1;
+}
+
+/* "commands: cluster, job, ...": each group once, in the order of the usage text. */
+static void usage_groups(FILE *f, const char *text)
+{
+	const char *listed[32], *word;
+	size_t listed_len[32], wlen;
+	int count = 0, section = 0;
+	fputs("commands:", f);
+	for (const char *line = text; *line != '\0'; line = next_line(line)) {
+		section = usage_section(line, section);
+		if (section != 1 || !entry_group(line, &word, &wlen))
+			continue;
+		int k = 0;
+		while (k < count && (listed_len[k] != wlen || strncmp(listed[k], word, wlen) != 0))
+			k++;
+		if (k < count || count == (int)YARD_ARRAY_LEN(listed))
+			continue;
+		listed[count] = word;
+		listed_len[count] = wlen;
+		fprintf(f, "%s %.*s", count++ ? "," : "", (int)wlen, word);
+	}
+	fputs("\n\n", f);
+}
+
+void ctl_usage_part(FILE *f, const char *group)
+{
+	const char *text = ctl_usage(), *word;
+	size_t wlen;
+	int section = 0, taking = 0;
+	if (group == NULL)
+		usage_groups(f, text);
+	else
+		fputs("usage:\n", f);
+	for (const char *line = text, *next; *line != '\0'; line = next) {
+		next = next_line(line);
+		section = usage_section(line, section);
+		/* an entry starts with two spaces and its group; deeper lines continue it */
+		if (section == 1 && entry_group(line, &word, &wlen))
+			taking = group != NULL && wlen == strlen(group) &&
+			         strncmp(word, group, wlen) == 0;
+		if ((group == NULL && section == 2) || (group != NULL && section == 1 && taking))
+			fwrite(line, 1, (size_t)(next - line), f);
+	}
+	if (group != NULL)
+		fputs("\nyardctl --help lists every command and the global flags.\n", f);
+}
+
 /* Applies one option with its value; flag checks against the command happen later. */
 static int apply_option(const struct option_def *o, const char *value, struct ctl_args *a,
                         struct yard_err *err)

@@ -5,6 +5,7 @@
 #define YARD_CTL_ARGS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/err.h"
 
@@ -114,6 +115,18 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 
 /* The usage text, ending in a newline. */
 const char *ctl_usage(void);
+
+/* The command word of a command line: its first argument that is neither an option nor an
+ * option's value (NULL: none). Usage errors show what concerns that command. */
+const char *ctl_args_command_word(int argc, char **argv);
+
+/* 1 when word names a command group ("job", "cluster", ...). */
+int ctl_group_known(const char *word);
+
+/* Writes the part of the usage text a usage error needs: with a group, the entries of its
+ * commands and a pointer to --help; without one, the list of command groups and the global
+ * flags (what endpoint and token errors concern). */
+void ctl_usage_part(FILE *f, const char *group);
 
 /* A job, token, node or event-filter id: 1..64 characters from [A-Za-z0-9._-]. */
 int ctl_id_valid(const char *id);

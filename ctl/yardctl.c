@@ -2042,9 +2042,18 @@ static int cmd_rollout_control(struct ctl *x, const char *action)
 	return request(x, WRITE, "POST", path, "{}", show_rollout_state, NULL);
 }
 
-static int usage_error(const char *msg)
+/* The message, then what of the usage concerns it: the entries of the command's group
+ * (not all 80 lines, which scroll the message away), the list of commands with the global
+ * flags when the command is unknown or the problem is global (argc 0: endpoints, token),
+ * the whole text when nothing was given (argc 1). */
+static int usage_error(const char *msg, int argc, char **argv)
 {
-	fprintf(stderr, "yardctl: %s\n\n%s", msg, ctl_usage());
+	const char *word = argc > 1 ? ctl_args_command_word(argc, argv) : NULL;
+	fprintf(stderr, "yardctl: %s\n\n", msg);
+	if (argc == 1)
+		fputs(ctl_usage(), stderr);
+	else
+		ctl_usage_part(stderr, ctl_group_known(word) ? word : NULL);
 	return EXIT_USAGE;
 }
 
@@ -2057,7 +2066,7 @@ int main(int argc, char **argv)
 
 	yard_log_init("yardctl");
 	if (ctl_args_parse(argc, argv, &x.args, &err) != 0)
-		return usage_error(err.msg);
+		return usage_error(err.msg, argc, argv);
 	if (x.args.command == CTL_HELP) {
 		fputs(ctl_usage(), stdout);
 		return 0;
@@ -2075,12 +2084,12 @@ int main(int argc, char **argv)
 	token = x.args.token ? x.args.token : getenv("YARD_TOKEN");
 	if (endpoints == NULL || endpoints[0] == '\0')
 		return usage_error(
-		    "no endpoints: set YARD_ENDPOINTS or pass --endpoints URL[,URL...]");
+		    "no endpoints: set YARD_ENDPOINTS or pass --endpoints URL[,URL...]", 0, argv);
 	if (token == NULL || token[0] == '\0')
-		return usage_error("no token: set YARD_TOKEN or pass --token TOKEN");
+		return usage_error("no token: set YARD_TOKEN or pass --token TOKEN", 0, argv);
 	if (ctl_client_init(&x.client, endpoints, token, &err) != 0) {
 		ctl_client_close(&x.client);
-		return usage_error(err.msg);
+		return usage_error(err.msg, 0, argv);
 	}
 	if (x.args.retries >= 0)
 		x.client.retry_rounds = x.args.retries;
@@ -2206,7 +2215,7 @@ int main(int argc, char **argv)
 		rc = cmd_plan(&x);
 		break;
 	default:
-		rc = usage_error("unhandled command");
+		rc = usage_error("unhandled command", 0, argv);
 	}
 	ctl_client_close(&x.client);
 	fflush(stdout);

@@ -1,8 +1,9 @@
 #!/bin/sh
 # yardctl_offline.sh: yardctl's behaviour when no controller is needed or none answers:
-# usage errors exit 2 with the usage, unreachable endpoints exit 1 naming every endpoint
-# tried (after bounded retries), and a bad job file exits 1 naming the file and the field
-# before any network traffic. Runs the real binary from the build tree.
+# usage errors exit 2 with the part of the usage that concerns them, unreachable endpoints
+# exit 1 naming every endpoint tried (after bounded retries), and a bad job file exits 1
+# naming the file and the field before any network traffic. Runs the real binary from the
+# build tree.
 set -u
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -34,15 +35,31 @@ expect_in() {
 	grep -qF -- "$2" "$1" || fail "expected \"$2\" in $(basename "$1"): $(cat "$1")"
 }
 
-# --- usage errors: exit 2, the message, then the usage text on stderr
-run 2 && expect_in "$tmp/err" "no command given" && expect_in "$tmp/err" "usage: yardctl"
-run 2 frobnicate && expect_in "$tmp/err" 'unknown command "frobnicate"'
+# expect_not_in FILE TEXT: FILE does not contain TEXT.
+expect_not_in() {
+	if grep -qF -- "$2" "$1"; then fail "did not expect \"$2\" in $(basename "$1"): $(cat "$1")"; fi
+}
+
+# --- usage errors: exit 2, the message, then the part of the usage that concerns it on
+# stderr: the whole text when nothing was given, the command's group otherwise, the list of
+# commands and the global flags for an unknown command or a missing endpoint or token
+run 2 && expect_in "$tmp/err" "no command given" && expect_in "$tmp/err" "usage: yardctl" &&
+	expect_in "$tmp/err" "rollout list"
+run 2 frobnicate && expect_in "$tmp/err" 'unknown command "frobnicate"' &&
+	expect_in "$tmp/err" "commands: cluster, job, node," &&
+	expect_in "$tmp/err" "--endpoints URL" && expect_not_in "$tmp/err" "job submit FILE"
 run 2 job && expect_in "$tmp/err" "job: needs a subcommand"
-run 2 job show && expect_in "$tmp/err" "job show: missing arguments"
+run 2 job show && expect_in "$tmp/err" "job show: missing arguments" &&
+	expect_in "$tmp/err" "  job show ID" && expect_in "$tmp/err" "  job wait ID" &&
+	expect_in "$tmp/err" "yardctl --help lists every command" &&
+	expect_not_in "$tmp/err" "cluster status" && expect_not_in "$tmp/err" "rollout"
+run 2 -o json --retries 1 rollout && expect_in "$tmp/err" "rollout: needs a subcommand" &&
+	expect_in "$tmp/err" "  rollout start --build V" && expect_not_in "$tmp/err" "  job "
 run 2 job list --state sleeping && expect_in "$tmp/err" '--state: "sleeping"'
 run 2 token create bob && expect_in "$tmp/err" "needs --role"
 run 2 cluster status --bogus && expect_in "$tmp/err" "unknown option --bogus"
-run 2 job list && expect_in "$tmp/err" "no endpoints: set YARD_ENDPOINTS"
+run 2 job list && expect_in "$tmp/err" "no endpoints: set YARD_ENDPOINTS" &&
+	expect_in "$tmp/err" "--endpoints URL" && expect_not_in "$tmp/err" "job submit FILE"
 run 2 --endpoints http://127.0.0.1:1 job list && expect_in "$tmp/err" "no token"
 run 2 --endpoints ftp://127.0.0.1:1 --token t job list &&
 	expect_in "$tmp/err" "is not an http:// or https:// URL"

@@ -228,6 +228,64 @@ static void test_store_commands(void **state)
 	assert_string_equal(a.operand[0], "node-a");
 }
 
+/* What ctl_usage_part writes for group (NULL: the command list and global flags). */
+static char *usage_part(const char *group)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	assert_non_null(f);
+	ctl_usage_part(f, group);
+	fclose(f);
+	return text;
+}
+
+/* A usage error shows what concerns its command, not the whole 80-line text: the command
+ * word is found past global flags and their values, and a group's part holds every entry of
+ * that group (with their continuation lines) and nothing of another. */
+static void test_usage_parts(void **state)
+{
+	(void)state;
+	static char *const a1[] = {"yardctl", "--endpoints", "http://h:1", "-o",
+	                           "json",    "job",         "show",       NULL};
+	assert_string_equal(ctl_args_command_word(7, (char **)a1), "job");
+	static char *const a2[] = {"yardctl", "--timeout=3", "-v", "rollout", NULL};
+	assert_string_equal(ctl_args_command_word(4, (char **)a2), "rollout");
+	static char *const a3[] = {"yardctl", "--token", "job", NULL}; /* job: the token */
+	assert_null(ctl_args_command_word(3, (char **)a3));
+	static char *const a4[] = {"yardctl", "--", "-odd", NULL};
+	assert_string_equal(ctl_args_command_word(3, (char **)a4), "-odd");
+	assert_true(ctl_group_known("job"));
+	assert_true(ctl_group_known("audit"));
+	assert_false(ctl_group_known("jobs"));
+	assert_false(ctl_group_known(NULL));
+
+	char *job = usage_part("job");
+	assert_non_null(strstr(job, "usage:\n  job submit FILE"));
+	assert_non_null(strstr(job, "  job logs ID"));
+	assert_non_null(strstr(job, "-f: follow until the job ends\n")); /* a continuation */
+	assert_non_null(strstr(job, "yardctl --help lists every command"));
+	assert_null(strstr(job, "cluster status"));
+	assert_null(strstr(job, "node list"));
+	assert_null(strstr(job, "--endpoints"));
+	free(job);
+	char *events = usage_part("events"); /* two entries apart in the text */
+	assert_non_null(strstr(events, "  events [--job ID]"));
+	assert_non_null(strstr(events, "  events verify"));
+	assert_null(strstr(events, "token"));
+	free(events);
+	char *rollout = usage_part("rollout"); /* the last entry: no blank line taken */
+	assert_non_null(strstr(rollout, "returns to its previous build)\n\nyardctl --help"));
+	free(rollout);
+	char *global = usage_part(NULL);
+	assert_non_null(strstr(global, "commands: cluster, job, node, plan, events, token, build, "
+	                               "advisory, audit, rollout\n"));
+	assert_non_null(strstr(global, "--endpoints URL"));
+	assert_non_null(strstr(global, "exit status:"));
+	assert_null(strstr(global, "job submit"));
+	free(global);
+}
+
 static void test_logs_and_node_commands(void **state)
 {
 	struct ctl_args a;
@@ -545,6 +603,7 @@ int main(void)
 	    cmocka_unit_test(test_global_flags_anywhere),
 	    cmocka_unit_test(test_store_commands),
 	    cmocka_unit_test(test_usage_errors),
+	    cmocka_unit_test(test_usage_parts),
 	    cmocka_unit_test(test_logs_and_node_commands),
 	    cmocka_unit_test(test_rollout_commands),
 	    cmocka_unit_test(test_endpoint_lists),
