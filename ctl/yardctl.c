@@ -631,7 +631,9 @@ static void print_job(const struct ctl *x, const json_t *j)
 	json_t *spec = json_object_get(j, "spec");
 	if (spec != NULL) {
 		printf("spec:\n");
-		json_dumpf(spec, stdout, JSON_INDENT(2));
+		/* 15 significant digits: 0.2 as the user wrote it, not the 17 that keep the
+		 * double exact (0.20000000000000001), which -o json still prints */
+		json_dumpf(spec, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 		fputc('\n', stdout);
 	}
 }

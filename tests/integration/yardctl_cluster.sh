@@ -81,6 +81,11 @@ expect_in "$T/out" "$job"
 expect_in "$T/out" "it-job"
 yc 0 -o json job show "$job"
 expect_in "$T/out" "\"id\": \"$job\""
+# the table view prints a spec's reals as written (the default straggler threshold 0.2),
+# not with the 17 digits that keep them exact in the JSON
+yc 0 job show "$job"
+expect_in "$T/out" '"threshold": 0.2,'
+expect_in "$T/out" '"slow_factor": 1.0,'
 
 # --- error answers: status, endpoint and the server's message
 yc 1 job show j-999999
