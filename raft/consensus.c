@@ -750,10 +750,21 @@ static void check_cb(uv_check_t *h)
 	if (c->fast_election)
 		fast_election_check(c, state, leader);
 	if (leader != c->known_leader) {
-		if (leader != 0) {
+		uint64_t term = c->raft.current_term;
+		if (leader != 0 && leader == c->last_leader && term == c->last_leader_term) {
+			/* its election timer ran out (a stalled loop, a slow link), then the same
+			 * leader's messages came again: no election took place */
+			c->stats.leader_regained++;
+			log_info("consensus: heard from leader %llu again (term %llu, no election)",
+			         (unsigned long long)leader, (unsigned long long)term);
+		} else if (leader != 0) {
 			c->stats.leader_changes++;
-			log_info("consensus: leader is now %llu (%s)", (unsigned long long)leader,
-			         addr);
+			log_info("consensus: leader is now %llu (%s, term %llu)",
+			         (unsigned long long)leader, addr, (unsigned long long)term);
+		}
+		if (leader != 0) {
+			c->last_leader = leader;
+			c->last_leader_term = term;
 		}
 		c->known_leader = leader;
 	}

@@ -131,7 +131,8 @@ struct consensus_stats {
 	uint64_t snapshots_prepared; /* of those, copied into memory prepared off the loop */
 	uint64_t snapshot_last_us;   /* how long the last one held the loop */
 	uint64_t restores;           /* snapshots installed from the leader while running */
-	uint64_t leader_changes;     /* times the known leader id changed */
+	uint64_t leader_changes;     /* times a new leader, or one elected again, became known */
+	uint64_t leader_regained;    /* times the leader it knew came back in the same term */
 	uint64_t leader_ready_index; /* last index when this node last became ready */
 	uint64_t elected_index;      /* last index when this node last became raft leader */
 	uint64_t sends_to_nobody;    /* messages raft addressed to no server, refused */
@@ -180,6 +181,9 @@ struct consensus {
 	int barrier_wanted;    /* (re)issue the ready barrier from the next poll */
 	raft_term leader_term; /* term in which leader_seen was set */
 	uint64_t known_leader;
+	/* the last leader known (never 0 once one was) and its term: a member that loses and
+	 * then hears again from the same leader in the same term saw no leader change */
+	uint64_t last_leader, last_leader_term;
 	/* fast election after the leader's connection closed (see above) */
 	int fast_election;
 	uint64_t fast_since_ms;     /* monotonic */

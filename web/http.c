@@ -687,11 +687,19 @@ char *metrics_render(struct http_server *s, size_t *len)
 	        consensus_is_ready(c));
 	fprintf(f, "# TYPE yard_raft_leader_id gauge\nyard_raft_leader_id %llu\n",
 	        (unsigned long long)leader);
-	fprintf(f, "# HELP yard_raft_leader_changes_total Times the known leader changed.\n");
+	fprintf(f, "# HELP yard_raft_leader_changes_total Times this member learned of a new "
+	           "leader, or of one elected again in a later term.\n");
 	fprintf(
 	    f,
 	    "# TYPE yard_raft_leader_changes_total counter\nyard_raft_leader_changes_total %llu\n",
 	    (unsigned long long)c->stats.leader_changes);
+	fprintf(f, "# HELP yard_raft_leader_regained_total Times this member lost the leader "
+	           "it knew (its election timer ran out) and heard from it again in the same "
+	           "term: no election, not a leader change.\n");
+	fprintf(f,
+	        "# TYPE yard_raft_leader_regained_total counter\nyard_raft_leader_regained_total "
+	        "%llu\n",
+	        (unsigned long long)c->stats.leader_regained);
 	fprintf(f, "# HELP yard_raft_leader_conn_lost_total Times the leader's end of this "
 	           "follower's raft connection closed (an election follows at once).\n");
 	fprintf(f,

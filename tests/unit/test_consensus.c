@@ -611,13 +611,15 @@ static int alarm_over(void *arg)
 
 /* A false alarm on one follower while the leader is alive (its connection reported closed):
  * the follower's early pre-vote is refused by a member that still hears the leader, the
- * leader keeps its term, and the follower goes back to its timeout once the leader is heard. */
+ * leader keeps its term, and the follower goes back to its timeout once the leader is heard,
+ * counting no leader change. */
 static void test_a_false_alarm_leaves_the_leader_alone(void **state)
 {
 	election_timeout_ms = 1000;
 	int leader = start_three(0, 0);
 	int follower = (leader + 1) % 3;
 	raft_term term = nodes[leader].c.raft.current_term;
+	uint64_t changes = nodes[follower].c.stats.leader_changes;
 	suspected = (raft_id)leader + 1;
 	nodes[follower].c.peer_closed_fn = fake_peer_closed;
 	assert_true(run_until(alarm_over, &nodes[follower].c, 5000));
@@ -630,6 +632,10 @@ static void test_a_false_alarm_leaves_the_leader_alone(void **state)
 	uint64_t id;
 	consensus_leader(&nodes[follower].c, &id, NULL);
 	assert_int_equal(id, (uint64_t)leader + 1);
+	/* the follower lost its leader while it pre-voted and then heard it again in the same
+	 * term: not a leader change (yard_raft_leader_changes_total), a regained one */
+	assert_int_equal(nodes[follower].c.stats.leader_changes, changes);
+	assert_true(nodes[follower].c.stats.leader_regained >= 1);
 	stop_all(3);
 }
 
