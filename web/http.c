@@ -212,6 +212,69 @@ int call_query(struct call *call, const char *key, char *out, size_t out_len)
 	return -1;
 }
 
+/* 1 when the space-separated words of list hold key (len bytes). */
+static int word_listed(const char *list, const char *key, size_t len)
+{
+	while (list != NULL && *list != '\0') {
+		size_t n = strcspn(list, " ");
+		if (n == len && memcmp(list, key, len) == 0)
+			return 1;
+		list += n;
+		list += strspn(list, " ");
+	}
+	return 0;
+}
+
+/* The query parameter that starts at p (before end): the length of its key; *stop: where
+ * it ends (its '&' or end). */
+static size_t param_key(const char *p, const char *end, const char **stop)
+{
+	const char *amp = memchr(p, '&', (size_t)(end - p));
+	*stop = amp ? amp : end;
+	const char *eq = memchr(p, '=', (size_t)(*stop - p));
+	return (size_t)((eq ? eq : *stop) - p);
+}
+
+/* Refuses, with a 400 naming it, a query parameter the route does not take or one given
+ * twice (struct route's query). -1: answered. */
+static int query_check(struct call *call)
+{
+	h2o_req_t *req = call->req;
+	const char *takes = call->route->query;
+	if (req->query_at == SIZE_MAX || (takes != NULL && strcmp(takes, "*") == 0))
+		return 0;
+	int get = strcmp(call->route->method, "GET") == 0;
+	char list[160];
+	snprintf(list, sizeof list, "%s%s%s", takes ? takes : "", takes && get ? " " : "",
+	         get ? "stale" : "");
+	const char *start = req->path.base + req->query_at + 1;
+	const char *end = req->path.base + req->path.len;
+	for (const char *p = start, *stop; p < end; p = stop + 1) {
+		size_t len = param_key(p, end, &stop);
+		if (len == 0)
+			continue; /* "?&limit=1", "?=x": nothing named */
+		char key[72];
+		size_t k = 0;
+		for (; k < len && k + 1 < sizeof key; k++) /* quoted, in plain ASCII */
+			key[k] = p[k] > ' ' && p[k] < 127 ? p[k] : '?';
+		key[k] = '\0';
+		if (!word_listed(list, p, len)) {
+			call_error(call, 400, key, "unknown query parameter '%s' (%s %s takes %s)",
+			           key, call->route->method, call->route->pattern,
+			           list[0] != '\0' ? list : "none");
+			return -1;
+		}
+		/* given twice: which one counts would be a guess */
+		for (const char *q = start, *qstop; q < p; q = qstop + 1)
+			if (param_key(q, p, &qstop) == len && memcmp(q, p, len) == 0) {
+				call_error(call, 400, key, "query parameter '%s' is given twice",
+				           key);
+				return -1;
+			}
+	}
+	return 0;
+}
+
 int call_query_int(struct call *call, const char *key, int64_t min, int64_t max, int64_t *out)
 {
 	char buf[32], *end;
@@ -462,6 +525,8 @@ static void gate_and_run(struct call *call)
 		}
 		memcpy(call->request_id, v.base, v.len);
 	}
+	if (query_check(call) != 0)
+		return;
 	char stale[8];
 	call->stale =
 	    call_query(call, "stale", stale, sizeof stale) == 0 && strcmp(stale, "0") != 0;

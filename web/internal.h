@@ -40,6 +40,10 @@ struct route {
 	unsigned roles;      /* 0: no token needed */
 	enum route_kind kind;
 	handler_fn fn;
+	/* the query parameters it takes, space-separated ("*": any, as static files do); every
+	 * GET route also takes "stale". Any other, or one given twice, is refused with a 400
+	 * that names it: a mistyped ?stat=running must not list every job */
+	const char *query;
 };
 
 struct route_metrics {

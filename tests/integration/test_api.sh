@@ -154,6 +154,25 @@ out=$BODY
 get 1 "/v1/jobs?state=bogus"
 out=$BODY
 [ "$CODE" = 400 ] || fail "state=bogus: $CODE"
+# a query parameter the route does not take, or one given twice, is refused by name: a
+# mistyped ?stat=running answered with every job
+get 1 "/v1/jobs?stat=running"
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"stat"' &&
+	echo "$BODY" | grep -qF "unknown query parameter 'stat' (GET /v1/jobs takes state after limit stale)" ||
+	fail "GET /v1/jobs?stat=running: $CODE $BODY"
+get 1 "/v1/events?aftr=3"
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"aftr"' || fail "GET /v1/events?aftr=3: $CODE $BODY"
+get 1 "/v1/jobs?limit=5&limit=7"
+[ "$CODE" = 400 ] && echo "$BODY" | grep -qF "query parameter 'limit' is given twice" ||
+	fail "GET /v1/jobs?limit=5&limit=7: $CODE $BODY"
+call POST 1 "/v1/jobs?stale=1" '{"name":"x"}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"stale"' &&
+	echo "$BODY" | grep -qF "POST /v1/jobs takes none" || fail "POST /v1/jobs?stale=1: $CODE $BODY"
+for ok in "/v1/jobs?state=running&limit=5&after=j-000001&stale=1" "/v1/nodes?stale=0" \
+	"/v1/cluster?stale=1" "/?v=3" "/v1/events?&limit=1"; do
+	get 1 "$ok"
+	[ "$CODE" = 200 ] || fail "GET $ok: $CODE $BODY"
+done
 call POST 1 /v1/jobs '{"name":"x"}' -H 'X-Request-Id: has spaces'
 out=$BODY
 [ "$CODE" = 400 ] || fail "bad X-Request-Id: $CODE"
