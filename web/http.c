@@ -36,15 +36,57 @@ static void metrics_note(struct http_server *s, int route_index, int status, uin
 	yard_hist_note(&m->latency, ms);
 }
 
+/* The status line's reason phrase (RFC 9110's for the codes this server sends). */
+static const char *reason_of(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 201:
+		return "Created";
+	case 202:
+		return "Accepted";
+	case 307:
+		return "Temporary Redirect";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
+	case 413:
+		return "Content Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 500:
+		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	default:
+		return status < 300 ? "OK" : status < 400 ? "Redirect" : "Error";
+	}
+}
+
 /* The answer's status line and headers (the request is there). */
 static void answer_head(struct call *call, int status, const char *content_type, size_t len)
 {
 	h2o_req_t *req = call->req;
 	req->res.status = status;
-	req->res.reason = status < 300 ? "OK" : status < 400 ? "Redirect" : "Error";
+	req->res.reason = reason_of(status);
 	req->res.content_length = len;
 	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
 	               strlen(content_type));
+	if (status == 405 && call->allow[0] != '\0')
+		h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, call->allow,
+		               strlen(call->allow));
 }
 
 static void send_body(struct call *call, int status, const char *content_type, const char *body,
@@ -622,6 +664,11 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 		if (!segment_match(api_routes[i].pattern, path.base, path.len, params))
 			continue;
 		path_found = 1;
+		/* each method once (GET: / and its files); no method is part of another */
+		size_t used = strlen(call->allow);
+		if (strstr(call->allow, api_routes[i].method) == NULL)
+			snprintf(call->allow + used, sizeof call->allow - used, "%s%s",
+			         used ? ", " : "", api_routes[i].method);
 		if (h2o_memis(req->method.base, req->method.len, api_routes[i].method,
 		              strlen(api_routes[i].method))) {
 			call->route_index = i;
@@ -632,9 +679,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 	}
 	if (call->route == NULL) {
 		if (path_found)
-			call_error(call, 405, NULL, "method %.*s not allowed on %.*s",
-			           (int)req->method.len, req->method.base, (int)path.len,
-			           path.base);
+			call_error(call, 405, NULL, "method %.*s not allowed on %.*s (allowed: %s)",
+			           (int)req->method.len, req->method.base, (int)path.len, path.base,
+			           call->allow);
 		else
 			call_error(call, 404, NULL, "no route %.*s", (int)path.len, path.base);
 		return 0;

@@ -106,6 +106,7 @@ struct call {
 	int64_t watch_version;
 	char watch_tag[24];
 	char warning[256]; /* added to a successful answer as "warnings": [warning] ("": none) */
+	char allow[48];    /* a 405's Allow header: the path's methods ("": none sent) */
 	uint64_t sched_token; /* a submission the scheduler follows (sched_submit_begin), 0: none */
 	/* an embargoed read, answered once audit.read commits (owned; freed with the call) */
 	json_t *audited_json;

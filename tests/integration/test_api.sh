@@ -113,8 +113,17 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "$(api 1)/healthz")
 [ "$code" = 200 ] || fail "healthz without a token: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" "$(api 1)/v1/nope")
 [ "$code" = 404 ] || fail "unknown route: $code"
-code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "$AUTH" "$(api 1)/v1/jobs")
-[ "$code" = 405 ] || fail "wrong method: $code"
+# a wrong method: 405 with the Allow header (RFC 9110) and the methods named in the error;
+# status lines carry the standard reason phrases
+curl -s -i -X PUT -H "$AUTH" "$(api 1)/v1/jobs" | tr -d '\r' >"$T/405"
+head -1 "$T/405" | grep -qx "HTTP/1.1 405 Method Not Allowed" || fail "wrong method: $(cat "$T/405")"
+grep -qix "allow: POST, GET" "$T/405" || fail "405 without Allow: POST, GET: $(cat "$T/405")"
+grep -qF "method PUT not allowed on /v1/jobs (allowed: POST, GET)" "$T/405" ||
+	fail "405's error does not name the methods: $(cat "$T/405")"
+curl -s -i -X DELETE -H "$AUTH" "$(api 1)/" | tr -d '\r' | grep -qix "allow: GET" ||
+	fail "DELETE /: no Allow: GET"
+curl -s -i -H "$AUTH" "$(api 1)/v1/nope" | head -1 | tr -d '\r' | grep -qx "HTTP/1.1 404 Not Found" ||
+	fail "404's status line"
 
 # bad input: 4xx with a field, nothing changes
 before=$(digest_of 1 | cut -d" " -f1)
