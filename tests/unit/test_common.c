@@ -59,7 +59,42 @@ static void test_only_keys_names_unknown_field(void **state)
 	static const char *const allowed[] = {"dp", "tp", NULL};
 	json_t *v = json_pack("{s:i, s:i, s:i}", "dp", 1, "tp", 2, "tq", 3);
 	assert_int_equal(jsonx_only_keys(v, "parallel", allowed, &err), YARD_EINVAL);
-	assert_string_equal(err.msg, "parallel.tq: unknown field");
+	/* a near miss of a field it takes: that field is suggested (the closest: tp, not dp) */
+	assert_string_equal(err.msg, "parallel.tq: unknown field (did you mean 'tp'?)");
+	json_decref(v);
+	static const char *const straggler[] = {"policy", "threshold", "window_steps", "windows",
+	                                        NULL};
+	v = json_pack("{s:s}", "polcy", "off"); /* one letter left out */
+	assert_int_equal(jsonx_only_keys(v, "failure.straggler", straggler, &err), YARD_EINVAL);
+	assert_string_equal(err.msg,
+	                    "failure.straggler.polcy: unknown field (did you mean 'policy'?)");
+	json_decref(v);
+	v = json_pack("{s:i}", "window_stpes", 3); /* two letters swapped: two edits */
+	assert_int_equal(jsonx_only_keys(v, "", straggler, &err), YARD_EINVAL);
+	assert_string_equal(err.msg, "window_stpes: unknown field (did you mean 'window_steps'?)");
+	json_decref(v);
+	/* another word: the fields it takes are listed instead */
+	v = json_pack("{s:i}", "replace", 1);
+	assert_int_equal(jsonx_only_keys(v, "failure.straggler", straggler, &err), YARD_EINVAL);
+	assert_string_equal(err.msg, "failure.straggler.replace: unknown field (known: policy, "
+	                             "threshold, window_steps, windows)");
+	json_decref(v);
+	v = json_pack("{s:i}", "x", 1); /* a short key: one edit at most ("tp" is two away) */
+	assert_int_equal(jsonx_only_keys(v, "parallel", allowed, &err), YARD_EINVAL);
+	assert_string_equal(err.msg, "parallel.x: unknown field (known: dp, tp)");
+	json_decref(v);
+	/* many long fields: as many as the message holds, then "..." */
+	static const char *const many[] = {
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+	    "cccccccccccccccccccccccccccccccccccccccc", "dddddddddddddddddddddddddddddddddddddddd",
+	    "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee", "ffffffffffffffffffffffffffffffffffffffff",
+	    "gggggggggggggggggggggggggggggggggggggggg", "hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh",
+	    "iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii", NULL};
+	v = json_pack("{s:i}", "zzz", 1);
+	assert_int_equal(jsonx_only_keys(v, "", many, &err), YARD_EINVAL);
+	assert_non_null(strstr(err.msg, "zzz: unknown field (known: aaaa"));
+	assert_non_null(strstr(err.msg, ", ...)"));
+	assert_null(strstr(err.msg, "iiii"));
 	json_decref(v);
 }
 
