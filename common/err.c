@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *yard_strerror(int code)
 {
@@ -39,4 +40,46 @@ int yard_err_set(struct yard_err *err, int code, const char *fmt, ...)
 		va_end(ap);
 	}
 	return code;
+}
+
+/* The edit distance (insertions, deletions, substitutions) between a and b, or more than
+ * limit as soon as it is sure to be: only near misses matter. */
+static size_t edit_distance(const char *a, const char *b, size_t limit)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 64 || lb > 64 || (la > lb ? la - lb : lb - la) > limit)
+		return limit + 1;
+	size_t row[65];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0], best = row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t v = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < v)
+				v = up + 1;
+			if (row[j - 1] + 1 < v)
+				v = row[j - 1] + 1;
+			row[j] = v;
+			diag = up;
+			if (v < best)
+				best = v;
+		}
+		if (best > limit)
+			return limit + 1;
+	}
+	return row[lb];
+}
+
+const char *yard_near_miss(const char *word, const char *const *candidates)
+{
+	size_t typo = strlen(word) < 6 ? 1 : 2, best_d = typo + 1;
+	const char *best = NULL;
+	for (const char *const *c = candidates; *c != NULL; c++) {
+		size_t d = edit_distance(word, *c, typo);
+		if (d < best_d && d > 0)
+			best = *c, best_d = d;
+	}
+	return best;
 }

@@ -40,4 +40,9 @@ struct yard_err {
 int yard_err_set(struct yard_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The candidate (NULL-terminated list) that word is a near miss of: the closest other than
+ * word itself, one edit away for a word under 6 characters, two for a longer one (a typo,
+ * not another word); NULL when none is. For "did you mean" in errors. */
+const char *yard_near_miss(const char *word, const char *const *candidates);
+
 #endif

@@ -609,36 +609,6 @@ int jsonx_depth(const json_t *v)
 	return 0;
 }
 
-/* The edit distance (insertions, deletions, substitutions) between a and b, or more than
- * limit as soon as it is sure to be: only near misses matter. */
-static size_t edit_distance(const char *a, const char *b, size_t limit)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 64 || lb > 64 || (la > lb ? la - lb : lb - la) > limit)
-		return limit + 1;
-	size_t row[65];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0], best = row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t v = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < v)
-				v = up + 1;
-			if (row[j - 1] + 1 < v)
-				v = row[j - 1] + 1;
-			row[j] = v;
-			diag = up;
-			if (v < best)
-				best = v;
-		}
-		if (best > limit)
-			return limit + 1;
-	}
-	return row[lb];
-}
-
 int jsonx_only_keys(const json_t *obj, const char *prefix, const char *const *allowed,
                     struct yard_err *err)
 {
@@ -648,20 +618,14 @@ int jsonx_only_keys(const json_t *obj, const char *prefix, const char *const *al
 
 	json_object_foreach((json_t *)obj, k, c)
 	{
-		/* the closest field it takes, when close enough to be a typo of it */
-		size_t typo = strlen(k) < 6 ? 1 : 2, near_d = typo + 1;
-		const char *near = NULL;
 		int ok = 0;
-		for (const char *const *a = allowed; *a != NULL && !ok; a++) {
+		for (const char *const *a = allowed; *a != NULL && !ok; a++)
 			ok = strcmp(*a, k) == 0;
-			size_t d = ok ? 0 : edit_distance(k, *a, typo);
-			if (d < near_d)
-				near = *a, near_d = d;
-		}
 		if (ok)
 			continue;
 		jsonx_path(path, sizeof path, prefix, k);
-		if (near != NULL && near_d <= typo)
+		const char *near = yard_near_miss(k, allowed);
+		if (near != NULL)
 			return yard_err_set(err, YARD_EINVAL,
 			                    "%s: unknown field (did you mean '%s'?)", path, near);
 		/* else the fields it takes, as many as the message holds */

@@ -326,6 +326,43 @@ static const struct option_def *find_option(const char *arg, const char **inline
 	return NULL;
 }
 
+/* ", did you mean X?" when word is a near miss of one of names (NULL-terminated), else "";
+ * prefix goes before the name ("--" for options). */
+static const char *did_you_mean(char *buf, size_t len, const char *word, const char *prefix,
+                                const char *const *names)
+{
+	const char *near = yard_near_miss(word, names);
+	if (near == NULL)
+		return "";
+	snprintf(buf, len, " (did you mean %s%s?)", prefix, near);
+	return buf;
+}
+
+/* The names the options, commands or a group's verbs go by, for did_you_mean. */
+static void option_names(const char **out, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < YARD_ARRAY_LEN(options) && n + 1 < cap; i++)
+		out[n++] = options[i].long_name;
+	out[n] = NULL;
+}
+
+static void command_names(const char **out, size_t cap, const char *group)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < YARD_ARRAY_LEN(commands) && n + 1 < cap; i++) {
+		const char *name = group == NULL ? commands[i].group : commands[i].verb;
+		if ((group != NULL && strcmp(commands[i].group, group) != 0) || name == NULL)
+			continue;
+		size_t k = 0;
+		while (k < n && strcmp(out[k], name) != 0)
+			k++;
+		if (k == n)
+			out[n++] = name;
+	}
+	out[n] = NULL;
+}
+
 const char *ctl_args_command_word(int argc, char **argv)
 {
 	const char *value;
@@ -698,8 +735,18 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 		if (!only_operands && arg[0] == '-' && arg[1] != '\0') {
 			const struct option_def *o = find_option(arg, &value);
 			int rc;
-			if (o == NULL)
-				return yard_err_set(err, YARD_EINVAL, "unknown option %s", arg);
+			if (o == NULL) {
+				const char *names[64];
+				char hint[96], name[64];
+				option_names(names, YARD_ARRAY_LEN(names));
+				/* --stat=running: the name without its value */
+				snprintf(name, sizeof name, "%.*s", (int)strcspn(arg + 2, "="),
+				         arg + 2);
+				return yard_err_set(err, YARD_EINVAL, "unknown option %s%s", arg,
+				                    arg[1] == '-' ? did_you_mean(hint, sizeof hint,
+				                                                 name, "--", names)
+				                                  : "");
+			}
 			if (o->takes_value && value == NULL) {
 				if (i + 1 >= argc)
 					return yard_err_set(err, YARD_EINVAL, "--%s needs a value",
@@ -740,13 +787,20 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 			break;
 		}
 	}
-	if (def == NULL && !group_known)
-		return yard_err_set(err, YARD_EINVAL, "unknown command \"%s\"", words[0]);
+	const char *names[64];
+	char hint[96];
+	if (def == NULL && !group_known) {
+		command_names(names, YARD_ARRAY_LEN(names), NULL);
+		return yard_err_set(err, YARD_EINVAL, "unknown command \"%s\"%s", words[0],
+		                    did_you_mean(hint, sizeof hint, words[0], "", names));
+	}
 	if (def == NULL && nwords == 1)
 		return yard_err_set(err, YARD_EINVAL, "%s: needs a subcommand", words[0]);
-	if (def == NULL)
-		return yard_err_set(err, YARD_EINVAL, "%s: unknown subcommand \"%s\"", words[0],
-		                    words[1]);
+	if (def == NULL) {
+		command_names(names, YARD_ARRAY_LEN(names), words[0]);
+		return yard_err_set(err, YARD_EINVAL, "%s: unknown subcommand \"%s\"%s", words[0],
+		                    words[1], did_you_mean(hint, sizeof hint, words[1], "", names));
+	}
 	const char *name = a->name;
 	snprintf(a->name, sizeof a->name, "%s%s%s", def->group, def->verb ? " " : "",
 	         def->verb ? def->verb : "");

@@ -142,6 +142,14 @@ static void test_usage_errors(void **state)
 {
 	expect_usage_error("", "no command");
 	expect_usage_error("frobnicate", "unknown command \"frobnicate\"");
+	/* a near miss names what was meant */
+	expect_usage_error("jobs list", "unknown command \"jobs\" (did you mean job?)");
+	expect_usage_error("job lst", "job: unknown subcommand \"lst\" (did you mean list?)");
+	expect_usage_error("rollout statsu r-1", "(did you mean status?)");
+	expect_usage_error("job list --stat running",
+	                   "unknown option --stat (did you mean --state?)");
+	expect_usage_error("job list --stat=running", "(did you mean --state?)");
+	expect_usage_error("--endpoint http://h:1 job list", "(did you mean --endpoints?)");
 	expect_usage_error("job", "job: needs a subcommand");
 	expect_usage_error("job explode", "unknown subcommand \"explode\"");
 	expect_usage_error("job submit", "job submit: missing arguments");
