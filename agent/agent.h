@@ -201,6 +201,10 @@ struct agent {
 	/* called when a rank exits (heartbeat_soon once heartbeats started; NULL before) */
 	void (*rank_exited)(struct agent *a);
 	int registered;
+	/* registrations refused in a row (a 4xx: a wrong join token, a name the controllers
+	 * refuse) and when the next may go: each waits twice as long, up to 5 s */
+	int register_refusals;
+	uint64_t register_retry_mono_ms;
 	/* the watch (watch.c): one long-poll on the thread pool at a time for news of this
 	 * node's desired set; a new version triggers a heartbeat */
 	int watch_in_flight;

@@ -297,14 +297,25 @@ static void after_call(uv_work_t *w, int status)
 			snprintf(a->node_token, sizeof a->node_token, "%s", token);
 			save_node_token(a);
 			a->registered = 1;
+			a->register_refusals = 0;
 			a->last_ok_mono_ms = yard_now_mono_ms();
 			a->desired_tag[0] = '\0';
 			a->heartbeat_answered = 0; /* the watch waits for what the leader offers */
 			log_info("registered as %s with %s", a->cfg.name, a->leader_url);
 			heartbeat_now(a); /* whose answer says it, and starts the watch */
 		} else {
-			log_error("registration refused by %s: HTTP %ld: %s", a->leader_url,
-			          c->status, resp_error(c->resp));
+			/* a 4xx (a wrong join token, a refused name) does not go away by asking
+			 * again at once: back off; a 5xx (no leader yet) goes again at the tick */
+			int refusal = c->status >= 400 && c->status < 500;
+			int shift = a->register_refusals < 8 ? a->register_refusals : 8;
+			uint64_t wait_ms = YARD_MIN((uint64_t)a->cfg.heartbeat_ms << shift, 5000);
+			if (!refusal)
+				wait_ms = (uint64_t)a->cfg.heartbeat_ms;
+			a->register_refusals += refusal;
+			a->register_retry_mono_ms = yard_now_mono_ms() + (refusal ? wait_ms : 0);
+			log_error(
+			    "registration refused by %s: HTTP %ld: %s (trying again in %.1f s)",
+			    a->leader_url, c->status, resp_error(c->resp), (double)wait_ms / 1000);
 		}
 	} else if (c->status == 200) {
 		a->last_ok_mono_ms = yard_now_mono_ms();
@@ -421,6 +432,8 @@ static void on_tick(uv_timer_t *t)
 			               (uint64_t)a->cfg.heartbeat_ms);
 		return;
 	}
+	if (!a->registered && now < a->register_retry_mono_ms)
+		return; /* refused: the tick after the back-off sends it */
 	c = calloc(1, sizeof *c);
 	if (c == NULL)
 		return;

@@ -121,9 +121,13 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 		cfg->join_token[strcspn(cfg->join_token, "\r\n")] = '\0';
 	} else if (strcmp(key, "data-dir") == 0)
 		snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", value);
-	else if (strcmp(key, "name") == 0)
+	else if (strcmp(key, "name") == 0) {
+		if (strlen(value) >= sizeof cfg->name) /* not cut short: checked below */
+			return yard_err_set(err, YARD_EINVAL,
+			                    "name: '%.40s...' is longer than %zu characters", value,
+			                    sizeof cfg->name - 1);
 		snprintf(cfg->name, sizeof cfg->name, "%s", value);
-	else if (strcmp(key, "host") == 0)
+	} else if (strcmp(key, "host") == 0)
 		snprintf(cfg->host, sizeof cfg->host, "%s", value);
 	else if (strcmp(key, "worker") == 0)
 		snprintf(cfg->worker_path, sizeof cfg->worker_path, "%s", value);
@@ -446,6 +450,16 @@ int main(int argc, char **argv)
 		    stderr,
 		    "yard-agent: --controllers, --data-dir, --name and --devices are required\n");
 		usage(stderr);
+		return 2;
+	}
+	/* the controllers' rule for node names (node.register): refused here, at once, rather
+	 * than by every registration the agent would send */
+	size_t name_len = strspn(a->cfg.name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                                      "0123456789._-");
+	if (a->cfg.name[name_len] != '\0' || name_len > 63) {
+		fprintf(stderr,
+		        "yard-agent: --name: '%s' must be 1-63 characters of [A-Za-z0-9._-]\n",
+		        a->cfg.name);
 		return 2;
 	}
 	if (a->cfg.probe_port == 0) /* below the rank ports (port-base 1: above them) */

@@ -3,8 +3,18 @@
 # the two replacing each other's node token in turn (each registration invalidated the
 # other's token, whose next heartbeat got 401 and registered again). Once the first agent
 # is gone (SIGKILL) and its node has been silent for the node-suspect time, the second one
-# registers and the node heartbeats again.
+# registers and the node heartbeats again. Refused registrations back off (twice as long
+# each time, up to 5 s), and a name the controllers would refuse stops the agent at start.
 . "$(dirname "$0")/lib.sh"
+
+# a name outside [A-Za-z0-9._-] (or over 63 characters): exit 2 before any registration
+for bad in "node a" "$(printf 'n%.0s' $(seq 70))"; do
+	timeout 20 "$YARD_AGENT" --controllers http://127.0.0.1:1 --join-token x \
+		--data-dir "$T/agent-bad" --name "$bad" --devices cpu:1 >"$T/log.agent-bad" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -q -- "--name: '" "$T/log.agent-bad" ||
+		fail "--name '$bad': exit $rc: $(cat "$T/log.agent-bad")"
+done
 
 start_member 1 "$(members_arg 1)"
 wait_leader 10 1 || fail "no leader"
@@ -21,6 +31,11 @@ refusals() { grep -c "registration refused.*HTTP 409.*node node-a is live" "$T/l
 wait_until 15 sh -c "[ \$(grep -c 'registration refused.*HTTP 409.*node node-a is live' '$T/log.agent-dup') -ge 5 ]" ||
 	fail "the second agent was not refused: $(tail -3 "$T/log.agent-dup")"
 note "second agent refused $(refusals) times"
+# each refusal waits twice as long as the one before
+for wait in 0.2 0.4 0.8 1.6; do
+	grep -q "node node-a is live.*(trying again in $wait s)" "$T/log.agent-dup" ||
+		fail "no back-off of $wait s after a refusal: $(grep refused "$T/log.agent-dup" | head -5)"
+done
 # the first agent kept its token all along
 if grep -q "registering again" "$T/log.agent-node-a"; then
 	fail "the first agent lost its token: $(grep 'registering again' "$T/log.agent-node-a" | head -1)"
