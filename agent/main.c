@@ -101,14 +101,26 @@ static int parse_long(const char *value, long lo, long hi, long *out)
 	return 0;
 }
 
+/* Copies an option's text value into its field; one that does not fit is refused, not cut
+ * short (a shortened --data-dir or --name would name something else). */
+static int set_text(char *dst, size_t cap, const char *key, const char *value, struct yard_err *err)
+{
+	if (strlen(value) >= cap)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "%s: '%.40s...' is longer than %zu characters", key, value,
+		                    cap - 1);
+	memcpy(dst, value, strlen(value) + 1);
+	return 0;
+}
+
 static int set_option(struct agent_config *cfg, const char *key, const char *value,
                       struct yard_err *err)
 {
 	char *end;
 	if (strcmp(key, "controllers") == 0)
-		snprintf(cfg->controllers, sizeof cfg->controllers, "%s", value);
+		return set_text(cfg->controllers, sizeof cfg->controllers, key, value, err);
 	else if (strcmp(key, "join-token") == 0)
-		snprintf(cfg->join_token, sizeof cfg->join_token, "%s", value);
+		return set_text(cfg->join_token, sizeof cfg->join_token, key, value, err);
 	else if (strcmp(key, "join-token-file") == 0) {
 		FILE *f = fopen(value, "r");
 		if (f == NULL || fgets(cfg->join_token, sizeof cfg->join_token, f) == NULL) {
@@ -120,17 +132,13 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 		fclose(f);
 		cfg->join_token[strcspn(cfg->join_token, "\r\n")] = '\0';
 	} else if (strcmp(key, "data-dir") == 0)
-		snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", value);
-	else if (strcmp(key, "name") == 0) {
-		if (strlen(value) >= sizeof cfg->name) /* not cut short: checked below */
-			return yard_err_set(err, YARD_EINVAL,
-			                    "name: '%.40s...' is longer than %zu characters", value,
-			                    sizeof cfg->name - 1);
-		snprintf(cfg->name, sizeof cfg->name, "%s", value);
-	} else if (strcmp(key, "host") == 0)
-		snprintf(cfg->host, sizeof cfg->host, "%s", value);
+		return set_text(cfg->data_dir, sizeof cfg->data_dir, key, value, err);
+	else if (strcmp(key, "name") == 0) /* its characters are checked after parsing */
+		return set_text(cfg->name, sizeof cfg->name, key, value, err);
+	else if (strcmp(key, "host") == 0)
+		return set_text(cfg->host, sizeof cfg->host, key, value, err);
 	else if (strcmp(key, "worker") == 0)
-		snprintf(cfg->worker_path, sizeof cfg->worker_path, "%s", value);
+		return set_text(cfg->worker_path, sizeof cfg->worker_path, key, value, err);
 	else if (strcmp(key, "devices") == 0) {
 		if (strncmp(value, "cpu:", 4) == 0) {
 			long n;
