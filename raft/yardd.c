@@ -98,6 +98,19 @@ static void usage(FILE *out)
 }
 
 /* "1=127.0.0.1:7001@http://127.0.0.1:7101,2=..." */
+/* 1 when dir holds raft state (raft_uv's metadata files): this member has started before. */
+static int raft_state_exists(const char *dir)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	for (int i = 1; i <= 2; i++) {
+		snprintf(path, sizeof path, "%s/metadata%d", dir, i);
+		if (stat(path, &st) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static int parse_members(const char *spec, struct yard_err *err)
 {
 	char *copy = strdup(spec), *save = NULL;
@@ -424,6 +437,14 @@ int main(int argc, char **argv)
 		int numeric_ok = optarg && *optarg && end && *end == '\0';
 		switch (opt) {
 		case 'i':
+			if (!numeric_ok || v == 0 || v > INT64_MAX || optarg[0] == '-' ||
+			    optarg[0] ==
+			        '+') { /* "1x" was member 1, "-1" 2^64-1, "abc" "not given" */
+				fprintf(stderr,
+				        "yardd: --id: '%s' is not a member id (an integer >= 1)\n",
+				        optarg);
+				return 2;
+			}
 			cfg.id = v;
 			break;
 		case 'd':
@@ -684,6 +705,19 @@ int main(int argc, char **argv)
 	if ((members && parse_members(members, &err) != 0) ||
 	    (token_file && read_token_file(token_file, &err) != 0)) {
 		log_error("%s", err.msg);
+		return 2;
+	}
+	/* a first start bootstraps the cluster from --members: without itself among them it
+	 * would wait for ever for a configuration that names it (a restart reads the one in
+	 * its log, raft_uv's metadata files, and may have been added since with --join) */
+	int listed = 0;
+	for (int i = 0; i < yd.n_members; i++)
+		listed |= yd.members[i].id == cfg.id;
+	if (!cfg.join && !listed && !raft_state_exists(yd.data_dir)) {
+		log_error(
+		    "--id %llu is not among --members '%s': every initial member lists itself "
+		    "(a member added later starts with --join)",
+		    (unsigned long long)cfg.id, members);
 		return 2;
 	}
 	struct consensus_member raft_members[CONSENSUS_MAX_MEMBERS];

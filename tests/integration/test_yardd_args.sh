@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test_yardd_args.sh: yardd refuses a bad command line at once (exit 2, naming the flag)
+# instead of starting as something else: an --id that is not an integer >= 1 ("1x" was
+# member 1, "-1" member 2^64-1, "abc" read as "not given"), and a first start whose --id is
+# not among --members (it waited for ever for a configuration naming it). A member whose
+# data dir holds raft state restarts whatever --members says (its log has the configuration).
+. "$(dirname "$0")/lib.sh"
+
+# yardd_exit ID MEMBERS: runs yardd in the foreground (20 s at most); its log in $T/args.log
+yardd_exit() {
+	timeout 20 "$YARDD" --id "$1" --data-dir "$T/d-args" --raft-address "127.0.0.1:$(raft_port 1)" \
+		--api-address "127.0.0.1:$(api_port 1)" --members "$2" >"$T/args.log" 2>&1
+}
+M1=$(members_arg 1)
+for id in abc 1x -1 0 +1 99999999999999999999; do
+	yardd_exit "$id" "$M1"
+	rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "--id: '$id' is not a member id" "$T/args.log" ||
+		fail "--id $id: exit $rc: $(cat "$T/args.log")"
+done
+[ ! -e "$T/d-args/metadata1" ] || fail "a refused --id left raft state behind"
+yardd_exit 2 "$M1"
+rc=$?
+[ "$rc" = 2 ] && grep -qF -- "--id 2 is not among --members" "$T/args.log" ||
+	fail "--id 2 with members 1 only: exit $rc: $(cat "$T/args.log")"
+note "bad --id and an --id missing from --members refused"
+
+# a member with state restarts although --members no longer lists it
+start_member 1 "$M1"
+wait_leader 10 1 || fail "no leader"
+kill_member 1
+start_member 1 "$(members_arg 2)"
+wait_leader 10 1 || fail "member 1 did not restart from its state: $(tail -3 "$T/log.1")"
+note "a member with raft state restarts whatever --members lists"
