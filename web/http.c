@@ -664,11 +664,6 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 		if (!segment_match(api_routes[i].pattern, path.base, path.len, params))
 			continue;
 		path_found = 1;
-		/* each method once (GET: / and its files); no method is part of another */
-		size_t used = strlen(call->allow);
-		if (strstr(call->allow, api_routes[i].method) == NULL)
-			snprintf(call->allow + used, sizeof call->allow - used, "%s%s",
-			         used ? ", " : "", api_routes[i].method);
 		if (h2o_memis(req->method.base, req->method.len, api_routes[i].method,
 		              strlen(api_routes[i].method))) {
 			call->route_index = i;
@@ -678,6 +673,16 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 		}
 	}
 	if (call->route == NULL) {
+		/* a 405 names the path's methods (Allow), each once (GET: / and its files; no
+		 * method is part of another); only here, not for every request */
+		for (int i = 0; path_found && i < api_routes_count; i++) {
+			char params[4][72];
+			size_t used = strlen(call->allow);
+			if (segment_match(api_routes[i].pattern, path.base, path.len, params) &&
+			    strstr(call->allow, api_routes[i].method) == NULL)
+				snprintf(call->allow + used, sizeof call->allow - used, "%s%s",
+				         used ? ", " : "", api_routes[i].method);
+		}
 		if (path_found)
 			call_error(call, 405, NULL, "method %.*s not allowed on %.*s (allowed: %s)",
 			           (int)req->method.len, req->method.base, (int)path.len, path.base,
