@@ -56,6 +56,21 @@ int ckpt_write(const char *path, const struct ckpt_meta *meta, const struct ckpt
 int ckpt_read(const char *path, const struct ckpt_meta *expect, struct ckpt_meta *got,
               struct ckpt_tensor *t, int ntensors, struct yard_err *err);
 
+/* Reads the meta of path (after its checksum and format are verified): which job, step and
+ * layout a shard is of, before the caller decides how to restore it. */
+int ckpt_peek(const char *path, struct ckpt_meta *got, struct yard_err *err);
+
+/* Restores into another layout (tp, pp, virtual stages or micro-batches changed: the job was
+ * planned again): paths are the shards of one data-parallel replica of the checkpoint (the
+ * tp x pp ranks holding every tensor once), each read whole and verified. Every tensor of t is
+ * assembled from the slices of the same name and kind that overlap it, in whichever shards
+ * hold them. Refused, naming the file, when a shard is of another job, model, optimiser or data
+ * order than *expect, when the shards disagree on step or layout, or when any element of a
+ * tensor of t is in none of them. *got is the first shard's meta. */
+int ckpt_read_resharded(const char *const *paths, int npaths, const struct ckpt_meta *expect,
+                        struct ckpt_meta *got, struct ckpt_tensor *t, int ntensors,
+                        struct yard_err *err);
+
 /* Writes a small text file atomically (temp, fsync, rename, fsync dir). */
 int ckpt_write_file_atomic(const char *path, const void *buf, size_t len, struct yard_err *err);
 

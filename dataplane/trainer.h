@@ -94,7 +94,10 @@ int trainer_save(struct trainer *t, const char *dir, int keep, struct yard_err *
 /* Restores the newest complete step in dir (collective: every rank must find the same).
  * YARD_ENOTFOUND when dir holds none. A step whose MANIFEST records a smaller world over the
  * same tp and pp (a smaller dp) restores too: rank r reads the shard of rank r mod that world;
- * a larger dp's shards restore into a smaller dp rank for rank. */
+ * a larger dp's shards restore into a smaller dp rank for rank. A step of another tp, pp, v or
+ * m (its MANIFEST's layout line, else rank 0's shard, says so) is resharded: each rank
+ * assembles its tensors from the shards of that layout's replica 0 (ckpt_read_resharded).
+ * A shard missing from a complete step is an error (YARD_ECORRUPT), never YARD_ENOTFOUND. */
 int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err);
 
 /* The per-step JSON line (no newline). */

@@ -189,8 +189,11 @@ int trainer_save(struct trainer *t, const char *dir, int keep, struct yard_err *
 	if (t->rank == 0) {
 		char manifest[4200], text[256];
 		snprintf(manifest, sizeof manifest, "%s/MANIFEST", stepdir);
-		int len = snprintf(text, sizeof text, "job %s\nstep %lld\nworld %d\nformat %u\n",
-		                   t->job_id, (long long)t->step, t->world, CKPT_VERSION);
+		int len =
+		    snprintf(text, sizeof text,
+		             "job %s\nstep %lld\nworld %d\nformat %u\nlayout %d %d %d %d %d\n",
+		             t->job_id, (long long)t->step, t->world, CKPT_VERSION, t->par.dp,
+		             t->par.tp, t->par.pp, t->par.virtual_stages, t->par.micro_batches);
 		rc = ckpt_write_file_atomic(manifest, text, (size_t)len, &local);
 		manifest_ok = rc == 0 ? 1.0 : 0.0;
 		if (rc == 0 && keep > 0) {
@@ -219,20 +222,90 @@ int trainer_save(struct trainer *t, const char *dir, int keep, struct yard_err *
 	return 0;
 }
 
-/* The world size the step's MANIFEST records; -1 when it says none. */
-static int manifest_world(const char *dir, int64_t step)
+/* What the step's MANIFEST records: the world size (-1 when it says none) and the layout
+ * (dp, tp, pp, v, m; all -1 when it says none: a manifest of an older build, or the one an
+ * agent writes for the controller store's download). */
+static int manifest_world(const char *dir, int64_t step, int layout[5])
 {
 	char path[4200], line[128];
 	int world = -1;
+	for (int i = 0; i < 5; i++)
+		layout[i] = -1;
 	snprintf(path, sizeof path, "%s/step-%08lld/MANIFEST", dir, (long long)step);
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return -1;
-	for (int n = 0; n < 16 && fgets(line, sizeof line, f); n++)
-		if (sscanf(line, "world %d", &world) == 1)
-			break;
+	for (int n = 0; n < 16 && fgets(line, sizeof line, f); n++) {
+		if (sscanf(line, "world %d", &world) == 1 || strncmp(line, "layout ", 7) != 0)
+			continue;
+		if (sscanf(line, "layout %d %d %d %d %d", &layout[0], &layout[1], &layout[2],
+		           &layout[3], &layout[4]) != 5)
+			for (int i = 0; i < 5; i++)
+				layout[i] = -1;
+	}
 	fclose(f);
 	return world;
+}
+
+/* The checkpoint of step was written by another tp, pp, v or m than this run's: the job was
+ * planned again. Its manifest says so; without a layout line there, rank 0's shard does. On
+ * success *old holds the checkpoint's layout (tp, pp of its shards). */
+static int is_relayout(const struct trainer *t, const char *dir, int64_t step, const int layout[5],
+                       struct ckpt_meta *old)
+{
+	memset(old, 0, sizeof *old);
+	if (layout[0] > 0) {
+		old->dp = layout[0], old->tp = layout[1], old->pp = layout[2];
+		old->v = layout[3], old->m = layout[4];
+	} else {
+		char first[4200];
+		struct yard_err ignored = {0};
+		snprintf(first, sizeof first, "%s/step-%08lld/rank-%05d.shard", dir,
+		         (long long)step, 0);
+		if (ckpt_peek(first, old, &ignored) != 0)
+			return 0; /* rank 0's restore names what is wrong with it */
+	}
+	return old->tp != t->par.tp || old->pp != t->par.pp || old->v != t->par.virtual_stages ||
+	       old->m != t->par.micro_batches;
+}
+
+/* Restores from the shards of the checkpoint's data-parallel replica 0 (ranks 0..tp*pp-1 of
+ * its layout: rank = (dp_i x pp + stage) x tp + tp_i), each tensor assembled from the slices
+ * that overlap this rank's. */
+static int restore_resharded(struct trainer *t, const char *dir, int64_t step,
+                             const struct ckpt_meta *old, struct ckpt_tensor *ts, int count,
+                             struct ckpt_meta *got, struct yard_err *err)
+{
+	int64_t n = (int64_t)old->tp * old->pp;
+	if (old->tp < 1 || old->pp < 1 || n > 1 << 20)
+		return yard_err_set(err, YARD_ECORRUPT,
+		                    "%s/step-%08lld: the checkpoint's layout tp %d x pp %d is not "
+		                    "one",
+		                    dir, (long long)step, old->tp, old->pp);
+	char(*names)[4200] = calloc((size_t)n, sizeof *names);
+	const char **paths = calloc((size_t)n, sizeof *paths);
+	int rc = 0;
+	if (!names || !paths)
+		rc = yard_err_set(err, YARD_ENOMEM, "out of memory");
+	for (int64_t i = 0; rc == 0 && i < n; i++) {
+		snprintf(names[i], sizeof names[i], "%s/step-%08lld/rank-%05d.shard", dir,
+		         (long long)step, (int)i);
+		paths[i] = names[i];
+	}
+	if (rc == 0) {
+		struct ckpt_meta expect;
+		meta_fill(t, &expect);
+		rc = ckpt_read_resharded(paths, (int)n, &expect, got, ts, count, err);
+	}
+	if (rc == 0 && t->rank == 0)
+		log_info("restoring step %lld of layout dp %d x tp %d x pp %d (v %d, m %d) into dp "
+		         "%d x tp %d x pp %d (v %d, m %d): every tensor assembled from the %d "
+		         "shards of its replica 0",
+		         (long long)step, got->dp, got->tp, got->pp, got->v, got->m, t->par.dp,
+		         t->par.tp, t->par.pp, t->par.virtual_stages, t->par.micro_batches, (int)n);
+	free(names);
+	free(paths);
+	return rc;
 }
 
 int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err)
@@ -259,7 +332,8 @@ int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err)
 	/* A checkpoint of a smaller dp (the job had shrunk, failure.allow_shrink_dp) restores
 	 * into this one's replicas: rank r reads the shard of rank r mod its world, the same
 	 * pipeline stage and tensor slice in replica dp_i mod its dp (replicas are identical). */
-	int ckpt_world = manifest_world(dir, step), source = t->rank;
+	int layout[5];
+	int ckpt_world = manifest_world(dir, step, layout), source = t->rank;
 	if (ckpt_world > 0 && ckpt_world < t->world && ckpt_world % (t->par.tp * t->par.pp) == 0)
 		source = t->rank % ckpt_world;
 	char shard[4200];
@@ -269,11 +343,25 @@ int trainer_restore(struct trainer *t, const char *dir, struct yard_err *err)
 	struct ckpt_tensor *ts = tensors_of(t, &count);
 	if (!ts)
 		return yard_err_set(err, YARD_ENOMEM, "out of memory");
-	struct ckpt_meta expect, got;
-	meta_fill(t, &expect);
-	expect.rank = source;
-	rc = ckpt_read(shard, &expect, &got, ts, count, err);
+	struct ckpt_meta expect, got, old;
+	if (is_relayout(t, dir, step, layout, &old)) {
+		rc = restore_resharded(t, dir, step, &old, ts, count, &got, err);
+	} else {
+		meta_fill(t, &expect);
+		expect.rank = source;
+		rc = ckpt_read(shard, &expect, &got, ts, count, err);
+	}
 	free(ts);
+	/* the step's MANIFEST says it is complete: a shard that cannot be found is a broken
+	 * checkpoint, never "nothing to restore" (YARD_ENOTFOUND, on which a worker starts over
+	 * from step 0) */
+	if (rc == YARD_ENOTFOUND) {
+		char msg[sizeof err->msg];
+		snprintf(msg, sizeof msg, "%s", err->msg);
+		rc = yard_err_set(err, YARD_ECORRUPT,
+		                  "%s (step %lld of %s is complete by its MANIFEST)", msg,
+		                  (long long)step, dir);
+	}
 	/* all ranks restore or none does: a rank whose shard is bad must not leave the others
 	 * training from their checkpoints alone. The reason is logged before the barrier: once
 	 * the others learn of the failure they exit, and the launcher may stop this rank before

@@ -1,4 +1,5 @@
-/* fuzz_ckpt.c: a checkpoint shard as a restoring rank reads it (ckpt_read), from a file a
+/* fuzz_ckpt.c: a checkpoint shard as a restoring rank reads it (ckpt_read, and
+ * ckpt_read_resharded for a slice of another layout), from a file a
  * crash, a full disk or another program may have left, or that came through the controller
  * store. The input is the file with its last 4 bytes replaced by the CRC32C of the rest, so
  * that mutations reach the header and tensor table behind the checksum. The run it restores
@@ -98,6 +99,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ckpt_meta expect = run;
 	if (ckpt_read(path, &expect, &got, t, 2, &err) == 0 && strcmp(got.job, run.job) != 0)
 		fuzz_fail("accepted a shard of job '%s'", got.job);
+	/* the same file as the one shard of a layout planned again, read for a (2 x 4) slice at
+	 * row 1: an accepted shard filled it from inside the file */
+	float *part = malloc(8 * sizeof *part);
+	struct ckpt_tensor slice = t[0];
+	slice.rows = 2;
+	slice.row0 = 1;
+	slice.data = part;
+	const char *paths[1] = {path};
+	if (ckpt_read_resharded(paths, 1, &expect, &got, &slice, 1, &err) == 0 &&
+	    strcmp(got.job, run.job) != 0)
+		fuzz_fail("resharded: accepted a shard of job '%s'", got.job);
+	free(part);
 	free(w);
 	free(m);
 	close(fd);

@@ -1,6 +1,7 @@
 /* test_ckpt.c: CRC32C against the standard check values, and the shard format: round trip,
  * a flipped byte anywhere is caught and the file named, a table that points outside the file
- * is refused, a shard of another layout or job is refused naming the mismatch. */
+ * is refused, a shard of another layout or job is refused naming the mismatch, and a layout
+ * planned again assembles its slices from the shards that hold them. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -261,6 +262,129 @@ static void test_table_offsets_outside_the_file_are_refused(void **state)
 	free(file);
 }
 
+/* Two shards of a tp 2 layout: each holds two rows of w (4 x 3, split by rows) and all of the
+ * replicated b (4 x 1). Row r of w holds 10 r + c; b holds 100 + r. */
+static void write_tp2(const char *a, const char *b, int64_t step_b)
+{
+	for (int i = 0; i < 2; i++) {
+		float w[6], bias[4];
+		for (int r = 0; r < 2; r++)
+			for (int c = 0; c < 3; c++)
+				w[r * 3 + c] = (float)(10 * (2 * i + r) + c);
+		for (int r = 0; r < 4; r++)
+			bias[r] = (float)(100 + r);
+		struct ckpt_tensor t[2] = {{.name = "block0.w1",
+		                            .rows = 2,
+		                            .cols = 3,
+		                            .row0 = 2 * i,
+		                            .full_rows = 4,
+		                            .full_cols = 3,
+		                            .data = w},
+		                           {.name = "block0.b1",
+		                            .rows = 4,
+		                            .cols = 1,
+		                            .full_rows = 4,
+		                            .full_cols = 1,
+		                            .data = bias}};
+		struct ckpt_meta meta = meta_example();
+		meta.rank = i;
+		meta.dp = 1;
+		meta.tp = 2;
+		if (i == 1)
+			meta.step = step_b;
+		struct yard_err err = {0};
+		if (ckpt_write(i == 0 ? a : b, &meta, t, 2, &err) != 0)
+			fail_msg("write: %s", err.msg);
+	}
+}
+
+/* A layout planned again reads the slices it needs from whichever shards hold them: the whole
+ * of w from both halves, a slice across the halves' border, the replicated b from either;
+ * an element in no shard, shards of different steps, another full shape and a slice that
+ * lies outside its tensor are refused, naming the tensor or the file. */
+static void test_resharded_read_assembles_slices(void **state)
+{
+	char a[160], b[160];
+	snprintf(a, sizeof a, "%s/rank-00000.shard", dir);
+	snprintf(b, sizeof b, "%s/rank-00001.shard", dir);
+	write_tp2(a, b, 10);
+	const char *both[2] = {a, b};
+	float w[12] = {0}, bias[4] = {0};
+	struct ckpt_tensor t[2] = {
+	    {.name = "block0.w1", .rows = 4, .cols = 3, .full_rows = 4, .full_cols = 3, .data = w},
+	    {.name = "block0.b1",
+	     .rows = 4,
+	     .cols = 1,
+	     .full_rows = 4,
+	     .full_cols = 1,
+	     .data = bias}};
+	struct ckpt_meta expect = meta_example(), got;
+	expect.tp = 1; /* this run: tp 1, dp 2 */
+	struct yard_err err = {0};
+	if (ckpt_read_resharded(both, 2, &expect, &got, t, 2, &err) != 0)
+		fail_msg("%s", err.msg);
+	for (int r = 0; r < 4; r++) {
+		for (int c = 0; c < 3; c++)
+			assert_true(w[r * 3 + c] == (float)(10 * r + c));
+		assert_true(bias[r] == (float)(100 + r));
+	}
+	assert_int_equal(got.tp, 2);
+	assert_int_equal(got.step, 10);
+	/* rows 1-2, columns 1-2: one row from each shard */
+	float mid[4] = {0};
+	struct ckpt_tensor part = {.name = "block0.w1",
+	                           .rows = 2,
+	                           .cols = 2,
+	                           .row0 = 1,
+	                           .col0 = 1,
+	                           .full_rows = 4,
+	                           .full_cols = 3,
+	                           .data = mid};
+	assert_int_equal(ckpt_read_resharded(both, 2, &expect, &got, &part, 1, &err), 0);
+	assert_true(mid[0] == 11 && mid[1] == 12 && mid[2] == 21 && mid[3] == 22);
+	/* one half only: rows 2-3 are in no shard */
+	assert_int_equal(ckpt_read_resharded(both, 1, &expect, &got, t, 2, &err), YARD_EMISMATCH);
+	assert_non_null(strstr(err.msg, "tensor block0.w1 (kind 0): 6 of its 12 elements"));
+	/* another full shape */
+	float wide[16];
+	struct ckpt_tensor other = t[0];
+	other.cols = other.full_cols = 4;
+	other.data = wide;
+	assert_int_equal(ckpt_read_resharded(both, 2, &expect, &got, &other, 1, &err),
+	                 YARD_EMISMATCH);
+	assert_non_null(strstr(err.msg, "tensor block0.w1 is (4 x 3), this run's is (4 x 4)"));
+	/* another model */
+	expect.d_ff = 32;
+	assert_int_equal(ckpt_read_resharded(both, 2, &expect, &got, t, 2, &err), YARD_EMISMATCH);
+	assert_non_null(strstr(err.msg, "shard is for model.d_ff 16, this run has 32"));
+	expect = meta_example();
+	expect.tp = 1;
+	/* the second shard of another step */
+	write_tp2(a, b, 20);
+	assert_int_equal(ckpt_read_resharded(both, 2, &expect, &got, t, 2, &err), YARD_EMISMATCH);
+	assert_non_null(strstr(err.msg, "rank-00001.shard: shard is of step 20"));
+	/* a table whose slice lies past its tensor (the checksum made to hold): row0 3 of rows 2
+	 * in a tensor of 4 rows; table entry 0 starts at byte 256, its row0 at 256 + 64 */
+	write_tp2(a, b, 10);
+	int fd = open(a, O_RDWR);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	size_t len = (size_t)st.st_size;
+	unsigned char *file = malloc(len);
+	assert_int_equal(pread(fd, file, len, 0), (ssize_t)len);
+	int32_t row0 = 3;
+	memcpy(file + 256 + 64, &row0, 4);
+	uint32_t crc = ckpt_crc32c(0, file, len - 4);
+	memcpy(file + len - 4, &crc, 4);
+	assert_int_equal(pwrite(fd, file, len, 0), (ssize_t)len);
+	close(fd);
+	free(file);
+	assert_int_equal(ckpt_read_resharded(both, 2, &expect, &got, t, 2, &err), YARD_ECORRUPT);
+	assert_non_null(strstr(err.msg, "rank-00000.shard: tensor block0.w1: its slice"));
+	unlink(a);
+	unlink(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +395,7 @@ int main(void)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_mismatched_shard_is_refused_naming_the_field,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resharded_read_assembles_slices, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* test_trainer.c: the parallel trainer end to end on the in-process backend (one thread per
  * rank): every dp x tp x pp layout and schedule trains the same model as one process (losses
  * of 20 steps within relative 1e-5, parameters after step 1 close), a restored checkpoint
- * continues exactly like the uninterrupted run, and the synthetic task is learnt. */
+ * continues exactly like the uninterrupted run, also in another layout, and the synthetic task
+ * is learnt. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -192,7 +193,8 @@ static void *rank_main(void *arg)
 		return NULL;
 	}
 	if (run->restore && trainer_restore(&t, run->ckpt_dir, &err) != 0) {
-		snprintf(msg, sizeof msg, "rank %d restore: %s", ra->rank, err.msg);
+		snprintf(msg, sizeof msg, "rank %d restore (%s): %s", ra->rank,
+		         yard_strerror(err.code), err.msg);
 		record_failure(run, msg);
 		goto out;
 	}
@@ -454,12 +456,26 @@ static void test_checkpoint_restore_continues_exactly(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
-/* A job that shrank its data-parallel degree (failure.allow_shrink_dp) restores the
- * checkpoint of its larger layout: rank r of dp 1 x tp 2 x pp 2 reads shard r of the dp 2
- * checkpoint and trains on like the uninterrupted dp 2 run (the same samples and global batch;
- * only the order of gradient sums differs); growing back, rank r of dp 2 reads shard r mod 4
- * of the dp 1 checkpoint. Any other change of layout is refused, naming both layouts. */
-static void test_checkpoint_restores_into_a_smaller_dp(void **state)
+/* Steps from+1..STEPS of got against the uninterrupted run, each within a relative 1e-5 (what:
+ * the restore, for a failure's message); returns the worst relative difference. */
+static double losses_follow(const struct run *got, const struct run *whole, int from,
+                            const char *what)
+{
+	double worst = 0;
+	for (int s = from; s < STEPS; s++) {
+		double rel = fabs(got->loss[s] - whole->loss[s]) / fabs(whole->loss[s]);
+		worst = fmax(worst, rel);
+		if (rel > 1e-5)
+			fail_msg("step %d after %s: loss %.9g, uninterrupted %.9g (relative %.2g, "
+			         "want <= 1e-5)",
+			         s + 1, what, got->loss[s], whole->loss[s], rel);
+	}
+	return worst;
+}
+
+/* dp 2 x tp 2 x pp 2 with AdamW (returned): its uninterrupted run in *whole, and a run that
+ * stops after checkpointing step 10 into dir (a mkdtemp template, filled in). */
+static struct jobspec checkpointed_2x2x2(char *dir, struct run *whole)
 {
 	struct jobspec spec = base_spec();
 	spec.train.optimizer = JOBSPEC_ADAMW;
@@ -467,51 +483,101 @@ static void test_checkpoint_restores_into_a_smaller_dp(void **state)
 	spec.parallel.dp = 2;
 	spec.parallel.tp = 2;
 	spec.parallel.pp = 2;
-	char dir[] = "/tmp/test_trainer_shrinkXXXXXX";
 	assert_non_null(mkdtemp(dir));
-	struct run whole = {0};
-	run_layout(&whole, &spec);
+	run_layout(whole, &spec);
 	struct run first = {.ckpt_dir = dir, .save_at = 10, .steps = 10};
 	run_layout(&first, &spec);
+	return spec;
+}
+
+/* A job that shrank its data-parallel degree (failure.allow_shrink_dp) restores the
+ * checkpoint of its larger layout: rank r of dp 1 x tp 2 x pp 2 reads shard r of the dp 2
+ * checkpoint and trains on like the uninterrupted dp 2 run (the same samples and global batch;
+ * only the order of gradient sums differs); growing back, rank r of dp 2 reads shard r mod 4
+ * of the dp 1 checkpoint. */
+static void test_checkpoint_restores_into_a_smaller_dp(void **state)
+{
+	char dir[] = "/tmp/test_trainer_shrinkXXXXXX";
+	struct run whole = {0};
+	struct jobspec spec = checkpointed_2x2x2(dir, &whole);
 	struct jobspec shrunk = spec;
 	shrunk.parallel.dp = 1;
 	struct run second = {.ckpt_dir = dir, .restore = 1};
 	run_layout(&second, &shrunk);
-	double worst = 0;
-	for (int s = 10; s < STEPS; s++) {
-		double rel = fabs(second.loss[s] - whole.loss[s]) / fabs(whole.loss[s]);
-		worst = fmax(worst, rel);
-		if (rel > 1e-5)
-			fail_msg("step %d after restoring dp 2 into dp 1: loss %.9g, uninterrupted "
-			         "%.9g (relative %.2g, want <= 1e-5)",
-			         s + 1, second.loss[s], whole.loss[s], rel);
-	}
+	double worst = losses_follow(&second, &whole, 10, "restoring dp 2 into dp 1");
 	print_message("restored into dp 1: worst relative loss difference %.3g\n", worst);
 	/* and back: dp 1 checkpoints step 15, dp 2 restores it (rank r reads shard r mod 4) */
 	struct run shrunk_saves = {.ckpt_dir = dir, .restore = 1, .save_at = 15, .steps = 15};
 	run_layout(&shrunk_saves, &shrunk);
 	struct run grown = {.ckpt_dir = dir, .restore = 1};
 	run_layout(&grown, &spec);
-	worst = 0;
-	for (int s = 15; s < STEPS; s++) {
-		double rel = fabs(grown.loss[s] - whole.loss[s]) / fabs(whole.loss[s]);
-		worst = fmax(worst, rel);
-		if (rel > 1e-5)
-			fail_msg("step %d after restoring dp 1 into dp 2: loss %.9g, uninterrupted "
-			         "%.9g (relative %.2g, want <= 1e-5)",
-			         s + 1, grown.loss[s], whole.loss[s], rel);
-	}
+	worst = losses_follow(&grown, &whole, 15, "restoring dp 1 into dp 2");
 	assert_true(grown.loss[14] == 0.0); /* it resumed after step 15, not before */
 	print_message("restored dp 1 into dp 2: worst relative loss difference %.3g\n", worst);
-	struct jobspec other = spec;
-	other.parallel.dp = 4;
-	other.parallel.tp = 1;
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* A job planned again (another tp, pp, schedule, virtual stages or micro-batches) restores
+ * the checkpoint of its old layout: each tensor is assembled from the slices of the old
+ * replica 0's shards, and training goes on like the uninterrupted run (the same samples and
+ * global batch; only the order of sums differs). A checkpoint of another model is refused
+ * naming the field, and a missing shard of the old replica names the file. */
+static void test_checkpoint_restores_into_another_layout(void **state)
+{
+	char dir[] = "/tmp/test_trainer_relayoutXXXXXX";
+	struct run whole = {0};
+	struct jobspec spec = checkpointed_2x2x2(dir, &whole);
+	static const struct layout targets[] = {
+	    {4, 1, 2, JOBSPEC_1F1B, 1, 4},        {1, 4, 1, JOBSPEC_GPIPE, 1, 2},
+	    {1, 1, 4, JOBSPEC_INTERLEAVED, 2, 4}, {2, 1, 1, JOBSPEC_1F1B, 1, 8},
+	    {1, 2, 4, JOBSPEC_GPIPE, 1, 4},       {1, 1, 1, JOBSPEC_1F1B, 1, 1},
+	};
+	for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+		const struct layout *l = &targets[i];
+		struct jobspec other = spec;
+		other.parallel.dp = l->dp;
+		other.parallel.tp = l->tp;
+		other.parallel.pp = l->pp;
+		other.parallel.schedule = l->schedule;
+		other.parallel.virtual_stages = l->v;
+		other.parallel.micro_batches = l->m;
+		struct run again = {.ckpt_dir = dir, .restore = 1};
+		run_layout(&again, &other);
+		char what[160];
+		snprintf(what, sizeof what,
+		         "restoring dp 2 x tp 2 x pp 2 into dp %d x tp %d x pp %d (%s, v %d, m %d)",
+		         l->dp, l->tp, l->pp, schedule_name(l->schedule), l->v, l->m);
+		double worst = losses_follow(&again, &whole, 10, what);
+		assert_true(again.loss[9] == 0.0); /* it resumed after step 10 */
+		print_message("restored into dp %d x tp %d x pp %d (%s, v %d, m %d): worst "
+		              "relative loss difference %.3g\n",
+		              l->dp, l->tp, l->pp, schedule_name(l->schedule), l->v, l->m, worst);
+	}
+	/* another model: refused, naming the field */
+	struct jobspec bigger = spec;
+	bigger.model.d_ff = 128;
+	bigger.parallel.tp = 1;
 	struct run refused = {.ckpt_dir = dir, .restore = 1, .expect_failure = 1};
-	run_layout(&refused, &other); /* tp changed: refused */
-	if (strstr(refused.failure, "shard is for layout dp 1 x tp 2 x pp 2 (world size 4), "
-	                            "this run has dp 4 x tp 1 x pp 2") == NULL)
-		fail_msg("restore into dp 4 x tp 1 x pp 2: want a layout mismatch, got: %s",
-		         refused.failure);
+	run_layout(&refused, &bigger);
+	if (strstr(refused.failure, "shard is for model.d_ff 64, this run has 128") == NULL)
+		fail_msg("restore into d_ff 128: want a model mismatch, got: %s", refused.failure);
+	/* a shard of the old replica 0 missing: the relayout names it */
+	char shard[256];
+	snprintf(shard, sizeof shard, "%s/step-00000010/rank-00003.shard", dir);
+	assert_int_equal(unlink(shard), 0);
+	struct jobspec narrow = spec;
+	narrow.parallel.tp = 1;
+	struct run missing = {.ckpt_dir = dir, .restore = 1, .expect_failure = 1};
+	run_layout(&missing, &narrow);
+	if (strstr(missing.failure, "rank-00003.shard: cannot open checkpoint shard") == NULL)
+		fail_msg("restore without shard 3: want it named, got: %s", missing.failure);
+	/* and never reported as "no checkpoint", on which a worker would start over at step 0 */
+	char notfound[128];
+	snprintf(notfound, sizeof notfound, "(%s)", yard_strerror(YARD_ENOTFOUND));
+	if (strstr(missing.failure, notfound) != NULL)
+		fail_msg("restore without shard 3 reported as %s: %s", notfound, missing.failure);
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
@@ -564,6 +630,7 @@ int main(void)
 	    cmocka_unit_test(test_gradient_buckets_overlap_backward),
 	    cmocka_unit_test(test_checkpoint_restore_continues_exactly),
 	    cmocka_unit_test(test_checkpoint_restores_into_a_smaller_dp),
+	    cmocka_unit_test(test_checkpoint_restores_into_another_layout),
 	    cmocka_unit_test(test_example_job_learns_the_synthetic_task),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
