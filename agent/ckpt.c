@@ -13,8 +13,11 @@
  * Restore: before starting the ranks of a new generation with YARD_RESUME=1, the agent
  * empties the job's local directory, downloads the shards of its ranks for the step the
  * controller named (restore_step of the desired entry; for a checkpoint of a smaller world,
- * restore_world, the shard of rank r mod that world), checks each one's sha256, and
- * writes the step's MANIFEST, so the trainer finds exactly that checkpoint. Only then are
+ * restore_world, the shard of rank r mod that world; for a checkpoint of another layout, as
+ * the first shard's header says, also the shards of that layout's data-parallel replica 0,
+ * which the trainer reshards), checks each one's sha256, and writes the step's MANIFEST
+ * (with the layout line when the shards are the trainer's), so the trainer finds exactly
+ * that checkpoint. Only then are
  * the ranks started. Transfers run on the thread pool: up to AGENT_CKPT_UPLOADS uploads at a
  * time, or one download alone. */
 #include <dirent.h>
@@ -36,6 +39,7 @@
 #define UPLOAD_RETRY_MS 500
 #define AGENT_CKPT_BACKLOG_STEPS 8 /* a rank's shards waiting for upload, at most */
 #define SHARD_MAX_BYTES (1ull << 32)
+#define AGENT_CKPT_REPLICA_MAX 65536 /* tp x pp of a checkpoint's layout, at most */
 
 enum transfer_kind { TRANSFER_UPLOAD, TRANSFER_DOWNLOAD };
 
@@ -48,6 +52,7 @@ struct transfer {
 	int ranks[AGENT_MAX_RANKS];
 	int n_ranks;
 	int world;
+	int layout[4]; /* download: the ranks' tp, pp, virtual stages, micro-batches (0: unknown) */
 	char path[PATH_MAX + 64]; /* upload: the shard file */
 	char token[256];
 	char leader_url[512]; /* this transfer's copy; the agent's is updated when it ends */
@@ -305,6 +310,40 @@ out:
 	free(data);
 }
 
+/* Fetches the shard of rank into stepdir, its sha256 checked. 0 when it is in place. */
+static int fetch_shard(struct transfer *t, const char *stepdir, int rank)
+{
+	char path[256], file[PATH_MAX + 140], got[SHA256_HEX_LEN + 1];
+	struct agent_response rs;
+	snprintf(path, sizeof path, "/v1/jobs/%s/checkpoints/%lld/shards/%d", t->job,
+	         (long long)t->step, rank);
+	struct agent_request rq = {.method = "GET",
+	                           .path = path,
+	                           .token = t->token,
+	                           .max_response = SHARD_MAX_BYTES,
+	                           .timeout_ms = 60000};
+	if (request(t, &rq, &rs) != 0)
+		return -1;
+	if (rs.status != 200 || rs.body == NULL) {
+		snprintf(t->why, sizeof t->why, "GET %s: HTTP %ld: %s", path, rs.status,
+		         answer_error(&rs));
+		free(rs.body);
+		return -1;
+	}
+	sha256_hex(rs.body, rs.len, got);
+	if (strcmp(got, rs.sha256) != 0) {
+		snprintf(t->why, sizeof t->why,
+		         "GET %s: the %zu bytes hash to sha256 %s, the controller says %s", path,
+		         rs.len, got, rs.sha256[0] ? rs.sha256 : "nothing");
+		free(rs.body);
+		return -1;
+	}
+	snprintf(file, sizeof file, "%s/rank-%05d.shard", stepdir, rank);
+	int rc = write_file_atomic(file, rs.body, rs.len, t->why, sizeof t->why);
+	free(rs.body);
+	return rc;
+}
+
 static void download_run(struct transfer *t)
 {
 	char dir[PATH_MAX + 64], stepdir[PATH_MAX + 100];
@@ -315,43 +354,42 @@ static void download_run(struct transfer *t)
 		snprintf(t->why, sizeof t->why, "%s: cannot create: %s", stepdir, strerror(errno));
 		return;
 	}
-	for (int i = 0; i < t->n_ranks; i++) {
-		char path[256], file[PATH_MAX + 140], got[SHA256_HEX_LEN + 1];
-		struct agent_response rs;
-		snprintf(path, sizeof path, "/v1/jobs/%s/checkpoints/%lld/shards/%d", t->job,
-		         (long long)t->step, t->ranks[i]);
-		struct agent_request rq = {.method = "GET",
-		                           .path = path,
-		                           .token = t->token,
-		                           .max_response = SHARD_MAX_BYTES,
-		                           .timeout_ms = 60000};
-		if (request(t, &rq, &rs) != 0)
+	for (int i = 0; i < t->n_ranks; i++)
+		if (fetch_shard(t, stepdir, t->ranks[i]) != 0)
 			return;
-		if (rs.status != 200 || rs.body == NULL) {
-			snprintf(t->why, sizeof t->why, "GET %s: HTTP %ld: %s", path, rs.status,
-			         answer_error(&rs));
-			free(rs.body);
-			return;
+	/* The layout that wrote the checkpoint, as its shards say (a command job's files are
+	 * not shards: nothing is known). When the job was planned again (another tp, pp,
+	 * virtual stages or micro-batches), each rank assembles its tensors from the shards of
+	 * the checkpoint's data-parallel replica 0, ranks 0..tp*pp-1 of its layout
+	 * (dataplane/trainer_ckpt.c): those are fetched too. */
+	char first[PATH_MAX + 140];
+	struct ckpt_meta old;
+	struct yard_err ignored = {0};
+	snprintf(first, sizeof first, "%s/rank-%05d.shard", stepdir, t->ranks[0]);
+	int known = t->n_ranks > 0 && ckpt_peek(first, &old, &ignored) == 0 && old.tp >= 1 &&
+	            old.pp >= 1 && (int64_t)old.tp * old.pp <= AGENT_CKPT_REPLICA_MAX;
+	if (known && t->layout[0] > 0 &&
+	    (old.tp != t->layout[0] || old.pp != t->layout[1] || old.v != t->layout[2] ||
+	     old.m != t->layout[3])) {
+		int fetched = t->n_ranks;
+		for (int r = 0; r < old.tp * old.pp; r++) {
+			int have = 0;
+			for (int i = 0; i < t->n_ranks && !have; i++)
+				have = t->ranks[i] == r;
+			if (!have && fetch_shard(t, stepdir, r) != 0)
+				return;
+			fetched += !have;
 		}
-		sha256_hex(rs.body, rs.len, got);
-		if (strcmp(got, rs.sha256) != 0) {
-			snprintf(t->why, sizeof t->why,
-			         "GET %s: the %zu bytes hash to sha256 %s, the controller says %s",
-			         path, rs.len, got, rs.sha256[0] ? rs.sha256 : "nothing");
-			free(rs.body);
-			return;
-		}
-		snprintf(file, sizeof file, "%s/rank-%05d.shard", stepdir, t->ranks[i]);
-		int rc = write_file_atomic(file, rs.body, rs.len, t->why, sizeof t->why);
-		free(rs.body);
-		if (rc != 0)
-			return;
+		t->n_ranks = fetched; /* for the log: how many shards came */
 	}
 	/* the manifest is the controller's record, written here in the trainer's format */
 	char manifest[PATH_MAX + 120], text[256];
 	snprintf(manifest, sizeof manifest, "%s/MANIFEST", stepdir);
 	int len = snprintf(text, sizeof text, "job %s\nstep %lld\nworld %d\nformat %u\n", t->job,
 	                   (long long)t->step, t->world, CKPT_VERSION);
+	if (known)
+		len += snprintf(text + len, sizeof text - (size_t)len, "layout %d %d %d %d %d\n",
+		                old.dp, old.tp, old.pp, old.v, old.m);
 	if (write_file_atomic(manifest, text, (size_t)len, t->why, sizeof t->why) != 0)
 		return;
 	t->ok = 1;
@@ -498,6 +536,11 @@ int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d)
 	    json_object_get(json_object_get(d, "checkpoint"), "restore_world"));
 	if (ckpt_world > 0 && ckpt_world < t->world)
 		t->world = ckpt_world;
+	/* the layout the ranks run, to tell a checkpoint of another one (download_run) */
+	const json_t *par = json_object_get(json_object_get(d, "spec"), "parallel");
+	static const char *const fields[4] = {"tp", "pp", "virtual_stages", "micro_batches"};
+	for (int k = 0; k < 4 && json_is_object(par); k++)
+		t->layout[k] = (int)json_integer_value(json_object_get(par, fields[k]));
 	size_t i;
 	json_t *other;
 	json_array_foreach(desired_all, i, other)

@@ -3,9 +3,11 @@ bin_PROGRAMS += yard-agent
 yard_agent_SOURCES = agent/agent.h agent/main.c agent/client.c agent/ranks.c \
 	agent/heartbeat.c agent/metrics.c agent/shim.c agent/perf.c agent/linkprobe.c \
 	agent/ranklog.c agent/ranklog.h agent/ckpt.c agent/upgrade.c agent/guardian.c \
-	agent/selftest.c agent/workerup.c agent/watch.c agent/gc.c scheduler/desired_whole.c
+	agent/selftest.c agent/workerup.c agent/watch.c agent/gc.c scheduler/desired_whole.c \
+	dataplane/ckpt.c
 yard_agent_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS)
-# libyd for the self-test; jobs/libjobsfsm.a for sha256 and the checkpoint store's names
+# libyd for the self-test; jobs/libjobsfsm.a for sha256 and the checkpoint store's names;
+# dataplane/ckpt.c to read a downloaded shard's layout
 yard_agent_LDADD = $(YD_LIBS) jobs/libjobsfsm.a common/libcommon.a $(UV_LIBS) $(JANSSON_LIBS) \
 	$(CURL_LIBS) $(SQLITE_LIBS)
 
@@ -17,7 +19,7 @@ yard_report_SOURCES = agent/report.c
 check_PROGRAMS += tests/unit/test_agent_metrics
 tests_unit_test_agent_metrics_SOURCES = tests/unit/test_agent_metrics.c agent/metrics.c \
 	agent/ranklog.c agent/ranklog.h \
-	agent/ranks.c agent/shim.c agent/ckpt.c agent/client.c
+	agent/ranks.c agent/shim.c agent/ckpt.c agent/client.c dataplane/ckpt.c
 tests_unit_test_agent_metrics_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) \
 	$(CURL_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_agent_metrics_LDADD = jobs/libjobsfsm.a common/libcommon.a $(CMOCKA_LIBS) \

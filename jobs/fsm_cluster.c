@@ -672,13 +672,32 @@ static int slots_refusal(struct fsm *f, const char *id, const json_t *ranks, jso
 	return rc;
 }
 
+/* The committed plan's layout as "dpA×tpB×ppC" (any schedule). 0, or -1 on an SQL error. */
+static int plan_layout_text(struct fsm *f, const char *id, char *out, size_t len)
+{
+	sqlite3_stmt *st = fsm_prepare(f, "SELECT json_extract(plan, '$.layout.dp'),"
+	                                  " json_extract(plan, '$.layout.tp'),"
+	                                  " json_extract(plan, '$.layout.pp') FROM jobs"
+	                                  " WHERE id = ?1");
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : -1;
+	if (rc == 0)
+		snprintf(out, len, "dp%lld×tp%lld×pp%lld", (long long)sqlite3_column_int64(st, 0),
+		         (long long)sqlite3_column_int64(st, 1),
+		         (long long)sqlite3_column_int64(st, 2));
+	fsm_release(f, st);
+	return rc;
+}
+
 json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"id",   "generation",    "ranks",
-	                                   "note", "plan",          "restore_step",
-	                                   "dp",   "shrink_reason", NULL};
+	static const char *const keys[] = {
+	    "id",           "generation", "ranks",         "note",          "plan",
+	    "restore_step", "dp",         "shrink_reason", "replan_reason", NULL};
 	struct yard_err e = {0};
-	const char *id = NULL, *note = "", *shrink_reason = "";
+	const char *id = NULL, *note = "", *shrink_reason = "", *replan_reason = "";
 	int64_t generation = 0, restore_step = -1, dp = 0, world = 0, spec_dp = 0;
 	struct job_row row;
 	json_t *r, *ranks, *slot;
@@ -690,7 +709,8 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	    jsonx_get_int(c->args, "", "restore_step", 0, -1, INT64_MAX / 2, &restore_step, &e) !=
 	        0 ||
 	    jsonx_get_int(c->args, "", "dp", 0, 1, 1024, &dp, &e) != 0 ||
-	    jsonx_get_string(c->args, "", "shrink_reason", 0, 200, &shrink_reason, &e) != 0)
+	    jsonx_get_string(c->args, "", "shrink_reason", 0, 200, &shrink_reason, &e) != 0 ||
+	    jsonx_get_string(c->args, "", "replan_reason", 0, 200, &replan_reason, &e) != 0)
 		return fsm_res_from_err(&e);
 	if (json_object_get(c->args, "dp") == NULL)
 		dp = 0;
@@ -725,6 +745,18 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	if ((r = fsm_ckpt_on_assign(f, id, generation, restore_step)) != NULL)
 		return r;
 	const json_t *plan = json_object_get(c->args, "plan");
+	char was[64] = "", now[64] = "";
+	if (plan != NULL && row.has_plan) {
+		/* a restarting job planned again (the cluster shrank below its layout): said in
+		 * job.replanned below */
+		if (plan_layout_text(f, id, was, sizeof was) != 0)
+			return NULL;
+		const json_t *l = json_object_get(plan, "layout");
+		snprintf(now, sizeof now, "dp%lld×tp%lld×pp%lld",
+		         (long long)json_integer_value(json_object_get(l, "dp")),
+		         (long long)json_integer_value(json_object_get(l, "tp")),
+		         (long long)json_integer_value(json_object_get(l, "pp")));
+	}
 	if (plan != NULL) {
 		char *text = json_dumps(plan, JSON_COMPACT | JSON_SORT_KEYS);
 		int rc = text
@@ -762,6 +794,10 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	                     id, (long long)dp, (long long)spec_dp, json_array_size(ranks),
 	                     (long long)json_array_size(ranks) / dp * spec_dp,
 	                     shrink_reason[0] ? ": " : "", shrink_reason) != 0)
+		return NULL;
+	if (was[0] != '\0' && fsm_event_append(f, c->ts, "job.replanned", id, c->actor,
+	                                       "job %s planned again: %s, was %s%s%s", id, now, was,
+	                                       replan_reason[0] ? ": " : "", replan_reason) != 0)
 		return NULL;
 	char where[300];
 	if (placement_summary(ranks, where, sizeof where) != 0)

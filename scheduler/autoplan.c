@@ -350,6 +350,18 @@ static json_t *cluster_json(const struct plan_cluster *k)
 	return o;
 }
 
+int autoplan_capacity(const json_t *spec_json, const json_t *nodes, const json_t *perf_by_node)
+{
+	struct jobspec spec;
+	struct plan_cluster cluster;
+	struct yard_err err = {0};
+	if (jobspec_parse(spec_json, &spec, &err) != 0)
+		return -1;
+	int rc = autoplan_cluster(nodes, perf_by_node, &spec, &cluster, &err);
+	jobspec_free(&spec);
+	return rc == 0 ? cluster.devices : 0;
+}
+
 json_t *autoplan_run(const json_t *spec_json, const json_t *nodes, const json_t *perf_by_node,
                      int limit, struct yard_err *err)
 {

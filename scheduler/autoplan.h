@@ -34,6 +34,11 @@ void autoplan_model(const struct jobspec *spec, struct plan_model *out);
 int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const struct jobspec *spec,
                      struct plan_cluster *out, struct yard_err *err);
 
+/* How many ranks a plan of spec could have on the cluster now: the devices autoplan_cluster
+ * counts (up, uncordoned, measured nodes of the job's kind; at most spec's ranks), 0 when
+ * none qualifies, -1 for a spec that does not parse. */
+int autoplan_capacity(const json_t *spec, const json_t *nodes, const json_t *perf_by_node);
+
 /* Plans spec (a normalized job spec object) for the cluster: {"cluster", "count",
  * "rejected_memory", "rejected_rules", "explanation", "candidates": [the best `limit`, or all
  * when limit ≤ 0]}; each candidate {"layout": {dp, tp, pp, schedule, virtual_stages,

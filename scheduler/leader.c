@@ -139,6 +139,7 @@ struct soft_job {
 	json_t *spec;       /* the normalized spec, kept for planning (owned) */
 	json_t *plan;       /* the plan to commit with the next job.assign (owned), NULL: none */
 	int plan_committed; /* plan is the job's committed one: placements reuse it */
+	char replan_reason[200]; /* planned again at a restart: why (job.replanned), else "" */
 	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
 	 * one whose spec validates (jobspec_with_dp; owned) */
 	int *shrink_dp;
@@ -1703,25 +1704,42 @@ static json_t *perf_by_node(const struct sched *s)
 /* Plans a parallel "auto" job against the cluster as it is now: the winner becomes its
  * placement request and the plan committed with its job.assign. Until a placement commits,
  * every pass plans again, so a job waiting for devices follows changes of the cluster; once
- * a plan is committed (job's "plan") every later placement, a restart's included, uses it,
- * so the ranks restore checkpoints of their own layout. Returns 0 when the job has a layout
- * to place; otherwise the reason says why not. */
+ * a plan is committed (job's "plan") every later placement, a restart's included, uses it.
+ * A restarting job whose committed layout has more ranks than the cluster's schedulable
+ * devices of its kind now (nodes died, or were cordoned) is planned again, the same way: its
+ * ranks restore the checkpoint of the old layout, resharded (dataplane/trainer_ckpt.c).
+ * Returns 0 when the job has a layout to place; otherwise the reason says why not. */
 static int plan_job(struct sched *s, struct soft_job *j, const json_t *job, const json_t *nodes)
 {
 	struct yard_err err = {0};
 	const json_t *recorded = json_object_get(job, "plan");
 	struct jobspec_parallel p;
+	j->replan_reason[0] = '\0';
 	if (recorded != NULL) {
 		if (autoplan_layout(recorded, &p, &err) != 0) {
 			snprintf(j->reason, sizeof j->reason, "recorded plan: %s", err.msg);
 			return -1;
 		}
-		json_decref(j->plan);
-		j->plan = json_incref((json_t *)recorded);
-		j->plan_committed = 1;
-		j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
-		j->world = p.dp * p.tp * p.pp;
-		return 0;
+		int64_t world = (int64_t)p.dp * p.tp * p.pp;
+		int capacity = -1;
+		if (strcmp(j->state, "restarting") == 0) {
+			json_t *perf = perf_by_node(s);
+			capacity = autoplan_capacity(j->spec, nodes, perf);
+			json_decref(perf);
+		}
+		if (capacity < 0 || world <= capacity) {
+			json_decref(j->plan);
+			j->plan = json_incref((json_t *)recorded);
+			j->plan_committed = 1;
+			j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
+			j->world = (int)world;
+			return 0;
+		}
+		snprintf(j->replan_reason, sizeof j->replan_reason,
+		         "its layout dp%d×tp%d×pp%d has %lld ranks, the cluster has %d schedulable "
+		         "device(s) of its kind",
+		         p.dp, p.tp, p.pp, (long long)world, capacity);
+		j->plan_committed = 0;
 	}
 	json_t *perf = perf_by_node(s);
 	json_t *answer = autoplan_run(j->spec, nodes, perf, AUTOPLAN_RECORD_RANKED, &err);
@@ -2017,6 +2035,8 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		                         note_text, "restore_step", (json_int_t)restore_step);
 		if (j->is_auto && j->plan != NULL && !j->plan_committed)
 			json_object_set(args, "plan", j->plan);
+		if (j->is_auto && j->replan_reason[0] != '\0')
+			json_object_set_new(args, "replan_reason", json_string(j->replan_reason));
 		if (q[k].dp < j->req.dp) /* only a shrunk placement names its dp */
 			json_object_set_new(args, "dp", json_integer(q[k].dp));
 		if (shrink_reason[0] != '\0')

@@ -87,8 +87,10 @@ tests_unit_test_leader_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIBS
 
 # failure.allow_shrink_dp: a node dies under a dp 2 x tp 2 x pp 2 trainer job and it continues
 # with dp 1 (needs yard-run and yard-worker; skipped without them)
-dist_check_SCRIPTS += tests/integration/train_shrink.sh tests/integration/train_shrink_controller.sh
-TESTS += tests/integration/train_shrink.sh tests/integration/train_shrink_controller.sh
+dist_check_SCRIPTS += tests/integration/train_shrink.sh tests/integration/train_shrink_controller.sh \
+	tests/integration/train_replan.sh
+TESTS += tests/integration/train_shrink.sh tests/integration/train_shrink_controller.sh \
+	tests/integration/train_replan.sh
 
 # yard-simnodes' keep-alive HTTP client (a benchmark tool's, tested as its numbers rest on it)
 check_PROGRAMS += tests/unit/test_hconn

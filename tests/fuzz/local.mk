@@ -59,7 +59,7 @@ tests_fuzz_fuzz_desired_LDADD = scheduler/libsched.a $(JOBSPEC_LIBS)
 
 tests_fuzz_fuzz_report_SOURCES = tests/fuzz/fuzz_report.c tests/unit/sched_world.c \
 	tests/unit/sched_world.h agent/metrics.c agent/ranklog.c agent/ranklog.h agent/ranks.c \
-	agent/shim.c agent/ckpt.c agent/client.c $(FUZZ_SOURCES)
+	agent/shim.c agent/ckpt.c agent/client.c dataplane/ckpt.c $(FUZZ_SOURCES)
 tests_fuzz_fuzz_report_CPPFLAGS = $(AM_CPPFLAGS) $(call corpus_of,report)
 tests_fuzz_fuzz_report_CFLAGS = $(FUZZ_CFLAGS) $(UV_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS)
 tests_fuzz_fuzz_report_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LINK)

@@ -1784,6 +1784,70 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 	world_free(w);
 }
 
+/* A restarting "auto" job whose committed layout no longer fits the cluster (node-b died: 4
+ * of 8 devices left) is planned again for what is left, and the new plan is committed with
+ * its placement (event job.replanned, naming both layouts and why); while the layout fits, a
+ * restart keeps it (test_auto_job_is_planned_and_recorded). */
+static void test_auto_job_is_planned_again_when_the_cluster_shrinks(void **state)
+{
+	struct sched_world *w = world_new();
+	heartbeat_perf(w, "node-a", PERF);
+	heartbeat_perf(w, "node-b", PERF);
+	assert_int_equal(apply(w, "job.submit", "{\"name\":\"auto\",\"spec\":" AUTO_SPEC "}"), 201);
+	run(w, 100);
+	json_t *j = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	const json_t *l = json_object_get(json_object_get(j, "plan"), "layout");
+	json_int_t dp = json_integer_value(json_object_get(l, "dp")),
+	           tp = json_integer_value(json_object_get(l, "tp")),
+	           pp = json_integer_value(json_object_get(l, "pp"));
+	if (dp * tp * pp <= 4)
+		fail_msg("the first plan (dp%lld×tp%lld×pp%lld) must span both nodes for this test",
+		         (long long)dp, (long long)tp, (long long)pp);
+	char was[64];
+	snprintf(was, sizeof was, "dp%lld×tp%lld×pp%lld", (long long)dp, (long long)tp,
+	         (long long)pp);
+	json_decref(j);
+	/* node-b falls silent: down, and the job restarts without it */
+	for (int i = 0; i < 40; i++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		run(w, 100);
+	}
+	assert_string_equal(node_state(w, "node-b"), "down");
+	j = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	json_t *now = json_deep_copy(json_object_get(json_object_get(j, "plan"), "layout"));
+	l = now;
+	json_int_t world = json_integer_value(json_object_get(l, "dp")) *
+	                   json_integer_value(json_object_get(l, "tp")) *
+	                   json_integer_value(json_object_get(l, "pp"));
+	assert_true(world >= 1 && world <= 4);
+	assert_int_equal(json_array_size(json_object_get(j, "layout")), world);
+	size_t i;
+	json_t *slot;
+	json_array_foreach(json_object_get(j, "layout"), i, slot)
+	    assert_string_equal(json_string_value(json_object_get(slot, "node")), "node-a");
+	json_decref(j);
+	const char *ev = events_of(w, "j-000001", "job.replanned");
+	assert_int_equal(count_lines(ev), 1);
+	char want[256];
+	snprintf(want, sizeof want,
+	         ", was %s: its layout %s has %lld ranks, the cluster has 4 "
+	         "schedulable device(s) of its kind",
+	         was, was, (long long)(dp * tp * pp));
+	if (strstr(ev, want) == NULL)
+		fail_msg("job.replanned: want \"%s\" in: %s", want, ev);
+	/* the ranks run the new layout */
+	json_t *da = heartbeat(w, "node-a", "[]");
+	assert_int_equal(json_array_size(da), world);
+	const json_t *rank_spec = json_object_get(json_array_get(da, 0), "spec");
+	assert_true(json_equal(json_object_get(rank_spec, "parallel"), now));
+	json_decref(da);
+	json_decref(now);
+	world_free(w);
+}
+
 static void test_plan_refuses_bad_specs_and_perf(void **state)
 {
 	struct sched_world *w = world_new();
@@ -2098,6 +2162,7 @@ int main(void)
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
+	    cmocka_unit_test(test_auto_job_is_planned_again_when_the_cluster_shrinks),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	    cmocka_unit_test(test_link_probes_are_assigned_one_at_a_time),
 	    cmocka_unit_test(test_link_probe_needs_a_listening_up_peer),

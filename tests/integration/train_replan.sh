@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# train_replan.sh: a parallel "auto" job planned again when the cluster shrinks below its
+# layout. One controller, two agents with 4 CPU devices each, both measured; the planner lays
+# the job over all 8 devices (asserted: the test needs a layout spanning both nodes). Once a
+# checkpoint exists (the "controller" store), SIGKILL one node: 4 devices are left, the
+# committed layout does not fit, and the leader plans the job again for the survivor
+# (job.replanned names both layouts and why). The survivor's agent downloads the shards of the
+# old layout's data-parallel replica 0, each rank assembles its tensors from them (the trainer
+# logs the relayout), and the job succeeds. It trains like an uninterrupted yard-run of the
+# first layout: the same samples and global batch, only the order of sums differs, so the 60
+# steps after the restore are asserted within a relative 1e-5.
+. "$(dirname "$0")/lib.sh"
+build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
+if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
+	echo "SKIP: yard-run / yard-worker are not built"
+	exit 77
+fi
+steps=400
+cat >"$T/job.json" <<JSON
+{"name": "replan",
+ "model": {"d_in": 64, "d_model": 128, "d_ff": 512, "layers": 8, "classes": 10, "seed": 1},
+ "train": {"steps": $steps, "batch_size": 64, "lr": 0.003, "optimizer": "adamw",
+           "dataset": "synthetic", "data_seed": 2, "samples": 4096},
+ "parallel": "auto",
+ "resources": {"device": "cpu"},
+ "checkpoint": {"every_steps": 40, "keep": 2, "store": "controller"},
+ "failure": {"max_restarts": 2, "hang_timeout_s": 60}}
+JSON
+# paced (debug.block_ms; results do not change) so that the run outlasts the kill anywhere
+pace_spec "$T/job.json" 1
+
+start_member 1 "$(members_arg 1)" --node-suspect-ms 1500 --node-down-ms 3000 --restart-backoff-ms 200
+wait_leader 10 1 || fail "no leader"
+make_join_token 1
+for n in node-a node-b; do start_agent "$n" 4 "$(api 1)"; done
+node_has_perf() { get 1 "/v1/nodes/$1"; [ "$(jget "$BODY" 'd["state"] == "up" and "perf" in d')" = True ]; }
+for n in node-a node-b; do
+	wait_until 90 node_has_perf "$n" || fail "$n did not report measured rates: $BODY"
+done
+
+submit 1 "$(cat "$T/job.json")"
+J=$JOB
+placed() { get 1 "/v1/jobs/$J"; grep -q '"layout":\[{' <<<"$BODY"; }
+wait_until 30 placed || fail "job was not placed: $BODY $(events_of 1 "$J")"
+first=$(jget "$BODY" 'd["plan"]["layout"]')
+world=$(jget "$BODY" 'len(d["layout"])')
+nodes=$(jget "$BODY" 'len(set(s["node"] for s in d["layout"]))')
+[ "$world" -gt 4 ] && [ "$nodes" = 2 ] ||
+	fail "the planner laid the job over $world device(s) on $nodes node(s) ($first): this test needs a layout spanning both nodes"
+was=$(jget "$first" '"dp%d×tp%d×pp%d" % (d["dp"], d["tp"], d["pp"])')
+note "planned $was ($first)"
+
+victim=$(jget "$BODY" 'd["layout"][-1]["node"]')
+survivor=node-a
+[ "$victim" = node-a ] && survivor=node-b
+wait_until 120 store_ckpt_at_least 1 "$J" 40 || fail "no complete checkpoint at step 40 or later"
+ranks=$(grep -o '"pid":[0-9]*' "$T/agent-$victim/ranks.json" | cut -d: -f2 | tr '\n' ' ')
+get 1 "/v1/jobs/$J"
+note "job $J (at step $(jget "$BODY" 'd.get("step")')) has a complete checkpoint at step 40 or later; killing $victim (ranks $ranks)"
+kill -9 "${APID[$victim]}"
+for p in $ranks; do kill -9 -- "-$p" 2>/dev/null || kill -9 "$p" 2>/dev/null; done
+wait "${APID[$victim]}" 2>/dev/null
+unset "APID[$victim]"
+
+replanned() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" 'd["state"], d["generation"]')" = "('running', 2)" ]; }
+wait_until 60 replanned || fail "job was not re-placed: $BODY $(events_of 1 "$J")"
+job=$BODY
+now=$(jget "$job" '"dp%d×tp%d×pp%d" % (d["plan"]["layout"]["dp"], d["plan"]["layout"]["tp"], d["plan"]["layout"]["pp"])')
+[ "$(jget "$job" 'len(d["layout"]) <= 4')" = True ] || fail "the new layout does not fit 4 devices: $job"
+[ "$(jget "$job" "all(s['node'] == '$survivor' for s in d['layout'])")" = True ] || fail "not on $survivor: $job"
+events=$(events_of 1 "$J")
+grep -q "^job.replanned: job $J planned again: $now, was $was: its layout $was has $world ranks, the cluster has 4 schedulable device(s) of its kind" <<<"$events" ||
+	fail "no job.replanned event saying why: $events"
+restored=$(sed -n 's/.*re-placed (generation 2).*restoring from checkpoint step \([0-9]*\).*/\1/p' <<<"$events")
+[ -n "$restored" ] && [ "$restored" -ge 40 ] || fail "generation 2 restores no checkpoint: $events"
+[ "$restored" -le $((steps - 60)) ] || fail "restored from step $restored of $steps: the node died too late"
+note "planned again: $now, restoring step $restored"
+
+wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed after the relayout: $(events_of 1 "$J")"
+# the survivor fetched the old replica's shards (tp x pp of the first layout, at least)
+replica=$(jget "$first" 'd["tp"] * d["pp"]')
+shards=$(sed -n "s/.*job $J generation 2: \([0-9]*\) shard(s) of checkpoint step $restored downloaded and verified.*/\1/p" "$T/log.agent-$survivor")
+[ -n "$shards" ] && [ "$shards" -ge "$replica" ] ||
+	fail "$survivor did not download the $replica shards of the old replica: $(grep -i checkpoint "$T/log.agent-$survivor" | tail -5)"
+grep -q "restoring step $restored of layout dp .* into dp .*: every tensor assembled from the $replica shards of its replica 0" "$T"/agent-"$survivor"/jobs/"$J"/rank-0.gen-2.log ||
+	fail "rank 0 did not log the relayout: $(grep -i restor "$T"/agent-"$survivor"/jobs/"$J"/rank-0.gen-2.log | head -3)"
+# generation 2 went on from the checkpoint, not from step 0 (which a fresh start would also
+# match the reference in)
+gen2_first=$(python3 -c 'import json,sys; print(min(json.loads(l)["step"] for l in open(sys.argv[1], errors="replace") if l.startswith("{")))' "$T"/agent-"$survivor"/jobs/"$J"/rank-0.gen-2.log)
+[ "$gen2_first" = $((restored + 1)) ] || fail "generation 2 started at step $gen2_first, not $((restored + 1))"
+# the reference: the first layout, uninterrupted, in one yard-run
+python3 - "$T/job.json" "$first" "$T/whole.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["parallel"] = json.loads(sys.argv[2])
+d.pop("debug", None)
+d["checkpoint"] = {}
+json.dump(d, open(sys.argv[3], "w"))
+PY
+"$build/yard-run" "$T/whole.json" >"$T/whole" 2>"$T/whole.err" || fail "uninterrupted run: $(tail -3 "$T/whole.err")"
+cat "$T"/agent-*/jobs/"$J"/rank-0.gen-1.log "$T"/agent-"$survivor"/jobs/"$J"/rank-0.gen-2.log >"$T/rank0" 2>/dev/null
+losses_equal_after "$T/rank0" "$T/whole" "$restored" "$((restored + 60))" 1e-5 ||
+	fail "losses after the relayout differ from the uninterrupted run"
+note "node $victim killed; planned again $was -> $now on $survivor from step $restored; succeeded"
