@@ -140,6 +140,12 @@ struct soft_job {
 	json_t *plan;       /* the plan to commit with the next job.assign (owned), NULL: none */
 	int plan_committed; /* plan is the job's committed one: placements reuse it */
 	char replan_reason[200]; /* planned again at a restart: why (job.replanned), else "" */
+	/* a re-planned job restarted to grow back (check_auto_grow_back): its re-placement plans
+	 * again whatever fits, saying grow_reason; for the generation it was asked at */
+	int replan_wanted;
+	int64_t replan_generation;
+	char grow_reason[200];
+	uint64_t grow_checked_ms; /* mono: the last look at growing it back */
 	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
 	 * one whose spec validates (jobspec_with_dp; owned) */
 	int *shrink_dp;
@@ -1721,13 +1727,15 @@ static int plan_job(struct sched *s, struct soft_job *j, const json_t *job, cons
 			return -1;
 		}
 		int64_t world = (int64_t)p.dp * p.tp * p.pp;
-		int capacity = -1;
-		if (strcmp(j->state, "restarting") == 0) {
+		int capacity = -1, restarting = strcmp(j->state, "restarting") == 0;
+		if (restarting && j->replan_wanted && j->replan_generation == j->generation) {
+			snprintf(j->replan_reason, sizeof j->replan_reason, "%s", j->grow_reason);
+		} else if (restarting) {
 			json_t *perf = perf_by_node(s);
 			capacity = autoplan_capacity(j->spec, nodes, perf);
 			json_decref(perf);
 		}
-		if (capacity < 0 || world <= capacity) {
+		if (j->replan_reason[0] == '\0' && (capacity < 0 || world <= capacity)) {
 			json_decref(j->plan);
 			j->plan = json_incref((json_t *)recorded);
 			j->plan_committed = 1;
@@ -1735,10 +1743,11 @@ static int plan_job(struct sched *s, struct soft_job *j, const json_t *job, cons
 			j->world = (int)world;
 			return 0;
 		}
-		snprintf(j->replan_reason, sizeof j->replan_reason,
-		         "its layout dp%d×tp%d×pp%d has %lld ranks, the cluster has %d schedulable "
-		         "device(s) of its kind",
-		         p.dp, p.tp, p.pp, (long long)world, capacity);
+		if (j->replan_reason[0] == '\0')
+			snprintf(j->replan_reason, sizeof j->replan_reason,
+			         "its layout dp%d×tp%d×pp%d has %lld ranks, the cluster has %d "
+			         "schedulable device(s) of its kind",
+			         p.dp, p.tp, p.pp, (long long)world, capacity);
 		j->plan_committed = 0;
 	}
 	json_t *perf = perf_by_node(s);
@@ -1755,6 +1764,8 @@ static int plan_job(struct sched *s, struct soft_job *j, const json_t *job, cons
 		snprintf(j->reason, sizeof j->reason, "parallel \"auto\": no plan");
 		return -1;
 	}
+	if (recorded != NULL) /* planned again: the layout it had (check_auto_grow_back) */
+		json_object_set(record, "replanned_from", json_object_get(recorded, "layout"));
 	json_decref(j->plan);
 	j->plan = record;
 	j->req.dp = p.dp, j->req.tp = p.tp, j->req.pp = p.pp;
@@ -2037,6 +2048,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			json_object_set(args, "plan", j->plan);
 		if (j->is_auto && j->replan_reason[0] != '\0')
 			json_object_set_new(args, "replan_reason", json_string(j->replan_reason));
+		j->replan_wanted = 0;
 		if (q[k].dp < j->req.dp) /* only a shrunk placement names its dp */
 			json_object_set_new(args, "dp", json_integer(q[k].dp));
 		if (shrink_reason[0] != '\0')
@@ -2247,6 +2259,9 @@ static int refresh_jobs(struct sched *s)
 	return 0;
 }
 
+#define AUTO_GROW_CHECK_MS 5000 /* a re-planned job's look at growing back, at most this often */
+#define AUTO_GROW_GAIN 0.8      /* ... and only to a plan predicting this share of its step */
+
 /* The newest complete checkpoint of a job, in either store; -1: none. */
 static int64_t job_newest_checkpoint(struct sched *s, const struct soft_job *j)
 {
@@ -2261,14 +2276,63 @@ static int64_t job_newest_checkpoint(struct sched *s, const struct soft_job *j)
  * generation has completed a checkpoint (so the restart loses at most checkpoint.every_steps
  * steps), the leader restarts it without counting a restart; the re-placement tries the
  * spec's dp first and its ranks restore the shrunk checkpoint (any dp restores). */
-static void check_grow_back(struct sched *s, const json_t *nodes)
+/* Whether a job waits for devices or is being given some: a growing job would take them. */
+static int devices_spoken_for(const struct sched *s)
 {
 	for (int k = 0; k < s->n_jobs; k++) {
 		const struct job_key *key = &s->keys[k];
 		if (key->kind == JK_PENDING || key->kind == JK_RESTARTING ||
 		    (key->proposing && s->jobs[k].claim != NULL))
-			return; /* devices are spoken for */
+			return 1;
 	}
+	return 0;
+}
+
+/* Would a gang of req fit on the free devices plus those j runs on? trial: room for the n_nodes
+ * nodes of pn, overwritten; *free_devices: how many devices req could use there. */
+static int fits_with_own(struct sched *s, const struct place_node *pn, struct place_node *trial,
+                         int n_nodes, const struct soft_job *j, const struct place_request *req,
+                         int world, int *free_devices)
+{
+	memcpy(trial, pn, (size_t)n_nodes * sizeof *pn);
+	size_t i;
+	json_t *slot;
+	json_array_foreach(j->layout, i, slot)
+	{
+		int n = id_index_find(&s->pn_index, trial, sizeof *trial,
+		                      json_string_value(json_object_get(slot, "node")));
+		int64_t device = json_integer_value(json_object_get(slot, "device"));
+		if (n >= 0 && device >= 0 && device < PLACE_MAX_DEVICES_PER_NODE)
+			trial[n].busy_mask &= ~(1ull << device);
+	}
+	*free_devices = 0;
+	for (int n = 0; n < n_nodes; n++)
+		*free_devices += place_node_free(&trial[n], req);
+	struct place_slot *slots = calloc((size_t)world, sizeof *slots);
+	char why[QUEUE_REASON_MAX];
+	int fits =
+	    slots != NULL && place_gang(trial, n_nodes, req, slots, why, (int)sizeof why) == 0;
+	free(slots);
+	return fits;
+}
+
+/* Restarts a running job without counting it (growing back), saying reason. */
+static void propose_grow_restart(struct sched *s, struct soft_job *j, const char *reason)
+{
+	json_t *args =
+	    json_pack("{s:s,s:I,s:s,s:i,s:b}", "id", j->id, "generation", (json_int_t)j->generation,
+	              "reason", reason, "max_restarts", j->max_restarts, "drain", 1);
+	if (j->step >= 0)
+		json_object_set_new(args, "step", json_integer(j->step));
+	if (j->has_loss)
+		json_object_set_new(args, "loss", json_real(j->loss));
+	propose_job(s, j, "job.restart", args);
+}
+
+static void check_grow_back(struct sched *s, const json_t *nodes)
+{
+	if (devices_spoken_for(s))
+		return;
 	int shrunk = 0;
 	for (int k = 0; k < s->n_jobs; k++)
 		if (s->keys[k].kind == JK_RUNNING && s->jobs[k].n_shrink_dp > 0)
@@ -2285,26 +2349,8 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 		if (s->keys[k].kind != JK_RUNNING || j->proposing || j->parsed != 1 ||
 		    j->n_shrink_dp == 0 || effective_dp(j) >= j->req.dp)
 			continue;
-		memcpy(trial, pn, (size_t)n_nodes * sizeof *pn);
-		size_t i;
-		json_t *slot;
-		json_array_foreach(j->layout, i, slot)
-		{
-			int n = id_index_find(&s->pn_index, trial, sizeof *trial,
-			                      json_string_value(json_object_get(slot, "node")));
-			int64_t device = json_integer_value(json_object_get(slot, "device"));
-			if (n >= 0 && device >= 0 && device < PLACE_MAX_DEVICES_PER_NODE)
-				trial[n].busy_mask &= ~(1ull << device);
-		}
-		int free_devices = 0;
-		for (int n = 0; n < n_nodes; n++)
-			free_devices += place_node_free(&trial[n], &j->req);
-		struct place_slot *slots = calloc((size_t)j->world, sizeof *slots);
-		char why[QUEUE_REASON_MAX];
-		int fits = slots != NULL &&
-		           place_gang(trial, n_nodes, &j->req, slots, why, (int)sizeof why) == 0;
-		free(slots);
-		if (!fits)
+		int free_devices;
+		if (!fits_with_own(s, pn, trial, n_nodes, j, &j->req, j->world, &free_devices))
 			continue;
 		int64_t newest = job_newest_checkpoint(s, j);
 		if (j->grow_after_step == INT64_MIN)
@@ -2316,17 +2362,93 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 		         "growing back to dp %d (runs dp %d): %d devices free for its %d ranks; "
 		         "from checkpoint step %lld",
 		         j->req.dp, effective_dp(j), free_devices, j->world, (long long)newest);
-		json_t *args = json_pack("{s:s,s:I,s:s,s:i,s:b}", "id", j->id, "generation",
-		                         (json_int_t)j->generation, "reason", reason,
-		                         "max_restarts", j->max_restarts, "drain", 1);
-		if (j->step >= 0)
-			json_object_set_new(args, "step", json_integer(j->step));
-		if (j->has_loss)
-			json_object_set_new(args, "loss", json_real(j->loss));
-		propose_job(s, j, "job.restart", args);
+		propose_grow_restart(s, j, reason);
 		break; /* one at a time: the next pass sees the devices it will take */
 	}
 out:
+	free(trial);
+}
+
+/* "dpA×tpB×ppC" of a plan's or candidate's layout. */
+static void layout_text(const json_t *plan, char *out, size_t len)
+{
+	const json_t *l = json_object_get(plan, "layout");
+	snprintf(out, len, "dp%lld×tp%lld×pp%lld",
+	         (long long)json_integer_value(json_object_get(l, "dp")),
+	         (long long)json_integer_value(json_object_get(l, "tp")),
+	         (long long)json_integer_value(json_object_get(l, "pp")));
+}
+
+/* A running parallel "auto" job that was planned again (its plan names the layout it had:
+ * "replanned_from") grows back when the cluster allows better: at most every
+ * AUTO_GROW_CHECK_MS, when no job waits for devices and the job has completed a checkpoint
+ * since its placement, the planner plans it for the cluster as it is; when the winner has more
+ * ranks than the job runs, predicts at most AUTO_GROW_GAIN of the committed plan's step time
+ * and fits on the free devices plus the job's own, the leader restarts the job without
+ * counting a restart, and its re-placement plans it again (replan_wanted; a new leader does
+ * not know of it, and the job keeps its plan). */
+static void check_auto_grow_back(struct sched *s, const json_t *nodes)
+{
+	if (devices_spoken_for(s))
+		return;
+	uint64_t now = mono_now(s);
+	struct place_node *pn = NULL, *trial = NULL;
+	for (int k = 0; k < s->n_jobs; k++) {
+		struct soft_job *j = &s->jobs[k];
+		const json_t *plan = j->row != NULL ? json_object_get(j->row, "plan") : NULL;
+		if (s->keys[k].kind != JK_RUNNING || !j->is_auto || j->proposing ||
+		    j->parsed != 1 || json_object_get(plan, "replanned_from") == NULL ||
+		    now - j->grow_checked_ms < AUTO_GROW_CHECK_MS)
+			continue;
+		j->grow_checked_ms = now;
+		int64_t newest = job_newest_checkpoint(s, j);
+		if (j->grow_after_step == INT64_MIN)
+			j->grow_after_step = newest; /* a new leader: wait for the next one */
+		if (newest <= j->grow_after_step)
+			continue;
+		struct jobspec_parallel cur, next;
+		struct yard_err err = {0};
+		if (autoplan_layout(plan, &cur, &err) != 0)
+			continue;
+		json_t *perf = perf_by_node(s);
+		json_t *answer = autoplan_run(j->spec, nodes, perf, 1, &err);
+		json_decref(perf);
+		const json_t *best = json_array_get(json_object_get(answer, "candidates"), 0);
+		double running_ms = json_number_value(json_object_get(plan, "step_ms"));
+		double best_ms = json_number_value(json_object_get(best, "step_ms"));
+		int better = best != NULL && autoplan_layout(best, &next, &err) == 0 &&
+		             next.dp * next.tp * next.pp > cur.dp * cur.tp * cur.pp &&
+		             best_ms <= AUTO_GROW_GAIN * running_ms;
+		char was[64], now_text[64];
+		layout_text(plan, was, sizeof was);
+		layout_text(best, now_text, sizeof now_text);
+		json_decref(answer);
+		if (!better)
+			continue;
+		if (pn == NULL) {
+			if (pn_refresh(s, nodes) != 0 || (pn = busy_view(s)) == NULL)
+				break;
+			trial = malloc((size_t)(s->n_pn ? s->n_pn : 1) * sizeof *trial);
+			if (trial == NULL)
+				break;
+		}
+		struct place_request req = j->req;
+		req.dp = next.dp, req.tp = next.tp, req.pp = next.pp;
+		int world = next.dp * next.tp * next.pp, free_devices;
+		if (!fits_with_own(s, pn, trial, s->n_pn, j, &req, world, &free_devices))
+			continue;
+		snprintf(j->grow_reason, sizeof j->grow_reason,
+		         "growing back: %s (%d ranks) is predicted at %.1f ms per step, the "
+		         "running %s at %.1f ms",
+		         now_text, world, best_ms, was, running_ms);
+		char reason[256]; /* job.restart takes 256 bytes */
+		snprintf(reason, sizeof reason, "%s; from checkpoint step %lld", j->grow_reason,
+		         (long long)newest);
+		j->replan_wanted = 1;
+		j->replan_generation = j->generation;
+		propose_grow_restart(s, j, reason);
+		break; /* one at a time: the next pass sees the devices it will take */
+	}
 	free(trial);
 }
 
@@ -2535,6 +2657,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 		}
 	}
 	check_grow_back(s, nodes);
+	check_auto_grow_back(s, nodes);
 	compact_jobs(s);
 	if (full && s->n_draining > 0)
 		check_drains(s, nodes);

@@ -6,16 +6,18 @@
 # committed layout does not fit, and the leader plans the job again for the survivor
 # (job.replanned names both layouts and why). The survivor's agent downloads the shards of the
 # old layout's data-parallel replica 0, each rank assembles its tensors from them (the trainer
-# logs the relayout), and the job succeeds. It trains like an uninterrupted yard-run of the
-# first layout: the same samples and global batch, only the order of sums differs, so the 60
-# steps after the restore are asserted within a relative 1e-5.
+# logs the relayout). Then the node returns: once the smaller generation has completed a
+# checkpoint, the leader restarts the job (not counted) and plans it again over both nodes
+# (growing back), and the job succeeds. It trains like an uninterrupted yard-run of the first
+# layout: the same samples and global batch, only the order of sums differs, so every step from
+# the first restore to 40 after the second is asserted within a relative 1e-5.
 . "$(dirname "$0")/lib.sh"
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
 	echo "SKIP: yard-run / yard-worker are not built"
 	exit 77
 fi
-steps=400
+steps=600
 cat >"$T/job.json" <<JSON
 {"name": "replan",
  "model": {"d_in": 64, "d_model": 128, "d_ff": 512, "layers": 8, "classes": 10, "seed": 1},
@@ -76,7 +78,25 @@ restored=$(sed -n 's/.*re-placed (generation 2).*restoring from checkpoint step 
 [ "$restored" -le $((steps - 60)) ] || fail "restored from step $restored of $steps: the node died too late"
 note "planned again: $now, restoring step $restored"
 
-wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed after the relayout: $(events_of 1 "$J")"
+# ---- the node returns: the job grows back once its generation 2 has a checkpoint ----
+start_agent "$victim" 4 "$(api 1)"
+wait_until 90 node_has_perf "$victim" || fail "$victim did not come back measured: $BODY"
+grown() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" 'd["generation"] >= 3 or d["state"] != "running"')" = True ]; }
+wait_until 120 grown || fail "the job did not grow back: $BODY $(events_of 1 "$J")"
+job=$BODY
+[ "$(jget "$job" 'd["state"], d["generation"], d["restarts"]')" = "('running', 3, 1)" ] ||
+	fail "generation 3 is not a running, uncounted restart: $job $(events_of 1 "$J")"
+[ "$(jget "$job" 'len(d["layout"]) > 4')" = True ] || fail "generation 3 did not grow: $job"
+events=$(events_of 1 "$J")
+grep -q "^job.restarting: job $J restarting elsewhere (not counted against max_restarts): growing back: .* is predicted at .* ms per step, the running $now at .* ms; from checkpoint step" <<<"$events" ||
+	fail "no restart to grow back: $events"
+grep -q "^job.replanned: job $J planned again: dp[0-9]*×tp[0-9]*×pp[0-9]*, was $now: growing back: " <<<"$events" ||
+	fail "no job.replanned for growing back: $events"
+regrown=$(sed -n 's/.*re-placed (generation 3).*restoring from checkpoint step \([0-9]*\).*/\1/p' <<<"$events")
+[ -n "$regrown" ] && [ "$regrown" -gt "$restored" ] || fail "generation 3 restores no checkpoint of generation 2: $events"
+note "grew back to $(jget "$job" '"dp%d×tp%d×pp%d" % (d["plan"]["layout"]["dp"], d["plan"]["layout"]["tp"], d["plan"]["layout"]["pp"])') from step $regrown"
+
+wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed after the relayouts: $(events_of 1 "$J")"
 # the survivor fetched the old replica's shards (tp x pp of the first layout, at least)
 replica=$(jget "$first" 'd["tp"] * d["pp"]')
 shards=$(sed -n "s/.*job $J generation 2: \([0-9]*\) shard(s) of checkpoint step $restored downloaded and verified.*/\1/p" "$T/log.agent-$survivor")
@@ -88,6 +108,8 @@ grep -q "restoring step $restored of layout dp .* into dp .*: every tensor assem
 # match the reference in)
 gen2_first=$(python3 -c 'import json,sys; print(min(json.loads(l)["step"] for l in open(sys.argv[1], errors="replace") if l.startswith("{")))' "$T"/agent-"$survivor"/jobs/"$J"/rank-0.gen-2.log)
 [ "$gen2_first" = $((restored + 1)) ] || fail "generation 2 started at step $gen2_first, not $((restored + 1))"
+gen3_first=$(cat "$T"/agent-*/jobs/"$J"/rank-0.gen-3.log | python3 -c 'import json,sys; print(min(json.loads(l)["step"] for l in sys.stdin if l.startswith("{")))')
+[ "$gen3_first" = $((regrown + 1)) ] || fail "generation 3 started at step $gen3_first, not $((regrown + 1))"
 # the reference: the first layout, uninterrupted, in one yard-run
 python3 - "$T/job.json" "$first" "$T/whole.json" <<'PY'
 import json, sys
@@ -98,7 +120,8 @@ d["checkpoint"] = {}
 json.dump(d, open(sys.argv[3], "w"))
 PY
 "$build/yard-run" "$T/whole.json" >"$T/whole" 2>"$T/whole.err" || fail "uninterrupted run: $(tail -3 "$T/whole.err")"
-cat "$T"/agent-*/jobs/"$J"/rank-0.gen-1.log "$T"/agent-"$survivor"/jobs/"$J"/rank-0.gen-2.log >"$T/rank0" 2>/dev/null
-losses_equal_after "$T/rank0" "$T/whole" "$restored" "$((restored + 60))" 1e-5 ||
+cat "$T"/agent-*/jobs/"$J"/rank-0.gen-1.log "$T"/agent-"$survivor"/jobs/"$J"/rank-0.gen-2.log \
+	"$T"/agent-*/jobs/"$J"/rank-0.gen-3.log >"$T/rank0" 2>/dev/null
+losses_equal_after "$T/rank0" "$T/whole" "$restored" "$((regrown + 40))" 1e-5 ||
 	fail "losses after the relayout differ from the uninterrupted run"
-note "node $victim killed; planned again $was -> $now on $survivor from step $restored; succeeded"
+note "node $victim killed; planned again $was -> $now on $survivor from step $restored, grew back from step $regrown; succeeded"

@@ -1787,13 +1787,23 @@ static void test_auto_job_is_planned_and_recorded(void **state)
 /* A restarting "auto" job whose committed layout no longer fits the cluster (node-b died: 4
  * of 8 devices left) is planned again for what is left, and the new plan is committed with
  * its placement (event job.replanned, naming both layouts and why); while the layout fits, a
- * restart keeps it (test_auto_job_is_planned_and_recorded). */
+ * restart keeps it (test_auto_job_is_planned_and_recorded). When node-b is back and the
+ * smaller generation has completed a checkpoint, the leader restarts the job (not counted)
+ * and plans it again for the whole cluster. */
 static void test_auto_job_is_planned_again_when_the_cluster_shrinks(void **state)
 {
 	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_replanXXXXXX", args[1200];
+	assert_non_null(mkdtemp(dir));
+	snprintf(args, sizeof args,
+	         "{\"name\":\"auto\",\"spec\":{\"name\":\"auto\",\"model\":{\"d_in\":32,"
+	         "\"d_model\":256,\"d_ff\":1024,\"layers\":8,\"classes\":10},\"train\":{"
+	         "\"steps\":10,\"batch_size\":64},\"parallel\":\"auto\",\"checkpoint\":{"
+	         "\"every_steps\":20,\"store\":\"dir:%s\"}}}",
+	         dir);
 	heartbeat_perf(w, "node-a", PERF);
 	heartbeat_perf(w, "node-b", PERF);
-	assert_int_equal(apply(w, "job.submit", "{\"name\":\"auto\",\"spec\":" AUTO_SPEC "}"), 201);
+	assert_int_equal(apply(w, "job.submit", args), 201);
 	run(w, 100);
 	json_t *j = job(w, "j-000001");
 	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
@@ -1808,6 +1818,7 @@ static void test_auto_job_is_planned_again_when_the_cluster_shrinks(void **state
 	snprintf(was, sizeof was, "dp%lld×tp%lld×pp%lld", (long long)dp, (long long)tp,
 	         (long long)pp);
 	json_decref(j);
+	write_manifest(dir, 40, (int)(dp * tp * pp));
 	/* node-b falls silent: down, and the job restarts without it */
 	for (int i = 0; i < 40; i++) {
 		json_decref(heartbeat(w, "node-a", "[]"));
@@ -1844,7 +1855,55 @@ static void test_auto_job_is_planned_again_when_the_cluster_shrinks(void **state
 	const json_t *rank_spec = json_object_get(json_array_get(da, 0), "spec");
 	assert_true(json_equal(json_object_get(rank_spec, "parallel"), now));
 	json_decref(da);
+
+	/* node-b is back: the job keeps its layout until its generation completes a checkpoint
+	 * (a restart now would lose its progress) */
+	heartbeat_perf(w, "node-b", PERF);
+	for (int k = 0; k < 70; k++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	assert_string_equal(node_state(w, "node-b"), "up");
+	j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	json_decref(j);
+	/* its checkpoint of step 60 completes: restarted (not counted), planned again over both
+	 * nodes, restoring step 60 */
+	write_manifest(dir, 60, (int)world);
+	for (int k = 0; k < 60 && json_integer_value(
+	                              json_object_get(j = job(w, "j-000001"), "generation")) < 3;
+	     k++) {
+		json_decref(j);
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 3);
+	assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 1);
+	assert_int_equal(json_array_size(json_object_get(j, "layout")), dp * tp * pp);
+	json_decref(j);
+	ev = events_of(w, "j-000001", "job.replanned");
+	assert_int_equal(count_lines(ev), 2);
+	char grown[128];
+	snprintf(grown, sizeof grown,
+	         "planned again: %s, was dp%lld×tp%lld×pp%lld: growing back: %s", was,
+	         (long long)json_integer_value(json_object_get(now, "dp")),
+	         (long long)json_integer_value(json_object_get(now, "tp")),
+	         (long long)json_integer_value(json_object_get(now, "pp")), was);
+	if (strstr(ev, grown) == NULL)
+		fail_msg("job.replanned: want \"%s\" in: %s", grown, ev);
+	assert_non_null(strstr(events_of(w, "j-000001", "job.restarting"),
+	                       "(not counted against max_restarts): growing back: "));
+	assert_non_null(
+	    strstr(events_of(w, "j-000001", "job.placed"), "re-placed (generation 3): "));
+	assert_non_null(
+	    strstr(events_of(w, "j-000001", "job.placed"), "restoring from checkpoint step 60"));
+	print_message("%s", events_of(w, "j-000001", "job.replanned"));
 	json_decref(now);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
 	world_free(w);
 }
 
