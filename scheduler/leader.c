@@ -2389,17 +2389,21 @@ static void layout_text(const json_t *plan, char *out, size_t len)
  * not know of it, and the job keeps its plan). */
 static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 {
-	if (devices_spoken_for(s))
-		return;
 	uint64_t now = mono_now(s);
 	struct place_node *pn = NULL, *trial = NULL;
+	int spoken_for = -1; /* devices_spoken_for, asked once a job qualifies */
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
-		const json_t *plan = j->row != NULL ? json_object_get(j->row, "plan") : NULL;
-		if (s->keys[k].kind != JK_RUNNING || !j->is_auto || j->proposing ||
-		    j->parsed != 1 || json_object_get(plan, "replanned_from") == NULL ||
-		    now - j->grow_checked_ms < AUTO_GROW_CHECK_MS)
+		if (s->keys[k].kind != JK_RUNNING || !j->is_auto || j->proposing || j->parsed != 1 ||
+		    j->row == NULL || now - j->grow_checked_ms < AUTO_GROW_CHECK_MS)
 			continue;
+		const json_t *plan = json_object_get(j->row, "plan");
+		if (json_object_get(plan, "replanned_from") == NULL)
+			continue;
+		if (spoken_for < 0)
+			spoken_for = devices_spoken_for(s);
+		if (spoken_for)
+			break;
 		j->grow_checked_ms = now;
 		int64_t newest = job_newest_checkpoint(s, j);
 		if (j->grow_after_step == INT64_MIN)
