@@ -529,6 +529,14 @@ static void print_plan(const json_t *plan)
 	       (long long)json_integer_value(json_object_get(plan, "candidates")));
 	if (str(plan, "explanation") != NULL)
 		printf("               %s\n", str(plan, "explanation"));
+	const json_t *was = json_object_get(plan, "replanned_from");
+	if (json_is_object(was)) {
+		char before[96];
+		format_layout(was, before, sizeof before);
+		printf("               planned again at a restart, replacing %s (the event "
+		       "job.replanned says why)\n",
+		       before);
+	}
 }
 
 /* The layout the ranks run (job show): "dp 1 of 2 (shrunk) × tp 2 × pp 2, world 4 of 8". */

@@ -77,11 +77,14 @@ restored=$(sed -n 's/.*re-placed (generation 2).*restoring from checkpoint step 
 [ -n "$restored" ] && [ "$restored" -ge 40 ] || fail "generation 2 restores no checkpoint: $events"
 [ "$restored" -le $((steps - 60)) ] || fail "restored from step $restored of $steps: the node died too late"
 note "planned again: $now, restoring step $restored"
+# yardctl job show says so
+yardctl --endpoints "$(api 1)" --token "$TOKEN" job show "$J" >"$T/show" 2>&1 || fail "yardctl job show: $(cat "$T/show")"
+grep -q "^ *planned again at a restart, replacing $was " "$T/show" || fail "yardctl job show does not say the job was planned again: $(cat "$T/show")"
 
 # ---- the node returns: the job grows back once its generation 2 has a checkpoint ----
 start_agent "$victim" 4 "$(api 1)"
 wait_until 90 node_has_perf "$victim" || fail "$victim did not come back measured: $BODY"
-grown() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" 'd["generation"] >= 3 or d["state"] != "running"')" = True ]; }
+grown() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" '(d["generation"] >= 3 and d["state"] == "running") or d["state"] in ("succeeded", "failed", "cancelled")')" = True ]; }
 wait_until 120 grown || fail "the job did not grow back: $BODY $(events_of 1 "$J")"
 job=$BODY
 [ "$(jget "$job" 'd["state"], d["generation"], d["restarts"]')" = "('running', 3, 1)" ] ||
