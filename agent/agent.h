@@ -61,6 +61,7 @@ struct agent_config {
 	int heartbeat_ms;
 	int watch_ms;               /* a watch waits this long for news (0: no watches) */
 	int probe_retry_ms; /* a node probe that failed its first attempts runs again this often */
+	int probe_timeout_ms; /* a node probe's first attempt is killed after this (then 2x, 4x) */
 	int64_t reprobe_s;  /* measured rates older than this are measured again while no rank
 	                     * runs (perf_tick); 0: never */
 	int64_t job_dir_keep_s; /* an idle ended job's directories go after this (0: never; gc.c) */

@@ -47,6 +47,9 @@ static void usage(FILE *out)
 	    "                                   measured to a peer the leader names)\n"
 	    "                  [--probe-port P] (where peers measure their link to this node;\n"
 	    "                                    default: port-base - 1)\n"
+	    "                  [--probe-timeout-ms MS] (a node probe's first attempt is\n"
+	    "                                           killed after MS, the next two after\n"
+	    "                                           2x and 4x; default 5000)\n"
 	    "                  [--probe-retry-ms MS] (a node probe that failed 3 times runs\n"
 	    "                                         again this often; while ranks run, only\n"
 	    "                                         if the leader has no rates for the node;\n"
@@ -171,6 +174,13 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			return yard_err_set(err, YARD_EINVAL,
 			                    "probe-port: '%s' is not a port in 1..65535", value);
 		cfg->probe_port = (int)n;
+	} else if (strcmp(key, "probe-timeout-ms") == 0) {
+		long n;
+		if (parse_long(value, 1000, 600000, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "probe-timeout-ms: '%s' is not 1000 .. 600000 ms",
+			                    value);
+		cfg->probe_timeout_ms = (int)n;
 	} else if (strcmp(key, "probe-retry-ms") == 0) {
 		long n;
 		if (parse_long(value, 100, 3600000, &n) != 0)
@@ -383,6 +393,7 @@ int main(int argc, char **argv)
 	    {"link-gbps", required_argument, NULL, 0},
 	    {"probe-port", required_argument, NULL, 0},
 	    {"probe-retry-ms", required_argument, NULL, 0},
+	    {"probe-timeout-ms", required_argument, NULL, 0},
 	    {"job-dir-keep-s", required_argument, NULL, 0},
 	    {"reprobe-s", required_argument, NULL, 0},
 	    {"job-gc-interval-ms", required_argument, NULL, 0},
@@ -411,6 +422,7 @@ int main(int argc, char **argv)
 	a->cfg.heartbeat_ms = 500;
 	a->cfg.watch_ms = 25000;
 	a->cfg.probe_retry_ms = 60000;
+	a->cfg.probe_timeout_ms = 5000;
 	a->cfg.job_dir_keep_s = 86400;
 	a->cfg.reprobe_s = 3600;
 	a->cfg.gc_interval_ms = 60000;

@@ -40,12 +40,11 @@
 #include "common/common.h"
 
 #define PERF_BUDGET_MS 1200
-#define PERF_KILL_MS 5000
 #define PERF_OUTPUT_MAX 8192
 /* A probe that fails (on a machine busy with other work it may not finish in time) runs
  * again after a pause, PERF_ATTEMPTS times, each allowed twice the time of the one before (up
- * to 4x PERF_KILL_MS); then every --probe-retry-ms for as long as the agent runs: a node that
- * gave up would never be planned for. */
+ * to 4x --probe-timeout-ms, 5 s by default); then every --probe-retry-ms for as long as the agent
+ * runs: a node that gave up would never be planned for. */
 #define PERF_ATTEMPTS 3
 #define PERF_RETRY_MS 2000
 #define PERF_SAVED "perf.json"
@@ -215,17 +214,17 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int sig)
 		finish(p);
 }
 
-/* attempt 1: PERF_KILL_MS, then twice the time of the attempt before, at most 4x */
-static uint64_t kill_ms(int attempt)
+/* attempt 1: --probe-timeout-ms, then twice the time of the attempt before, at most 4x */
+static uint64_t kill_ms(const struct agent *a, int attempt)
 {
-	return (uint64_t)PERF_KILL_MS << (attempt < 3 ? attempt - 1 : 2);
+	return (uint64_t)a->cfg.probe_timeout_ms << (attempt < 3 ? attempt - 1 : 2);
 }
 
 static void on_timeout(uv_timer_t *t)
 {
 	struct perf_run *p = t->data;
 	log_warn("node probe still running after %llu ms: killing it",
-	         (unsigned long long)kill_ms(p->agent->perf_attempts));
+	         (unsigned long long)kill_ms(p->agent, p->agent->perf_attempts));
 	uv_process_kill(&p->process, SIGKILL);
 }
 
@@ -384,7 +383,7 @@ void perf_start(struct agent *a)
 		return;
 	}
 	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
-	uv_timer_start(&p->timer, on_timeout, kill_ms(a->perf_attempts), 0);
+	uv_timer_start(&p->timer, on_timeout, kill_ms(a, a->perf_attempts), 0);
 }
 
 void perf_refused(struct agent *a, const char *why)

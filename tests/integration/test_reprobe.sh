@@ -6,7 +6,8 @@
 # whatever --reprobe-s says. One controller, two agents.
 . "$(dirname "$0")/lib.sh"
 
-agent_refuses "--reprobe-s -1" "--reprobe-s 1h" "--reprobe-s 31536001"
+agent_refuses "--reprobe-s -1" "--reprobe-s 1h" "--reprobe-s 31536001" "--probe-timeout-ms 999" \
+	"--probe-timeout-ms 5s"
 # --devices cuda:auto without a usable GPU: refused before start, naming the flag and why
 # (where a GPU exists the agent starts instead, and is stopped by the timeout)
 out=$(timeout 5 "$YARD_AGENT" --controllers http://127.0.0.1:1 --data-dir "$T/none" --name n \
@@ -49,16 +50,17 @@ wait_until 15 again_at_least $((n + 1)) || fail "no probe after the rank ended: 
 note "no probe while the rank ran ($(sed -n "${started},${ended}p" "$L" | grep -c "discarded") discarded as a rank started); probed again once it had ended"
 
 # ---- a first probe during which a rank starts: kept, then measured again once idle
-# node-b's worker is a wrapper whose probes wait (at most 4 s: the agent kills a first probe at
-# 5 s) until a rank of the job below has started. The job of 2 ranks waits for node-b (node-a
-# has one device), so its rank on node-b starts while node-b's first probe runs.
+# node-b's worker is a wrapper whose probes wait (at most 4 s) until a rank of the job below has
+# started. The job of 2 ranks waits for node-b (node-a has one device), so its rank on node-b
+# starts while node-b's first probe runs. That probe must then finish within its attempt's
+# limit: 20 s here (--probe-timeout-ms), not the default 5 s, which a loaded machine overran.
 rm -f "$T/done"
 probe_worker "$T/worker" "	i=0
 	while [ ! -e '$T/rank-started' ] && [ \$i -lt 40 ]; do sleep 0.1; i=\$((i + 1)); done"
 submit 1 "{\"name\":\"overlap\",\"ranks\":2,\"command\":[\"sh\",\"-c\",\"touch $T/rank-started; i=0; while [ ! -e $T/done ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i + 1)); done\"]}"
 J=$JOB
 LB=$T/log.agent-node-b
-start_agent node-b 1 "$(api 1)" --worker "$T/worker" --probe-retry-ms 1000
+start_agent node-b 1 "$(api 1)" --worker "$T/worker" --probe-retry-ms 1000 --probe-timeout-ms 20000
 wait_until 20 job_state_is 1 "$J" running || fail "job $J did not run: $(job_field 1 "$J" '')"
 kept() { grep -q "node probe: .*a rank started meanwhile, so the node is measured again as soon as no rank runs" "$LB"; }
 wait_until 20 kept || fail "node-b's first probe did not overlap a rank: $(grep "probe\|started rank" "$LB")"
