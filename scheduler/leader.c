@@ -2271,11 +2271,6 @@ static int64_t job_newest_checkpoint(struct sched *s, const struct soft_job *j)
 	return newest_checkpoint(dir);
 }
 
-/* A running job that shrank (failure.allow_shrink_dp) grows back on its own: when its spec's
- * whole gang fits on the free devices plus its own, no job waits for devices, and its shrunk
- * generation has completed a checkpoint (so the restart loses at most checkpoint.every_steps
- * steps), the leader restarts it without counting a restart; the re-placement tries the
- * spec's dp first and its ranks restore the shrunk checkpoint (any dp restores). */
 /* Whether a job waits for devices or is being given some: a growing job would take them. */
 static int devices_spoken_for(const struct sched *s)
 {
@@ -2329,6 +2324,11 @@ static void propose_grow_restart(struct sched *s, struct soft_job *j, const char
 	propose_job(s, j, "job.restart", args);
 }
 
+/* A running job that shrank (failure.allow_shrink_dp) grows back on its own: when its spec's
+ * whole gang fits on the free devices plus its own, no job waits for devices, and its shrunk
+ * generation has completed a checkpoint (so the restart loses at most checkpoint.every_steps
+ * steps), the leader restarts it without counting a restart; the re-placement tries the
+ * spec's dp first and its ranks restore the shrunk checkpoint (any dp restores). */
 static void check_grow_back(struct sched *s, const json_t *nodes)
 {
 	if (devices_spoken_for(s))
