@@ -156,7 +156,9 @@ static void apply_leader_id(struct agent *a, const char *leader_id)
 }
 
 /* Commands ride on heartbeat answers; "drain" says the node is being drained (its ranks
- * move elsewhere through the desired set: nothing else to do here but say so). */
+ * move elsewhere through the desired set: nothing else to do here but say so); "checkpoint"
+ * {job, generation, request} asks the ranks of a job's generation for a checkpoint before the
+ * controller restarts them on purpose (ranks_request_checkpoint). */
 static void apply_commands(struct agent *a, const json_t *commands)
 {
 	size_t i;
@@ -165,8 +167,15 @@ static void apply_commands(struct agent *a, const json_t *commands)
 	json_array_foreach(commands, i, cmd)
 	{
 		const char *op = json_string_value(json_object_get(cmd, "op"));
+		const char *job = json_string_value(json_object_get(cmd, "job"));
+		const json_t *gen = json_object_get(cmd, "generation");
+		const json_t *req = json_object_get(cmd, "request");
 		if (op != NULL && strcmp(op, "drain") == 0)
 			draining = 1;
+		else if (op != NULL && strcmp(op, "checkpoint") == 0 && job != NULL &&
+		         json_is_integer(gen) && json_is_integer(req))
+			ranks_request_checkpoint(a, job, json_integer_value(gen),
+			                         json_integer_value(req));
 		else
 			log_warn("heartbeat answer: unknown command '%s' ignored", op ? op : "?");
 	}

@@ -283,10 +283,56 @@ int agent_mkdir_p(const char *dir)
 	return (mkdir(tmp, 0755) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
+/* DATA_DIR/jobs/JOB/checkpoint-request.gen-G: where the agent hands the controller's checkpoint
+ * requests to the ranks of a generation (YARD_CHECKPOINT_REQUEST, read by yard-worker). */
+static void request_path(const struct agent *a, const char *job, int64_t generation, char *out,
+                         size_t len)
+{
+	snprintf(out, len, "%s/jobs/%s/checkpoint-request.gen-%lld", a->cfg.data_dir, job,
+	         (long long)generation);
+}
+
+int ranks_request_checkpoint(struct agent *a, const char *job, int64_t generation, int64_t request)
+{
+	int ranks = 0;
+	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
+		const struct agent_rank *r = &a->ranks[i];
+		ranks += r->in_use && !r->exited && !r->stopping && r->generation == generation &&
+		         strcmp(r->job, job) == 0;
+	}
+	if (ranks == 0 || !valid_job_id(job))
+		return 0;
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	request_path(a, job, generation, path, sizeof path);
+	long long held = -1;
+	FILE *f = fopen(path, "r");
+	if (f != NULL) {
+		if (fscanf(f, "%lld", &held) != 1)
+			held = -1;
+		fclose(f);
+	}
+	if (held >= request)
+		return ranks; /* handed over already */
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	f = fopen(tmp, "w");
+	int ok = f != NULL && fprintf(f, "%lld\n", (long long)request) > 0;
+	if (f != NULL)
+		ok = (fclose(f) == 0) && ok;
+	if (!ok || rename(tmp, path) != 0) {
+		log_warn("job %s generation %lld: cannot write checkpoint request %lld to %s: %s",
+		         job, (long long)generation, (long long)request, path, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	log_info("job %s generation %lld: checkpoint request %lld handed to its %d rank(s) here",
+	         job, (long long)generation, (long long)request, ranks);
+	return ranks;
+}
+
 /* Builds the environment: ours, then the controller's, then the agent's own variables. The
  * returned array and its strings are heap-allocated (free with free_strv). */
 static char **build_env(const struct agent *a, const json_t *env, const char *job,
-                        const char *spec_path, const char *ckpt_dir)
+                        const char *spec_path, const char *ckpt_dir, const char *request)
 {
 	size_t n_base = 0, n = 0, cap;
 	char **out;
@@ -310,6 +356,7 @@ static char **build_env(const struct agent *a, const json_t *env, const char *jo
 				key[kl] = '\0';
 				if (json_object_get(env, key) != NULL ||
 				    (ckpt_dir != NULL && strcmp(key, "YARD_CKPT_DIR") == 0) ||
+				    strcmp(key, "YARD_CHECKPOINT_REQUEST") == 0 ||
 				    strcmp(key, "YARD_AGENT_ANSWERS") == 0)
 					continue;
 			}
@@ -333,6 +380,8 @@ static char **build_env(const struct agent *a, const json_t *env, const char *jo
 	if (spec_path != NULL && asprintf(&out[n], "YARD_JOB_SPEC=%s", spec_path) >= 0)
 		n++;
 	if (ckpt_dir != NULL && asprintf(&out[n], "YARD_CKPT_DIR=%s", ckpt_dir) >= 0)
+		n++;
+	if (asprintf(&out[n], "YARD_CHECKPOINT_REQUEST=%s", request) >= 0)
 		n++;
 	out[n] = NULL;
 	return out;
@@ -467,9 +516,11 @@ int ranks_start(struct agent *a, const json_t *desired, struct yard_err *err)
 		}
 
 	json_t *no_env = json_object();
+	char request[PATH_MAX];
+	request_path(a, job, r->generation, request, sizeof request);
 	envp =
 	    build_env(a, env != NULL ? env : no_env, job, spec_path[0] != '\0' ? spec_path : NULL,
-	              r->ckpt_controller ? ckpt_dir : NULL);
+	              r->ckpt_controller ? ckpt_dir : NULL, request);
 	json_decref(no_env);
 	proc = calloc(1, sizeof *proc);
 	memset(&opts, 0, sizeof opts);

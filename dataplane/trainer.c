@@ -19,6 +19,9 @@
 #include "common/common.h"
 #include "dataplane/trainer.h"
 
+/* what a rank asking for a checkpoint adds to the loss allreduce's count of rows (trainer_step) */
+#define CHECKPOINT_ASK 4294967296.0
+
 void trainer_blas_single_threaded(char **argv)
 {
 #ifdef HAVE_OPENBLAS
@@ -455,6 +458,11 @@ int trainer_step(struct trainer *t, struct trainer_metrics *out, struct yard_err
 		sums[1] = correct;
 		sums[2] = rows_scored;
 	}
+	/* a checkpoint request rides in the rows' count, above 2^32 (the sum of integers of up
+	 * to 2^53 is exact in any order, and the allreduce keeps its 4 elements, so a worker of
+	 * an older build in the same job reads a plain count until some rank asks) */
+	if (t->checkpoint_wanted)
+		sums[2] += CHECKPOINT_ASK;
 	if (t->train.clip_norm > 0 && t->dp_i == 0) {
 		double sq = 0;
 		for (int i = 0; i < m->nparams; i++) {
@@ -470,6 +478,10 @@ int trainer_step(struct trainer *t, struct trainer_metrics *out, struct yard_err
 	if (rc)
 		return net_fail(t, err, rc, "loss allreduce", NULL);
 	comm_ms += ms_since(t0);
+	double asks = floor(sums[2] / CHECKPOINT_ASK);
+	sums[2] -= asks * CHECKPOINT_ASK;
+	if (asks > 0)
+		t->checkpoint_wanted = 0;
 	if ((int)sums[2] != t->train.batch_size)
 		return yard_err_set(err, YARD_EINTERNAL, "step %lld: %d rows scored, batch is %d",
 		                    (long long)t->step + 1, (int)sums[2], t->train.batch_size);
@@ -498,6 +510,7 @@ int trainer_step(struct trainer *t, struct trainer_metrics *out, struct yard_err
 		out->lr = t->train.lr;
 		out->step_ms = step_ms;
 		out->compute_ms = compute_ms;
+		out->checkpoint_agreed = asks > 0;
 		out->comm_wait_ms = comm_ms + t->tp_ms;
 		out->dp_wait_ms = dp_ms;
 		out->bubble_ms = bubble_ms;

@@ -31,6 +31,9 @@ struct trainer_metrics {
 	double samples_per_s;
 	double grad_norm; /* global gradient norm before clipping (0 when clipping is off) */
 	size_t peak_activation_bytes;
+	/* some rank asked for a checkpoint this step (trainer.checkpoint_wanted): every rank
+	 * sees the same answer at the same step, so all of them can save it */
+	int checkpoint_agreed;
 };
 
 struct trainer_bucket {
@@ -52,6 +55,10 @@ struct trainer {
 	 * this long (sleeping), giving uniform, known stage costs on machines with fewer cores
 	 * than ranks; slow_factor stretches it too */
 	double block_forward_ms, block_backward_ms;
+	/* set by the caller: this rank was asked for a checkpoint (the agent's request file,
+	 * worker.c); the next step's loss allreduce tells every rank, and trainer_step clears it
+	 * once told */
+	int checkpoint_wanted;
 
 	struct model model;
 	struct optim optim;

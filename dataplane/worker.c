@@ -9,6 +9,8 @@
  *   YARD_AGENT_SOCK    unix datagram socket: every rank sends one JSON line per step
  *   YARD_METRICS_FILE  append every rank's lines to this file too (rank 0 also prints stdout)
  *   YARD_NODE          the node this rank runs on (debug.slow_node slows the ranks of that node)
+ *   YARD_CHECKPOINT_REQUEST  a file whose number the agent raises to ask for a checkpoint now
+ *                      (the controller does before a planned restart: checkpoint_requests)
  * `yard-worker --version` prints the build's version (common/buildinfo.h); `yard-worker
  * --self-test` trains a tiny one-rank model for a few steps and checks its losses, the check an
  * agent runs on a new worker build before its ranks use it (agent/workerup.c). A rank logs its
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -62,6 +65,40 @@ static int agent_socket_open(const char *path)
 		return -1;
 	}
 	return fd;
+}
+
+/* The agent's checkpoint requests (YARD_CHECKPOINT_REQUEST): a file holding a request number,
+ * replaced (a rename) with a higher one when the controller asks the ranks of this generation
+ * for a checkpoint before it restarts them on purpose (a drain, a straggler's replacement,
+ * growing back). Looked at before every step, one stat() while it stays the same file. */
+struct checkpoint_requests {
+	const char *path;
+	struct stat last; /* as of the last read; st_ino 0: none read yet */
+	long long seen;   /* the highest number read */
+};
+
+/* Whether the file holds a number above every one read before (the first read of the file,
+ * at the rank's start, sets the baseline and asks for nothing). */
+static int checkpoint_requested(struct checkpoint_requests *q, int first)
+{
+	struct stat st;
+	if (q->path == NULL || stat(q->path, &st) != 0)
+		return 0;
+	if (st.st_ino == q->last.st_ino && st.st_size == q->last.st_size &&
+	    st.st_mtim.tv_sec == q->last.st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == q->last.st_mtim.tv_nsec)
+		return 0;
+	q->last = st;
+	FILE *f = fopen(q->path, "r");
+	long long n = -1;
+	if (f == NULL || fscanf(f, "%lld", &n) != 1)
+		n = -1;
+	if (f != NULL)
+		fclose(f);
+	if (n <= q->seen)
+		return 0;
+	q->seen = n;
+	return !first;
 }
 
 /* `yard-worker --probe [--devices N] [--budget-ms MS]`: the node measurements for the planner
@@ -296,8 +333,19 @@ int main(int argc, char **argv)
 	FILE *metrics_file = NULL;
 	if (getenv("YARD_METRICS_FILE"))
 		metrics_file = fopen(getenv("YARD_METRICS_FILE"), "a");
+	struct checkpoint_requests requests = {.path = getenv("YARD_CHECKPOINT_REQUEST"),
+	                                       .seen = -1};
+	if (ckpt_dir == NULL)
+		requests.path = NULL; /* nowhere to save one */
+	checkpoint_requested(&requests, 1);
 	while (t.step < steps) {
 		int64_t next = t.step + 1;
+		if (checkpoint_requested(&requests, 0)) {
+			log_info("rank %d: checkpoint request %lld: the ranks save the first step "
+			         "from %lld whose loss allreduce carries it",
+			         rank, requests.seen, (long long)next);
+			t.checkpoint_wanted = 1;
+		}
 		if (spec.debug.crash_rank == rank && next == spec.debug.crash_at_step) {
 			log_error("debug hook: crash_rank %d at step %lld: aborting", rank,
 			          (long long)next);
@@ -327,8 +375,12 @@ int main(int argc, char **argv)
 		}
 		if (agent_fd >= 0)
 			(void)send(agent_fd, line, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (ckpt_dir && spec.checkpoint.every_steps > 0 &&
-		    t.step % spec.checkpoint.every_steps == 0) {
+		int due =
+		    spec.checkpoint.every_steps > 0 && t.step % spec.checkpoint.every_steps == 0;
+		if (ckpt_dir && m.checkpoint_agreed && rank == 0)
+			log_info("saving checkpoint step %lld: asked for%s", (long long)t.step,
+			         due ? " (and due)" : "");
+		if (ckpt_dir && (due || m.checkpoint_agreed)) {
 			if ((rc = trainer_save(&t, ckpt_dir, keep_local, &err)) != 0) {
 				log_error("%s", err.msg);
 				yd_comm_abort(comm);

@@ -214,6 +214,8 @@ json_t *fsm_audit_list(struct fsm *f, int64_t after, int limit, int reads_only,
 int fsm_events_verify(struct fsm *f, struct yard_err *err);
 /* [{"rank","node","device","generation"}...] of a job's latest placement, by rank. */
 json_t *fsm_job_layout(struct fsm *f, const char *id);
+/* How many times the job's stragglers were replaced (its job.replacing events), -1 on error. */
+int64_t fsm_job_replacements(struct fsm *f, const char *id);
 /* Jobs that are pending, running or restarting, in submission order, each with its "seq". */
 json_t *fsm_jobs_active(struct fsm *f);
 /* The rowids of those jobs, in the same order (malloc'd; *n of them); NULL: no memory. */

@@ -927,6 +927,20 @@ json_t *fsm_op_job_finish(struct fsm *f, const struct fsm_cmd *c)
 	return fsm_job_brief(f, id, 200);
 }
 
+int64_t fsm_job_replacements(struct fsm *f, const char *id)
+{
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT count(*) FROM events WHERE job = ?1 AND type = 'job.replacing'");
+	int64_t used = -1;
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		used = sqlite3_column_int64(st, 0);
+	fsm_release(f, st);
+	return used;
+}
+
 json_t *fsm_op_job_note(struct fsm *f, const struct fsm_cmd *c)
 {
 	static const char *const keys[] = {"id", "generation", "type", "message", "key", NULL};
@@ -1011,14 +1025,8 @@ json_t *fsm_op_job_replace(struct fsm *f, const struct fsm_cmd *c)
 		return fsm_res_from_err(&e);
 	if ((r = job_running_at(f, id, generation, &row)) != NULL)
 		return r;
-	sqlite3_stmt *st =
-	    fsm_prepare(f, "SELECT count(*) FROM events WHERE job = ?1 AND type = 'job.replacing'");
-	if (st == NULL)
+	if ((used = fsm_job_replacements(f, id)) < 0)
 		return NULL;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		used = sqlite3_column_int64(st, 0);
-	fsm_release(f, st);
 	if (used >= max_replacements) {
 		if (fsm_event_append(f, c->ts, "job.straggler", id, c->actor,
 		                     "job %s: %s; not replaced: %lld of max_replacements %lld used",

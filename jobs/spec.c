@@ -68,6 +68,7 @@ void jobspec_defaults(struct jobspec *spec)
 	spec->ranks = 1;
 	spec->device = JOBSPEC_DEVICE_ANY;
 	spec->checkpoint.keep = 3;
+	spec->checkpoint.before_restart_s = -1;
 	snprintf(spec->checkpoint.store, sizeof spec->checkpoint.store, "controller");
 	spec->failure = (struct jobspec_failure){.max_restarts = 3,
 	                                         .hang_timeout_s = 60,
@@ -282,12 +283,14 @@ static int parse_resources(const json_t *o, struct jobspec *spec, struct yard_er
 
 static int parse_checkpoint(const json_t *o, struct jobspec_checkpoint *c, struct yard_err *err)
 {
-	static const char *const keys[] = {"every_steps", "keep", "store", NULL};
+	static const char *const keys[] = {"every_steps", "keep", "store", "before_restart_s",
+	                                   NULL};
 	const char *p = "checkpoint", *store = NULL;
 	int rc;
 	if ((rc = jsonx_only_keys(o, p, keys, err)) ||
 	    (rc = get_i64(o, p, "every_steps", 0, STEPS_MAX, &c->every_steps, err)) ||
 	    (rc = get_int(o, p, "keep", 1, 1000, &c->keep, err)) ||
+	    (rc = get_int(o, p, "before_restart_s", 0, 3600, &c->before_restart_s, err)) ||
 	    (rc = get_string(o, p, "store", 0, JOBSPEC_PATH_MAX, &store, err)))
 		return rc;
 	if (store == NULL)
@@ -718,6 +721,13 @@ static void put_str(json_t *o, const char *key, const char *v)
 	json_object_set_new_nocheck(o, key, json_string(v));
 }
 
+int jobspec_before_restart_s(const struct jobspec *spec)
+{
+	if (spec->checkpoint.before_restart_s >= 0)
+		return spec->checkpoint.before_restart_s;
+	return spec->is_command ? 0 : JOBSPEC_BEFORE_RESTART_S;
+}
+
 json_t *jobspec_to_json(const struct jobspec *s)
 {
 	const struct jobspec_failure *f = &s->failure;
@@ -728,6 +738,10 @@ json_t *jobspec_to_json(const struct jobspec *s)
 	put_int(x, "every_steps", s->checkpoint.every_steps);
 	put_int(x, "keep", s->checkpoint.keep);
 	put_str(x, "store", s->checkpoint.store);
+	/* written only when set otherwise: a stored spec stays what members built before the
+	 * field existed accept */
+	if (s->checkpoint.before_restart_s >= 0)
+		put_int(x, "before_restart_s", s->checkpoint.before_restart_s);
 	json_object_set_new_nocheck(o, "checkpoint", x);
 	if (s->is_command) {
 		json_t *argv = json_array();

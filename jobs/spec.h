@@ -62,9 +62,17 @@ struct jobspec_parallel {
 	int micro_batches;  /* m */
 };
 
+/* checkpoint.before_restart_s when the spec does not set it: asked of the built-in trainer's
+ * ranks, not of a command job's (whose program may not honour YARD_CHECKPOINT_REQUEST) */
+#define JOBSPEC_BEFORE_RESTART_S 30
+
 struct jobspec_checkpoint {
 	int64_t every_steps; /* 0 = never */
 	int keep;
+	/* a planned restart (drain, straggler replacement, growing back, a rollout's restart)
+	 * first asks the ranks for a checkpoint and waits at most this long for it to be
+	 * complete; 0: restart at once; -1: not set (jobspec_before_restart_s) */
+	int before_restart_s;
 	char store[JOBSPEC_PATH_MAX + 1]; /* "controller" or "dir:/path" */
 };
 
@@ -129,6 +137,9 @@ int jobspec_parse(const json_t *json, struct jobspec *spec, struct yard_err *err
 /* Convenience: reads and parses a file (bounded size). */
 int jobspec_load_file(const char *path, struct jobspec *spec, struct yard_err *err);
 /* The normalized spec with every default filled in (new reference). */
+/* The checkpoint.before_restart_s that applies: the spec's, else JOBSPEC_BEFORE_RESTART_S for
+ * the built-in trainer and 0 for a command job. */
+int jobspec_before_restart_s(const struct jobspec *spec);
 json_t *jobspec_to_json(const struct jobspec *spec);
 void jobspec_free(struct jobspec *spec);
 

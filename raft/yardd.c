@@ -69,6 +69,8 @@ static void usage(FILE *out)
 	    "             [--snapshot-trailing N] [--min-free-mb N] [--raft-batch-max 64]\n"
 	    "             [--node-suspect-ms 1500] [--node-down-ms 3000] [--restart-backoff-ms "
 	    "500]\n"
+	    "             [--auto-grow-pct 80 (a re-planned \"auto\" job grows back to a plan\n"
+	    "             predicted at this %% of its step time or less)]\n"
 	    "             [--node-restart-grace-ms 10000 (more silence allowed to a node whose\n"
 	    "             agent said it execs a new build, until its next heartbeat; 0: none)]\n"
 	    "             [--max-heartbeats-per-s 2000 (heartbeats a second from all agents:\n"
@@ -403,6 +405,7 @@ int main(int argc, char **argv)
 	    {"node-down-ms", required_argument, NULL, 'D'},
 	    {"node-restart-grace-ms", required_argument, NULL, 'g'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
+	    {"auto-grow-pct", required_argument, NULL, 'A'},
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
 	    {"events-max", required_argument, NULL, 'K'},
 	    {"job-retention-s", required_argument, NULL, 'O'},
@@ -518,6 +521,19 @@ int main(int argc, char **argv)
 				yd.sched_cfg.node_down_ms = v;
 			else
 				yd.sched_cfg.restart_backoff_ms = v;
+			break;
+		case 'A':
+			if (!numeric_ok || v < 1 || v > 100) {
+				fprintf(
+				    stderr,
+				    "yardd: --auto-grow-pct: '%s' is not 1..100 (%% of a "
+				    "re-planned "
+				    "job's step time a larger plan must be predicted at to grow "
+				    "back)\n",
+				    optarg);
+				return 2;
+			}
+			yd.sched_cfg.auto_grow_pct = (int)v;
 			break;
 		case 'g':
 			if (!numeric_ok || v > 3600000) {

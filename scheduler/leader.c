@@ -57,6 +57,13 @@ struct health_row {
 	const char *id, *state;
 };
 
+/* A checkpoint request for the ranks of a job's generation on one node (checkpoint_first). */
+#define CKPT_ASKS_PER_NODE 4
+struct ckpt_ask {
+	char job[FSM_ID_MAX];
+	int64_t generation, request;
+};
+
 struct soft_node {
 	char id[FSM_NAME_MAX + 1];
 	uint64_t last_seen_ms;   /* monotonic; 0: not heard since this member became leader */
@@ -104,6 +111,10 @@ struct soft_node {
 	 * sets them when the node's row changes, node_row_flags when first asked */
 	int row_down, row_draining;
 	uint64_t row_flags_version;
+	/* checkpoint requests its next heartbeat answers carry (checkpoint_first): a job's
+	 * generation asked for one before a planned restart, until the job no longer waits */
+	struct ckpt_ask asks[CKPT_ASKS_PER_NODE];
+	int n_asks;
 };
 
 /* A rank the detector flagged in the current generation. */
@@ -146,6 +157,7 @@ struct soft_job {
 	int64_t replan_generation;
 	char grow_reason[200];
 	uint64_t grow_checked_ms; /* mono: the last look at growing it back */
+	char grow_said[64];       /* the best layout the last "not growing" log line named */
 	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
 	 * one whose spec validates (jobspec_with_dp; owned) */
 	int *shrink_dp;
@@ -220,6 +232,14 @@ struct soft_job {
 	uint64_t desired_serial; /* sched.desired_serials when desired was built */
 	int64_t desired_gen;
 	uint64_t desired_nodes_version, desired_ckpt_version; /* node_addr_version, FSM's */
+	/* a planned restart first asks for a checkpoint (checkpoint_first): the spec's
+	 * checkpoint.before_restart_s; the request (a number above every earlier one: the
+	 * leader's wall clock in ms), the newest complete step when it was made, when (mono
+	 * ms; 0: none waiting); the generation whose request is over (answered or timed out) */
+	int before_restart_s;
+	int64_t ckpt_request, ckpt_after;
+	uint64_t ckpt_asked_ms;
+	int64_t ckpt_done_gen;
 };
 
 /* What a pass over the queue reads of a soft job, in an array beside the jobs (keys[k]
@@ -478,6 +498,7 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->node_restart_grace_ms = 10000;
 	cfg->restart_backoff_ms = 500;
 	cfg->restart_backoff_max_ms = 30000;
+	cfg->auto_grow_pct = 80;
 	cfg->stop_wait_ms = 10000;
 	cfg->reserve_after_ms = 60000;
 	cfg->queue_depth = 100;
@@ -588,6 +609,7 @@ static void job_parse(struct soft_job *j, const json_t *job)
 	                              .persist_ms = js.failure.straggler_persist_s * 1000};
 	j->max_replacements = js.failure.max_replacements;
 	snprintf(j->store, sizeof j->store, "%s", js.checkpoint.store);
+	j->before_restart_s = jobspec_before_restart_s(&js);
 	memset(&j->req, 0, sizeof j->req);
 	j->req.require_cuda = js.device == JOBSPEC_DEVICE_CUDA;
 	j->req.require_cpu = js.device == JOBSPEC_DEVICE_CPU;
@@ -1366,9 +1388,16 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 }
 
 /* Proposes the next straggler decision of a running job, if any. */
-static void straggler_propose(struct sched *s, struct soft_job *j)
+static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *layout, char *reason,
+                            size_t reason_len);
+
+static void straggler_propose(struct sched *s, struct soft_job *j, const json_t *layout)
 {
 	if (j->replace_rank >= 0) {
+		/* a replacement the cap refuses (job.replace reports it) needs no checkpoint */
+		if (fsm_job_replacements(s->fsm, j->id) < j->max_replacements &&
+		    !checkpoint_first(s, j, layout, j->replace_reason, sizeof j->replace_reason))
+			return;
 		const char *node = "?";
 		for (int i = 0; i < j->n_flags; i++)
 			if (j->flags[i].rank == j->replace_rank)
@@ -1552,7 +1581,11 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		straggler_update(s, j, layout);
 	if (j->proposing)
 		return;
-	/* a real failure wins over a drain: it is counted, a drain is not */
+	/* a real failure wins over a drain: it is counted, a drain is not; a drain first gets
+	 * the job a checkpoint */
+	if (failure[0] == '\0' && drain[0] != '\0' && !(world > 0 && exited_ok == world) &&
+	    !checkpoint_first(s, j, layout, drain, sizeof drain))
+		return;
 	if (failure[0] != '\0' || (drain[0] != '\0' && !(world > 0 && exited_ok == world))) {
 		json_t *args = json_pack("{s:s,s:I,s:s,s:i}", "id", j->id, "generation",
 		                         (json_int_t)j->generation, "reason",
@@ -1584,7 +1617,7 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		     (long long)j->step, (long long)j->generation,
 		     j->generation > 1 ? ", after restart" : "");
 	} else {
-		straggler_propose(s, j);
+		straggler_propose(s, j, layout);
 	}
 }
 
@@ -2260,7 +2293,6 @@ static int refresh_jobs(struct sched *s)
 }
 
 #define AUTO_GROW_CHECK_MS 5000 /* a re-planned job's look at growing back, at most this often */
-#define AUTO_GROW_GAIN 0.8      /* ... and only to a plan predicting this share of its step */
 
 /* The newest complete checkpoint of a job, in either store; -1: none. */
 static int64_t job_newest_checkpoint(struct sched *s, const struct soft_job *j)
@@ -2311,9 +2343,152 @@ static int fits_with_own(struct sched *s, const struct place_node *pn, struct pl
 	return fits;
 }
 
-/* Restarts a running job without counting it (growing back), saying reason. */
-static void propose_grow_restart(struct sched *s, struct soft_job *j, const char *reason)
+/* Asks the job's ranks on node for checkpoint request j->ckpt_request: its next heartbeat
+ * answers carry it (heartbeat_answer), and its watch is answered now for that heartbeat. */
+static void node_ask_checkpoint(struct sched *s, const char *node, const struct soft_job *j)
 {
+	struct soft_node *n = node != NULL ? node_find(s, node) : NULL;
+	if (n == NULL)
+		return;
+	int i = 0;
+	while (i < n->n_asks && strcmp(n->asks[i].job, j->id) != 0)
+		i++;
+	if (i < n->n_asks && n->asks[i].generation == j->generation &&
+	    n->asks[i].request == j->ckpt_request)
+		return; /* another rank of the job on this node */
+	if (i == n->n_asks && n->n_asks == CKPT_ASKS_PER_NODE) {
+		/* the oldest gives way (it may wait in vain: its restart then goes at its time) */
+		memmove(&n->asks[0], &n->asks[1], (CKPT_ASKS_PER_NODE - 1) * sizeof n->asks[0]);
+		i = --n->n_asks;
+	}
+	if (i == n->n_asks)
+		n->n_asks++;
+	snprintf(n->asks[i].job, sizeof n->asks[i].job, "%s", j->id);
+	n->asks[i].generation = j->generation;
+	n->asks[i].request = j->ckpt_request;
+	node_nudge(s, node);
+}
+
+/* The node's checkpoint requests still wanted, as heartbeat commands; the others are dropped. */
+static void checkpoint_commands(struct sched *s, struct soft_node *n, json_t *commands)
+{
+	for (int i = 0; i < n->n_asks;) {
+		const struct ckpt_ask *ask = &n->asks[i];
+		const struct soft_job *j = job_find(s, ask->job);
+		if (j == NULL || j->ckpt_asked_ms == 0 || j->generation != ask->generation ||
+		    j->ckpt_request != ask->request) {
+			memmove(&n->asks[i], &n->asks[i + 1],
+			        (size_t)(n->n_asks - i - 1) * sizeof n->asks[0]);
+			n->n_asks--;
+			continue;
+		}
+		json_array_append_new(commands,
+		                      json_pack("{s:s,s:s,s:I,s:I}", "op", "checkpoint", "job",
+		                                ask->job, "generation", (json_int_t)ask->generation,
+		                                "request", (json_int_t)ask->request));
+		i++;
+	}
+}
+
+static void reason_append(char *reason, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reason_append(char *reason, size_t len, const char *fmt, ...)
+{
+	size_t used = strlen(reason);
+	if (used + 1 >= len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(reason + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
+/* Whether a planned restart of running job j (a drain, a straggler's replacement, growing
+ * back, a rollout's restart) may go now. A job that has stepped past its newest complete
+ * checkpoint is first asked for one (checkpoint.before_restart_s > 0; by default for the
+ * built-in trainer, not for command jobs): every node of its layout gets a
+ * "checkpoint" command on its next heartbeat answer (its watch is answered for it), the agent
+ * hands it to the ranks, and they agree in a step's loss allreduce on the step they all save.
+ * The restart goes once a checkpoint newer than the newest at the request is complete, or
+ * before_restart_s after the request; reason gets which (it is the restart's). Once per
+ * generation: a restart whose proposal failed is not held up again. */
+static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *layout, char *reason,
+                            size_t reason_len)
+{
+	if (j->before_restart_s <= 0 || j->step < 0 || layout == NULL ||
+	    j->ckpt_done_gen == j->generation)
+		return 1;
+	int64_t newest = job_newest_checkpoint(s, j);
+	uint64_t now = mono_now(s);
+	if (j->ckpt_asked_ms == 0) {
+		if (newest >= j->step) {
+			j->ckpt_done_gen = j->generation; /* nothing newer to save */
+			return 1;
+		}
+		int64_t wall = wall_now(s);
+		j->ckpt_request = wall > j->ckpt_request ? wall : j->ckpt_request + 1;
+		j->ckpt_after = newest;
+		j->ckpt_asked_ms = now > 0 ? now : 1;
+		size_t i;
+		json_t *slot;
+		json_array_foreach(layout, i, slot)
+		    node_ask_checkpoint(s, json_string_value(json_object_get(slot, "node")), j);
+		log_info("scheduler: job %s generation %lld: asked for a checkpoint before its "
+		         "restart (%s); newest complete: step %lld, reported: step %lld",
+		         j->id, (long long)j->generation, reason, (long long)newest,
+		         (long long)j->step);
+		propose_job(s, j, "job.note",
+		            json_pack("{s:s,s:I,s:s,s:s,s:s}", "id", j->id, "generation",
+		                      (json_int_t)j->generation, "type", "waiting", "key",
+		                      "checkpoint", "message",
+		                      "its restart waits for a checkpoint (at most "
+		                      "checkpoint.before_restart_s) the ranks were asked for"));
+	}
+	uint64_t deadline = j->ckpt_asked_ms + (uint64_t)j->before_restart_s * 1000;
+	if (newest > j->ckpt_after)
+		reason_append(reason, reason_len, "; checkpoint step %lld saved first",
+		              (long long)newest);
+	else if (now >= deadline)
+		reason_append(reason, reason_len,
+		              "; no checkpoint newer than step %lld within %d s of asking",
+		              (long long)j->ckpt_after, j->before_restart_s);
+	else {
+		wake_at(s, deadline);
+		return 0;
+	}
+	log_info("scheduler: job %s generation %lld: %s", j->id, (long long)j->generation, reason);
+	j->ckpt_asked_ms = 0;
+	j->ckpt_done_gen = j->generation;
+	return 1;
+}
+
+/* A rollout's policy "restart" restarts running jobs on a wave's nodes once they have a
+ * checkpoint for it, as the scheduler's own planned restarts do (rollout_driver_restart_gate). */
+static int rollout_restart_ready(void *data, const char *id, char *reason, size_t len)
+{
+	struct sched *s = data;
+	struct soft_job *j = job_find(s, id);
+	if (j == NULL || s->keys[j - s->jobs].kind != JK_RUNNING)
+		return 1;
+	if (j->layout == NULL)
+		j->layout = fsm_job_layout(s->fsm, j->id);
+	return checkpoint_first(s, j, j->layout, reason, len);
+}
+
+/* Restarts a running job without counting it (growing back), saying reason and the checkpoint
+ * it restores, once the job has one for it (checkpoint_first); 1 when proposed, 0 while the
+ * job's ranks are saving one. */
+static int propose_grow_restart(struct sched *s, struct soft_job *j, char *reason,
+                                size_t reason_len)
+{
+	size_t said = strlen(reason);
+	if (!checkpoint_first(s, j, j->layout, reason, reason_len)) {
+		reason[said] = '\0';
+		return 0;
+	}
+	if (strlen(reason) == said)
+		reason_append(reason, reason_len, "; from checkpoint step %lld",
+		              (long long)job_newest_checkpoint(s, j));
 	json_t *args =
 	    json_pack("{s:s,s:I,s:s,s:i,s:b}", "id", j->id, "generation", (json_int_t)j->generation,
 	              "reason", reason, "max_restarts", j->max_restarts, "drain", 1);
@@ -2322,6 +2497,7 @@ static void propose_grow_restart(struct sched *s, struct soft_job *j, const char
 	if (j->has_loss)
 		json_object_set_new(args, "loss", json_real(j->loss));
 	propose_job(s, j, "job.restart", args);
+	return 1;
 }
 
 /* A running job that shrank (failure.allow_shrink_dp) grows back on its own: when its spec's
@@ -2357,12 +2533,11 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 			j->grow_after_step = newest; /* a new leader: wait for the next one */
 		if (newest <= j->grow_after_step)
 			continue;
-		char reason[200];
+		char reason[256]; /* job.restart takes 256 bytes */
 		snprintf(reason, sizeof reason,
-		         "growing back to dp %d (runs dp %d): %d devices free for its %d ranks; "
-		         "from checkpoint step %lld",
-		         j->req.dp, effective_dp(j), free_devices, j->world, (long long)newest);
-		propose_grow_restart(s, j, reason);
+		         "growing back to dp %d (runs dp %d): %d devices free for its %d ranks",
+		         j->req.dp, effective_dp(j), free_devices, j->world);
+		propose_grow_restart(s, j, reason, sizeof reason);
 		break; /* one at a time: the next pass sees the devices it will take */
 	}
 out:
@@ -2383,7 +2558,7 @@ static void layout_text(const json_t *plan, char *out, size_t len)
  * "replanned_from") grows back when the cluster allows better: at most every
  * AUTO_GROW_CHECK_MS, when no job waits for devices and the job has completed a checkpoint
  * since its placement, the planner plans it for the cluster as it is; when the winner has more
- * ranks than the job runs, predicts at most AUTO_GROW_GAIN of the committed plan's step time
+ * ranks than the job runs, predicts at most auto_grow_pct % of the committed plan's step time
  * and fits on the free devices plus the job's own, the leader restarts the job without
  * counting a restart, and its re-placement plans it again (replan_wanted; a new leader does
  * not know of it, and the job keeps its plan). */
@@ -2422,13 +2597,24 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		double best_ms = json_number_value(json_object_get(best, "step_ms"));
 		int better = best != NULL && autoplan_layout(best, &next, &err) == 0 &&
 		             next.dp * next.tp * next.pp > cur.dp * cur.tp * cur.pp &&
-		             best_ms <= AUTO_GROW_GAIN * running_ms;
+		             best_ms * 100 <= s->cfg.auto_grow_pct * running_ms;
 		char was[64], now_text[64];
 		layout_text(plan, was, sizeof was);
 		layout_text(best, now_text, sizeof now_text);
 		json_decref(answer);
-		if (!better)
+		if (!better) {
+			/* said once per best layout: why a job that lost devices stays small */
+			if (best != NULL && strcmp(j->grow_said, now_text) != 0) {
+				snprintf(j->grow_said, sizeof j->grow_said, "%s", now_text);
+				log_info(
+				    "scheduler: job %s stays %s (%.1f ms per step predicted): the "
+				    "best plan for the cluster now, %s, is predicted at %.1f ms "
+				    "(grows back at %d %% or less, --auto-grow-pct)",
+				    j->id, was, running_ms, now_text, best_ms,
+				    s->cfg.auto_grow_pct);
+			}
 			continue;
+		}
 		if (pn == NULL) {
 			if (pn_refresh(s, nodes) != 0 || (pn = busy_view(s)) == NULL)
 				break;
@@ -2446,11 +2632,11 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		         "running %s at %.1f ms",
 		         now_text, world, best_ms, was, running_ms);
 		char reason[256]; /* job.restart takes 256 bytes */
-		snprintf(reason, sizeof reason, "%s; from checkpoint step %lld", j->grow_reason,
-		         (long long)newest);
-		j->replan_wanted = 1;
-		j->replan_generation = j->generation;
-		propose_grow_restart(s, j, reason);
+		snprintf(reason, sizeof reason, "%s", j->grow_reason);
+		if (propose_grow_restart(s, j, reason, sizeof reason)) {
+			j->replan_wanted = 1;
+			j->replan_generation = j->generation;
+		}
 		break; /* one at a time: the next pass sees the devices it will take */
 	}
 	free(trial);
@@ -2598,6 +2784,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 				j->phase_since_ms = now;
 				j->noted_waiting = j->noted_running = j->noted_progress =
 				    j->stopped = 0;
+				j->ckpt_asked_ms = 0;
 				j->position = 0;
 				j->reason[0] = '\0';
 				straggler_reset(j);
@@ -2607,6 +2794,16 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 			j->check_due = 1;
 		}
 		if (key->kind == JK_RUNNING) {
+			/* a checkpoint asked for before a restart (checkpoint_first): a pass and
+			 * a look at the job when its wait is over */
+			if (j->ckpt_asked_ms != 0) {
+				uint64_t over =
+				    j->ckpt_asked_ms + (uint64_t)j->before_restart_s * 1000;
+				if (now >= over)
+					j->check_due = 1;
+				else
+					wake_at(s, over);
+			}
 			if (!full || !(j->check_due || check_all))
 				continue;
 			j->check_due = 0;
@@ -2963,6 +3160,8 @@ struct sched *sched_create(uv_loop_t *loop, struct fsm *fsm, const struct sched_
 	s->cfg = *cfg;
 	s->io = *io;
 	s->rollouts = rollout_driver_create(fsm, io);
+	if (s->rollouts != NULL)
+		rollout_driver_restart_gate(s->rollouts, rollout_restart_ready, s);
 	s->history = history_create();
 	struct logstore_limits limits = {.rank_max_bytes = cfg->log_rank_max_bytes,
 	                                 .total_max_bytes = cfg->log_total_max_bytes};
@@ -3790,6 +3989,9 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 	json_t *me = node_row(s, node);
 	if (me != NULL && json_is_string(json_object_get(me, "drain")))
 		json_array_append_new(commands, json_pack("{s:s}", "op", "drain"));
+	struct soft_node *asked = s->leading ? node_find(s, node) : NULL;
+	if (asked != NULL && asked->n_asks > 0)
+		checkpoint_commands(s, asked, commands);
 	*me_out = me;
 	/* leader_id only while leading: it says the pieces of this heartbeat were kept */
 	/* offers_shared: this controller sends each job's shared part once when asked

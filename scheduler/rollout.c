@@ -53,6 +53,8 @@ struct rollout_driver {
 	/* policy "restart": jobs already restarted for (rollout, wave) */
 	char restarted_for[FSM_ID_MAX + 16];
 	json_t *restarted; /* job ids */
+	rollout_restart_ready_fn ready; /* rollout_driver_restart_gate */
+	void *ready_data;
 };
 
 static uint64_t mono_now(const struct rollout_driver *d)
@@ -74,6 +76,13 @@ struct rollout_driver *rollout_driver_create(struct fsm *fsm, const struct sched
 	d->io = *io;
 	d->restarted = json_array();
 	return d;
+}
+
+void rollout_driver_restart_gate(struct rollout_driver *d, rollout_restart_ready_fn ready,
+                                 void *data)
+{
+	d->ready = ready;
+	d->ready_data = data;
 }
 
 void rollout_driver_destroy(struct rollout_driver *d)
@@ -564,9 +573,12 @@ static int restart_jobs(struct rollout_driver *d, const json_t *ro, const json_t
 		    strcmp(json_string_value(done), job) == 0;
 		if (!on_wave || seen)
 			continue;
-		char reason[200];
+		char reason[256]; /* job.restart takes 256 bytes */
 		snprintf(reason, sizeof reason, "rollout %s (policy restart): restart on build %s",
 		         str(ro, "id"), str(ro, "build"));
+		left = 0;
+		if (d->ready != NULL && !d->ready(d->ready_data, job, reason, sizeof reason))
+			break; /* its ranks save a checkpoint first */
 		json_array_append_new(d->restarted, json_string(job));
 		char what[96];
 		snprintf(what, sizeof what, "job.restart %s for rollout %s", job, str(ro, "id"));
@@ -575,7 +587,6 @@ static int restart_jobs(struct rollout_driver *d, const json_t *ro, const json_t
 		                  (json_int_t)num(s, "generation"), "reason", reason,
 		                  "max_restarts", 1000),
 		        what);
-		left = 0;
 		break;
 	}
 	json_decref(slots);

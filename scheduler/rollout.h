@@ -54,6 +54,12 @@ void rollout_driver_heartbeat(struct rollout_driver *d, const char *node, const 
  * it ("upgrade" for an agent build, "worker_upgrade" for a worker build). */
 json_t *rollout_driver_offer(struct rollout_driver *d, const char *node, const char **key);
 void rollout_driver_tick(struct rollout_driver *d);
+/* Policy "restart": before the driver restarts a running job, ready(data, job, reason, len)
+ * says whether it may go now (1) or waits (0: asked again on the next tick); it may add to
+ * reason (the restart's). Without it (NULL) a job restarts at once. */
+typedef int (*rollout_restart_ready_fn)(void *data, const char *job, char *reason, size_t len);
+void rollout_driver_restart_gate(struct rollout_driver *d, rollout_restart_ready_fn ready,
+                                 void *data);
 /* Calls cb for each node the active rollout has an offer for (rollout_driver_offer) that it
  * did not have when this last called it for that node: the leader then tells the node's
  * agent, through its watch, to fetch it now rather than with its next regular heartbeat.

@@ -92,6 +92,11 @@ dist_check_SCRIPTS += tests/integration/train_shrink.sh tests/integration/train_
 TESTS += tests/integration/train_shrink.sh tests/integration/train_shrink_controller.sh \
 	tests/integration/train_replan.sh
 
+# a drain (and any planned restart) asks the ranks for a checkpoint first: a trainer job that
+# never checkpoints on its own resumes from the step it was drained at
+dist_check_SCRIPTS += tests/integration/train_drain.sh tests/integration/train_drain_controller.sh
+TESTS += tests/integration/train_drain.sh tests/integration/train_drain_controller.sh
+
 # yard-simnodes' keep-alive HTTP client (a benchmark tool's, tested as its numbers rest on it)
 check_PROGRAMS += tests/unit/test_hconn
 TESTS += tests/unit/test_hconn

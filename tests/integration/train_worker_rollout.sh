@@ -9,9 +9,10 @@
 #     have installed it) and node-b are back on the previous worker;
 #  4. an operator's rollback of the completed rollout of 1 puts both nodes back on the
 #     worker they started with;
-#  5. policy restart: a 4-rank job training on the nodes is restarted from its newest
-#     checkpoint on the new worker (every rank of the new generation reports it), and its
-#     loss at every step equals an uninterrupted yard-run of the same spec within 1e-5.
+#  5. policy restart: a 4-rank job training on the nodes, which has not reached its first
+#     checkpoint (every_steps 1000), is asked for one before the restart, is restarted from it
+#     on the new worker (every rank of the new generation reports it), and its loss at every
+#     step equals an uninterrupted yard-run of the same spec within 1e-5.
 # Also: bad rollout input names the field, and policy next is refused for an agent build.
 . "$(dirname "$0")/lib.sh"
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -165,7 +166,7 @@ cat >"$T/job.json" <<JSON
  "train": {"steps": $steps, "batch_size": 32, "lr": 0.01, "optimizer": "adamw",
            "dataset": "synthetic", "data_seed": 3, "samples": 1024},
  "parallel": {"dp": 2, "tp": 1, "pp": 2, "schedule": "1f1b", "micro_batches": 4},
- "checkpoint": {"every_steps": 20, "keep": 2, "store": "dir:$T/ckpt"},
+ "checkpoint": {"every_steps": 1000, "keep": 2, "store": "dir:$T/ckpt"},
  "failure": {"max_restarts": 0, "hang_timeout_s": 60}}
 JSON
 "$build/yard-run" "$T/job.json" >"$T/whole" 2>"$T/whole.err" || fail "uninterrupted run: $(tail -3 "$T/whole.err")"
@@ -173,8 +174,10 @@ JSON
 pace_spec "$T/job.json" 0.5
 submit 1 "$(cat "$T/job.json")"
 C=$JOB
-wait_until 90 dir_ckpt_at_least "$T/ckpt/$C" 60 || fail "job $C has no checkpoint at step 60 or later: $(job_field 1 "$C" '')"
-note "job $C checkpointed $(ls "$T/ckpt/$C" | tail -n 1); rolling worker 8.0.0-w out with policy restart"
+c_at_60() { [ "$(job_field 1 "$C" '.get("step", 0)')" -ge 60 ] 2>/dev/null; }
+wait_until 90 c_at_60 || fail "job $C did not reach step 60: $(job_field 1 "$C" '')"
+dir_ckpt_at_least "$T/ckpt/$C" 0 && fail "job $C checkpointed before step 1000: $(ls "$T/ckpt/$C")"
+note "job $C at step $(job_field 1 "$C" '["step"]'), no checkpoint yet; rolling worker 8.0.0-w out with policy restart"
 start_rollout 8.0.0-w 100% restart
 R3=$RO
 wait_until 120 rollout_is "$R3" completed || fail "rollout $R3 did not complete: $BODY"
@@ -186,6 +189,8 @@ wait_until 60 c_on_new || fail "job $C's ranks do not run 8.0.0-w after $R3: $BO
 wait_job_done 1 "$C" succeeded 60 600 || fail "job $C did not succeed: $(events_of 1 "$C")"
 restored=$(events_of 1 "$C" | sed -n 's/.*restoring from checkpoint step \([0-9]*\).*/\1/p' | tail -n 1)
 [ -n "$restored" ] && [ "$restored" -ge 60 ] || fail "job $C was not restored from a checkpoint: $(events_of 1 "$C")"
+has_event 1 "$C" "restart on build 8.0.0-w; checkpoint step $restored saved first" ||
+	fail "the restart did not wait for the checkpoint it restored: $(events_of 1 "$C")"
 rank0_log "$C" 1 | grep -q "yard-worker $W0: rank 0" || fail "job $C's generation 1 did not run $W0"
 rank0_log "$C" 2 | grep -q "yard-worker 8.0.0-w: rank 0" || fail "job $C's generation 2 did not run 8.0.0-w"
 { rank0_log "$C" 1; rank0_log "$C" 2; } >"$T/rank0"

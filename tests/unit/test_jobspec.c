@@ -60,6 +60,8 @@ static void test_defaults_are_a_small_valid_trainer_job(void **state)
 	assert_int_equal(spec.checkpoint.every_steps, 0);
 	assert_int_equal(spec.checkpoint.keep, 3);
 	assert_string_equal(spec.checkpoint.store, "controller");
+	assert_int_equal(spec.checkpoint.before_restart_s, -1); /* not set */
+	assert_int_equal(jobspec_before_restart_s(&spec), 30);
 	assert_int_equal(spec.failure.max_restarts, 3);
 	assert_int_equal(spec.failure.straggler_policy, JOBSPEC_STRAGGLER_REPORT);
 	assert_true(spec.failure.stop_on_disconnect_s == 0);
@@ -73,6 +75,8 @@ static void test_defaults_are_a_small_valid_trainer_job(void **state)
 		assert_null(json_object_get(failure, "stop_on_disconnect_s"));
 		assert_null(json_object_get(failure, "first_step_timeout_s"));
 		assert_null(json_object_get(json_object_get(failure, "straggler"), "persist_s"));
+		assert_null(
+		    json_object_get(json_object_get(normal, "checkpoint"), "before_restart_s"));
 		json_decref(normal);
 	}
 	assert_int_equal(spec.debug.slow_rank, -1);
@@ -141,7 +145,8 @@ static void test_round_trip(void **state)
 	    " \"parallel\": {\"dp\": 2, \"tp\": 2, \"pp\": 3, \"schedule\": \"interleaved\","
 	    "  \"virtual_stages\": 2, \"micro_batches\": 6},"
 	    " \"resources\": {\"device\": \"cuda\", \"memory_mb\": 8000},"
-	    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2, \"store\": \"dir:/mnt/ckpt\"},"
+	    " \"checkpoint\": {\"every_steps\": 50, \"keep\": 2, \"store\": \"dir:/mnt/ckpt\","
+	    "  \"before_restart_s\": 0},"
 	    " \"failure\": {\"max_restarts\": 0, \"hang_timeout_s\": 5, \"first_step_timeout_s\": "
 	    "600,"
 	    "  \"stop_on_disconnect_s\": 1.5, \"allow_shrink_dp\": true,"
@@ -296,6 +301,12 @@ static const struct bad_spec bad_specs[] = {
     {"{\"name\": \"n\", \"checkpoint\": {\"every\": 5}}", "checkpoint.every"},
     {"{\"name\": \"n\", \"checkpoint\": {\"every_steps\": -1}}", "checkpoint.every_steps"},
     {"{\"name\": \"n\", \"checkpoint\": {\"keep\": 0}}", "checkpoint.keep"},
+    {"{\"name\": \"n\", \"checkpoint\": {\"before_restart_s\": -1}}",
+     "checkpoint.before_restart_s"},
+    {"{\"name\": \"n\", \"checkpoint\": {\"before_restart_s\": 3601}}",
+     "checkpoint.before_restart_s"},
+    {"{\"name\": \"n\", \"checkpoint\": {\"before_restart_s\": \"30\"}}",
+     "checkpoint.before_restart_s"},
     {"{\"name\": \"n\", \"checkpoint\": {\"store\": \"s3://b\"}}", "checkpoint.store"},
     {"{\"name\": \"n\", \"checkpoint\": {\"store\": \"dir:relative\"}}", "checkpoint.store"},
     /* failure */

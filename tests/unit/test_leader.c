@@ -94,6 +94,9 @@ static const char *job_state(struct sched_world *w, const char *id)
 	return state;
 }
 
+/* the commands of the last answer heartbeat() got */
+static json_t *last_commands;
+
 /* A heartbeat from node with the given ranks report (JSON array text); returns desired. */
 static json_t *heartbeat(struct sched_world *w, const char *node, const char *ranks)
 {
@@ -105,8 +108,27 @@ static json_t *heartbeat(struct sched_world *w, const char *node, const char *ra
 	json_decref(b);
 	assert_non_null(answer);
 	json_t *desired = json_incref(json_object_get(answer, "desired"));
+	json_decref(last_commands);
+	last_commands = json_incref(json_object_get(answer, "commands"));
 	json_decref(answer);
 	return desired;
+}
+
+/* The request number of the "checkpoint" command for job j-000001's generation gen in the last
+ * heartbeat answer, 0 when it has none. */
+static int64_t checkpoint_asked(int64_t gen)
+{
+	size_t i;
+	json_t *cmd;
+	json_array_foreach(last_commands, i, cmd)
+	{
+		if (strcmp(json_string_value(json_object_get(cmd, "op")), "checkpoint") != 0)
+			continue;
+		assert_string_equal(json_string_value(json_object_get(cmd, "job")), "j-000001");
+		if (json_integer_value(json_object_get(cmd, "generation")) == gen)
+			return json_integer_value(json_object_get(cmd, "request"));
+	}
+	return 0;
 }
 
 static const char *env_of(const json_t *desired, size_t i, const char *key)
@@ -1276,14 +1298,18 @@ static void test_straggler_report_and_recovery(void **state)
 static void test_straggler_replace_moves_and_is_capped(void **state)
 {
 	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_replaceXXXXXX", spec[1024], path[256];
+	assert_non_null(mkdtemp(dir));
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
-	assert_int_equal(apply(w, "job.submit",
-	                       "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"parallel\":{\"dp\":4},"
-	                       "\"failure\":{\"max_restarts\":0,\"straggler\":{\"policy\":"
-	                       "\"replace\",\"windows\":3,\"window_steps\":10,"
-	                       "\"persist_s\":0,\"max_replacements\":1}}}}"),
-	                 201);
+	snprintf(spec, sizeof spec,
+	         "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"parallel\":{\"dp\":4},"
+	         "\"checkpoint\":{\"store\":\"dir:%s\"},"
+	         "\"failure\":{\"max_restarts\":0,\"straggler\":{\"policy\":"
+	         "\"replace\",\"windows\":3,\"window_steps\":10,"
+	         "\"persist_s\":0,\"max_replacements\":1}}}}",
+	         dir);
+	assert_int_equal(apply(w, "job.submit", spec), 201);
 	run(w, 100);
 	json_t *j = job(w, "j-000001");
 	assert_string_equal(json_string_value(json_object_get(
@@ -1293,8 +1319,36 @@ static void test_straggler_replace_moves_and_is_capped(void **state)
 	for (int64_t k = 0; k < 3; k++)
 		beat_windows(w, "node-a", 0, 1, 0, k, 1, 1.4);
 	run(w, 300);
+	/* the ranks, at step 30 with no checkpoint yet, are asked for one first: node-a's
+	 * answers carry the request until it is complete, and the job keeps running */
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_non_null(
+	    strstr(events_of(w, "j-000001", "job.waiting"), "its restart waits for a checkpoint"));
+	beat_windows(w, "node-a", 0, 1, 2, 2, 1, 1.4);
+	int64_t request = checkpoint_asked(1);
+	assert_true(request > 0);
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(checkpoint_asked(1), 0); /* node-b runs none of it */
+	for (int i = 0; i < 10; i++) {            /* 5 s, within before_restart_s (30 by default) */
+		beat_windows(w, "node-a", 0, 1, 2, 2, 1, 1.4);
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 500);
+	}
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	snprintf(path, sizeof path,
+	         "mkdir -p %s/j-000001/step-00000031 && touch "
+	         "%s/j-000001/step-00000031/MANIFEST",
+	         dir, dir);
+	assert_int_equal(system(path), 0);
+	beat_windows(w, "node-a", 0, 1, 2, 2, 1, 1.4);
+	assert_int_equal(checkpoint_asked(1), request); /* the same request until it is over */
+	run(w, 300);
 	/* node-a cordoned, the job restarting without counting a failure restart */
 	assert_string_equal(job_state(w, "j-000001"), "restarting");
+	assert_non_null(
+	    strstr(events_of(w, "j-000001", "job.replacing"), "; checkpoint step 31 saved first"));
+	beat_windows(w, "node-a", 0, 1, 2, 2, 1, 1.4);
+	assert_int_equal(checkpoint_asked(1), 0); /* over: no longer asked */
 	struct yard_err err = {0};
 	json_t *n = fsm_node_get(&w->fsm, "node-a", &err);
 	assert_true(json_is_true(json_object_get(n, "cordoned")));
@@ -1329,6 +1383,8 @@ static void test_straggler_replace_moves_and_is_capped(void **state)
 	n = fsm_node_get(&w->fsm, "node-b", &err);
 	assert_false(json_is_true(json_object_get(n, "cordoned")));
 	json_decref(n);
+	snprintf(path, sizeof path, "rm -rf %s", dir);
+	assert_int_equal(system(path), 0);
 	world_free(w);
 }
 
@@ -1544,6 +1600,70 @@ static void test_drain_moves_the_job_without_a_restart(void **state)
 	assert_false(json_is_true(json_object_get(n, "cordoned")));
 	json_decref(n);
 	world_free(w);
+}
+
+/* A drained node's trainer job is asked for a checkpoint first and restarted once
+ * checkpoint.before_restart_s has passed without one; with 0 it restarts at once, and so does a
+ * command job that does not set it (its program may not honour requests). */
+static void test_drain_waits_for_a_checkpoint_at_most_before_restart_s(void **state)
+{
+	static const struct {
+		const char *kind, *checkpoint;
+		int wait_s;
+	} cases[] = {
+	    {"\"parallel\":{\"dp\":4}", "\"every_steps\":100,\"before_restart_s\":2", 2},
+	    {"\"parallel\":{\"dp\":4}", "\"every_steps\":100,\"before_restart_s\":0", 0},
+	    {"\"command\":[\"x\"],\"ranks\":4", "\"store\":\"controller\"", 0},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		int wait_s = cases[c].wait_s;
+		struct sched_world *w = world_new();
+		char spec[512], ranks[1024] = "[";
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		snprintf(spec, sizeof spec,
+		         "{\"name\":\"d\",\"spec\":{\"name\":\"d\",%s,\"checkpoint\":{%s},"
+		         "\"failure\":{\"max_restarts\":0}}}",
+		         cases[c].kind, cases[c].checkpoint);
+		assert_int_equal(apply(w, "job.submit", spec), 201);
+		run(w, 100);
+		for (int r = 0; r < 4; r++)
+			snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
+			         "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,"
+			         "\"state\":\"running\",\"step\":12}",
+			         r ? "," : "", r);
+		strcat(ranks, "]");
+		json_decref(heartbeat(w, "node-a", ranks));
+		run(w, 100);
+		assert_int_equal(apply(w, "node.drain", "{\"id\":\"node-a\"}"), 200);
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+		if (wait_s > 0) {
+			/* at step 12 with no checkpoint: asked for one, on node-a only */
+			assert_string_equal(job_state(w, "j-000001"), "running");
+			json_decref(heartbeat(w, "node-a", ranks));
+			assert_true(checkpoint_asked(1) > 0);
+			for (int i = 0; i < 3; i++) {
+				json_decref(heartbeat(w, "node-a", ranks));
+				json_decref(heartbeat(w, "node-b", "[]"));
+				assert_int_equal(checkpoint_asked(1), 0);
+				run(w, 500);
+			}
+			assert_string_equal(job_state(w, "j-000001"), "running");
+			json_decref(heartbeat(w, "node-a", ranks));
+			json_decref(heartbeat(w, "node-b", "[]"));
+			run(w, 600);
+		}
+		assert_string_equal(job_state(w, "j-000001"), "restarting");
+		const char *said = events_of(w, "j-000001", "job.restarting");
+		assert_non_null(strstr(said, "rank 0 on node node-a: node draining"));
+		assert_true(
+		    (strstr(said, "no checkpoint newer than step -1 within 2 s of asking") !=
+		     NULL) == (wait_s > 0));
+		json_decref(heartbeat(w, "node-a", ranks));
+		assert_int_equal(checkpoint_asked(1), 0);
+		world_free(w);
+	}
 }
 
 static void test_heartbeat_logs_are_kept_once_and_read(void **state)
@@ -2219,6 +2339,7 @@ int main(void)
 	    cmocka_unit_test(test_straggler_replace_moves_and_is_capped),
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
+	    cmocka_unit_test(test_drain_waits_for_a_checkpoint_at_most_before_restart_s),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
 	    cmocka_unit_test(test_auto_job_is_planned_again_when_the_cluster_shrinks),

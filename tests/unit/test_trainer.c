@@ -69,6 +69,10 @@ struct run {
 	const char *ckpt_dir;
 	int save_at, restore, steps;
 	int expect_failure; /* run_layout leaves the failure to the test */
+	/* ask_step > 0: rank ask_rank asks for a checkpoint before that step; each rank's steps
+	 * whose loss allreduce agreed on one, and the last of them */
+	int ask_rank, ask_step;
+	int agreed[16], agreed_at[16];
 	double loss[STEPS], accuracy[STEPS], grad_norm[STEPS];
 	pthread_mutex_t lock;
 	double worst_param_diff;
@@ -200,10 +204,16 @@ static void *rank_main(void *arg)
 	}
 	while (t.step < run->steps) {
 		struct trainer_metrics m;
+		if (run->ask_step > 0 && ra->rank == run->ask_rank && t.step + 1 == run->ask_step)
+			t.checkpoint_wanted = 1;
 		if (trainer_step(&t, &m, &err) != 0) {
 			snprintf(msg, sizeof msg, "rank %d: %s", ra->rank, err.msg);
 			record_failure(run, msg);
 			goto out;
+		}
+		if (m.checkpoint_agreed) {
+			run->agreed[ra->rank]++;
+			run->agreed_at[ra->rank] = (int)m.step;
 		}
 		if (ra->rank == 0) {
 			run->loss[m.step - 1] = m.loss;
@@ -456,6 +466,27 @@ static void test_checkpoint_restore_continues_exactly(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* One rank asked for a checkpoint (a request from its agent): every rank learns it in the same
+ * step's loss allreduce, once, and the losses stay those of a run nobody asked in. */
+static void test_checkpoint_request_reaches_every_rank_at_one_step(void **state)
+{
+	struct jobspec spec = base_spec();
+	spec.parallel.dp = 2;
+	spec.parallel.tp = 2;
+	spec.parallel.pp = 2;
+	struct run whole = {0};
+	run_layout(&whole, &spec);
+	struct run asked = {.ask_rank = 6, .ask_step = 7}; /* dp 1, tp 1, stage 1 */
+	run_layout(&asked, &spec);
+	for (int r = 0; r < 8; r++) {
+		assert_int_equal(asked.agreed[r], 1);
+		assert_int_equal(asked.agreed_at[r], 7);
+		assert_int_equal(whole.agreed[r], 0);
+	}
+	for (int s = 0; s < STEPS; s++)
+		assert_true(asked.loss[s] == whole.loss[s]);
+}
+
 /* Steps from+1..STEPS of got against the uninterrupted run, each within a relative 1e-5 (what:
  * the restore, for a failure's message); returns the worst relative difference. */
 static double losses_follow(const struct run *got, const struct run *whole, int from,
@@ -629,6 +660,7 @@ int main(void)
 	    cmocka_unit_test(test_layouts_train_like_one_process_adamw),
 	    cmocka_unit_test(test_gradient_buckets_overlap_backward),
 	    cmocka_unit_test(test_checkpoint_restore_continues_exactly),
+	    cmocka_unit_test(test_checkpoint_request_reaches_every_rank_at_one_step),
 	    cmocka_unit_test(test_checkpoint_restores_into_a_smaller_dp),
 	    cmocka_unit_test(test_checkpoint_restores_into_another_layout),
 	    cmocka_unit_test(test_example_job_learns_the_synthetic_task),
