@@ -61,6 +61,7 @@ static const struct command_def commands[] = {
     {CTL_JOB_LIST, "job", "list", 0, 0, OPT_STATE | OPT_LIMIT, 0},
     {CTL_JOB_SHOW, "job", "show", 1, 1, 0, 0},
     {CTL_JOB_CANCEL, "job", "cancel", 1, 1, 0, 0},
+    {CTL_JOB_CHECKPOINT, "job", "checkpoint", 1, 1, OPT_TIMEOUT, 0},
     {CTL_JOB_DELETE, "job", "delete", 1, 1, 0, 0},
     {CTL_JOB_WAIT, "job", "wait", 1, 1, OPT_TIMEOUT, 0},
     {CTL_JOB_WATCH, "job", "watch", 1, 1, OPT_TIMEOUT, 0},
@@ -176,6 +177,11 @@ const char *ctl_usage(void)
 	       "state\n"
 	       "  job show ID                            one job with its normalized spec\n"
 	       "  job cancel ID                          cancel a job\n"
+	       "  job checkpoint ID [--timeout S]        the job's ranks save a checkpoint now;\n"
+	       "                                         waits until it is complete (120 s)\n"
+	       "  node drain NAME                        cordon, and move its running jobs to\n"
+	       "                                         other nodes (their ranks save a\n"
+	       "                                         checkpoint first); draining, drained\n"
 	       "  job delete ID                          delete an ended job with its "
 	       "checkpoints\n"
 	       "  job wait ID [--timeout S]              wait until the job ends: exit 0 if it\n"
@@ -191,9 +197,7 @@ const char *ctl_usage(void)
 	       "  node show NAME                         one node with its devices and ranks\n"
 	       "  node cordon NAME                       no new ranks on the node\n"
 	       "  node uncordon NAME                     allow ranks again (ends a drain)\n"
-	       "  node drain NAME                        cordon, and move its running jobs to\n"
-	       "                                         other nodes (restart from their newest\n"
-	       "                                         checkpoint); draining, then drained\n"
+
 	       "  plan FILE [--limit N]                  rank the layouts of a job spec for this\n"
 	       "                                         cluster's measured devices (best 10)\n"
 	       "  events [--job ID] [--after SEQ] [--limit N]\n"
@@ -654,6 +658,7 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 		return 0;
 	case CTL_JOB_SHOW:
 	case CTL_JOB_CANCEL:
+	case CTL_JOB_CHECKPOINT:
 	case CTL_JOB_DELETE:
 	case CTL_JOB_WAIT:
 	case CTL_JOB_WATCH:

@@ -686,10 +686,108 @@ static int cmd_job_delete(struct ctl *x)
 	return request(x, WRITE, "DELETE", path, NULL, show_deleted, NULL);
 }
 
+/* One GET of a polling loop: 0 with *r (status 200) to read and free; 1 after a failure to
+ * reach the cluster the loop may wait out (retry: up to WAIT_TRANSPORT_FAILURES_MAX in a row,
+ * counted in *failures); -1 once the loop must end, said (an error answer, or those failures). */
+static int poll_get(struct ctl *x, const char *path, int retry, int *failures,
+                    struct ctl_response *r)
+{
+	struct yard_err err = {0};
+	if (ctl_client_request(&x->client, "GET", path, NULL, NULL, r, &err) != 0) {
+		if (!retry || ++*failures >= WAIT_TRANSPORT_FAILURES_MAX) {
+			fail(x, "%s", err.msg);
+			return -1;
+		}
+		return 1;
+	}
+	if (r->status != 200) {
+		char what[1024];
+		ctl_response_describe(r, what, sizeof what);
+		ctl_response_free(r);
+		fail(x, "%s", what);
+		return -1;
+	}
+	*failures = 0;
+	return 0;
+}
+
 static int is_terminal(const char *state)
 {
 	return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
 	                 strcmp(state, "cancelled") == 0);
+}
+
+#define CHECKPOINT_WAIT_S 120 /* job checkpoint's --timeout when none is given */
+
+/* `job checkpoint ID [--timeout S]`: asks the job's ranks for a checkpoint now (POST
+ * /v1/jobs/ID/checkpoint), then polls the job until its "checkpoint_request" shows a complete
+ * checkpoint newer than the newest at the request, the job leaves that generation, or
+ * --timeout (default CHECKPOINT_WAIT_S) passes. */
+static int cmd_job_checkpoint(struct ctl *x)
+{
+	const struct ctl_args *a = &x->args;
+	const char *id = a->operand[0];
+	char path[128];
+	struct ctl_response r;
+	snprintf(path, sizeof path, "/v1/jobs/%s/checkpoint", id);
+	if (write_call(x, "POST", path, "{}", &r) != 0)
+		return EXIT_FAILURE;
+	json_int_t generation = json_integer_value(json_object_get(r.json, "generation"));
+	json_int_t request = json_integer_value(json_object_get(r.json, "request"));
+	json_int_t after = json_integer_value(json_object_get(r.json, "newest_step"));
+	json_int_t step = json_integer_value(json_object_get(r.json, "step"));
+	ctl_response_free(&r);
+	if (a->output != CTL_OUTPUT_JSON)
+		fprintf(stderr,
+		        "job %s (generation %lld, at step %lld): its ranks are asked for a "
+		        "checkpoint (request %lld); newest complete before: step %lld\n",
+		        id, (long long)generation, (long long)step, (long long)request,
+		        (long long)after);
+	double timeout_s = a->timeout_s > 0 ? a->timeout_s : CHECKPOINT_WAIT_S;
+	uint64_t deadline = yard_now_mono_ms() + (uint64_t)(timeout_s * 1000);
+	snprintf(path, sizeof path, "/v1/jobs/%s", id);
+	for (int failures = 0;;) {
+		int got = poll_get(x, path, 1, &failures, &r);
+		if (got < 0)
+			return EXIT_FAILURE;
+		if (got == 0) {
+			const json_t *asked = json_object_get(r.json, "checkpoint_request");
+			json_int_t newest =
+			    json_integer_value(json_object_get(asked, "newest_step"));
+			json_int_t gen = json_integer_value(json_object_get(r.json, "generation"));
+			char state[16];
+			snprintf(state, sizeof state, "%s",
+			         str(r.json, "state") ? str(r.json, "state") : "?");
+			ctl_response_free(&r);
+			if (asked != NULL && newest > after) {
+				if (a->output == CTL_OUTPUT_JSON)
+					printf("{\"id\": \"%s\", \"generation\": %lld, "
+					       "\"request\": %lld, "
+					       "\"step\": %lld}\n",
+					       id, (long long)generation, (long long)request,
+					       (long long)newest);
+				else
+					printf("checkpoint step %lld of job %s complete\n",
+					       (long long)newest, id);
+				return 0;
+			}
+			if (gen != generation || strcmp(state, "running") != 0)
+				return fail(
+				    x,
+				    "job %s is %s at generation %lld: generation %lld ended "
+				    "before a checkpoint newer than step %lld was complete",
+				    id, state, (long long)gen, (long long)generation,
+				    (long long)after);
+		}
+		uint64_t now = yard_now_mono_ms();
+		if (now >= deadline)
+			return fail(
+			    x,
+			    "timed out after %g s: job %s has no complete checkpoint newer than "
+			    "step %lld yet",
+			    timeout_s, id, (long long)after);
+		yard_sleep_ms(YARD_MIN((uint64_t)WAIT_POLL_MS / 4, deadline - now));
+	}
 }
 
 /* One progress line for `job watch`: a bar of train.steps, step, loss and an ETA from the
@@ -1956,19 +2054,12 @@ static int cmd_rollout_status(struct ctl *x)
 	snprintf(path, sizeof path, "/v1/rollouts/%s", a->operand[0]);
 	for (;;) {
 		struct ctl_response r;
-		struct yard_err err = {0};
-		if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0) {
-			if (!a->watch || ++transport_failures >= WAIT_TRANSPORT_FAILURES_MAX)
-				return fail(x, "%s", err.msg);
-		} else if (r.status != 200) {
-			char what[1024];
-			ctl_response_describe(&r, what, sizeof what);
-			ctl_response_free(&r);
-			return fail(x, "%s", what);
-		} else {
+		int got = poll_get(x, path, a->watch, &transport_failures, &r);
+		if (got < 0)
+			return EXIT_FAILURE;
+		if (got == 0) {
 			const char *state = str(r.json, "state");
 			int done = rollout_terminal(state);
-			transport_failures = 0;
 			if (a->output == CTL_OUTPUT_JSON) {
 				if (!a->watch || done)
 					print_json(&r);
@@ -2131,6 +2222,9 @@ int main(int argc, char **argv)
 		break;
 	case CTL_JOB_CANCEL:
 		rc = cmd_job_cancel(&x);
+		break;
+	case CTL_JOB_CHECKPOINT:
+		rc = cmd_job_checkpoint(&x);
 		break;
 	case CTL_JOB_DELETE:
 		rc = cmd_job_delete(&x);

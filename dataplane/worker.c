@@ -77,9 +77,9 @@ struct checkpoint_requests {
 	long long seen;   /* the highest number read */
 };
 
-/* Whether the file holds a number above every one read before (the first read of the file,
- * at the rank's start, sets the baseline and asks for nothing). */
-static int checkpoint_requested(struct checkpoint_requests *q, int first)
+/* Whether the file holds a number above every one read before. The file is the generation's
+ * own, so a request already there when the rank starts (made while it was restoring) counts. */
+static int checkpoint_requested(struct checkpoint_requests *q)
 {
 	struct stat st;
 	if (q->path == NULL || stat(q->path, &st) != 0)
@@ -98,7 +98,7 @@ static int checkpoint_requested(struct checkpoint_requests *q, int first)
 	if (n <= q->seen)
 		return 0;
 	q->seen = n;
-	return !first;
+	return 1;
 }
 
 /* `yard-worker --probe [--devices N] [--budget-ms MS]`: the node measurements for the planner
@@ -337,10 +337,9 @@ int main(int argc, char **argv)
 	                                       .seen = -1};
 	if (ckpt_dir == NULL)
 		requests.path = NULL; /* nowhere to save one */
-	checkpoint_requested(&requests, 1);
 	while (t.step < steps) {
 		int64_t next = t.step + 1;
-		if (checkpoint_requested(&requests, 0)) {
+		if (checkpoint_requested(&requests)) {
 			log_info("rank %d: checkpoint request %lld: the ranks save the first step "
 			         "from %lld whose loss allreduce carries it",
 			         rank, requests.seen, (long long)next);

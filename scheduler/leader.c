@@ -240,6 +240,9 @@ struct soft_job {
 	int64_t ckpt_request, ckpt_after;
 	uint64_t ckpt_asked_ms;
 	int64_t ckpt_done_gen;
+	/* a request made through the API (sched_checkpoint_now): its nodes' answers carry it
+	 * until this (mono ms; 0: none) */
+	uint64_t ckpt_manual_until_ms;
 };
 
 /* What a pass over the queue reads of a soft job, in an array beside the jobs (keys[k]
@@ -2369,13 +2372,33 @@ static void node_ask_checkpoint(struct sched *s, const char *node, const struct 
 	node_nudge(s, node);
 }
 
+/* Whether job j's ranks are being asked for checkpoint request j->ckpt_request: a planned
+ * restart waits for it, or the API asked and its time is not over. */
+static int ckpt_asking(struct sched *s, const struct soft_job *j)
+{
+	return j->ckpt_asked_ms != 0 || mono_now(s) < j->ckpt_manual_until_ms;
+}
+
+/* A new checkpoint request for the ranks of j's generation: a number above every earlier one
+ * (the leader's wall clock in ms, so also above a former leader's), carried to every node of
+ * layout (node_ask_checkpoint). */
+static void ckpt_ask(struct sched *s, struct soft_job *j, const json_t *layout)
+{
+	int64_t wall = wall_now(s);
+	j->ckpt_request = wall > j->ckpt_request ? wall : j->ckpt_request + 1;
+	size_t i;
+	json_t *slot;
+	json_array_foreach(layout, i, slot)
+	    node_ask_checkpoint(s, json_string_value(json_object_get(slot, "node")), j);
+}
+
 /* The node's checkpoint requests still wanted, as heartbeat commands; the others are dropped. */
 static void checkpoint_commands(struct sched *s, struct soft_node *n, json_t *commands)
 {
 	for (int i = 0; i < n->n_asks;) {
 		const struct ckpt_ask *ask = &n->asks[i];
 		const struct soft_job *j = job_find(s, ask->job);
-		if (j == NULL || j->ckpt_asked_ms == 0 || j->generation != ask->generation ||
+		if (j == NULL || !ckpt_asking(s, j) || j->generation != ask->generation ||
 		    j->ckpt_request != ask->request) {
 			memmove(&n->asks[i], &n->asks[i + 1],
 			        (size_t)(n->n_asks - i - 1) * sizeof n->asks[0]);
@@ -2425,14 +2448,9 @@ static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *l
 			j->ckpt_done_gen = j->generation; /* nothing newer to save */
 			return 1;
 		}
-		int64_t wall = wall_now(s);
-		j->ckpt_request = wall > j->ckpt_request ? wall : j->ckpt_request + 1;
 		j->ckpt_after = newest;
 		j->ckpt_asked_ms = now > 0 ? now : 1;
-		size_t i;
-		json_t *slot;
-		json_array_foreach(layout, i, slot)
-		    node_ask_checkpoint(s, json_string_value(json_object_get(slot, "node")), j);
+		ckpt_ask(s, j, layout);
 		log_info("scheduler: job %s generation %lld: asked for a checkpoint before its "
 		         "restart (%s); newest complete: step %lld, reported: step %lld",
 		         j->id, (long long)j->generation, reason, (long long)newest,
@@ -2784,7 +2802,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 				j->phase_since_ms = now;
 				j->noted_waiting = j->noted_running = j->noted_progress =
 				    j->stopped = 0;
-				j->ckpt_asked_ms = 0;
+				j->ckpt_asked_ms = j->ckpt_manual_until_ms = 0;
 				j->position = 0;
 				j->reason[0] = '\0';
 				straggler_reset(j);
@@ -4149,6 +4167,56 @@ static void queue_ranks(struct sched *s)
 	s->ranks_pass = s->pass_seq;
 }
 
+#define CKPT_MANUAL_ASK_MS 600000 /* an API request rides on heartbeat answers this long */
+
+json_t *sched_checkpoint_now(struct sched *s, const char *id, const char *actor, const char *role,
+                             struct yard_err *err)
+{
+	if (!s->leading) {
+		yard_err_set(err, YARD_ENOTLEADER, "not the leader: ask the leader");
+		return NULL;
+	}
+	json_t *row = fsm_job_get(s->fsm, id, err);
+	if (row == NULL)
+		return NULL;
+	const char *owner = json_string_value(json_object_get(row, "actor"));
+	const char *state = json_string_value(json_object_get(row, "state"));
+	int64_t generation = json_integer_value(json_object_get(row, "generation"));
+	struct soft_job *j = job_find(s, id);
+	int refused = 1;
+	if (strcmp(role, "user") == 0 && owner != NULL && strcmp(owner, actor) != 0)
+		yard_err_set(err, YARD_EPERM,
+		             "job %s belongs to %s; a user may checkpoint only their own jobs", id,
+		             owner);
+	else if (state == NULL || strcmp(state, "running") != 0)
+		yard_err_set(err, YARD_EBUSY,
+		             "job %s is %s: only the ranks of a running job can save a checkpoint",
+		             id, state ? state : "?");
+	else if (j == NULL || key_of(s, j)->kind != JK_RUNNING || j->generation != generation)
+		yard_err_set(err, YARD_EBUSY,
+		             "job %s: the scheduler has not taken in its generation %lld yet; ask "
+		             "again",
+		             id, (long long)generation);
+	else
+		refused = 0;
+	json_decref(row);
+	if (refused)
+		return NULL;
+	if (j->layout == NULL)
+		j->layout = fsm_job_layout(s->fsm, j->id);
+	if (!ckpt_asking(s, j) || j->ckpt_asked_ms == 0)
+		j->ckpt_after = job_newest_checkpoint(s, j);
+	ckpt_ask(s, j, j->layout);
+	j->ckpt_manual_until_ms = mono_now(s) + CKPT_MANUAL_ASK_MS;
+	log_info("scheduler: job %s generation %lld: %s asks its ranks for a checkpoint (request "
+	         "%lld); reported step %lld, newest complete step %lld",
+	         j->id, (long long)j->generation, actor, (long long)j->ckpt_request,
+	         (long long)j->step, (long long)j->ckpt_after);
+	return json_pack("{s:s,s:I,s:I,s:I,s:I}", "id", j->id, "generation",
+	                 (json_int_t)j->generation, "request", (json_int_t)j->ckpt_request, "step",
+	                 (json_int_t)j->step, "newest_step", (json_int_t)j->ckpt_after);
+}
+
 void sched_overlay_job(struct sched *s, json_t *job)
 {
 	if (!s->leading)
@@ -4184,6 +4252,13 @@ void sched_overlay_job(struct sched *s, json_t *job)
 		json_object_set_new(job, "step", json_integer(j->step));
 	if (j->has_loss)
 		json_object_set_new(job, "loss", json_real(j->loss));
+	if (ckpt_asking(s, j))
+		json_object_set_new(job, "checkpoint_request",
+		                    json_pack("{s:I,s:I,s:I,s:b}", "request",
+		                              (json_int_t)j->ckpt_request, "after_step",
+		                              (json_int_t)j->ckpt_after, "newest_step",
+		                              (json_int_t)job_newest_checkpoint(s, j),
+		                              "restart_waits", j->ckpt_asked_ms != 0));
 	/* the reports of the nodes of its layout, each node once: not a scan of every node's
 	 * reports, which made a job list on a cluster of thousands of nodes stall the leader */
 	if (j->layout == NULL)

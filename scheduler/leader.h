@@ -135,6 +135,15 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
  * (per-rank pid, state, step); a node gets "last_heartbeat_ms_ago", "ranks" and
  * "free_devices". Without soft state (a follower, or nothing heard) objects are unchanged. */
 void sched_overlay_job(struct sched *s, json_t *job);
+/* POST /v1/jobs/ID/checkpoint: asks the ranks of running job id for a checkpoint now, as a
+ * planned restart does but without one (a user only of their own jobs: actor, role). The
+ * answer: {"id", "generation", "request", "step" (the latest reported, -1: none yet),
+ * "newest_step" (the newest complete checkpoint when asked, -1: none)}; while the request
+ * rides on heartbeat answers (10 minutes) the job's overlay shows "checkpoint_request" with
+ * its newest complete step. NULL with err: ENOTFOUND, EPERM, EBUSY (not running),
+ * ENOTLEADER. */
+json_t *sched_checkpoint_now(struct sched *s, const char *id, const char *actor, const char *role,
+                             struct yard_err *err);
 /* The job's per-step history ({"job", "generation", "steps": [...]}, scheduler/history.h),
  * empty steps when none was recorded; NULL when this member is not the leader (followers
  * keep no soft state). batch_size > 0 adds samples_per_s. */

@@ -451,6 +451,22 @@ static void h_jobs_metrics(struct call *call)
 	call_json(call, 200, doc);
 }
 
+/* POST /v1/jobs/{id}/checkpoint: the ranks save a checkpoint now (sched_checkpoint_now). */
+static void h_jobs_checkpoint(struct call *call)
+{
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "checkpoint: this controller runs no scheduler");
+		return;
+	}
+	struct yard_err err = {0};
+	json_t *answer =
+	    sched_checkpoint_now(call->s->sched, call->params[0], call->actor, call->role, &err);
+	if (answer == NULL)
+		call_yard_error(call, &err);
+	else
+		call_json(call, 200, answer);
+}
+
 static void h_jobs_cancel(struct call *call)
 {
 	call_submit(call, "job.cancel", json_pack("{s:s}", "id", call->params[0]),
@@ -838,6 +854,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/jobs/*", ROLES_JOBS, ROUTE_READ, h_jobs_get, NULL},
     {"DELETE", "/v1/jobs/*", ROLES_JOBS, ROUTE_WRITE, h_jobs_delete, NULL},
     {"POST", "/v1/jobs/*/cancel", ROLES_JOBS, ROUTE_WRITE, h_jobs_cancel, NULL},
+    {"POST", "/v1/jobs/*/checkpoint", ROLES_JOBS, ROUTE_WRITE, h_jobs_checkpoint, NULL},
     {"GET", "/v1/jobs/*/metrics", ROLES_JOBS, ROUTE_READ, h_jobs_metrics, "after limit"},
     {"GET", "/v1/jobs/*/logs", ROLES_JOBS, ROUTE_READ, h_jobs_logs,
      "rank generation offset max_bytes"},

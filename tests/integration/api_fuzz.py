@@ -45,6 +45,7 @@ def routes(ids):
         ("POST", "/v1/jobs", "user", spec),
         ("POST", "/v1/plan", "user", dict(spec, parallel="auto")),
         ("POST", "/v1/jobs/%s/cancel" % job, "user", None),
+        ("POST", "/v1/jobs/%s/checkpoint" % job, "user", None),
         ("DELETE", "/v1/jobs/j-999999", "user", None),  # not the job the others use
         ("GET", "/v1/jobs?state=pending&limit=5", "user", None),
         ("GET", "/v1/jobs/%s" % job, "user", None),

@@ -60,6 +60,7 @@ ROUTES=(
 	"GET /v1/jobs - admin,operator,user"
 	"GET /v1/jobs/j-000001 - admin,operator,user"
 	"POST /v1/jobs/j-000099/cancel - admin,operator,user"
+	"POST /v1/jobs/j-000099/checkpoint - admin,operator,user"
 	"DELETE /v1/jobs/j-000099 - admin,operator,user"
 	"POST /v1/plan {} admin,operator,user"
 	"GET /v1/events - admin,operator,security"
@@ -207,6 +208,12 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer 
 [ "$code" = 403 ] || fail "user cancelling admin's job: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/$uj/cancel")
 [ "$code" = 200 ] || fail "user cancelling own job $uj: $code"
+# and ask only their own jobs for a checkpoint (another's: 403; a pending one: 409 naming why)
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/j-000001/checkpoint")
+[ "$code" = 403 ] || fail "user asking admin's job for a checkpoint: $code"
+call POST 1 /v1/jobs/j-000001/checkpoint
+[ "$CODE" = 409 ] && echo "$BODY" | grep -q "job j-000001 is pending: only the ranks of a running job can save a checkpoint" ||
+	fail "checkpoint of a pending job: $CODE $BODY"
 # and delete only their own ended jobs
 code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/j-000001")
 [ "$code" = 403 ] || fail "user deleting admin's job: $code"

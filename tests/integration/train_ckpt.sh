@@ -3,7 +3,7 @@
 # 3 crashes (debug hook, abort) at step 11, yard-run names it and stops the others; resuming
 # gives steps 11-20 equal to the uninterrupted run, also in another layout (tp 2 x pp 2 with 2
 # micro-batches: the shards are resharded). A flipped byte in one shard makes the next resume
-# fail naming that shard.
+# fail naming that shard. A checkpoint request there at the start is saved at step 1.
 . "$(dirname "$0")/train_lib.sh"
 write_job whole
 write_job crash '{"parallel": {"dp": 2, "pp": 2}, "checkpoint": {"every_steps": 10, "keep": 2}, "debug": {"crash_rank": 3, "crash_at_step": 11}}'
@@ -49,3 +49,15 @@ set -e
 [ "$rc" != 0 ] || fail "a corrupt shard was accepted"
 grep -q "rank-00002.shard: checksum mismatch" "$work/corrupt.err" || fail "corrupt shard not named: $(tail -5 "$work/corrupt.err")"
 echo "ok: corrupt shard detected and named"
+# a checkpoint request (the agent's YARD_CHECKPOINT_REQUEST file) that is there when the ranks
+# start (the agent wrote it while they were restoring) is honoured at the first step, by every
+# rank; checkpoint.every_steps 0 saves nothing else
+write_job asked '{"checkpoint": {"every_steps": 0}}'
+echo 7 >"$work/request"
+# shellcheck disable=SC2086
+YARD_CHECKPOINT_REQUEST="$work/request" "$build/yard-run" "$work/asked.json" $layout --ckpt-dir "$work/ck-asked" >/dev/null 2>"$work/asked.err" ||
+	fail "asked run: $(tail -3 "$work/asked.err")"
+[ "$(ls "$work/ck-asked")" = step-00000001 ] && [ -f "$work/ck-asked/step-00000001/MANIFEST" ] ||
+	fail "the request did not give exactly a checkpoint at step 1: $(ls "$work/ck-asked")"
+[ "$(grep -c "checkpoint request 7: the ranks save" "$work/asked.err")" = 4 ] || fail "not every rank read the request: $(grep -i request "$work/asked.err")"
+echo "ok: a checkpoint request is saved at the first step by all 4 ranks"

@@ -7,7 +7,8 @@
 # the job is restarted on the other node (not counted) from that checkpoint, not from step 0,
 # says so in its events, and trains like an uninterrupted yard-run of the same spec (the same
 # layout: losses within 1e-5 for 100 steps after the restore). Without the request the
-# restart would start over at step 0 (no checkpoint exists).
+# restart would start over at step 0 (no checkpoint exists). Then `yardctl job checkpoint`
+# has generation 2 save one without a restart, and refuses unknown and finished jobs.
 # DRAIN_STORE=controller (train_drain_controller.sh): the same with the "controller" store,
 # whose checkpoint is complete once the draining node's agent has uploaded its 4 shards.
 . "$(dirname "$0")/lib.sh"
@@ -58,7 +59,28 @@ step_at_least() { [ "$(job_field 1 "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/nu
 wait_until 60 step_at_least 50 || fail "job did not reach step 50: $(job_field 1 "$J" '')"
 note "job $J runs on $victim at step $(job_field 1 "$J" '["step"]'), no checkpoint yet; draining $victim"
 yardctl node drain "$victim" >/dev/null || fail "node drain"
+
+# `yardctl job checkpoint`: generation 2's ranks save one now (no restart), and it says which
+gen2_running() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" 'd["state"], d["generation"], d.get("step", -1) >= 0')" = "('running', 2, True)" ]; }
+wait_until 60 gen2_running || fail "generation 2 does not run: $BODY $(events_of 1 "$J")"
+out=$(yardctl job checkpoint "$J" --timeout 60 2>"$T/ckpt.err") || fail "job checkpoint: $(cat "$T/ckpt.err")"
+now_step=$(sed -n "s/^checkpoint step \([0-9]*\) of job $J complete$/\1/p" <<<"$out")
+[ -n "$now_step" ] || fail "job checkpoint said: $out"
+grep -q "^job $J (generation 2, at step [0-9]*): its ranks are asked for a checkpoint (request [0-9]*); newest complete before: step [0-9]*$" "$T/ckpt.err" ||
+	fail "job checkpoint said on stderr: $(cat "$T/ckpt.err")"
+if [ "$store" = dir ]; then
+	[ -e "$T/ckpt/$J/step-$(printf %08d "$now_step")/MANIFEST" ] || fail "no checkpoint step $now_step in $T/ckpt/$J: $(ls "$T/ckpt/$J")"
+else
+	store_ckpt_at_least 1 "$J" "$now_step" || fail "the controller has no complete checkpoint step $now_step: $BODY"
+fi
+[ "$(job_field 1 "$J" '["generation"]')" = 2 ] || fail "job checkpoint restarted the job"
+note "yardctl job checkpoint: generation 2 saved step $now_step"
+yardctl job checkpoint j-999999 2>"$T/err" && fail "checkpoint of an unknown job succeeded"
+grep -q "404.*j-999999" "$T/err" || fail "unknown job: $(cat "$T/err")"
+
 wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed after the drain: $(events_of 1 "$J")"
+yardctl job checkpoint "$J" 2>"$T/err" && fail "checkpoint of a finished job succeeded"
+grep -q "409.*job $J is succeeded: only the ranks of a running job can save a checkpoint" "$T/err" || fail "finished job: $(cat "$T/err")"
 get 1 "/v1/jobs/$J"
 [ "$(jget "$BODY" 'd["generation"], d["restarts"]')" = "(2, 0)" ] || fail "generation / restarts: $BODY"
 [ "$(jget "$BODY" 'set(s["node"] for s in d["layout"]) == {"'"$other"'"}')" = True ] || fail "not moved to $other: $BODY"
@@ -70,6 +92,7 @@ saved=$(sed -n "s/^job.restarting: .*node $victim: node draining; checkpoint ste
 [ -n "$saved" ] && [ "$saved" -ge 50 ] || fail "the drain's restart does not name a checkpoint saved for it"
 restored=$(sed -n 's/^job.placed: .*re-placed (generation 2).*restoring from checkpoint step \([0-9]*\).*/\1/p' <<<"$events")
 [ "$restored" = "$saved" ] || fail "generation 2 restored step '$restored', not the saved $saved"
+[ "$now_step" -gt "$saved" ] || fail "job checkpoint's step $now_step is not past the restored $saved"
 # the request went through the agent to every rank, and the ranks saved that step
 for r in 0 1 2 3; do
 	grep -q "checkpoint request [0-9]*: the ranks save the first step" "$T/agent-$victim/jobs/$J/rank-$r.gen-1.log" ||

@@ -1666,6 +1666,83 @@ static void test_drain_waits_for_a_checkpoint_at_most_before_restart_s(void **st
 	}
 }
 
+/* POST /v1/jobs/ID/checkpoint (sched_checkpoint_now): a running job's nodes carry the request,
+ * with no restart, and the job's overlay shows when a newer checkpoint is complete; a job that
+ * is not running, another user's job and an unknown one are refused, naming why. */
+static void test_checkpoint_now_asks_a_running_job(void **state)
+{
+	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_nowXXXXXX", spec[512], cmd[300];
+	struct yard_err err = {0};
+	assert_non_null(mkdtemp(dir));
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	snprintf(spec, sizeof spec,
+	         "{\"name\":\"n\",\"spec\":{\"name\":\"n\",\"parallel\":{\"dp\":4},"
+	         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
+	         dir);
+	assert_int_equal(apply(w, "job.submit", spec), 201);
+	assert_null(sched_checkpoint_now(w->sched, "j-000001", "test", "user", &err));
+	assert_int_equal(err.code, YARD_EBUSY);
+	assert_string_equal(err.msg, "job j-000001 is pending: only the ranks of a running job can "
+	                             "save a checkpoint");
+	run(w, 100);
+	const char *ranks = "[{\"job\":\"j-000001\",\"rank\":0,\"generation\":1,\"state\":"
+	                    "\"running\",\"step\":12}]";
+	json_decref(heartbeat(w, "node-a", ranks));
+	run(w, 100);
+	memset(&err, 0, sizeof err);
+	assert_null(sched_checkpoint_now(w->sched, "j-000001", "mallory", "user", &err));
+	assert_int_equal(err.code, YARD_EPERM);
+	assert_string_equal(
+	    err.msg, "job j-000001 belongs to test; a user may checkpoint only their own jobs");
+	memset(&err, 0, sizeof err);
+	assert_null(sched_checkpoint_now(w->sched, "j-000404", "test", "admin", &err));
+	assert_int_equal(err.code, YARD_ENOTFOUND);
+	assert_int_equal(checkpoint_asked(1), 0);
+	json_t *answer = sched_checkpoint_now(w->sched, "j-000001", "test", "user", &err);
+	assert_non_null(answer);
+	int64_t request = json_integer_value(json_object_get(answer, "request"));
+	assert_true(request > 0);
+	assert_int_equal(json_integer_value(json_object_get(answer, "generation")), 1);
+	assert_int_equal(json_integer_value(json_object_get(answer, "step")), 12);
+	assert_int_equal(json_integer_value(json_object_get(answer, "newest_step")), -1);
+	json_decref(answer);
+	json_decref(heartbeat(w, "node-a", ranks));
+	assert_int_equal(checkpoint_asked(1), request);
+	/* the overlay: asked after step -1, none newer yet; then step 13 is complete */
+	for (int complete = 0; complete < 2; complete++) {
+		json_t *j = job(w, "j-000001");
+		sched_overlay_job(w->sched, j);
+		const json_t *asked = json_object_get(j, "checkpoint_request");
+		assert_non_null(asked);
+		assert_int_equal(json_integer_value(json_object_get(asked, "request")), request);
+		assert_int_equal(json_integer_value(json_object_get(asked, "after_step")), -1);
+		assert_int_equal(json_integer_value(json_object_get(asked, "newest_step")),
+		                 complete ? 13 : -1);
+		assert_true(json_is_false(json_object_get(asked, "restart_waits")));
+		json_decref(j);
+		snprintf(cmd, sizeof cmd,
+		         "mkdir -p %s/j-000001/step-00000013 && touch "
+		         "%s/j-000001/step-00000013/MANIFEST",
+		         dir, dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	/* no restart: the same generation runs on */
+	for (int i = 0; i < 5; i++) {
+		json_decref(heartbeat(w, "node-a", ranks));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 200);
+	}
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	json_t *j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 1);
+	json_decref(j);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	world_free(w);
+}
+
 static void test_heartbeat_logs_are_kept_once_and_read(void **state)
 {
 	struct sched_world *w = world_new();
@@ -2340,6 +2417,7 @@ int main(void)
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
 	    cmocka_unit_test(test_drain_waits_for_a_checkpoint_at_most_before_restart_s),
+	    cmocka_unit_test(test_checkpoint_now_asks_a_running_job),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
 	    cmocka_unit_test(test_auto_job_is_planned_again_when_the_cluster_shrinks),

@@ -90,6 +90,9 @@ static void test_commands_and_operands(void **state)
 	expect_ok("job watch j-000001", &a);
 	assert_int_equal(a.command, CTL_JOB_WATCH);
 	assert_true(a.timeout_s == 0);
+	expect_ok("job checkpoint j-000001 --timeout 30", &a);
+	assert_int_equal(a.command, CTL_JOB_CHECKPOINT);
+	assert_true(a.timeout_s == 30);
 
 	expect_ok("events --job j-000002 --after 17 --limit 10", &a);
 	assert_int_equal(a.command, CTL_EVENTS);
@@ -166,6 +169,9 @@ static void test_usage_errors(void **state)
 	expect_usage_error("job wait j-1 --timeout soon", "--timeout");
 	expect_usage_error("job wait j-1 --timeout", "--timeout needs a value");
 	expect_usage_error("job show j/../1", "is not a job id");
+	expect_usage_error("job checkpoint j/../1", "is not a job id");
+	expect_usage_error("job checkpoint", "missing arguments");
+	expect_usage_error("job checkpoint j-1 --state running", "does not take --state");
 	expect_usage_error("events --after -1", "--after");
 	expect_usage_error("events --job a?b", "--job");
 	expect_usage_error("token create alice", "token create: needs --role");
