@@ -4204,7 +4204,7 @@ json_t *sched_checkpoint_now(struct sched *s, const char *id, const char *actor,
 		return NULL;
 	if (j->layout == NULL)
 		j->layout = fsm_job_layout(s->fsm, j->id);
-	if (!ckpt_asking(s, j) || j->ckpt_asked_ms == 0)
+	if (j->ckpt_asked_ms == 0) /* a waiting restart keeps the step it waits to pass */
 		j->ckpt_after = job_newest_checkpoint(s, j);
 	ckpt_ask(s, j, j->layout);
 	j->ckpt_manual_until_ms = mono_now(s) + CKPT_MANUAL_ASK_MS;
