@@ -102,6 +102,18 @@ JOB_AUTO=$(submit_spec "$T/auto.json") || fail "cannot submit a parallel \"auto\
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j.update(name="auto-unplanned", resources={"device": "cuda"}, priority=-1); json.dump(j, open(sys.argv[2], "w"))' \
 	"$T/auto.json" "$T/auto-cuda.json"
 JOB_NOPLAN=$(submit_spec "$T/auto-cuda.json") || fail "cannot submit a parallel \"auto\" CUDA job"
+# The auto job is planned only once node-a has reported the rates its probe measured (2-20 s
+# after the agent starts, longer when a loaded machine makes the probe run again); a pending job
+# that cannot be planned yet is passed over, so the dp2 × pp2 job below, submitted before that,
+# could take all four devices first and keep the auto job waiting for minutes (seen once under
+# distcheck). Submit it once the auto job has its plan.
+auto_planned() { get "$L" "/v1/jobs/$JOB_AUTO" && [ "$(jget "$BODY" '(d.get("plan") or {}).get("layout") is not None')" = True ]; }
+wait_until 120 auto_planned || {
+	get "$L" "/v1/jobs/$JOB_AUTO"
+	why=$(jget "$BODY" 'd.get("reason")')
+	get "$L" /v1/nodes/node-a
+	fail "$JOB_AUTO (parallel \"auto\") not planned within 120 s: $why; node-a: $(jget "$BODY" '{k: d.get(k) for k in ("state", "perf")}')"
+}
 # dp2 × pp2 on all four devices of node-a (placed once the jobs above leave it devices: the
 # page test cancels the single-rank job when it has checked it; priority 1 puts it ahead of
 # the 8-rank job, which after a minute of waiting keeps the free devices for itself, see
