@@ -189,6 +189,43 @@ static double num(const json_t *o, const char *key)
 	return json_number_value(json_object_get(o, key));
 }
 
+/* Whether a node row can take part in a plan for jobs of device kind `device`: NODE_PLANNABLE
+ * (its rates in *perf, its kind in *cuda) or why not. */
+enum node_use { NODE_PLANNABLE, NODE_UNSCHEDULABLE, NODE_OTHER_KIND, NODE_UNMEASURED };
+
+static enum node_use node_use(const json_t *node, const json_t *perf_by_node,
+                              enum jobspec_device device, const json_t **perf, int *cuda)
+{
+	const char *id = json_string_value(json_object_get(node, "id"));
+	const char *kind = json_string_value(
+	    json_object_get(json_array_get(json_object_get(node, "devices"), 0), "kind"));
+	const char *state = json_string_value(json_object_get(node, "state"));
+	*cuda = kind != NULL && strcmp(kind, "cuda") == 0;
+	*perf = id ? json_object_get(perf_by_node, id) : NULL;
+	if (state == NULL || strcmp(state, "up") != 0 ||
+	    json_is_true(json_object_get(node, "cordoned")))
+		return NODE_UNSCHEDULABLE;
+	if ((device == JOBSPEC_DEVICE_CUDA && !*cuda) || (device == JOBSPEC_DEVICE_CPU && *cuda))
+		return NODE_OTHER_KIND;
+	return *perf == NULL ? NODE_UNMEASURED : NODE_PLANNABLE;
+}
+
+void autoplan_devices(const json_t *nodes, const json_t *perf_by_node, int *cpu, int *cuda)
+{
+	size_t i;
+	json_t *node;
+	*cpu = *cuda = 0;
+	json_array_foreach(nodes, i, node)
+	{
+		const json_t *perf;
+		int is_cuda;
+		if (node_use(node, perf_by_node, JOBSPEC_DEVICE_ANY, &perf, &is_cuda) ==
+		    NODE_PLANNABLE)
+			*(is_cuda ? cuda : cpu) +=
+			    (int)json_array_size(json_object_get(node, "devices"));
+	}
+}
+
 int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const struct jobspec *spec,
                      struct plan_cluster *k, struct yard_err *err)
 {
@@ -199,27 +236,18 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 	memset(k, 0, sizeof *k);
 	json_array_foreach(nodes, i, node)
 	{
-		const char *id = json_string_value(json_object_get(node, "id"));
 		const json_t *devices = json_object_get(node, "devices");
-		const char *kind =
-		    json_string_value(json_object_get(json_array_get(devices, 0), "kind"));
-		int cuda = kind != NULL && strcmp(kind, "cuda") == 0;
-		const json_t *perf = id ? json_object_get(perf_by_node, id) : NULL;
-		int n = (int)json_array_size(devices);
-		if (strcmp(json_string_value(json_object_get(node, "state")), "up") != 0 ||
-		    json_is_true(json_object_get(node, "cordoned"))) {
+		const json_t *perf;
+		int cuda, n = (int)json_array_size(devices);
+		enum node_use use = node_use(node, perf_by_node, spec->device, &perf, &cuda);
+		if (use == NODE_UNSCHEDULABLE)
 			unschedulable++;
-			continue;
-		}
-		if ((spec->device == JOBSPEC_DEVICE_CUDA && !cuda) ||
-		    (spec->device == JOBSPEC_DEVICE_CPU && cuda)) {
+		else if (use == NODE_OTHER_KIND)
 			other_kind++;
-			continue;
-		}
-		if (perf == NULL) {
+		else if (use == NODE_UNMEASURED)
 			unmeasured++;
+		if (use != NODE_PLANNABLE)
 			continue;
-		}
 		int64_t memory_mb =
 		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
 		if (memory_mb <= 0)

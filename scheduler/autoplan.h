@@ -39,6 +39,11 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
  * none qualifies, -1 for a spec that does not parse. */
 int autoplan_capacity(const json_t *spec, const json_t *nodes, const json_t *perf_by_node);
 
+/* The devices of up, uncordoned, measured nodes, by kind: what autoplan_capacity counts
+ * for a CPU job (*cpu), a CUDA job (*cuda) or a job of any kind (their sum), before the
+ * spec's "ranks" caps it; one walk of the nodes for every job that asks. */
+void autoplan_devices(const json_t *nodes, const json_t *perf_by_node, int *cpu, int *cuda);
+
 /* Plans spec (a normalized job spec object) for the cluster: {"cluster", "count",
  * "rejected_memory", "rejected_rules", "explanation", "candidates": [the best `limit`, or all
  * when limit ≤ 0]}; each candidate {"layout": {dp, tp, pp, schedule, virtual_stages,

@@ -157,6 +157,10 @@ struct soft_job {
 	int64_t replan_generation;
 	char grow_reason[200];
 	uint64_t grow_checked_ms; /* mono: the last look at growing it back */
+	/* the devices it could have had when a plan for them last found nothing better, and
+	 * when (mono ms); -1: none yet */
+	int grow_looked_devices;
+	uint64_t grow_looked_ms;
 	char grow_said[64];       /* the best layout the last "not growing" log line named */
 	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
 	 * one whose spec validates (jobspec_with_dp; owned) */
@@ -678,6 +682,7 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 	j->check_due = 1;
 	j->replace_rank = -1;
 	j->grow_after_step = INT64_MIN;
+	j->grow_looked_devices = -1;
 	job_parse(j, job);
 	return j;
 }
@@ -2075,6 +2080,8 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			else
 				snprintf(note_text, sizeof note_text,
 				         "no complete checkpoint: starting from step 0");
+		} else {
+			j->grow_after_step = -1; /* a first placement: any checkpoint is newer */
 		}
 		j->claim = json_deep_copy(ranks);
 		json_t *args = json_pack("{s:s,s:I,s:o,s:s,s:I}", "id", j->id, "generation",
@@ -2085,6 +2092,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		if (j->is_auto && j->replan_reason[0] != '\0')
 			json_object_set_new(args, "replan_reason", json_string(j->replan_reason));
 		j->replan_wanted = 0;
+		j->grow_looked_devices = -1; /* a new plan: its own looks at growing */
 		if (q[k].dp < j->req.dp) /* only a shrunk placement names its dp */
 			json_object_set_new(args, "dp", json_integer(q[k].dp));
 		if (shrink_reason[0] != '\0')
@@ -2295,7 +2303,10 @@ static int refresh_jobs(struct sched *s)
 	return 0;
 }
 
-#define AUTO_GROW_CHECK_MS 5000 /* a re-planned job's look at growing back, at most this often */
+#define AUTO_GROW_CHECK_MS 5000 /* an auto job's look at growing, at most this often */
+/* a plan that found nothing better is made again for as many devices after this long (rates
+ * the agents measured may have changed) */
+#define AUTO_GROW_RELOOK_MS 60000
 
 /* The newest complete checkpoint of a job, in either store; -1: none. */
 static int64_t job_newest_checkpoint(struct sched *s, const struct soft_job *j)
@@ -2480,6 +2491,13 @@ static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *l
 	return 1;
 }
 
+/* Whether the checkpoint checkpoint_first asked job j for is complete, or its time is up. */
+static int checkpoint_settled(struct sched *s, struct soft_job *j, uint64_t now)
+{
+	return job_newest_checkpoint(s, j) > j->ckpt_after ||
+	       now >= j->ckpt_asked_ms + (uint64_t)j->before_restart_s * 1000;
+}
+
 /* A rollout's policy "restart" restarts running jobs on a wave's nodes once they have a
  * checkpoint for it, as the scheduler's own planned restarts do (rollout_driver_restart_gate). */
 static int rollout_restart_ready(void *data, const char *id, char *reason, size_t len)
@@ -2518,11 +2536,26 @@ static int propose_grow_restart(struct sched *s, struct soft_job *j, char *reaso
 	return 1;
 }
 
+/* Whether a restart of running job j to grow it loses nothing it need not: its generation
+ * has completed a checkpoint since its placement, or its ranks save one when asked
+ * (checkpoint.before_restart_s > 0: the restart first asks, checkpoint_first) and it has
+ * trained past the step it started from (so a job with checkpoint.every_steps 0 grows too,
+ * and one restarted a moment ago does not at once). A new leader waits for the next
+ * checkpoint or step. */
+static int grow_restart_ready(struct sched *s, struct soft_job *j)
+{
+	int64_t newest = job_newest_checkpoint(s, j);
+	if (j->grow_after_step == INT64_MIN)
+		j->grow_after_step = newest > j->step ? newest : j->step;
+	return newest > j->grow_after_step ||
+	       (j->before_restart_s > 0 && j->step > j->grow_after_step);
+}
+
 /* A running job that shrank (failure.allow_shrink_dp) grows back on its own: when its spec's
- * whole gang fits on the free devices plus its own, no job waits for devices, and its shrunk
- * generation has completed a checkpoint (so the restart loses at most checkpoint.every_steps
- * steps), the leader restarts it without counting a restart; the re-placement tries the
- * spec's dp first and its ranks restore the shrunk checkpoint (any dp restores). */
+ * whole gang fits on the free devices plus its own, no job waits for devices, and a restart
+ * loses nothing it need not (grow_restart_ready), the leader restarts it without counting a
+ * restart; the re-placement tries the spec's dp first and its ranks restore the shrunk
+ * checkpoint (any dp restores). */
 static void check_grow_back(struct sched *s, const json_t *nodes)
 {
 	if (devices_spoken_for(s))
@@ -2546,10 +2579,7 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 		int free_devices;
 		if (!fits_with_own(s, pn, trial, n_nodes, j, &j->req, j->world, &free_devices))
 			continue;
-		int64_t newest = job_newest_checkpoint(s, j);
-		if (j->grow_after_step == INT64_MIN)
-			j->grow_after_step = newest; /* a new leader: wait for the next one */
-		if (newest <= j->grow_after_step)
+		if (!grow_restart_ready(s, j))
 			continue;
 		char reason[256]; /* job.restart takes 256 bytes */
 		snprintf(reason, sizeof reason,
@@ -2572,10 +2602,12 @@ static void layout_text(const json_t *plan, char *out, size_t len)
 	         (long long)json_integer_value(json_object_get(l, "pp")));
 }
 
-/* A running parallel "auto" job that was planned again (its plan names the layout it had:
- * "replanned_from") grows back when the cluster allows better: at most every
- * AUTO_GROW_CHECK_MS, when no job waits for devices and the job has completed a checkpoint
- * since its placement, the planner plans it for the cluster as it is; when the winner has more
+/* A running parallel "auto" job grows when the cluster allows better: one that was planned
+ * again for fewer devices (its plan names the layout it had: "replanned_from"), and one
+ * planned for fewer devices than the cluster now has for it (its plan's "cluster" "devices":
+ * nodes that were unmeasured, cordoned or down when it was placed). At most every
+ * AUTO_GROW_CHECK_MS, when no job waits for devices and a restart loses nothing it need not
+ * (grow_restart_ready), the planner plans it for the cluster as it is; when the winner has more
  * ranks than the job runs, predicts at most auto_grow_pct % of the committed plan's step time
  * and fits on the free devices plus the job's own, the leader restarts the job without
  * counting a restart, and its re-placement plans it again (replan_wanted; a new leader does
@@ -2584,24 +2616,49 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 {
 	uint64_t now = mono_now(s);
 	struct place_node *pn = NULL, *trial = NULL;
-	int spoken_for = -1; /* devices_spoken_for, asked once a job qualifies */
+	int spoken_for = -1;        /* devices_spoken_for, asked once a job qualifies */
+	int cpu_now = -1, cuda_now; /* autoplan_devices, counted once a job asks */
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
-		if (s->keys[k].kind != JK_RUNNING || !j->is_auto || j->proposing || j->parsed != 1 ||
-		    j->row == NULL || now - j->grow_checked_ms < AUTO_GROW_CHECK_MS)
+		if (s->keys[k].kind != JK_RUNNING || !j->is_auto || j->proposing ||
+		    j->parsed != 1 || j->row == NULL)
+			continue;
+		/* the checkpoint a restart to grow asked for is looked for on every pass, the rest
+		 * of the cluster every AUTO_GROW_CHECK_MS */
+		if (j->ckpt_asked_ms != 0 ? !checkpoint_settled(s, j, now)
+		                          : now - j->grow_checked_ms < AUTO_GROW_CHECK_MS)
 			continue;
 		const json_t *plan = json_object_get(j->row, "plan");
-		if (json_object_get(plan, "replanned_from") == NULL)
+		int replanned = json_object_get(plan, "replanned_from") != NULL;
+		const json_t *planned_for =
+		    json_object_get(json_object_get(plan, "cluster"), "devices");
+		if (!replanned && !json_is_integer(planned_for))
+			continue; /* a plan recorded without its cluster: nothing to compare */
+		if (cpu_now < 0) {
+			json_t *perf = perf_by_node(s);
+			autoplan_devices(nodes, perf, &cpu_now, &cuda_now);
+			json_decref(perf);
+		}
+		int devices_now = j->req.require_cuda  ? cuda_now
+		                  : j->req.require_cpu ? cpu_now
+		                                       : cpu_now + cuda_now;
+		json_int_t ranks = json_integer_value(json_object_get(j->spec, "ranks"));
+		if (ranks > 0 && ranks < devices_now)
+			devices_now = (int)ranks;
+		/* not planned again while the devices it could have are those of the last plan
+		 * that found nothing better (the planner's cost grows with the cluster) */
+		if ((!replanned && devices_now <= json_integer_value(planned_for)) ||
+		    (devices_now == j->grow_looked_devices &&
+		     now - j->grow_looked_ms < AUTO_GROW_RELOOK_MS)) {
+			j->grow_checked_ms = now;
 			continue;
+		}
 		if (spoken_for < 0)
 			spoken_for = devices_spoken_for(s);
 		if (spoken_for)
 			break;
 		j->grow_checked_ms = now;
-		int64_t newest = job_newest_checkpoint(s, j);
-		if (j->grow_after_step == INT64_MIN)
-			j->grow_after_step = newest; /* a new leader: wait for the next one */
-		if (newest <= j->grow_after_step)
+		if (!grow_restart_ready(s, j))
 			continue;
 		struct jobspec_parallel cur, next;
 		struct yard_err err = {0};
@@ -2621,13 +2678,15 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		layout_text(best, now_text, sizeof now_text);
 		json_decref(answer);
 		if (!better) {
+			j->grow_looked_devices = devices_now;
+			j->grow_looked_ms = now;
 			/* said once per best layout: why a job that lost devices stays small */
 			if (best != NULL && strcmp(j->grow_said, now_text) != 0) {
 				snprintf(j->grow_said, sizeof j->grow_said, "%s", now_text);
 				log_info(
 				    "scheduler: job %s stays %s (%.1f ms per step predicted): the "
 				    "best plan for the cluster now, %s, is predicted at %.1f ms "
-				    "(grows back at %d %% or less, --auto-grow-pct)",
+				    "(grows at %d %% or less, --auto-grow-pct)",
 				    j->id, was, running_ms, now_text, best_ms,
 				    s->cfg.auto_grow_pct);
 			}
@@ -2645,10 +2704,18 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		int world = next.dp * next.tp * next.pp, free_devices;
 		if (!fits_with_own(s, pn, trial, s->n_pn, j, &req, world, &free_devices))
 			continue;
-		snprintf(j->grow_reason, sizeof j->grow_reason,
-		         "growing back: %s (%d ranks) is predicted at %.1f ms per step, the "
-		         "running %s at %.1f ms",
-		         now_text, world, best_ms, was, running_ms);
+		if (replanned)
+			snprintf(
+			    j->grow_reason, sizeof j->grow_reason,
+			    "growing back: %s (%d ranks) is predicted at %.1f ms per step, the "
+			    "running %s at %.1f ms",
+			    now_text, world, best_ms, was, running_ms);
+		else
+			snprintf(j->grow_reason, sizeof j->grow_reason,
+			         "growing: %s (%d ranks) is predicted at %.1f ms per step, the "
+			         "running %s at %.1f ms (planned for %lld device(s), %d now)",
+			         now_text, world, best_ms, was, running_ms,
+			         (long long)json_integer_value(planned_for), devices_now);
 		char reason[256]; /* job.restart takes 256 bytes */
 		snprintf(reason, sizeof reason, "%s", j->grow_reason);
 		if (propose_grow_restart(s, j, reason, sizeof reason)) {

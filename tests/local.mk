@@ -97,6 +97,10 @@ TESTS += tests/integration/train_shrink.sh tests/integration/train_shrink_contro
 dist_check_SCRIPTS += tests/integration/train_drain.sh tests/integration/train_drain_controller.sh
 TESTS += tests/integration/train_drain.sh tests/integration/train_drain_controller.sh
 
+# a parallel "auto" job planned on the one node there was grows when three more join
+dist_check_SCRIPTS += tests/integration/train_grow.sh
+TESTS += tests/integration/train_grow.sh
+
 # yard-simnodes' keep-alive HTTP client (a benchmark tool's, tested as its numbers rest on it)
 check_PROGRAMS += tests/unit/test_hconn
 TESTS += tests/unit/test_hconn

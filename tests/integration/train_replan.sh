@@ -128,21 +128,12 @@ note "grew back to $(jget "$job" '"dp%d×tp%d×pp%d" % (d["plan"]["layout"]["dp"
 wait_job_done 1 "$J" succeeded 60 600 || fail "job did not succeed after the relayouts: $(events_of 1 "$J")"
 # each generation went on from its checkpoint, not from step 0 (which a fresh start would also
 # match the reference in)
-first_step() { cat "$@" 2>/dev/null | python3 -c 'import json,sys; print(min((json.loads(l)["step"] for l in sys.stdin if l.startswith("{")), default=-1))'; }
 gen2_first=$(first_step "$T/agent-$rank0/jobs/$J/rank-0.gen-2.log")
 [ "$gen2_first" = $((restored + 1)) ] || fail "generation 2 started at step $gen2_first, not $((restored + 1))"
 gen3_first=$(first_step "$T"/agent-*/jobs/"$J"/rank-0.gen-3.log)
 [ "$gen3_first" = $((regrown + 1)) ] || fail "generation 3 started at step $gen3_first, not $((regrown + 1))"
 # the reference: the first layout, uninterrupted, in one yard-run
-python3 - "$T/job.json" "$first" "$T/whole.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["parallel"] = json.loads(sys.argv[2])
-d.pop("debug", None)
-d["checkpoint"] = {}
-json.dump(d, open(sys.argv[3], "w"))
-PY
-"$build/yard-run" "$T/whole.json" >"$T/whole" 2>"$T/whole.err" || fail "uninterrupted run: $(tail -3 "$T/whole.err")"
+reference_run "$T/job.json" "$first"
 cat "$T"/agent-*/jobs/"$J"/rank-0.gen-1.log "$T/agent-$rank0/jobs/$J/rank-0.gen-2.log" \
 	"$T"/agent-*/jobs/"$J"/rank-0.gen-3.log >"$T/rank0" 2>/dev/null
 losses_equal_after "$T/rank0" "$T/whole" "$restored" "$((regrown + 40))" 1e-5 ||

@@ -1836,6 +1836,19 @@ static void test_heartbeat_logs_are_kept_once_and_read(void **state)
 	"{\"name\":\"auto\",\"model\":{\"d_in\":32,\"d_model\":256,\"d_ff\":1024,\"layers\":8,"    \
 	"\"classes\":10},\"train\":{\"steps\":10,\"batch_size\":64},\"parallel\":\"auto\"}"
 
+/* job.submit args for an auto job of AUTO_SPEC's model training `steps` steps, checkpointing
+ * into dir ("dir:" store) with the other checkpoint fields in `checkpoint` ("" or ending in a
+ * comma). */
+static void auto_job_args(char *out, size_t len, int steps, const char *checkpoint, const char *dir)
+{
+	snprintf(out, len,
+	         "{\"name\":\"auto\",\"spec\":{\"name\":\"auto\",\"model\":{\"d_in\":32,"
+	         "\"d_model\":256,\"d_ff\":1024,\"layers\":8,\"classes\":10},\"train\":{"
+	         "\"steps\":%d,\"batch_size\":64},\"parallel\":\"auto\",\"checkpoint\":{"
+	         "%s\"store\":\"dir:%s\"}}}",
+	         steps, checkpoint, dir);
+}
+
 /* A heartbeat carrying perf; the answer says the leader needs no more. */
 static void heartbeat_perf(struct sched_world *w, const char *node, const char *perf)
 {
@@ -1992,12 +2005,7 @@ static void test_auto_job_is_planned_again_when_the_cluster_shrinks(void **state
 	struct sched_world *w = world_new();
 	char dir[] = "/tmp/test_leader_replanXXXXXX", args[1200];
 	assert_non_null(mkdtemp(dir));
-	snprintf(args, sizeof args,
-	         "{\"name\":\"auto\",\"spec\":{\"name\":\"auto\",\"model\":{\"d_in\":32,"
-	         "\"d_model\":256,\"d_ff\":1024,\"layers\":8,\"classes\":10},\"train\":{"
-	         "\"steps\":10,\"batch_size\":64},\"parallel\":\"auto\",\"checkpoint\":{"
-	         "\"every_steps\":20,\"store\":\"dir:%s\"}}}",
-	         dir);
+	auto_job_args(args, sizeof args, 10, "\"every_steps\":20,", dir);
 	heartbeat_perf(w, "node-a", PERF);
 	heartbeat_perf(w, "node-b", PERF);
 	assert_int_equal(apply(w, "job.submit", args), 201);
@@ -2098,6 +2106,157 @@ static void test_auto_job_is_planned_again_when_the_cluster_shrinks(void **state
 	    strstr(events_of(w, "j-000001", "job.placed"), "restoring from checkpoint step 60"));
 	print_message("%s", events_of(w, "j-000001", "job.replanned"));
 	json_decref(now);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	world_free(w);
+}
+
+/* An "auto" job placed while node-b had not reported measured rates is planned for node-a's
+ * 4 devices (its plan's cluster says so) and keeps that layout while node-b stays unmeasured,
+ * checkpoint or not; once node-b is measured, the leader restarts it (not counted) from the
+ * checkpoint it completed since its placement and plans it again for both nodes, saying why.
+ * (A job waits for a checkpoint since its placement before it grows:
+ * test_auto_job_is_planned_again_when_the_cluster_shrinks.) */
+static void test_auto_job_grows_when_nodes_are_measured_later(void **state)
+{
+	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_growXXXXXX", args[1200];
+	assert_non_null(mkdtemp(dir));
+	auto_job_args(args, sizeof args, 10, "\"every_steps\":20,", dir);
+	heartbeat_perf(w, "node-a", PERF);
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit", args), 201);
+	run(w, 100);
+	json_t *j = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	const json_t *plan = json_object_get(j, "plan");
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(plan, "cluster"), "devices")), 4);
+	const json_t *l = json_object_get(plan, "layout");
+	json_int_t world = json_integer_value(json_object_get(l, "dp")) *
+	                   json_integer_value(json_object_get(l, "tp")) *
+	                   json_integer_value(json_object_get(l, "pp"));
+	assert_true(world >= 1 && world <= 4);
+	char was[64];
+	snprintf(was, sizeof was, "dp%lld×tp%lld×pp%lld",
+	         (long long)json_integer_value(json_object_get(l, "dp")),
+	         (long long)json_integer_value(json_object_get(l, "tp")),
+	         (long long)json_integer_value(json_object_get(l, "pp")));
+	json_decref(j);
+	/* a checkpoint while node-b is still unmeasured: nothing to grow into */
+	write_manifest(dir, 20, (int)world);
+	for (int k = 0; k < 70; k++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	assert_int_equal(json_integer_value(json_object_get(j = job(w, "j-000001"), "generation")),
+	                 1);
+	json_decref(j);
+	/* node-b measured: 8 devices for the job */
+	heartbeat_perf(w, "node-b", PERF);
+	for (int k = 0; k < 70 && json_integer_value(
+	                              json_object_get(j = job(w, "j-000001"), "generation")) < 2;
+	     k++) {
+		json_decref(j);
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+	json_int_t grown = (json_int_t)json_array_size(json_object_get(j, "layout"));
+	assert_true(grown > world);
+	plan = json_object_get(j, "plan");
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(plan, "cluster"), "devices")), 8);
+	char now[64];
+	l = json_object_get(plan, "layout");
+	snprintf(now, sizeof now, "dp%lld×tp%lld×pp%lld",
+	         (long long)json_integer_value(json_object_get(l, "dp")),
+	         (long long)json_integer_value(json_object_get(l, "tp")),
+	         (long long)json_integer_value(json_object_get(l, "pp")));
+	json_decref(j);
+	const char *ev = events_of(w, "j-000001", "job.replanned");
+	assert_int_equal(count_lines(ev), 1);
+	char want[256];
+	snprintf(want, sizeof want,
+	         "planned again: %s, was %s: growing: %s (%lld ranks) is predicted at ", now, was,
+	         now, (long long)grown);
+	if (strstr(ev, want) == NULL || strstr(ev, "(planned for 4 device(s), 8 now)") == NULL)
+		fail_msg("job.replanned: want \"%s\" and the devices in: %s", want, ev);
+	assert_non_null(strstr(events_of(w, "j-000001", "job.restarting"),
+	                       "(not counted against max_restarts): growing: "));
+	assert_non_null(
+	    strstr(events_of(w, "j-000001", "job.placed"), "restoring from checkpoint step 20"));
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	world_free(w);
+}
+
+/* An "auto" job with no periodic checkpoints (every_steps 0) grows too once it has trained:
+ * node-b measured, the leader asks its ranks for a checkpoint instead of waiting for one that
+ * never comes, and restarts it (not counted) from the step they saved. */
+static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(void **state)
+{
+	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_grow0XXXXXX", args[1200], ranks[1024] = "[";
+	assert_non_null(mkdtemp(dir));
+	auto_job_args(args, sizeof args, 1000, "", dir);
+	heartbeat_perf(w, "node-a", PERF);
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit", args), 201);
+	run(w, 100);
+	json_t *j = job(w, "j-000001");
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	int world = (int)json_array_size(json_object_get(j, "layout"));
+	assert_true(world >= 1 && world <= 4);
+	json_decref(j);
+	for (int r = 0; r < world; r++)
+		snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
+		         "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,"
+		         "\"state\":\"running\",\"step\":12}",
+		         r ? "," : "", r);
+	strcat(ranks, "]");
+	/* trained, node-b unmeasured: nothing asked */
+	for (int k = 0; k < 70; k++) {
+		json_decref(heartbeat(w, "node-a", ranks));
+		assert_int_equal(checkpoint_asked(1), 0);
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	heartbeat_perf(w, "node-b", PERF);
+	int64_t asked = 0;
+	for (int k = 0; k < 70 && asked == 0; k++) {
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+		json_decref(heartbeat(w, "node-a", ranks));
+		asked = checkpoint_asked(1);
+	}
+	assert_true(asked > 0);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	write_manifest(dir, 13, world);
+	for (int k = 0; k < 30 && json_integer_value(
+	                              json_object_get(j = job(w, "j-000001"), "generation")) < 2;
+	     k++) {
+		json_decref(j);
+		json_decref(heartbeat(w, "node-a", "[]")); /* the ranks stopped for the restart */
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+	assert_true((int)json_array_size(json_object_get(j, "layout")) > world);
+	json_decref(j);
+	const char *said = events_of(w, "j-000001", "job.restarting");
+	if (strstr(said, "(not counted against max_restarts): growing: ") == NULL ||
+	    strstr(said, "; checkpoint step 13 saved first") == NULL)
+		fail_msg("job.restarting: %s", said);
+	assert_non_null(
+	    strstr(events_of(w, "j-000001", "job.placed"), "restoring from checkpoint step 13"));
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
@@ -2421,6 +2580,8 @@ int main(void)
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
 	    cmocka_unit_test(test_auto_job_is_planned_again_when_the_cluster_shrinks),
+	    cmocka_unit_test(test_auto_job_grows_when_nodes_are_measured_later),
+	    cmocka_unit_test(test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	    cmocka_unit_test(test_link_probes_are_assigned_one_at_a_time),
 	    cmocka_unit_test(test_link_probe_needs_a_listening_up_peer),
