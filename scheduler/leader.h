@@ -61,9 +61,9 @@ struct sched_config {
 	uint64_t restart_backoff_ms;     /* the first restart is immediate, the 2nd waits this long,
 	                                  * doubling after that; default 500 */
 	uint64_t restart_backoff_max_ms; /* default 30000 */
-	int auto_grow_pct;               /* a re-planned "auto" job grows back only to a plan
-	                                  * predicted at this % of its running plan's step time
-	                                  * or less (check_auto_grow_back); default 80 */
+	int auto_grow_pct;               /* an "auto" job that could have more devices grows only
+	                                  * to a plan predicted at this % of its running plan's
+	                                  * step time or less (check_auto_grow_back); default 80 */
 	uint64_t stop_wait_ms;           /* how long a restart waits for old ranks to stop, 10000 */
 	uint64_t reserve_after_ms;       /* queue anti-starvation (queue.h), default 60000 */
 	int queue_depth;                 /* pending jobs a pass triggered by a change looks at
