@@ -71,6 +71,9 @@ static void usage(FILE *out)
 	    "500]\n"
 	    "             [--auto-grow-pct 80 (an \"auto\" job that could have more devices\n"
 	    "             grows to a plan predicted at this %% of its step time or less)]\n"
+	    "             [--preempt-after-s 0 (a job that waited this long for devices\n"
+	    "             preempts running jobs of lower priority, which save a checkpoint\n"
+	    "             and wait; 0: never)]\n"
 	    "             [--node-restart-grace-ms 10000 (more silence allowed to a node whose\n"
 	    "             agent said it execs a new build, until its next heartbeat; 0: none)]\n"
 	    "             [--max-heartbeats-per-s 2000 (heartbeats a second from all agents:\n"
@@ -406,6 +409,7 @@ int main(int argc, char **argv)
 	    {"node-restart-grace-ms", required_argument, NULL, 'g'},
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"auto-grow-pct", required_argument, NULL, 'A'},
+	    {"preempt-after-s", required_argument, NULL, 'p'},
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
 	    {"events-max", required_argument, NULL, 'K'},
 	    {"job-retention-s", required_argument, NULL, 'O'},
@@ -526,10 +530,9 @@ int main(int argc, char **argv)
 			if (!numeric_ok || v < 1 || v > 100) {
 				fprintf(
 				    stderr,
-				    "yardd: --auto-grow-pct: '%s' is not 1..100 (%% of a "
-				    "re-planned "
-				    "job's step time a larger plan must be predicted at to grow "
-				    "back)\n",
+				    "yardd: --auto-grow-pct: '%s' is not 1..100 (%% of an auto "
+				    "job's step time a larger plan must be predicted at for it to "
+				    "grow)\n",
 				    optarg);
 				return 2;
 			}
@@ -634,6 +637,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			yd.job_retention_s = (int64_t)v;
+			break;
+		case 'p':
+			if (!numeric_ok || v > 86400) {
+				fprintf(
+				    stderr,
+				    "yardd: --preempt-after-s: '%s' is not 0..86400 (seconds a job "
+				    "waits before it preempts jobs of lower priority; 0: never)\n",
+				    optarg);
+				return 2;
+			}
+			yd.sched_cfg.preempt_after_ms = v * 1000;
 			break;
 		case 'V':
 			dev_mode = 1;

@@ -162,6 +162,11 @@ struct soft_job {
 	int grow_looked_devices;
 	uint64_t grow_looked_ms;
 	char grow_said[64];       /* the best layout the last "not growing" log line named */
+	/* preempted (preempt_choose): the waiting job its devices are for, and the restart's
+	 * reason; "": not preempted. Kept until the job no longer runs (its restart went) or
+	 * that job no longer waits */
+	char preempted_by[FSM_ID_MAX];
+	char preempt_reason[200];
 	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
 	 * one whose spec validates (jobspec_with_dp; owned) */
 	int *shrink_dp;
@@ -282,6 +287,11 @@ struct sched {
 	uint64_t last_health_ms, stall_end_ms;
 	uint64_t last_applied, last_full_ms;
 	uint64_t last_deep_ms; /* the last pass that looked at every pending job */
+	/* preemption: running jobs marked preempted_by (as of the last preempt_continue), and the
+	 * last look for a job to preempt for */
+	int n_preempted;
+	uint64_t preempt_looked_ms;
+	uint64_t preemptions_total; /* jobs marked for preemption (not counting retries) */
 	/* the last full pass that looked at every running job, and the nodes it saw */
 	uint64_t last_check_all_ms, check_all_nodes_version;
 	struct queue_job *q; /* the pass's queue, kept between passes (no page faults) */
@@ -506,6 +516,7 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->restart_backoff_ms = 500;
 	cfg->restart_backoff_max_ms = 30000;
 	cfg->auto_grow_pct = 80;
+	cfg->preempt_after_ms = 0;
 	cfg->stop_wait_ms = 10000;
 	cfg->reserve_after_ms = 60000;
 	cfg->queue_depth = 100;
@@ -948,6 +959,7 @@ static void soft_clear(struct sched *s, int defer)
 	}
 	jobs_clear(s, defer);
 	s->n_nodes = s->n_jobs = s->n_dead = 0;
+	s->n_preempted = 0;
 	s->n_active = s->n_admitted = 0; /* counted again by the next leadership's passes */
 	free(s->health); /* its rows name soft nodes */
 	s->health = NULL;
@@ -1962,6 +1974,13 @@ static struct place_node *busy_view(struct sched *s)
 	return pn;
 }
 
+#define PREEMPT_LOOK_MS 1000   /* a look for a job to preempt for, at most this often */
+#define PREEMPT_WAITERS 4      /* waiting jobs a look considers, in queue order */
+#define PREEMPT_MAX_VICTIMS 32 /* running jobs one preemption may stop, at most */
+static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
+                           const struct queue_job *q, int n_q, const struct place_node *pn,
+                           int n_nodes);
+
 /* deep: look at every candidate, else at the first cfg.queue_depth in queue order */
 static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
                   const json_t *nodes, int deep)
@@ -2104,6 +2123,9 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		propose_since(s, 0, j->id, "job.assign", args,
 		              j->generation == 0 ? j->row_submitted_ms : 0);
 	}
+	if (s->cfg.preempt_after_ms > 0 && s->n_preempted == 0 &&
+	    mono_now(s) - s->preempt_looked_ms >= PREEMPT_LOOK_MS)
+		preempt_choose(s, candidates, q, n_q, pn, n_nodes);
 out:
 	for (int k = 0; k < n_q; k++)
 		free(q[k].slots);
@@ -2727,6 +2749,173 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 	free(trial);
 }
 
+/* ---- preemption ---- */
+
+/* The order victims are taken in: lowest priority first, then the most recently (re)started,
+ * then the latest submitted. */
+static int victim_cmp(const void *a, const void *b)
+{
+	const struct soft_job *x = *(struct soft_job *const *)a, *y = *(struct soft_job *const *)b;
+	if (x->row_priority != y->row_priority)
+		return x->row_priority < y->row_priority ? -1 : 1;
+	if (x->phase_since_ms != y->phase_since_ms)
+		return x->phase_since_ms > y->phase_since_ms ? -1 : 1;
+	return x->row_seq > y->row_seq ? -1 : x->row_seq < y->row_seq;
+}
+
+/* Whether req fits on pn (the pass's view) with the devices of the victims v[0, n) freed,
+ * except skip (-1: none). trial, test: room for n_nodes nodes; slots: room for the gang. */
+static int fits_without(const struct place_node *pn, int n_nodes, struct soft_job *const *v, int n,
+                        int skip, const struct place_request *req, struct place_node *trial,
+                        struct place_slot *slots)
+{
+	memcpy(trial, pn, (size_t)n_nodes * sizeof *pn);
+	for (int i = 0; i < n; i++) {
+		if (i == skip || v[i] == NULL)
+			continue;
+		for (int r = 0; r < v[i]->n_layout_slots; r++)
+			trial[v[i]->layout_slots[r][0]].busy_mask &=
+			    ~(1ull << v[i]->layout_slots[r][1]);
+	}
+	char why[QUEUE_REASON_MAX];
+	return place_gang(trial, n_nodes, req, slots, why, (int)sizeof why) == 0;
+}
+
+/* Victims for waiting job w (request req) among the running jobs of lower priority: taken in
+ * victim_cmp order until w's gang fits on the pass's view pn with their devices freed, then
+ * each one it fits without dropped again (the later ones first, so the lowest priorities
+ * stay). Writes at most PREEMPT_MAX_VICTIMS into v; returns how many, 0: none would do. */
+static int victims_for(struct sched *s, const struct soft_job *w, const struct place_request *req,
+                       const struct place_node *pn, int n_nodes, struct soft_job **v)
+{
+	int n_cand = 0, n = 0, found = 0;
+	struct soft_job **cand = malloc((size_t)(s->n_jobs + 1) * sizeof *cand);
+	struct place_node *trial = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *trial);
+	struct place_slot *slots = calloc((size_t)req->dp * req->tp * req->pp + 1, sizeof *slots);
+	if (cand == NULL || trial == NULL || slots == NULL)
+		goto out;
+	for (int k = 0; k < s->n_jobs; k++) {
+		struct soft_job *j = &s->jobs[k];
+		if (s->keys[k].kind == JK_RUNNING && !j->proposing && j->row_running &&
+		    j->row_priority < w->row_priority && j->preempted_by[0] == '\0' &&
+		    j->layout_slots != NULL && j->layout_slots_version == s->pn_version)
+			cand[n_cand++] = j;
+	}
+	qsort(cand, (size_t)n_cand, sizeof *cand, victim_cmp);
+	for (int i = 0; i < n_cand && n < PREEMPT_MAX_VICTIMS && !found; i++) {
+		v[n++] = cand[i];
+		found = fits_without(pn, n_nodes, v, n, -1, req, trial, slots);
+	}
+	if (!found) {
+		n = 0;
+		goto out;
+	}
+	for (int i = n - 1; i >= 0; i--)
+		if (fits_without(pn, n_nodes, v, n, i, req, trial, slots))
+			v[i] = NULL;
+	int kept = 0;
+	for (int i = 0; i < n; i++)
+		if (v[i] != NULL)
+			v[kept++] = v[i];
+	n = kept;
+out:
+	free(cand);
+	free(trial);
+	free(slots);
+	return n;
+}
+
+/* A job that has waited cfg.preempt_after_ms for devices (pending, or restarting after a
+ * failure) and would fit if running jobs of lower priority gave theirs up preempts them: the
+ * first such job in queue order (of the first PREEMPT_WAITERS waiting that long) marks the
+ * fewest victims victims_for finds, and preempt_continue restarts them, each first saving a
+ * checkpoint as every planned restart does (checkpoint_first), not counted against their
+ * max_restarts; they then wait in the queue, behind it. One preemption at a time: the next
+ * look comes once every victim's restart went. Called by place() with its pass's queue q in
+ * queue order and its view pn (this pass's placements marked). */
+static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
+                           const struct queue_job *q, int n_q, const struct place_node *pn,
+                           int n_nodes)
+{
+	uint64_t now = mono_now(s);
+	s->preempt_looked_ms = now;
+	struct soft_job *v[PREEMPT_MAX_VICTIMS];
+	for (int k = 0, looked = 0; k < n_q && looked < PREEMPT_WAITERS; k++) {
+		struct soft_job *w = candidates[q[k].user];
+		if (q[k].placed || !q[k].tried || w->proposing ||
+		    now - w->phase_since_ms < s->cfg.preempt_after_ms)
+			continue;
+		looked++;
+		if (!place_fits_empty(pn, n_nodes, &q[k].req))
+			continue; /* not even a cluster of free devices would do */
+		int n = victims_for(s, w, &q[k].req, pn, n_nodes, v);
+		if (n == 0)
+			continue;
+		char names[300] = "";
+		for (int i = 0; i < n; i++) {
+			snprintf(v[i]->preempted_by, sizeof v[i]->preempted_by, "%s", w->id);
+			snprintf(
+			    v[i]->preempt_reason, sizeof v[i]->preempt_reason,
+			    "preempted by job %s (priority %lld, this job's %lld), which waited "
+			    "%.0f s for devices",
+			    w->id, (long long)w->row_priority, (long long)v[i]->row_priority,
+			    (double)(now - w->phase_since_ms) / 1000);
+			reason_append(names, sizeof names, "%s%s", i ? ", " : "", v[i]->id);
+		}
+		s->n_preempted = n;
+		s->preemptions_total += (uint64_t)n;
+		log_info(
+		    "scheduler: job %s (priority %lld) waited %.1f s for devices: preempting %s",
+		    w->id, (long long)w->row_priority, (double)(now - w->phase_since_ms) / 1000,
+		    names);
+		char message[400];
+		snprintf(message, sizeof message,
+		         "preempting job(s) of lower priority for their devices: %s", names);
+		propose_job(s, w, "job.note",
+		            json_pack("{s:s,s:I,s:s,s:s,s:s}", "id", w->id, "generation",
+		                      (json_int_t)w->generation, "type", "waiting", "key",
+		                      "preempting", "message", message));
+		return;
+	}
+}
+
+/* Restarts the jobs preempt_choose marked once their checkpoint is saved (checkpoint_first),
+ * and forgets a mark once the job no longer runs or the job it was for no longer waits
+ * (placed elsewhere, cancelled). Counts the marks left (n_preempted). */
+static void preempt_continue(struct sched *s)
+{
+	if (s->n_preempted == 0)
+		return;
+	int marked = 0;
+	for (int k = 0; k < s->n_jobs; k++) {
+		struct soft_job *j = &s->jobs[k];
+		if (j->preempted_by[0] == '\0')
+			continue;
+		if (j->proposing) {
+			marked++;
+			continue;
+		}
+		struct soft_job *w = job_find(s, j->preempted_by);
+		int wk = w != NULL ? s->keys[w - s->jobs].kind : JK_NONE;
+		if (s->keys[k].kind != JK_RUNNING) {
+			j->preempted_by[0] = '\0'; /* its restart went (or it ended) */
+			continue;
+		}
+		if (w == NULL || (wk != JK_PENDING && wk != JK_RESTARTING)) {
+			log_info("scheduler: job %s is no longer preempted: job %s does not wait "
+			         "for devices any more",
+			         j->id, j->preempted_by);
+			j->preempted_by[0] = '\0';
+			continue;
+		}
+		char reason[256]; /* job.restart takes 256 bytes */
+		snprintf(reason, sizeof reason, "%s", j->preempt_reason);
+		propose_grow_restart(s, j, reason, sizeof reason);
+		marked++;
+	}
+	s->n_preempted = marked;
+}
+
 /* Queue order of two soft jobs by their keys: higher priority first, then submission order,
  * then id (as queue_pass sorts). */
 static int key_before(const struct sched *s, int a, int b)
@@ -2942,6 +3131,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 			free(candidates);
 		}
 	}
+	preempt_continue(s);
 	check_grow_back(s, nodes);
 	check_auto_grow_back(s, nodes);
 	compact_jobs(s);
@@ -4466,6 +4656,11 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        s->n_watching, (unsigned long long)s->watch_answers_total,
 	        (unsigned long long)s->watch_news_total, (unsigned long long)s->watch_desired_total,
 	        (unsigned long long)s->nudges_total);
+	fprintf(f,
+	        "# HELP yard_preemptions_total Running jobs this leader preempted for a waiting "
+	        "job of higher priority (yardd --preempt-after-s).\n"
+	        "# TYPE yard_preemptions_total counter\nyard_preemptions_total %llu\n",
+	        (unsigned long long)s->preemptions_total);
 	fprintf(f,
 	        "# HELP yard_heartbeat_desired_unchanged_total Heartbeat answers that told the "
 	        "agent its desired set is the one it holds (desired_tag) instead of sending it.\n"

@@ -64,6 +64,9 @@ struct sched_config {
 	int auto_grow_pct;               /* an "auto" job that could have more devices grows only
 	                                  * to a plan predicted at this % of its running plan's
 	                                  * step time or less (check_auto_grow_back); default 80 */
+	uint64_t preempt_after_ms;       /* a job waiting this long for devices preempts running
+	                                  * jobs of lower priority (preempt_choose); 0: never,
+	                                  * the default */
 	uint64_t stop_wait_ms;           /* how long a restart waits for old ranks to stop, 10000 */
 	uint64_t reserve_after_ms;       /* queue anti-starvation (queue.h), default 60000 */
 	int queue_depth;                 /* pending jobs a pass triggered by a change looks at

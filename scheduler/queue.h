@@ -9,7 +9,8 @@
  * degree (a re-placement under failure.allow_shrink_dp) tries its smaller layouts in its own
  * turn, largest first, before the queue moves on.
  * A job that would not fit even if every device were free never reserves (it would hold
- * the free devices forever).
+ * the free devices forever). Preemption of running jobs for a waiting one is the leader's
+ * (leader.c, preempt_choose), after a pass.
  *
  * A pass may stop after looking at max_attempts jobs (Slurm's default_queue_depth): the passes
  * a committed change triggers stay cheap however deep the queue is, and a periodic pass

@@ -101,6 +101,11 @@ TESTS += tests/integration/train_drain.sh tests/integration/train_drain_controll
 dist_check_SCRIPTS += tests/integration/train_grow.sh
 TESTS += tests/integration/train_grow.sh
 
+# yardd --preempt-after-s: a job of higher priority preempts a trainer job, which saves a
+# checkpoint first and goes on from it once the other has ended
+dist_check_SCRIPTS += tests/integration/train_preempt.sh
+TESTS += tests/integration/train_preempt.sh
+
 # yard-simnodes' keep-alive HTTP client (a benchmark tool's, tested as its numbers rest on it)
 check_PROGRAMS += tests/unit/test_hconn
 TESTS += tests/unit/test_hconn

@@ -6,10 +6,11 @@
 # data dir holds raft state restarts whatever --members says (its log has the configuration).
 . "$(dirname "$0")/lib.sh"
 
-# yardd_exit ID MEMBERS: runs yardd in the foreground (20 s at most); its log in $T/args.log
+# yardd_exit ID MEMBERS [FLAGS...]: runs yardd in the foreground (20 s at most); its log in
+# $T/args.log
 yardd_exit() {
 	timeout 20 "$YARDD" --id "$1" --data-dir "$T/d-args" --raft-address "127.0.0.1:$(raft_port 1)" \
-		--api-address "127.0.0.1:$(api_port 1)" --members "$2" >"$T/args.log" 2>&1
+		--api-address "127.0.0.1:$(api_port 1)" --members "$2" "${@:3}" >"$T/args.log" 2>&1
 }
 M1=$(members_arg 1)
 for id in abc 1x -1 0 +1 99999999999999999999; do
@@ -24,6 +25,22 @@ rc=$?
 [ "$rc" = 2 ] && grep -qF -- "--id 2 is not among --members" "$T/args.log" ||
 	fail "--id 2 with members 1 only: exit $rc: $(cat "$T/args.log")"
 note "bad --id and an --id missing from --members refused"
+
+# scheduler settings out of range name the flag and the range
+for v in abc -1 86401; do
+	yardd_exit 1 "$M1" --preempt-after-s "$v"
+	rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "--preempt-after-s: '$v' is not 0..86400" "$T/args.log" ||
+		fail "--preempt-after-s $v: exit $rc: $(cat "$T/args.log")"
+done
+for v in 0 101; do
+	yardd_exit 1 "$M1" --auto-grow-pct "$v"
+	rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "--auto-grow-pct: '$v' is not 1..100" "$T/args.log" ||
+		fail "--auto-grow-pct $v: exit $rc: $(cat "$T/args.log")"
+done
+[ ! -e "$T/d-args/metadata1" ] || fail "a refused flag left raft state behind"
+note "--preempt-after-s and --auto-grow-pct out of range refused"
 
 # a member with state restarts although --members no longer lists it
 start_member 1 "$M1"

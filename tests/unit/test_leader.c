@@ -114,6 +114,19 @@ static json_t *heartbeat(struct sched_world *w, const char *node, const char *ra
 	return desired;
 }
 
+/* The rank reports of generation 1 of job j-000001, n ranks running at step 12 (a JSON array
+ * for heartbeat). */
+static void running_at_step_12(char *out, size_t len, int n)
+{
+	snprintf(out, len, "[");
+	for (int r = 0; r < n; r++)
+		snprintf(out + strlen(out), len - strlen(out),
+		         "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,"
+		         "\"state\":\"running\",\"step\":12}",
+		         r ? "," : "", r);
+	snprintf(out + strlen(out), len - strlen(out), "]");
+}
+
 /* The request number of the "checkpoint" command for job j-000001's generation gen in the last
  * heartbeat answer, 0 when it has none. */
 static int64_t checkpoint_asked(int64_t gen)
@@ -1618,7 +1631,7 @@ static void test_drain_waits_for_a_checkpoint_at_most_before_restart_s(void **st
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		int wait_s = cases[c].wait_s;
 		struct sched_world *w = world_new();
-		char spec[512], ranks[1024] = "[";
+		char spec[512], ranks[1024];
 		json_decref(heartbeat(w, "node-a", "[]"));
 		json_decref(heartbeat(w, "node-b", "[]"));
 		snprintf(spec, sizeof spec,
@@ -1627,12 +1640,7 @@ static void test_drain_waits_for_a_checkpoint_at_most_before_restart_s(void **st
 		         cases[c].kind, cases[c].checkpoint);
 		assert_int_equal(apply(w, "job.submit", spec), 201);
 		run(w, 100);
-		for (int r = 0; r < 4; r++)
-			snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
-			         "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,"
-			         "\"state\":\"running\",\"step\":12}",
-			         r ? "," : "", r);
-		strcat(ranks, "]");
+		running_at_step_12(ranks, sizeof ranks, 4);
 		json_decref(heartbeat(w, "node-a", ranks));
 		run(w, 100);
 		assert_int_equal(apply(w, "node.drain", "{\"id\":\"node-a\"}"), 200);
@@ -1662,6 +1670,134 @@ static void test_drain_waits_for_a_checkpoint_at_most_before_restart_s(void **st
 		     NULL) == (wait_s > 0));
 		json_decref(heartbeat(w, "node-a", ranks));
 		assert_int_equal(checkpoint_asked(1), 0);
+		world_free(w);
+	}
+}
+
+/* A world whose scheduler preempts for jobs that waited preempt_after_ms (0: never). */
+static struct sched_world *world_new_preempt(uint64_t preempt_after_ms)
+{
+	struct sched_world *w = world_new();
+	sched_destroy(w->sched);
+	uv_run(&w->loop, UV_RUN_NOWAIT);
+	struct sched_config cfg;
+	sched_config_defaults(&cfg);
+	cfg.tick_ms = 0;
+	cfg.preempt_after_ms = preempt_after_ms;
+	struct sched_io io = sched_world_io(w);
+	w->sched = sched_create(&w->loop, &w->fsm, &cfg, &io);
+	sched_leader_up(w->sched);
+	return w;
+}
+
+/* Preemption (yardd --preempt-after-s): the cluster's 8 devices run a trainer job of priority
+ * 0 (j-000001, at step 12, no checkpoint yet) and a command job of priority 1; a command job
+ * of priority 5 waits. After preempt_after_ms (2 s) the lowest-priority job is preempted, and
+ * only it: its ranks are asked for a checkpoint, it restarts (not counted) once the checkpoint
+ * is complete, and the waiting job takes its devices; the preempted job then waits and does
+ * not preempt the job of priority 1 in turn. With preemption off (the default) the job of
+ * priority 5 just waits. */
+static void test_preemption_stops_the_lowest_priority_job_after_a_checkpoint(void **state)
+{
+	for (int on = 0; on < 2; on++) {
+		struct sched_world *w = world_new_preempt(on ? 2000 : 0);
+		char dir[] = "/tmp/test_leader_preemptXXXXXX", spec[512], ranks[1024];
+		assert_non_null(mkdtemp(dir));
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		snprintf(spec, sizeof spec,
+		         "{\"name\":\"low\",\"spec\":{\"name\":\"low\",\"parallel\":{\"dp\":4},"
+		         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
+		         dir);
+		assert_int_equal(apply(w, "job.submit", spec), 201);
+		assert_int_equal(apply(w, "job.submit",
+		                       "{\"name\":\"mid\",\"priority\":1,\"spec\":{\"name\":"
+		                       "\"mid\",\"priority\":1,"
+		                       "\"command\":[\"x\"],\"ranks\":4}}"),
+		                 201);
+		run(w, 100);
+		assert_string_equal(job_state(w, "j-000001"), "running");
+		assert_string_equal(job_state(w, "j-000002"), "running");
+		json_t *j = job(w, "j-000001");
+		char low_node[16];
+		snprintf(low_node, sizeof low_node, "%s",
+		         json_string_value(json_object_get(
+		             json_array_get(json_object_get(j, "layout"), 0), "node")));
+		json_decref(j);
+		const char *other = strcmp(low_node, "node-a") == 0 ? "node-b" : "node-a";
+		running_at_step_12(ranks, sizeof ranks, 4);
+		json_decref(heartbeat(w, low_node, ranks));
+		assert_int_equal(
+		    apply(w, "job.submit",
+		          "{\"name\":\"high\",\"priority\":5,\"spec\":{\"name\":\"high\","
+		          "\"priority\":5,\"command\":[\"x\"],\"ranks\":4}}"),
+		    201);
+		run(w, 100);
+		assert_string_equal(job_state(w, "j-000003"), "pending");
+		/* before preempt_after_ms: nothing asked */
+		int64_t asked = 0;
+		for (int k = 0; k < 15; k++) {
+			json_decref(heartbeat(w, low_node, ranks));
+			assert_int_equal(checkpoint_asked(1), 0);
+			json_decref(heartbeat(w, other, "[]"));
+			run(w, 100);
+		}
+		for (int k = 0; k < 40 && asked == 0; k++) {
+			json_decref(heartbeat(w, low_node, ranks));
+			asked = checkpoint_asked(1);
+			json_decref(heartbeat(w, other, "[]"));
+			run(w, 100);
+		}
+		if (!on) {
+			assert_int_equal(asked, 0);
+			assert_string_equal(job_state(w, "j-000001"), "running");
+			assert_string_equal(job_state(w, "j-000003"), "pending");
+			assert_string_equal(events_of(w, "j-000001", "job.restarting"), "");
+		} else {
+			assert_true(asked > 0);
+			/* the checkpoint asked for completes: the preempted job restarts, not
+			 * counted */
+			assert_string_equal(job_state(w, "j-000001"), "running");
+			write_manifest(dir, 13, 4);
+			for (int k = 0; k < 30 && strcmp(job_state(w, "j-000003"), "running") != 0;
+			     k++) {
+				json_decref(heartbeat(w, low_node, "[]"));
+				json_decref(heartbeat(w, other, "[]"));
+				run(w, 100);
+			}
+			assert_string_equal(job_state(w, "j-000003"), "running");
+			j = job(w, "j-000003");
+			assert_string_equal(
+			    json_string_value(json_object_get(
+			        json_array_get(json_object_get(j, "layout"), 0), "node")),
+			    low_node);
+			json_decref(j);
+			const char *said = events_of(w, "j-000001", "job.restarting");
+			if (strstr(said,
+			           "(not counted against max_restarts): preempted by job j-000003 "
+			           "(priority 5, this job's 0), which waited ") == NULL ||
+			    strstr(said, "; checkpoint step 13 saved first") == NULL)
+				fail_msg("job.restarting: %s", said);
+			j = job(w, "j-000001");
+			assert_int_equal(json_integer_value(json_object_get(j, "restarts")), 0);
+			json_decref(j);
+			assert_non_null(
+			    strstr(events_of(w, "j-000003", "job.waiting"),
+			           "preempting job(s) of lower priority for their devices: "
+			           "j-000001"));
+			/* the preempted job waits; it does not preempt the job of priority 1 */
+			for (int k = 0; k < 40; k++) {
+				json_decref(heartbeat(w, "node-a", "[]"));
+				json_decref(heartbeat(w, "node-b", "[]"));
+				run(w, 100);
+			}
+			assert_string_equal(job_state(w, "j-000001"), "restarting");
+			assert_string_equal(job_state(w, "j-000002"), "running");
+			assert_string_equal(events_of(w, "j-000002", "job.restarting"), "");
+		}
+		char cmd[600];
+		snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
 		world_free(w);
 	}
 }
@@ -2203,7 +2339,7 @@ static void test_auto_job_grows_when_nodes_are_measured_later(void **state)
 static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(void **state)
 {
 	struct sched_world *w = world_new();
-	char dir[] = "/tmp/test_leader_grow0XXXXXX", args[1200], ranks[1024] = "[";
+	char dir[] = "/tmp/test_leader_grow0XXXXXX", args[1200], ranks[1024];
 	assert_non_null(mkdtemp(dir));
 	auto_job_args(args, sizeof args, 1000, "", dir);
 	heartbeat_perf(w, "node-a", PERF);
@@ -2215,12 +2351,7 @@ static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(
 	int world = (int)json_array_size(json_object_get(j, "layout"));
 	assert_true(world >= 1 && world <= 4);
 	json_decref(j);
-	for (int r = 0; r < world; r++)
-		snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
-		         "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,"
-		         "\"state\":\"running\",\"step\":12}",
-		         r ? "," : "", r);
-	strcat(ranks, "]");
+	running_at_step_12(ranks, sizeof ranks, world);
 	/* trained, node-b unmeasured: nothing asked */
 	for (int k = 0; k < 70; k++) {
 		json_decref(heartbeat(w, "node-a", ranks));
@@ -2576,6 +2707,7 @@ int main(void)
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
 	    cmocka_unit_test(test_drain_waits_for_a_checkpoint_at_most_before_restart_s),
+	    cmocka_unit_test(test_preemption_stops_the_lowest_priority_job_after_a_checkpoint),
 	    cmocka_unit_test(test_checkpoint_now_asks_a_running_job),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
