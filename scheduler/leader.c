@@ -2840,17 +2840,26 @@ static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
 	uint64_t now = mono_now(s);
 	s->preempt_looked_ms = now;
 	struct soft_job *v[PREEMPT_MAX_VICTIMS];
+	int64_t wall = wall_now(s);
 	for (int k = 0, looked = 0; k < n_q && looked < PREEMPT_WAITERS; k++) {
 		struct soft_job *w = candidates[q[k].user];
-		if (q[k].placed || !q[k].tried || w->proposing ||
-		    now - w->phase_since_ms < s->cfg.preempt_after_ms)
+		if (q[k].placed || !q[k].tried)
 			continue;
-		looked++;
-		if (!place_fits_empty(pn, n_nodes, &q[k].req))
-			continue; /* not even a cluster of free devices would do */
-		int n = victims_for(s, w, &q[k].req, pn, n_nodes, v);
-		if (n == 0)
+		int fits_empty = place_fits_empty(pn, n_nodes, &q[k].req);
+		int n = 0;
+		if (!w->proposing && now - w->phase_since_ms >= s->cfg.preempt_after_ms) {
+			looked++;
+			if (fits_empty) /* else not even a cluster of free devices would do */
+				n = victims_for(s, w, &q[k].req, pn, n_nodes, v);
+		}
+		if (n == 0) {
+			/* a job keeping the free devices for itself (queue.h) is ahead of those
+			 * behind it: devices freed for them would wait for it */
+			if (fits_empty && s->cfg.reserve_after_ms > 0 &&
+			    wall - q[k].pending_since_ms >= (int64_t)s->cfg.reserve_after_ms)
+				return;
 			continue;
+		}
 		char names[300] = "";
 		for (int i = 0; i < n; i++) {
 			snprintf(v[i]->preempted_by, sizeof v[i]->preempted_by, "%s", w->id);

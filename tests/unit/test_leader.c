@@ -1674,8 +1674,10 @@ static void test_drain_waits_for_a_checkpoint_at_most_before_restart_s(void **st
 	}
 }
 
-/* A world whose scheduler preempts for jobs that waited preempt_after_ms (0: never). */
-static struct sched_world *world_new_preempt(uint64_t preempt_after_ms)
+/* A world whose scheduler preempts for jobs that waited preempt_after_ms (0: never) and
+ * reserves devices for jobs that waited reserve_after_ms. */
+static struct sched_world *world_new_preempt_reserve(uint64_t preempt_after_ms,
+                                                     uint64_t reserve_after_ms)
 {
 	struct sched_world *w = world_new();
 	sched_destroy(w->sched);
@@ -1684,10 +1686,67 @@ static struct sched_world *world_new_preempt(uint64_t preempt_after_ms)
 	sched_config_defaults(&cfg);
 	cfg.tick_ms = 0;
 	cfg.preempt_after_ms = preempt_after_ms;
+	cfg.reserve_after_ms = reserve_after_ms;
 	struct sched_io io = sched_world_io(w);
 	w->sched = sched_create(&w->loop, &w->fsm, &cfg, &io);
 	sched_leader_up(w->sched);
 	return w;
+}
+
+static struct sched_world *world_new_preempt(uint64_t preempt_after_ms)
+{
+	return world_new_preempt_reserve(preempt_after_ms, 60000);
+}
+
+/* Heartbeats from both nodes (no ranks) and n passes, 100 ms apart. */
+static void idle_passes(struct sched_world *w, int n)
+{
+	for (int k = 0; k < n; k++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+}
+
+/* A job keeping the free devices for itself (it waited reserve_after_ms and fits the empty
+ * cluster) but unable to preempt (the devices it lacks are a job of its own priority's) stops
+ * jobs behind it from preempting: the devices they would free would wait for it. Once it is
+ * gone, the job behind it preempts. */
+static void test_no_preemption_behind_a_job_that_reserves(void **state)
+{
+	struct sched_world *w = world_new_preempt_reserve(2000, 3000);
+	idle_passes(w, 1);
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"x\",\"priority\":9,\"spec\":{\"name\":\"x\","
+	                       "\"priority\":9,\"command\":[\"x\"],\"ranks\":4}}"),
+	                 201);
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"v\",\"spec\":{\"name\":\"v\",\"command\":[\"x\"],"
+	                       "\"ranks\":4}}"),
+	                 201);
+	idle_passes(w, 1);
+	assert_string_equal(job_state(w, "j-000002"), "running");
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"big\",\"priority\":9,\"spec\":{\"name\":\"big\","
+	                       "\"priority\":9,\"command\":[\"x\"],\"ranks\":8}}"),
+	                 201);
+	idle_passes(w, 35);
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"p\",\"priority\":5,\"spec\":{\"name\":\"p\","
+	                       "\"priority\":5,\"command\":[\"x\"],\"ranks\":4}}"),
+	                 201);
+	idle_passes(w, 50);
+	assert_string_equal(job_state(w, "j-000002"), "running");
+	assert_string_equal(events_of(w, "j-000002", "job.restarting"), "");
+	assert_string_equal(job_state(w, "j-000004"), "pending");
+	assert_int_equal(apply(w, "job.cancel", "{\"id\":\"j-000003\"}"), 200);
+	for (int k = 0; k < 30 && strcmp(job_state(w, "j-000004"), "running") != 0; k++)
+		idle_passes(w, 1);
+	assert_string_equal(job_state(w, "j-000004"), "running");
+	assert_non_null(strstr(events_of(w, "j-000002", "job.restarting"),
+	                       "preempted by job j-000004 (priority 5, this job's 0)"));
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	world_free(w);
 }
 
 /* Preemption (yardd --preempt-after-s): the cluster's 8 devices run a trainer job of priority
@@ -2708,6 +2767,7 @@ int main(void)
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
 	    cmocka_unit_test(test_drain_waits_for_a_checkpoint_at_most_before_restart_s),
 	    cmocka_unit_test(test_preemption_stops_the_lowest_priority_job_after_a_checkpoint),
+	    cmocka_unit_test(test_no_preemption_behind_a_job_that_reserves),
 	    cmocka_unit_test(test_checkpoint_now_asks_a_running_job),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
