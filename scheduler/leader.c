@@ -59,6 +59,9 @@ struct health_row {
 
 /* A checkpoint request for the ranks of a job's generation on one node (checkpoint_first). */
 #define CKPT_ASKS_PER_NODE 4
+/* a planned restart's checkpoint request, answered or timed out, serves a retry of that restart
+ * this long; a request no restart took is forgotten this long after its time was up */
+#define CKPT_TAKEN_MS 10000
 struct ckpt_ask {
 	char job[FSM_ID_MAX];
 	int64_t generation, request;
@@ -162,6 +165,9 @@ struct soft_job {
 	int grow_looked_devices;
 	uint64_t grow_looked_ms;
 	char grow_said[64];       /* the best layout the last "not growing" log line named */
+	/* its restart to grow waits for the checkpoint its ranks were asked for: looked at on
+	 * every pass until that is complete or its time is up */
+	int grow_asking;
 	/* preempted (preempt_choose): the waiting job its devices are for, and the restart's
 	 * reason; "": not preempted. Kept until the job no longer runs (its restart went) or
 	 * that job no longer waits */
@@ -249,6 +255,7 @@ struct soft_job {
 	int64_t ckpt_request, ckpt_after;
 	uint64_t ckpt_asked_ms;
 	int64_t ckpt_done_gen;
+	uint64_t ckpt_done_ms; /* when (mono ms) the generation's request was over */
 	/* a request made through the API (sched_checkpoint_now): its nodes' answers carry it
 	 * until this (mono ms; 0: none) */
 	uint64_t ckpt_manual_until_ms;
@@ -2466,19 +2473,23 @@ static void reason_append(char *reason, size_t len, const char *fmt, ...)
  * "checkpoint" command on its next heartbeat answer (its watch is answered for it), the agent
  * hands it to the ranks, and they agree in a step's loss allreduce on the step they all save.
  * The restart goes once a checkpoint newer than the newest at the request is complete, or
- * before_restart_s after the request; reason gets which (it is the restart's). Once per
- * generation: a restart whose proposal failed is not held up again. */
+ * before_restart_s after the request; reason gets which (it is the restart's). A restart whose
+ * proposal failed is not held up again for CKPT_TAKEN_MS; a later restart of the same
+ * generation (one that was given up: a drain ended by an uncordon, a preemption whose job
+ * went elsewhere) asks again, and so does one after a request no restart took (run_jobs
+ * forgets it CKPT_TAKEN_MS after its time was up). */
 static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *layout, char *reason,
                             size_t reason_len)
 {
+	uint64_t now = mono_now(s);
 	if (j->before_restart_s <= 0 || j->step < 0 || layout == NULL ||
-	    j->ckpt_done_gen == j->generation)
+	    (j->ckpt_done_gen == j->generation && now - j->ckpt_done_ms < CKPT_TAKEN_MS))
 		return 1;
 	int64_t newest = job_newest_checkpoint(s, j);
-	uint64_t now = mono_now(s);
 	if (j->ckpt_asked_ms == 0) {
 		if (newest >= j->step) {
 			j->ckpt_done_gen = j->generation; /* nothing newer to save */
+			j->ckpt_done_ms = now;
 			return 1;
 		}
 		j->ckpt_after = newest;
@@ -2510,6 +2521,7 @@ static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *l
 	log_info("scheduler: job %s generation %lld: %s", j->id, (long long)j->generation, reason);
 	j->ckpt_asked_ms = 0;
 	j->ckpt_done_gen = j->generation;
+	j->ckpt_done_ms = now;
 	return 1;
 }
 
@@ -2647,9 +2659,11 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 			continue;
 		/* the checkpoint a restart to grow asked for is looked for on every pass, the rest
 		 * of the cluster every AUTO_GROW_CHECK_MS */
-		if (j->ckpt_asked_ms != 0 ? !checkpoint_settled(s, j, now)
-		                          : now - j->grow_checked_ms < AUTO_GROW_CHECK_MS)
+		if (j->grow_asking && j->ckpt_asked_ms != 0
+		        ? !checkpoint_settled(s, j, now)
+		        : now - j->grow_checked_ms < AUTO_GROW_CHECK_MS)
 			continue;
+		j->grow_asking = 0;
 		const json_t *plan = json_object_get(j->row, "plan");
 		int replanned = json_object_get(plan, "replanned_from") != NULL;
 		const json_t *planned_for =
@@ -2743,6 +2757,8 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		if (propose_grow_restart(s, j, reason, sizeof reason)) {
 			j->replan_wanted = 1;
 			j->replan_generation = j->generation;
+		} else {
+			j->grow_asking = 1; /* its ranks were asked for a checkpoint */
 		}
 		break; /* one at a time: the next pass sees the devices it will take */
 	}
@@ -3068,6 +3084,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 				j->noted_waiting = j->noted_running = j->noted_progress =
 				    j->stopped = 0;
 				j->ckpt_asked_ms = j->ckpt_manual_until_ms = 0;
+				j->grow_asking = 0;
 				j->position = 0;
 				j->reason[0] = '\0';
 				straggler_reset(j);
@@ -3082,7 +3099,9 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 			if (j->ckpt_asked_ms != 0) {
 				uint64_t over =
 				    j->ckpt_asked_ms + (uint64_t)j->before_restart_s * 1000;
-				if (now >= over)
+				if (now >= over + CKPT_TAKEN_MS)
+					j->ckpt_asked_ms = 0; /* no restart took it: given up */
+				else if (now >= over)
 					j->check_due = 1;
 				else
 					wake_at(s, over);

@@ -1674,6 +1674,90 @@ static void test_drain_waits_for_a_checkpoint_at_most_before_restart_s(void **st
 	}
 }
 
+/* Heartbeats from both nodes (no ranks) and n passes, 100 ms apart. */
+static void idle_passes(struct sched_world *w, int n)
+{
+	for (int k = 0; k < n; k++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
+}
+
+/* A planned restart given up while it waited for its checkpoint (a drain ended by an
+ * uncordon) leaves nothing behind: the ranks' answer, completed later, is not taken by a
+ * restart decided a minute after it, which asks for a newer checkpoint (a new request) and
+ * waits for it instead of going at once from the old one. */
+static void test_a_given_up_checkpoint_request_is_not_reused(void **state)
+{
+	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_staleXXXXXX", spec[512], ranks[1024];
+	assert_non_null(mkdtemp(dir));
+	idle_passes(w, 1);
+	snprintf(spec, sizeof spec,
+	         "{\"name\":\"s\",\"spec\":{\"name\":\"s\",\"parallel\":{\"dp\":4},"
+	         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
+	         dir);
+	assert_int_equal(apply(w, "job.submit", spec), 201);
+	run(w, 100);
+	json_t *j = job(w, "j-000001");
+	char node[16], other[16];
+	snprintf(node, sizeof node, "%s",
+	         json_string_value(
+	             json_object_get(json_array_get(json_object_get(j, "layout"), 0), "node")));
+	snprintf(other, sizeof other, "%s", strcmp(node, "node-a") == 0 ? "node-b" : "node-a");
+	json_decref(j);
+	running_at_step_12(ranks, sizeof ranks, 4);
+	json_decref(heartbeat(w, node, ranks));
+	run(w, 100);
+	char drain[64];
+	snprintf(drain, sizeof drain, "{\"id\":\"%s\"}", node);
+	assert_int_equal(apply(w, "node.drain", drain), 200);
+	json_decref(heartbeat(w, other, "[]"));
+	run(w, 100);
+	json_decref(heartbeat(w, node, ranks));
+	int64_t first = checkpoint_asked(1);
+	assert_true(first > 0);
+	/* uncordoned before the answer: the drain is over, the job stays */
+	char uncordon[64];
+	snprintf(uncordon, sizeof uncordon, "{\"id\":\"%s\",\"cordoned\":false}", node);
+	assert_int_equal(apply(w, "node.cordon", uncordon), 200);
+	write_manifest(dir, 13, 4);
+	for (int k = 0; k < 600; k++) {
+		json_decref(heartbeat(w, node, ranks));
+		json_decref(heartbeat(w, other, "[]"));
+		run(w, 100);
+	}
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	/* trained on to step 40, drained again: a new request, and the restart waits for it */
+	char later[1024];
+	snprintf(later, sizeof later, "%s", ranks);
+	for (char *p = later; (p = strstr(p, "\"step\":12")) != NULL; p += 9)
+		memcpy(p + 7, "40", 2);
+	json_decref(heartbeat(w, node, later));
+	run(w, 100);
+	assert_int_equal(apply(w, "node.drain", drain), 200);
+	json_decref(heartbeat(w, other, "[]"));
+	run(w, 100);
+	json_decref(heartbeat(w, node, later));
+	int64_t second = checkpoint_asked(1);
+	assert_true(second > first);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	write_manifest(dir, 41, 4);
+	for (int k = 0; k < 20 && strcmp(job_state(w, "j-000001"), "running") == 0; k++) {
+		json_decref(heartbeat(w, node, later));
+		json_decref(heartbeat(w, other, "[]"));
+		run(w, 100);
+	}
+	const char *said = events_of(w, "j-000001", "job.restarting");
+	if (strstr(said, "node draining; checkpoint step 41 saved first") == NULL)
+		fail_msg("job.restarting: %s", said);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	world_free(w);
+}
+
 /* A world whose scheduler preempts for jobs that waited preempt_after_ms (0: never) and
  * reserves devices for jobs that waited reserve_after_ms. */
 static struct sched_world *world_new_preempt_reserve(uint64_t preempt_after_ms,
@@ -1696,16 +1780,6 @@ static struct sched_world *world_new_preempt_reserve(uint64_t preempt_after_ms,
 static struct sched_world *world_new_preempt(uint64_t preempt_after_ms)
 {
 	return world_new_preempt_reserve(preempt_after_ms, 60000);
-}
-
-/* Heartbeats from both nodes (no ranks) and n passes, 100 ms apart. */
-static void idle_passes(struct sched_world *w, int n)
-{
-	for (int k = 0; k < n; k++) {
-		json_decref(heartbeat(w, "node-a", "[]"));
-		json_decref(heartbeat(w, "node-b", "[]"));
-		run(w, 100);
-	}
 }
 
 /* A job keeping the free devices for itself (it waited reserve_after_ms and fits the empty
@@ -2766,6 +2840,7 @@ int main(void)
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
 	    cmocka_unit_test(test_drain_waits_for_a_checkpoint_at_most_before_restart_s),
+	    cmocka_unit_test(test_a_given_up_checkpoint_request_is_not_reused),
 	    cmocka_unit_test(test_preemption_stops_the_lowest_priority_job_after_a_checkpoint),
 	    cmocka_unit_test(test_no_preemption_behind_a_job_that_reserves),
 	    cmocka_unit_test(test_checkpoint_now_asks_a_running_job),
