@@ -173,6 +173,7 @@ struct soft_job {
 	 * that job no longer waits */
 	char preempted_by[FSM_ID_MAX];
 	char preempt_reason[200];
+	uint64_t preempt_found_none_ms; /* waiting: when its last look found no victims; 0: none */
 	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
 	 * one whose spec validates (jobspec_with_dp; owned) */
 	int *shrink_dp;
@@ -1984,6 +1985,9 @@ static struct place_node *busy_view(struct sched *s)
 #define PREEMPT_LOOK_MS 1000   /* a look for a job to preempt for, at most this often */
 #define PREEMPT_WAITERS 4      /* waiting jobs a look considers, in queue order */
 #define PREEMPT_MAX_VICTIMS 32 /* running jobs one preemption may stop, at most */
+/* a waiting job no preemption would help is looked at again this much later (a look places
+ * gangs on copies of the whole cluster's view) */
+#define PREEMPT_RETRY_MS 10000
 static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
                            const struct queue_job *q, int n_q, const struct place_node *pn,
                            int n_nodes);
@@ -2863,10 +2867,13 @@ static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
 			continue;
 		int fits_empty = place_fits_empty(pn, n_nodes, &q[k].req);
 		int n = 0;
-		if (!w->proposing && now - w->phase_since_ms >= s->cfg.preempt_after_ms) {
+		if (!w->proposing && now - w->phase_since_ms >= s->cfg.preempt_after_ms &&
+		    (w->preempt_found_none_ms == 0 ||
+		     now - w->preempt_found_none_ms >= PREEMPT_RETRY_MS)) {
 			looked++;
 			if (fits_empty) /* else not even a cluster of free devices would do */
 				n = victims_for(s, w, &q[k].req, pn, n_nodes, v);
+			w->preempt_found_none_ms = n == 0 ? now : 0;
 		}
 		if (n == 0) {
 			/* a job keeping the free devices for itself (queue.h) is ahead of those
