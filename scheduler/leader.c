@@ -299,7 +299,7 @@ struct sched {
 	 * last look for a job to preempt for */
 	int n_preempted;
 	uint64_t preempt_looked_ms;
-	uint64_t preemptions_total; /* jobs marked for preemption (not counting retries) */
+	uint64_t preemptions_total; /* restarts proposed for a preemption */
 	/* the last full pass that looked at every running job, and the nodes it saw */
 	uint64_t last_check_all_ms, check_all_nodes_version;
 	struct queue_job *q; /* the pass's queue, kept between passes (no page faults) */
@@ -2549,11 +2549,11 @@ static int rollout_restart_ready(void *data, const char *id, char *reason, size_
 	return checkpoint_first(s, j, j->layout, reason, len);
 }
 
-/* Restarts a running job without counting it (growing back), saying reason and the checkpoint
- * it restores, once the job has one for it (checkpoint_first); 1 when proposed, 0 while the
- * job's ranks are saving one. */
-static int propose_grow_restart(struct sched *s, struct soft_job *j, char *reason,
-                                size_t reason_len)
+/* Restarts a running job without counting it (growing, a preemption), saying reason and the
+ * checkpoint it restores, once the job has one for it (checkpoint_first); 1 when proposed, 0
+ * while the job's ranks are saving one. */
+static int propose_planned_restart(struct sched *s, struct soft_job *j, char *reason,
+                                   size_t reason_len)
 {
 	size_t said = strlen(reason);
 	if (!checkpoint_first(s, j, j->layout, reason, reason_len)) {
@@ -2623,7 +2623,7 @@ static void check_grow_back(struct sched *s, const json_t *nodes)
 		snprintf(reason, sizeof reason,
 		         "growing back to dp %d (runs dp %d): %d devices free for its %d ranks",
 		         j->req.dp, effective_dp(j), free_devices, j->world);
-		propose_grow_restart(s, j, reason, sizeof reason);
+		propose_planned_restart(s, j, reason, sizeof reason);
 		break; /* one at a time: the next pass sees the devices it will take */
 	}
 out:
@@ -2758,7 +2758,7 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 			         (long long)json_integer_value(planned_for), devices_now);
 		char reason[256]; /* job.restart takes 256 bytes */
 		snprintf(reason, sizeof reason, "%s", j->grow_reason);
-		if (propose_grow_restart(s, j, reason, sizeof reason)) {
+		if (propose_planned_restart(s, j, reason, sizeof reason)) {
 			j->replan_wanted = 1;
 			j->replan_generation = j->generation;
 		} else {
@@ -2784,7 +2784,8 @@ static int victim_cmp(const void *a, const void *b)
 }
 
 /* Whether req fits on pn (the pass's view) with the devices of the victims v[0, n) freed,
- * except skip (-1: none). trial, test: room for n_nodes nodes; slots: room for the gang. */
+ * except skip (-1: none) and the NULL ones. trial: room for n_nodes nodes; slots: room for
+ * the gang. */
 static int fits_without(const struct place_node *pn, int n_nodes, struct soft_job *const *v, int n,
                         int skip, const struct place_request *req, struct place_node *trial,
                         struct place_slot *slots)
@@ -2895,7 +2896,6 @@ static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
 			reason_append(names, sizeof names, "%s%s", i ? ", " : "", v[i]->id);
 		}
 		s->n_preempted = n;
-		s->preemptions_total += (uint64_t)n;
 		log_info(
 		    "scheduler: job %s (priority %lld) waited %.1f s for devices: preempting %s",
 		    w->id, (long long)w->row_priority, (double)(now - w->phase_since_ms) / 1000,
@@ -2942,7 +2942,8 @@ static void preempt_continue(struct sched *s)
 		}
 		char reason[256]; /* job.restart takes 256 bytes */
 		snprintf(reason, sizeof reason, "%s", j->preempt_reason);
-		propose_grow_restart(s, j, reason, sizeof reason);
+		if (propose_planned_restart(s, j, reason, sizeof reason))
+			s->preemptions_total++;
 		marked++;
 	}
 	s->n_preempted = marked;
@@ -4692,8 +4693,8 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        (unsigned long long)s->watch_news_total, (unsigned long long)s->watch_desired_total,
 	        (unsigned long long)s->nudges_total);
 	fprintf(f,
-	        "# HELP yard_preemptions_total Running jobs this leader preempted for a waiting "
-	        "job of higher priority (yardd --preempt-after-s).\n"
+	        "# HELP yard_preemptions_total Running jobs this leader restarted to give their "
+	        "devices to a waiting job of higher priority (yardd --preempt-after-s).\n"
 	        "# TYPE yard_preemptions_total counter\nyard_preemptions_total %llu\n",
 	        (unsigned long long)s->preemptions_total);
 	fprintf(f,
