@@ -2656,6 +2656,7 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 	struct place_node *pn = NULL, *trial = NULL;
 	int spoken_for = -1;        /* devices_spoken_for, asked once a job qualifies */
 	int cpu_now = -1, cuda_now; /* autoplan_devices, counted once a job asks */
+	json_t *perf = NULL;        /* perf_by_node, made once a job asks */
 	for (int k = 0; k < s->n_jobs; k++) {
 		struct soft_job *j = &s->jobs[k];
 		if (s->keys[k].kind != JK_RUNNING || !j->is_auto || j->proposing ||
@@ -2675,9 +2676,8 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		if (!replanned && !json_is_integer(planned_for))
 			continue; /* a plan recorded without its cluster: nothing to compare */
 		if (cpu_now < 0) {
-			json_t *perf = perf_by_node(s);
+			perf = perf_by_node(s);
 			autoplan_devices(nodes, perf, &cpu_now, &cuda_now);
-			json_decref(perf);
 		}
 		int devices_now = j->req.require_cuda  ? cuda_now
 		                  : j->req.require_cpu ? cpu_now
@@ -2704,9 +2704,7 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		struct yard_err err = {0};
 		if (autoplan_layout(plan, &cur, &err) != 0)
 			continue;
-		json_t *perf = perf_by_node(s);
 		json_t *answer = autoplan_run(j->spec, nodes, perf, 1, &err);
-		json_decref(perf);
 		const json_t *best = json_array_get(json_object_get(answer, "candidates"), 0);
 		double running_ms = json_number_value(json_object_get(plan, "step_ms"));
 		double best_ms = json_number_value(json_object_get(best, "step_ms"));
@@ -2767,6 +2765,7 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		break; /* one at a time: the next pass sees the devices it will take */
 	}
 	free(trial);
+	json_decref(perf);
 }
 
 /* ---- preemption ---- */

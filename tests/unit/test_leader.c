@@ -1790,25 +1790,13 @@ static void test_no_preemption_behind_a_job_that_reserves(void **state)
 {
 	struct sched_world *w = world_new_preempt_reserve(2000, 3000);
 	idle_passes(w, 1);
-	assert_int_equal(apply(w, "job.submit",
-	                       "{\"name\":\"x\",\"priority\":9,\"spec\":{\"name\":\"x\","
-	                       "\"priority\":9,\"command\":[\"x\"],\"ranks\":4}}"),
-	                 201);
-	assert_int_equal(apply(w, "job.submit",
-	                       "{\"name\":\"v\",\"spec\":{\"name\":\"v\",\"command\":[\"x\"],"
-	                       "\"ranks\":4}}"),
-	                 201);
+	submit_command(w, 4, 9); /* x */
+	submit_command(w, 4, 0); /* v */
 	idle_passes(w, 1);
 	assert_string_equal(job_state(w, "j-000002"), "running");
-	assert_int_equal(apply(w, "job.submit",
-	                       "{\"name\":\"big\",\"priority\":9,\"spec\":{\"name\":\"big\","
-	                       "\"priority\":9,\"command\":[\"x\"],\"ranks\":8}}"),
-	                 201);
+	submit_command(w, 8, 9); /* big */
 	idle_passes(w, 35);
-	assert_int_equal(apply(w, "job.submit",
-	                       "{\"name\":\"p\",\"priority\":5,\"spec\":{\"name\":\"p\","
-	                       "\"priority\":5,\"command\":[\"x\"],\"ranks\":4}}"),
-	                 201);
+	submit_command(w, 4, 5); /* p */
 	idle_passes(w, 50);
 	assert_string_equal(job_state(w, "j-000002"), "running");
 	assert_string_equal(events_of(w, "j-000002", "job.restarting"), "");
@@ -1843,11 +1831,7 @@ static void test_preemption_stops_the_lowest_priority_job_after_a_checkpoint(voi
 		         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
 		         dir);
 		assert_int_equal(apply(w, "job.submit", spec), 201);
-		assert_int_equal(apply(w, "job.submit",
-		                       "{\"name\":\"mid\",\"priority\":1,\"spec\":{\"name\":"
-		                       "\"mid\",\"priority\":1,"
-		                       "\"command\":[\"x\"],\"ranks\":4}}"),
-		                 201);
+		submit_command(w, 4, 1); /* mid */
 		run(w, 100);
 		assert_string_equal(job_state(w, "j-000001"), "running");
 		assert_string_equal(job_state(w, "j-000002"), "running");
@@ -1860,11 +1844,7 @@ static void test_preemption_stops_the_lowest_priority_job_after_a_checkpoint(voi
 		const char *other = strcmp(low_node, "node-a") == 0 ? "node-b" : "node-a";
 		running_at_step_12(ranks, sizeof ranks, 4);
 		json_decref(heartbeat(w, low_node, ranks));
-		assert_int_equal(
-		    apply(w, "job.submit",
-		          "{\"name\":\"high\",\"priority\":5,\"spec\":{\"name\":\"high\","
-		          "\"priority\":5,\"command\":[\"x\"],\"ranks\":4}}"),
-		    201);
+		submit_command(w, 4, 5); /* high */
 		run(w, 100);
 		assert_string_equal(job_state(w, "j-000003"), "pending");
 		/* before preempt_after_ms: nothing asked */
