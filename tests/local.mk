@@ -85,6 +85,13 @@ tests_unit_test_leader_SOURCES = tests/unit/test_leader.c tests/unit/sched_world
 tests_unit_test_leader_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_leader_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIBS) $(UV_LIBS) $(CMOCKA_LIBS)
 
+check_PROGRAMS += tests/unit/test_gangs
+TESTS += tests/unit/test_gangs
+tests_unit_test_gangs_SOURCES = tests/unit/test_gangs.c tests/unit/sched_world.c \
+	tests/unit/sched_world.h
+tests_unit_test_gangs_CFLAGS = $(tests_unit_test_leader_CFLAGS)
+tests_unit_test_gangs_LDADD = $(tests_unit_test_leader_LDADD)
+
 # failure.allow_shrink_dp: a node dies under a dp 2 x tp 2 x pp 2 trainer job and it continues
 # with dp 1 (needs yard-run and yard-worker; skipped without them)
 dist_check_SCRIPTS += tests/integration/train_shrink.sh tests/integration/train_shrink_controller.sh \
