@@ -5,18 +5,21 @@
  * The leader's scheduler runs over a real in-memory state machine with fake raft and clocks
  * (tests/unit/sched_world.h), preemption on. Four nodes of 4 CPU devices run simulated agents
  * that behave as yard-agent does towards the leader: each heartbeat reports every rank the
- * agent holds (running with a step, or exited with its code), the answer's desired set is
- * what it runs next (new ranks start, ranks no longer desired stop), and a "checkpoint"
- * command is answered, most of the time, by a complete checkpoint in the job's store. Random
- * events: submissions of command jobs and trainer jobs (dp × tp × pp, some allowed to shrink)
- * of random priorities, rank exits with code 0 or 1, whole jobs finishing, cancellations,
- * crashes (agent and ranks gone), partitions (the agent silent, its ranks kept), returns,
- * cordons, drains and uncordons, and time passing. After every event the committed state must
- * hold: a running job's layout is whole (every rank of its generation, on a known node and
- * device), its tensor-parallel groups each on one node, no device runs two ranks, an ended job
- * never runs again, no job restarts more than it may, and no agent is told to run a rank that
- * the committed layout does not put on it. At the end every node returns and is uncordoned,
- * ranks finish as they start, and every job must end: a gang left waiting is a failure. */
+ * agent holds (running with a step, or exited with its code) and the node's measured rates
+ * when asked, the answer's desired set is what it runs next (new ranks start, ranks no longer
+ * desired stop), and a "checkpoint" command is answered, most of the time, by a complete
+ * checkpoint in the job's store. Random events: submissions of command jobs, trainer jobs
+ * (dp × tp × pp, some allowed to shrink) and parallel "auto" jobs of random priorities, rank
+ * exits with code 0 or 1, whole jobs finishing, cancellations, crashes (agent and ranks gone),
+ * partitions (the agent silent, its ranks kept), returns, cordons, drains and uncordons, new
+ * leaders, and time passing. After every event the committed state must hold: a running
+ * job's layout is whole (every rank of its generation, on a known node and device), its
+ * tensor-parallel groups each on one node, no device runs two ranks, an ended job never runs
+ * again, no job restarts more than it may; every desired set names only ranks the committed
+ * state runs on that node (of a running job, its generation, the node not down); and a
+ * waiting job that fits the free devices is placed within seconds (check_waiting). At the
+ * end every node returns and is uncordoned, ranks finish as they start, and every job must
+ * end: a gang left waiting is a failure. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +36,17 @@
 #include "scheduler/leader.h"
 #include "tests/unit/sched_world.h"
 
+/* A node's measured rates as yard-agent reports them (test_leader's), flops_per_s set per
+ * node. */
+#define PERF                                                                                       \
+	"{\"flops_per_s\":5e10,\"gemm\":[[8192,2e10],[1.3e8,5e10]],\"block\":{\"mac_s\":1e-10,"    \
+	"\"weight_s\":1e-9,\"hidden_s\":1e-9,\"model_s\":1e-9,\"call_s\":1e-5,\"fit_error\":0.1}," \
+	"\"optim_s_per_param\":{\"adamw\":5e-9,\"sgd\":1e-9},\"parallel_efficiency\":1,"           \
+	"\"intra_bw_bytes_per_s\":5e9,\"intra_latency_s\":2e-6,\"inter_bw_bytes_per_s\":1e9,"      \
+	"\"intra_sync_s\":1.5e-5,\"intra_sync_cpu_s\":4e-6,\"intra_busy_sync_cpu_s\":1e-5,"        \
+	"\"intra_allreduce_sync_s\":5e-6,\"intra_busy_allreduce_sync_cpu_s\":4e-5,"                \
+	"\"inter_latency_s\":2e-5,\"inter_source\":\"configured\",\"device_memory_mb\":4096}"
+
 #define N_NODES 4
 #define DEVICES 4
 #define MAX_JOBS 64
@@ -47,6 +61,7 @@ struct held {
 struct agent {
 	char name[16];
 	int alive;
+	int want_perf; /* the last answer asked for the node's measured rates */
 	struct held held[64];
 	int n_held;
 };
@@ -61,7 +76,10 @@ struct sim {
 	int n_jobs;
 	int ended[MAX_JOBS + 1]; /* job n reached a terminal state */
 	int max_restarts[MAX_JOBS + 1];
-	int answered, preemptions, crashes, partitions, drains, restarts_seen, elections;
+	int64_t fits_since[MAX_JOBS + 1]; /* the tick since which job n fits the free devices */
+	int checked_waiting;
+	int answered, preemptions, crashes, partitions, drains, restarts_seen, elections, grows,
+	    replans;
 };
 
 static unsigned pick(struct sim *m, unsigned n)
@@ -172,11 +190,19 @@ static void beat(struct sim *m, struct agent *a)
 		json_array_append_new(ranks, r);
 	}
 	json_t *body = json_pack("{s:s,s:o}", "node", a->name, "ranks", ranks);
+	if (a->want_perf) { /* node-a computes fastest, node-d slowest */
+		json_t *perf = json_loads(PERF, 0, NULL);
+		assert_non_null(perf);
+		json_object_set_new(perf, "flops_per_s",
+		                    json_real(5e10 / (1 + 0.25 * (a->name[5] - 'a'))));
+		json_object_set_new(body, "perf", perf);
+	}
 	struct yard_err err = {0};
 	json_t *answer = sched_heartbeat(m->w->sched, a->name, body, &err);
 	json_decref(body);
 	if (answer == NULL)
 		fail_at(m, "heartbeat of %s refused: %s", a->name, err.msg);
+	a->want_perf = json_is_true(json_object_get(answer, "want_perf"));
 	const json_t *desired = json_object_get(answer, "desired");
 	struct held next[64];
 	int n_next = 0;
@@ -230,7 +256,16 @@ static void submit(struct sim *m)
 {
 	char args[1024];
 	int priority = (int)pick(m, 4), restarts = (int)pick(m, 4);
-	if (pick(m, 2)) {
+	unsigned kind = pick(m, 5);
+	if (kind == 0) { /* parallel "auto": planned on the nodes' measured rates */
+		snprintf(args, sizeof args,
+		         "{\"name\":\"a\",\"priority\":%d,\"spec\":{\"name\":\"a\",\"priority\":%d,"
+		         "\"model\":{\"d_in\":32,\"d_model\":256,\"d_ff\":1024,\"layers\":8,"
+		         "\"classes\":10},\"train\":{\"steps\":100000,\"batch_size\":64},"
+		         "\"parallel\":\"auto\",\"checkpoint\":{\"store\":\"dir:%s\","
+		         "\"before_restart_s\":%u},\"failure\":{\"max_restarts\":%d}}}",
+		         priority, priority, m->dir, 1 + pick(m, 3), restarts);
+	} else if (kind < 3) {
 		snprintf(args, sizeof args,
 		         "{\"name\":\"c\",\"priority\":%d,\"spec\":{\"name\":\"c\",\"command\":"
 		         "[\"x\"],\"ranks\":%u,\"priority\":%d,\"failure\":{\"max_restarts\":%d}}}",
@@ -299,6 +334,8 @@ static int alive_count(struct sim *m)
 	return n;
 }
 
+static void check_waiting(struct sim *m);
+
 static void random_event(struct sim *m)
 {
 	char args[256], id[16];
@@ -362,12 +399,90 @@ static void random_event(struct sim *m)
 			sched_leader_down(m->w->sched);
 			sched_leader_up(m->w->sched);
 			m->elections++;
+			for (int n = 0; n <= MAX_JOBS; n++)
+				m->fits_since[n] = -1;
 		}
 		break;
 	default: /* time passes: up to 4 s */
-		for (unsigned t = pick(m, 40); t > 0; t--)
+		for (unsigned t = pick(m, 40); t > 0; t--) {
 			tick(m);
+			check_waiting(m);
+		}
 	}
+}
+
+/* Free devices of the schedulable nodes (up, not cordoned or draining) in free[]. */
+static void free_devices(struct sim *m, int free[N_NODES])
+{
+	struct yard_err err = {0};
+	for (int n = 0; n < N_NODES; n++) {
+		json_t *row = fsm_node_get(&m->w->fsm, m->agents[n].name, &err);
+		assert_non_null(row);
+		free[n] = strcmp(json_string_value(json_object_get(row, "state")), "up") == 0 &&
+		                  !json_is_true(json_object_get(row, "cordoned"))
+		              ? DEVICES
+		              : 0;
+		json_decref(row);
+	}
+	json_t *slots = fsm_running_slots(&m->w->fsm);
+	size_t i;
+	json_t *slot;
+	json_array_foreach(slots, i, slot)
+	{
+		int n = json_string_value(json_object_get(slot, "node"))[5] - 'a';
+		if (free[n] > 0)
+			free[n]--;
+	}
+	json_decref(slots);
+}
+
+/* No stranded gang: a waiting job whose whole layout fits the free devices as the placer
+ * counts them (tensor-parallel groups per node) is placed within 5 s, a restarting one within
+ * 15 s (its old ranks are waited for, at most 10 s, after a back-off), unless a job that waited
+ * too long holds the free devices (queue.h's reservation: the job's reason says so). A new
+ * leader starts the clocks again; auto jobs (whose layout is the planner's) are left out. */
+static void check_waiting(struct sim *m)
+{
+	int free[N_NODES];
+	free_devices(m, free);
+	for (int n = 1; n <= m->n_jobs; n++) {
+		json_t *j = job_row(m, n);
+		const char *state = state_of(j);
+		const json_t *spec = json_object_get(j, "spec");
+		const json_t *par = json_object_get(spec, "parallel");
+		if ((strcmp(state, "pending") != 0 && strcmp(state, "restarting") != 0) ||
+		    json_is_string(par)) {
+			m->fits_since[n] = -1;
+			json_decref(j);
+			continue;
+		}
+		json_int_t tp = par ? json_integer_value(json_object_get(par, "tp")) : 1;
+		json_int_t groups = par ? json_integer_value(json_object_get(par, "dp")) *
+		                              json_integer_value(json_object_get(par, "pp"))
+		                        : json_integer_value(json_object_get(spec, "ranks"));
+		json_int_t room = 0;
+		for (int k = 0; k < N_NODES; k++)
+			room += free[k] / tp;
+		if (room < groups) {
+			m->fits_since[n] = -1;
+		} else if (m->fits_since[n] < 0) {
+			m->fits_since[n] = m->ticks;
+		} else if (m->ticks - m->fits_since[n] >
+		           (strcmp(state, "restarting") == 0 ? 150 : 50)) {
+			sched_overlay_job(m->w->sched, j);
+			const char *reason = json_string_value(json_object_get(j, "reason"));
+			if (reason == NULL || strstr(reason, "holds the free devices") == NULL) {
+				char *text = json_dumps(j, JSON_COMPACT);
+				fail_at(m,
+				        "stranded for %.1f s with %lld group(s) of %lld device(s) "
+				        "free: %s",
+				        (double)(m->ticks - m->fits_since[n]) / 10, (long long)room,
+				        (long long)tp, text);
+			}
+		}
+		json_decref(j);
+	}
+	m->checked_waiting++;
 }
 
 /* The committed state's invariants, and the desired sets' agreement with it. */
@@ -404,7 +519,9 @@ static void check(struct sim *m)
 			const json_t *spec = json_object_get(j, "spec");
 			const json_t *par = json_object_get(spec, "parallel");
 			const json_t *eff = json_object_get(j, "effective");
-			json_int_t tp = par ? json_integer_value(json_object_get(par, "tp")) : 1;
+			json_int_t tp = eff   ? json_integer_value(json_object_get(eff, "tp"))
+			                : par ? json_integer_value(json_object_get(par, "tp"))
+			                      : 1;
 			json_int_t world =
 			    eff   ? json_integer_value(json_object_get(eff, "world"))
 			    : par ? json_integer_value(json_object_get(par, "dp")) * tp *
@@ -444,6 +561,8 @@ static void check(struct sim *m)
 static void sim_run(unsigned seed, int events)
 {
 	struct sim m = {.seed = seed, .seed0 = seed};
+	for (int n = 0; n <= MAX_JOBS; n++)
+		m.fits_since[n] = -1;
 	m.w = calloc(1, sizeof *m.w);
 	char why[256] = "";
 	assert_int_equal(sched_world_init(m.w, 100, why, sizeof why), 0);
@@ -477,6 +596,7 @@ static void sim_run(unsigned seed, int events)
 		random_event(&m);
 		tick(&m);
 		check(&m);
+		check_waiting(&m);
 	}
 	/* the end: every node back and schedulable, every rank finishing as it starts */
 	for (int n = 0; n < N_NODES; n++) {
@@ -519,22 +639,27 @@ static void sim_run(unsigned seed, int events)
 	{
 		const char *msg = json_string_value(json_object_get(e, "message"));
 		m.preemptions += msg != NULL && strstr(msg, "preempted by job") != NULL;
+		m.grows += msg != NULL && strstr(msg, "growing") != NULL;
+		m.replans +=
+		    strcmp(json_string_value(json_object_get(e, "type")), "job.replanned") == 0;
 		m.restarts_seen +=
 		    strcmp(json_string_value(json_object_get(e, "type")), "job.restarting") == 0;
 	}
 	json_decref(list);
-	int succeeded = 0, failed = 0;
+	int succeeded = 0, failed = 0, planned = 0;
 	for (int n = 1; n <= m.n_jobs; n++) {
 		json_t *j = job_row(&m, n);
 		succeeded += strcmp(state_of(j), "succeeded") == 0;
 		failed += strcmp(state_of(j), "failed") == 0;
+		planned += json_object_get(j, "plan") != NULL;
 		json_decref(j);
 	}
-	print_message("seed %u: %d jobs (%d succeeded, %d failed), %d restarts, %d preemptions, "
-	              "%d crashes, %d partitions, %d drains, %d elections, %d checkpoints asked "
-	              "and written\n",
-	              seed, m.n_jobs, succeeded, failed, m.restarts_seen, m.preemptions, m.crashes,
-	              m.partitions, m.drains, m.elections, m.answered);
+	print_message("seed %u: %d jobs (%d succeeded, %d failed, %d planned), %d restarts (%d "
+	              "preemptions, %d to grow), %d replans, %d crashes, %d partitions, %d drains, "
+	              "%d elections, %d checkpoints asked and written\n",
+	              seed, m.n_jobs, succeeded, failed, planned, m.restarts_seen, m.preemptions,
+	              m.grows, m.replans, m.crashes, m.partitions, m.drains, m.elections,
+	              m.answered);
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", m.dir);
 	assert_int_equal(system(cmd), 0);
