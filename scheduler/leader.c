@@ -174,6 +174,14 @@ struct soft_job {
 	char preempted_by[FSM_ID_MAX];
 	char preempt_reason[200];
 	uint64_t preempt_found_none_ms; /* waiting: when its last look found no victims; 0: none */
+	/* waiting and preempting: the devices its gang takes on the view with its victims'
+	 * devices freed, held from the jobs after it in queue order (queue.h, hold) while its
+	 * victims restart and PREEMPT_HOLD_MS after the last, so that a job placed meanwhile does
+	 * not take the devices freed for it (and get preempted in turn); for the placement view
+	 * of version preempt_hold_version; owned, NULL: none */
+	struct place_slot *preempt_hold;
+	int n_preempt_hold;
+	uint64_t preempt_hold_version, preempt_hold_until_ms;
 	/* failure.allow_shrink_dp: the smaller dps a re-placement may use, largest first, each
 	 * one whose spec validates (jobspec_with_dp; owned) */
 	int *shrink_dp;
@@ -719,6 +727,13 @@ static void straggler_reset(struct soft_job *j)
 	j->replace_rank = -1;
 }
 
+static void preempt_hold_drop(struct soft_job *j)
+{
+	free(j->preempt_hold);
+	j->preempt_hold = NULL;
+	j->n_preempt_hold = 0;
+}
+
 static void job_release(struct soft_job *j)
 {
 	json_decref(j->claim);
@@ -733,6 +748,7 @@ static void job_release(struct soft_job *j)
 	free(j->shrink_dp);
 	j->shrink_dp = NULL;
 	j->n_shrink_dp = 0;
+	preempt_hold_drop(j);
 	desired_drop(j);
 	straggler_reset(j);
 	free(j->pending);
@@ -1988,6 +2004,9 @@ static struct place_node *busy_view(struct sched *s)
 /* a waiting job no preemption would help is looked at again this much later (a look places
  * gangs on copies of the whole cluster's view) */
 #define PREEMPT_RETRY_MS 10000
+/* the devices a preemption frees stay held for its job this long after its last victim's
+ * restart went (the next pass places it there) */
+#define PREEMPT_HOLD_MS 10000
 static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
                            const struct queue_job *q, int n_q, const struct place_node *pn,
                            int n_nodes);
@@ -2038,6 +2057,15 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			qj->n_shrink_dp = j->n_shrink_dp;
 		}
 		qj->slots = NULL; /* the pass allocates them for the jobs it looks at */
+		qj->hold = NULL;
+		qj->n_hold = 0;
+		if (j->preempt_hold != NULL && j->preempt_hold_version == s->pn_version &&
+		    mono_now(s) < j->preempt_hold_until_ms) {
+			qj->hold = j->preempt_hold;
+			qj->n_hold = j->n_preempt_hold;
+		} else if (j->preempt_hold != NULL) {
+			preempt_hold_drop(j);
+		}
 	}
 	struct queue_policy policy = {.reserve_after_ms = (int64_t)s->cfg.reserve_after_ms,
 	                              .max_attempts = deep ? 0 : s->cfg.queue_depth};
@@ -2079,6 +2107,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			continue;
 		}
 		s->queue_waiting--;
+		preempt_hold_drop(j);
 		int placed_world = q[k].dp * j->req.tp * j->req.pp;
 		char shrink_reason[QUEUE_REASON_MAX] = "";
 		if (q[k].dp < j->req.dp && !j->is_auto)
@@ -2845,6 +2874,28 @@ out:
 	return n;
 }
 
+/* Holds for w the devices its gang (req) takes on pn with the devices of its victims v[0, n)
+ * freed (w->preempt_hold). Without memory, nothing is held. */
+static void preempt_hold_set(struct sched *s, struct soft_job *w, const struct place_request *req,
+                             const struct place_node *pn, int n_nodes, struct soft_job *const *v,
+                             int n)
+{
+	int world = req->dp * req->tp * req->pp;
+	struct place_node *trial = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *trial);
+	struct place_slot *slots = calloc((size_t)world + 1, sizeof *slots);
+	preempt_hold_drop(w);
+	if (trial != NULL && slots != NULL &&
+	    fits_without(pn, n_nodes, v, n, -1, req, trial, slots)) {
+		w->preempt_hold = slots;
+		w->n_preempt_hold = world;
+		w->preempt_hold_version = s->pn_version;
+		w->preempt_hold_until_ms = mono_now(s) + PREEMPT_HOLD_MS;
+		slots = NULL;
+	}
+	free(trial);
+	free(slots);
+}
+
 /* A job that has waited cfg.preempt_after_ms for devices (pending, or restarting after a
  * failure) and would fit if running jobs of lower priority gave theirs up preempts them: the
  * first such job in queue order (of the first PREEMPT_WAITERS waiting that long) marks the
@@ -2863,8 +2914,8 @@ static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
 	int64_t wall = wall_now(s);
 	for (int k = 0, looked = 0; k < n_q && looked < PREEMPT_WAITERS; k++) {
 		struct soft_job *w = candidates[q[k].user];
-		if (q[k].placed || !q[k].tried)
-			continue;
+		if (q[k].placed || !q[k].tried || w->preempt_hold != NULL)
+			continue; /* (one holding devices waits for them) */
 		int fits_empty = place_fits_empty(pn, n_nodes, &q[k].req);
 		int n = 0;
 		if (!w->proposing && now - w->phase_since_ms >= s->cfg.preempt_after_ms &&
@@ -2895,6 +2946,7 @@ static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
 			reason_append(names, sizeof names, "%s%s", i ? ", " : "", v[i]->id);
 		}
 		s->n_preempted = n;
+		preempt_hold_set(s, w, &q[k].req, pn, n_nodes, v, n);
 		log_info(
 		    "scheduler: job %s (priority %lld) waited %.1f s for devices: preempting %s",
 		    w->id, (long long)w->row_priority, (double)(now - w->phase_since_ms) / 1000,
@@ -2939,6 +2991,8 @@ static void preempt_continue(struct sched *s)
 			j->preempted_by[0] = '\0';
 			continue;
 		}
+		if (w->preempt_hold != NULL) /* held while its victims restart, and a while after */
+			w->preempt_hold_until_ms = mono_now(s) + PREEMPT_HOLD_MS;
 		char reason[256]; /* job.restart takes 256 bytes */
 		snprintf(reason, sizeof reason, "%s", j->preempt_reason);
 		if (propose_planned_restart(s, j, reason, sizeof reason))

@@ -214,6 +214,19 @@ void place_index_free(struct place_index *x)
 	free(x);
 }
 
+void place_index_hold(struct place_index *x, int node, int device)
+{
+	struct place_node *n = &x->nodes[node];
+	if (device < 0 || device >= n->n_devices || (n->busy_mask & (1ull << device)))
+		return;
+	if (x->class_of[node] >= 0)
+		index_set(x, node, x->free_of[node], 0);
+	n->busy_mask |= 1ull << device;
+	x->free_of[node]--;
+	if (x->class_of[node] >= 0)
+		index_set(x, node, x->free_of[node], 1);
+}
+
 struct place_index *place_index_build(struct place_node *nodes, int n_nodes)
 {
 	struct place_index *x = calloc(1, sizeof *x);

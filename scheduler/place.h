@@ -68,6 +68,9 @@ struct place_index *place_index_build(struct place_node *nodes, int n_nodes);
 int place_index_gang(struct place_index *x, const struct place_request *req,
                      struct place_slot *slots, char *reason, int reason_len);
 void place_index_free(struct place_index *x);
+/* Marks device of node busy (no-op when it already is), keeping the index in step: devices
+ * held for a job that is not placed yet (queue.h, hold). */
+void place_index_hold(struct place_index *x, int node, int device);
 
 /* Releases the devices of a placement (marks them free). */
 void place_release(struct place_node *nodes, int n_nodes, const struct place_slot *slots,

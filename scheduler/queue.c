@@ -40,6 +40,26 @@ struct failed {
 	char reason[QUEUE_REASON_MAX];
 };
 
+/* After a job's turn: a job that was tried and not placed keeps its held devices (hold) from
+ * the jobs after it. Whether it holds any. */
+static int hold_devices(struct place_index *index, struct place_node *nodes, int n_nodes,
+                        const struct queue_job *job)
+{
+	if (!job->tried || job->placed || job->n_hold == 0)
+		return 0;
+	for (int k = 0; k < job->n_hold; k++) {
+		int node = job->hold[k].node, device = job->hold[k].device;
+		if (node < 0 || node >= n_nodes || device < 0 ||
+		    device >= PLACE_MAX_DEVICES_PER_NODE)
+			continue;
+		if (index != NULL)
+			place_index_hold(index, node, device);
+		else if (device < nodes[node].n_devices)
+			nodes[node].busy_mask |= 1ull << device;
+	}
+	return 1;
+}
+
 static int same_request(const struct place_request *a, const struct place_request *b)
 {
 	return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp &&
@@ -72,8 +92,11 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 	if (!sorted)
 		qsort(jobs, (size_t)n_jobs, sizeof *jobs, queue_cmp);
 	int attempts = 0;
+	const char *held_for = NULL; /* the last job ahead that holds devices */
 	for (int i = 0; i < n_jobs; i++) {
 		struct queue_job *job = &jobs[i];
+		if (i > 0 && hold_devices(index, nodes, n_nodes, &jobs[i - 1]))
+			held_for = jobs[i - 1].id;
 		job->position = i + 1;
 		job->placed = 0;
 		job->tried = 0;
@@ -134,6 +157,11 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 			n_failed = next_failed = 0;
 			continue;
 		}
+		if (held_for != NULL)
+			snprintf(job->reason + strlen(job->reason),
+			         sizeof job->reason - strlen(job->reason),
+			         "; devices are held for job %s, which preempts for them",
+			         held_for);
 		struct failed *f = NULL;
 		/* not a failure for memory: that one may not come again */
 		if (job->n_shrink_dp == 0 && (rc == YARD_ENOSPACE || rc == YARD_EINVAL)) {

@@ -36,6 +36,10 @@ struct queue_job {
 	 * fit; NULL: none */
 	const int *shrink_dp;
 	int n_shrink_dp;
+	/* devices kept for this job (a preemption's): when its turn does not place it, the jobs
+	 * after it in the pass see them busy; NULL: none */
+	const struct place_slot *hold;
+	int n_hold;
 	int user; /* the caller's, untouched by the pass (the leader: its candidate index) */
 	/* outputs of queue_pass */
 	int placed;                    /* 1: slots are filled */

@@ -439,7 +439,8 @@ static void free_devices(struct sim *m, int free[N_NODES])
 /* No stranded gang: a waiting job whose whole layout fits the free devices as the placer
  * counts them (tensor-parallel groups per node) is placed within 5 s, a restarting one within
  * 15 s (its old ranks are waited for, at most 10 s, after a back-off), unless a job that waited
- * too long holds the free devices (queue.h's reservation: the job's reason says so). A new
+ * too long holds the free devices (queue.h's reservation) or a preemption's job holds them
+ * (its victims restart): the job's reason says so. A new
  * leader starts the clocks again; auto jobs (whose layout is the planner's) are left out. */
 static void check_waiting(struct sim *m)
 {
@@ -471,7 +472,9 @@ static void check_waiting(struct sim *m)
 		           (strcmp(state, "restarting") == 0 ? 150 : 50)) {
 			sched_overlay_job(m->w->sched, j);
 			const char *reason = json_string_value(json_object_get(j, "reason"));
-			if (reason == NULL || strstr(reason, "holds the free devices") == NULL) {
+			if (reason == NULL ||
+			    (strstr(reason, "holds the free devices") == NULL &&
+			     strstr(reason, "devices are held for job") == NULL)) {
 				char *text = json_dumps(j, JSON_COMPACT);
 				fail_at(m,
 				        "stranded for %.1f s with %lld group(s) of %lld device(s) "

@@ -1915,6 +1915,75 @@ static void test_preemption_stops_the_lowest_priority_job_after_a_checkpoint(voi
 	}
 }
 
+/* The devices a preemption frees are held for the job it is for: its victims restart one
+ * after the other (a command job at once, a trainer once its checkpoint is saved), and the
+ * devices of the first must not go meanwhile to a job behind it in the queue (which the job
+ * would then preempt in turn, or wait behind). j-000001 (trainer, priority 0) runs on one node,
+ * j-000002 (command, priority 0) on the other; j-000003 (8 ranks, priority 5) and j-000004 (4
+ * ranks, priority 1) wait. j-000003 preempts both; j-000002 restarts at once, and its node
+ * stays free for j-000003 until j-000001's checkpoint is saved and it restarts too; then
+ * j-000003 runs on both nodes, and j-000004 still waits. */
+static void test_devices_freed_by_a_preemption_are_held_for_its_job(void **state)
+{
+	struct sched_world *w = world_new_preempt(2000);
+	char dir[] = "/tmp/test_leader_holdXXXXXX", spec[512], ranks[1024];
+	assert_non_null(mkdtemp(dir));
+	idle_passes(w, 1);
+	snprintf(spec, sizeof spec,
+	         "{\"name\":\"low\",\"spec\":{\"name\":\"low\",\"parallel\":{\"dp\":4},"
+	         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
+	         dir);
+	assert_int_equal(apply(w, "job.submit", spec), 201);
+	submit_command(w, 4, 0);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_string_equal(job_state(w, "j-000002"), "running");
+	json_t *j = job(w, "j-000001");
+	char trainer_node[16];
+	snprintf(trainer_node, sizeof trainer_node, "%s",
+	         json_string_value(
+	             json_object_get(json_array_get(json_object_get(j, "layout"), 0), "node")));
+	json_decref(j);
+	const char *other = strcmp(trainer_node, "node-a") == 0 ? "node-b" : "node-a";
+	running_at_step_12(ranks, sizeof ranks, 4);
+	submit_command(w, 8, 5);
+	submit_command(w, 4, 1);
+	int64_t asked = 0;
+	for (int k = 0; k < 40 && asked == 0; k++) {
+		json_decref(heartbeat(w, trainer_node, ranks));
+		asked = checkpoint_asked(1);
+		json_decref(heartbeat(w, other, "[]"));
+		run(w, 100);
+	}
+	assert_true(asked > 0);
+	/* j-000002 went at once; its node waits for j-000003 while j-000001 saves */
+	for (int k = 0; k < 20; k++) {
+		json_decref(heartbeat(w, trainer_node, ranks));
+		json_decref(heartbeat(w, other, "[]"));
+		run(w, 100);
+		assert_string_equal(job_state(w, "j-000004"), "pending");
+	}
+	assert_string_equal(job_state(w, "j-000002"), "restarting");
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_string_equal(job_state(w, "j-000003"), "pending");
+	write_manifest(dir, 13, 4);
+	for (int k = 0; k < 30 && strcmp(job_state(w, "j-000003"), "running") != 0; k++) {
+		json_decref(heartbeat(w, trainer_node, "[]"));
+		json_decref(heartbeat(w, other, "[]"));
+		run(w, 100);
+	}
+	assert_string_equal(job_state(w, "j-000003"), "running");
+	assert_string_equal(job_state(w, "j-000004"), "pending");
+	/* one preemption, each victim restarted once */
+	assert_int_equal(count_lines(events_of(w, "j-000001", "job.restarting")), 1);
+	assert_int_equal(count_lines(events_of(w, "j-000002", "job.restarting")), 1);
+	assert_string_equal(events_of(w, "j-000004", "job.restarting"), "");
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	world_free(w);
+}
+
 /* POST /v1/jobs/ID/checkpoint (sched_checkpoint_now): a running job's nodes carry the request,
  * with no restart, and the job's overlay shows when a newer checkpoint is complete; a job that
  * is not running, another user's job and an unknown one are refused, naming why. */
@@ -2823,6 +2892,7 @@ int main(void)
 	    cmocka_unit_test(test_a_given_up_checkpoint_request_is_not_reused),
 	    cmocka_unit_test(test_preemption_stops_the_lowest_priority_job_after_a_checkpoint),
 	    cmocka_unit_test(test_no_preemption_behind_a_job_that_reserves),
+	    cmocka_unit_test(test_devices_freed_by_a_preemption_are_held_for_its_job),
 	    cmocka_unit_test(test_checkpoint_now_asks_a_running_job),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),

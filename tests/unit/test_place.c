@@ -142,6 +142,47 @@ static void test_two_gangs_of_six_on_eight_devices_do_not_deadlock(void **state)
 	assert_true(jobs[1].placed);
 }
 
+/* A job that holds devices (a preemption's: queue.h, hold) and is not placed keeps them from
+ * the jobs after it; placed, it holds nothing more than its gang. */
+static void test_held_devices_wait_for_their_job(void **state)
+{
+	struct place_node nodes[2];
+	struct place_slot s1[8], s2[4], hold[8];
+	for (int d = 0; d < 8; d++)
+		hold[d] = (struct place_slot){.node = d / 4, .device = d % 4};
+	struct queue_job jobs[2] = {
+	    {.id = "j-1",
+	     .priority = 5,
+	     .seq = 1,
+	     .req = {.dp = 8, .tp = 1, .pp = 1},
+	     .slots = s1,
+	     .hold = hold,
+	     .n_hold = 8},
+	    {.id = "j-2", .priority = 1, .seq = 2, .req = {.dp = 4, .tp = 1, .pp = 1}, .slots = s2},
+	};
+	struct queue_policy policy = {.reserve_after_ms = 0};
+	make_nodes(nodes, 2, 4);
+	nodes[1].busy_mask = 0xf; /* a victim still runs on the second node */
+	assert_int_equal(queue_pass(jobs, 2, nodes, 2, &policy, 0), 0);
+	assert_false(jobs[0].placed);
+	assert_false(jobs[1].placed); /* the first node's free devices are held */
+	assert_string_equal(jobs[1].reason, "needs 4 devices, 0 free; devices are held for job "
+	                                    "j-1, which preempts for them");
+	/* without the hold, the job behind takes them */
+	make_nodes(nodes, 2, 4);
+	nodes[1].busy_mask = 0xf;
+	jobs[0].n_hold = 0;
+	assert_int_equal(queue_pass(jobs, 2, nodes, 2, &policy, 0), 1);
+	assert_true(jobs[1].placed);
+	/* the victim gone: the job takes its gang, and the held devices are its own */
+	make_nodes(nodes, 2, 4);
+	jobs[0].n_hold = 8;
+	assert_int_equal(queue_pass(jobs, 2, nodes, 2, &policy, 0), 1);
+	assert_true(jobs[0].placed);
+	assert_false(jobs[1].placed);
+	assert_int_equal(busy_count(nodes, 2), 8);
+}
+
 static void test_priority_then_submission_order(void **state)
 {
 	struct place_node nodes[1];
@@ -486,6 +527,7 @@ int main(void)
 	    cmocka_unit_test(test_placement_is_deterministic_and_release_restores),
 	    cmocka_unit_test(test_two_gangs_of_six_on_eight_devices_do_not_deadlock),
 	    cmocka_unit_test(test_priority_then_submission_order),
+	    cmocka_unit_test(test_held_devices_wait_for_their_job),
 	    cmocka_unit_test(test_backfill_until_reservation_prevents_starvation),
 	    cmocka_unit_test(test_identical_requests_are_tried_once_per_placement),
 	    cmocka_unit_test(test_shrink_takes_the_largest_dp_that_fits),
