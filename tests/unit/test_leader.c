@@ -705,6 +705,17 @@ static void submit_command(struct sched_world *w, int ranks, int priority)
 	assert_int_equal(apply(w, "job.submit", args), 201);
 }
 
+/* Submits a trainer job of dp 4 (4 ranks) that checkpoints into dir ("dir:" store). */
+static void submit_dp4_to_dir(struct sched_world *w, const char *dir)
+{
+	char args[512];
+	snprintf(args, sizeof args,
+	         "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"parallel\":{\"dp\":4},"
+	         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
+	         dir);
+	assert_int_equal(apply(w, "job.submit", args), 201);
+}
+
 /* A new leader rereads every active job a chunk per pass (so that thousands of queued jobs
  * do not hold its loop while requests wait) and decides nothing until it has read them all:
  * the first pass places nothing, and the job that fits is placed once the reread is over. */
@@ -1691,14 +1702,10 @@ static void idle_passes(struct sched_world *w, int n)
 static void test_a_given_up_checkpoint_request_is_not_reused(void **state)
 {
 	struct sched_world *w = world_new();
-	char dir[] = "/tmp/test_leader_staleXXXXXX", spec[512], ranks[1024];
+	char dir[] = "/tmp/test_leader_staleXXXXXX", ranks[1024];
 	assert_non_null(mkdtemp(dir));
 	idle_passes(w, 1);
-	snprintf(spec, sizeof spec,
-	         "{\"name\":\"s\",\"spec\":{\"name\":\"s\",\"parallel\":{\"dp\":4},"
-	         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
-	         dir);
-	assert_int_equal(apply(w, "job.submit", spec), 201);
+	submit_dp4_to_dir(w, dir);
 	run(w, 100);
 	json_t *j = job(w, "j-000001");
 	char node[16], other[16];
@@ -1822,15 +1829,11 @@ static void test_preemption_stops_the_lowest_priority_job_after_a_checkpoint(voi
 {
 	for (int on = 0; on < 2; on++) {
 		struct sched_world *w = world_new_preempt(on ? 2000 : 0);
-		char dir[] = "/tmp/test_leader_preemptXXXXXX", spec[512], ranks[1024];
+		char dir[] = "/tmp/test_leader_preemptXXXXXX", ranks[1024];
 		assert_non_null(mkdtemp(dir));
 		json_decref(heartbeat(w, "node-a", "[]"));
 		json_decref(heartbeat(w, "node-b", "[]"));
-		snprintf(spec, sizeof spec,
-		         "{\"name\":\"low\",\"spec\":{\"name\":\"low\",\"parallel\":{\"dp\":4},"
-		         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
-		         dir);
-		assert_int_equal(apply(w, "job.submit", spec), 201);
+		submit_dp4_to_dir(w, dir);
 		submit_command(w, 4, 1); /* mid */
 		run(w, 100);
 		assert_string_equal(job_state(w, "j-000001"), "running");
@@ -1926,14 +1929,10 @@ static void test_preemption_stops_the_lowest_priority_job_after_a_checkpoint(voi
 static void test_devices_freed_by_a_preemption_are_held_for_its_job(void **state)
 {
 	struct sched_world *w = world_new_preempt(2000);
-	char dir[] = "/tmp/test_leader_holdXXXXXX", spec[512], ranks[1024];
+	char dir[] = "/tmp/test_leader_holdXXXXXX", ranks[1024];
 	assert_non_null(mkdtemp(dir));
 	idle_passes(w, 1);
-	snprintf(spec, sizeof spec,
-	         "{\"name\":\"low\",\"spec\":{\"name\":\"low\",\"parallel\":{\"dp\":4},"
-	         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
-	         dir);
-	assert_int_equal(apply(w, "job.submit", spec), 201);
+	submit_dp4_to_dir(w, dir);
 	submit_command(w, 4, 0);
 	run(w, 100);
 	assert_string_equal(job_state(w, "j-000001"), "running");
@@ -1990,16 +1989,12 @@ static void test_devices_freed_by_a_preemption_are_held_for_its_job(void **state
 static void test_checkpoint_now_asks_a_running_job(void **state)
 {
 	struct sched_world *w = world_new();
-	char dir[] = "/tmp/test_leader_nowXXXXXX", spec[512], cmd[300];
+	char dir[] = "/tmp/test_leader_nowXXXXXX", cmd[300];
 	struct yard_err err = {0};
 	assert_non_null(mkdtemp(dir));
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
-	snprintf(spec, sizeof spec,
-	         "{\"name\":\"n\",\"spec\":{\"name\":\"n\",\"parallel\":{\"dp\":4},"
-	         "\"checkpoint\":{\"store\":\"dir:%s\"}}}",
-	         dir);
-	assert_int_equal(apply(w, "job.submit", spec), 201);
+	submit_dp4_to_dir(w, dir);
 	assert_null(sched_checkpoint_now(w->sched, "j-000001", "test", "user", &err));
 	assert_int_equal(err.code, YARD_EBUSY);
 	assert_string_equal(err.msg, "job j-000001 is pending: only the ranks of a running job can "
