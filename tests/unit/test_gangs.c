@@ -641,7 +641,16 @@ static void sim_run(unsigned seed, int events)
 	json_array_foreach(json_object_get(list, "events"), i, e)
 	{
 		const char *msg = json_string_value(json_object_get(e, "message"));
-		m.preemptions += msg != NULL && strstr(msg, "preempted by job") != NULL;
+		const char *by = msg != NULL ? strstr(msg, "preempted by job") : NULL;
+		long long higher, lower;
+		if (by != NULL && strstr(msg, "asked for") == NULL) {
+			/* only a job of higher priority preempts */
+			if (sscanf(by, "preempted by job j-%*d (priority %lld, this job's %lld)",
+			           &higher, &lower) != 2 ||
+			    higher <= lower)
+				fail_at(&m, "a preemption of the wrong priority: %s", msg);
+			m.preemptions++;
+		}
 		m.grows += msg != NULL && strstr(msg, "growing") != NULL;
 		m.replans +=
 		    strcmp(json_string_value(json_object_get(e, "type")), "job.replanned") == 0;
