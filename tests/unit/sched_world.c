@@ -74,6 +74,28 @@ int sched_world_apply(struct sched_world *w, const char *op, const char *args)
 	return (int)json_integer_value(json_object_get(apply_object(w, op, a, "test"), "status"));
 }
 
+int sched_world_add_node(struct sched_world *w, int n)
+{
+	char args[512];
+	snprintf(args, sizeof args,
+	         "{\"name\":\"node-%c\",\"host\":\"10.0.0.%d\",\"port_base\":%d,\"devices\":"
+	         "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
+	         "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],"
+	         "\"token_hash\":\"%064d\"}",
+	         'a' + n, n + 1, 29500 + 100 * n, n);
+	return sched_world_apply(w, "node.register", args);
+}
+
+void sched_world_restart(struct sched_world *w, struct sched_config *cfg)
+{
+	sched_destroy(w->sched);
+	uv_run(&w->loop, UV_RUN_NOWAIT);
+	cfg->tick_ms = 0;
+	struct sched_io io = sched_world_io(w);
+	w->sched = sched_create(&w->loop, &w->fsm, cfg, &io);
+	sched_leader_up(w->sched);
+}
+
 int sched_world_init(struct sched_world *w, int queue_depth, char *why, size_t why_len)
 {
 	struct yard_err err = {0};
@@ -92,15 +114,7 @@ int sched_world_init(struct sched_world *w, int queue_depth, char *why, size_t w
 	struct sched_io io = sched_world_io(w);
 	w->sched = sched_create(&w->loop, &w->fsm, &cfg, &io);
 	for (int n = 0; n < 2; n++) {
-		char args[512];
-		snprintf(
-		    args, sizeof args,
-		    "{\"name\":\"node-%c\",\"host\":\"10.0.0.%d\",\"port_base\":%d,\"devices\":"
-		    "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
-		    "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],"
-		    "\"token_hash\":\"%064d\"}",
-		    'a' + n, n + 1, 29500 + 100 * n, n);
-		int status = sched_world_apply(w, "node.register", args);
+		int status = sched_world_add_node(w, n);
 		if (status != 200) {
 			snprintf(why, why_len, "node.register of node-%c: status %d", 'a' + n,
 			         status);

@@ -27,6 +27,10 @@ struct sched_world {
  * with why set when the state machine does not start or a node does not register. */
 int sched_world_init(struct sched_world *w, int queue_depth, char *why, size_t why_len);
 void sched_world_close(struct sched_world *w);
+/* Registers node-<'a' + n> (host 10.0.0.<n + 1>, 4 CPU devices): the status. */
+int sched_world_add_node(struct sched_world *w, int n);
+/* Replaces w's scheduler by one with cfg (tick_ms set to 0: the caller ticks), leading. */
+void sched_world_restart(struct sched_world *w, struct sched_config *cfg);
 /* The fake raft and clocks of w, for another scheduler on the same state machine. */
 struct sched_io sched_world_io(struct sched_world *w);
 /* Applies op with args (JSON object text) as admin "test", as raft would: the result's

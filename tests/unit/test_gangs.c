@@ -569,26 +569,12 @@ static void sim_run(unsigned seed, int events)
 	m.w = calloc(1, sizeof *m.w);
 	char why[256] = "";
 	assert_int_equal(sched_world_init(m.w, 100, why, sizeof why), 0);
-	sched_destroy(m.w->sched);
-	uv_run(&m.w->loop, UV_RUN_NOWAIT);
+	for (int n = 2; n < N_NODES; n++)
+		assert_int_equal(sched_world_add_node(m.w, n), 200);
 	struct sched_config cfg;
 	sched_config_defaults(&cfg);
-	cfg.tick_ms = 0;
 	cfg.preempt_after_ms = 2000;
-	struct sched_io io = sched_world_io(m.w);
-	m.w->sched = sched_create(&m.w->loop, &m.w->fsm, &cfg, &io);
-	for (int n = 2; n < N_NODES; n++) {
-		char args[512];
-		snprintf(
-		    args, sizeof args,
-		    "{\"name\":\"node-%c\",\"host\":\"10.0.0.%d\",\"port_base\":%d,\"devices\":"
-		    "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
-		    "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],"
-		    "\"token_hash\":\"%064d\"}",
-		    'a' + n, n + 1, 29500 + 100 * n, n);
-		assert_int_equal(apply(&m, "node.register", args), 200);
-	}
-	sched_leader_up(m.w->sched);
+	sched_world_restart(m.w, &cfg);
 	for (int n = 0; n < N_NODES; n++) {
 		snprintf(m.agents[n].name, sizeof m.agents[n].name, "node-%c", 'a' + n);
 		m.agents[n].alive = 1;

@@ -85,6 +85,16 @@ static json_t *job(struct sched_world *w, const char *id)
 	return j;
 }
 
+/* The node of rank 0 of job id's layout, into out. */
+static void first_node(struct sched_world *w, const char *id, char *out, size_t len)
+{
+	json_t *j = job(w, id);
+	snprintf(out, len, "%s",
+	         json_string_value(
+	             json_object_get(json_array_get(json_object_get(j, "layout"), 0), "node")));
+	json_decref(j);
+}
+
 static const char *job_state(struct sched_world *w, const char *id)
 {
 	static char state[16];
@@ -978,13 +988,8 @@ static void test_first_step_timeout(void **state)
 	assert_string_equal(job_state(w, "j-000002"), "running");
 	/* each node reports the rank it runs: no step yet, silent for t ms */
 	char node_of[2][16];
-	for (int k = 0; k < 2; k++) {
-		json_t *j = job(w, k == 0 ? "j-000001" : "j-000002");
-		snprintf(node_of[k], sizeof node_of[k], "%s",
-		         json_string_value(json_object_get(
-		             json_array_get(json_object_get(j, "layout"), 0), "node")));
-		json_decref(j);
-	}
+	for (int k = 0; k < 2; k++)
+		first_node(w, k == 0 ? "j-000001" : "j-000002", node_of[k], sizeof node_of[k]);
 	int hung_at = -1;
 	for (int t = 0; t <= 5000 && hung_at < 0; t += 500) {
 		for (int n = 0; n < 2; n++) {
@@ -1707,13 +1712,9 @@ static void test_a_given_up_checkpoint_request_is_not_reused(void **state)
 	idle_passes(w, 1);
 	submit_dp4_to_dir(w, dir);
 	run(w, 100);
-	json_t *j = job(w, "j-000001");
 	char node[16], other[16];
-	snprintf(node, sizeof node, "%s",
-	         json_string_value(
-	             json_object_get(json_array_get(json_object_get(j, "layout"), 0), "node")));
+	first_node(w, "j-000001", node, sizeof node);
 	snprintf(other, sizeof other, "%s", strcmp(node, "node-a") == 0 ? "node-b" : "node-a");
-	json_decref(j);
 	running_at_step_12(ranks, sizeof ranks, 4);
 	json_decref(heartbeat(w, node, ranks));
 	run(w, 100);
@@ -1771,16 +1772,11 @@ static struct sched_world *world_new_preempt_reserve(uint64_t preempt_after_ms,
                                                      uint64_t reserve_after_ms)
 {
 	struct sched_world *w = world_new();
-	sched_destroy(w->sched);
-	uv_run(&w->loop, UV_RUN_NOWAIT);
 	struct sched_config cfg;
 	sched_config_defaults(&cfg);
-	cfg.tick_ms = 0;
 	cfg.preempt_after_ms = preempt_after_ms;
 	cfg.reserve_after_ms = reserve_after_ms;
-	struct sched_io io = sched_world_io(w);
-	w->sched = sched_create(&w->loop, &w->fsm, &cfg, &io);
-	sched_leader_up(w->sched);
+	sched_world_restart(w, &cfg);
 	return w;
 }
 
@@ -1838,12 +1834,8 @@ static void test_preemption_stops_the_lowest_priority_job_after_a_checkpoint(voi
 		run(w, 100);
 		assert_string_equal(job_state(w, "j-000001"), "running");
 		assert_string_equal(job_state(w, "j-000002"), "running");
-		json_t *j = job(w, "j-000001");
 		char low_node[16];
-		snprintf(low_node, sizeof low_node, "%s",
-		         json_string_value(json_object_get(
-		             json_array_get(json_object_get(j, "layout"), 0), "node")));
-		json_decref(j);
+		first_node(w, "j-000001", low_node, sizeof low_node);
 		const char *other = strcmp(low_node, "node-a") == 0 ? "node-b" : "node-a";
 		running_at_step_12(ranks, sizeof ranks, 4);
 		json_decref(heartbeat(w, low_node, ranks));
@@ -1882,7 +1874,7 @@ static void test_preemption_stops_the_lowest_priority_job_after_a_checkpoint(voi
 				run(w, 100);
 			}
 			assert_string_equal(job_state(w, "j-000003"), "running");
-			j = job(w, "j-000003");
+			json_t *j = job(w, "j-000003");
 			assert_string_equal(
 			    json_string_value(json_object_get(
 			        json_array_get(json_object_get(j, "layout"), 0), "node")),
@@ -1937,12 +1929,8 @@ static void test_devices_freed_by_a_preemption_are_held_for_its_job(void **state
 	run(w, 100);
 	assert_string_equal(job_state(w, "j-000001"), "running");
 	assert_string_equal(job_state(w, "j-000002"), "running");
-	json_t *j = job(w, "j-000001");
 	char trainer_node[16];
-	snprintf(trainer_node, sizeof trainer_node, "%s",
-	         json_string_value(
-	             json_object_get(json_array_get(json_object_get(j, "layout"), 0), "node")));
-	json_decref(j);
+	first_node(w, "j-000001", trainer_node, sizeof trainer_node);
 	const char *other = strcmp(trainer_node, "node-a") == 0 ? "node-b" : "node-a";
 	running_at_step_12(ranks, sizeof ranks, 4);
 	submit_command(w, 8, 5);
