@@ -28,6 +28,7 @@
 #include "common/err.h"
 
 #define AGENT_NAME_MAX 63
+#define AGENT_MAX_LABELS 16 /* the controllers' limit (node.register) */
 #define AGENT_MAX_RANKS 256
 #define AGENT_JOB_ID_MAX 31
 #define AGENT_MAX_RESTORES 16
@@ -70,6 +71,10 @@ struct agent_config {
 	int64_t log_max_bytes;      /* a rank's log is rotated past this (FILE + FILE.1 kept) */
 	int64_t log_ship_bytes;     /* at most this much of one rank's log per heartbeat */
 	int64_t log_resend_bytes;   /* the tail of each log sent again to a new leader */
+	/* --label NAME=VALUE: sent at registration (a topology label names the node's switch
+	 * or rack for placement, yardd --topology-label; rollouts select nodes by them) */
+	char labels[AGENT_MAX_LABELS][2][64];
+	int n_labels;
 	char worker_path[PATH_MAX]; /* yard-worker */
 	char self_path[PATH_MAX];   /* this binary, which runs as every rank's shim */
 	char version[32];
@@ -349,6 +354,12 @@ void heartbeat_soon(struct agent *a);
 /* A heartbeat now (at most one in flight; none more often than every 20 ms), whatever the
  * spacing heartbeat_soon keeps: the controller said this node has news. */
 void heartbeat_now(struct agent *a);
+/* main.c: the --label pairs as the JSON object registration sends (new reference). */
+json_t *agent_labels(const struct agent *a);
+/* heartbeat.c: DATA_DIR/node.labels, the labels of the last registration that succeeded
+ * (malloc'd JSON text; "{}" when none was saved). */
+char *agent_registered_labels(const struct agent *a);
+
 /* watch.c: keeps a watch waiting at the leader while registered (called from every
  * heartbeat tick and after each answer). */
 void watch_tick(struct agent *a);

@@ -61,6 +61,30 @@ static void save_node_token(struct agent *a)
 		close(fd);
 }
 
+static void save_registered_labels(struct agent *a)
+{
+	char path[PATH_MAX + 16];
+	json_t *labels = agent_labels(a);
+	snprintf(path, sizeof path, "%s/node.labels", a->cfg.data_dir);
+	if (json_dump_file(labels, path, JSON_COMPACT | JSON_SORT_KEYS) != 0)
+		log_error("cannot save the node's labels to %s", path);
+	json_decref(labels);
+}
+
+char *agent_registered_labels(const struct agent *a)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof path, "%s/node.labels", a->cfg.data_dir);
+	json_t *saved = json_load_file(path, 0, NULL);
+	if (!json_is_object(saved)) {
+		json_decref(saved);
+		saved = json_object();
+	}
+	char *text = json_dumps(saved, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(saved);
+	return text;
+}
+
 /* Whether the device of desired rank `d` is still held by a rank that has not exited (a
  * rank of another job, or of another generation, stopping within its grace): the two would
  * share the device's memory and its rank port (port_base + device), so the new one waits
@@ -305,6 +329,7 @@ static void after_call(uv_work_t *w, int status)
 		if (c->status == 200 && token != NULL) {
 			snprintf(a->node_token, sizeof a->node_token, "%s", token);
 			save_node_token(a);
+			save_registered_labels(a);
 			a->registered = 1;
 			a->register_refusals = 0;
 			a->last_ok_mono_ms = yard_now_mono_ms();
@@ -383,9 +408,9 @@ static json_t *register_body(const struct agent *a)
 		json_array_append_new(devices, json_pack("{s:i, s:s, s:I}", "index", d, "kind",
 		                                         a->cfg.cuda ? "cuda" : "cpu", "memory_mb",
 		                                         (json_int_t)a->cfg.device_memory_mb));
-	return json_pack("{s:s, s:s, s:i, s:s, s:o}", "name", a->cfg.name, "host", a->cfg.host,
+	return json_pack("{s:s, s:s, s:i, s:s, s:o, s:o}", "name", a->cfg.name, "host", a->cfg.host,
 	                 "port_base", a->cfg.port_base, "version", a->cfg.version, "devices",
-	                 devices);
+	                 devices, "labels", agent_labels(a));
 }
 
 static json_t *heartbeat_body(struct agent *a)

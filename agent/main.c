@@ -43,6 +43,10 @@ static void usage(FILE *out)
 	    "                  [--log-max-bytes N] (rotate a rank's log past N; default 16 MiB)\n"
 	    "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
 	    "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n"
+	    "                  [--label NAME=VALUE]... (the node's labels, at most 16: e.g.\n"
+	    "                                   switch=leaf3, the topology label placement\n"
+	    "                                   keeps a gang within; a change registers the\n"
+	    "                                   node again, which needs the join token)\n"
 	    "                  [--link-gbps G] (inter-node bandwidth for the planner; default:\n"
 	    "                                   measured to a peer the leader names)\n"
 	    "                  [--probe-port P] (where peers measure their link to this node;\n"
@@ -116,6 +120,41 @@ static int set_text(char *dst, size_t cap, const char *key, const char *value, s
 	return 0;
 }
 
+/* NAME=VALUE, checked by the controllers' rule (node.register): a name of 1-63 characters
+ * of [A-Za-z0-9._-], a value of at most 63 bytes; a name given again takes the new value. */
+static int set_label(struct agent_config *cfg, const char *value, struct yard_err *err)
+{
+	const char *eq = strchr(value, '=');
+	size_t name_len = eq == NULL ? 0 : (size_t)(eq - value);
+	if (eq == NULL || name_len == 0 || name_len > 63 ||
+	    strspn(value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") <
+	        name_len ||
+	    strlen(eq + 1) > 63)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "label: '%s' is not NAME=VALUE (a name of 1-63 characters of "
+		                    "[A-Za-z0-9._-], a value of at most 63 bytes)",
+		                    value);
+	int i = 0;
+	while (i < cfg->n_labels && (strlen(cfg->labels[i][0]) != name_len ||
+	                             strncmp(cfg->labels[i][0], value, name_len) != 0))
+		i++;
+	if (i == AGENT_MAX_LABELS)
+		return yard_err_set(err, YARD_EINVAL, "label: more than %d labels",
+		                    AGENT_MAX_LABELS);
+	snprintf(cfg->labels[i][0], sizeof cfg->labels[i][0], "%.*s", (int)name_len, value);
+	snprintf(cfg->labels[i][1], sizeof cfg->labels[i][1], "%s", eq + 1);
+	cfg->n_labels += i == cfg->n_labels;
+	return 0;
+}
+
+json_t *agent_labels(const struct agent *a)
+{
+	json_t *labels = json_object();
+	for (int i = 0; i < a->cfg.n_labels; i++)
+		json_object_set_new(labels, a->cfg.labels[i][0], json_string(a->cfg.labels[i][1]));
+	return labels;
+}
+
 static int set_option(struct agent_config *cfg, const char *key, const char *value,
                       struct yard_err *err)
 {
@@ -161,6 +200,8 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			return yard_err_set(err, YARD_EINVAL,
 			                    "devices: '%s': want cpu:N or cuda:auto", value);
 		}
+	} else if (strcmp(key, "label") == 0) {
+		return set_label(cfg, value, err);
 	} else if (strcmp(key, "link-gbps") == 0) {
 		double g = strtod(value, &end);
 		if (*end != '\0' || !(g > 0 && g <= 1e5))
@@ -390,6 +431,7 @@ int main(int argc, char **argv)
 	    {"log-max-bytes", required_argument, NULL, 0},
 	    {"log-ship-bytes", required_argument, NULL, 0},
 	    {"log-resend-bytes", required_argument, NULL, 0},
+	    {"label", required_argument, NULL, 0},
 	    {"link-gbps", required_argument, NULL, 0},
 	    {"probe-port", required_argument, NULL, 0},
 	    {"probe-retry-ms", required_argument, NULL, 0},
@@ -502,6 +544,28 @@ int main(int argc, char **argv)
 	if (!a->registered && a->cfg.join_token[0] == '\0') {
 		log_error("not registered yet and no --join-token given");
 		return 2;
+	}
+	if (a->registered) {
+		/* labels changed since the node registered: only a registration carries them */
+		json_t *now = agent_labels(a);
+		char *now_text = json_dumps(now, JSON_COMPACT | JSON_SORT_KEYS);
+		char *saved = agent_registered_labels(a);
+		if (now_text != NULL && saved != NULL && strcmp(now_text, saved) != 0) {
+			if (a->cfg.join_token[0] == '\0') {
+				log_error(
+				    "labels %s differ from %s, those of the node's registration; "
+				    "registering again needs --join-token",
+				    now_text, saved);
+				return 2;
+			}
+			log_info("labels %s differ from %s, those of the node's registration: "
+			         "registering again",
+			         now_text, saved);
+			a->registered = 0;
+		}
+		free(now_text);
+		free(saved);
+		json_decref(now);
 	}
 
 	write_pid_file(a);

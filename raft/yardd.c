@@ -91,6 +91,8 @@ static void usage(FILE *out)
 	    "             the state machine stops at 8192; 0: no bound)]\n"
 	    "             [--log-rank-bytes N (rank output kept per rank, default 1 MiB)]\n"
 	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
+	    "             [--topology-label switch (the node label naming a node's switch or\n"
+	    "             rack: a gang goes into one such domain when one has room; '': none)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
 	    "127.0.0.1:7100]\n"
 	    "             [--raft-address 127.0.0.1:7000] [--dev-port-base 29500]: one member\n"
@@ -410,6 +412,7 @@ int main(int argc, char **argv)
 	    {"restart-backoff-ms", required_argument, NULL, 'B'},
 	    {"auto-grow-pct", required_argument, NULL, 'A'},
 	    {"preempt-after-s", required_argument, NULL, 'p'},
+	    {"topology-label", required_argument, NULL, 'o'},
 	    {"checkpoint-quota-mb", required_argument, NULL, 'C'},
 	    {"events-max", required_argument, NULL, 'K'},
 	    {"job-retention-s", required_argument, NULL, 'O'},
@@ -648,6 +651,21 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			yd.sched_cfg.preempt_after_ms = v * 1000;
+			break;
+		case 'o':
+			/* the rule for label names (node.register) */
+			if (strlen(optarg) > 63 ||
+			    optarg[strspn(optarg,
+			                  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			                  "0123456789._-")] != '\0') {
+				fprintf(stderr,
+				        "yardd: --topology-label: '%s' is not a label name (0-63 "
+				        "characters of [A-Za-z0-9._-]; '' for none)\n",
+				        optarg);
+				return 2;
+			}
+			snprintf(yd.sched_cfg.topology_label, sizeof yd.sched_cfg.topology_label,
+			         "%s", optarg);
 			break;
 		case 'V':
 			dev_mode = 1;

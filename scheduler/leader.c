@@ -394,6 +394,8 @@ struct sched {
 	int cap_busy;
 	uint64_t pn_version;
 	struct id_index pn_index;
+	json_t *domains; /* topology label value -> place_node.domain (1..), since pn_refresh
+	                  * last rebuilt the view */
 	/* straggler counters for /metrics, over this member's leaderships */
 	uint64_t stragglers_flagged_total, straggler_windows_judged_total;
 	uint64_t straggler_judge_ns_total;
@@ -538,6 +540,7 @@ void sched_config_defaults(struct sched_config *cfg)
 	cfg->queue_depth = 100;
 	cfg->max_active_jobs = 100000;
 	cfg->max_state_mb = FSM_DB_MAX / 8 * 7 >> 20;
+	snprintf(cfg->topology_label, sizeof cfg->topology_label, "switch");
 	cfg->log_rank_max_bytes = 1 << 20;
 	cfg->log_total_max_bytes = 64 << 20;
 }
@@ -1860,12 +1863,38 @@ static void mark_busy_all(struct place_node *pn, const struct id_index *pn_index
 	              json_integer_value(json_object_get(v, "device")));
 }
 
-static int pn_id_cmp(const void *a, const void *b)
+/* (domain, id): the order place_index_build would sort them in */
+static int pn_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct place_node *)a)->id, ((const struct place_node *)b)->id);
+	const struct place_node *x = a, *y = b;
+	if (x->domain != y->domain)
+		return x->domain - y->domain;
+	return strcmp(x->id, y->id);
 }
 
-static void place_node_fill(struct place_node *pn, const json_t *v)
+/* The node's topology domain: the value of its topology label numbered in the order values
+ * are first seen (1..), 0 without the label (or past PLACE_MAX_DOMAINS values). */
+static int node_domain(struct sched *s, const json_t *v)
+{
+	const char *value = s->cfg.topology_label[0] == '\0'
+	                        ? NULL
+	                        : json_string_value(json_object_get(json_object_get(v, "labels"),
+	                                                            s->cfg.topology_label));
+	if (value == NULL)
+		return 0;
+	if (s->domains == NULL)
+		s->domains = json_object();
+	const json_t *known = json_object_get(s->domains, value);
+	if (known != NULL)
+		return (int)json_integer_value(known);
+	int domain = (int)json_object_size(s->domains) + 1;
+	if (domain >= PLACE_MAX_DOMAINS)
+		return 0;
+	json_object_set_new(s->domains, value, json_integer(domain));
+	return domain;
+}
+
+static void place_node_fill(struct sched *s, struct place_node *pn, const json_t *v)
 {
 	const json_t *devices = json_object_get(v, "devices");
 	const char *kind = json_string_value(json_object_get(json_array_get(devices, 0), "kind"));
@@ -1876,6 +1905,7 @@ static void place_node_fill(struct place_node *pn, const json_t *v)
 	pn->n_devices = (int)json_array_size(devices);
 	pn->device_memory_mb =
 	    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
+	pn->domain = node_domain(s, v);
 }
 
 /* The placement view of the nodes list: the rows that changed are updated in place (a state
@@ -1892,8 +1922,13 @@ static int pn_refresh(struct sched *s, const json_t *nodes)
 			const json_t *pos = json_object_get(s->nodes_pos, id);
 			if (k < 0 || pos == NULL)
 				break;
-			place_node_fill(&s->pn_base[k],
+			/* a node that changed domain moves in the (domain, id) order: rebuild */
+			struct place_node filled = s->pn_base[k];
+			place_node_fill(s, &filled,
 			                json_array_get(nodes, (size_t)json_integer_value(pos)));
+			if (filled.domain != s->pn_base[k].domain)
+				break;
+			s->pn_base[k] = filled;
 			done++;
 		}
 		if (done == json_array_size(s->pn_changed)) {
@@ -1907,9 +1942,11 @@ static int pn_refresh(struct sched *s, const json_t *nodes)
 	json_t *v;
 	if (pn == NULL)
 		return -1;
-	json_array_foreach(nodes, i, v) place_node_fill(&pn[i], v);
-	/* in id order, which the per-pass index (place.h) then need not sort again */
-	qsort(pn, (size_t)n_nodes, sizeof *pn, pn_id_cmp);
+	json_decref(s->domains);
+	s->domains = NULL;
+	json_array_foreach(nodes, i, v) place_node_fill(s, &pn[i], v);
+	/* in (domain, id) order, which the per-pass index (place.h) then need not sort again */
+	qsort(pn, (size_t)n_nodes, sizeof *pn, pn_cmp);
 	if (id_index_rebuild(&s->pn_index, pn, sizeof *pn, n_nodes, n_nodes) != 0) {
 		free(pn);
 		return -1;
@@ -3582,6 +3619,7 @@ void sched_destroy(struct sched *s)
 	json_decref(s->nodes_pos);
 	json_decref(s->nodes_by_id);
 	json_decref(s->pn_changed);
+	json_decref(s->domains);
 	free(s->pn_base);
 	free(s->pn_index.slots);
 	uv_timer_stop(&s->timer);

@@ -80,6 +80,10 @@ struct sched_config {
 	                                  * this many MiB or more (sched_admit); 0 = no bound;
 	                                  * default 7/8 of FSM_DB_MAX, below the state
 	                                  * machine's own line (FSM_DB_HEADROOM) */
+	/* the node label whose value is a node's topology domain (its switch, rack or NVLink
+	 * domain): a gang goes into one domain when one has room (place.h, Topology); default
+	 * "switch", "": none */
+	char topology_label[64];
 	size_t log_rank_max_bytes;       /* rank output kept per (job, rank), default 1 MiB */
 	size_t log_total_max_bytes;      /* rank output kept in all, default 64 MiB */
 };

@@ -2,13 +2,16 @@
  * nodes are visited in a fixed order (most free devices first, then id) and each node takes
  * as many whole TP groups as it can hold before the next node is tried. Greedy is optimal
  * for the question "does the gang fit" because every group has the same size: a node with
- * f free devices holds floor(f / tp) groups whichever groups they are. */
+ * f free devices holds floor(f / tp) groups whichever groups they are. Topology domains
+ * (place.h) only put the domains first in that order: one that holds the whole gang (best
+ * fit), else the roomiest ones. */
 #include "scheduler/place.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/common.h"
 #include "common/err.h"
 
 static int node_eligible(const struct place_node *node, const struct place_request *req)
@@ -49,8 +52,46 @@ int place_fits_empty(const struct place_node *nodes, int n_nodes, const struct p
 	return devices >= req->dp * req->tp * req->pp && group_room >= req->dp * req->pp;
 }
 
+static int domain_of(const struct place_node *node)
+{
+	return node->domain > 0 && node->domain < PLACE_MAX_DOMAINS ? node->domain : 0;
+}
+
+static const int *sort_room; /* qsort has no context argument */
+
+static int roomier_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	if (sort_room[x] != sort_room[y])
+		return sort_room[y] - sort_room[x];
+	return x - y;
+}
+
+/* The domains a gang visits, in order (place.h, Topology), from the tensor-parallel groups
+ * each domain has room for: the one domain with the least room that holds all `groups`,
+ * else every domain with room, the roomiest first (ties to the lower number). Returns how
+ * many it wrote to order[]. */
+static int domain_order(const int *room, int n_domains, int groups, int *order)
+{
+	int best = -1, n = 0;
+	for (int d = 0; d < n_domains; d++)
+		if (room[d] >= groups && (best < 0 || room[d] < room[best]))
+			best = d;
+	if (best >= 0) {
+		order[0] = best;
+		return 1;
+	}
+	for (int d = 0; d < n_domains; d++)
+		if (room[d] > 0)
+			order[n++] = d;
+	sort_room = room;
+	qsort(order, (size_t)n, sizeof *order, roomier_cmp);
+	return n;
+}
+
 struct order_entry {
 	int index;
+	int rank; /* of the node's domain in the domain order */
 	int free_devices;
 	const char *id;
 };
@@ -58,6 +99,8 @@ struct order_entry {
 static int order_cmp(const void *a, const void *b)
 {
 	const struct order_entry *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
 	if (x->free_devices != y->free_devices)
 		return y->free_devices - x->free_devices;
 	return strcmp(x->id, y->id);
@@ -92,16 +135,33 @@ int place_gang(struct place_node *nodes, int n_nodes, const struct place_request
 		return rc;
 	ranks = req->dp * req->tp * req->pp;
 	groups = req->dp * req->pp;
+	int n_domains = 1;
+	for (int i = 0; i < n_nodes; i++)
+		n_domains = YARD_MAX(n_domains, domain_of(&nodes[i]) + 1);
 	order = calloc((size_t)(n_nodes > 0 ? n_nodes : 1), sizeof *order);
-	if (order == NULL)
+	int *room = calloc((size_t)n_domains * 3, sizeof *room);
+	if (order == NULL || room == NULL) {
+		free(order);
+		free(room);
 		return YARD_ENOMEM;
+	}
+	int *domains = room + n_domains, *rank_of = domains + n_domains;
 	for (int i = 0; i < n_nodes; i++) {
 		order[i].index = i;
 		order[i].free_devices = place_node_free(&nodes[i], req);
 		order[i].id = nodes[i].id;
 		total_free += order[i].free_devices;
 		group_room += order[i].free_devices / req->tp;
+		room[domain_of(&nodes[i])] += order[i].free_devices / req->tp;
 	}
+	int n_order = domain_order(room, n_domains, groups, domains);
+	for (int d = 0; d < n_domains; d++)
+		rank_of[d] = n_order;
+	for (int o = 0; o < n_order; o++)
+		rank_of[domains[o]] = o;
+	for (int i = 0; i < n_nodes; i++)
+		order[i].rank = rank_of[domain_of(&nodes[i])];
+	free(room);
 	if (total_free < ranks) {
 		snprintf(reason, (size_t)reason_len, "needs %d devices, %d free", ranks,
 		         total_free);
@@ -152,6 +212,7 @@ void place_release(struct place_node *nodes, int n_nodes, const struct place_slo
 struct place_class {
 	enum place_device_kind kind;
 	int64_t device_memory_mb;
+	int domain;
 	int representative;            /* a node of this class, for node_eligible */
 	int count[PLACE_FREE_BUCKETS]; /* nodes of the class with f free devices */
 };
@@ -163,10 +224,15 @@ struct place_index {
 	int *pos_of;   /* node index -> position */
 	int *class_of; /* node index -> class, -1: not schedulable */
 	int *free_of;  /* node index -> free devices (of its n_devices) */
-	struct place_class *classes; /* [cap_classes]: a handful (kinds × memory sizes) */
+	struct place_class *classes; /* [cap_classes]: a handful (kinds × memory sizes × domains) */
 	int n_classes, cap_classes;
 	int n_words;
 	uint64_t *buckets; /* [f][word]: bit p set: the node at position p has f free */
+	/* positions are in (domain, id) order: domain d holds positions [start[d], start[d+1]) */
+	int n_domains;
+	int *domain_start; /* [n_domains + 1] */
+	int *room;         /* [n_domains], scratch of place_index_gang */
+	int *order;        /* [n_domains], scratch of place_index_gang */
 };
 
 static int popcount_free(const struct place_node *n)
@@ -182,7 +248,11 @@ static struct place_node *sort_nodes; /* qsort has no context argument */
 
 static int pos_cmp(const void *a, const void *b)
 {
-	return strcmp(sort_nodes[*(const int *)a].id, sort_nodes[*(const int *)b].id);
+	const struct place_node *x = &sort_nodes[*(const int *)a],
+	                        *y = &sort_nodes[*(const int *)b];
+	if (domain_of(x) != domain_of(y))
+		return domain_of(x) - domain_of(y);
+	return strcmp(x->id, y->id);
 }
 
 static uint64_t *bucket_words(struct place_index *x, int f)
@@ -211,6 +281,7 @@ void place_index_free(struct place_index *x)
 	free(x->free_of);
 	free(x->classes);
 	free(x->buckets);
+	free(x->domain_start);
 	free(x);
 }
 
@@ -250,16 +321,28 @@ struct place_index *place_index_build(struct place_node *nodes, int n_nodes)
 		place_index_free(x);
 		return NULL;
 	}
+	x->n_domains = 1;
+	for (int i = 0; i < n_nodes; i++)
+		x->n_domains = YARD_MAX(x->n_domains, domain_of(&nodes[i]) + 1);
+	x->domain_start = calloc((size_t)x->n_domains * 3 + 1, sizeof *x->domain_start);
+	if (x->domain_start == NULL) {
+		place_index_free(x);
+		return NULL;
+	}
+	x->room = x->domain_start + x->n_domains + 1;
+	x->order = x->room + x->n_domains;
 	int sorted = 1;
+	sort_nodes = nodes;
 	for (int i = 0; i < n_nodes; i++) {
 		x->by_pos[i] = i;
-		if (i > 0 && sorted && strcmp(nodes[i - 1].id, nodes[i].id) > 0)
+		if (i > 0 && sorted && pos_cmp(&(int){i - 1}, &(int){i}) > 0)
 			sorted = 0;
+		x->domain_start[domain_of(&nodes[i]) + 1]++;
 	}
-	if (!sorted) { /* callers that keep their nodes in id order skip this */
-		sort_nodes = nodes;
+	if (!sorted) /* callers that keep their nodes in (domain, id) order skip this */
 		qsort(x->by_pos, (size_t)n_nodes, sizeof *x->by_pos, pos_cmp);
-	}
+	for (int d = 0; d < x->n_domains; d++)
+		x->domain_start[d + 1] += x->domain_start[d];
 	for (int p = 0; p < n_nodes; p++)
 		x->pos_of[x->by_pos[p]] = p;
 	for (int i = 0; i < n_nodes; i++) {
@@ -271,7 +354,8 @@ struct place_index *place_index_build(struct place_node *nodes, int n_nodes)
 		int c;
 		for (c = 0; c < x->n_classes; c++)
 			if (x->classes[c].kind == node->kind &&
-			    x->classes[c].device_memory_mb == node->device_memory_mb)
+			    x->classes[c].device_memory_mb == node->device_memory_mb &&
+			    x->classes[c].domain == domain_of(node))
 				break;
 		if (c == x->n_classes) {
 			if (c == x->cap_classes) {
@@ -287,6 +371,7 @@ struct place_index *place_index_build(struct place_node *nodes, int n_nodes)
 			}
 			x->classes[c].kind = node->kind;
 			x->classes[c].device_memory_mb = node->device_memory_mb;
+			x->classes[c].domain = domain_of(node);
 			x->classes[c].representative = i;
 			x->n_classes++;
 		}
@@ -308,6 +393,7 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 	ranks = req->dp * req->tp * req->pp;
 	groups = req->dp * req->pp;
 	/* totals over the eligible classes: what place_gang sums node by node */
+	memset(x->room, 0, (size_t)x->n_domains * sizeof *x->room);
 	for (int c = 0; c < x->n_classes; c++) {
 		if (!node_eligible(&x->nodes[x->classes[c].representative], req))
 			continue;
@@ -315,10 +401,13 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 			eligible[n_eligible++] = c;
 		else
 			many = 1;
+		int class_room = 0;
 		for (int f = 1; f < PLACE_FREE_BUCKETS; f++) {
 			total_free += f * x->classes[c].count[f];
-			group_room += f / req->tp * x->classes[c].count[f];
+			class_room += f / req->tp * x->classes[c].count[f];
 		}
+		group_room += class_room;
+		x->room[x->classes[c].domain] += class_room;
 	}
 	if (total_free < ranks) {
 		snprintf(reason, (size_t)reason_len, "needs %d devices, %d free", ranks,
@@ -333,28 +422,39 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 		    groups, req->tp, group_room);
 		return YARD_ENOSPACE;
 	}
-	/* Most free devices first, then id: buckets from the top, positions in id order. The
-	 * nodes are chosen first and changed afterwards, as place_gang sorts before placing. */
+	/* Domain by domain in the domain order; within one, most free devices first, then id:
+	 * buckets from the top, the domain's positions in id order. The nodes are chosen first
+	 * and changed afterwards, as place_gang sorts before placing. */
 	int *chosen = malloc((size_t)groups * 2 * sizeof *chosen), *chosen_fit = chosen + groups;
 	int n_chosen = 0, room = 0;
 	if (chosen == NULL)
 		return YARD_ENOMEM;
-	for (int f = PLACE_MAX_DEVICES_PER_NODE; f >= req->tp && room < groups; f--) {
-		const uint64_t *w = bucket_words(x, f);
-		for (int k = 0; k < x->n_words && room < groups; k++) {
-			uint64_t bits = w[k];
-			while (bits != 0 && room < groups) {
-				int p = k * 64 + __builtin_ctzll(bits);
-				bits &= bits - 1;
-				int node = x->by_pos[p];
-				int c = x->class_of[node], ok = many;
-				for (int e = 0; e < n_eligible && !ok; e++)
-					ok = eligible[e] == c;
-				if (!ok || !node_eligible(&x->nodes[node], req))
-					continue;
-				chosen[n_chosen] = node;
-				chosen_fit[n_chosen++] = f / req->tp;
-				room += f / req->tp;
+	int n_order = domain_order(x->room, x->n_domains, groups, x->order);
+	for (int o = 0; o < n_order && room < groups; o++) {
+		int start = x->domain_start[x->order[o]], end = x->domain_start[x->order[o] + 1];
+		if (start == end)
+			continue;
+		for (int f = PLACE_MAX_DEVICES_PER_NODE; f >= req->tp && room < groups; f--) {
+			const uint64_t *w = bucket_words(x, f);
+			for (int k = start / 64; k <= (end - 1) / 64 && room < groups; k++) {
+				uint64_t bits = w[k];
+				if (k == start / 64)
+					bits &= ~0ull << (start % 64);
+				if (k == (end - 1) / 64 && end % 64 != 0)
+					bits &= ~(~0ull << (end % 64));
+				while (bits != 0 && room < groups) {
+					int p = k * 64 + __builtin_ctzll(bits);
+					bits &= bits - 1;
+					int node = x->by_pos[p];
+					int c = x->class_of[node], ok = many;
+					for (int e = 0; e < n_eligible && !ok; e++)
+						ok = eligible[e] == c;
+					if (!ok || !node_eligible(&x->nodes[node], req))
+						continue;
+					chosen[n_chosen] = node;
+					chosen_fit[n_chosen++] = f / req->tp;
+					room += f / req->tp;
+				}
 			}
 		}
 	}

@@ -8,6 +8,15 @@
  * consecutive ranks) is the unit of placement and never spans nodes. Units are placed in rank
  * order, filling a node before moving on, so pipeline neighbours and data-parallel replicas
  * land together when they fit.
+ *
+ * Topology: a node's domain (its switch, rack or NVLink domain: the value of the leader's
+ * topology label) groups nodes whose links are fast to one another. A gang goes into one
+ * domain whenever one has room for it, the one with the least room that fits (best fit,
+ * which keeps larger domains whole for larger gangs; ties to the lower domain number);
+ * otherwise it spans domains, taking the domains with the most room first, so it spans as
+ * few as it can and its ranks fill one domain before the next. Domains never decide whether
+ * a gang fits, only where it goes. With every node in domain 0 (no label) placement is what
+ * it was without domains.
  */
 #ifndef YARD_SCHED_PLACE_H
 #define YARD_SCHED_PLACE_H
@@ -26,7 +35,10 @@ struct place_node {
 	int n_devices;            /* ≤ PLACE_MAX_DEVICES_PER_NODE */
 	uint64_t busy_mask;       /* bit d set: device d is assigned to some rank */
 	int64_t device_memory_mb; /* per device, 0 = unknown (no memory check) */
+	int domain;               /* topology domain, 0..PLACE_MAX_DOMAINS-1 (0: unlabelled) */
 };
+
+#define PLACE_MAX_DOMAINS 4096 /* a node beyond it counts as domain 0 */
 
 /* (queue.c's same_request compares every field: keep it in step) */
 struct place_request {

@@ -33,6 +33,12 @@ for v in abc -1 86401; do
 	[ "$rc" = 2 ] && grep -qF -- "--preempt-after-s: '$v' is not 0..86400" "$T/args.log" ||
 		fail "--preempt-after-s $v: exit $rc: $(cat "$T/args.log")"
 done
+for v in "rack 1" "a/b" "$(printf 'l%.0s' $(seq 64))"; do
+	yardd_exit 1 "$M1" --topology-label "$v"
+	rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "--topology-label: '$v' is not a label name" "$T/args.log" ||
+		fail "--topology-label $v: exit $rc: $(cat "$T/args.log")"
+done
 for v in 0 101; do
 	yardd_exit 1 "$M1" --auto-grow-pct "$v"
 	rc=$?

@@ -74,16 +74,21 @@ int sched_world_apply(struct sched_world *w, const char *op, const char *args)
 	return (int)json_integer_value(json_object_get(apply_object(w, op, a, "test"), "status"));
 }
 
-int sched_world_add_node(struct sched_world *w, int n)
+int sched_world_add_node_labelled(struct sched_world *w, int n, const char *labels)
 {
-	char args[512];
+	char args[768];
 	snprintf(args, sizeof args,
 	         "{\"name\":\"node-%c\",\"host\":\"10.0.0.%d\",\"port_base\":%d,\"devices\":"
 	         "[{\"index\":0,\"kind\":\"cpu\"},{\"index\":1,\"kind\":\"cpu\"},"
 	         "{\"index\":2,\"kind\":\"cpu\"},{\"index\":3,\"kind\":\"cpu\"}],"
-	         "\"token_hash\":\"%064d\"}",
-	         'a' + n, n + 1, 29500 + 100 * n, n);
+	         "\"labels\":%s,\"token_hash\":\"%064d\"}",
+	         'a' + n, n + 1, 29500 + 100 * n, labels != NULL ? labels : "{}", n);
 	return sched_world_apply(w, "node.register", args);
+}
+
+int sched_world_add_node(struct sched_world *w, int n)
+{
+	return sched_world_add_node_labelled(w, n, NULL);
 }
 
 void sched_world_restart(struct sched_world *w, struct sched_config *cfg)

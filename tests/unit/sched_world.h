@@ -29,6 +29,9 @@ int sched_world_init(struct sched_world *w, int queue_depth, char *why, size_t w
 void sched_world_close(struct sched_world *w);
 /* Registers node-<'a' + n> (host 10.0.0.<n + 1>, 4 CPU devices): the status. */
 int sched_world_add_node(struct sched_world *w, int n);
+/* The same with labels (a JSON object's text; NULL: none); again for a registered node: a
+ * re-registration, which replaces its labels. */
+int sched_world_add_node_labelled(struct sched_world *w, int n, const char *labels);
 /* Replaces w's scheduler by one with cfg (tick_ms set to 0: the caller ticks), leading. */
 void sched_world_restart(struct sched_world *w, struct sched_config *cfg);
 /* The fake raft and clocks of w, for another scheduler on the same state machine. */

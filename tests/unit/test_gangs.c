@@ -569,8 +569,13 @@ static void sim_run(unsigned seed, int events)
 	m.w = calloc(1, sizeof *m.w);
 	char why[256] = "";
 	assert_int_equal(sched_world_init(m.w, 100, why, sizeof why), 0);
-	for (int n = 2; n < N_NODES; n++)
-		assert_int_equal(sched_world_add_node(m.w, n), 200);
+	/* two switches whose nodes interleave in id order (a, c | b, d): placement keeps a
+	 * gang within one when one has room (place.h, Topology; test_place checks where) */
+	for (int n = 0; n < N_NODES; n++)
+		assert_int_equal(sched_world_add_node_labelled(m.w, n,
+		                                               n % 2 == 0 ? "{\"switch\":\"s1\"}"
+		                                                          : "{\"switch\":\"s2\"}"),
+		                 200);
 	struct sched_config cfg;
 	sched_config_defaults(&cfg);
 	cfg.preempt_after_ms = 2000;

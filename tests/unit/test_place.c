@@ -455,6 +455,68 @@ static unsigned rnd(unsigned n)
 	return (rnd_state >> 8) % n;
 }
 
+/* Topology (place.h): a gang goes into the one domain with the least room that holds it,
+ * else into the roomiest domains first; without domains nothing changes. */
+static void test_gang_goes_into_one_domain_when_one_has_room(void **state)
+{
+	(void)state;
+	struct place_node nodes[6];
+	struct place_slot slots[24];
+	char reason[160];
+	/* ids interleave the domains: node-0,2,4 in domain 1, node-1,3,5 in domain 2 */
+	make_nodes(nodes, 6, 4);
+	for (int i = 0; i < 6; i++)
+		nodes[i].domain = 1 + i % 2;
+	nodes[1].busy_mask = 0x3; /* domain 2 has room for 10 devices, domain 1 for 12 */
+	struct place_request eight = {.dp = 2, .tp = 4, .pp = 1};
+	assert_int_equal(place_gang(nodes, 6, &eight, slots, reason, sizeof reason), 0);
+	/* both domains hold 2 groups of 4: the one with less room (domain 2: nodes 3 and 5) */
+	for (int r = 0; r < 8; r++)
+		assert_int_equal(slots[r].node, r < 4 ? 3 : 5);
+	/* 12 ranks of tp 2: no domain has room for 6 groups after that (domain 1: 6, but
+	 * domain 2 has 1 left): domain 1 takes all six */
+	struct place_request twelve = {.dp = 6, .tp = 2, .pp = 1};
+	assert_int_equal(place_gang(nodes, 6, &twelve, slots, reason, sizeof reason), 0);
+	for (int r = 0; r < 12; r++)
+		assert_int_equal(nodes[slots[r].node].domain, 1);
+	/* what is left: 2 devices in domain 2 only; 4 ranks of tp 2 do not fit, and the reason
+	 * is the one without domains */
+	struct place_request four = {.dp = 2, .tp = 2, .pp = 1};
+	assert_int_equal(place_gang(nodes, 6, &four, slots, reason, sizeof reason), YARD_ENOSPACE);
+	assert_string_equal(reason, "needs 4 devices, 2 free");
+
+	/* spanning: the roomiest domain first, so rank order fills it before the next */
+	make_nodes(nodes, 6, 4);
+	for (int i = 0; i < 6; i++)
+		nodes[i].domain = i < 2 ? 3 : (i < 5 ? 1 : 2); /* rooms 8, 12, 4 devices */
+	struct place_request twenty = {.dp = 5, .tp = 4, .pp = 1};
+	assert_int_equal(place_gang(nodes, 6, &twenty, slots, reason, sizeof reason), 0);
+	static const int expect[] = {2, 3, 4, 0, 1};
+	for (int g = 0; g < 5; g++)
+		for (int t = 0; t < 4; t++)
+			assert_int_equal(slots[g * 4 + t].node, expect[g]);
+
+	/* every node in domain 0 (no label): most free first, then id, as before */
+	make_nodes(nodes, 3, 4);
+	nodes[0].busy_mask = 0x1;
+	struct place_request two = {.dp = 2, .tp = 4, .pp = 1};
+	assert_int_equal(place_gang(nodes, 3, &two, slots, reason, sizeof reason), 0);
+	assert_int_equal(slots[0].node, 1);
+	assert_int_equal(slots[4].node, 2);
+}
+
+/* Whether one domain alone has room for the whole request (counted as place_gang does). */
+static int domain_holds(const struct place_node *nodes, int n, const struct place_request *req)
+{
+	int room[8] = {0};
+	for (int i = 0; i < n; i++)
+		room[nodes[i].domain] += place_node_free(&nodes[i], req) / req->tp;
+	for (int d = 0; d < 8; d++)
+		if (req->tp <= PLACE_MAX_DEVICES_PER_NODE && room[d] >= req->dp * req->pp)
+			return 1;
+	return 0;
+}
+
 /* The per-pass index (place_index_gang) must decide exactly as place_gang: same result,
  * same reason, same slots, same busy masks, placement after placement, on random clusters
  * of mixed kinds, memory sizes, device counts, unschedulable nodes and busy devices. */
@@ -467,9 +529,9 @@ static void test_index_places_exactly_like_place_gang(void **state)
 	enum { MAX_NODES = 120, MAX_SLOTS = 4096 };
 	static struct place_node a[MAX_NODES], b[MAX_NODES];
 	static struct place_slot sa[MAX_SLOTS], sb[MAX_SLOTS];
-	int placed = 0, refused = 0;
+	int placed = 0, refused = 0, spanned = 0;
 	for (int round = 0; round < 200; round++) {
-		int n = (int)rnd(MAX_NODES);
+		int n = (int)rnd(MAX_NODES), topology = round % 2;
 		memset(a, 0, sizeof a);
 		for (int i = 0; i < n; i++) {
 			/* ids in an order unrelated to the array order */
@@ -478,6 +540,7 @@ static void test_index_places_exactly_like_place_gang(void **state)
 			a[i].kind = rnd(4) == 0 ? PLACE_DEVICE_CUDA : PLACE_DEVICE_CPU;
 			a[i].n_devices = devices[rnd(sizeof devices / sizeof devices[0])];
 			a[i].device_memory_mb = memories[rnd(6)];
+			a[i].domain = topology ? (int)rnd(5) : 0;
 			for (int d = 0; d < a[i].n_devices; d++)
 				if (rnd(3) == 0)
 					a[i].busy_mask |= 1ull << d;
@@ -493,6 +556,7 @@ static void test_index_places_exactly_like_place_gang(void **state)
 			                            .memory_mb = memories[rnd(3)]};
 			req.require_cpu = !req.require_cuda && rnd(3) == 0;
 			char ra[160], rb[160];
+			int fits_one = domain_holds(a, n, &req);
 			int rc_a = place_gang(a, n, &req, sa, ra, sizeof ra);
 			int rc_b = place_index_gang(x, &req, sb, rb, sizeof rb);
 			assert_int_equal(rc_a, rc_b);
@@ -503,7 +567,12 @@ static void test_index_places_exactly_like_place_gang(void **state)
 				for (int r = 0; r < world; r++) {
 					assert_int_equal(sa[r].node, sb[r].node);
 					assert_int_equal(sa[r].device, sb[r].device);
+					/* in one domain whenever one had room for it */
+					if (fits_one)
+						assert_int_equal(a[sa[r].node].domain,
+						                 a[sa[0].node].domain);
 				}
+				spanned += !fits_one;
 			} else {
 				refused++;
 			}
@@ -512,9 +581,10 @@ static void test_index_places_exactly_like_place_gang(void **state)
 		}
 		place_index_free(x);
 	}
-	/* both outcomes were exercised */
+	/* both outcomes were exercised, and gangs that span domains */
 	assert_true(placed > 100);
 	assert_true(refused > 100);
+	assert_true(spanned > 10);
 }
 
 int main(void)
@@ -533,6 +603,7 @@ int main(void)
 	    cmocka_unit_test(test_shrink_takes_the_largest_dp_that_fits),
 	    cmocka_unit_test(test_depth_limits_the_jobs_a_pass_looks_at),
 	    cmocka_unit_test(test_a_gang_bigger_than_the_cluster_does_not_reserve),
+	    cmocka_unit_test(test_gang_goes_into_one_domain_when_one_has_room),
 	    cmocka_unit_test(test_index_places_exactly_like_place_gang),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
