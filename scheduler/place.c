@@ -212,7 +212,6 @@ void place_release(struct place_node *nodes, int n_nodes, const struct place_slo
 struct place_class {
 	enum place_device_kind kind;
 	int64_t device_memory_mb;
-	int domain;
 	int representative;            /* a node of this class, for node_eligible */
 	int count[PLACE_FREE_BUCKETS]; /* nodes of the class with f free devices */
 };
@@ -224,7 +223,7 @@ struct place_index {
 	int *pos_of;   /* node index -> position */
 	int *class_of; /* node index -> class, -1: not schedulable */
 	int *free_of;  /* node index -> free devices (of its n_devices) */
-	struct place_class *classes; /* [cap_classes]: a handful (kinds × memory sizes × domains) */
+	struct place_class *classes; /* [cap_classes]: a handful (kinds × memory sizes) */
 	int n_classes, cap_classes;
 	int n_words;
 	uint64_t *buckets; /* [f][word]: bit p set: the node at position p has f free */
@@ -354,8 +353,7 @@ struct place_index *place_index_build(struct place_node *nodes, int n_nodes)
 		int c;
 		for (c = 0; c < x->n_classes; c++)
 			if (x->classes[c].kind == node->kind &&
-			    x->classes[c].device_memory_mb == node->device_memory_mb &&
-			    x->classes[c].domain == domain_of(node))
+			    x->classes[c].device_memory_mb == node->device_memory_mb)
 				break;
 		if (c == x->n_classes) {
 			if (c == x->cap_classes) {
@@ -371,7 +369,6 @@ struct place_index *place_index_build(struct place_node *nodes, int n_nodes)
 			}
 			x->classes[c].kind = node->kind;
 			x->classes[c].device_memory_mb = node->device_memory_mb;
-			x->classes[c].domain = domain_of(node);
 			x->classes[c].representative = i;
 			x->n_classes++;
 		}
@@ -393,7 +390,6 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 	ranks = req->dp * req->tp * req->pp;
 	groups = req->dp * req->pp;
 	/* totals over the eligible classes: what place_gang sums node by node */
-	memset(x->room, 0, (size_t)x->n_domains * sizeof *x->room);
 	for (int c = 0; c < x->n_classes; c++) {
 		if (!node_eligible(&x->nodes[x->classes[c].representative], req))
 			continue;
@@ -401,13 +397,10 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 			eligible[n_eligible++] = c;
 		else
 			many = 1;
-		int class_room = 0;
 		for (int f = 1; f < PLACE_FREE_BUCKETS; f++) {
 			total_free += f * x->classes[c].count[f];
-			class_room += f / req->tp * x->classes[c].count[f];
+			group_room += f / req->tp * x->classes[c].count[f];
 		}
-		group_room += class_room;
-		x->room[x->classes[c].domain] += class_room;
 	}
 	if (total_free < ranks) {
 		snprintf(reason, (size_t)reason_len, "needs %d devices, %d free", ranks,
@@ -429,6 +422,18 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 	int n_chosen = 0, room = 0;
 	if (chosen == NULL)
 		return YARD_ENOMEM;
+	/* each domain's room: one pass over the positions, which are in (domain, id) order,
+	 * and only for a gang that fits and a cluster with domains */
+	x->room[0] = group_room;
+	if (x->n_domains > 1)
+		for (int d = 0; d < x->n_domains; d++) {
+			x->room[d] = 0;
+			for (int p = x->domain_start[d]; p < x->domain_start[d + 1]; p++) {
+				int node = x->by_pos[p];
+				if (x->class_of[node] >= 0 && node_eligible(&x->nodes[node], req))
+					x->room[d] += x->free_of[node] / req->tp;
+			}
+		}
 	int n_order = domain_order(x->room, x->n_domains, groups, x->order);
 	for (int o = 0; o < n_order && room < groups; o++) {
 		int start = x->domain_start[x->order[o]], end = x->domain_start[x->order[o] + 1];
