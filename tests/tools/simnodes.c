@@ -21,6 +21,7 @@
  *                 [--heartbeat-ms 1000] [--hold-ms 2000] [--inflight 64]
  *                 [--quiet-seconds 10] [--seconds 30] [--submit-token T --jobs-per-s R
  *                 [--submit-inflight 1024]] [--leader-pid PID] [--watch-ms W]
+ *                 [--nodes-per-switch K] (node i labelled switch=sw-<i / K>: topology)
  *
  * After registering, it heartbeats alone for --quiet-seconds, then heartbeats and submits
  * for --seconds. With --leader-pid (same machine) it reads the leader's CPU time and memory
@@ -94,6 +95,7 @@ static struct {
 	int nodes, devices, heartbeat_ms, hold_ms, seconds, quiet_seconds, inflight, leader_pid;
 	int submit_inflight;
 	int watch_ms;
+	int nodes_per_switch; /* > 0: node i registers with the label switch=sw-<i / this> */
 	double jobs_per_s;
 } opt = {.prefix = "sim",
          .devices = 8,
@@ -251,6 +253,11 @@ static char *register_body(const struct sim_node *n)
 		                                         "memory_mb", 16384));
 	json_t *b = json_pack("{s:s,s:s,s:i,s:s,s:o}", "name", n->name, "host", "127.0.0.1",
 	                      "port_base", 40000, "version", "sim", "devices", devices);
+	if (opt.nodes_per_switch > 0) {
+		char sw[32];
+		snprintf(sw, sizeof sw, "sw-%ld", (long)(n - nodes) / opt.nodes_per_switch);
+		json_object_set_new(b, "labels", json_pack("{s:s}", "switch", sw));
+	}
 	char *text = json_dumps(b, JSON_COMPACT);
 	json_decref(b);
 	return text;
@@ -822,6 +829,8 @@ int main(int argc, char **argv)
 			opt.watch_ms = arg_int(v);
 		else if (strcmp(k, "--metrics-out") == 0)
 			opt.metrics_out = v;
+		else if (strcmp(k, "--nodes-per-switch") == 0)
+			opt.nodes_per_switch = arg_int(v);
 		else {
 			fprintf(stderr, "yard-simnodes: unknown option %s\n", k);
 			return 2;
