@@ -350,6 +350,8 @@ struct sched {
 	uint64_t rows_read; /* job rows the passes read (job_set_row): ended jobs free devices */
 	uint64_t rows_read_at_view;
 	uint64_t placed_at_submit_total, placed_at_submit_refused_total;
+	/* placements proposed in a cluster with topology domains: within one, across several */
+	uint64_t placed_one_domain_total, placed_across_domains_total;
 	uint64_t last_collect_ms;    /* the last look for ended jobs to collect (monotonic) */
 	struct id_index node_index, job_index;
 	int jobs_resync;        /* reread every active job (leadership change) */
@@ -1988,6 +1990,22 @@ static void layout_slots_build(struct sched *s, struct soft_job *j)
 	j->layout_slots_version = s->pn_version;
 }
 
+/* Counts a placement proposed on view pn in a cluster with topology domains (place.h):
+ * within one domain or across several (/metrics). */
+static void count_domains(struct sched *s, const struct place_node *pn,
+                          const struct place_slot *slots, int n)
+{
+	int first = n > 0 ? pn[slots[0].node].domain : 0, across = 0, labelled = first != 0;
+	for (int r = 1; r < n; r++) {
+		across |= pn[slots[r].node].domain != first;
+		labelled |= pn[slots[r].node].domain != 0;
+	}
+	if (across)
+		s->placed_across_domains_total++;
+	else if (labelled)
+		s->placed_one_domain_total++;
+}
+
 /* The placement view of the nodes (pn_refresh first) with the busy devices marked: the
  * layouts of running jobs (cached per soft job, the same set as fsm_running_slots) and the
  * claims of assignments in flight. The scheduler's buffer, valid until the next call; NULL
@@ -2150,6 +2168,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		if (q[k].dp < j->req.dp && !j->is_auto)
 			snprintf(shrink_reason, sizeof shrink_reason, "%s", q[k].reason);
 		j->reason[0] = '\0';
+		count_domains(s, pn, q[k].slots, placed_world);
 		json_t *ranks = json_array();
 		for (int r = 0; r < placed_world; r++) { /* node ids: registered names, checked */
 			json_t *slot = json_object();
@@ -4731,6 +4750,15 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "yard_sched_placed_at_submission_refused_total %llu\n",
 	        (unsigned long long)s->placed_at_submit_total,
 	        (unsigned long long)s->placed_at_submit_refused_total);
+	fprintf(f,
+	        "# HELP yard_sched_placements_domains_total Placements proposed in a cluster "
+	        "with topology domains (yardd --topology-label): within one domain, or across "
+	        "several because none had room (leader only).\n"
+	        "# TYPE yard_sched_placements_domains_total counter\n"
+	        "yard_sched_placements_domains_total{spans=\"one\"} %llu\n"
+	        "yard_sched_placements_domains_total{spans=\"several\"} %llu\n",
+	        (unsigned long long)s->placed_one_domain_total,
+	        (unsigned long long)s->placed_across_domains_total);
 	fprintf(
 	    f,
 	    "# HELP yard_sched_jobs_held Jobs whose state the scheduler holds in memory "
@@ -4890,6 +4918,7 @@ static json_t *place_submission(struct sched *s, const struct jobspec *spec)
 		free(slots);
 		return NULL; /* it waits in the queue, with the pass's reason */
 	}
+	count_domains(s, s->busy, slots, (int)world);
 	json_t *ranks = json_array();
 	for (int64_t r = 0; ranks != NULL && r < world; r++)
 		json_array_append_new(ranks,

@@ -4,7 +4,7 @@
 # room: the switch with the least room that holds it (best fit, which keeps the other whole
 # for a larger gang), even where "most free devices first" alone would cross switches. An
 # agent restarted with other labels registers again and the controllers take them; bad
-# labels stop the agent at start.
+# labels stop the agent at start. /metrics counts the placements within one switch and across.
 . "$(dirname "$0")/lib.sh"
 
 agent_refuses "--label switch" "--label =s1" "--label a/b=c" \
@@ -67,6 +67,10 @@ done
 submit 1 "$(spec six 6)"
 switches_of "$JOB"
 [ "$SW" = "s1 s2 " ] || fail "6 ranks on 4-device switches: $NODES"
+# the placement-quality counters on /metrics: three placements within one switch, one across
+one=$(metric 1 'yard_sched_placements_domains_total{spans="one"}')
+several=$(metric 1 'yard_sched_placements_domains_total{spans="several"}')
+[ "$one" = 3 ] && [ "$several" = 1 ] || fail "placements within one switch $one, across $several"
 
 # node-d's agent comes back on switch s1: it registers again and the controllers take it
 kill_agent node-d
