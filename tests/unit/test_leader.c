@@ -715,6 +715,47 @@ static void submit_command(struct sched_world *w, int ranks, int priority)
 	assert_int_equal(apply(w, "job.submit", args), 201);
 }
 
+/* Topology (place.h): nodes a, c on switch s1 and b, d on s2; a gang goes to the switch with
+ * the least room that holds it. A node registered again on another switch moves in the
+ * placement view (the view's (domain, id) order is rebuilt), so the next gang follows it. */
+static void test_placement_follows_a_node_moving_to_another_switch(void **state)
+{
+	struct sched_world *w = world_new();
+	static const char *const sw[] = {"{\"switch\":\"s1\"}", "{\"switch\":\"s2\"}"};
+	for (int n = 0; n < 4; n++)
+		assert_int_equal(sched_world_add_node_labelled(w, n, sw[n % 2]), 200);
+	const char *names[] = {"node-a", "node-b", "node-c", "node-d"};
+	for (int n = 0; n < 4; n++)
+		json_decref(heartbeat(w, names[n], "[]"));
+	char node[64];
+	/* both switches hold 4 ranks (room 8 each): the first seen, s1, on its first node */
+	submit_command(w, 4, 0);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	first_node(w, "j-000001", node, sizeof node);
+	assert_string_equal(node, "node-a");
+	/* s1 has room for 4 (node-c), s2 for 8: 4 ranks go to node-c (best fit) ... */
+	submit_command(w, 4, 0);
+	run(w, 100);
+	first_node(w, "j-000002", node, sizeof node);
+	assert_string_equal(node, "node-c");
+	/* ... until node-d moves to s1: s1 has room for 4 (node-d), s2 for 4 (node-b), and the
+	 * tie goes to s1; before the move, s2 had room for 8 and s1 none */
+	assert_int_equal(sched_world_add_node_labelled(w, 3, sw[0]), 200);
+	json_decref(heartbeat(w, "node-d", "[]"));
+	run(w, 100);
+	submit_command(w, 2, 0);
+	run(w, 100);
+	first_node(w, "j-000003", node, sizeof node);
+	assert_string_equal(node, "node-d");
+	/* 4 ranks: s2 holds them (node-b), s1 has room for 2 */
+	submit_command(w, 4, 0);
+	run(w, 100);
+	first_node(w, "j-000004", node, sizeof node);
+	assert_string_equal(node, "node-b");
+	world_free(w);
+}
+
 /* Submits a trainer job of dp 4 (4 ranks) that checkpoints into dir ("dir:" store). */
 static void submit_dp4_to_dir(struct sched_world *w, const char *dir)
 {
@@ -2860,6 +2901,7 @@ int main(void)
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
 	    cmocka_unit_test(test_first_step_timeout),
 	    cmocka_unit_test(test_busy_devices_survive_a_node_joining),
+	    cmocka_unit_test(test_placement_follows_a_node_moving_to_another_switch),
 	    cmocka_unit_test(test_placement_at_submission_holds_its_devices),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_new_leader_rereads_jobs_in_chunks_before_deciding),
