@@ -2056,6 +2056,7 @@ static struct place_node *busy_view(struct sched *s)
 #define PREEMPT_LOOK_MS 1000   /* a look for a job to preempt for, at most this often */
 #define PREEMPT_WAITERS 4      /* waiting jobs a look considers, in queue order */
 #define PREEMPT_MAX_VICTIMS 32 /* running jobs one preemption may stop, at most */
+#define PREEMPT_DOMAINS 16     /* topology domains a preemption looks at (victims_for) */
 /* a waiting job no preemption would help is looked at again this much later (a look places
  * gangs on copies of the whole cluster's view) */
 #define PREEMPT_RETRY_MS 10000
@@ -2868,13 +2869,16 @@ static int victim_cmp(const void *a, const void *b)
 }
 
 /* Whether req fits on pn (the pass's view) with the devices of the victims v[0, n) freed,
- * except skip (-1: none) and the NULL ones. trial: room for n_nodes nodes; slots: room for
- * the gang. */
+ * except skip (-1: none) and the NULL ones, and, with domain >= 0, the nodes of other
+ * topology domains left out. trial: room for n_nodes nodes; slots: room for the gang. */
 static int fits_without(const struct place_node *pn, int n_nodes, struct soft_job *const *v, int n,
-                        int skip, const struct place_request *req, struct place_node *trial,
-                        struct place_slot *slots)
+                        int skip, int domain, const struct place_request *req,
+                        struct place_node *trial, struct place_slot *slots)
 {
 	memcpy(trial, pn, (size_t)n_nodes * sizeof *pn);
+	for (int i = 0; domain >= 0 && i < n_nodes; i++)
+		if (trial[i].domain != domain)
+			trial[i].schedulable = 0;
 	for (int i = 0; i < n; i++) {
 		if (i == skip || v[i] == NULL)
 			continue;
@@ -2886,17 +2890,66 @@ static int fits_without(const struct place_node *pn, int n_nodes, struct soft_jo
 	return place_gang(trial, n_nodes, req, slots, why, (int)sizeof why) == 0;
 }
 
-/* Victims for waiting job w (request req) among the running jobs of lower priority: taken in
- * victim_cmp order until w's gang fits on the pass's view pn with their devices freed, then
- * each one it fits without dropped again (the later ones first, so the lowest priorities
- * stay). Writes at most PREEMPT_MAX_VICTIMS into v; returns how many, 0: none would do. */
+/* Whether job j runs on a node of topology domain d of the view pn. */
+static int runs_in_domain(const struct soft_job *j, const struct place_node *pn, int d)
+{
+	for (int r = 0; r < j->n_layout_slots; r++)
+		if (pn[j->layout_slots[r][0]].domain == d)
+			return 1;
+	return 0;
+}
+
+/* The victims among cand[0, n_cand) (in victim_cmp order; with domain >= 0, those running
+ * in it, the gang placed within it): taken in order until the gang fits, then each one it
+ * fits without dropped again (the later ones first, so the lowest priorities stay). Writes
+ * at most PREEMPT_MAX_VICTIMS into v; returns how many, 0: none would do. */
+static int pick_victims(const struct place_node *pn, int n_nodes, struct soft_job *const *cand,
+                        int n_cand, int domain, const struct place_request *req,
+                        struct place_node *trial, struct place_slot *slots, struct soft_job **v)
+{
+	int n = 0, found = 0;
+	for (int i = 0; i < n_cand && n < PREEMPT_MAX_VICTIMS && !found; i++) {
+		if (domain >= 0 && !runs_in_domain(cand[i], pn, domain))
+			continue;
+		v[n++] = cand[i];
+		found = fits_without(pn, n_nodes, v, n, -1, domain, req, trial, slots);
+	}
+	if (!found)
+		return 0;
+	for (int i = n - 1; i >= 0; i--)
+		if (fits_without(pn, n_nodes, v, n, i, domain, req, trial, slots))
+			v[i] = NULL;
+	int kept = 0;
+	for (int i = 0; i < n; i++)
+		if (v[i] != NULL)
+			v[kept++] = v[i];
+	return kept;
+}
+
+static int64_t top_priority(struct soft_job *const *v, int n)
+{
+	int64_t top = INT64_MIN;
+	for (int i = 0; i < n; i++)
+		top = YARD_MAX(top, v[i]->row_priority);
+	return top;
+}
+
+/* Victims for waiting job w (request req) among the running jobs of lower priority, as
+ * pick_victims takes them on the pass's view pn. In a cluster with topology domains
+ * (place.h) whose gang the victims found would place across domains, the victims of the
+ * domain that frees room for the whole gang are taken instead, when one does with no more
+ * victims (fewest, then the lowest priority among them, then the domain met first in
+ * victim order; of the first PREEMPT_DOMAINS domains the candidates run in): a preemption
+ * frees one domain
+ * rather than scattered devices, but never stops more jobs for it. Writes at most
+ * PREEMPT_MAX_VICTIMS into v; returns how many, 0: none would do. */
 static int victims_for(struct sched *s, const struct soft_job *w, const struct place_request *req,
                        const struct place_node *pn, int n_nodes, struct soft_job **v)
 {
-	int n_cand = 0, n = 0, found = 0;
+	int n_cand = 0, n = 0, world = req->dp * req->tp * req->pp;
 	struct soft_job **cand = malloc((size_t)(s->n_jobs + 1) * sizeof *cand);
 	struct place_node *trial = malloc((size_t)(n_nodes ? n_nodes : 1) * sizeof *trial);
-	struct place_slot *slots = calloc((size_t)req->dp * req->tp * req->pp + 1, sizeof *slots);
+	struct place_slot *slots = calloc((size_t)world + 1, sizeof *slots);
 	if (cand == NULL || trial == NULL || slots == NULL)
 		goto out;
 	for (int k = 0; k < s->n_jobs; k++) {
@@ -2907,22 +2960,38 @@ static int victims_for(struct sched *s, const struct soft_job *w, const struct p
 			cand[n_cand++] = j;
 	}
 	qsort(cand, (size_t)n_cand, sizeof *cand, victim_cmp);
-	for (int i = 0; i < n_cand && n < PREEMPT_MAX_VICTIMS && !found; i++) {
-		v[n++] = cand[i];
-		found = fits_without(pn, n_nodes, v, n, -1, req, trial, slots);
-	}
-	if (!found) {
-		n = 0;
+	n = pick_victims(pn, n_nodes, cand, n_cand, -1, req, trial, slots, v);
+	int across = 0;
+	if (n > 0 && fits_without(pn, n_nodes, v, n, -1, -1, req, trial, slots))
+		for (int r = 1; r < world; r++)
+			across |= pn[slots[r].node].domain != pn[slots[0].node].domain;
+	if (!across)
 		goto out;
+	int domains[PREEMPT_DOMAINS], n_domains = 0, best_n = 0;
+	struct soft_job *best[PREEMPT_MAX_VICTIMS], *tried[PREEMPT_MAX_VICTIMS];
+	for (int i = 0; i < n_cand && n_domains < PREEMPT_DOMAINS; i++)
+		for (int r = 0; r < cand[i]->n_layout_slots && n_domains < PREEMPT_DOMAINS; r++) {
+			int d = pn[cand[i]->layout_slots[r][0]].domain, seen = 0;
+			for (int k = 0; k < n_domains && !seen; k++)
+				seen = domains[k] == d;
+			if (!seen)
+				domains[n_domains++] = d;
+		}
+	for (int k = 0; k < n_domains; k++) {
+		int m =
+		    pick_victims(pn, n_nodes, cand, n_cand, domains[k], req, trial, slots, tried);
+		if (m == 0 || m > n)
+			continue;
+		if (best_n == 0 || m < best_n ||
+		    (m == best_n && top_priority(tried, m) < top_priority(best, best_n))) {
+			memcpy(best, tried, (size_t)m * sizeof *best);
+			best_n = m;
+		}
 	}
-	for (int i = n - 1; i >= 0; i--)
-		if (fits_without(pn, n_nodes, v, n, i, req, trial, slots))
-			v[i] = NULL;
-	int kept = 0;
-	for (int i = 0; i < n; i++)
-		if (v[i] != NULL)
-			v[kept++] = v[i];
-	n = kept;
+	if (best_n > 0) {
+		memcpy(v, best, (size_t)best_n * sizeof *v);
+		n = best_n;
+	}
 out:
 	free(cand);
 	free(trial);
@@ -2941,7 +3010,7 @@ static void preempt_hold_set(struct sched *s, struct soft_job *w, const struct p
 	struct place_slot *slots = calloc((size_t)world + 1, sizeof *slots);
 	preempt_hold_drop(w);
 	if (trial != NULL && slots != NULL &&
-	    fits_without(pn, n_nodes, v, n, -1, req, trial, slots)) {
+	    fits_without(pn, n_nodes, v, n, -1, -1, req, trial, slots)) {
 		w->preempt_hold = slots;
 		w->n_preempt_hold = world;
 		w->preempt_hold_version = s->pn_version;

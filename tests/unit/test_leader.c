@@ -2012,6 +2012,55 @@ static void test_devices_freed_by_a_preemption_are_held_for_its_job(void **state
 	world_free(w);
 }
 
+/* Topology (place.h): a preemption whose victims would leave the gang spread over two
+ * switches takes, when that needs no more victims, those of one switch. Nodes a, c on s1,
+ * b, d on s2, one 4-rank command job on each (the one on b of priority 1); an 8-rank job of
+ * priority 2 would take the two most recent of priority 0 (on d and c: both switches), and
+ * takes those on a and c (s2's pair would stop a job of priority 1). */
+static void test_preemption_frees_one_switch(void **state)
+{
+	struct sched_world *w = world_new_preempt(2000);
+	static const char *const sw[] = {"{\"switch\":\"s1\"}", "{\"switch\":\"s2\"}"};
+	const char *names[] = {"node-a", "node-b", "node-c", "node-d"};
+	for (int n = 0; n < 4; n++)
+		assert_int_equal(sched_world_add_node_labelled(w, n, sw[n % 2]), 200);
+	static const int priority[] = {0, 0, 1, 0};
+	static const char *const expect[] = {"node-a", "node-c", "node-b", "node-d"};
+	char id[16], node[64];
+	for (int k = 0; k < 4; k++) {
+		for (int n = 0; n < 4; n++)
+			json_decref(heartbeat(w, names[n], "[]"));
+		submit_command(w, 4, priority[k]);
+		run(w, 100);
+		snprintf(id, sizeof id, "j-%06d", k + 1);
+		assert_string_equal(job_state(w, id), "running");
+		first_node(w, id, node, sizeof node);
+		assert_string_equal(node, expect[k]);
+	}
+	submit_command(w, 8, 2);
+	for (int k = 0; k < 60 && strcmp(job_state(w, "j-000005"), "running") != 0; k++) {
+		for (int n = 0; n < 4; n++)
+			json_decref(heartbeat(w, names[n], "[]"));
+		run(w, 100);
+	}
+	assert_string_equal(job_state(w, "j-000005"), "running");
+	json_t *j = job(w, "j-000005");
+	size_t i;
+	json_t *slot;
+	json_array_foreach(json_object_get(j, "layout"), i, slot)
+	{
+		const char *on = json_string_value(json_object_get(slot, "node"));
+		if (strcmp(on, "node-a") != 0 && strcmp(on, "node-c") != 0)
+			fail_msg("rank %zu of the 8-rank job on %s, not on switch s1", i, on);
+	}
+	json_decref(j);
+	assert_int_equal(count_lines(events_of(w, "j-000001", "job.restarting")), 1);
+	assert_int_equal(count_lines(events_of(w, "j-000002", "job.restarting")), 1);
+	assert_string_equal(events_of(w, "j-000003", "job.restarting"), "");
+	assert_string_equal(events_of(w, "j-000004", "job.restarting"), "");
+	world_free(w);
+}
+
 /* POST /v1/jobs/ID/checkpoint (sched_checkpoint_now): a running job's nodes carry the request,
  * with no restart, and the job's overlay shows when a newer checkpoint is complete; a job that
  * is not running, another user's job and an unknown one are refused, naming why. */
@@ -2918,6 +2967,7 @@ int main(void)
 	    cmocka_unit_test(test_preemption_stops_the_lowest_priority_job_after_a_checkpoint),
 	    cmocka_unit_test(test_no_preemption_behind_a_job_that_reserves),
 	    cmocka_unit_test(test_devices_freed_by_a_preemption_are_held_for_its_job),
+	    cmocka_unit_test(test_preemption_frees_one_switch),
 	    cmocka_unit_test(test_checkpoint_now_asks_a_running_job),
 	    cmocka_unit_test(test_heartbeat_logs_are_kept_once_and_read),
 	    cmocka_unit_test(test_auto_job_is_planned_and_recorded),
