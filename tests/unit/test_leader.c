@@ -715,6 +715,19 @@ static void submit_command(struct sched_world *w, int ranks, int priority)
 	assert_int_equal(apply(w, "job.submit", args), 201);
 }
 
+/* Submits a command job of this many ranks and priority, which must run at once with its
+ * rank 0 on node expect. */
+static void submit_placed_on(struct sched_world *w, int ranks, int priority, const char *id,
+                             const char *expect)
+{
+	char node[64];
+	submit_command(w, ranks, priority);
+	run(w, 100);
+	assert_string_equal(job_state(w, id), "running");
+	first_node(w, id, node, sizeof node);
+	assert_string_equal(node, expect);
+}
+
 /* Topology (place.h): nodes a, c on switch s1 and b, d on s2; a gang goes to the switch with
  * the least room that holds it. A node registered again on another switch moves in the
  * placement view (the view's (domain, id) order is rebuilt), so the next gang follows it. */
@@ -727,32 +740,18 @@ static void test_placement_follows_a_node_moving_to_another_switch(void **state)
 	const char *names[] = {"node-a", "node-b", "node-c", "node-d"};
 	for (int n = 0; n < 4; n++)
 		json_decref(heartbeat(w, names[n], "[]"));
-	char node[64];
 	/* both switches hold 4 ranks (room 8 each): the first seen, s1, on its first node */
-	submit_command(w, 4, 0);
-	run(w, 100);
-	assert_string_equal(job_state(w, "j-000001"), "running");
-	first_node(w, "j-000001", node, sizeof node);
-	assert_string_equal(node, "node-a");
+	submit_placed_on(w, 4, 0, "j-000001", "node-a");
 	/* s1 has room for 4 (node-c), s2 for 8: 4 ranks go to node-c (best fit) ... */
-	submit_command(w, 4, 0);
-	run(w, 100);
-	first_node(w, "j-000002", node, sizeof node);
-	assert_string_equal(node, "node-c");
+	submit_placed_on(w, 4, 0, "j-000002", "node-c");
 	/* ... until node-d moves to s1: s1 has room for 4 (node-d), s2 for 4 (node-b), and the
 	 * tie goes to s1; before the move, s2 had room for 8 and s1 none */
 	assert_int_equal(sched_world_add_node_labelled(w, 3, sw[0]), 200);
 	json_decref(heartbeat(w, "node-d", "[]"));
 	run(w, 100);
-	submit_command(w, 2, 0);
-	run(w, 100);
-	first_node(w, "j-000003", node, sizeof node);
-	assert_string_equal(node, "node-d");
+	submit_placed_on(w, 2, 0, "j-000003", "node-d");
 	/* 4 ranks: s2 holds them (node-b), s1 has room for 2 */
-	submit_command(w, 4, 0);
-	run(w, 100);
-	first_node(w, "j-000004", node, sizeof node);
-	assert_string_equal(node, "node-b");
+	submit_placed_on(w, 4, 0, "j-000004", "node-b");
 	world_free(w);
 }
 
@@ -2026,16 +2025,12 @@ static void test_preemption_frees_one_switch(void **state)
 		assert_int_equal(sched_world_add_node_labelled(w, n, sw[n % 2]), 200);
 	static const int priority[] = {0, 0, 1, 0};
 	static const char *const expect[] = {"node-a", "node-c", "node-b", "node-d"};
-	char id[16], node[64];
+	char id[16];
 	for (int k = 0; k < 4; k++) {
 		for (int n = 0; n < 4; n++)
 			json_decref(heartbeat(w, names[n], "[]"));
-		submit_command(w, 4, priority[k]);
-		run(w, 100);
 		snprintf(id, sizeof id, "j-%06d", k + 1);
-		assert_string_equal(job_state(w, id), "running");
-		first_node(w, id, node, sizeof node);
-		assert_string_equal(node, expect[k]);
+		submit_placed_on(w, 4, priority[k], id, expect[k]);
 	}
 	submit_command(w, 8, 2);
 	for (int k = 0; k < 60 && strcmp(job_state(w, "j-000005"), "running") != 0; k++) {
