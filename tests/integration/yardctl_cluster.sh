@@ -42,6 +42,12 @@ yc() {
 }
 expect_in() { grep -qF -- "$2" "$1" || fail "expected \"$2\" in $(basename "$1"): $(cat "$1")"; }
 
+# --- up refuses more switches than agents before it starts anything
+"$CLUSTER" up --dir "$T/bad" --agents 1 --switches 2 >/dev/null 2>"$T/up.err" &&
+	fail "up with 2 switches for 1 agent started"
+grep -qF -- "--switches must be 0..--agents (got 2 for 1 agents)" "$T/up.err" ||
+	fail "up with 2 switches for 1 agent: $(cat "$T/up.err")"
+
 # --- up: prints the environment line
 "$CLUSTER" up --dir "$T/c" --controllers 3 --base-port "$BASE" --bin "$top_builddir" \
 	>"$T/env" 2>"$T/up.err" || fail "cluster up: $(cat "$T/up.err")"
