@@ -26,7 +26,7 @@ tests_unit_test_transport_LDADD = $(CONSENSUS_LIBS) $(CMOCKA_LIBS)
 bin_PROGRAMS += yardd
 yardd_SOURCES = raft/yardd.c raft/dev.c raft/dev.h
 yardd_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS) $(H2O_CFLAGS)
-yardd_LDADD = web/libweb.a scheduler/libsched.a jobs/libjobspec.a $(CONSENSUS_LIBS) $(FSM_LIBS) $(H2O_LIBS) $(UV_LIBS)
+yardd_LDADD = web/libweb.a scheduler/libsched.a jobs/libjobspec.a $(CONSENSUS_LIBS) $(FSM_LIBS) $(H2O_LIBS) $(OPENSSL_LIBS) $(UV_LIBS)
 if HAVE_TCMALLOC
 # before the C library on the link line, so that its malloc and free are the process's
 yardd_CFLAGS += $(TCMALLOC_CFLAGS)

@@ -93,6 +93,8 @@ static void usage(FILE *out)
 	    "             [--log-total-bytes N (rank output kept in all, default 64 MiB)]\n"
 	    "             [--topology-label switch (the node label naming a node's switch or\n"
 	    "             rack: a gang goes into one such domain when one has room; '': none)]\n"
+	    "             [--tls-cert FILE --tls-key FILE (serve the API over TLS: PEM chain,\n"
+	    "             leaf first, and its key; this member's API URL is then https://)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
 	    "127.0.0.1:7100]\n"
 	    "             [--raft-address 127.0.0.1:7000] [--dev-port-base 29500]: one member\n"
@@ -135,7 +137,8 @@ static int parse_members(const char *spec, struct yard_err *err)
 		char *end;
 		m->id = strtoull(item, &end, 10);
 		if (*end != '\0' || m->id == 0 || strlen(eq + 1) >= sizeof m->raft_address ||
-		    strlen(at + 1) >= sizeof m->api_url || strncmp(at + 1, "http://", 7) != 0) {
+		    strlen(at + 1) >= sizeof m->api_url ||
+		    (strncmp(at + 1, "http://", 7) != 0 && strncmp(at + 1, "https://", 8) != 0)) {
 			rc = yard_err_set(err, YARD_EINVAL, "--members: bad member '%s=%s@%s'",
 			                  item, eq + 1, at + 1);
 			break;
@@ -390,6 +393,32 @@ static void on_signal(uv_signal_t *h, int signum)
 	consensus_shutdown(&yd.cons, consensus_closed);
 }
 
+enum { OPT_TLS_CERT = 256, OPT_TLS_KEY };
+
+/* A first start's own API URL (in --members) says whether clients reach it over TLS: it must
+ * agree with --tls-cert, or every redirect to this member would name the wrong scheme. */
+static int check_own_scheme(uint64_t id, int tls)
+{
+	for (int i = 0; i < yd.n_members; i++) {
+		const char *url = yd.members[i].api_url;
+		if (yd.members[i].id != id)
+			continue;
+		if (tls && strncmp(url, "https://", 8) != 0) {
+			log_error("--members: this member's API URL %s must start with https:// "
+			          "with --tls-cert",
+			          url);
+			return -1;
+		}
+		if (!tls && strncmp(url, "https://", 8) == 0) {
+			log_error("--members: this member's API URL %s is https:// but no "
+			          "--tls-cert and --tls-key were given",
+			          url);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -427,12 +456,15 @@ int main(int argc, char **argv)
 	    {"dev-port-base", required_argument, NULL, 'P'},
 	    {"embargo-max-days", required_argument, NULL, 'X'},
 	    {"verify-db", required_argument, NULL, 'Y'},
+	    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+	    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct consensus_config cfg = {0};
 	struct yard_err err = {0};
 	const char *members = NULL, *token_file = NULL, *api_address = NULL;
+	struct http_tls tls = {NULL, NULL};
 	char component[32], dev_members[600], dev_api_url[128];
 	int dev_mode = 0, dev_devices = 8, dev_port_base = 29500;
 	int opt;
@@ -698,6 +730,12 @@ int main(int argc, char **argv)
 			break;
 		case 'Y':
 			return verify_db(optarg);
+		case OPT_TLS_CERT:
+			tls.cert_file = optarg;
+			break;
+		case OPT_TLS_KEY:
+			tls.key_file = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -726,6 +764,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "yardd: --devices goes with --dev\n");
 		return 2;
 	}
+	if ((tls.cert_file == NULL) != (tls.key_file == NULL)) {
+		fprintf(stderr, "yardd: --tls-cert and --tls-key go together\n");
+		return 2;
+	}
+	if (tls.cert_file != NULL && dev_mode) {
+		fprintf(stderr, "yardd: --tls-cert does not go with --dev (its agent would need "
+		                "the certificate's CA): start the members and agents yourself, or "
+		                "use scripts/cluster up --tls\n");
+		return 2;
+	}
 	if (cfg.id == 0 || yd.data_dir[0] == '\0' || cfg.raft_address == NULL ||
 	    api_address == NULL || (members == NULL && !cfg.join)) {
 		fprintf(stderr, "yardd: --id, --data-dir, --raft-address, --api-address and "
@@ -752,6 +800,12 @@ int main(int argc, char **argv)
 
 	if ((members && parse_members(members, &err) != 0) ||
 	    (token_file && read_token_file(token_file, &err) != 0)) {
+		log_error("%s", err.msg);
+		return 2;
+	}
+	if (check_own_scheme(cfg.id, tls.cert_file != NULL) != 0)
+		return 2;
+	if (tls.cert_file != NULL && http_tls_check(&tls, &err) != 0) {
 		log_error("%s", err.msg);
 		return 2;
 	}
@@ -802,7 +856,8 @@ int main(int argc, char **argv)
 		log_error("%s", err.msg);
 		return 1;
 	}
-	yd.http = http_server_start(&yd.loop, &yd.cons, &yd.fsm, api_address, &err);
+	yd.http = http_server_start(&yd.loop, &yd.cons, &yd.fsm, api_address,
+	                            tls.cert_file ? &tls : NULL, &err);
 	if (yd.http == NULL) {
 		log_error("%s", err.msg);
 		return 1;

@@ -169,8 +169,9 @@ static void h_members_add(struct call *call)
 	if (colon == NULL || port <= 0 || port > 65535 || uv_ip4_addr(host, port, &sa) != 0) {
 		call_error(call, 400, "raft_address", "raft_address: '%s' must be a.b.c.d:port",
 		           addr);
-	} else if (strncmp(url, "http://", 7) != 0) {
-		call_error(call, 400, "api_url", "api_url: '%s' must start with http://", url);
+	} else if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+		call_error(call, 400, "api_url",
+		           "api_url: '%s' must start with http:// or https://", url);
 	} else if (strcmp(role, "voter") != 0 && strcmp(role, "spare") != 0) {
 		call_error(call, 400, "role", "role: '%s' must be voter or spare", role);
 	} else {

@@ -2,6 +2,8 @@
  * authentication, authorisation, leader routing: see http.h), JSON responses with a guard
  * against late callbacks, and Prometheus metrics. The routes themselves are in api.c. */
 #include <malloc.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -975,8 +977,60 @@ static void on_connection(uv_stream_t *listener, int status)
 	h2o_accept(&s->accept_ctx, sock);
 }
 
+/* The reason of OpenSSL's latest error, for a message naming the file it came from. */
+static const char *ssl_reason(char *buf, size_t len)
+{
+	unsigned long e = ERR_peek_last_error();
+	if (e == 0)
+		snprintf(buf, len, "unknown error");
+	else
+		ERR_error_string_n(e, buf, len);
+	ERR_clear_error();
+	return buf;
+}
+
+/* A server context for tls: TLS 1.2 or later, the certificate chain and its key, checked to
+ * match; no ALPN, so every connection speaks HTTP/1.1 (http.h). NULL with err set. */
+static SSL_CTX *tls_context(const struct http_tls *tls, struct yard_err *err)
+{
+	char why[256];
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (ctx == NULL) {
+		yard_err_set(err, YARD_ENOMEM, "TLS: %s", ssl_reason(why, sizeof why));
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+	                             SSL_OP_CIPHER_SERVER_PREFERENCE);
+	if (SSL_CTX_use_certificate_chain_file(ctx, tls->cert_file) != 1)
+		yard_err_set(err, YARD_EINVAL, "--tls-cert %s: %s", tls->cert_file,
+		             ssl_reason(why, sizeof why));
+	else if (SSL_CTX_use_PrivateKey_file(ctx, tls->key_file, SSL_FILETYPE_PEM) != 1) {
+		int mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+		yard_err_set(err, YARD_EINVAL, "--tls-key %s%s: %s", tls->key_file,
+		             mismatch ? " does not match --tls-cert" : "",
+		             ssl_reason(why, sizeof why));
+	} else if (SSL_CTX_check_private_key(ctx) != 1)
+		yard_err_set(err, YARD_EINVAL, "--tls-key %s does not match --tls-cert %s: %s",
+		             tls->key_file, tls->cert_file, ssl_reason(why, sizeof why));
+	else
+		return ctx;
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+int http_tls_check(const struct http_tls *tls, struct yard_err *err)
+{
+	SSL_CTX *ctx = tls_context(tls, err);
+	if (ctx == NULL)
+		return err != NULL ? err->code : YARD_EINVAL;
+	SSL_CTX_free(ctx);
+	return 0;
+}
+
 struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, struct fsm *f,
-                                      const char *api_address, struct yard_err *err)
+                                      const char *api_address, const struct http_tls *tls,
+                                      struct yard_err *err)
 {
 	char host[64];
 	int port;
@@ -993,6 +1047,9 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 		             api_address);
 		return NULL;
 	}
+	SSL_CTX *ssl_ctx = NULL;
+	if (tls != NULL && (ssl_ctx = tls_context(tls, err)) == NULL)
+		return NULL;
 	struct http_server *s = calloc(1, sizeof *s);
 	s->metrics = calloc((size_t)api_routes_count + 1, sizeof *s->metrics);
 	s->loop = loop;
@@ -1011,6 +1068,7 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 	h2o_context_init(&s->ctx, loop, &s->config);
 	s->accept_ctx.ctx = &s->ctx;
 	s->accept_ctx.hosts = s->config.hosts;
+	s->accept_ctx.ssl_ctx = ssl_ctx;
 
 	/* Connections waiting to be accepted: thousands of agents reconnect at once after a
 	 * leader change (a heartbeat and a watch each); those a full queue drops retry their SYN
@@ -1037,7 +1095,8 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 		uv_check_start(&s->loop_check, on_loop_check);
 		uv_unref((uv_handle_t *)&s->loop_check);
 	}
-	log_info("http: listening on http://%s (HTTP/1.1 only)", api_address);
+	log_info("http: listening on %s://%s (HTTP/1.1 only%s)", ssl_ctx ? "https" : "http",
+	         api_address, ssl_ctx ? ", TLS 1.2 or later" : "");
 	return s;
 }
 

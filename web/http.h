@@ -10,7 +10,8 @@
  * HTTP/2 is deliberately off: h2o 2.2.5 would accept cleartext HTTP/2 with prior knowledge
  * (raft-probe.md §7) and its 2018 HTTP/2 code has known bugs (rapid reset). With
  * http1.upgrade_to_http2 = 0 a "PRI * HTTP/2.0" preface is not a valid HTTP/1 request and
- * the connection is closed; "Upgrade: h2c" is ignored. */
+ * the connection is closed; "Upgrade: h2c" is ignored. Over TLS no ALPN protocol is offered,
+ * so a client asking for h2 gets HTTP/1.1 too. */
 #ifndef YARD_WEB_HTTP_H
 #define YARD_WEB_HTTP_H
 
@@ -27,9 +28,22 @@
 
 struct http_server;
 
-/* Starts listening on api_address (a.b.c.d:port). self_api_url is this member's own URL. */
+/* TLS for the API: PEM files of the certificate chain (leaf first) and its private key. */
+struct http_tls {
+	const char *cert_file;
+	const char *key_file;
+};
+
+/* 0 when tls's files load and match (what http_server_start will need); else an error
+ * naming the file, for a start that stops before anything is written. */
+int http_tls_check(const struct http_tls *tls, struct yard_err *err);
+
+/* Starts listening on api_address (a.b.c.d:port), over TLS 1.2 or later when tls is not
+ * NULL (a certificate or key that cannot be loaded, or that do not match, is an error
+ * naming the file). */
 struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, struct fsm *f,
-                                      const char *api_address, struct yard_err *err);
+                                      const char *api_address, const struct http_tls *tls,
+                                      struct yard_err *err);
 struct sched;
 /* Gives the server the scheduler that answers heartbeats and adds soft state to reads. */
 void http_server_set_sched(struct http_server *s, struct sched *sched);

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# test_tls.sh: the API over TLS (yardd --tls-cert/--tls-key). Three members serve https://
+# URLs signed by a private CA; yardctl (--cacert, YARD_CACERT) and yard-agent (--cacert)
+# verify them, follow the leader's https:// redirect and carry on after the leader is
+# killed; an agent trains a job and uploads its checkpoints over TLS. A client without the CA
+# or with another CA is refused with a message naming the certificate problem, at once (a
+# wrong CA is no reason to retry); plain HTTP to a TLS port gets no answer, and HTTP/2 asked
+# for through ALPN gets HTTP/1.1. yardd refuses a missing or mismatched key, a certificate
+# file it cannot read, and a member URL whose scheme contradicts the flags, naming them.
+. "$(dirname "$0")/lib.sh"
+command -v openssl >/dev/null || { echo "# openssl not installed (scripts/setup)"; exit 77; }
+
+# a CA, a certificate for 127.0.0.1 signed by it, and another CA that signed nothing here
+certs() {
+	mkdir -p "$T/tls" && cd "$T/tls" || return 1
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-keyout ca.key -out ca.crt -subj "/CN=test CA" &&
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+			-keyout rogue.key -out rogue.crt -subj "/CN=test CA" &&
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key \
+			-out server.csr -subj "/CN=127.0.0.1" &&
+		printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >ext &&
+		openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+			-extfile ext -out server.crt
+}
+certs >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log"; fail "openssl could not make the certificates"; }
+cd "$T" || fail "no $T"
+CA=$T/tls/ca.crt
+TLS_ARGS=(--tls-cert "$T/tls/server.crt" --tls-key "$T/tls/server.key")
+
+# lib.sh's helpers speak to the members over https, verified against the CA
+api() { echo "https://127.0.0.1:$(api_port "$1")"; }
+curl() { command curl --cacert "$CA" "$@"; }
+
+# yardd_refuses WHAT ARGS...: yardd exits with status 2 or 1 at start, its message holding WHAT
+yardd_refuses() {
+	local what=$1 out rc
+	shift
+	out=$("$YARDD" --id 1 --data-dir "$T/refused" --raft-address "127.0.0.1:$(raft_port 9)" \
+		--api-address "127.0.0.1:$(api_port 9)" "$@" 2>&1)
+	rc=$?
+	{ [ "$rc" = 1 ] || [ "$rc" = 2 ]; } && grep -qF -- "$what" <<<"$out" ||
+		fail "yardd $*: exit $rc, wanted a message with '$what': $out"
+}
+https9="1=127.0.0.1:$(raft_port 9)@https://127.0.0.1:$(api_port 9)"
+http9="1=127.0.0.1:$(raft_port 9)@http://127.0.0.1:$(api_port 9)"
+yardd_refuses "--tls-cert and --tls-key go together" --members "$https9" \
+	--tls-cert "$T/tls/server.crt"
+yardd_refuses "--tls-cert $T/tls/none.crt" --members "$https9" \
+	--tls-cert "$T/tls/none.crt" --tls-key "$T/tls/server.key"
+yardd_refuses "does not match --tls-cert" --members "$https9" \
+	--tls-cert "$T/tls/server.crt" --tls-key "$T/tls/ca.key"
+yardd_refuses "must start with https:// with --tls-cert" --members "$http9" "${TLS_ARGS[@]}"
+yardd_refuses "is https:// but no --tls-cert" --members "$https9"
+yardd_refuses "--tls-cert does not go with --dev" --dev "${TLS_ARGS[@]}"
+out=$("$YARD_AGENT" --controllers "$(api 1)" --data-dir "$T/none" --name n --devices cpu:1 \
+	--cacert "$T/tls/none.crt" 2>&1)
+rc=$?
+[ "$rc" = 2 ] && grep -qF "cacert $T/tls/none.crt" <<<"$out" || fail "agent --cacert none: exit $rc: $out"
+
+M=$(members_arg 1 2 3)
+for i in 1 2 3; do start_member $i "$M" "${TLS_ARGS[@]}"; done
+wait_leader 15 1 2 3 || fail "no leader over https"
+grep -q "listening on https://" "$T/log.1" || fail "member 1 does not say it serves https"
+
+# plain HTTP to the TLS port: no answer (and the member keeps serving)
+code=$(command curl -s -m 5 -o /dev/null -w '%{http_code}' -H "$AUTH" "http://127.0.0.1:$(api_port 1)/v1/cluster")
+[ "$code" = 000 ] || fail "plain HTTP to a TLS port got $code"
+# HTTP/2 asked for through ALPN: HTTP/1.1
+v=$(curl -s --http2 -o /dev/null -w '%{http_version}' "$(api 1)/healthz")
+[ "$v" = 1.1 ] || fail "ALPN h2 gave HTTP $v"
+
+export YARD_TOKEN=$TOKEN
+follower=1
+[ "$LEADER" = 1 ] && follower=2
+# yardctl without the CA: refused, naming the certificate problem and --cacert, on the first
+# endpoint (no retries: the verbose log holds one request)
+out=$(yardctl -v --endpoints "$(api $follower),$(api $LEADER)" cluster status 2>&1)
+rc=$?
+[ "$rc" = 1 ] && grep -q "TLS: SSL certificate problem" <<<"$out" && grep -q -- "--cacert" <<<"$out" ||
+	fail "yardctl without the CA: exit $rc: $out"
+[ "$(grep -c "GET https://" <<<"$out")" = 1 ] || fail "yardctl retried a certificate failure: $out"
+# another CA: refused too
+out=$(yardctl --cacert "$T/tls/rogue.crt" --endpoints "$(api 1)" cluster status 2>&1)
+rc=$?
+[ "$rc" = 1 ] && grep -q "TLS: SSL certificate problem" <<<"$out" || fail "yardctl, another CA: exit $rc: $out"
+# an unreadable CA file: a usage error naming it
+out=$(yardctl --cacert "$T/tls/none.crt" --endpoints "$(api 1)" cluster status 2>&1)
+rc=$?
+[ "$rc" = 2 ] && grep -qF "CA file $T/tls/none.crt" <<<"$out" || fail "yardctl --cacert none: exit $rc: $out"
+# the CA from YARD_CACERT; a write to a follower follows the https:// redirect to the leader
+export YARD_CACERT=$CA
+out=$(yardctl --endpoints "$(api $follower)" token create ops --role operator 2>&1) ||
+	fail "yardctl token create through a follower: $out"
+out=$(yardctl --endpoints "$(api $follower)" -o json cluster status 2>&1) || fail "cluster status: $out"
+[ "$(jget "$out" 'd["leader"]["api_url"]')" = "$(api $LEADER)" ] || fail "leader URL: $out"
+
+# an agent without the CA never registers, and says why
+make_join_token "$LEADER"
+start_agent node-x 1 "$(api 1),$(api 2),$(api 3)"
+wait_until 15 grep -q "SSL certificate problem" "$T/log.agent-node-x" ||
+	fail "agent without the CA: $(tail -3 "$T/log.agent-node-x")"
+[ ! -s "$T/agent-node-x/node.token" ] || fail "an agent without the CA registered"
+kill_agent node-x
+
+# an agent with the CA registers and trains; its checkpoints go up over TLS
+start_agent node-a 2 "$(api 1),$(api 2),$(api 3)" --cacert "$CA"
+wait_until 20 node_state_is "$LEADER" node-a up || fail "node-a did not register over TLS"
+cat >"$T/job.json" <<'EOF'
+{"name": "tls", "model": {"d_in": 16, "d_model": 32, "d_ff": 64, "layers": 2, "classes": 4, "seed": 1},
+ "train": {"steps": 120, "batch_size": 64, "lr": 0.001, "optimizer": "adamw",
+           "dataset": "synthetic", "data_seed": 1, "samples": 1024},
+ "parallel": {"dp": 2, "tp": 1, "pp": 1},
+ "checkpoint": {"every_steps": 40, "keep": 2}}
+EOF
+out=$(yardctl --endpoints "$(api $follower)" job submit "$T/job.json" 2>&1) || fail "submit: $out"
+J=$(sed -n 's/^job \(j-[0-9]*\) submitted.*/\1/p' <<<"$out")
+[ -n "$J" ] || fail "no job id in: $out"
+wait_job_done "$LEADER" "$J" succeeded 60 180 || fail "job $J over TLS: $(job_field "$LEADER" "$J" '')"
+has_event "$LEADER" "$J" "checkpoint.complete" || fail "no checkpoint uploaded: $(events_of "$LEADER" "$J")"
+
+# the leader dies: the agent and yardctl carry on with the new one, over https
+old=$LEADER
+kill_member "$old"
+rest=$(for i in 1 2 3; do [ "$i" != "$old" ] && printf '%s ' $i; done)
+# shellcheck disable=SC2086 # two ids
+wait_leader 15 $rest || fail "no new leader"
+wait_until 20 node_state_is "$LEADER" node-a up || fail "node-a lost with the leader"
+out=$(yardctl --endpoints "$(api $old),$(api 1),$(api 2),$(api 3)" job show "$J" 2>&1) ||
+	fail "yardctl after the leader died: $out"
+grep -q "succeeded" <<<"$out" || fail "job $J after failover: $out"
+submit "$LEADER" '{"name":"after","ranks":1,"command":["true"]}'
+wait_until 20 job_state_is "$LEADER" "$JOB" succeeded || fail "no job ran on node-a after the failover"
+note "TLS: 3 members, agent trained $J with checkpoints, failover from $old to $LEADER"
