@@ -115,6 +115,7 @@ struct option_def {
 static const struct option_def options[] = {
     {"endpoints", 0, 0, 1},
     {"token", 0, 0, 1},
+    {"cacert", 0, 0, 1},
     {"output", 'o', 0, 1},
     {"retries", 0, 0, 1},
     {"verbose", 'v', 0, 0},
@@ -247,6 +248,8 @@ const char *ctl_usage(void)
 	       "global flags (before or after the command):\n"
 	       "  --endpoints URL[,URL...]   controllers to ask (default: $YARD_ENDPOINTS)\n"
 	       "  --token TOKEN              bearer token (default: $YARD_TOKEN)\n"
+	       "  --cacert FILE              CA certificates (PEM) for https:// endpoints\n"
+	       "                             (default: $YARD_CACERT, else the system's)\n"
 	       "  -o, --output table|json    human tables (default) or the server's JSON\n"
 	       "                             (build download: -o FILE is the file to write)\n"
 	       "  --retries N                extra passes over the endpoints when none answers\n"
@@ -476,6 +479,8 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 		a->endpoints = value;
 	else if (strcmp(o->long_name, "token") == 0)
 		a->token = value;
+	else if (strcmp(o->long_name, "cacert") == 0)
+		a->cacert = value;
 	else if (strcmp(o->long_name, "output") == 0) {
 		a->out_file = value; /* table|json or, for build download, a file: see below */
 	} else if (strcmp(o->long_name, "retries") == 0) {

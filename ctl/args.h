@@ -67,6 +67,7 @@ struct ctl_args {
 	/* global flags; strings borrowed from argv, NULL when not given */
 	const char *endpoints;
 	const char *token;
+	const char *cacert; /* --cacert, NULL when not given */
 	enum ctl_output output;
 	int retries; /* -1: the client's default */
 	int verbose;

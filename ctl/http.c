@@ -182,6 +182,17 @@ int ctl_client_init(struct ctl_client *c, const char *endpoints, const char *tok
 	return 0;
 }
 
+int ctl_client_set_ca_file(struct ctl_client *c, const char *path, struct yard_err *err)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return yard_err_set(err, YARD_EINVAL, "CA file %s: %s", path, strerror(errno));
+	fclose(f);
+	if ((size_t)snprintf(c->ca_file, sizeof c->ca_file, "%s", path) >= sizeof c->ca_file)
+		return yard_err_set(err, YARD_EINVAL, "CA file %s: path too long", path);
+	return 0;
+}
+
 void ctl_client_close(struct ctl_client *c)
 {
 	if (c->curl != NULL)
@@ -238,6 +249,7 @@ static int perform(struct ctl_client *c, const char *base, const char *method, c
 	                           c->max_response_bytes ? c->max_response_bytes : BODY_MAX_BYTES};
 	char content_type[96];
 	char url[CTL_URL_MAX + 2048], rid_header[CTL_REQUEST_ID_LEN + 32];
+	char why[CURL_ERROR_SIZE] = "";
 	CURLcode cc;
 	int rc = 0;
 
@@ -266,6 +278,9 @@ static int perform(struct ctl_client *c, const char *base, const char *method, c
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "yardctl/" PACKAGE_VERSION);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &buf);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, why);
+	if (c->ca_file[0] != '\0')
+		curl_easy_setopt(curl, CURLOPT_CAINFO, c->ca_file);
 	if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
 	} else {
@@ -278,10 +293,20 @@ static int perform(struct ctl_client *c, const char *base, const char *method, c
 	if (cc != CURLE_OK) {
 		if (buf.too_big)
 			rc = yard_err_set(err, YARD_EIO, "response over %zu bytes", buf.max);
+		else if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE)
+			rc = yard_err_set(
+			    err, YARD_EPERM, "TLS: %s%s", why[0] ? why : curl_easy_strerror(cc),
+			    c->ca_file[0]
+			        ? ""
+			        : " (give the cluster's CA with --cacert or YARD_CACERT)");
 		else
 			rc = yard_err_set(
-			    err, cc == CURLE_OPERATION_TIMEDOUT ? YARD_ETIMEDOUT : YARD_EIO, "%s",
-			    curl_easy_strerror(cc));
+			    err, cc == CURLE_OPERATION_TIMEDOUT ? YARD_ETIMEDOUT : YARD_EIO, "%s%s",
+			    why[0] ? why : curl_easy_strerror(cc),
+			    cc == CURLE_GOT_NOTHING && strncmp(base, "http://", 7) == 0
+			        ? "; a controller serving TLS closes plain HTTP connections: is it "
+			          "https://?"
+			        : "");
 		free(buf.data);
 		return rc;
 	}
@@ -368,6 +393,8 @@ int ctl_client_send(struct ctl_client *c, const char *method, const char *path,
 		}
 		if (rc == 0 && resp->status != 503)
 			return 0;
+		if (rc == YARD_EPERM) /* a certificate that does not verify: not transient */
+			return yard_err_set(err, rc, "%s: %s", base, aerr.msg);
 		/* No answer, or 503 (no leader yet, shutting down): try elsewhere. */
 		if (rc == 0) {
 			json_t *e = json_object_get(resp->json, "error");

@@ -27,6 +27,7 @@ struct ctl_client {
 	int retry_rounds;         /* passes over all endpoints after the first */
 	long backoff_first_ms;    /* sleep after a failed pass, doubling up to backoff_max_ms */
 	long backoff_max_ms;
+	char ca_file[4096];        /* PEM CA bundle for https:// endpoints, "" for the system's */
 	void *curl;                /* CURL *, reused so connections stay open */
 	size_t max_response_bytes; /* 0: 16 MiB; larger for build downloads */
 };
@@ -64,6 +65,10 @@ void ctl_request_id(char out[CTL_REQUEST_ID_LEN + 1]);
 int ctl_client_init(struct ctl_client *c, const char *endpoints, const char *token,
                     struct yard_err *err);
 void ctl_client_close(struct ctl_client *c);
+/* Verifies https:// controllers against the CA certificates in path (PEM) instead of the
+ * system's; an unreadable file is an error naming it. A controller whose certificate does
+ * not verify ends the request at once (a wrong CA is not a transient failure). */
+int ctl_client_set_ca_file(struct ctl_client *c, const char *path, struct yard_err *err);
 
 /* Sends method (GET, POST, DELETE) path (with query) and body (may be NULL) until a
  * controller gives a final answer. request_id (NULL for reads) goes out as X-Request-Id on

@@ -2162,7 +2162,7 @@ int main(int argc, char **argv)
 {
 	static struct ctl x;
 	struct yard_err err = {0};
-	const char *endpoints, *token;
+	const char *endpoints, *token, *cacert;
 	int rc;
 
 	yard_log_init("yardctl");
@@ -2189,6 +2189,12 @@ int main(int argc, char **argv)
 	if (token == NULL || token[0] == '\0')
 		return usage_error("no token: set YARD_TOKEN or pass --token TOKEN", 0, argv);
 	if (ctl_client_init(&x.client, endpoints, token, &err) != 0) {
+		ctl_client_close(&x.client);
+		return usage_error(err.msg, 0, argv);
+	}
+	cacert = x.args.cacert ? x.args.cacert : getenv("YARD_CACERT");
+	if (cacert != NULL && cacert[0] != '\0' &&
+	    ctl_client_set_ca_file(&x.client, cacert, &err) != 0) {
 		ctl_client_close(&x.client);
 		return usage_error(err.msg, 0, argv);
 	}

@@ -23,6 +23,7 @@ pid4=""
 cleanup() {
 	[ -z "$pid4" ] || kill -9 "$pid4" 2>/dev/null
 	"$CLUSTER" down --dir "$T/c" >/dev/null 2>&1
+	[ ! -d "$T/s" ] || "$CLUSTER" down --dir "$T/s" >/dev/null 2>&1
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -161,10 +162,32 @@ done
 yc 1 job list
 expect_in "$T/err" "job list: no controller could serve GET /v1/jobs"
 expect_in "$T/err" "http://127.0.0.1:$((BASE + 100 + survivor)) (503: "
-expect_in "$T/err" "(Couldn't connect to server)"
+expect_in "$T/err" "http://127.0.0.1:$((BASE + 100 + (survivor % 3) + 1)) (Failed to connect to 127.0.0.1 port $((BASE + 100 + (survivor % 3) + 1)) after"
+expect_in "$T/err" ": Couldn't connect to server)"
 
 # --- down stops every member
 "$CLUSTER" down --dir "$T/c" 2>/dev/null || fail "cluster down failed"
 "$CLUSTER" status --dir "$T/c" >"$T/status"
 [ "$(grep -c ' down ' "$T/status")" = 3 ] || fail "members still up after down: $(cat "$T/status")"
+# --- up --tls: a private CA, members on https://, env names the CA for yardctl
+if command -v openssl >/dev/null; then
+	"$CLUSTER" up --dir "$T/s" --controllers 1 --tls --base-port "$BASE" --bin "$top_builddir" \
+		>"$T/env" 2>"$T/up.err" || fail "cluster up --tls: $(cat "$T/up.err")"
+	expect_in "$T/env" "YARD_ENDPOINTS=https://127.0.0.1:$((BASE + 101))"
+	expect_in "$T/env" "YARD_CACERT=$T/s/tls/ca.crt"
+	(
+		eval "$(cat "$T/env")"
+		yc 0 cluster status
+		expect_in "$T/out" "leader       1 https://127.0.0.1:$((BASE + 101))"
+		unset YARD_CACERT
+		yc 1 --retries 0 cluster status
+		expect_in "$T/err" "SSL certificate problem"
+	) || exit 1
+	"$CLUSTER" up --dir "$T/s" --controllers 1 --base-port "$BASE" >/dev/null 2>"$T/up.err" &&
+		fail "up without --tls on a --tls cluster's dir started"
+	expect_in "$T/up.err" "holds a cluster with --tls"
+	"$CLUSTER" status --dir "$T/s" >"$T/status"
+	grep -q "leader" "$T/status" || fail "status of the --tls cluster: $(cat "$T/status")"
+	"$CLUSTER" down --dir "$T/s" 2>/dev/null || fail "cluster down --tls failed"
+fi
 echo "yardctl and scripts/cluster against a real cluster: passed"
