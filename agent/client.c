@@ -95,10 +95,20 @@ static void share_init(void)
 	    (curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
 	     curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
 	     curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
-	     curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK)) {
+	     curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+	     curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)) {
 		curl_share_cleanup(share);
 		share = NULL; /* each request then opens its own connection, as before */
 	}
+}
+
+/* --cacert: the CA certificates https:// controllers are verified against ("": the
+ * system's). Set once at start, before any request. */
+static char ca_file[PATH_MAX];
+
+void agent_http_set_ca_file(const char *path)
+{
+	snprintf(ca_file, sizeof ca_file, "%s", path);
 }
 
 /* The sockets of the agent's requests are close-on-exec: connections now outlive their
@@ -110,10 +120,11 @@ static curl_socket_t open_socket(void *data, curlsocktype purpose, struct curl_s
 }
 
 /* A handle for one request of the agent to url with the node's or join token: the shared
- * connection cache, close-on-exec sockets, HTTP/1.1, no signals. *headers holds the
+ * connection cache, close-on-exec sockets, HTTP/1.1, no signals, curl's detailed error in
+ * why (CURL_ERROR_SIZE bytes), https verified against --cacert. *headers holds the
  * Authorization header (the caller may append more and frees the list); NULL without
  * memory. */
-static CURL *easy_new(const char *url, const char *token, struct curl_slist **headers)
+static CURL *easy_new(const char *url, const char *token, struct curl_slist **headers, char *why)
 {
 	char auth[300];
 	CURL *curl = curl_easy_init();
@@ -129,6 +140,11 @@ static CURL *easy_new(const char *url, const char *token, struct curl_slist **he
 	curl_easy_setopt(curl, CURLOPT_URL, url);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	why[0] = '\0';
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, why);
+	if (ca_file[0] != '\0')
+		curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file);
 	return curl;
 }
 
@@ -155,11 +171,11 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
                         char *location, size_t location_len, struct response_buf *out, char *why,
                         size_t why_len)
 {
-	char url[1024], type[128];
+	char url[1024], type[128], detail[CURL_ERROR_SIZE];
 	struct curl_slist *headers = NULL;
 	CURLcode rc;
 	snprintf(url, sizeof url, "%s%s", base_url, rq->path);
-	CURL *curl = easy_new(url, rq->token, &headers);
+	CURL *curl = easy_new(url, rq->token, &headers, detail);
 	if (curl == NULL) {
 		snprintf(why, why_len, "curl_easy_init failed");
 		return -1;
@@ -189,7 +205,8 @@ static int request_once(const char *base_url, const struct agent_request *rq, lo
 	if (rc == CURLE_OK) {
 		answer_of(curl, status, location, location_len);
 	} else {
-		snprintf(why, why_len, "%s: %s%s", base_url, curl_easy_strerror(rc),
+		snprintf(why, why_len, "%s: %s%s", base_url,
+		         detail[0] != '\0' ? detail : curl_easy_strerror(rc),
 		         out->overflow ? " (answer too long)" : "");
 	}
 	curl_slist_free_all(headers);
@@ -314,10 +331,10 @@ static size_t on_download(char *ptr, size_t size, size_t nmemb, void *userdata)
 /* One GET of url into d (its file rewound and its digest restarted first). Returns the
  * curl code; *status the HTTP status, location the redirect's target ("" when none). */
 static CURLcode download_once(const char *url, const char *token, struct download *d, long *status,
-                              char *location, size_t location_len)
+                              char *location, size_t location_len, char why[CURL_ERROR_SIZE])
 {
 	struct curl_slist *headers = NULL;
-	CURL *curl = easy_new(url, token, &headers);
+	CURL *curl = easy_new(url, token, &headers, why);
 	*status = 0;
 	location[0] = '\0';
 	if (curl == NULL)
@@ -349,7 +366,7 @@ int agent_http_download(const char *url, const char *token, const char *path, in
 {
 	uint8_t digest[SHA256_DIGEST_LEN];
 	struct download d = {.max_bytes = max_bytes};
-	char target[1024], location[1024];
+	char target[1024], location[1024], why[CURL_ERROR_SIZE] = "";
 	long status = 0;
 	CURLcode rc = CURLE_OK;
 
@@ -361,7 +378,7 @@ int agent_http_download(const char *url, const char *token, const char *path, in
 	 * header only to the first host) */
 	snprintf(target, sizeof target, "%s", url);
 	for (int hop = 0; hop < 4; hop++) {
-		rc = download_once(target, token, &d, &status, location, sizeof location);
+		rc = download_once(target, token, &d, &status, location, sizeof location, why);
 		if (rc != CURLE_OK || (status != 307 && status != 308) || location[0] == '\0' ||
 		    hop == 3)
 			break;
@@ -379,7 +396,8 @@ int agent_http_download(const char *url, const char *token, const char *path, in
 		                    strerror(errno));
 	if (rc != CURLE_OK)
 		return yard_err_set(err, YARD_EPEER, "download %s: %s%s%ld", target,
-		                    curl_easy_strerror(rc), status ? ": HTTP " : "", status);
+		                    why[0] != '\0' ? why : curl_easy_strerror(rc),
+		                    status ? ": HTTP " : "", status);
 	if (status != 200)
 		return yard_err_set(err, YARD_EPEER, "download %s: HTTP %ld", target, status);
 	sha256_final(&d.sha, digest);

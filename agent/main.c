@@ -40,6 +40,9 @@ static void usage(FILE *out)
 	    "                  [--watch-ms MS] (long-poll for new work; 0: heartbeats only;\n"
 	    "                                   default 25000)\n"
 	    "                  [--join-token-file FILE] [--config FILE]\n"
+	    "                  [--cacert FILE] (CA certificates, PEM, that https://\n"
+	    "                                   controllers are verified against; default:\n"
+	    "                                   the system's)\n"
 	    "                  [--log-max-bytes N] (rotate a rank's log past N; default 16 MiB)\n"
 	    "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
 	    "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n"
@@ -161,7 +164,14 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 	char *end;
 	if (strcmp(key, "controllers") == 0)
 		return set_text(cfg->controllers, sizeof cfg->controllers, key, value, err);
-	else if (strcmp(key, "join-token") == 0)
+	else if (strcmp(key, "cacert") == 0) {
+		FILE *f = fopen(value, "r");
+		if (f == NULL)
+			return yard_err_set(err, YARD_EINVAL, "cacert %s: %s", value,
+			                    strerror(errno));
+		fclose(f);
+		return set_text(cfg->cacert, sizeof cfg->cacert, key, value, err);
+	} else if (strcmp(key, "join-token") == 0)
 		return set_text(cfg->join_token, sizeof cfg->join_token, key, value, err);
 	else if (strcmp(key, "join-token-file") == 0) {
 		FILE *f = fopen(value, "r");
@@ -417,6 +427,7 @@ int main(int argc, char **argv)
 {
 	static const struct option long_opts[] = {
 	    {"controllers", required_argument, NULL, 0},
+	    {"cacert", required_argument, NULL, 0},
 	    {"join-token", required_argument, NULL, 0},
 	    {"join-token-file", required_argument, NULL, 0},
 	    {"data-dir", required_argument, NULL, 0},
@@ -524,6 +535,7 @@ int main(int argc, char **argv)
 		        a->cfg.name);
 		return 2;
 	}
+	agent_http_set_ca_file(a->cfg.cacert);
 	if (a->cfg.probe_port == 0) /* below the rank ports (port-base 1: above them) */
 		a->cfg.probe_port =
 		    a->cfg.port_base > 1 ? a->cfg.port_base - 1 : a->cfg.port_base + 64;
