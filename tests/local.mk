@@ -46,7 +46,7 @@ dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_fail
 	tests/integration/test_reprobe.sh tests/integration/test_reprobe_refused.sh \
 	tests/integration/test_heartbeat_burst.sh \
 	tests/integration/test_heartbeat_pace.sh tests/integration/test_yardd_args.sh \
-	tests/integration/test_topology.sh
+	tests/integration/test_topology.sh tests/integration/test_tls.sh
 TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_ha.sh tests/integration/test_dev.sh \
 	tests/integration/test_logs.sh tests/integration/test_drain.sh \
@@ -63,7 +63,7 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_reprobe.sh tests/integration/test_reprobe_refused.sh \
 	tests/integration/test_heartbeat_burst.sh \
 	tests/integration/test_heartbeat_pace.sh tests/integration/test_yardd_args.sh \
-	tests/integration/test_topology.sh
+	tests/integration/test_topology.sh tests/integration/test_tls.sh
 EXTRA_DIST += tests/integration/api_fuzz.py
 
 # Rollouts of agent and worker builds over real agents and running jobs.
