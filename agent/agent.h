@@ -69,6 +69,7 @@ struct agent_config {
 	int64_t job_dir_keep_s; /* an idle ended job's directories go after this (0: never; gc.c) */
 	int gc_interval_ms;     /* how often gc.c looks */
 	int stop_grace_ms;          /* SIGTERM → SIGKILL */
+	int upload_wait_ms; /* an exited rank's exit waits this long at most for its uploads */
 	int64_t log_max_bytes;      /* a rank's log is rotated past this (FILE + FILE.1 kept) */
 	int64_t log_ship_bytes;     /* at most this much of one rank's log per heartbeat */
 	int64_t log_resend_bytes;   /* the tail of each log sent again to a new leader */
@@ -162,6 +163,10 @@ struct agent_rank {
 	struct agent_window windows[AGENT_WINDOWS_KEPT]; /* ring, oldest first from windows_next */
 	int n_windows, windows_next;
 	int ckpt_controller; /* the job's store is "controller": upload its shards (ckpt.c) */
+	/* an exit with code 0 is reported once the rank's shards are uploaded (ckpt_hold_exits):
+	 * 0 not looked at yet, 1 held (reported as running), 2 reported */
+	int exit_held;
+	uint64_t exit_seen_mono_ms; /* when ckpt_hold_exits first saw it exited */
 };
 
 /* A restore of the controller store for one generation of a job on this node (ckpt.c). */
@@ -381,6 +386,11 @@ int ckpt_is_controller(const json_t *desired);
 int ckpt_ready(struct agent *a, const json_t *desired_all, const json_t *d);
 /* Starts the upload of one finished shard when none is in flight. */
 void ckpt_tick(struct agent *a);
+/* Before a heartbeat: a rank of a controller-store job that exited with code 0 while shards
+ * of its were still waiting for upload is reported as running until they are uploaded (or
+ * dropped), at most --upload-wait-s, so that its job does not end (and refuse them) before
+ * its last checkpoint is stored. Sets exit_held. */
+void ckpt_hold_exits(struct agent *a);
 /* upgrade.c */
 void upgrade_init(struct agent *a); /* reads DATA_DIR/upgrade.json at start */
 void upgrade_tick(struct agent *a);

@@ -201,6 +201,10 @@ static int request(struct transfer *t, const struct agent_request *rq, struct ag
 
 static void upload_run(struct transfer *t)
 {
+	/* test hook (tests/integration/train_ckpt_final.sh): every upload starts this late */
+	const char *delay = getenv("YARD_TEST_UPLOAD_DELAY_MS");
+	if (delay != NULL)
+		yard_sleep_ms(strtoull(delay, NULL, 10));
 	char path[256], base[200];
 	struct agent_response rs;
 	unsigned char *data = NULL;
@@ -435,6 +439,12 @@ static void transfer_done(uv_work_t *w, int status)
 		}
 		free(t);
 		ckpt_tick(a); /* the next shard at once: uploads must keep up with training */
+		for (int i = 0; i < AGENT_MAX_RANKS; i++)
+			if (a->ranks[i].in_use && a->ranks[i].exit_held == 1) {
+				if (a->rank_exited != NULL) /* a held exit may be reported now */
+					a->rank_exited(a);
+				break;
+			}
 		return;
 	} else {
 		a->ckpt_downloading = 0;
@@ -649,6 +659,72 @@ static int next_shard(struct agent *a, struct transfer *t)
 		closedir(d);
 	}
 	return found;
+}
+
+/* Shards of rank r on this node that the controller store has not taken yet: written and
+ * waiting, or uploading, at steps after the checkpoint its generation restored. */
+static int shards_left(struct agent *a, const struct agent_rank *r)
+{
+	char dir[PATH_MAX + 64];
+	const struct agent_restore *rs = restore_find(a, r->job, r->generation);
+	int64_t floor = rs != NULL ? rs->step : -1;
+	int n = 0;
+	ckpt_job_dir(a, r->job, dir, sizeof dir);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	if (d == NULL)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		long long step;
+		char tail, file[PATH_MAX + 140];
+		struct stat st;
+		if (sscanf(e->d_name, "step-%lld%c", &step, &tail) != 1 || step <= floor)
+			continue;
+		snprintf(file, sizeof file, "%s/%s/rank-%05d.shard", dir, e->d_name, r->rank);
+		n += stat(file, &st) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+void ckpt_hold_exits(struct agent *a)
+{
+	uint64_t now = yard_now_mono_ms();
+	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
+		struct agent_rank *r = &a->ranks[i];
+		if (!r->in_use || !r->exited || r->exit_held == 2)
+			continue;
+		if (r->exit_held == 0) {
+			r->exit_seen_mono_ms = now;
+			if (!r->ckpt_controller || r->exit_code != 0 || r->term_signal != 0 ||
+			    r->stopping || a->cfg.upload_wait_ms <= 0) {
+				r->exit_held = 2;
+				continue;
+			}
+		}
+		int left = shards_left(a, r);
+		if (left == 0) {
+			if (r->exit_held == 1)
+				log_info(
+				    "rank %d of %s: its checkpoint shards are stored; reporting "
+				    "its exit",
+				    r->rank, r->job);
+			r->exit_held = 2;
+		} else if (now - r->exit_seen_mono_ms >= (uint64_t)a->cfg.upload_wait_ms) {
+			log_warn(
+			    "rank %d of %s: %d checkpoint shard(s) not uploaded %d ms after it "
+			    "exited; reporting its exit (its job may end without them)",
+			    r->rank, r->job, left, a->cfg.upload_wait_ms);
+			r->exit_held = 2;
+		} else {
+			if (r->exit_held == 0)
+				log_info(
+				    "rank %d of %s exited with code 0; its exit is reported once "
+				    "its %d checkpoint shard(s) are uploaded (at most %d ms)",
+				    r->rank, r->job, left, a->cfg.upload_wait_ms);
+			r->exit_held = 1;
+		}
+	}
 }
 
 void ckpt_tick(struct agent *a)

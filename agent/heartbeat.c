@@ -419,6 +419,7 @@ static json_t *heartbeat_body(struct agent *a)
 	json_int_t free_mb = -1;
 	if (statvfs(a->cfg.data_dir, &vfs) == 0)
 		free_mb = (json_int_t)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20);
+	ckpt_hold_exits(a);
 	json_t *body = json_pack("{s:s, s:s, s:I, s:b, s:o, s:o}", "node", a->cfg.name, "version",
 	                         a->cfg.version, "free_disk_mb", free_mb, "draining", a->draining,
 	                         "ranks", ranks_report(a), "logs", ranks_logs(a));

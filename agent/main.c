@@ -66,6 +66,10 @@ static void usage(FILE *out)
 	    "                                   rates measured while a rank started are\n"
 	    "                                   measured again once no rank runs, whatever S,\n"
 	    "                                   at most once per --probe-retry-ms)\n"
+	    "                  [--upload-wait-s S] (a rank of a job with the controller\n"
+	    "                                     checkpoint store that exits with code 0 is\n"
+	    "                                     reported once its shards are uploaded,\n"
+	    "                                     waiting at most S s; default 30, 0: at once)\n"
 	    "                  [--job-dir-keep-s S] (the directories of a job with nothing left\n"
 	    "                                        on this node go after S s without a write;\n"
 	    "                                        default 86400, 0: kept forever)\n"
@@ -266,6 +270,12 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 			                    "watch-ms: '%s' is not 0 (no watch) .. 60000 ms",
 			                    value);
 		cfg->watch_ms = (int)n;
+	} else if (strcmp(key, "upload-wait-s") == 0) {
+		long n;
+		if (parse_long(value, 0, 3600, &n) != 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "upload-wait-s: '%s' is not 0..3600 s", value);
+		cfg->upload_wait_ms = (int)n * 1000;
 	} else if (strcmp(key, "port-base") == 0 || strcmp(key, "heartbeat-ms") == 0 ||
 	           strcmp(key, "stop-grace-ms") == 0) {
 		long n;
@@ -438,6 +448,7 @@ int main(int argc, char **argv)
 	    {"heartbeat-ms", required_argument, NULL, 0},
 	    {"watch-ms", required_argument, NULL, 0},
 	    {"stop-grace-ms", required_argument, NULL, 0},
+	    {"upload-wait-s", required_argument, NULL, 0},
 	    {"worker", required_argument, NULL, 0},
 	    {"log-max-bytes", required_argument, NULL, 0},
 	    {"log-ship-bytes", required_argument, NULL, 0},
@@ -484,6 +495,7 @@ int main(int argc, char **argv)
 	a->leader_has_perf = -1;
 	a->last_ok_mono_ms = yard_now_mono_ms(); /* the fencing clock starts with the agent */
 	a->cfg.stop_grace_ms = 5000;
+	a->cfg.upload_wait_ms = 30000;
 	a->cfg.log_max_bytes = 16 << 20;
 	a->cfg.log_ship_bytes = 64 << 10;
 	a->cfg.log_resend_bytes = 256 << 10;

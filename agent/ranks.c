@@ -639,11 +639,17 @@ json_t *ranks_report(const struct agent *a)
 		json_t *o;
 		if (!r->in_use)
 			continue;
+		/* an exit held for its uploads: running, its last step counted from the exit */
+		int held = r->exited && r->exit_held == 1;
+		uint64_t last = held && r->exit_seen_mono_ms > r->last_step_mono_ms
+		                    ? r->exit_seen_mono_ms
+		                    : r->last_step_mono_ms;
 		o = json_pack("{s:s, s:i, s:I, s:i, s:s, s:i, s:i, s:I, s:I}", "job", r->job,
 		              "rank", r->rank, "generation", (json_int_t)r->generation, "pid",
-		              (int)r->pid, "state", r->exited ? "exited" : "running", "exit_code",
-		              r->exit_code, "signal", r->term_signal, "step", (json_int_t)r->step,
-		              "last_step_ms_ago", (json_int_t)(now - r->last_step_mono_ms));
+		              (int)r->pid, "state", r->exited && !held ? "exited" : "running",
+		              "exit_code", held ? 0 : r->exit_code, "signal", r->term_signal,
+		              "step", (json_int_t)r->step, "last_step_ms_ago",
+		              (json_int_t)(now - last));
 		if (r->step >= 0) {
 			json_object_set_new(o, "loss", json_real(r->loss));
 			json_object_set_new(o, "step_ms", json_real(r->step_ms));
