@@ -50,6 +50,7 @@ struct agent_window {
 struct agent_config {
 	char controllers[1024]; /* comma-separated API URLs */
 	char cacert[PATH_MAX];  /* CA certificates for https:// controllers, "" for the system's */
+	char cert[PATH_MAX], key[PATH_MAX]; /* client certificate and key (mutual TLS), or "" */
 	char join_token[256];
 	char data_dir[PATH_MAX];
 	char name[AGENT_NAME_MAX + 1];
@@ -449,6 +450,9 @@ int selftest_main(int argc, char **argv);
 /* client.c: every later request verifies https:// controllers against the CA certificates
  * in path (PEM) instead of the system's (--cacert). Call before any request. */
 void agent_http_set_ca_file(const char *path);
+/* client.c: every later request presents this client certificate and key (PEM) to
+ * controllers that require one (yardd --tls-client-ca). "": none. */
+void agent_http_set_client_cert(const char *cert, const char *key);
 /* client.c: GET url with a bearer token into path, at most max_bytes; the sha256 of what
  * was written and its length. Blocking: call it from the thread pool. */
 int agent_http_download(const char *url, const char *token, const char *path, int64_t max_bytes,

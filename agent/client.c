@@ -111,6 +111,15 @@ void agent_http_set_ca_file(const char *path)
 	snprintf(ca_file, sizeof ca_file, "%s", path);
 }
 
+/* --cert, --key: the client certificate for mutual TLS ("": none). Set once at start. */
+static char cert_file[PATH_MAX], key_file[PATH_MAX];
+
+void agent_http_set_client_cert(const char *cert, const char *key)
+{
+	snprintf(cert_file, sizeof cert_file, "%s", cert);
+	snprintf(key_file, sizeof key_file, "%s", key);
+}
+
 /* The sockets of the agent's requests are close-on-exec: connections now outlive their
  * requests, and the ranks the agent starts must not inherit them. */
 static curl_socket_t open_socket(void *data, curlsocktype purpose, struct curl_sockaddr *addr)
@@ -145,6 +154,10 @@ static CURL *easy_new(const char *url, const char *token, struct curl_slist **he
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, why);
 	if (ca_file[0] != '\0')
 		curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file);
+	if (cert_file[0] != '\0') {
+		curl_easy_setopt(curl, CURLOPT_SSLCERT, cert_file);
+		curl_easy_setopt(curl, CURLOPT_SSLKEY, key_file);
+	}
 	return curl;
 }
 

@@ -43,6 +43,8 @@ static void usage(FILE *out)
 	    "                  [--cacert FILE] (CA certificates, PEM, that https://\n"
 	    "                                   controllers are verified against; default:\n"
 	    "                                   the system's)\n"
+	    "                  [--cert FILE --key FILE] (client certificate and key, PEM, for\n"
+	    "                                   controllers that require one)\n"
 	    "                  [--log-max-bytes N] (rotate a rank's log past N; default 16 MiB)\n"
 	    "                  [--log-ship-bytes N] (per rank per heartbeat; default 64 KiB)\n"
 	    "                  [--log-resend-bytes N] (tail resent to a new leader; 256 KiB)\n"
@@ -168,13 +170,17 @@ static int set_option(struct agent_config *cfg, const char *key, const char *val
 	char *end;
 	if (strcmp(key, "controllers") == 0)
 		return set_text(cfg->controllers, sizeof cfg->controllers, key, value, err);
-	else if (strcmp(key, "cacert") == 0) {
+	else if (strcmp(key, "cacert") == 0 || strcmp(key, "cert") == 0 ||
+	         strcmp(key, "key") == 0) {
 		FILE *f = fopen(value, "r");
 		if (f == NULL)
-			return yard_err_set(err, YARD_EINVAL, "cacert %s: %s", value,
+			return yard_err_set(err, YARD_EINVAL, "%s %s: %s", key, value,
 			                    strerror(errno));
 		fclose(f);
-		return set_text(cfg->cacert, sizeof cfg->cacert, key, value, err);
+		char *to = strcmp(key, "cacert") == 0 ? cfg->cacert
+		           : strcmp(key, "cert") == 0 ? cfg->cert
+		                                      : cfg->key;
+		return set_text(to, PATH_MAX, key, value, err);
 	} else if (strcmp(key, "join-token") == 0)
 		return set_text(cfg->join_token, sizeof cfg->join_token, key, value, err);
 	else if (strcmp(key, "join-token-file") == 0) {
@@ -438,6 +444,8 @@ int main(int argc, char **argv)
 	static const struct option long_opts[] = {
 	    {"controllers", required_argument, NULL, 0},
 	    {"cacert", required_argument, NULL, 0},
+	    {"cert", required_argument, NULL, 0},
+	    {"key", required_argument, NULL, 0},
 	    {"join-token", required_argument, NULL, 0},
 	    {"join-token-file", required_argument, NULL, 0},
 	    {"data-dir", required_argument, NULL, 0},
@@ -547,7 +555,12 @@ int main(int argc, char **argv)
 		        a->cfg.name);
 		return 2;
 	}
+	if ((a->cfg.cert[0] == '\0') != (a->cfg.key[0] == '\0')) {
+		fprintf(stderr, "yard-agent: --cert and --key go together\n");
+		return 2;
+	}
 	agent_http_set_ca_file(a->cfg.cacert);
+	agent_http_set_client_cert(a->cfg.cert, a->cfg.key);
 	if (a->cfg.probe_port == 0) /* below the rank ports (port-base 1: above them) */
 		a->cfg.probe_port =
 		    a->cfg.port_base > 1 ? a->cfg.port_base - 1 : a->cfg.port_base + 64;

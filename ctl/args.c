@@ -116,6 +116,8 @@ static const struct option_def options[] = {
     {"endpoints", 0, 0, 1},
     {"token", 0, 0, 1},
     {"cacert", 0, 0, 1},
+    {"cert", 0, 0, 1},
+    {"key", 0, 0, 1},
     {"output", 'o', 0, 1},
     {"retries", 0, 0, 1},
     {"verbose", 'v', 0, 0},
@@ -250,6 +252,8 @@ const char *ctl_usage(void)
 	       "  --token TOKEN              bearer token (default: $YARD_TOKEN)\n"
 	       "  --cacert FILE              CA certificates (PEM) for https:// endpoints\n"
 	       "                             (default: $YARD_CACERT, else the system's)\n"
+	       "  --cert FILE --key FILE     client certificate and key (PEM) for controllers\n"
+	       "                             that require one (default: $YARD_CERT, $YARD_KEY)\n"
 	       "  -o, --output table|json    human tables (default) or the server's JSON\n"
 	       "                             (build download: -o FILE is the file to write)\n"
 	       "  --retries N                extra passes over the endpoints when none answers\n"
@@ -481,6 +485,10 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 		a->token = value;
 	else if (strcmp(o->long_name, "cacert") == 0)
 		a->cacert = value;
+	else if (strcmp(o->long_name, "cert") == 0)
+		a->cert = value;
+	else if (strcmp(o->long_name, "key") == 0)
+		a->key = value;
 	else if (strcmp(o->long_name, "output") == 0) {
 		a->out_file = value; /* table|json or, for build download, a file: see below */
 	} else if (strcmp(o->long_name, "retries") == 0) {

@@ -68,6 +68,7 @@ struct ctl_args {
 	const char *endpoints;
 	const char *token;
 	const char *cacert; /* --cacert, NULL when not given */
+	const char *cert, *key; /* --cert, --key */
 	enum ctl_output output;
 	int retries; /* -1: the client's default */
 	int verbose;

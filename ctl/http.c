@@ -182,15 +182,50 @@ int ctl_client_init(struct ctl_client *c, const char *endpoints, const char *tok
 	return 0;
 }
 
-int ctl_client_set_ca_file(struct ctl_client *c, const char *path, struct yard_err *err)
+/* Copies path, a readable file, into out (what names it in errors: "CA file"). */
+static int set_file(char *out, size_t out_len, const char *what, const char *path,
+                    struct yard_err *err)
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
-		return yard_err_set(err, YARD_EINVAL, "CA file %s: %s", path, strerror(errno));
+		return yard_err_set(err, YARD_EINVAL, "%s %s: %s", what, path, strerror(errno));
 	fclose(f);
-	if ((size_t)snprintf(c->ca_file, sizeof c->ca_file, "%s", path) >= sizeof c->ca_file)
-		return yard_err_set(err, YARD_EINVAL, "CA file %s: path too long", path);
+	if ((size_t)snprintf(out, out_len, "%s", path) >= out_len)
+		return yard_err_set(err, YARD_EINVAL, "%s %s: path too long", what, path);
 	return 0;
+}
+
+int ctl_client_set_ca_file(struct ctl_client *c, const char *path, struct yard_err *err)
+{
+	return set_file(c->ca_file, sizeof c->ca_file, "CA file", path, err);
+}
+
+int ctl_client_set_cert(struct ctl_client *c, const char *cert, const char *key,
+                        struct yard_err *err)
+{
+	if (cert == NULL || key == NULL)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "a client certificate needs both --cert and --key");
+	int rc = set_file(c->cert_file, sizeof c->cert_file, "certificate file", cert, err);
+	return rc != 0 ? rc : set_file(c->key_file, sizeof c->key_file, "key file", key, err);
+}
+
+/* What a connection closed without an answer may mean, for the message. A controller
+ * closes a plain HTTP connection to its TLS port, and (yardd --tls-client-ca) a TLS one
+ * without a client certificate its CA signed, without a word (h2o sends no alert). */
+static const char *closed_hint(const struct ctl_client *c, const char *base, CURLcode cc)
+{
+	if (cc != CURLE_GOT_NOTHING && cc != CURLE_RECV_ERROR && cc != CURLE_SSL_CONNECT_ERROR &&
+	    cc != CURLE_SEND_ERROR)
+		return "";
+	if (strncmp(base, "http://", 7) == 0)
+		return cc == CURLE_GOT_NOTHING ? "; a controller serving TLS closes plain HTTP "
+		                                 "connections: is it https://?"
+		                               : "";
+	return c->cert_file[0] ? "; a controller that requires client certificates closes "
+	                         "connections whose certificate its CA did not sign"
+	                       : "; a controller that requires client certificates closes "
+	                         "connections without one: --cert and --key?";
 }
 
 void ctl_client_close(struct ctl_client *c)
@@ -281,6 +316,10 @@ static int perform(struct ctl_client *c, const char *base, const char *method, c
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, why);
 	if (c->ca_file[0] != '\0')
 		curl_easy_setopt(curl, CURLOPT_CAINFO, c->ca_file);
+	if (c->cert_file[0] != '\0') {
+		curl_easy_setopt(curl, CURLOPT_SSLCERT, c->cert_file);
+		curl_easy_setopt(curl, CURLOPT_SSLKEY, c->key_file);
+	}
 	if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
 	} else {
@@ -302,11 +341,7 @@ static int perform(struct ctl_client *c, const char *base, const char *method, c
 		else
 			rc = yard_err_set(
 			    err, cc == CURLE_OPERATION_TIMEDOUT ? YARD_ETIMEDOUT : YARD_EIO, "%s%s",
-			    why[0] ? why : curl_easy_strerror(cc),
-			    cc == CURLE_GOT_NOTHING && strncmp(base, "http://", 7) == 0
-			        ? "; a controller serving TLS closes plain HTTP connections: is it "
-			          "https://?"
-			        : "");
+			    why[0] ? why : curl_easy_strerror(cc), closed_hint(c, base, cc));
 		free(buf.data);
 		return rc;
 	}

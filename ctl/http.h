@@ -28,6 +28,8 @@ struct ctl_client {
 	long backoff_first_ms;    /* sleep after a failed pass, doubling up to backoff_max_ms */
 	long backoff_max_ms;
 	char ca_file[4096];        /* PEM CA bundle for https:// endpoints, "" for the system's */
+	char cert_file[4096];      /* client certificate (PEM) for mutual TLS, "" for none */
+	char key_file[4096];       /* its private key */
 	void *curl;                /* CURL *, reused so connections stay open */
 	size_t max_response_bytes; /* 0: 16 MiB; larger for build downloads */
 };
@@ -69,6 +71,10 @@ void ctl_client_close(struct ctl_client *c);
  * system's; an unreadable file is an error naming it. A controller whose certificate does
  * not verify ends the request at once (a wrong CA is not a transient failure). */
 int ctl_client_set_ca_file(struct ctl_client *c, const char *path, struct yard_err *err);
+/* Presents the certificate in cert (PEM) with its key to controllers that ask for one
+ * (yardd --tls-client-ca); an unreadable file is an error naming it. */
+int ctl_client_set_cert(struct ctl_client *c, const char *cert, const char *key,
+                        struct yard_err *err);
 
 /* Sends method (GET, POST, DELETE) path (with query) and body (may be NULL) until a
  * controller gives a final answer. request_id (NULL for reads) goes out as X-Request-Id on

@@ -2162,7 +2162,7 @@ int main(int argc, char **argv)
 {
 	static struct ctl x;
 	struct yard_err err = {0};
-	const char *endpoints, *token, *cacert;
+	const char *endpoints, *token, *cacert, *cert, *key;
 	int rc;
 
 	yard_log_init("yardctl");
@@ -2195,6 +2195,14 @@ int main(int argc, char **argv)
 	cacert = x.args.cacert ? x.args.cacert : getenv("YARD_CACERT");
 	if (cacert != NULL && cacert[0] != '\0' &&
 	    ctl_client_set_ca_file(&x.client, cacert, &err) != 0) {
+		ctl_client_close(&x.client);
+		return usage_error(err.msg, 0, argv);
+	}
+	cert = x.args.cert ? x.args.cert : getenv("YARD_CERT");
+	key = x.args.key ? x.args.key : getenv("YARD_KEY");
+	if (((cert != NULL && cert[0] != '\0') || (key != NULL && key[0] != '\0')) &&
+	    ctl_client_set_cert(&x.client, cert && cert[0] ? cert : NULL,
+	                        key && key[0] ? key : NULL, &err) != 0) {
 		ctl_client_close(&x.client);
 		return usage_error(err.msg, 0, argv);
 	}

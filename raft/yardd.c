@@ -95,6 +95,8 @@ static void usage(FILE *out)
 	    "             rack: a gang goes into one such domain when one has room; '': none)]\n"
 	    "             [--tls-cert FILE --tls-key FILE (serve the API over TLS: PEM chain,\n"
 	    "             leaf first, and its key; this member's API URL is then https://)]\n"
+	    "             [--tls-client-ca FILE (every client, agents included, must present a\n"
+	    "             certificate signed by a CA in FILE: mutual TLS)]\n"
 	    "       yardd --dev [--devices 8] [--data-dir yard-dev] [--api-address "
 	    "127.0.0.1:7100]\n"
 	    "             [--raft-address 127.0.0.1:7000] [--dev-port-base 29500]: one member\n"
@@ -393,7 +395,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	consensus_shutdown(&yd.cons, consensus_closed);
 }
 
-enum { OPT_TLS_CERT = 256, OPT_TLS_KEY };
+enum { OPT_TLS_CERT = 256, OPT_TLS_KEY, OPT_TLS_CLIENT_CA };
 
 /* A first start's own API URL (in --members) says whether clients reach it over TLS: it must
  * agree with --tls-cert, or every redirect to this member would name the wrong scheme. */
@@ -458,13 +460,14 @@ int main(int argc, char **argv)
 	    {"verify-db", required_argument, NULL, 'Y'},
 	    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
 	    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+	    {"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct consensus_config cfg = {0};
 	struct yard_err err = {0};
 	const char *members = NULL, *token_file = NULL, *api_address = NULL;
-	struct http_tls tls = {NULL, NULL};
+	struct http_tls tls = {NULL, NULL, NULL};
 	char component[32], dev_members[600], dev_api_url[128];
 	int dev_mode = 0, dev_devices = 8, dev_port_base = 29500;
 	int opt;
@@ -736,6 +739,9 @@ int main(int argc, char **argv)
 		case OPT_TLS_KEY:
 			tls.key_file = optarg;
 			break;
+		case OPT_TLS_CLIENT_CA:
+			tls.client_ca_file = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -766,6 +772,10 @@ int main(int argc, char **argv)
 	}
 	if ((tls.cert_file == NULL) != (tls.key_file == NULL)) {
 		fprintf(stderr, "yardd: --tls-cert and --tls-key go together\n");
+		return 2;
+	}
+	if (tls.client_ca_file != NULL && tls.cert_file == NULL) {
+		fprintf(stderr, "yardd: --tls-client-ca needs --tls-cert and --tls-key\n");
 		return 2;
 	}
 	if (tls.cert_file != NULL && dev_mode) {

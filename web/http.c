@@ -989,6 +989,25 @@ static const char *ssl_reason(char *buf, size_t len)
 	return buf;
 }
 
+/* Mutual TLS: a handshake without a client certificate signed by a CA of client_ca_file
+ * fails. The session id context lets verified sessions resume. */
+static int require_client_certs(SSL_CTX *ctx, const struct http_tls *tls, struct yard_err *err)
+{
+	static const unsigned char sid_ctx[] = "yardd";
+	char why[256];
+	STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(tls->client_ca_file);
+	if (names == NULL || SSL_CTX_load_verify_locations(ctx, tls->client_ca_file, NULL) != 1) {
+		if (names != NULL)
+			sk_X509_NAME_pop_free(names, X509_NAME_free);
+		return yard_err_set(err, YARD_EINVAL, "--tls-client-ca %s: %s", tls->client_ca_file,
+		                    ssl_reason(why, sizeof why));
+	}
+	SSL_CTX_set_client_CA_list(ctx, names);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof sid_ctx - 1);
+	return 0;
+}
+
 /* A server context for tls: TLS 1.2 or later, the certificate chain and its key, checked to
  * match; no ALPN, so every connection speaks HTTP/1.1 (http.h). NULL with err set. */
 static SSL_CTX *tls_context(const struct http_tls *tls, struct yard_err *err)
@@ -1013,7 +1032,7 @@ static SSL_CTX *tls_context(const struct http_tls *tls, struct yard_err *err)
 	} else if (SSL_CTX_check_private_key(ctx) != 1)
 		yard_err_set(err, YARD_EINVAL, "--tls-key %s does not match --tls-cert %s: %s",
 		             tls->key_file, tls->cert_file, ssl_reason(why, sizeof why));
-	else
+	else if (tls->client_ca_file == NULL || require_client_certs(ctx, tls, err) == 0)
 		return ctx;
 	SSL_CTX_free(ctx);
 	return NULL;
@@ -1095,8 +1114,10 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 		uv_check_start(&s->loop_check, on_loop_check);
 		uv_unref((uv_handle_t *)&s->loop_check);
 	}
-	log_info("http: listening on %s://%s (HTTP/1.1 only%s)", ssl_ctx ? "https" : "http",
-	         api_address, ssl_ctx ? ", TLS 1.2 or later" : "");
+	log_info("http: listening on %s://%s (HTTP/1.1 only%s%s)", ssl_ctx ? "https" : "http",
+	         api_address, ssl_ctx ? ", TLS 1.2 or later" : "",
+	         tls != NULL && tls->client_ca_file != NULL ? ", client certificates required"
+	                                                    : "");
 	return s;
 }
 

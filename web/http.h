@@ -28,10 +28,13 @@
 
 struct http_server;
 
-/* TLS for the API: PEM files of the certificate chain (leaf first) and its private key. */
+/* TLS for the API: PEM files of the certificate chain (leaf first) and its private key;
+ * client_ca_file, when not NULL, the CA certificates every client must present a certificate
+ * signed by (mutual TLS, as etcd's --client-cert-auth: tokens still decide what it may do). */
 struct http_tls {
 	const char *cert_file;
 	const char *key_file;
+	const char *client_ca_file;
 };
 
 /* 0 when tls's files load and match (what http_server_start will need); else an error

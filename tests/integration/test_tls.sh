@@ -7,6 +7,9 @@
 # wrong CA is no reason to retry); plain HTTP to a TLS port gets no answer, and HTTP/2 asked
 # for through ALPN gets HTTP/1.1. yardd refuses a missing or mismatched key, a certificate
 # file it cannot read, and a member URL whose scheme contradicts the flags, naming them.
+# With --tls-client-ca (mutual TLS) a client must present a certificate that CA signed:
+# yardctl (--cert/--key, YARD_CERT/YARD_KEY) and yard-agent (--cert/--key) without one, or
+# with one of another CA, get nothing, and say what that may mean.
 . "$(dirname "$0")/lib.sh"
 command -v openssl >/dev/null || { echo "# openssl not installed (scripts/setup)"; exit 77; }
 
@@ -21,7 +24,12 @@ certs() {
 			-out server.csr -subj "/CN=127.0.0.1" &&
 		printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >ext &&
 		openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
-			-extfile ext -out server.crt
+			-extfile ext -out server.crt &&
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout client.key \
+			-out client.csr -subj "/CN=node-m" &&
+		printf 'extendedKeyUsage=clientAuth\n' >cext &&
+		openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+			-extfile cext -out client.crt
 }
 certs >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log"; fail "openssl could not make the certificates"; }
 cd "$T" || fail "no $T"
@@ -53,6 +61,10 @@ yardd_refuses "does not match --tls-cert" --members "$https9" \
 yardd_refuses "must start with https:// with --tls-cert" --members "$http9" "${TLS_ARGS[@]}"
 yardd_refuses "is https:// but no --tls-cert" --members "$https9"
 yardd_refuses "--tls-cert does not go with --dev" --dev "${TLS_ARGS[@]}"
+yardd_refuses "--tls-client-ca needs --tls-cert and --tls-key" --members "$https9" \
+	--tls-client-ca "$CA"
+yardd_refuses "--tls-client-ca $T/tls/none.crt" --members "$https9" "${TLS_ARGS[@]}" \
+	--tls-client-ca "$T/tls/none.crt"
 out=$("$YARD_AGENT" --controllers "$(api 1)" --data-dir "$T/none" --name n --devices cpu:1 \
 	--cacert "$T/tls/none.crt" 2>&1)
 rc=$?
@@ -132,3 +144,42 @@ grep -q "succeeded" <<<"$out" || fail "job $J after failover: $out"
 submit "$LEADER" '{"name":"after","ranks":1,"command":["true"]}'
 wait_until 20 job_state_is "$LEADER" "$JOB" succeeded || fail "no job ran on node-a after the failover"
 note "TLS: 3 members, agent trained $J with checkpoints, failover from $old to $LEADER"
+
+# ---- mutual TLS: a member that requires client certificates signed by the CA ----
+cleanup_agents
+for i in 1 2 3; do [ -n "${PID[$i]:-}" ] && kill_member $i; done
+unset YARD_CACERT
+start_member 4 "$(members_arg 4)" "${TLS_ARGS[@]}" --tls-client-ca "$CA"
+curl() { command curl --cacert "$CA" --cert "$T/tls/client.crt" --key "$T/tls/client.key" "$@"; }
+wait_leader 15 4 || fail "no leader with client certificates required"
+grep -q "client certificates required" "$T/log.4" || fail "member 4 does not say it requires client certificates"
+code=$(command curl -s -m 5 -o /dev/null -w '%{http_code}' --cacert "$CA" "$(api 4)/healthz")
+[ "$code" = 000 ] || fail "a client without a certificate got $code"
+export YARD_CACERT=$CA
+out=$(yardctl --retries 0 --endpoints "$(api 4)" cluster status 2>&1)
+rc=$?
+[ "$rc" = 1 ] && grep -q "requires client certificates closes connections without one: --cert and --key?" <<<"$out" ||
+	fail "yardctl without a client certificate: exit $rc: $out"
+out=$(yardctl --retries 0 --cert "$T/tls/rogue.crt" --key "$T/tls/rogue.key" --endpoints "$(api 4)" cluster status 2>&1)
+rc=$?
+[ "$rc" = 1 ] && grep -q "closes connections whose certificate its CA did not sign" <<<"$out" ||
+	fail "yardctl with another CA's certificate: exit $rc: $out"
+out=$(yardctl --cert "$T/tls/client.crt" --endpoints "$(api 4)" cluster status 2>&1)
+rc=$?
+[ "$rc" = 2 ] && grep -q "needs both --cert and --key" <<<"$out" || fail "yardctl --cert alone: exit $rc: $out"
+out=$(YARD_CERT=$T/tls/client.crt YARD_KEY=$T/tls/client.key yardctl --endpoints "$(api 4)" cluster status 2>&1) ||
+	fail "yardctl with the client certificate: $out"
+out=$("$YARD_AGENT" --controllers "$(api 4)" --data-dir "$T/none" --name n --devices cpu:1 \
+	--cert "$T/tls/client.crt" 2>&1)
+rc=$?
+[ "$rc" = 2 ] && grep -q "cert and --key go together" <<<"$out" || fail "agent --cert alone: exit $rc: $out"
+make_join_token 4
+start_agent node-n 1 "$(api 4)" --cacert "$CA"
+start_agent node-m 1 "$(api 4)" --cacert "$CA" --cert "$T/tls/client.crt" --key "$T/tls/client.key"
+wait_until 20 node_state_is 4 node-m up || fail "node-m did not register with its certificate"
+wait_until 10 grep -q "register: no controller answered" "$T/log.agent-node-n" ||
+	fail "node-n without a certificate: $(tail -3 "$T/log.agent-node-n")"
+[ ! -s "$T/agent-node-n/node.token" ] || fail "an agent without a client certificate registered"
+submit 4 '{"name":"mtls","ranks":1,"command":["true"]}'
+wait_until 20 job_state_is 4 "$JOB" succeeded || fail "no job ran on node-m under mutual TLS"
+note "mutual TLS: yardctl and node-m with certificates served, clients without refused"
