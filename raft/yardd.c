@@ -43,7 +43,7 @@ static struct {
 	struct http_server *http;
 	struct sched *sched;
 	struct sched_config sched_cfg;
-	uv_signal_t sigterm, sigint;
+	uv_signal_t sigterm, sigint, sighup;
 	struct initial_member members[CONSENSUS_MAX_MEMBERS];
 	int n_members;
 	char data_dir[4096];
@@ -392,6 +392,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	dev_stop();
 	uv_signal_stop(&yd.sigterm);
 	uv_signal_stop(&yd.sigint);
+	uv_signal_stop(&yd.sighup);
 	consensus_shutdown(&yd.cons, consensus_closed);
 }
 
@@ -419,6 +420,16 @@ static int check_own_scheme(uint64_t id, int tls)
 		}
 	}
 	return 0;
+}
+
+/* SIGHUP: the API's TLS files are read again (a renewed certificate); nothing else. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+	struct yard_err err = {0};
+	(void)h, (void)signum;
+	if (http_server_reload_tls(yd.http, &err) != 0)
+		log_error("SIGHUP: TLS files not reloaded, the API keeps its certificate: %s",
+		          err.msg);
 }
 
 int main(int argc, char **argv)
@@ -897,6 +908,9 @@ int main(int argc, char **argv)
 	uv_signal_init(&yd.loop, &yd.sigint);
 	uv_signal_start(&yd.sigterm, on_signal, SIGTERM);
 	uv_signal_start(&yd.sigint, on_signal, SIGINT);
+	uv_signal_init(&yd.loop, &yd.sighup);
+	uv_signal_start(&yd.sighup, on_sighup, SIGHUP);
+	uv_unref((uv_handle_t *)&yd.sighup);
 	uv_run(&yd.loop, UV_RUN_DEFAULT);
 	/* The loop still holds h2o's handles; the process ends here, which releases them. */
 	close(lock_fd);

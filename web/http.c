@@ -1038,6 +1038,46 @@ static SSL_CTX *tls_context(const struct http_tls *tls, struct yard_err *err)
 	return NULL;
 }
 
+/* Logs the subject and expiry of ctx's certificate ("loaded" or "reloaded"); a warning
+ * when it expires within a week or has expired. */
+static void log_certificate(SSL_CTX *ctx, const char *path, const char *how)
+{
+	X509 *x = SSL_CTX_get0_certificate(ctx);
+	char subject[256] = "?", until[32] = "?";
+	struct tm tm;
+	int days = 0, secs = 0;
+	if (x == NULL)
+		return;
+	X509_NAME_oneline(X509_get_subject_name(x), subject, sizeof subject);
+	if (ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) == 1)
+		strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notAfter(x));
+	double left = days + secs / 86400.0;
+	if (left < 7)
+		log_warn("http: TLS certificate %s %s (%s): %s %s (%.1f days)", how, path, subject,
+		         left < 0 ? "expired" : "expires", until, left);
+	else
+		log_info("http: TLS certificate %s %s (%s), valid until %s", how, path, subject,
+		         until);
+}
+
+int http_server_reload_tls(struct http_server *s, struct yard_err *err)
+{
+	if (s->accept_ctx.ssl_ctx == NULL)
+		return yard_err_set(err, YARD_EINVAL,
+		                    "the API is not served over TLS (no --tls-cert)");
+	struct http_tls tls = {s->tls_cert, s->tls_key,
+	                       s->tls_client_ca[0] != '\0' ? s->tls_client_ca : NULL};
+	SSL_CTX *ctx = tls_context(&tls, err);
+	if (ctx == NULL)
+		return err->code;
+	SSL_CTX *old = s->accept_ctx.ssl_ctx;
+	s->accept_ctx.ssl_ctx = ctx;
+	SSL_CTX_free(old); /* the connections made with it hold references of their own */
+	log_certificate(ctx, s->tls_cert, "reloaded from");
+	return 0;
+}
+
 int http_tls_check(const struct http_tls *tls, struct yard_err *err)
 {
 	SSL_CTX *ctx = tls_context(tls, err);
@@ -1088,6 +1128,14 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 	s->accept_ctx.ctx = &s->ctx;
 	s->accept_ctx.hosts = s->config.hosts;
 	s->accept_ctx.ssl_ctx = ssl_ctx;
+	if (ssl_ctx != NULL) {
+		snprintf(s->tls_cert, sizeof s->tls_cert, "%s", tls->cert_file);
+		snprintf(s->tls_key, sizeof s->tls_key, "%s", tls->key_file);
+		if (tls->client_ca_file != NULL)
+			snprintf(s->tls_client_ca, sizeof s->tls_client_ca, "%s",
+			         tls->client_ca_file);
+		log_certificate(ssl_ctx, tls->cert_file, "loaded from");
+	}
 
 	/* Connections waiting to be accepted: thousands of agents reconnect at once after a
 	 * leader change (a heartbeat and a watch each); those a full queue drops retry their SYN

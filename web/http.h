@@ -50,6 +50,10 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 struct sched;
 /* Gives the server the scheduler that answers heartbeats and adds soft state to reads. */
 void http_server_set_sched(struct http_server *s, struct sched *sched);
+/* Reads the TLS files named at start again (a renewed certificate, key or client CA): new
+ * connections get the new context, those open keep theirs. On an error (naming the file)
+ * the context in use stays. */
+int http_server_reload_tls(struct http_server *s, struct yard_err *err);
 /* Stops accepting connections (graceful shutdown starts here). */
 void http_server_stop(struct http_server *s);
 

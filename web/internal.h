@@ -5,6 +5,7 @@
 
 #include <h2o.h>
 #include <jansson.h>
+#include <limits.h>
 
 #include "common/hist.h"
 #include "scheduler/leader.h"
@@ -74,6 +75,8 @@ struct http_server {
 	struct route_metrics *metrics; /* one per route, plus one for unrouted requests */
 	struct sched *sched;           /* the leader's scheduler: heartbeats and soft state */
 	uint64_t connections_total;    /* TCP connections accepted */
+	/* the TLS files, read again by http_server_reload_tls ("" for none) */
+	char tls_cert[PATH_MAX], tls_key[PATH_MAX], tls_client_ca[PATH_MAX];
 };
 
 struct call_guard {

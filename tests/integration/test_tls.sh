@@ -183,3 +183,31 @@ wait_until 10 grep -q "register: no controller answered" "$T/log.agent-node-n" |
 submit 4 '{"name":"mtls","ranks":1,"command":["true"]}'
 wait_until 20 job_state_is 4 "$JOB" succeeded || fail "no job ran on node-m under mutual TLS"
 note "mutual TLS: yardctl and node-m with certificates served, clients without refused"
+
+# ---- SIGHUP reads the TLS files again: a renewed certificate for new connections ----
+served_serial() {
+	openssl s_client -connect "127.0.0.1:$(api_port 4)" -cert "$T/tls/client.crt" \
+		-key "$T/tls/client.key" </dev/null 2>/dev/null | openssl x509 -noout -serial
+}
+before=$(served_serial)
+[ "$before" = "$(openssl x509 -noout -serial -in "$T/tls/server.crt")" ] || fail "served $before"
+(cd "$T/tls" && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+	-days 2 -extfile ext -out renewed.crt) >>"$T/openssl.log" 2>&1 || fail "renewing: $(tail -3 "$T/openssl.log")"
+mv "$T/tls/renewed.crt" "$T/tls/server.crt"
+kill -HUP "${PID[4]}"
+wait_until 10 grep -q "TLS certificate reloaded from $T/tls/server.crt" "$T/log.4" ||
+	fail "no reload after SIGHUP: $(tail -3 "$T/log.4")"
+after=$(served_serial)
+[ "$after" = "$(openssl x509 -noout -serial -in "$T/tls/server.crt")" ] && [ "$after" != "$before" ] ||
+	fail "after SIGHUP the member serves $after (before: $before)"
+# a broken file: refused, named, and the certificate in use stays
+cp "$T/tls/server.crt" "$T/tls/good.crt"
+echo "not a certificate" >"$T/tls/server.crt"
+kill -HUP "${PID[4]}"
+wait_until 10 grep -q "SIGHUP: TLS files not reloaded, the API keeps its certificate: --tls-cert $T/tls/server.crt" "$T/log.4" ||
+	fail "a broken certificate file was not refused: $(tail -3 "$T/log.4")"
+[ "$(served_serial)" = "$after" ] || fail "the member no longer serves its certificate after a failed reload"
+alive "${PID[4]}" || fail "member 4 died on SIGHUP"
+out=$(YARD_CERT=$T/tls/client.crt YARD_KEY=$T/tls/client.key yardctl --endpoints "$(api 4)" cluster status 2>&1) ||
+	fail "yardctl after a failed reload: $out"
+note "SIGHUP: serial $before -> $after; a broken file refused"
