@@ -1,7 +1,7 @@
 /* loadgen.c: yard-loadgen, an HTTP load generator for the controller benchmarks (not a test).
  *
  *   yard-loadgen submit --endpoints URL[,URL..] --token T --clients N --requests R
- *                       [--body FILE] [--path /v1/jobs]
+ *                       [--body FILE] [--path /v1/jobs] [--cacert FILE]
  *       keeps N requests in flight (libcurl multi, keep-alive, 307s followed to the leader),
  *       sends R POSTs in all and prints one JSON line:
  *       {"clients":N,"requests":R,"ok":..,"errors":..,"seconds":..,"per_s":..,"p50_ms":..,"p99_ms":..}
@@ -10,6 +10,7 @@
  *       sends SIGKILL to PID (when given), then retries one small write (every 5 ms, over
  *       every endpoint) until one succeeds and prints the milliseconds from the kill: the
  *       "time until the next write succeeds" of a failover measurement.
+ * --cacert FILE: https:// endpoints are verified against these CA certificates.
  */
 #include <curl/curl.h>
 #include <signal.h>
@@ -20,6 +21,8 @@
 #include <unistd.h>
 
 #define MAX_ENDPOINTS 16
+
+static const char *ca_file; /* --cacert, NULL: the system's */
 
 static double now_ms(void)
 {
@@ -99,6 +102,8 @@ static void setup_easy(struct slot *s, const char *url, const char *auth, const 
 	curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(s->easy, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
+	if (ca_file != NULL)
+		curl_easy_setopt(s->easy, CURLOPT_CAINFO, ca_file);
 }
 
 static int cmd_submit(const char *endpoint, const char *token, int clients, int requests,
@@ -264,6 +269,8 @@ int main(int argc, char **argv)
 			timeout_ms = atof(argv[i + 1]);
 		else if (strcmp(argv[i], "--kill-pid") == 0)
 			kill_pid = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--cacert") == 0)
+			ca_file = argv[i + 1];
 		else {
 			usage();
 			return 2;
