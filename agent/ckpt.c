@@ -585,15 +585,35 @@ static int uploading(const struct agent *a, const char *path)
 	return 0;
 }
 
+/* Whether a newer generation of r's job is on this node (a rank or a restore of it). The
+ * shards under the job's directory are then that generation's: the checkpoint it restored
+ * (downloaded) and those its ranks write, at the same paths; an exited rank of an older
+ * generation (kept until its log is sent, re-read after an agent restart) must not upload
+ * them: the controller refuses an older generation's shard (409) and the file would be
+ * dropped under the new generation's rank. */
+static int superseded(const struct agent *a, const struct agent_rank *r)
+{
+	for (int i = 0; i < AGENT_MAX_RANKS; i++)
+		if (a->ranks[i].in_use && a->ranks[i].generation > r->generation &&
+		    strcmp(a->ranks[i].job, r->job) == 0)
+			return 1;
+	for (int i = 0; i < AGENT_MAX_RESTORES; i++)
+		if (a->restores[i].in_use && a->restores[i].generation > r->generation &&
+		    strcmp(a->restores[i].job, r->job) == 0)
+			return 1;
+	return 0;
+}
+
 /* The oldest finished shard of a rank this node runs (a controller-store job), skipping
- * steps at or before the checkpoint its generation restored. */
+ * steps at or before the checkpoint its generation restored, and ranks of a generation
+ * that a newer one superseded here. */
 static int next_shard(struct agent *a, struct transfer *t)
 {
 	int found = 0;
 	for (int k = 0; k < AGENT_MAX_RANKS; k++) {
 		const struct agent_rank *r = &a->ranks[k];
 		char dir[PATH_MAX + 64];
-		if (!r->in_use || !r->ckpt_controller)
+		if (!r->in_use || !r->ckpt_controller || superseded(a, r))
 			continue;
 		const struct agent_restore *rs = restore_find(a, r->job, r->generation);
 		int64_t floor = rs != NULL ? rs->step : -1;
@@ -697,7 +717,7 @@ void ckpt_hold_exits(struct agent *a)
 		if (r->exit_held == 0) {
 			r->exit_seen_mono_ms = now;
 			if (!r->ckpt_controller || r->exit_code != 0 || r->term_signal != 0 ||
-			    r->stopping || a->cfg.upload_wait_ms <= 0) {
+			    r->stopping || a->cfg.upload_wait_ms <= 0 || superseded(a, r)) {
 				r->exit_held = 2;
 				continue;
 			}

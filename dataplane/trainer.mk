@@ -94,8 +94,10 @@ TESTS += tests/integration/train_blas_threads.sh
 dist_check_SCRIPTS += tests/integration/train_failover.sh
 TESTS += tests/integration/train_failover.sh
 # ... and with the controller checkpoint store: shards travel through the leader, no shared dir.
-dist_check_SCRIPTS += tests/integration/train_ckpt_controller.sh tests/integration/train_ckpt_final.sh
-TESTS += tests/integration/train_ckpt_controller.sh tests/integration/train_ckpt_final.sh
+dist_check_SCRIPTS += tests/integration/train_ckpt_controller.sh tests/integration/train_ckpt_final.sh \
+	tests/integration/train_ckpt_rejoin.sh
+TESTS += tests/integration/train_ckpt_controller.sh tests/integration/train_ckpt_final.sh \
+	tests/integration/train_ckpt_rejoin.sh
 # ... and a controller failover while shards are uploaded.
 dist_check_SCRIPTS += tests/integration/train_ckpt_ha.sh
 TESTS += tests/integration/train_ckpt_ha.sh
