@@ -20,6 +20,7 @@ cat >"$T/job.json" <<'JSON'
  "checkpoint": {"every_steps": 20, "keep": 2, "store": "controller"}}
 JSON
 
+agent_refuses "--upload-wait-s x" "--upload-wait-s 3601" "--upload-wait-s -1"
 start_member 1 "$(members_arg 1)"
 wait_leader 10 1 || fail "no leader"
 make_join_token 1
