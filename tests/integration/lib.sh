@@ -388,22 +388,6 @@ cmd() {
 # that a generation went on from its checkpoint rather than from step 0.
 first_step() { cat "$@" 2>/dev/null | python3 -c 'import json,sys; print(min((json.loads(l)["step"] for l in sys.stdin if l.startswith("{")), default=-1))'; }
 
-# reference_run SPEC LAYOUT_JSON: the uninterrupted run a test's losses are compared with: the
-# job spec SPEC with its "parallel" set to LAYOUT_JSON (a plan's layout), no pacing and no
-# checkpoints, in one yard-run; its rank 0 lines go to $T/whole. Fails the test if it fails.
-reference_run() {
-	python3 - "$1" "$2" "$T/whole.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["parallel"] = json.loads(sys.argv[2])
-d.pop("debug", None)
-d["checkpoint"] = {}
-json.dump(d, open(sys.argv[3], "w"))
-PY
-	"${build:?reference_run: set build to the build directory}/yard-run" "$T/whole.json" >"$T/whole" 2>"$T/whole.err" ||
-		fail "uninterrupted run: $(tail -3 "$T/whole.err")"
-}
-
 # reference_legs SPEC LAYOUT_JSON STEP [LAYOUT_JSON STEP]... LAYOUT_JSON: the reference for a
 # job that changed its layout at restarts: SPEC trained by yard-run in legs, the first with the
 # first layout up to its STEP, each next one resuming the previous leg's checkpoint of that step
@@ -446,7 +430,7 @@ PY
 
 # losses_equal_after RANK0_LINES REFERENCE_LINES RESTORED STEPS [TOLERANCE]: every step after
 # RESTORED up to STEPS has, in its last occurrence in RANK0_LINES (the restarted generation's),
-# the loss of REFERENCE_LINES (reference_run's or reference_legs' yard-run) within a relative
+# the loss of REFERENCE_LINES (a yard-run, such as reference_legs') within a relative
 # TOLERANCE (default 1e-5); prints the worst.
 losses_equal_after() {
 	python3 - "$@" <<'PY'
