@@ -12,9 +12,10 @@
 # one-rank checkpoint resharded, and the job succeeds: every step after the restore equals,
 # within a relative 1e-5, a yard-run of the first layout up to that step that goes on in the
 # second from its checkpoint (lib.sh's reference_legs; the same samples and global batch, and
-# the same order of sums: bitwise equal so far). (Nodes that join while the job trains are measured on cores its rank
-# keeps busy here, 2 cores for everything, and the planner then predicts them slower; the
-# unit test test_auto_job_grows_when_nodes_are_measured_later covers nodes measured late.)
+# the same order of sums: bitwise equal so far). (Nodes that join while the job trains are
+# measured on cores its rank keeps busy here, 2 cores for everything, and the planner then
+# predicts them slower; the unit test test_auto_job_grows_when_nodes_are_measured_later
+# covers nodes measured late.)
 . "$(dirname "$0")/lib.sh"
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
