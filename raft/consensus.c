@@ -815,9 +815,8 @@ static void contact_note(struct consensus *c, uint64_t id, uint64_t now_ms)
 
 /* raft resets recent_recv once per election timeout; sampling it every heartbeat tells
  * which followers answered lately. */
-static void health_cb(uv_timer_t *h)
+static void sample_contacts(struct consensus *c)
 {
-	struct consensus *c = CONSENSUS_OF(h, health);
 	if (c->closing || c->state_fn(&c->raft) != RAFT_LEADER ||
 	    c->raft.leader_state.progress == NULL)
 		return;
@@ -829,10 +828,19 @@ static void health_cb(uv_timer_t *h)
 	}
 }
 
+static void health_cb(uv_timer_t *h)
+{
+	sample_contacts(CONSENSUS_OF(h, health));
+}
+
 int consensus_member_healthy(struct consensus *c, uint64_t id)
 {
 	if (id == c->cfg.id)
 		return 1;
+	/* Sampled now as well: a leader asked within a heartbeat of its election has answers
+	 * from the followers that elected it but no sample of them yet (a transfer request then
+	 * found "no healthy voter"). */
+	sample_contacts(c);
 	uint64_t now = yard_now_mono_ms();
 	for (int i = 0; i < CONSENSUS_MAX_MEMBERS; i++)
 		if (c->contact[i].id == id && c->contact[i].last_contact_ms != 0)

@@ -557,6 +557,41 @@ static void test_transfer_skips_a_dead_follower(void **state)
 	stop_all(3);
 }
 
+static int node_ready(void *arg)
+{
+	return consensus_is_ready(&nodes[*(int *)arg].c);
+}
+
+/* A leader asked to hand over right after its election (CI, test_cluster.sh: "no healthy
+ * voter to transfer leadership to"): the followers that elected it have answered, but its
+ * heartbeat-paced sampler of who answered has not run yet. Emptying the sampled table stands
+ * for that moment; the followers' answers must still count. */
+static void test_a_new_leader_hands_over_at_once(void **state)
+{
+	election_timeout_ms = 1000;
+	int first = start_three(0, 0);
+	int next = (first + 1) % 3;
+	int v_next[2] = {first, next + 1};
+	assert_true(run_until(leader_healthy_of, v_next, 5000));
+	struct yard_err err = {0};
+	transfer_status = 99;
+	assert_int_equal(
+	    consensus_transfer(&nodes[first].c, (uint64_t)next + 1, transfer_done, NULL, &err), 0);
+	assert_true(run_until(transfer_finished, NULL, 5000));
+	assert_int_equal(transfer_status, 0);
+	assert_true(run_until(node_ready, &next, 5000));
+	memset(nodes[next].c.contact, 0, sizeof nodes[next].c.contact);
+	transfer_status = 99;
+	if (consensus_transfer(&nodes[next].c, 0, transfer_done, NULL, &err) != 0)
+		fail_msg("automatic transfer from the new leader: %s", err.msg);
+	assert_true(run_until(transfer_finished, NULL, 5000));
+	assert_int_equal(transfer_status, 0);
+	uint64_t id;
+	consensus_leader(&nodes[next].c, &id, NULL);
+	assert_true(id != 0 && id != (uint64_t)next + 1);
+	stop_all(3);
+}
+
 /* ---- a leader's connection closing (raft/consensus.h: fast elections) ---- */
 
 static int never(void *arg);
@@ -1148,6 +1183,8 @@ int main(void)
 	                                    per_test_setup, per_test_teardown),
 	    cmocka_unit_test(test_transfer_target_choice),
 	    cmocka_unit_test_setup_teardown(test_transfer_skips_a_dead_follower, per_test_setup,
+	                                    per_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_a_new_leader_hands_over_at_once, per_test_setup,
 	                                    per_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_a_closed_leader_connection_starts_the_election,
 	                                    per_test_setup, per_test_teardown),
