@@ -713,6 +713,78 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 	return 0;
 }
 
+/* ---- answers h2o makes itself ----
+ *
+ * h2o refuses a body over max_request_entity_size (413) before any handler runs, and answers
+ * it through the host's fallback path with a text/plain body. This filter, on that path only,
+ * turns such an answer into the API's JSON error, counted under "unrouted" in the metrics.
+ * (Input that is not HTTP at all is answered by h2o's parser without any path: that 400
+ * stays text.) */
+
+struct h2o_answer_filter {
+	h2o_filter_t super;
+	struct http_server *s;
+};
+
+struct h2o_answer_ostream {
+	h2o_ostream_t super;
+	struct http_server *s;
+	uint64_t start_ns;
+};
+
+static void h2o_answer_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs,
+                            size_t bufcnt, h2o_send_state_t state)
+{
+	struct h2o_answer_ostream *o = (struct h2o_answer_ostream *)self;
+	if (state != H2O_SEND_STATE_FINAL) { /* never seen: h2o sends its answers whole */
+		h2o_ostream_send_next(self, req, bufs, bufcnt, state);
+		return;
+	}
+	char text[256];
+	size_t used = 0;
+	for (size_t i = 0; i < bufcnt && used < sizeof text - 1; i++) {
+		size_t n = bufs[i].len < sizeof text - 1 - used ? bufs[i].len : sizeof text - 1 - used;
+		memcpy(text + used, bufs[i].base, n);
+		used += n;
+	}
+	text[used] = '\0';
+	json_t *body;
+	if (req->res.status == 413) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "request body over the limit of %u bytes", HTTP_MAX_BODY);
+		body = json_pack("{s:s, s:s}", "error", msg, "field", "body");
+	} else {
+		body = json_pack("{s:s}", "error", used ? text : "refused by the HTTP layer");
+	}
+	char *out = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	h2o_iovec_t buf = h2o_strdup(&req->pool, out != NULL ? out : "{}", SIZE_MAX);
+	free(out);
+	req->res.content_length = buf.len;
+	ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+	if (ct >= 0)
+		req->res.headers.entries[ct].value = h2o_iovec_init(H2O_STRLIT("application/json"));
+	else
+		h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+		               H2O_STRLIT("application/json"));
+	metrics_note(o->s, -1, req->res.status, o->start_ns);
+	h2o_ostream_send_next(self, req, &buf, 1, state);
+}
+
+static void h2o_answer_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
+{
+	struct h2o_answer_filter *f = (struct h2o_answer_filter *)self;
+	if (req->res.status >= 400) {
+		struct h2o_answer_ostream *o =
+		    (struct h2o_answer_ostream *)h2o_add_ostream(req, sizeof *o, slot);
+		o->s = f->s;
+		o->start_ns = yard_now_mono_ns();
+		o->super.do_send = h2o_answer_send;
+		slot = &o->super.next;
+	}
+	h2o_setup_next_ostream(req, slot);
+}
+
 /* ---- metrics ---- */
 
 static const char *route_label(int i)
@@ -1121,6 +1193,10 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 	h2o_hostconf_t *host_conf =
 	    h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
 	h2o_pathconf_t *path_conf = h2o_config_register_path(host_conf, "/", 0);
+	struct h2o_answer_filter *answer_filter = (struct h2o_answer_filter *)h2o_create_filter(
+	    &host_conf->fallback_path, sizeof *answer_filter);
+	answer_filter->s = s;
+	answer_filter->super.on_setup_ostream = h2o_answer_setup;
 	h2o_handler_t *handler = h2o_create_handler(path_conf, sizeof *handler + sizeof s);
 	*(struct http_server **)(handler + 1) = s;
 	handler->on_req = on_req;

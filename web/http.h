@@ -23,7 +23,7 @@
 #include "jobs/fsm.h"
 #include "raft/consensus.h"
 
-#define HTTP_MAX_BODY (1u << 20) /* larger bodies get 413 from h2o */
+#define HTTP_MAX_BODY (1u << 20) /* larger bodies get 413 (h2o refuses them; http.c words it) */
 #define HTTP_MAX_DEPTH 32
 
 struct http_server;

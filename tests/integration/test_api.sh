@@ -153,8 +153,17 @@ expect_400 '{"name":"x","failure":{"max_restarts":-1}}' failure.max_restarts
 deep=$(printf '{"name":"x","model":%s1%s}' "$(printf '[%.0s' $(seq 40))" "$(printf ']%.0s' $(seq 40))")
 expect_400 "$deep" ""
 head -c 1100000 /dev/zero | tr '\0' ' ' >"$T/big"
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "$AUTH" --data-binary @"$T/big" "$(api 1)/v1/jobs")
+code=$(curl -s -o "$T/big.out" -w '%{http_code}' -X POST -H "$AUTH" --data-binary @"$T/big" \
+	"$(api 1)/v1/jobs")
 [ "$code" = 413 ] || fail "1.1 MB body: $code, want 413"
+# h2o refuses it before any handler; the answer is still the API's JSON error
+grep -q '^{"error":"request body over the limit of 1048576 bytes","field":"body"}$' "$T/big.out" ||
+	fail "1.1 MB body: answer $(head -c 200 "$T/big.out")"
+# the same with chunked transfer encoding (no length up front)
+code=$(curl -s -o "$T/big.out" -w '%{http_code}' -X POST -H "$AUTH" -H 'Transfer-Encoding: chunked' \
+	--data-binary @"$T/big" "$(api 1)/v1/jobs")
+[ "$code" = 413 ] && grep -q '"field":"body"' "$T/big.out" ||
+	fail "1.1 MB chunked body: $code $(head -c 200 "$T/big.out")"
 call POST 1 /v1/tokens '{"name":"x","role":"king"}'
 out=$BODY
 [ "$CODE" = 400 ] && echo "$out" | grep -q '"field":"role"' || fail "bad role: $CODE $out"
