@@ -72,7 +72,8 @@ static const struct command_def commands[] = {
     {CTL_NODE_CORDON, "node", "cordon", 1, 1, 0, 0},
     {CTL_NODE_UNCORDON, "node", "uncordon", 1, 1, 0, 0},
     {CTL_NODE_DRAIN, "node", "drain", 1, 1, 0, 0},
-    {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT, 0},
+    {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT | OPT_TAIL | OPT_FOLLOW,
+     0},
     {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
     {CTL_TOKEN_REVOKE, "token", "revoke", 1, 1, 0, 0},
@@ -202,8 +203,9 @@ const char *ctl_usage(void)
 	       "                                         checkpoint first); draining, drained\n"
 	       "  plan FILE [--limit N]                  rank the layouts of a job spec for this\n"
 	       "                                         cluster's measured devices (best 10)\n"
-	       "  events [--job ID] [--after SEQ] [--limit N]\n"
-	       "                                         the event log\n"
+	       "  events [--job ID] [--after SEQ] [--limit N | --tail N] [-f]\n"
+	       "                                         the event log, oldest first (--tail:\n"
+	       "                                         the newest N; -f: then follow it)\n"
 	       "  events verify                          check the event log's hash chain; names\n"
 	       "                                         the first broken link\n"
 	       "  token create NAME --role ROLE          create a token (ROLE: admin, operator,\n"
@@ -694,6 +696,16 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a valid id",
 			                    a->name, op[0]);
+		return 0;
+	case CTL_EVENTS:
+		if (a->tail == 0 || a->tail > 1000)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "events: --tail %d is not an event count in 1..1000",
+			                    a->tail);
+		if (a->tail > 0 && a->limit > 0)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "events: --tail and --limit: give one (--tail N: the "
+			                    "newest N events)");
 		return 0;
 	case CTL_ADVISORY_CREATE:
 		if (a->text != NULL && a->text_file != NULL)

@@ -60,16 +60,23 @@ static void put_cell(const char *s, int pad, FILE *out)
 
 void ctl_table_print(const struct ctl_table *t, FILE *out)
 {
-	int width[CTL_TABLE_COLS_MAX];
+	int width[CTL_TABLE_COLS_MAX] = {0};
+	ctl_table_print_more(t, out, width, 1);
+}
+
+void ctl_table_print_more(const struct ctl_table *t, FILE *out, int *width, int headers)
+{
 	for (int c = 0; c < t->ncols; c++) {
-		width[c] = display_width(t->headers[c]);
+		int w = display_width(t->headers[c]);
+		if (w > width[c])
+			width[c] = w;
 		for (int r = 0; r < t->nrows; r++) {
-			int w = display_width(t->cells[(size_t)r * t->ncols + c]);
-			if (w > width[c])
-				width[c] = w;
+			int cw = display_width(t->cells[(size_t)r * t->ncols + c]);
+			if (cw > width[c])
+				width[c] = cw;
 		}
 	}
-	for (int r = -1; r < t->nrows; r++) {
+	for (int r = headers ? -1 : 0; r < t->nrows; r++) {
 		for (int c = 0; c < t->ncols; c++) {
 			const char *s = r < 0 ? t->headers[c] : t->cells[(size_t)r * t->ncols + c];
 			int last = c == t->ncols - 1;

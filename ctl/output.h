@@ -23,6 +23,9 @@ int ctl_table_add(struct ctl_table *t, const char *const *row);
 /* Columns padded to their widest cell, two spaces apart; the last column is not padded.
  * Control characters in cells print as '?', so server text cannot move the cursor. */
 void ctl_table_print(const struct ctl_table *t, FILE *out);
+/* The same for a table printed in parts (yardctl events -f): each column at least width[c]
+ * wide (in and out: the widths used); the header line only when headers is set. */
+void ctl_table_print_more(const struct ctl_table *t, FILE *out, int *width, int headers);
 void ctl_table_free(struct ctl_table *t);
 
 /* A JSON scalar as a cell: strings as-is, integers, reals with 4 significant digits,

@@ -1510,11 +1510,86 @@ static int events_page(struct ctl *x, char *path)
 	return request(x, READ, "GET", path, NULL, print_events, NULL);
 }
 
+#define EVENTS_POLL_MS 1000
+
+/* events -f: the first page as asked (--tail N, --after, --limit; by default the newest
+ * 20), then every second the events after the last one shown, until interrupted or the
+ * cluster stops answering (WAIT_TRANSPORT_FAILURES_MAX failures in a row). With -o json,
+ * one compact event a line. */
+static int events_follow(struct ctl *x, const char *base)
+{
+	static const char *const headers[] = {"SEQ", "TIME", "TYPE", "JOB", "ACTOR", "MESSAGE"};
+	const struct ctl_args *a = &x->args;
+	/* room for most values from the start, so that later rows rarely widen a column */
+	int width[CTL_TABLE_COLS_MAX] = {5, 20, 19, 8, 9}, failures = 0, first = 1;
+	long long after = a->after;
+	char path[320], num[32];
+	for (;;) {
+		snprintf(path, sizeof path, "%s", base);
+		if (first && (after < 0 || a->tail > 0)) { /* the newest N (after SEQ) */
+			if (after >= 0) {
+				snprintf(num, sizeof num, "%lld", after);
+				add_query(path, sizeof path, "after", num);
+			}
+			snprintf(num, sizeof num, "%d", a->tail > 0 ? a->tail : 20);
+			add_query(path, sizeof path, "last", num);
+		} else {
+			snprintf(num, sizeof num, "%lld", after < 0 ? 0 : after);
+			add_query(path, sizeof path, "after", num);
+			snprintf(num, sizeof num, "%d", first && a->limit > 0 ? a->limit : 1000);
+			add_query(path, sizeof path, "limit", num);
+		}
+		struct ctl_response r;
+		int got = poll_get(x, path, !first, &failures, &r);
+		if (got < 0)
+			return EXIT_FAILURE;
+		if (got == 0) {
+			json_t *events = json_object_get(r.json, "events"), *e;
+			size_t i;
+			struct ctl_table t;
+			ctl_table_init(&t, 6, headers);
+			json_array_foreach(events, i, e)
+			{
+				json_t *seq = json_object_get(e, "seq");
+				if (json_is_integer(seq) && json_integer_value(seq) > after)
+					after = json_integer_value(seq);
+				if (a->output == CTL_OUTPUT_JSON) {
+					json_dumpf(e, stdout, JSON_COMPACT);
+					fputc('\n', stdout);
+					continue;
+				}
+				char buf[CTL_TABLE_COLS_MAX][96];
+				const char *cells[CTL_TABLE_COLS_MAX] = {NULL};
+				event_row(e, buf, cells);
+				ctl_table_add(&t, cells);
+			}
+			if (a->output != CTL_OUTPUT_JSON && (first || t.nrows > 0))
+				ctl_table_print_more(&t, stdout, width, first);
+			ctl_table_free(&t);
+			fflush(stdout);
+			int more = json_is_integer(json_object_get(r.json, "next")); /* a backlog */
+			ctl_response_free(&r);
+			first = 0;
+			if (more)
+				continue;
+		}
+		yard_sleep_ms(EVENTS_POLL_MS);
+	}
+}
+
 static int cmd_events(struct ctl *x)
 {
+	const struct ctl_args *a = &x->args;
 	char path[256] = "/v1/events";
-	if (x->args.job != NULL)
-		add_query(path, sizeof path, "job", x->args.job);
+	if (a->job != NULL)
+		add_query(path, sizeof path, "job", a->job);
+	if (a->follow)
+		return events_follow(x, path);
+	if (a->tail > 0) {
+		char num[32];
+		snprintf(num, sizeof num, "%d", a->tail);
+		add_query(path, sizeof path, "last", num);
+	}
 	return events_page(x, path);
 }
 

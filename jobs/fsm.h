@@ -205,6 +205,10 @@ json_t *fsm_jobs_list(struct fsm *f, const char *state, const char *after, int l
 /* {"events": [...], "next": seq|null}; job may be NULL. */
 json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
                         struct yard_err *err);
+/* The newest n events after seq `after` (of job, when not NULL), oldest first, in the same
+ * shape; "next" is null: none is newer. */
+json_t *fsm_events_newest(struct fsm *f, int64_t after, int n, const char *job,
+                          struct yard_err *err);
 /* The audit log: events made by principals (every committed change names its actor; the
  * leader's own "scheduler" and "yardd" commands are left out) and embargoed reads (type
  * audit.read); reads_only keeps only the latter. {"events": [...], "next": seq|null}. */

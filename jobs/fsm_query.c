@@ -524,13 +524,11 @@ static json_t *events_page(struct fsm *f, sqlite3_stmt *st, int limit)
 	return json_pack("{s:o,s:o}", "events", events, "next", next);
 }
 
-json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
-                        struct yard_err *err)
+/* A page of events by sql (?1 after, ?2 job or NULL, ?3 rows to read). */
+static json_t *events_select(struct fsm *f, const char *sql, int64_t after, const char *job,
+                             int64_t rows, int limit, struct yard_err *err)
 {
-	sqlite3_stmt *st =
-	    fsm_prepare(f, "SELECT seq, ts_ms, type, job, actor, message, prev_hash, hash"
-	                   " FROM events WHERE seq > ?1 AND (?2 IS NULL OR job = ?2)"
-	                   " ORDER BY seq LIMIT ?3");
+	sqlite3_stmt *st = fsm_prepare(f, sql);
 	if (st == NULL) {
 		yard_err_set(err, YARD_EINTERNAL, "cannot list events");
 		return NULL;
@@ -538,8 +536,29 @@ json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job
 	sqlite3_bind_int64(st, 1, after);
 	if (job != NULL)
 		sqlite3_bind_text(st, 2, job, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
+	sqlite3_bind_int64(st, 3, rows);
 	return events_page(f, st, limit);
+}
+
+json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
+                        struct yard_err *err)
+{
+	return events_select(f,
+	                     "SELECT seq, ts_ms, type, job, actor, message, prev_hash, hash"
+	                     " FROM events WHERE seq > ?1 AND (?2 IS NULL OR job = ?2)"
+	                     " ORDER BY seq LIMIT ?3",
+	                     after, job, (int64_t)limit + 1, limit, err);
+}
+
+json_t *fsm_events_newest(struct fsm *f, int64_t after, int n, const char *job,
+                          struct yard_err *err)
+{
+	/* n rows at most: no "next" */
+	return events_select(f,
+	                     "SELECT * FROM (SELECT seq, ts_ms, type, job, actor, message,"
+	                     " prev_hash, hash FROM events WHERE seq > ?1 AND (?2 IS NULL OR"
+	                     " job = ?2) ORDER BY seq DESC LIMIT ?3) ORDER BY seq",
+	                     after, job, n, n, err);
 }
 
 json_t *fsm_audit_list(struct fsm *f, int64_t after, int limit, int reads_only,

@@ -522,14 +522,22 @@ static void h_jobs_logs(struct call *call)
 
 static void h_events(struct call *call)
 {
-	int64_t after = 0, limit = 100;
-	char job[40];
+	int64_t after = 0, limit = 100, last = 0;
+	char job[40], unused[8];
 	int has_job = call_query(call, "job", job, sizeof job) == 0;
 	if (call_query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
-	    call_query_int(call, "limit", 1, 1000, &limit) != 0)
+	    call_query_int(call, "limit", 1, 1000, &limit) != 0 ||
+	    call_query_int(call, "last", 1, 1000, &last) != 0)
 		return;
+	if (last > 0 && call_query(call, "limit", unused, sizeof unused) == 0) {
+		call_error(call, 400, "last",
+		           "last: not with limit (last=N is the newest N events)");
+		return;
+	}
 	struct yard_err err = {0};
-	json_t *page = fsm_events_list(call->s->fsm, after, (int)limit, has_job ? job : NULL, &err);
+	const char *of = has_job ? job : NULL;
+	json_t *page = last > 0 ? fsm_events_newest(call->s->fsm, after, (int)last, of, &err)
+	                        : fsm_events_list(call->s->fsm, after, (int)limit, of, &err);
 	if (page == NULL)
 		call_yard_error(call, &err);
 	else
@@ -872,7 +880,7 @@ const struct route api_routes[] = {
      h_checkpoint_shard_get, NULL},
     {"POST", "/v1/plan", ROLES_JOBS, ROUTE_WRITE, h_plan, "limit"}, /* leader: measured rates */
     {"GET", "/v1/events", ROLE_ADMIN | ROLE_OPERATOR | ROLE_SECURITY, ROUTE_READ, h_events,
-     "job after limit"},
+     "job after limit last"},
     {"POST", "/v1/tokens", ROLE_ADMIN, ROUTE_WRITE, h_tokens_create, NULL},
     {"GET", "/v1/tokens", ROLE_ADMIN, ROUTE_READ, h_tokens_list, NULL},
     {"DELETE", "/v1/tokens/*", ROLE_ADMIN, ROUTE_WRITE, h_tokens_revoke, NULL},

@@ -245,6 +245,12 @@ call GET 1 "/v1/events?limit=1000"
 echo "$BODY" | grep -q "token $tid revoked by admin" || fail "revocation not in the audit log"
 echo "$BODY" | grep -q "cancelled by user-1" || fail "cancel not in the audit log"
 echo "$BODY" | grep -q "$uj (cancelled) deleted by user-1" || fail "delete not in the audit log"
+call GET 1 "/v1/events?last=1"
+[ "$CODE" = 200 ] && echo "$BODY" | grep -q '"next":null' &&
+	[ "$(echo "$BODY" | grep -o '"seq":' | wc -l)" = 1 ] &&
+	echo "$BODY" | grep -q "token $tid revoked by admin" || fail "last=1: $CODE $BODY"
+call GET 1 "/v1/events?last=1&limit=5"
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"last"' || fail "last with limit: $CODE $BODY"
 
 # HTTP/2 (cleartext, prior knowledge) does not succeed; HTTP/1.1 does
 code=$(curl -s -o /dev/null -w '%{http_code}' --http2-prior-knowledge "$(api 1)/healthz")

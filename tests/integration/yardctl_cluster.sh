@@ -124,6 +124,22 @@ expect_in "$T/out" "it-user"
 yc 0 token revoke "$tid"
 yc 0 events --job "$job"
 expect_in "$T/out" "job.submitted"
+yc 0 events --tail 1
+[ "$(wc -l <"$T/out")" = 2 ] || fail "events --tail 1: $(cat "$T/out")"
+expect_in "$T/out" "token $tid revoked by admin"
+# -f: the newest event, then each new one as it is committed
+timeout 60 yardctl events -f --tail 1 >"$T/follow" 2>"$T/follow.err" &
+follower=$!
+for _ in $(seq 100); do [ -s "$T/follow" ] && break; sleep 0.1; done
+yc 0 token create it-follow --role user
+for _ in $(seq 100); do grep -q "it-follow" "$T/follow" && break; sleep 0.1; done
+kill "$follower"
+wait "$follower" 2>/dev/null || true
+[ "$(grep -c '^SEQ ' "$T/follow")" = 1 ] ||
+	fail "events -f: one header expected: $(cat "$T/follow")"
+grep -q "revoked" "$T/follow" &&
+	grep -q "token t-[0-9]* (it-follow, role user) created" "$T/follow" ||
+	fail "events -f: $(cat "$T/follow") $(cat "$T/follow.err")"
 
 # --- membership: a fourth yardd joins as a spare, then leaves
 mkdir -p "$T/c4"

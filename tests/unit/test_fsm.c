@@ -417,6 +417,22 @@ static void test_event_hash_chain_links_and_detects_tampering(void **state)
 	assert_int_equal(json_array_size(json_object_get(p5, "events")), 5);
 	assert_int_equal(json_integer_value(json_object_get(p5, "next")), 5);
 	json_decref(p5);
+	/* the newest 3, oldest first, with no next page; after bounds them from below */
+	size_t total = json_array_size(events);
+	json_t *n3 = fsm_events_newest(&f, 0, 3, NULL, &err);
+	json_t *n3e = json_object_get(n3, "events");
+	assert_int_equal(json_array_size(n3e), 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(json_integer_value(json_object_get(json_array_get(n3e, i), "seq")),
+		                 (json_int_t)(total - 2 + i));
+	assert_true(json_is_null(json_object_get(n3, "next")));
+	json_decref(n3);
+	json_t *tail = fsm_events_newest(&f, (int64_t)total - 1, 3, NULL, &err);
+	assert_int_equal(json_array_size(json_object_get(tail, "events")), 1);
+	json_decref(tail);
+	json_t *none = fsm_events_newest(&f, 0, 3, "j-no-such", &err);
+	assert_int_equal(json_array_size(json_object_get(none, "events")), 0);
+	json_decref(none);
 	json_decref(page);
 
 	/* rewrite history: the chain no longer verifies and names the event */

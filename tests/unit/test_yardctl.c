@@ -102,6 +102,11 @@ static void test_commands_and_operands(void **state)
 	expect_ok("events", &a);
 	assert_int_equal(a.after, -1);
 	assert_null(a.job);
+	assert_int_equal(a.tail, -1);
+	assert_int_equal(a.follow, 0);
+	expect_ok("events --tail 20 -f --job j-000002", &a);
+	assert_int_equal(a.tail, 20);
+	assert_int_equal(a.follow, 1);
 
 	expect_ok("token create alice --role user", &a);
 	assert_int_equal(a.command, CTL_TOKEN_CREATE);
@@ -174,6 +179,9 @@ static void test_usage_errors(void **state)
 	expect_usage_error("job checkpoint j-1 --state running", "does not take --state");
 	expect_usage_error("events --after -1", "--after");
 	expect_usage_error("events --job a?b", "--job");
+	expect_usage_error("events --tail 0", "--tail 0 is not an event count in 1..1000");
+	expect_usage_error("events --tail 1001", "--tail 1001 is not an event count");
+	expect_usage_error("events --tail 5 --limit 5", "--tail and --limit: give one");
 	expect_usage_error("token create alice", "token create: needs --role");
 	expect_usage_error("token create alice --role root", "--role: \"root\"");
 	expect_usage_error("token create al/ice --role user", "NAME");
@@ -283,7 +291,7 @@ static void test_usage_parts(void **state)
 	assert_null(strstr(job, "node list"));
 	assert_null(strstr(job, "--endpoints"));
 	free(job);
-	char *events = usage_part("events"); /* two entries apart in the text */
+	char *events = usage_part("events"); /* two entries */
 	assert_non_null(strstr(events, "  events [--job ID]"));
 	assert_non_null(strstr(events, "  events verify"));
 	assert_null(strstr(events, "token"));
