@@ -234,6 +234,11 @@ struct agent {
 	/* the last "waits for device" line logged (heartbeat.c): logged once, not per heartbeat */
 	char device_wait_note[160];
 	uint64_t last_ok_mono_ms; /* the last heartbeat or registration accepted; the start */
+	/* registrations and heartbeats in a row that reached no controller or no leader
+	 * (heartbeat.c: the first is logged, then a line a minute, and the end) */
+	unsigned unavailable_calls;
+	uint64_t unavailable_since_mono_ms, unavailable_logged_mono_ms;
+	unsigned watch_unreachable; /* watches in a row that reached no controller (watch.c) */
 	/* the controller checkpoint store (ckpt.c) */
 	char ckpt_root[PATH_MAX];  /* absolute DATA_DIR/checkpoints */
 	char ckpt_leader_url[512]; /* the leader as the latest transfer found it */

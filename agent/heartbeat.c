@@ -308,6 +308,35 @@ static void heartbeat_follow_leader(struct agent *a, const json_t *asked)
 	a->heartbeat_every_ms = every;
 }
 
+#define UNAVAILABLE_LOG_EVERY_MS 60000
+
+/* A call that reached no controller (all of them down, a partition) or one without a leader
+ * (503: quorum lost): logged at once, then once a minute while it lasts rather than at every
+ * heartbeat, and once when the controllers answer again. */
+static void unavailable_note(struct agent *a, const char *msg)
+{
+	uint64_t now = yard_now_mono_ms();
+	if (a->unavailable_calls++ == 0) {
+		a->unavailable_since_mono_ms = a->unavailable_logged_mono_ms = now;
+		log_warn("%s", msg);
+	} else if (now - a->unavailable_logged_mono_ms >= UNAVAILABLE_LOG_EVERY_MS) {
+		a->unavailable_logged_mono_ms = now;
+		log_warn("%s (%u calls in a row over %.0f s)", msg, a->unavailable_calls,
+		         (double)(now - a->unavailable_since_mono_ms) / 1000);
+	}
+}
+
+static void unavailable_over(struct agent *a)
+{
+	if (a->unavailable_calls == 0)
+		return;
+	log_info("%s answers again, after %u call(s) that reached no controller or no leader "
+	         "over %.1f s",
+	         a->leader_url, a->unavailable_calls,
+	         (double)(yard_now_mono_ms() - a->unavailable_since_mono_ms) / 1000);
+	a->unavailable_calls = 0;
+}
+
 static void after_call(uv_work_t *w, int status)
 {
 	struct call *c = (struct call *)w;
@@ -322,8 +351,20 @@ static void after_call(uv_work_t *w, int status)
 		heartbeat_soon(a);
 	if (c->kind == CALL_HEARTBEAT && (c->rc != 0 || c->status != 200))
 		ranks_logs_done(a, 0); /* the pieces go again with the next heartbeat */
-	if (c->rc != 0) {
-		log_warn("%s", c->err.msg);
+	if (c->rc != 0 || c->status == 503) {
+		char msg[sizeof c->err.msg + 64];
+		if (c->rc != 0)
+			snprintf(msg, sizeof msg, "%s", c->err.msg);
+		else
+			snprintf(msg, sizeof msg, "%s to %s: HTTP 503: %s",
+			         c->kind == CALL_REGISTER ? "registration" : "heartbeat", a->leader_url,
+			         resp_error(c->resp));
+		unavailable_note(a, msg);
+	} else {
+		unavailable_over(a);
+	}
+	if (c->rc != 0 || c->status == 503) {
+		/* logged above; the next call goes at the tick */
 	} else if (c->kind == CALL_REGISTER) {
 		const char *token = json_string_value(json_object_get(c->resp, "node_token"));
 		if (c->status == 200 && token != NULL) {

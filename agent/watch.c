@@ -66,11 +66,15 @@ static void watch_done(uv_work_t *w, int status)
 	struct agent *a = c->agent;
 	a->watch_in_flight = 0;
 	json_t *resp = c->rc == 0 && c->rs.body != NULL ? jsonx_loads(c->rs.body) : NULL;
+	if (c->rc == 0)
+		a->watch_unreachable = 0;
 	const json_t *v = json_object_get(resp, "version");
 	if (status != 0 || a->watch_abort) {
 		/* cancelled, or the agent is stopping */
 	} else if (c->rc != 0) {
-		log_warn("watch: %s", c->err.msg);
+		/* once: while it lasts the heartbeats say so, a line a minute */
+		if (a->watch_unreachable++ == 0)
+			log_warn("watch: %s", c->err.msg);
 		retry_later(a, (uint64_t)a->cfg.heartbeat_ms);
 	} else if (c->rs.status == 200 && json_is_integer(v)) {
 		a->watch_retry_mono_ms = 0;

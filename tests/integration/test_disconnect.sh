@@ -8,6 +8,8 @@
 #     and restarts F (restart 1 of 1); K is untouched;
 #  2. frozen again, and the agent restarted meanwhile: the rank it re-adopts is fenced too
 #     (the setting is kept in its state file; the clock starts with the agent).
+#  3. killed and started again: the agent logs the outage once, not at every heartbeat, and
+#     says when a controller answers again.
 . "$(dirname "$0")/lib.sh"
 
 start_member 1 "$(members_arg 1)" --node-suspect-ms 30000 --node-down-ms 60000
@@ -79,3 +81,21 @@ kill -CONT "${PID[1]}"
 after=$(fenced_after "$F" "$FPID") ||
 	fail "the restarted agent did not say why it stopped $F, or stopped it early: $(grep "$F" "$L" | tail -n 5)"
 note "agent restarted while the controller was frozen: re-adopted rank of $F fenced after ${after} s, $K kept"
+
+# ---- 3. the controller dies and comes back: the agent says so once when its calls start to
+# reach no controller and once when one answers again, not at every heartbeat (200 ms)
+outage_lines() { grep -c "/v1/agents/heartbeat: no controller answered" "$L" || true; }
+before=$(outage_lines)
+kill_member 1
+wait_until 10 sh -c "[ \$(grep -c '/v1/agents/heartbeat: no controller answered' '$L') -gt $before ]" ||
+	fail "no outage logged: $(tail -n 5 "$L")"
+sleep 2
+start_member 1 "$(members_arg 1)" --node-suspect-ms 30000 --node-down-ms 60000
+wait_until 20 grep -q "answers again, after [0-9]* call(s) that reached no controller" "$L" ||
+	fail "the agent did not say the controller answers again: $(tail -n 5 "$L")"
+calls=$(sed -n 's/.*answers again, after \([0-9]*\) call(s).*/\1/p' "$L" | tail -n 1)
+[ "$calls" -ge 5 ] && [ "$(outage_lines)" = $((before + 1)) ] ||
+	fail "an outage of $calls calls logged $(($(outage_lines) - before)) times: $(grep "no controller" "$L" | tail -n 5)"
+[ "$(grep -c "watch: .*no controller answered" "$L")" -le 3 ] ||
+	fail "the watch logs every failure: $(grep -c "watch: .*no controller answered" "$L")"
+note "controller down for 2 s: $calls heartbeats reached none, logged once, and its return once"
