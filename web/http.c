@@ -468,6 +468,8 @@ static void guard_dispose(void *p)
 		g->call->req = NULL;
 }
 
+static int route_to_leader(struct call *call);
+
 static int authenticate(struct call *call)
 {
 	h2o_req_t *req = call->req;
@@ -486,6 +488,13 @@ static int authenticate(struct call *call)
 	struct yard_err err = {0};
 	if (fsm_auth_lookup(call->s->fsm, hash, call->role, call->actor, &err) == 0)
 		return 0;
+	/* Only the ready leader's state holds every committed token: a member that has just
+	 * started (it applies its log once a leader tells it the commit index), a follower behind,
+	 * or a leader before its barrier may not know a token yet. They send the caller to the
+	 * leader (307), or ask it to retry (503), rather than refuse a valid token: an agent
+	 * told 401 registers again. */
+	if (!consensus_is_ready(call->s->cons) && route_to_leader(call) != 0)
+		return -1;
 	call_error(call, 401, NULL, "unknown or revoked token");
 	return -1;
 }

@@ -2,9 +2,10 @@
  * libuv loop, next to raft.
  *
  * Every request passes the same gate in this order: route lookup (404/405), bearer-token
- * authentication against the replicated token hashes (401), the route's role set (403),
- * then leader routing: writes and linearizable reads on a follower get 307 to the leader's
- * API URL, or 503 without a leader. Writes become replicated commands stamped with the
+ * authentication against the replicated token hashes (401 from the ready leader; a member
+ * that may not have applied every token yet sends an unknown one there: 307 or 503), the
+ * route's role set (403), then leader routing: writes and linearizable reads on a follower
+ * get 307 to the leader's API URL, or 503 without a leader. Writes become replicated commands stamped with the
  * token's name as actor; strong reads run after a raft_barrier.
  *
  * HTTP/2 is deliberately off: h2o 2.2.5 would accept cleartext HTTP/2 with prior knowledge

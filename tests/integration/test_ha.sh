@@ -63,3 +63,33 @@ bad=$(jget "$BODY" '" | ".join(e["message"] for e in d["events"] if e["type"] in
 dups=$(jget "$BODY" 'len([e for e in d["events"] if e["type"] == "job.running"])')
 [ "$dups" = 0 ] || fail "the new leader repeated the job's running event"
 note "ok: no restart, no node declared down, same rank processes"
+
+# ---- every member down, then one started alone: it has no quorum, so it has not applied its
+# log (raft applies entries once a leader tells the commit index) and knows no token. It must
+# not refuse valid tokens (an agent told 401 registers again): it answers 503. The agents log
+# the outage once, not at every heartbeat, and say when the controllers answer again.
+L=$T/log.agent-node-a
+outage() { grep -cE "heartbeat: no controller answered|heartbeat to .*: HTTP 503" "$L" || true; }
+before=$(outage)
+agains() { grep -c "answers again, after [0-9]* call(s) that reached no controller or no leader" "$L" || true; }
+agains_before=$(agains)
+set -- $rest
+kill_member "$1"
+kill_member "$2"
+start_member "$1" "$M"
+ready() { curl -s -o /dev/null "$(api "$1")/healthz"; }
+wait_until 10 ready "$1" || fail "member $1 did not start"
+code=$(curl -s -o "$T/alone" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$(api "$1")/v1/jobs?stale=1")
+[ "$code" = 503 ] || fail "a member alone, its log not applied, answered $code: $(cat "$T/alone")"
+sleep 2
+start_member "$2" "$M"
+wait_leader 15 "$1" "$2" || fail "no leader after $1 and $2 came back"
+more_agains() { [ "$(agains)" -gt "$agains_before" ]; }
+wait_until 20 more_agains ||
+	fail "node-a did not say the controllers answer again: $(tail -n 5 "$L")"
+calls=$(sed -n 's/.*answers again, after \([0-9]*\) call(s).*/\1/p' "$L" | tail -n 1)
+[ "$calls" -ge 5 ] && [ "$(outage)" = $((before + 1)) ] ||
+	fail "an outage of $calls calls logged $(($(outage) - before)) times: $(grep -E "no controller|HTTP 503" "$L" | tail -n 5)"
+! grep -q "registering again" "$T/log.agent-node-a" "$T/log.agent-node-b" ||
+	fail "an agent registered again: $(grep -h "registering again" "$T"/log.agent-node-*)"
+note "no quorum (a member alone answered 503, not 401): $calls heartbeats got no leader, logged once, and its end once"
