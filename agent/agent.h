@@ -238,7 +238,7 @@ struct agent {
 	 * (heartbeat.c: the first is logged, then a line a minute, and the end) */
 	unsigned unavailable_calls;
 	uint64_t unavailable_since_mono_ms, unavailable_logged_mono_ms;
-	unsigned watch_unreachable; /* watches in a row that reached no controller (watch.c) */
+	unsigned watch_unreachable; /* watches in a row that reached no controller or got 503 */
 	/* the controller checkpoint store (ckpt.c) */
 	char ckpt_root[PATH_MAX];  /* absolute DATA_DIR/checkpoints */
 	char ckpt_leader_url[512]; /* the leader as the latest transfer found it */

@@ -66,7 +66,7 @@ static void watch_done(uv_work_t *w, int status)
 	struct agent *a = c->agent;
 	a->watch_in_flight = 0;
 	json_t *resp = c->rc == 0 && c->rs.body != NULL ? jsonx_loads(c->rs.body) : NULL;
-	if (c->rc == 0)
+	if (c->rc == 0 && c->rs.status != 503)
 		a->watch_unreachable = 0;
 	const json_t *v = json_object_get(resp, "version");
 	if (status != 0 || a->watch_abort) {
@@ -114,10 +114,12 @@ static void watch_done(uv_work_t *w, int status)
 		         c->leader_url);
 		a->leader_offers_watch_desired = 0;
 	} else {
-		/* 401 (the heartbeat registers again), 503 (no leader), anything else */
+		/* 401 (the heartbeat registers again), 503 (no leader: logged once while it
+		 * lasts, as above), anything else */
 		const char *e = json_string_value(json_object_get(resp, "error"));
-		log_warn("watch: HTTP %ld from %s: %s", c->rs.status, c->leader_url,
-		         e != NULL ? e : "(no error message)");
+		if (c->rs.status != 503 || a->watch_unreachable++ == 0)
+			log_warn("watch: HTTP %ld from %s: %s", c->rs.status, c->leader_url,
+			         e != NULL ? e : "(no error message)");
 		retry_later(a, (uint64_t)a->cfg.heartbeat_ms);
 	}
 	json_decref(resp);

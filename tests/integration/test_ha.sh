@@ -73,6 +73,8 @@ outage() { grep -cE "heartbeat: no controller answered|heartbeat to .*: HTTP 503
 before=$(outage)
 agains() { grep -c "answers again, after [0-9]* call(s) that reached no controller or no leader" "$L" || true; }
 agains_before=$(agains)
+watch_outage() { grep -cE "watch: .*(no controller answered|HTTP 503)" "$L" || true; }
+watch_before=$(watch_outage)
 set -- $rest
 kill_member "$1"
 kill_member "$2"
@@ -90,6 +92,8 @@ wait_until 20 more_agains ||
 calls=$(sed -n 's/.*answers again, after \([0-9]*\) call(s).*/\1/p' "$L" | tail -n 1)
 [ "$calls" -ge 5 ] && [ "$(outage)" = $((before + 1)) ] ||
 	fail "an outage of $calls calls logged $(($(outage) - before)) times: $(grep -E "no controller|HTTP 503" "$L" | tail -n 5)"
+[ "$(watch_outage)" -le $((watch_before + 2)) ] ||
+	fail "the watch logs the outage at every try: $(grep -E "watch: " "$L" | tail -n 5)"
 ! grep -q "registering again" "$T/log.agent-node-a" "$T/log.agent-node-b" ||
 	fail "an agent registered again: $(grep -h "registering again" "$T"/log.agent-node-*)"
 note "no quorum (a member alone answered 503, not 401): $calls heartbeats got no leader, logged once, and its end once"
