@@ -351,20 +351,18 @@ static void after_call(uv_work_t *w, int status)
 		heartbeat_soon(a);
 	if (c->kind == CALL_HEARTBEAT && (c->rc != 0 || c->status != 200))
 		ranks_logs_done(a, 0); /* the pieces go again with the next heartbeat */
-	if (c->rc != 0 || c->status == 503) {
+	int unavailable = c->rc != 0 || c->status == 503;
+	if (!unavailable)
+		unavailable_over(a);
+	if (unavailable) {
 		char msg[sizeof c->err.msg + 64];
 		if (c->rc != 0)
 			snprintf(msg, sizeof msg, "%s", c->err.msg);
 		else
 			snprintf(msg, sizeof msg, "%s to %s: HTTP 503: %s",
-			         c->kind == CALL_REGISTER ? "registration" : "heartbeat", a->leader_url,
-			         resp_error(c->resp));
-		unavailable_note(a, msg);
-	} else {
-		unavailable_over(a);
-	}
-	if (c->rc != 0 || c->status == 503) {
-		/* logged above; the next call goes at the tick */
+			         c->kind == CALL_REGISTER ? "registration" : "heartbeat",
+			         a->leader_url, resp_error(c->resp));
+		unavailable_note(a, msg); /* the next call goes at the tick */
 	} else if (c->kind == CALL_REGISTER) {
 		const char *token = json_string_value(json_object_get(c->resp, "node_token"));
 		if (c->status == 200 && token != NULL) {

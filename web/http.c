@@ -749,21 +749,13 @@ static void h2o_answer_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bu
 		h2o_ostream_send_next(self, req, bufs, bufcnt, state);
 		return;
 	}
-	char text[256];
-	size_t used = 0;
-	for (size_t i = 0; i < bufcnt && used < sizeof text - 1; i++) {
-		size_t n = bufs[i].len < sizeof text - 1 - used ? bufs[i].len : sizeof text - 1 - used;
-		memcpy(text + used, bufs[i].base, n);
-		used += n;
-	}
-	text[used] = '\0';
 	json_t *body;
 	if (req->res.status == 413) {
 		char msg[96];
 		snprintf(msg, sizeof msg, "request body over the limit of %u bytes", HTTP_MAX_BODY);
 		body = json_pack("{s:s, s:s}", "error", msg, "field", "body");
-	} else {
-		body = json_pack("{s:s}", "error", used ? text : "refused by the HTTP layer");
+	} else { /* h2o's text is its status line's reason ("Bad Request") */
+		body = json_pack("{s:s}", "error", req->res.reason ? req->res.reason : "refused");
 	}
 	char *out = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);

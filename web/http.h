@@ -5,8 +5,8 @@
  * authentication against the replicated token hashes (401 from the ready leader; a member
  * that may not have applied every token yet sends an unknown one there: 307 or 503), the
  * route's role set (403), then leader routing: writes and linearizable reads on a follower
- * get 307 to the leader's API URL, or 503 without a leader. Writes become replicated commands stamped with the
- * token's name as actor; strong reads run after a raft_barrier.
+ * get 307 to the leader's API URL, or 503 without a leader. Writes become replicated commands
+ * stamped with the token's name as actor; strong reads run after a raft_barrier.
  *
  * HTTP/2 is deliberately off: h2o 2.2.5 would accept cleartext HTTP/2 with prior knowledge
  * (raft-probe.md §7) and its 2018 HTTP/2 code has known bugs (rapid reset). With
