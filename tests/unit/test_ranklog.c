@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -161,19 +162,28 @@ static void test_rotation_waits_for_a_writer_holding_the_lock(void **state)
 	close(fd);
 }
 
-#define LINES 20000
+#define MIN_LINES 20000
+#define MAX_LINES 500000 /* "line %06d\n" stays 12 bytes below a million */
+#define MIN_ROTATIONS 20
 
 /* A writer appending numbered lines through rank_log_write while the log is rotated at 256
  * bytes over and over, and everything shipped after each rotation: every line arrives, once,
  * in order, with no gap (without the lock, lines written between a rotation's last copy and
- * its truncation are lost). */
+ * its truncation are lost). The writer goes on until the reader has rotated MIN_ROTATIONS
+ * times and it has written MIN_LINES, so the overlap does not depend on how the two
+ * processes are scheduled (a fast writer once finished before the 11th rotation). */
 static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 {
 	struct rank_log l;
 	char path[128], buf[4096];
-	size_t cap = (size_t)LINES * 16, got_len = 0;
+	size_t cap = (size_t)MAX_LINES * 12, got_len = 0;
 	char *got = malloc(cap);
 	assert_non_null(got);
+	/* shared with the writer: [0] set by the reader to stop it, [1] lines written */
+	volatile int *shared = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE,
+	                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(shared != MAP_FAILED);
+	shared[0] = shared[1] = 0;
 	snprintf(path, sizeof path, "%s/e.log", dir);
 	rank_log_init(&l, path);
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -181,11 +191,14 @@ static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 	pid_t writer = fork();
 	assert_true(writer >= 0);
 	if (writer == 0) {
-		for (int i = 0; i < LINES; i++) {
+		int i = 0;
+		while (i < MAX_LINES && (i < MIN_LINES || !__atomic_load_n(&shared[0],
+		                                                            __ATOMIC_ACQUIRE))) {
 			char line[32];
 			int n = snprintf(line, sizeof line, "line %06d\n", i);
 			if (rank_log_write(fd, line, (size_t)n) != 0)
 				_exit(1);
+			__atomic_store_n(&shared[1], ++i, __ATOMIC_RELEASE);
 		}
 		_exit(0);
 	}
@@ -194,6 +207,8 @@ static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 	while (!done) {
 		done = waitpid(writer, &status, WNOHANG) == writer;
 		rotations += rank_log_rotate(&l, 256) == 1;
+		if (rotations >= MIN_ROTATIONS)
+			__atomic_store_n(&shared[0], 1, __ATOMIC_RELEASE);
 		int64_t off;
 		size_t n;
 		while ((n = rank_log_next(&l, sizeof buf, &off, buf)) > 0) {
@@ -205,15 +220,18 @@ static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 		}
 	}
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	assert_true(rotations > 10);
-	assert_int_equal(got_len, (size_t)LINES * 12);
-	for (int i = 0; i < LINES; i++) {
+	int lines = __atomic_load_n(&shared[1], __ATOMIC_ACQUIRE);
+	if (rotations < MIN_ROTATIONS)
+		fail_msg("%d rotations while %d lines were written", rotations, lines);
+	assert_int_equal(got_len, (size_t)lines * 12);
+	for (int i = 0; i < lines; i++) {
 		char line[32];
 		snprintf(line, sizeof line, "line %06d\n", i);
 		if (memcmp(got + (size_t)i * 12, line, 12) != 0)
 			fail_msg("line %d is \"%.11s\" after %d rotations", i, got + (size_t)i * 12,
 			         rotations);
 	}
+	munmap((void *)shared, 2 * sizeof(int));
 	free(got);
 }
 
