@@ -5,6 +5,7 @@
  * and has all of it in the log before it records the exit. Real files and processes in a
  * temp dir. */
 #include <fcntl.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -163,15 +164,17 @@ static void test_rotation_waits_for_a_writer_holding_the_lock(void **state)
 }
 
 #define MIN_LINES 20000
-#define MAX_LINES 500000 /* "line %06d\n" stays 12 bytes below a million */
 #define MIN_ROTATIONS 20
+#define LINES_A_ROTATION 2000 /* the most the writer gets ahead of the rotations */
+#define MAX_LINES (MIN_LINES + (MIN_ROTATIONS + 1) * LINES_A_ROTATION)
 
 /* A writer appending numbered lines through rank_log_write while the log is rotated at 256
  * bytes over and over, and everything shipped after each rotation: every line arrives, once,
  * in order, with no gap (without the lock, lines written between a rotation's last copy and
  * its truncation are lost). The writer goes on until the reader has rotated MIN_ROTATIONS
- * times and it has written MIN_LINES, so the overlap does not depend on how the two
- * processes are scheduled (a fast writer once finished before the 11th rotation). */
+ * times and it has written MIN_LINES, and never gets more than LINES_A_ROTATION lines ahead
+ * of the rotations, so the overlap does not depend on how the two processes are scheduled
+ * (a fast writer once finished before the 11th rotation). */
 static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 {
 	struct rank_log l;
@@ -179,9 +182,9 @@ static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 	size_t cap = (size_t)MAX_LINES * 12, got_len = 0;
 	char *got = malloc(cap);
 	assert_non_null(got);
-	/* shared with the writer: [0] set by the reader to stop it, [1] lines written */
-	volatile int *shared = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE,
-	                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	/* shared with the writer: [0] rotations so far, [1] lines written */
+	int *shared = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE,
+	                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(shared != MAP_FAILED);
 	shared[0] = shared[1] = 0;
 	snprintf(path, sizeof path, "%s/e.log", dir);
@@ -191,9 +194,16 @@ static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 	pid_t writer = fork();
 	assert_true(writer >= 0);
 	if (writer == 0) {
-		int i = 0;
-		while (i < MAX_LINES && (i < MIN_LINES || !__atomic_load_n(&shared[0],
-		                                                            __ATOMIC_ACQUIRE))) {
+		int i = 0, rotated;
+		time_t give_up = time(NULL) + 60;
+		while ((rotated = __atomic_load_n(&shared[0], __ATOMIC_ACQUIRE)),
+		       i < MIN_LINES || rotated < MIN_ROTATIONS) {
+			if (i >= (rotated + 1) * LINES_A_ROTATION) { /* wait for the reader */
+				if (time(NULL) > give_up)
+					_exit(2);
+				sched_yield();
+				continue;
+			}
 			char line[32];
 			int n = snprintf(line, sizeof line, "line %06d\n", i);
 			if (rank_log_write(fd, line, (size_t)n) != 0)
@@ -207,8 +217,7 @@ static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 	while (!done) {
 		done = waitpid(writer, &status, WNOHANG) == writer;
 		rotations += rank_log_rotate(&l, 256) == 1;
-		if (rotations >= MIN_ROTATIONS)
-			__atomic_store_n(&shared[0], 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&shared[0], rotations, __ATOMIC_RELEASE);
 		int64_t off;
 		size_t n;
 		while ((n = rank_log_next(&l, sizeof buf, &off, buf)) > 0) {
@@ -219,10 +228,11 @@ static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 			l.shipped = off + (int64_t)n;
 		}
 	}
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	int lines = __atomic_load_n(&shared[1], __ATOMIC_ACQUIRE);
-	if (rotations < MIN_ROTATIONS)
-		fail_msg("%d rotations while %d lines were written", rotations, lines);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("the writer failed (status %d) after %d lines and %d rotations", status,
+		         lines, rotations);
+	assert_true(rotations >= MIN_ROTATIONS);
 	assert_int_equal(got_len, (size_t)lines * 12);
 	for (int i = 0; i < lines; i++) {
 		char line[32];
@@ -231,7 +241,7 @@ static void test_a_locking_writer_loses_nothing_to_rotations(void **state)
 			fail_msg("line %d is \"%.11s\" after %d rotations", i, got + (size_t)i * 12,
 			         rotations);
 	}
-	munmap((void *)shared, 2 * sizeof(int));
+	munmap(shared, 2 * sizeof(int));
 	free(got);
 }
 
