@@ -21,6 +21,8 @@ submit 1 "{\"name\":\"survivor\",\"ranks\":4,$(cmd train 60 0.1 -1 50),\"checkpo
 J=$JOB
 step_at_least() { [ "$(job_field 1 "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
 wait_until 20 step_at_least 12 || fail "job did not reach step 12: $(job_field 1 "$J" '')"
+# the step heard is the furthest rank's; rank 0 writes the checkpoints and may lag
+wait_until 20 dir_ckpt_at_least "$T/ckpt/$J" 10 || fail "no checkpoint at step 10: $(ls "$T/ckpt/$J" 2>&1)"
 get 1 "/v1/jobs/$J"
 victim=$(jget "$BODY" 'd["layout"][0]["node"]')
 [ "$(jget "$BODY" 'len(set(s["node"] for s in d["layout"]))')" = 1 ] || fail "4 ranks should fit one node: $BODY"

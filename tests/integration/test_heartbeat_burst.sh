@@ -6,18 +6,23 @@
 # and clients that close their connection before the answer. Every heartbeat gets its
 # answer (200 with the node's desired set, 400 naming the field, 401), they were queued
 # (the queue held several at once), nothing stays queued, and the nodes are up. A heartbeat
-# sent to a follower is redirected to the leader's heartbeat URL.
+# sent to a follower is redirected to the leader's heartbeat URL. The leader is stopped
+# (SIGSTOP) while the requests are sent, so that they are all waiting when it reads, however
+# the two processes are scheduled (an election timeout of 1 s outlasts the pause).
 . "$(dirname "$0")/lib.sh"
 
-for i in 1 2 3; do start_member "$i" "$(members_arg 1 2 3)" --node-suspect-ms 30000 --node-down-ms 60000; done
+for i in 1 2 3; do
+	start_member "$i" "$(members_arg 1 2 3)" --node-suspect-ms 30000 --node-down-ms 60000 \
+		--election-timeout-ms 1000
+done
 wait_leader 20 1 2 3 || fail "no leader"
 make_join_token "$LEADER"
 FOLLOWER=1
 [ "$LEADER" = 1 ] && FOLLOWER=2
 
-python3 - "$(api "$LEADER")" "$(api "$FOLLOWER")" "$JOIN" >"$T/burst.out" 2>&1 <<'PY' || fail "burst: $(cat "$T/burst.out")"
-import json, socket, sys, urllib.request
-leader, follower, join = sys.argv[1], sys.argv[2], sys.argv[3]
+python3 - "$(api "$LEADER")" "$(api "$FOLLOWER")" "$JOIN" "${PID[$LEADER]}" >"$T/burst.out" 2>&1 <<'PY' || fail "burst: $(cat "$T/burst.out")"
+import json, os, signal, socket, sys, urllib.request
+leader, follower, join, leader_pid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 N = 200
 
 def post(url, token, body):
@@ -59,15 +64,19 @@ for i in range(N):
         plan.append(("not-a-token-" + str(i), hb(i), 401, "unknown or revoked token"))
     else:
         plan.append((tokens[i], hb(i), 200, '"desired"'))
-# connect everything first, then send every request back to back: the leader reads many
-# in one loop iteration
+# connect everything first, then send every request back to back while the leader is
+# stopped: it reads many in one loop iteration
 socks = [socket.create_connection((host, int(port)), timeout=30) for _ in plan]
 gone = [socket.create_connection((host, int(port)), timeout=30) for _ in range(20)]
-for s, (token, body, _, _) in zip(socks, plan):
-    s.sendall(request(token, body))
-for k, s in enumerate(gone): # clients that leave before their answer
-    s.sendall(request(tokens[k], hb(k)))
-    s.close()
+os.kill(leader_pid, signal.SIGSTOP)
+try:
+    for s, (token, body, _, _) in zip(socks, plan):
+        s.sendall(request(token, body))
+    for k, s in enumerate(gone): # clients that leave before their answer
+        s.sendall(request(tokens[k], hb(k)))
+        s.close()
+finally:
+    os.kill(leader_pid, signal.SIGCONT)
 
 def answer(s):
     data = b""

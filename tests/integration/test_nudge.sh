@@ -27,8 +27,8 @@ logged() { grep -q "$2" "$T/log.agent-$1"; }
 # ---- 1. a drain ----
 t0=$(now_ms)
 ctl node drain node-1 >"$T/out" 2>&1 || fail "node drain: $(cat "$T/out")"
-wait_until 5 logged node-1 "this node is being drained" ||
-	fail "node-1's agent did not hear of its drain within 5 s: $(tail -n 5 "$T/log.agent-node-1")"
+wait_until 20 logged node-1 "this node is being drained" ||
+	fail "node-1's agent did not hear of its drain within 20 s (heartbeat every 60 s): $(tail -n 5 "$T/log.agent-node-1")"
 note "node-1's agent heard of its drain $(($(now_ms) - t0)) ms after it was asked"
 logged node-1 "the watch's answer asks for a heartbeat now" || fail "node-1's drain did not come through its watch"
 [ "$(metric 1 yard_node_nudges_total)" -ge 1 ] || fail "no nudge counted"
@@ -43,8 +43,8 @@ call POST 1 /v1/rollouts '{"build":"2.0.0-next","waves":"100%","soak_s":1,"gate_
 [ "$CODE" = 201 ] || fail "rollout: $CODE $BODY"
 RO=$(jget "$BODY" 'd["id"]')
 for i in 1 2; do
-	wait_until 5 logged "node-$i" "upgrade to 2.0.0-next offered by rollout $RO" ||
-		fail "node-$i's agent did not get the offer within 5 s of the rollout's start: $(tail -n 5 "$T/log.agent-node-$i")"
+	wait_until 20 logged "node-$i" "upgrade to 2.0.0-next offered by rollout $RO" ||
+		fail "node-$i's agent did not get the offer within 20 s of the rollout's start: $(tail -n 5 "$T/log.agent-node-$i")"
 done
 note "both agents got the upgrade offer within $(($(now_ms) - t0)) ms of the rollout's start"
 ro_done() { get 1 "/v1/rollouts/$RO"; [ "$(jget "$BODY" 'd["state"]')" = completed ]; }

@@ -15,7 +15,7 @@ fail() {
 	exit 1
 }
 # agent MODE SOCK: a stand-in agent. answer: answers each line with $2 (written to SOCK.got);
-# late: the same 0.5 s after reading it; spoof: the same, after an "ok" from another socket;
+# late: the same 0.2 s after reading it; spoof: the same, after an "ok" from another socket;
 # mute: reads, never answers; deaf: never reads; full: never reads, its queue filled.
 cat >"$T/agent.py" <<'PY'
 import os, socket, sys, time
@@ -43,7 +43,7 @@ while True:
         o.sendto(b"ok", sender)
         time.sleep(0.2)
     if mode == "late":
-        time.sleep(0.5)
+        time.sleep(0.2)
     if mode in ("answer", "late", "spoof") and sender:
         try:
             s.sendto(sys.argv[3].encode(), sender)
@@ -83,7 +83,7 @@ report 4 "$T/spoof.sock" 6
 grep -qx "yard-report: the agent refused: from the agent" "$T/err" ||
 	fail "an answer from another socket was taken: $(cat "$T/err")"
 
-# an answer 0.5 s after the read: awaited where the agent says it answers, not otherwise
+# an answer 0.2 s after the read: awaited where the agent says it answers, not otherwise
 agent late "$T/late.sock" "refused: late"
 report 4 "$T/late.sock" 4
 ANSWERS=0 report 0 "$T/late.sock" 5
