@@ -580,9 +580,17 @@ static void gate_and_run(struct call *call)
 	}
 	if (query_check(call) != 0)
 		return;
-	char stale[8];
-	call->stale =
-	    call_query(call, "stale", stale, sizeof stale) == 0 && strcmp(stale, "0") != 0;
+	char stale[16];
+	if (call_query(call, "stale", stale, sizeof stale) == 0) {
+		/* a bare ?stale asks for it too; anything else but these words is a mistake */
+		if (strcmp(stale, "1") == 0 || strcmp(stale, "true") == 0 || stale[0] == '\0') {
+			call->stale = 1;
+		} else if (strcmp(stale, "0") != 0 && strcmp(stale, "false") != 0) {
+			call_error(call, 400, "stale", "stale: '%s' must be 1 or true, 0 or false",
+			           stale);
+			return;
+		}
+	}
 	/* 4. leader routing */
 	if (call->route->kind == ROUTE_WRITE || call->route->kind == ROUTE_DEFERRED_WRITE ||
 	    (call->route->kind == ROUTE_READ && !call->stale)) {

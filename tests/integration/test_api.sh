@@ -187,8 +187,15 @@ get 1 "/v1/jobs?limit=5&limit=7"
 call POST 1 "/v1/jobs?stale=1" '{"name":"x"}'
 [ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"stale"' &&
 	echo "$BODY" | grep -qF "POST /v1/jobs takes none" || fail "POST /v1/jobs?stale=1: $CODE $BODY"
+# stale is 1/true (or bare), 0/false: ?stale=2 or ?stale=yes is a mistake, not a yes
+for bad in 2 yes no 00000000000000000001 %31x; do
+	get 1 "/v1/cluster?stale=$bad"
+	[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"stale"' &&
+		echo "$BODY" | grep -qF "must be 1 or true, 0 or false" || fail "GET /v1/cluster?stale=$bad: $CODE $BODY"
+done
 for ok in "/v1/jobs?state=running&limit=5&after=j-000001&stale=1" "/v1/nodes?stale=0" \
-	"/v1/cluster?stale=1" "/?v=3" "/v1/events?&limit=1"; do
+	"/v1/cluster?stale=1" "/v1/cluster?stale=true" "/v1/cluster?stale" "/v1/jobs?stale=false" \
+	"/?v=3" "/v1/events?&limit=1"; do
 	get 1 "$ok"
 	[ "$CODE" = 200 ] || fail "GET $ok: $CODE $BODY"
 done
