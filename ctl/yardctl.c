@@ -1866,6 +1866,43 @@ static json_t *visibility_of(const char *list)
 	return v;
 }
 
+/* Prints the names in a JSON array of strings, comma-separated. */
+static void print_names(const json_t *names)
+{
+	size_t i;
+	json_t *n;
+	json_array_foreach(names, i, n)
+	{
+		printf("%s%s", i ? ", " : "", json_is_string(n) ? json_string_value(n) : "?");
+	}
+}
+
+/* An advisory's visibility list as people write it: "roles: operator; tokens: distro (and
+ * the admin and security roles)", which always see it; every token once it is public. */
+static void print_visibility(const json_t *a)
+{
+	const json_t *vis = json_object_get(a, "visibility");
+	const json_t *roles = json_object_get(vis, "roles"),
+		     *names = json_object_get(vis, "principals");
+	const char *state = str(a, "state");
+	printf("%-14s ", "visible to");
+	if (state != NULL && strcmp(state, "public") == 0) {
+		printf("every token (published)\n");
+		return;
+	}
+	if (json_array_size(roles) > 0) {
+		printf("roles: ");
+		print_names(roles);
+	}
+	if (json_array_size(names) > 0) {
+		printf("%stokens: ", json_array_size(roles) > 0 ? "; " : "");
+		print_names(names);
+	}
+	printf("%s\n", json_array_size(roles) + json_array_size(names) == 0
+	                   ? "the admin and security roles only"
+	                   : " (and the admin and security roles)");
+}
+
 static void print_advisory(const struct ctl *x, const json_t *a)
 {
 	char buf[64];
@@ -1882,9 +1919,7 @@ static void print_advisory(const struct ctl *x, const json_t *a)
 			printf("%-14.*s %s\n", (int)strlen(times[i]) - 3, times[i], buf);
 		}
 	}
-	char *vis = json_dumps(json_object_get(a, "visibility"), JSON_COMPACT);
-	printf("%-14s %s\n", "visible to", vis ? vis : "-");
-	free(vis);
+	print_visibility(a);
 	printf("text:\n%s\n", str(a, "text") ? str(a, "text") : "-");
 	size_t i;
 	json_t *e;

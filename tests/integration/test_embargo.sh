@@ -105,7 +105,11 @@ as distro GET /v1/builds/2.0.1-sec
 [ "$(jget "$BODY" 'd["notes"]')" = "$SECRET_NOTES" ] || fail "distro sees no notes: $BODY"
 ctl distro build download 2.0.1-sec -o "$T/distro.bin" >/dev/null || fail "distro download"
 cmp -s "$T/build.bin" "$T/distro.bin" || fail "distro's download differs"
-ctl sec advisory show "$ADV" | grep -q "$SECRET_TEXT" || fail "security does not see the text"
+ctl sec advisory show "$ADV" >"$T/show.out" || fail "advisory show: $(cat "$T/show.out")"
+grep -q "$SECRET_TEXT" "$T/show.out" || fail "security does not see the text"
+# the circle as people write it, not the API's JSON
+grep -qx "visible to     tokens: sec, distro (and the admin and security roles)" "$T/show.out" ||
+	fail "advisory show's circle: $(grep visible "$T/show.out")"
 ctl sec build download 2.0.1-sec -o "$T/sec.bin" >/dev/null || fail "security download"
 cmp -s "$T/build.bin" "$T/sec.bin" || fail "security's download differs"
 as alice GET /v1/audit
@@ -149,6 +153,8 @@ as alice GET /v1/builds/2.0.1-sec
 [ "$(jget "$BODY" 'd["notes"]')" = "$SECRET_NOTES" ] || fail "notes after publication: $BODY"
 as alice GET /v1/builds/2.0.1-sec/binary
 [ "$CODE" = 200 ] && cmp -s "$T/build.bin" "$T/body" || fail "user download after publication: $CODE"
+ctl alice advisory show "$ADV" | grep -qx "visible to     every token (published)" ||
+	fail "advisory show after publication: $(ctl alice advisory show "$ADV" | grep visible)"
 note "published: alice sees the advisory, the notes and the binary"
 
 # --- an unfinished upload can be dropped, a committed build cannot ---
