@@ -341,6 +341,12 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 			                   ROLLOUT_WAVES_MAX);
 		json_incref(waves);
 	}
+	/* the last count and the last percentage so far, and where: a wave is a cumulative
+	 * target, so one not above an earlier one of its kind is a mistake ("50%,10%" meant as
+	 * increments, "2,2"); a count and a percentage compare only once the targets are
+	 * known, and a wave that then adds no node is dropped */
+	int64_t wave_last[2] = {0, 0};
+	size_t last_at[2] = {0, 0};
 	json_array_foreach(waves, i, v)
 	{
 		int64_t count;
@@ -354,6 +360,18 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 			                   i, json_is_string(v) ? json_string_value(v) : "?",
 			                   ROLLOUT_NODES_MAX);
 		}
+		if (count <= wave_last[percent]) {
+			json_t *earlier = json_array_get(waves, last_at[percent]);
+			json_decref(waves);
+			return fsm_res_err(400, "waves",
+			                   "waves[%zu]: '%s' is not above waves[%zu] '%s': waves are "
+			                   "cumulative (1,10%%,100%%: one node, then up to a tenth, "
+			                   "then every node)",
+			                   i, json_string_value(v), last_at[percent],
+			                   json_string_value(earlier));
+		}
+		wave_last[percent] = count;
+		last_at[percent] = i;
 	}
 	if (selector != NULL && !json_is_null(selector)) {
 		const char *k;

@@ -84,6 +84,10 @@ call POST 1 /v1/rollouts '{"build":"2.0.0-good","selector":"zone=nowhere"}'
 [ "$CODE" = 409 ] && grep -q 'no registered node matches' <<<"$BODY" || fail "empty selector: $CODE $BODY"
 ctl rollout start --build 2.0.0-good --waves 1,0 >"$T/out" 2>&1 && fail "yardctl accepted waves 1,0"
 grep -q "waves\[1\]" "$T/out" || fail "yardctl's refusal does not name the wave: $(cat "$T/out")"
+# waves are cumulative: one below an earlier one (meant as increments) is refused, naming both
+ctl rollout start --build 2.0.0-good --waves 50%,10% >"$T/out" 2>&1 && fail "yardctl accepted waves 50%,10%"
+grep -qF "waves[1]: '10%' is not above waves[0] '50%': waves are cumulative" "$T/out" ||
+	fail "decreasing waves: $(cat "$T/out")"
 get 1 /v1/rollouts
 [ "$(jget "$BODY" 'len(d["rollouts"])')" = 0 ] || fail "a refused rollout was recorded: $BODY"
 # a malformed upgrade report in a heartbeat is refused naming the field
