@@ -362,6 +362,9 @@ json_t *fsm_rollouts_list(struct fsm *f, struct yard_err *err); /* oldest first 
 /* The one rollout that is pending, running, paused or rolling back, or NULL. */
 json_t *fsm_rollout_active(struct fsm *f);
 int fsm_rollout_state_active(const char *state);
+/* Parses a wave's target, "12" (nodes, 1..4096) or "40%" (1..100): 0 with the number and
+ * whether it is a percentage, or -1. */
+int fsm_wave_target_parse(const char *s, int64_t *count, int *percent);
 /* Whether the active rollout assigns build version to node (it is upgrading or upgraded to
  * it): such a node may download the build while its advisory is embargoed. */
 int fsm_build_assigned_to_node(struct fsm *f, const char *version, const char *node);

@@ -266,8 +266,7 @@ static int from_versions_valid(const json_t *v)
 
 /* ---- rollout.start ---- */
 
-/* Parses "12" or "40%"; 0 and the count or percent, or -1. */
-static int wave_target_parse(const char *s, int64_t *count, int *percent)
+int fsm_wave_target_parse(const char *s, int64_t *count, int *percent)
 {
 	char *end;
 	long v = strtol(s, &end, 10);
@@ -341,18 +340,12 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 			                   ROLLOUT_WAVES_MAX);
 		json_incref(waves);
 	}
-	/* the last count and the last percentage so far, and where: a wave is a cumulative
-	 * target, so one not above an earlier one of its kind is a mistake ("50%,10%" meant as
-	 * increments, "2,2"); a count and a percentage compare only once the targets are
-	 * known, and a wave that then adds no node is dropped */
-	int64_t wave_last[2] = {0, 0};
-	size_t last_at[2] = {0, 0};
 	json_array_foreach(waves, i, v)
 	{
 		int64_t count;
 		int percent;
 		if (!json_is_string(v) ||
-		    wave_target_parse(json_string_value(v), &count, &percent) != 0) {
+		    fsm_wave_target_parse(json_string_value(v), &count, &percent) != 0) {
 			json_decref(waves);
 			return fsm_res_err(400, "waves",
 			                   "waves[%zu]: '%s' is not a node count (1..%d) or a "
@@ -360,18 +353,6 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 			                   i, json_is_string(v) ? json_string_value(v) : "?",
 			                   ROLLOUT_NODES_MAX);
 		}
-		if (count <= wave_last[percent]) {
-			json_t *earlier = json_array_get(waves, last_at[percent]);
-			json_decref(waves);
-			return fsm_res_err(400, "waves",
-			                   "waves[%zu]: '%s' is not above waves[%zu] '%s': waves are "
-			                   "cumulative (1,10%%,100%%: one node, then up to a tenth, "
-			                   "then every node)",
-			                   i, json_string_value(v), last_at[percent],
-			                   json_string_value(earlier));
-		}
-		wave_last[percent] = count;
-		last_at[percent] = i;
 	}
 	if (selector != NULL && !json_is_null(selector)) {
 		const char *k;
@@ -483,7 +464,7 @@ json_t *fsm_op_rollout_start(struct fsm *f, const struct fsm_cmd *c)
 	{
 		int64_t count = 0;
 		int percent = 0;
-		wave_target_parse(json_string_value(v), &count, &percent);
+		fsm_wave_target_parse(json_string_value(v), &count, &percent);
 		int64_t upto = percent ? (count * n_targets + 99) / 100 : count;
 		upto = YARD_MIN(upto, n_targets);
 		if (upto <= done)

@@ -10,11 +10,43 @@
 #include "common/jsonx.h"
 #include "web/internal.h"
 
+/* 0 when no wave is at or below an earlier one of its kind; -1 with a 400 sent. Waves are
+ * cumulative targets, so "50%,10%" (meant as increments) or "2,2" is a mistake; a count and
+ * a percentage compare only once the targets are known (the state machine then drops a wave
+ * that adds no node), and what does not parse is left to the state machine to name. Checked
+ * here, before the command is proposed, so that entries already in a log apply as before. */
+static int waves_in_order(struct call *call, const json_t *waves)
+{
+	int64_t last[2] = {0, 0};
+	size_t last_at[2] = {0, 0}, i;
+	json_t *v;
+	json_array_foreach(waves, i, v)
+	{
+		int64_t count;
+		int percent;
+		if (!json_is_string(v) ||
+		    fsm_wave_target_parse(json_string_value(v), &count, &percent) != 0)
+			continue;
+		if (count <= last[percent]) {
+			call_error(call, 400, "waves",
+			           "waves[%zu]: '%s' is not above waves[%zu] '%s': waves are "
+			           "cumulative (1,10%%,100%%: one node, then up to a tenth, then "
+			           "every node)",
+			           i, json_string_value(v), last_at[percent],
+			           json_string_value(json_array_get(waves, last_at[percent])));
+			return -1;
+		}
+		last[percent] = count;
+		last_at[percent] = i;
+	}
+	return 0;
+}
+
 /* "1,10%,100%" or ["1","10%","100%"] → a new array of strings; NULL with a 400 sent. */
 static json_t *waves_arg(struct call *call, const json_t *v)
 {
 	if (json_is_array(v))
-		return json_incref((json_t *)v);
+		return waves_in_order(call, v) == 0 ? json_incref((json_t *)v) : NULL;
 	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 200) {
 		call_error(call, 400, "waves",
 		           "waves: must be a list like \"1,10%%,100%%\" or an array of strings");
@@ -25,6 +57,10 @@ static json_t *waves_arg(struct call *call, const json_t *v)
 	json_t *out = json_array();
 	for (char *tok = strtok_r(text, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
 		json_array_append_new(out, json_string(tok));
+	if (waves_in_order(call, out) != 0) {
+		json_decref(out);
+		return NULL;
+	}
 	return out;
 }
 

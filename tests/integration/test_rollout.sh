@@ -88,6 +88,9 @@ grep -q "waves\[1\]" "$T/out" || fail "yardctl's refusal does not name the wave:
 ctl rollout start --build 2.0.0-good --waves 50%,10% >"$T/out" 2>&1 && fail "yardctl accepted waves 50%,10%"
 grep -qF "waves[1]: '10%' is not above waves[0] '50%': waves are cumulative" "$T/out" ||
 	fail "decreasing waves: $(cat "$T/out")"
+call POST 1 /v1/rollouts '{"build":"2.0.0-good","waves":["1","50%","2","2"]}'
+[ "$CODE" = 400 ] && grep -qF "waves[3]: '2' is not above waves[2] '2'" <<<"$BODY" ||
+	fail "repeated wave: $CODE $BODY"
 get 1 /v1/rollouts
 [ "$(jget "$BODY" 'len(d["rollouts"])')" = 0 ] || fail "a refused rollout was recorded: $BODY"
 # a malformed upgrade report in a heartbeat is refused naming the field
