@@ -348,13 +348,14 @@ void h_advisories_publish(struct call *call)
 
 void h_audit(struct call *call)
 {
-	int64_t after = 0, limit = 100, reads = 0;
+	int64_t after = 0, limit = 100;
+	int reads = 0;
 	if (call_query_int(call, "after", 0, INT64_MAX, &after) != 0 ||
 	    call_query_int(call, "limit", 1, 1000, &limit) != 0 ||
-	    call_query_int(call, "reads", 0, 1, &reads) != 0)
+	    call_query_flag(call, "reads", &reads) != 0)
 		return;
 	struct yard_err err = {0};
-	json_t *page = fsm_audit_list(call->s->fsm, after, (int)limit, (int)reads, &err);
+	json_t *page = fsm_audit_list(call->s->fsm, after, (int)limit, reads, &err);
 	if (page == NULL)
 		call_yard_error(call, &err);
 	else

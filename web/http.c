@@ -334,6 +334,22 @@ int call_query_int(struct call *call, const char *key, int64_t min, int64_t max,
 	return 0;
 }
 
+int call_query_flag(struct call *call, const char *key, int *out)
+{
+	char buf[16]; /* longer values are cut, and then match no word */
+	if (call_query(call, key, buf, sizeof buf) != 0)
+		return 0;
+	if (strcmp(buf, "1") == 0 || strcmp(buf, "true") == 0 || buf[0] == '\0') {
+		*out = 1;
+	} else if (strcmp(buf, "0") == 0 || strcmp(buf, "false") == 0) {
+		*out = 0;
+	} else {
+		call_error(call, 400, key, "%s: '%s' must be 1 or true, 0 or false", key, buf);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- replication plumbing ---- */
 
 struct submit_ctx {
@@ -580,17 +596,8 @@ static void gate_and_run(struct call *call)
 	}
 	if (query_check(call) != 0)
 		return;
-	char stale[16];
-	if (call_query(call, "stale", stale, sizeof stale) == 0) {
-		/* a bare ?stale asks for it too; anything else but these words is a mistake */
-		if (strcmp(stale, "1") == 0 || strcmp(stale, "true") == 0 || stale[0] == '\0') {
-			call->stale = 1;
-		} else if (strcmp(stale, "0") != 0 && strcmp(stale, "false") != 0) {
-			call_error(call, 400, "stale", "stale: '%s' must be 1 or true, 0 or false",
-			           stale);
-			return;
-		}
-	}
+	if (call_query_flag(call, "stale", &call->stale) != 0)
+		return;
 	/* 4. leader routing */
 	if (call->route->kind == ROUTE_WRITE || call->route->kind == ROUTE_DEFERRED_WRITE ||
 	    (call->route->kind == ROUTE_READ && !call->stale)) {

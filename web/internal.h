@@ -143,6 +143,10 @@ int call_query(struct call *call, const char *key, char *out, size_t out_len);
  * answering 400. */
 int call_query_int(struct call *call, const char *key, int64_t min, int64_t max, int64_t *out);
 
+/* Yes/no query parameter into *out (unchanged when absent): 1, true or bare (?stale) for 1,
+ * 0 or false for 0; 0, or -1 after answering 400 naming it. */
+int call_query_flag(struct call *call, const char *key, int *out);
+
 /* Replicates a command (op, args stolen) and answers with the FSM's result. */
 void call_submit(struct call *call, const char *op, json_t *args,
                  void (*on_result)(struct call *call, const json_t *result));

@@ -114,8 +114,13 @@ ctl sec build download 2.0.1-sec -o "$T/sec.bin" >/dev/null || fail "security do
 cmp -s "$T/build.bin" "$T/sec.bin" || fail "security's download differs"
 as alice GET /v1/audit
 [ "$CODE" = 403 ] || fail "a user reads the audit log: $CODE"
+as sec GET "/v1/audit?reads=maybe"
+[ "$CODE" = 400 ] && grep -qF "reads: 'maybe' must be 1 or true, 0 or false" <<<"$BODY" ||
+	fail "audit?reads=maybe: $CODE $BODY"
 as sec GET "/v1/audit?reads=1&limit=1000"
 AUDIT=$BODY
+as sec GET "/v1/audit?reads=true&limit=1000"
+[ "$CODE" = 200 ] && [ "$BODY" = "$AUDIT" ] || fail "audit?reads=true differs from reads=1: $CODE"
 for want in "distro:advisory $ADV" "distro:build 2.0.1-sec (metadata)" "distro:build 2.0.1-sec (binary)" \
 	"sec:advisory $ADV" "sec:build 2.0.1-sec (binary)"; do
 	who=${want%%:*} what=${want#*:}
