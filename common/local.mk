@@ -9,5 +9,6 @@ common_libcommon_a_SOURCES = \
 	common/stats.c common/stats.h \
 	common/hist.c common/hist.h \
 	common/base64.c common/base64.h \
-	common/buildinfo.c common/buildinfo.h
+	common/buildinfo.c common/buildinfo.h \
+	common/grow.c common/grow.h
 common_libcommon_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)

@@ -16,6 +16,7 @@
 
 #include "common/base64.h"
 #include "common/common.h"
+#include "common/grow.h"
 #include "common/hist.h"
 #include "common/jsonx.h"
 #include "jobs/spec.h"
@@ -310,7 +311,8 @@ struct sched {
 	uint64_t preemptions_total; /* restarts proposed for a preemption */
 	/* the last full pass that looked at every running job, and the nodes it saw */
 	uint64_t last_check_all_ms, check_all_nodes_version;
-	struct queue_job *q; /* the pass's queue, kept between passes (no page faults) */
+	struct queue_job *q; /* the pass's queue, kept between passes (no page faults); grown
+	                      * by yard_grow, as jobs and keys are */
 	int cap_q;
 	uint64_t wake_ms; /* a time-based condition (back-off, stop wait) comes due then */
 	int dirty;
@@ -318,9 +320,10 @@ struct sched {
 	char leader_id[64]; /* names this leadership in heartbeat answers */
 	struct soft_node *nodes;
 	int n_nodes, cap_nodes;
+	/* yard_grow arrays: no copy as they grow (a 300 MB realloc held the loop ~1 s) */
 	struct soft_job *jobs;
-	struct job_key *keys; /* [cap_jobs], beside jobs */
-	int n_jobs, cap_jobs;
+	struct job_key *keys; /* [cap_keys >= cap_jobs], beside jobs */
+	int n_jobs, cap_jobs, cap_keys;
 	/* active jobs as of the last pass (or the reread's list), and submissions admitted
 	 * since (sched_admit) */
 	int n_active, n_admitted;
@@ -686,18 +689,10 @@ static struct soft_job *job_get(struct sched *s, const json_t *job)
 		/* released but not compacted away yet: the slot is reused as a new job */
 		s->n_dead--;
 	} else {
-		if (s->n_jobs == s->cap_jobs) {
-			int cap = s->cap_jobs ? s->cap_jobs * 2 : 16;
-			struct soft_job *grown = realloc(s->jobs, (size_t)cap * sizeof *grown);
-			if (grown == NULL)
-				return NULL;
-			s->jobs = grown;
-			struct job_key *keys = realloc(s->keys, (size_t)cap * sizeof *keys);
-			if (keys == NULL)
-				return NULL;
-			s->keys = keys;
-			s->cap_jobs = cap;
-		}
+		if (yard_grow((void **)&s->jobs, sizeof *s->jobs, &s->cap_jobs, s->n_jobs + 1) !=
+		        0 ||
+		    yard_grow((void **)&s->keys, sizeof *s->keys, &s->cap_keys, s->cap_jobs) != 0)
+			return NULL;
 		if (2 * (s->n_jobs + 1) > s->job_index.cap &&
 		    id_index_rebuild(&s->job_index, s->jobs, sizeof *s->jobs, s->n_jobs,
 		                     s->n_jobs + 1) != 0)
@@ -890,8 +885,8 @@ int sched_node_watch(struct sched *s, const char *node, int64_t version, uint64_
  * answered no raft message. */
 struct grave {
 	struct grave *next;
-	struct soft_job *jobs;
-	int n, at;
+	struct soft_job *jobs; /* a yard_grow array of cap */
+	int n, at, cap;
 };
 
 #define GRAVE_CHUNK 2048
@@ -922,7 +917,7 @@ static void on_grave_idle(uv_idle_t *h)
 #endif
 	if (g->at == g->n) {
 		s->graves = g->next;
-		free(g->jobs);
+		yard_grow_free(g->jobs, sizeof *g->jobs, g->cap);
 		free(g);
 	}
 }
@@ -938,12 +933,12 @@ static void jobs_clear(struct sched *s, int defer)
 		s->n_jobs = 0;
 		return;
 	}
-	*g = (struct grave){.next = s->graves, .jobs = s->jobs, .n = s->n_jobs};
+	*g = (struct grave){.next = s->graves, .jobs = s->jobs, .n = s->n_jobs, .cap = s->cap_jobs};
 	s->graves = g;
 	s->jobs = NULL;
-	free(s->keys);
+	yard_grow_free(s->keys, sizeof *s->keys, s->cap_keys);
 	s->keys = NULL;
-	s->n_jobs = s->cap_jobs = 0;
+	s->n_jobs = s->cap_jobs = s->cap_keys = 0;
 	uv_idle_start(&s->grave_idle, on_grave_idle);
 }
 
@@ -953,7 +948,7 @@ static void graves_free(struct sched *s)
 		struct grave *g = s->graves;
 		grave_release(g, g->n);
 		s->graves = g->next;
-		free(g->jobs);
+		yard_grow_free(g->jobs, sizeof *g->jobs, g->cap);
 		free(g);
 	}
 }
@@ -2075,14 +2070,7 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		return;
 	int n_nodes = s->n_pn;
 	struct place_node *pn = busy_view(s);
-	if (n_cand > s->cap_q) {
-		int cap = YARD_MAX(n_cand, 2 * s->cap_q);
-		struct queue_job *grown = realloc(s->q, (size_t)cap * sizeof *grown);
-		if (grown != NULL) {
-			s->q = grown;
-			s->cap_q = cap;
-		}
-	}
+	(void)yard_grow((void **)&s->q, sizeof *s->q, &s->cap_q, n_cand); /* else: the check below */
 	struct queue_job *q = s->q; /* kept between passes: no fresh pages every pass */
 	int n_q = 0;
 	if (pn == NULL || q == NULL || n_cand > s->cap_q)
@@ -3691,10 +3679,10 @@ void sched_destroy(struct sched *s)
 	graves_free(s);
 	logstore_destroy(s->logs);
 	free(s->nodes);
-	free(s->jobs);
-	free(s->keys);
+	yard_grow_free(s->jobs, sizeof *s->jobs, s->cap_jobs);
+	yard_grow_free(s->keys, sizeof *s->keys, s->cap_keys);
 	free(s->pass_buf);
-	free(s->q);
+	yard_grow_free(s->q, sizeof *s->q, s->cap_q);
 	free(s->busy);
 	free(s->subs); /* emptied by soft_clear */
 	free(s->health);

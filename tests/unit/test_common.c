@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cmocka.h>
 
 #include "common/base64.h"
 #include "common/common.h"
+#include "common/grow.h"
 #include "common/hist.h"
 
 static void test_parse_rejects_oversized_body(void **state)
@@ -591,6 +594,93 @@ static void test_strcopy_cuts_like_snprintf(void **state)
 		}
 }
 
+/* yard_grow: kept bytes stay, new ones read zero, capacity at least doubles, and a size
+ * that overflows is refused with the array untouched. */
+static void test_grow_keeps_bytes_and_zeroes_new_ones(void **state)
+{
+	int *a = NULL, cap = 0;
+	assert_int_equal(yard_grow((void **)&a, sizeof *a, &cap, 0), 0);
+	assert_null(a);
+	assert_int_equal(yard_grow((void **)&a, sizeof *a, &cap, 10), 0);
+	assert_non_null(a);
+	assert_true(cap >= 10);
+	int n = 0;
+	for (int round = 0; round < 12; round++) {
+		int before = cap;
+		for (; n < cap; n++) {
+			assert_int_equal(a[n], 0);
+			a[n] = n * 7 + 1;
+		}
+		assert_int_equal(yard_grow((void **)&a, sizeof *a, &cap, cap + 1), 0);
+		assert_true(cap >= 2 * before);
+		for (int i = 0; i < n; i++)
+			assert_int_equal(a[i], i * 7 + 1);
+	}
+	int same = cap;
+	assert_int_equal(yard_grow((void **)&a, sizeof *a, &cap, cap), 0); /* no growth asked */
+	assert_int_equal(cap, same);
+	/* elements larger than a page */
+	struct big {
+		char b[5000];
+	} *g = NULL;
+	int gcap = 0;
+	assert_int_equal(yard_grow((void **)&g, sizeof *g, &gcap, 3), 0);
+	assert_int_equal(gcap, 3);
+	memset(g[2].b, 'x', sizeof g[2].b);
+	assert_int_equal(yard_grow((void **)&g, sizeof *g, &gcap, 4), 0);
+	assert_int_equal(gcap, 6);
+	assert_int_equal(g[2].b[4999], 'x');
+	assert_int_equal(g[5].b[4999], 0);
+	yard_grow_free(g, sizeof *g, gcap);
+	/* a size that overflows: refused, the array as it was */
+	int *kept = a;
+	assert_int_equal(yard_grow((void **)&a, SIZE_MAX / 4, &cap, same + 1), -1);
+	assert_ptr_equal(a, kept);
+	assert_int_equal(cap, same);
+	assert_int_equal(a[n - 1], (n - 1) * 7 + 1);
+	yard_grow_free(a, sizeof *a, cap);
+	yard_grow_free(NULL, sizeof *a, 0);
+}
+
+static long minor_faults(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+/* Growing copies no byte: doubling a 64 MiB array whose every page is in use faults in
+ * (nearly) no page, where a copy into fresh memory (what realloc does with a large block
+ * under tcmalloc) faults in all of them. The reference is what touching 64 MiB of fresh
+ * memory costs here (fewer faults where the kernel gives huge pages). */
+static void test_grow_copies_no_page(void **state)
+{
+	const size_t mib64 = (size_t)64 << 20;
+	char *fresh = mmap(NULL, mib64, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(fresh != MAP_FAILED);
+	long f0 = minor_faults();
+	memset(fresh, 1, mib64);
+	long reference = minor_faults() - f0;
+	munmap(fresh, mib64);
+	assert_true(reference >= 32); /* at least one fault per 2 MiB */
+
+	char *a = NULL;
+	int cap = 0;
+	assert_int_equal(yard_grow((void **)&a, 1, &cap, (int)mib64), 0);
+	memset(a, 2, mib64);
+	long g0 = minor_faults();
+	assert_int_equal(yard_grow((void **)&a, 1, &cap, (int)mib64 + 1), 0);
+	long grew = minor_faults() - g0;
+	assert_true(cap >= 2 * (int)mib64);
+	assert_int_equal(a[0], 2);
+	assert_int_equal(a[mib64 - 1], 2);
+	assert_int_equal(a[mib64], 0);
+	yard_grow_free(a, 1, cap);
+	if (grew * 8 >= reference)
+		fail_msg("growing a 64 MiB array faulted in %ld pages (touching 64 MiB: %ld)", grew,
+		         reference);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -606,6 +696,8 @@ int main(void)
 	    cmocka_unit_test(test_base64_vectors_round_trip_and_strictness),
 	    cmocka_unit_test(test_strcopy_cuts_like_snprintf),
 	    cmocka_unit_test(test_hist_buckets_quantiles_and_text),
+	    cmocka_unit_test(test_grow_keeps_bytes_and_zeroes_new_ones),
+	    cmocka_unit_test(test_grow_copies_no_page),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
