@@ -298,6 +298,9 @@ struct sched {
 	uint64_t last_kick_ms;
 	int leading;
 	uint64_t epoch; /* bumped on every leadership change: late proposals are ignored */
+	int n_in_flight; /* this leadership's proposals not completed yet (SCHED_IN_FLIGHT_MAX) */
+	int pass_capped; /* this pass left work for later: SCHED_IN_FLIGHT_MAX were under way */
+	uint64_t passes_capped_total;
 	uint64_t leader_since_ms;
 	/* node-health checks: the last one, and the end of the last stall of this controller
 	 * (a loop that did not run for a while heard no heartbeat: that silence is its own) */
@@ -1065,6 +1068,8 @@ static void proposal_done(void *data, int status, const json_t *result)
 {
 	struct proposal *p = data;
 	struct sched *s = p->s;
+	if (p->epoch == s->epoch)
+		s->n_in_flight--;
 	if (p->epoch == s->epoch && s->leading) {
 		if (strcmp(p->op, "advisory.publish") == 0)
 			s->publishing[0] = '\0';
@@ -1105,7 +1110,9 @@ static int propose_since(struct sched *s, int is_node, const char *id, const cha
 	snprintf(p->id, sizeof p->id, "%s", id);
 	snprintf(p->op, sizeof p->op, "%s", op);
 	set_proposing(s, is_node, id, 1);
+	s->n_in_flight++; /* before: the completion may come at once */
 	if (s->io.propose(s->io.data, op, args, proposal_done, p) != 0) {
+		s->n_in_flight--;
 		set_proposing(s, is_node, id, 0);
 		free(p);
 		return -1;
@@ -2066,7 +2073,10 @@ static void preempt_choose(struct sched *s, struct soft_job *const *candidates,
 static void place(struct sched *s, struct soft_job *const *candidates, int n_cand,
                   const json_t *nodes, int deep)
 {
-	if (n_cand == 0 || pn_refresh(s, nodes) != 0)
+	int budget = SCHED_IN_FLIGHT_MAX - s->n_in_flight;
+	if (n_cand > 0 && budget <= 0)
+		s->pass_capped = 1;
+	if (n_cand == 0 || budget <= 0 || pn_refresh(s, nodes) != 0)
 		return;
 	int n_nodes = s->n_pn;
 	struct place_node *pn = busy_view(s);
@@ -2112,8 +2122,10 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		}
 	}
 	struct queue_policy policy = {.reserve_after_ms = (int64_t)s->cfg.reserve_after_ms,
-	                              .max_attempts = deep ? 0 : s->cfg.queue_depth};
-	queue_pass(q, n_q, pn, n_nodes, &policy, wall_now(s));
+	                              .max_attempts = deep ? 0 : s->cfg.queue_depth,
+	                              .max_placed = budget};
+	if (queue_pass(q, n_q, pn, n_nodes, &policy, wall_now(s)) == budget)
+		s->pass_capped = 1;
 	int waiting = 0;
 	for (int k = 0; k < n_q; k++) {
 		struct soft_job *j = candidates[q[k].user];
@@ -2144,7 +2156,10 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			} else { /* the same size: a copy, not a format, for each of a deep queue */
 				memcpy(j->reason, q[k].reason, strlen(q[k].reason) + 1);
 			}
-			if (!j->noted_waiting && n_nodes > 0) {
+			if (!j->noted_waiting && n_nodes > 0 &&
+			    s->n_in_flight >= SCHED_IN_FLIGHT_MAX) {
+				s->pass_capped = 1; /* noted by a later pass */
+			} else if (!j->noted_waiting && n_nodes > 0) {
 				j->noted_waiting = 1;
 				note(s, j, "waiting", "%s", j->reason);
 			}
@@ -3214,6 +3229,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 	}
 	json_t *nodes_by_id = json_incref(s->nodes_by_id);
 	s->pass_seq++;
+	s->pass_capped = 0;
 	int check_all = full && (now - s->last_check_all_ms >= CHECK_ALL_MS ||
 	                         s->check_all_nodes_version != s->nodes_version);
 	if (check_all) {
@@ -3282,6 +3298,13 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 			}
 			if (!full || !(j->check_due || check_all))
 				continue;
+			if (s->n_in_flight >= SCHED_IN_FLIGHT_MAX) {
+				/* its news may be a proposal (a finish, a note): a later pass, once
+				 * those under way complete */
+				j->check_due = 1;
+				s->pass_capped = 1;
+				continue;
+			}
 			j->check_due = 0;
 			if (j->layout == NULL)
 				j->layout = fsm_job_layout(s->fsm, j->id);
@@ -3340,6 +3363,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 	if (full && s->n_draining > 0)
 		check_drains(s, nodes);
 	json_decref(nodes_by_id);
+	s->passes_capped_total += s->pass_capped != 0;
 }
 
 /* ---- embargo deadlines ---- */
@@ -3712,6 +3736,7 @@ void sched_leader_up(struct sched *s)
 {
 	soft_clear(s, 1);
 	s->epoch++;
+	s->n_in_flight = 0;
 	s->leading = 1;
 	s->fsm->keep_submitted = 1;
 	s->publishing[0] = '\0';
@@ -3736,6 +3761,7 @@ void sched_leader_down(struct sched *s)
 	uncommitted_flush(s, 1);
 	soft_clear(s, 1);
 	s->epoch++;
+	s->n_in_flight = 0;
 	s->leading = 0;
 	s->fsm->keep_submitted = 0;
 	rollout_driver_leading(s->rollouts, 0);
@@ -4824,6 +4850,16 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	    "# HELP yard_sched_jobs_active Pending, running and restarting jobs as of the last "
 	    "pass (leader only).\n# TYPE yard_sched_jobs_active gauge\nyard_sched_jobs_active %d\n",
 	    s->leading ? s->n_jobs - s->n_dead : 0, s->leading ? s->n_active : 0);
+	fprintf(f,
+	        "# HELP yard_sched_proposals_in_flight The scheduler's proposals not committed "
+	        "yet (leader only; at most about %d: passes leave the rest for later).\n"
+	        "# TYPE yard_sched_proposals_in_flight gauge\nyard_sched_proposals_in_flight %d\n"
+	        "# HELP yard_sched_passes_capped_total Passes that left placements, notes or a "
+	        "running job's news for a later pass because %d proposals were under way.\n"
+	        "# TYPE yard_sched_passes_capped_total counter\nyard_sched_passes_capped_total "
+	        "%llu\n",
+	        SCHED_IN_FLIGHT_MAX, s->leading ? s->n_in_flight : 0, SCHED_IN_FLIGHT_MAX,
+	        (unsigned long long)s->passes_capped_total);
 	fprintf(f, "# HELP yard_straggler_ratio Compute time of a flagged straggler rank over the "
 	           "median of its pipeline stage (leader only).\n"
 	           "# TYPE yard_straggler_ratio gauge\n");

@@ -48,6 +48,14 @@
 #include "common/err.h"
 #include "jobs/fsm.h"
 
+/* The scheduler's proposals under way at once, at most (about: a pass that starts below it
+ * proposes every placement it made). A deep pass that found 16,000 free devices for 60,000
+ * pending jobs proposed 16,000 placements and 44,000 "waiting" notes in one go: every
+ * member then spent seconds appending and applying them, past the election timeout, and
+ * leadership changed a dozen times in 25 s. Placements, notes and the look at a running
+ * job's news beyond it wait for the passes that the commits bring (each changes a job). */
+#define SCHED_IN_FLIGHT_MAX 512
+
 struct sched_config {
 	uint64_t tick_ms;                /* default 100 */
 	uint64_t kick_min_ms;            /* a committed job change runs a pass at once, at most

@@ -100,7 +100,8 @@ int queue_pass(struct queue_job *jobs, int n_jobs, struct place_node *nodes, int
 		job->position = i + 1;
 		job->placed = 0;
 		job->tried = 0;
-		if (policy->max_attempts > 0 && attempts >= policy->max_attempts)
+		if ((policy->max_attempts > 0 && attempts >= policy->max_attempts) ||
+		    (policy->max_placed > 0 && placed >= policy->max_placed))
 			continue; /* beyond the depth: only its position is new */
 		attempts++;
 		job->tried = 1;

@@ -15,6 +15,9 @@
  * A pass may stop after looking at max_attempts jobs (Slurm's default_queue_depth): the passes
  * a committed change triggers stay cheap however deep the queue is, and a periodic pass
  * with no limit reaches every job. Jobs beyond the depth still get their queue position.
+ * A pass may also stop once it has placed max_placed jobs: the leader bounds the placements
+ * under way, so that a deep pass that finds thousands of free devices does not put thousands
+ * of commands into raft at once.
  */
 #ifndef YARD_SCHED_QUEUE_H
 #define YARD_SCHED_QUEUE_H
@@ -57,6 +60,8 @@ struct queue_job {
 struct queue_policy {
 	int64_t reserve_after_ms; /* 0 = never reserve (pure backfill) */
 	int max_attempts;         /* jobs the pass looks at, in queue order; 0 = every job */
+	int max_placed; /* jobs the pass places at most (those after the last one placed are left
+	                 * as beyond the depth); 0 = no limit */
 };
 
 /* Runs one pass at time now_ms. Marks devices of placed jobs busy in nodes. Returns the

@@ -16,6 +16,13 @@ static const json_t *apply_object(struct sched_world *w, const char *op, json_t 
 	return r;
 }
 
+struct sched_world_held {
+	char op[32];
+	json_t *args;
+	sched_done_cb done;
+	void *cb_data;
+};
+
 static int fake_propose(void *data, const char *op, json_t *args, sched_done_cb done, void *cb_data)
 {
 	struct sched_world *w = data;
@@ -24,8 +31,39 @@ static int fake_propose(void *data, const char *op, json_t *args, sched_done_cb 
 		done(cb_data, w->propose_status, NULL);
 		return 0;
 	}
+	if (w->hold) {
+		if (w->n_held == w->cap_held) {
+			int cap = w->cap_held ? 2 * w->cap_held : 64;
+			struct sched_world_held *grown = realloc(w->held, (size_t)cap * sizeof *grown);
+			if (grown == NULL) {
+				json_decref(args);
+				return -1;
+			}
+			w->held = grown;
+			w->cap_held = cap;
+		}
+		struct sched_world_held *h = &w->held[w->n_held++];
+		snprintf(h->op, sizeof h->op, "%s", op);
+		h->args = args;
+		h->done = done;
+		h->cb_data = cb_data;
+		if (w->n_held > w->max_held)
+			w->max_held = w->n_held;
+		return 0;
+	}
 	done(cb_data, 0, apply_object(data, op, args, "scheduler"));
 	return 0;
+}
+
+int sched_world_release(struct sched_world *w)
+{
+	int n = 0;
+	for (int i = 0; i < w->n_held; i++, n++) { /* done() may hold more: they come too */
+		struct sched_world_held h = w->held[i];
+		h.done(h.cb_data, 0, apply_object(w, h.op, h.args, "scheduler"));
+	}
+	w->n_held = 0;
+	return n;
 }
 
 static int fake_ready(void *data)
@@ -133,6 +171,9 @@ int sched_world_init(struct sched_world *w, int queue_depth, char *why, size_t w
 
 void sched_world_close(struct sched_world *w)
 {
+	for (int i = 0; i < w->n_held; i++)
+		json_decref(w->held[i].args);
+	free(w->held);
 	sched_destroy(w->sched);
 	uv_run(&w->loop, UV_RUN_NOWAIT);
 	uv_loop_close(&w->loop);

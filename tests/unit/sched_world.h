@@ -21,6 +21,10 @@ struct sched_world {
 	int propose_status; /* nonzero: every proposal fails with this status (a lost leadership) */
 	int flushes;        /* io.flush calls, and w->applied at the last one */
 	uint64_t applied_at_flush;
+	/* hold: proposals wait, in order, until sched_world_release commits them (raft's
+	 * commit, late); max_held: the most that waited at once */
+	int hold, n_held, cap_held, max_held;
+	struct sched_world_held *held;
 };
 
 /* Starts w (queue_depth: sched_config.queue_depth, tick_ms 0: the caller ticks). 0, or -1
@@ -36,6 +40,9 @@ int sched_world_add_node_labelled(struct sched_world *w, int n, const char *labe
 void sched_world_restart(struct sched_world *w, struct sched_config *cfg);
 /* The fake raft and clocks of w, for another scheduler on the same state machine. */
 struct sched_io sched_world_io(struct sched_world *w);
+/* Commits the proposals held (w->hold), in order, with the ones they lead to while it runs:
+ * how many. */
+int sched_world_release(struct sched_world *w);
 /* Applies op with args (JSON object text) as admin "test", as raft would: the result's
  * status, or -1 when args do not parse. */
 int sched_world_apply(struct sched_world *w, const char *op, const char *args);

@@ -640,6 +640,83 @@ static void test_queue_depth_defers_deep_jobs_to_the_full_pass(void **state)
 	world_free(w);
 }
 
+/* Jobs j-000001 .. j-<n> that are running. */
+static int count_running(struct sched_world *w, int n)
+{
+	int running = 0;
+	for (int i = 1; i <= n; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "j-%06d", i);
+		running += strcmp(job_state(w, id), "running") == 0;
+	}
+	return running;
+}
+
+/* Events of type `type` in the whole log. */
+static int count_events(struct sched_world *w, const char *type)
+{
+	struct yard_err err = {0};
+	int64_t after = 0;
+	int n = 0;
+	for (int page = 0; page < 1000; page++) {
+		json_t *list = fsm_events_list(&w->fsm, after, 1000, NULL, &err), *e;
+		assert_non_null(list);
+		size_t i;
+		json_array_foreach(json_object_get(list, "events"), i, e)
+		{
+			n += strcmp(json_string_value(json_object_get(e, "type")), type) == 0;
+			after = json_integer_value(json_object_get(e, "seq"));
+		}
+		int more = json_is_integer(json_object_get(list, "next"));
+		json_decref(list);
+		if (!more)
+			return n;
+	}
+	fail_msg("more than 1,000 pages of events");
+	return -1;
+}
+
+/* A pass never has more than SCHED_IN_FLIGHT_MAX proposals under way: 600 pending jobs and
+ * 8 free devices make 8 placements and 592 "waiting" notes, which went out in one pass
+ * (on a real cluster, 60,000 commands at once took every member past the election timeout).
+ * Each commit brings the next ones, and every job gets its note in the end. */
+static void test_proposals_under_way_are_bounded(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	w->hold = 1;
+	for (int i = 0; i < 600; i++)
+		assert_int_equal(apply(w, "job.submit",
+		                       "{\"name\":\"one\",\"spec\":{\"name\":\"one\",\"command\":"
+		                       "[\"x\"],\"ranks\":1}}"),
+		                 201);
+	run(w, 1000);
+	assert_true(w->max_held <= SCHED_IN_FLIGHT_MAX);
+	assert_true(w->n_held >= SCHED_IN_FLIGHT_MAX - 8); /* as much as it may */
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	sched_metrics_render(w->sched, m);
+	fclose(m);
+	char line[64];
+	snprintf(line, sizeof line, "\nyard_sched_proposals_in_flight %d\n", w->n_held);
+	assert_non_null(strstr(text, line));
+	assert_null(strstr(text, "\nyard_sched_passes_capped_total 0\n"));
+	free(text);
+	int rounds = 0;
+	while (w->n_held > 0 && rounds++ < 20) {
+		sched_world_release(w);
+		run(w, 1000);
+		assert_true(w->max_held <= SCHED_IN_FLIGHT_MAX);
+	}
+	assert_int_equal(w->n_held, 0);
+	assert_true(rounds >= 2); /* the notes took more than one round */
+	assert_int_equal(count_events(w, "job.waiting"), 592);
+	assert_int_equal(count_running(w, 600), 8);
+	world_free(w);
+}
+
 /* Runs ticks for ms with the scheduler's log lines (stderr) captured: malloc'd text. */
 static char *run_logged(struct sched_world *w, uint64_t ms)
 {
@@ -694,13 +771,7 @@ static void test_failed_proposals_are_summarised_in_the_log(void **state)
 	json_decref(heartbeat(w, "node-a", "[]"));
 	json_decref(heartbeat(w, "node-b", "[]"));
 	run(w, 300);
-	int running = 0;
-	for (int i = 1; i <= 20; i++) {
-		char id[16];
-		snprintf(id, sizeof id, "j-%06d", i);
-		running += strcmp(job_state(w, id), "running") == 0;
-	}
-	assert_int_equal(running, 8);
+	assert_int_equal(count_running(w, 20), 8);
 	world_free(w);
 }
 
@@ -2948,6 +3019,7 @@ int main(void)
 	    cmocka_unit_test(test_placement_follows_a_node_moving_to_another_switch),
 	    cmocka_unit_test(test_placement_at_submission_holds_its_devices),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
+	    cmocka_unit_test(test_proposals_under_way_are_bounded),
 	    cmocka_unit_test(test_new_leader_rereads_jobs_in_chunks_before_deciding),
 	    cmocka_unit_test(test_dropped_jobs_are_released_a_chunk_per_iteration),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),

@@ -448,6 +448,36 @@ static void test_depth_limits_the_jobs_a_pass_looks_at(void **state)
 		free(jobs[i].slots);
 }
 
+/* max_placed: the pass stops placing after that many jobs; the rest are left as beyond the
+ * depth (position only, reason untouched, no device taken), and a later pass places them. */
+static void test_max_placed_bounds_the_placements_of_a_pass(void **state)
+{
+	struct place_node nodes[1];
+	struct queue_job jobs[4] = {
+	    {.id = "a", .seq = 1, .req = {.dp = 1, .tp = 1, .pp = 1}},
+	    {.id = "b", .seq = 2, .req = {.dp = 1, .tp = 1, .pp = 1}},
+	    {.id = "c", .seq = 3, .req = {.dp = 1, .tp = 1, .pp = 1}},
+	    {.id = "d", .seq = 4, .req = {.dp = 1, .tp = 1, .pp = 1}},
+	};
+	struct queue_policy two = {.max_placed = 2}, any = {0};
+
+	make_nodes(nodes, 1, 8);
+	snprintf(jobs[3].reason, sizeof jobs[3].reason, "earlier reason");
+	assert_int_equal(queue_pass(jobs, 4, nodes, 1, &two, 0), 2);
+	assert_true(jobs[0].placed && jobs[1].placed);
+	assert_false(jobs[2].tried || jobs[3].tried || jobs[2].placed || jobs[3].placed);
+	assert_int_equal(jobs[3].position, 4);
+	assert_string_equal(jobs[3].reason, "earlier reason");
+	assert_int_equal(busy_count(nodes, 1), 2);
+
+	/* the next pass: the two placed ones are no longer in the queue */
+	assert_int_equal(queue_pass(&jobs[2], 2, nodes, 1, &any, 0), 2);
+	assert_true(jobs[2].placed && jobs[3].placed);
+	assert_int_equal(busy_count(nodes, 1), 4);
+	for (int i = 0; i < 4; i++)
+		free(jobs[i].slots);
+}
+
 static unsigned rnd_state = 1;
 static unsigned rnd(unsigned n)
 {
@@ -602,6 +632,7 @@ int main(void)
 	    cmocka_unit_test(test_identical_requests_are_tried_once_per_placement),
 	    cmocka_unit_test(test_shrink_takes_the_largest_dp_that_fits),
 	    cmocka_unit_test(test_depth_limits_the_jobs_a_pass_looks_at),
+	    cmocka_unit_test(test_max_placed_bounds_the_placements_of_a_pass),
 	    cmocka_unit_test(test_a_gang_bigger_than_the_cluster_does_not_reserve),
 	    cmocka_unit_test(test_gang_goes_into_one_domain_when_one_has_room),
 	    cmocka_unit_test(test_index_places_exactly_like_place_gang),
