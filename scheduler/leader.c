@@ -301,6 +301,7 @@ struct sched {
 	int n_in_flight; /* this leadership's proposals not completed yet (SCHED_IN_FLIGHT_MAX) */
 	int pass_capped; /* this pass left work for later: SCHED_IN_FLIGHT_MAX were under way */
 	uint64_t passes_capped_total;
+	uint64_t nodes_capped_total; /* node-health checks that stopped there too */
 	uint64_t leader_since_ms;
 	/* node-health checks: the last one, and the end of the last stall of this controller
 	 * (a loop that did not run for a while heard no heartbeat: that silence is its own) */
@@ -1216,6 +1217,12 @@ static void check_nodes(struct sched *s, const json_t *nodes, uint64_t now)
 			want = "suspect";
 		if (strcmp(want, state) == 0)
 			continue;
+		if (s->n_in_flight >= SCHED_IN_FLIGHT_MAX) {
+			/* 10,000 nodes silent at once (a switch, this leader's own network) would be
+			 * 10,000 commands at once: the rest at the next tick */
+			s->nodes_capped_total++;
+			break;
+		}
 		if (strcmp(want, "up") == 0)
 			snprintf(reason, sizeof reason, "heartbeats again");
 		else if (n->last_seen_ms == 0)
@@ -4855,11 +4862,14 @@ void sched_metrics_render(struct sched *s, FILE *f)
 	        "yet (leader only; at most about %d: passes leave the rest for later).\n"
 	        "# TYPE yard_sched_proposals_in_flight gauge\nyard_sched_proposals_in_flight %d\n"
 	        "# HELP yard_sched_passes_capped_total Passes that left placements, notes or a "
-	        "running job's news for a later pass because %d proposals were under way.\n"
-	        "# TYPE yard_sched_passes_capped_total counter\nyard_sched_passes_capped_total "
-	        "%llu\n",
+	        "running job's news for a later pass, and node-health checks that left nodes' "
+	        "state changes for the next tick, because %d proposals were under way.\n"
+	        "# TYPE yard_sched_passes_capped_total counter\n"
+	        "yard_sched_passes_capped_total{pass=\"jobs\"} %llu\n"
+	        "yard_sched_passes_capped_total{pass=\"nodes\"} %llu\n",
 	        SCHED_IN_FLIGHT_MAX, s->leading ? s->n_in_flight : 0, SCHED_IN_FLIGHT_MAX,
-	        (unsigned long long)s->passes_capped_total);
+	        (unsigned long long)s->passes_capped_total,
+	        (unsigned long long)s->nodes_capped_total);
 	fprintf(f, "# HELP yard_straggler_ratio Compute time of a flagged straggler rank over the "
 	           "median of its pipeline stage (leader only).\n"
 	           "# TYPE yard_straggler_ratio gauge\n");

@@ -702,7 +702,8 @@ static void test_proposals_under_way_are_bounded(void **state)
 	char line[64];
 	snprintf(line, sizeof line, "\nyard_sched_proposals_in_flight %d\n", w->n_held);
 	assert_non_null(strstr(text, line));
-	assert_null(strstr(text, "\nyard_sched_passes_capped_total 0\n"));
+	assert_null(strstr(text, "\nyard_sched_passes_capped_total{pass=\"jobs\"} 0\n"));
+	assert_non_null(strstr(text, "\nyard_sched_passes_capped_total{pass=\"jobs\"} "));
 	free(text);
 	int rounds = 0;
 	while (w->n_held > 0 && rounds++ < 20) {
@@ -714,6 +715,39 @@ static void test_proposals_under_way_are_bounded(void **state)
 	assert_true(rounds >= 2); /* the notes took more than one round */
 	assert_int_equal(count_events(w, "job.waiting"), 592);
 	assert_int_equal(count_running(w, 600), 8);
+	world_free(w);
+}
+
+/* The node-health check stops at SCHED_IN_FLIGHT_MAX proposals under way too: 600 nodes
+ * silent at once go suspect and then down over several ticks, never more than that many
+ * state changes waiting for their commit. */
+static void test_node_state_changes_under_way_are_bounded(void **state)
+{
+	struct sched_world *w = world_new();
+	for (int i = 0; i < 600; i++) {
+		char args[512];
+		snprintf(args, sizeof args,
+		         "{\"name\":\"n-%03d\",\"host\":\"10.1.%d.%d\",\"port_base\":29500,"
+		         "\"devices\":[{\"index\":0,\"kind\":\"cpu\"}],\"labels\":{},"
+		         "\"token_hash\":\"%064d\"}",
+		         i, i / 200, i % 200 + 1, i + 100);
+		assert_int_equal(apply(w, "node.register", args), 200);
+	}
+	w->hold = 1;
+	int rounds = 0, down = 0;
+	while (down < 600 && rounds++ < 100) {
+		run(w, 500);
+		assert_true(w->max_held <= SCHED_IN_FLIGHT_MAX);
+		sched_world_release(w);
+		down = 0;
+		for (int i = 0; i < 600; i++) {
+			char id[16];
+			snprintf(id, sizeof id, "n-%03d", i);
+			down += strcmp(node_state(w, id), "down") == 0;
+		}
+	}
+	assert_int_equal(down, 600);
+	assert_int_equal(w->max_held, SCHED_IN_FLIGHT_MAX); /* the bound was reached */
 	world_free(w);
 }
 
@@ -3020,6 +3054,7 @@ int main(void)
 	    cmocka_unit_test(test_placement_at_submission_holds_its_devices),
 	    cmocka_unit_test(test_queue_depth_defers_deep_jobs_to_the_full_pass),
 	    cmocka_unit_test(test_proposals_under_way_are_bounded),
+	    cmocka_unit_test(test_node_state_changes_under_way_are_bounded),
 	    cmocka_unit_test(test_new_leader_rereads_jobs_in_chunks_before_deciding),
 	    cmocka_unit_test(test_dropped_jobs_are_released_a_chunk_per_iteration),
 	    cmocka_unit_test(test_restarts_backoff_and_failure),
