@@ -7,6 +7,24 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* LeakSanitizer scans the heap, stacks and globals for pointers, not mappings of ours: the
+ * JSON a job's record points to would look leaked. Each mapping is a root region for it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define YARD_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define YARD_LSAN 1
+#endif
+#endif
+#ifdef YARD_LSAN
+#include <sanitizer/lsan_interface.h>
+#define root_add(p, n) __lsan_register_root_region((p), (n))
+#define root_del(p, n) __lsan_unregister_root_region((p), (n))
+#else
+#define root_add(p, n) ((void)(p), (void)(n))
+#define root_del(p, n) ((void)(p), (void)(n))
+#endif
+
 /* The mapping that holds n elements of size bytes: whole pages. 0 when it overflows. */
 static size_t map_len(size_t size, size_t n)
 {
@@ -43,9 +61,12 @@ int yard_grow(void **base, size_t size, int *cap, int want)
 			munmap(*base, old);
 		}
 #endif
+		if (p != MAP_FAILED)
+			root_del(*base, old);
 	}
 	if (p == MAP_FAILED)
 		return -1;
+	root_add(p, len);
 	*base = p;
 	*cap = n;
 	return 0;
@@ -53,6 +74,8 @@ int yard_grow(void **base, size_t size, int *cap, int want)
 
 void yard_grow_free(void *base, size_t size, int cap)
 {
-	if (base != NULL)
-		munmap(base, map_len(size, (size_t)cap));
+	if (base == NULL)
+		return;
+	root_del(base, map_len(size, (size_t)cap));
+	munmap(base, map_len(size, (size_t)cap));
 }
