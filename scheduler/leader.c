@@ -2163,12 +2163,13 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			} else { /* the same size: a copy, not a format, for each of a deep queue */
 				memcpy(j->reason, q[k].reason, strlen(q[k].reason) + 1);
 			}
-			if (!j->noted_waiting && n_nodes > 0 &&
-			    s->n_in_flight >= SCHED_IN_FLIGHT_MAX) {
-				s->pass_capped = 1; /* noted by a later pass */
-			} else if (!j->noted_waiting && n_nodes > 0) {
-				j->noted_waiting = 1;
-				note(s, j, "waiting", "%s", j->reason);
+			if (!j->noted_waiting && n_nodes > 0) {
+				if (s->n_in_flight >= SCHED_IN_FLIGHT_MAX) {
+					s->pass_capped = 1; /* noted by a later pass */
+				} else {
+					j->noted_waiting = 1;
+					note(s, j, "waiting", "%s", j->reason);
+				}
 			}
 			continue;
 		}
