@@ -138,11 +138,14 @@ static int stray_frames(yd_comm *c, const struct dp_op *o, size_t bytes)
 
 void dp_announce(yd_comm *c, const struct dp_op *o)
 {
-	struct dp_shared_area *a = o->kind == DP_P2P ? NULL : dp_shm_shared_area(c, c->rank);
 	/* a failed communicator's calls return its error at once: they run no collective, and
 	 * announcing one would make a survivor still in that sequence number report a mismatch
 	 * instead of the failure */
-	if (a == NULL || atomic_load(&c->failed) || atomic_load(&c->aborted))
+	if (o->kind == DP_P2P || atomic_load(&c->failed) || atomic_load(&c->aborted))
+		return;
+	dp_hdr_fill(&c->doing, o, 0);
+	struct dp_shared_area *a = dp_shm_shared_area(c, c->rank);
+	if (a == NULL)
 		return;
 	atomic_store_explicit(&a->op_seq, 0, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);

@@ -45,7 +45,7 @@ struct dp_hdr {
 	uint32_t magic;
 	uint8_t kind, dtype, op, algo;
 	int32_t root; /* root, or tag for point-to-point */
-	uint32_t reserved;
+	uint32_t flags; /* DP_HDR_*; builds before DP_HDR_DOING sent 0 and ignore it */
 	uint64_t count;
 	uint64_t seq;
 	uint64_t len; /* bytes of this message (all parts) */
@@ -116,8 +116,14 @@ struct dp_rdma_peer;
 struct dp_rdma_dev;
 
 /* Control notices on the control socket (one per peer, always TCP): a goodbye before a clean
- * close, or a failure report so that every survivor learns which rank failed. */
-enum { DP_NOTE_GOODBYE = 1, DP_NOTE_FAIL = 2 };
+ * close, a failure report so that every survivor learns which rank failed, or the collective
+ * a rank has waited in for DP_DOING_AFTER_MS (its dp_hdr in msg), so that ranks between hosts,
+ * which share no announcements, find a mismatch where no message flows (dp_tell_doing). */
+enum { DP_NOTE_GOODBYE = 1, DP_NOTE_FAIL = 2, DP_NOTE_DOING = 3 };
+#define DP_DOING_AFTER_MS 100
+/* dp_hdr.flags: the sender understands DP_NOTE_DOING (a build before it would take the note
+ * for a failure report), so a rank tells a peer only once a message from it said so */
+#define DP_HDR_DOING 1u
 struct dp_note {
 	uint32_t magic;
 	uint32_t type;
@@ -136,6 +142,11 @@ struct dp_peer {
 	int eof;
 	struct dp_note note_in;
 	size_t note_fill;
+	/* DP_NOTE_DOING: the collective the peer last said it waits in (seq 0: none), and the
+	 * sequence number this rank last told it its own */
+	struct dp_hdr doing;
+	uint64_t told_seq;
+	int hears_doing; /* a message from the peer carried DP_HDR_DOING */
 	/* TCP */
 	int nsock;
 	struct dp_tcp_sock tx[DP_TCP_MAX_SOCKS], rx[DP_TCP_MAX_SOCKS];
@@ -245,6 +256,9 @@ struct yd_comm {
 	size_t *shm_map_len;
 	_Atomic uint32_t *doorbell, *waiting;
 	uint64_t shared_chunks; /* chunks the shared-buffer allreduce has run (coll_shared.c) */
+	/* the collective this rank runs now or ran last (dp_announce; seq 0 before the first),
+	 * for DP_NOTE_DOING; used only by the thread that runs the operations */
+	struct dp_hdr doing;
 	/* scratch owned by the communicator, grown on demand */
 	void *scratch;
 	size_t scratch_len;
@@ -455,7 +469,8 @@ int dp_shared_reduce_scatter(yd_comm *c, const struct dp_op *o, const void *src,
 int dp_shared_allgather(yd_comm *c, const struct dp_op *o, void *buf, size_t count);
 /* Publishes the collective o (as the application called it, before it runs) to the host's
  * peers, so that a rank waiting in another collective of the same sequence number, where no
- * message would ever tell it (every rank receiving first), reports the mismatch. */
+ * message would ever tell it (every rank receiving first), reports the mismatch; and keeps
+ * it for the DP_NOTE_DOING a stalled transfer sends to peers on other hosts (xfer.c). */
 void dp_announce(yd_comm *c, const struct dp_op *o);
 /* For a rank about to sleep in the engine on transfer x: a peer that staged a shared-buffer
  * chunk of the same operation (same sequence number) runs another collective or algorithm:

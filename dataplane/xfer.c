@@ -26,6 +26,7 @@ void dp_hdr_fill(struct dp_hdr *h, const struct dp_op *op, size_t len)
 	h->op = (uint8_t)op->op;
 	h->algo = (uint8_t)op->algo;
 	h->root = op->kind == DP_P2P ? op->tag : op->root;
+	h->flags = DP_HDR_DOING;
 	h->count = op->count;
 	h->seq = op->seq;
 	h->len = len;
@@ -60,8 +61,11 @@ int dp_hdr_check(yd_comm *c, struct dp_xfer *x, const struct dp_hdr *got)
 	char a[200], b[200], peer[160];
 	if (got->magic == w->magic && got->kind == w->kind && got->dtype == w->dtype &&
 	    got->root == w->root && got->count == w->count && got->len == w->len &&
-	    (w->kind == DP_P2P || (got->op == w->op && got->algo == w->algo && got->seq == w->seq)))
+	    (w->kind == DP_P2P || (got->op == w->op && got->algo == w->algo && got->seq == w->seq))) {
+		if ((got->flags & DP_HDR_DOING) && x->peer >= 0 && x->peer < c->size)
+			c->peers[x->peer].hears_doing = 1;
 		return 0;
+	}
 	if (got->magic != DP_MAGIC)
 		return dp_fail(c, YARD_ECORRUPT, x->peer, "%s #%llu: %s sent a corrupt header",
 		               x->what, (unsigned long long)w->seq,
@@ -215,6 +219,35 @@ static struct dp_xfer *first_pending(struct dp_xset *s, int prefer_recv)
 	return any;
 }
 
+/* Tells peer p the collective this rank runs (DP_NOTE_DOING), once per sequence number. A
+ * full control socket drops the note: it only speeds up the report of a mismatch. */
+static void tell_doing(yd_comm *c, struct dp_peer *p)
+{
+	if (c->doing.seq == 0 || p->told_seq == c->doing.seq || !p->hears_doing || p->ctl_fd < 0 ||
+	    p->eof)
+		return;
+	struct dp_note n;
+	memset(&n, 0, sizeof n);
+	n.magic = DP_MAGIC;
+	n.type = DP_NOTE_DOING;
+	n.culprit = -1;
+	memcpy(n.msg, &c->doing, sizeof c->doing);
+	ssize_t r = send(p->ctl_fd, &n, sizeof n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	(void)r;
+	p->told_seq = c->doing.seq;
+}
+
+/* Peer p said it waits in a collective of this rank's sequence number and called another:
+ * the mismatch, named as a message's header would name it. */
+static int doing_check(yd_comm *c, struct dp_peer *p)
+{
+	if (c->doing.seq == 0 || p->doing.seq != c->doing.seq)
+		return 0;
+	struct dp_xfer x = {
+	    .peer = p->rank, .hdr = c->doing, .what = dp_kind_name(c->doing.kind)};
+	return dp_hdr_check(c, &x, &p->doing);
+}
+
 static int note_received(yd_comm *c, struct dp_peer *p)
 {
 	char peer[160];
@@ -223,6 +256,18 @@ static int note_received(yd_comm *c, struct dp_peer *p)
 	if (n->magic != DP_MAGIC)
 		return dp_fail(c, YARD_ECORRUPT, -1, "control stream from %s is corrupt",
 		               dp_peer_desc(c, p->rank, peer, sizeof peer));
+	if (n->type == DP_NOTE_DOING) {
+		memcpy(&p->doing, n->msg, sizeof p->doing);
+		p->hears_doing = 1;
+		if (p->doing.magic != DP_MAGIC)
+			return dp_fail(c, YARD_ECORRUPT, -1, "control stream from %s is corrupt",
+			               dp_peer_desc(c, p->rank, peer, sizeof peer));
+		/* a peer in this rank's collective learns this rank's side too, whatever it waits
+		 * for */
+		if (p->doing.seq == c->doing.seq)
+			tell_doing(c, p);
+		return doing_check(c, p);
+	}
 	if (n->type == DP_NOTE_GOODBYE) {
 		p->said_goodbye = 1;
 		return 0;
@@ -400,11 +445,31 @@ int dp_xset_check_deadline(yd_comm *c, struct dp_xset *s, uint64_t last_progress
 /* Sockets: a few polling rounds before sleeping in poll(2). */
 #define TCP_SPIN_ROUNDS 200
 
+/* A set stalled for DP_DOING_AFTER_MS: the peers it waits for over a network (shm peers read
+ * the announcements) learn which collective this rank runs, and a peer that already said it
+ * runs another of the same sequence number is a mismatch. Ranks that all wait to receive (a
+ * tree's root against a broadcast's receivers) would otherwise meet only the deadline. */
+static int tell_stalled(yd_comm *c, const struct dp_xset *s)
+{
+	for (int i = 0; i < s->n; i++) {
+		struct dp_peer *p = &c->peers[s->x[i].peer];
+		if (!s->x[i].complete && p->transport != YD_TRANSPORT_SHM &&
+		    s->x[i].hdr.kind != DP_P2P)
+			tell_doing(c, p);
+	}
+	for (int r = 0; r < c->size; r++) {
+		int rc = r == c->rank ? 0 : doing_check(c, &c->peers[r]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int dp_xfer_run(yd_comm *c, struct dp_xfer *x, int n)
 {
 	struct dp_xset s = {.x = x, .n = n};
 	uint64_t last = 0;
-	int spins = 0, rc;
+	int spins = 0, told = 0, rc;
 	dp_xset_begin(c, &s);
 	for (;;) {
 		int progressed = 0;
@@ -433,6 +498,11 @@ int dp_xfer_run(yd_comm *c, struct dp_xfer *x, int n)
 			spins++;
 			sched_yield();
 			continue;
+		}
+		if (!told && yard_now_mono_ms() - last >= DP_DOING_AFTER_MS) {
+			told = 1;
+			if ((rc = tell_stalled(c, &s)) != 0)
+				return rc;
 		}
 		rc = dp_xset_check_deadline(c, &s, last);
 		if (rc == 0)

@@ -296,9 +296,11 @@ static int mismatch_body(yd_comm *c, void *arg)
 		rc = me ? yd_broadcast(c, buf, 16, YD_F32, 0)
 		        : yd_allreduce(c, buf, buf, 16, YD_F32, YD_SUM);
 		break;
-	case 9: /* a tree allreduce on rank 0 (its root: it receives first), a broadcast from
-	         * rank 0 elsewhere (receiving first too): no message ever flows, each side finds
-	         * the other's announced collective */
+	case 9:  /* a tree allreduce on rank 0 (its root: it receives first), a broadcast from
+	          * rank 0 elsewhere (receiving first too): no message ever flows, each side finds
+	          * the other's announced collective (over shm) or hears what the other waits in
+	          * (over TCP: DP_NOTE_DOING) */
+	case 10: /* the same between hosts */
 		if (me == 0)
 			yd_comm_set_algo(c, YD_ALGO_TREE);
 		rc = me ? yd_broadcast(c, buf, 16, YD_F32, 0)
@@ -322,11 +324,12 @@ static int mismatch_body(yd_comm *c, void *arg)
 static int mismatches(void)
 {
 	int bad = 0;
-	/* 0-4 over both transports, 5-9 through the shared memory's buffers and announcements */
-	for (int w = 0; w < 10; w++) {
+	/* 0-4 over both transports, 5-9 through the shared memory's buffers and announcements,
+	 * 10 over TCP, where nothing is announced */
+	for (int w = 0; w < 11; w++) {
 		int status[4];
 		struct dp_spawn sp = {.world = 3,
-		                      .transport = w % 2 && w < 5 ? "tcp" : "shm",
+		                      .transport = (w % 2 && w < 5) || w == 10 ? "tcp" : "shm",
 		                      .timeout_ms = 3000,
 		                      .wall_s = 20,
 		                      .kill_rank = -1,
