@@ -135,6 +135,7 @@ static void comm_free(yd_comm *c)
 	free(c->scratch);
 	dp_cuda_comm_free(c);
 	pthread_mutex_destroy(&c->err_lock);
+	pthread_mutex_destroy(&c->note_lock);
 	pthread_mutex_destroy(&c->q_lock);
 	pthread_cond_destroy(&c->q_cond);
 	free(c);
@@ -157,6 +158,7 @@ static int comm_create(const struct yd_config *cfg, int listen_fd, yd_comm **out
 		return YARD_ENOMEM;
 	}
 	pthread_mutex_init(&c->err_lock, NULL);
+	pthread_mutex_init(&c->note_lock, NULL);
 	pthread_mutex_init(&c->q_lock, NULL);
 	pthread_cond_init(&c->q_cond, NULL);
 	c->wake_fd = -1;

@@ -243,6 +243,10 @@ struct yd_comm {
 	int nhosts;
 	/* failure state: first error wins */
 	pthread_mutex_t err_lock;
+	/* control notes are written whole, one writer at a time (yd_comm_abort may send from
+	 * another thread while the operations' thread tells a peer what it waits in) */
+	pthread_mutex_t note_lock;
+	uint64_t ctl_drained_ms; /* the operations' thread last read every control socket */
 	_Atomic int failed;
 	_Atomic int aborted;
 	char errmsg[512];

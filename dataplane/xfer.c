@@ -219,6 +219,23 @@ static struct dp_xfer *first_pending(struct dp_xset *s, int prefer_recv)
 	return any;
 }
 
+/* Sends one note to p whole or not at all: the reader takes the stream in note-sized
+ * frames, so a torn note would make every later one (a failure report among them) garbage.
+ * A socket with no room for any of it drops the note (YARD_EAGAIN); one that took part of
+ * it gets the rest within 200 ms, else the peer is not reading and the stream is lost. */
+static int note_send(yd_comm *c, struct dp_peer *p, const struct dp_note *n)
+{
+	int rc = 0;
+	pthread_mutex_lock(&c->note_lock);
+	ssize_t r = send(p->ctl_fd, n, sizeof *n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (r < 0)
+		rc = errno == EAGAIN || errno == EWOULDBLOCK ? YARD_EBUSY : YARD_EIO;
+	else if ((size_t)r < sizeof *n)
+		rc = dp_write_full(p->ctl_fd, (const char *)n + r, sizeof *n - (size_t)r, 200);
+	pthread_mutex_unlock(&c->note_lock);
+	return rc;
+}
+
 /* Tells peer p the collective this rank runs (DP_NOTE_DOING), once per sequence number. A
  * full control socket drops the note: it only speeds up the report of a mismatch. */
 static void tell_doing(yd_comm *c, struct dp_peer *p)
@@ -232,9 +249,8 @@ static void tell_doing(yd_comm *c, struct dp_peer *p)
 	n.type = DP_NOTE_DOING;
 	n.culprit = -1;
 	memcpy(n.msg, &c->doing, sizeof c->doing);
-	ssize_t r = send(p->ctl_fd, &n, sizeof n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	(void)r;
-	p->told_seq = c->doing.seq;
+	if (note_send(c, p, &n) == 0)
+		p->told_seq = c->doing.seq;
 }
 
 /* Peer p said it waits in a collective of this rank's sequence number and called another:
@@ -309,10 +325,13 @@ static int ctl_read(yd_comm *c, struct dp_peer *p, const struct dp_xfer *x)
 /* Polls control sockets (and the wake eventfd, and the given data sockets). */
 static int poll_all(yd_comm *c, struct dp_xset *s, int timeout_ms, int with_data)
 {
-	struct pollfd fds[1 + 64 * (1 + DP_TCP_MAX_SOCKS)];
+	/* every control socket, and every data socket: a rank of a large group must still hear
+	 * the others' failure reports (the stack of a rank's thread holds 74 KB at 1,024) */
+	struct pollfd fds[1 + (size_t)c->size * (1 + DP_TCP_MAX_SOCKS)];
 	int nf = 0, rc;
+	c->ctl_drained_ms = yard_now_mono_ms();
 	fds[nf++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
-	for (int i = 0; i < c->size && nf < 64; i++) {
+	for (int i = 0; i < c->size; i++) {
 		struct dp_peer *p = &c->peers[i];
 		if (i == c->rank || p->eof || p->ctl_fd < 0)
 			continue;
@@ -470,7 +489,11 @@ int dp_xfer_run(yd_comm *c, struct dp_xfer *x, int n)
 	struct dp_xset s = {.x = x, .n = n};
 	uint64_t last = 0;
 	int spins = 0, told = 0, rc;
+	/* a rank that never waits (the slowest of a group) still reads its control sockets once
+	 * a second, so that the notes of the ranks that wait for it do not pile up there */
 	dp_xset_begin(c, &s);
+	if (yard_now_mono_ms() - c->ctl_drained_ms >= 1000 && (rc = poll_all(c, &s, 0, 0)) != 0)
+		return rc;
 	for (;;) {
 		int progressed = 0;
 		rc = dp_xset_progress(c, &s, &progressed);
@@ -525,7 +548,6 @@ void dp_send_note(yd_comm *c, int type, int culprit, int code, const char *msg)
 		struct dp_peer *p = &c->peers[i];
 		if (i == c->rank || p->ctl_fd < 0 || p->eof)
 			continue;
-		ssize_t r = send(p->ctl_fd, &n, sizeof n, MSG_NOSIGNAL | MSG_DONTWAIT);
-		(void)r;
+		note_send(c, p, &n);
 	}
 }
