@@ -221,7 +221,7 @@ static struct dp_xfer *first_pending(struct dp_xset *s, int prefer_recv)
 
 /* Sends one note to p whole or not at all: the reader takes the stream in note-sized
  * frames, so a torn note would make every later one (a failure report among them) garbage.
- * A socket with no room for any of it drops the note (YARD_EAGAIN); one that took part of
+ * A socket with no room for any of it drops the note (YARD_EBUSY); one that took part of
  * it gets the rest within 200 ms, else the peer is not reading and the stream is lost. */
 static int note_send(yd_comm *c, struct dp_peer *p, const struct dp_note *n)
 {
@@ -489,9 +489,9 @@ int dp_xfer_run(yd_comm *c, struct dp_xfer *x, int n)
 	struct dp_xset s = {.x = x, .n = n};
 	uint64_t last = 0;
 	int spins = 0, told = 0, rc;
+	dp_xset_begin(c, &s);
 	/* a rank that never waits (the slowest of a group) still reads its control sockets once
 	 * a second, so that the notes of the ranks that wait for it do not pile up there */
-	dp_xset_begin(c, &s);
 	if (yard_now_mono_ms() - c->ctl_drained_ms >= 1000 && (rc = poll_all(c, &s, 0, 0)) != 0)
 		return rc;
 	for (;;) {
