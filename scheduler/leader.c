@@ -166,6 +166,7 @@ struct soft_job {
 	int grow_looked_devices;
 	uint64_t grow_looked_ms;
 	char grow_said[64];       /* the best layout the last "not growing" log line named */
+	uint32_t grow_held;       /* why it could grow but does not, last logged (a hash); 0: none */
 	/* its restart to grow waits for the checkpoint its ranks were asked for: looked at on
 	 * every pass until that is complete or its time is up */
 	int grow_asking;
@@ -2737,6 +2738,23 @@ static void layout_text(const json_t *plan, char *out, size_t len)
 	         (long long)json_integer_value(json_object_get(l, "pp")));
 }
 
+/* Logs why running "auto" job j, which could have more devices now, does not grow yet; once
+ * per reason, so that an operator asking why a job stays small finds the answer in the log. */
+static void grow_held(struct soft_job *j, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	uint32_t hash = id_hash(why); /* the reason is kept as a hash, not as text */
+	if (hash == j->grow_held)
+		return;
+	j->grow_held = hash;
+	log_info("scheduler: job %s could have more devices but does not grow yet: %s", j->id,
+	         why);
+}
+
 /* A running parallel "auto" job grows when the cluster allows better: one that was planned
  * again for fewer devices (its plan names the layout it had: "replanned_from"), and one
  * planned for fewer devices than the cluster now has for it (its plan's "cluster" "devices":
@@ -2792,16 +2810,30 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		}
 		if (spoken_for < 0)
 			spoken_for = devices_spoken_for(s);
-		if (spoken_for)
+		if (spoken_for) {
+			grow_held(j, "a job waits for devices, or is being given some");
 			break;
+		}
 		j->grow_checked_ms = now;
-		if (!grow_restart_ready(s, j))
+		if (!grow_restart_ready(s, j)) {
+			if (j->grow_after_step < 0)
+				grow_held(j, "its ranks have reported no step yet");
+			else
+				grow_held(j, "a restart would lose steps: it waits for a checkpoint "
+				             "newer than step %lld, or (its ranks save one when "
+				             "asked) a step past it",
+				          (long long)j->grow_after_step);
 			continue;
+		}
 		struct jobspec_parallel cur, next;
 		struct yard_err err = {0};
-		if (autoplan_layout(plan, &cur, &err) != 0)
+		if (autoplan_layout(plan, &cur, &err) != 0) {
+			grow_held(j, "its committed plan: %s", err.msg);
 			continue;
+		}
 		json_t *answer = autoplan_run(j->spec, nodes, perf, 1, &err);
+		if (answer == NULL)
+			grow_held(j, "planning for %d device(s) failed: %s", devices_now, err.msg);
 		const json_t *best = json_array_get(json_object_get(answer, "candidates"), 0);
 		double running_ms = json_number_value(json_object_get(plan, "step_ms"));
 		double best_ms = json_number_value(json_object_get(best, "step_ms"));
@@ -2813,6 +2845,7 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		layout_text(best, now_text, sizeof now_text);
 		json_decref(answer);
 		if (!better) {
+			j->grow_held = 0; /* a reason to hold it said after this is news again */
 			j->grow_looked_devices = devices_now;
 			j->grow_looked_ms = now;
 			/* said once per best layout: why a job that lost devices stays small */
@@ -2837,8 +2870,12 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		struct place_request req = j->req;
 		req.dp = next.dp, req.tp = next.tp, req.pp = next.pp;
 		int world = next.dp * next.tp * next.pp, free_devices;
-		if (!fits_with_own(s, pn, trial, s->n_pn, j, &req, world, &free_devices))
+		if (!fits_with_own(s, pn, trial, s->n_pn, j, &req, world, &free_devices)) {
+			grow_held(j, "%s (%d ranks) does not fit on the free devices and its own",
+			          now_text, world);
 			continue;
+		}
+		j->grow_held = 0;
 		if (replanned)
 			snprintf(
 			    j->grow_reason, sizeof j->grow_reason,

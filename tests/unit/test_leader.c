@@ -2688,14 +2688,11 @@ static void test_auto_job_grows_when_nodes_are_measured_later(void **state)
 	world_free(w);
 }
 
-/* An "auto" job with no periodic checkpoints (every_steps 0) grows too once it has trained:
- * node-b measured, the leader asks its ranks for a checkpoint instead of waiting for one that
- * never comes, and restarts it (not counted) from the step they saved. */
-static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(void **state)
+/* Submits an "auto" job of 1000 steps without periodic checkpoints, checkpointing into dir,
+ * with node-a measured and node-b not: the job runs on node-a; its world size. */
+static int auto_job_on_node_a(struct sched_world *w, const char *dir)
 {
-	struct sched_world *w = world_new();
-	char dir[] = "/tmp/test_leader_grow0XXXXXX", args[1200], ranks[1024];
-	assert_non_null(mkdtemp(dir));
+	char args[1200];
 	auto_job_args(args, sizeof args, 1000, "", dir);
 	heartbeat_perf(w, "node-a", PERF);
 	json_decref(heartbeat(w, "node-b", "[]"));
@@ -2706,6 +2703,19 @@ static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(
 	int world = (int)json_array_size(json_object_get(j, "layout"));
 	assert_true(world >= 1 && world <= 4);
 	json_decref(j);
+	return world;
+}
+
+/* An "auto" job with no periodic checkpoints (every_steps 0) grows too once it has trained:
+ * node-b measured, the leader asks its ranks for a checkpoint instead of waiting for one that
+ * never comes, and restarts it (not counted) from the step they saved. */
+static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(void **state)
+{
+	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_grow0XXXXXX", ranks[1024];
+	assert_non_null(mkdtemp(dir));
+	int world = auto_job_on_node_a(w, dir);
+	json_t *j;
 	running_at_step_12(ranks, sizeof ranks, world);
 	/* trained, node-b unmeasured: nothing asked */
 	for (int k = 0; k < 70; k++) {
@@ -2743,6 +2753,69 @@ static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(
 		fail_msg("job.restarting: %s", said);
 	assert_non_null(
 	    strstr(events_of(w, "j-000001", "job.placed"), "restoring from checkpoint step 13"));
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	world_free(w);
+}
+
+/* An auto job that could have more devices but does not grow yet says why in the log, once per
+ * reason: while its ranks have reported no step (a restart would lose nothing it could keep,
+ * but nothing would be gained either), then while another job waits for devices; once that
+ * job is cancelled, it grows. */
+static void test_auto_job_says_why_it_does_not_grow_yet(void **state)
+{
+	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_grow1XXXXXX", ranks[1024];
+	assert_non_null(mkdtemp(dir));
+	int world = auto_job_on_node_a(w, dir);
+	/* node-b measured, no step reported: held, said once over 12 s (two looks or more) */
+	heartbeat_perf(w, "node-b", PERF);
+	char *log = calloc(1, 1);
+	for (int k = 0; k < 12; k++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		json_decref(heartbeat(w, "node-b", "[]"));
+		char *more = run_logged(w, 1000);
+		log = realloc(log, strlen(log) + strlen(more) + 1);
+		strcat(log, more);
+		free(more);
+	}
+	const char *held = "job j-000001 could have more devices but does not grow yet: ";
+	if (count_lines_with(log, held) != 1 ||
+	    strstr(log, "grow yet: its ranks have reported no step yet") == NULL)
+		fail_msg("held without a step: %s", log);
+	free(log);
+	/* a job waits for devices (16 ranks on 8 devices), the ranks train: held for it */
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\",\"command\":"
+	                       "[\"x\"],\"ranks\":16}}"),
+	                 201);
+	running_at_step_12(ranks, sizeof ranks, world);
+	log = calloc(1, 1);
+	for (int k = 0; k < 12; k++) {
+		json_decref(heartbeat(w, "node-a", ranks));
+		assert_int_equal(checkpoint_asked(1), 0);
+		json_decref(heartbeat(w, "node-b", "[]"));
+		char *more = run_logged(w, 1000);
+		log = realloc(log, strlen(log) + strlen(more) + 1);
+		strcat(log, more);
+		free(more);
+	}
+	assert_string_equal(job_state(w, "j-000002"), "pending");
+	if (count_lines_with(log, held) != 1 ||
+	    strstr(log, "grow yet: a job waits for devices, or is being given some") == NULL)
+		fail_msg("held for a waiting job: %s", log);
+	free(log);
+	/* the waiting job cancelled: the ranks are asked for the checkpoint of the restart */
+	assert_int_equal(apply(w, "job.cancel", "{\"id\":\"j-000002\"}"), 200);
+	int64_t asked = 0;
+	for (int k = 0; k < 70 && asked == 0; k++) {
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+		json_decref(heartbeat(w, "node-a", ranks));
+		asked = checkpoint_asked(1);
+	}
+	assert_true(asked > 0);
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
@@ -3076,6 +3149,7 @@ int main(void)
 	    cmocka_unit_test(test_auto_job_is_planned_again_when_the_cluster_shrinks),
 	    cmocka_unit_test(test_auto_job_grows_when_nodes_are_measured_later),
 	    cmocka_unit_test(test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for),
+	    cmocka_unit_test(test_auto_job_says_why_it_does_not_grow_yet),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	    cmocka_unit_test(test_link_probes_are_assigned_one_at_a_time),
 	    cmocka_unit_test(test_link_probe_needs_a_listening_up_peer),
