@@ -144,7 +144,7 @@ grown() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" '(d["generation"] >= 3 and d["s
 wait_until 120 grown || fail "the job did not grow back: $BODY $(events_of 1 "$J")"
 job=$BODY
 [ "$(jget "$job" 'd["state"], d["generation"], d["restarts"]')" = "('running', 3, 1)" ] ||
-	fail "generation 3 is not a running, uncounted restart: $job $(events_of 1 "$J") $(grep -h "stays\|asked for a checkpoint" "$T/log.1" | tail -n 3)"
+	fail "generation 3 is not a running, uncounted restart: $job $(events_of 1 "$J") $(grep -h "job $J" "$T/log.1" | tail -n 6)"
 [ "$(jget "$job" "len(d['layout']) > $world2")" = True ] || fail "generation 3 did not grow: $job"
 events=$(events_of 1 "$J")
 # the restart first asks the ranks for a checkpoint (when they stepped past the newest)
