@@ -617,9 +617,10 @@ static void print_stragglers(const json_t *j)
 
 static void print_job(const struct ctl *x, const json_t *j)
 {
-	static const char *const keys[] = {"id",         "name",   "state", "queue_position",
-	                                   "priority",   "step",   "loss",  "restarts",
-	                                   "generation", "reason", "actor", NULL};
+	static const char *const keys[] = {"id",         "name",   "state",  "queue_position",
+	                                   "priority",   "step",   "loss",   "restarts",
+	                                   "generation", "reason", "growth", "actor",
+	                                   NULL};
 	char b[512];
 	for (int i = 0; keys[i]; i++)
 		if (json_object_get(j, keys[i]) != NULL)

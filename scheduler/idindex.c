@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint32_t id_hash(const char *id)
+static uint32_t id_hash(const char *id)
 {
 	uint32_t h = 2166136261u;
 	for (const unsigned char *p = (const unsigned char *)id; *p != '\0'; p++)

@@ -16,9 +16,6 @@ struct id_index {
 	int cap;    /* power of two, at least twice the entries; 0 before the first rebuild */
 };
 
-/* The FNV-1a hash of a string, the one the maps use (also for telling texts apart cheaply). */
-uint32_t id_hash(const char *id);
-
 /* The index of the entry with this id among the table's entries of elem_size bytes, or -1. */
 int id_index_find(const struct id_index *x, const void *table, size_t elem_size, const char *id);
 /* Adds entry i with this id; the index must have room (see above). */

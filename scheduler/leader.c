@@ -166,7 +166,9 @@ struct soft_job {
 	int grow_looked_devices;
 	uint64_t grow_looked_ms;
 	char grow_said[64];       /* the best layout the last "not growing" log line named */
-	uint32_t grow_held;       /* why it could grow but does not, last logged (a hash); 0: none */
+	/* why it could have more devices but does not grow, or stays (GET /v1/jobs/ID "growth",
+	 * logged when it changes; malloc'd); NULL: nothing to say */
+	char *growth;
 	/* its restart to grow waits for the checkpoint its ranks were asked for: looked at on
 	 * every pass until that is complete or its time is up */
 	int grow_asking;
@@ -753,6 +755,8 @@ static void job_release(struct soft_job *j)
 	free(j->shrink_dp);
 	j->shrink_dp = NULL;
 	j->n_shrink_dp = 0;
+	free(j->growth);
+	j->growth = NULL;
 	preempt_hold_drop(j);
 	desired_drop(j);
 	straggler_reset(j);
@@ -2738,21 +2742,29 @@ static void layout_text(const json_t *plan, char *out, size_t len)
 	         (long long)json_integer_value(json_object_get(l, "pp")));
 }
 
-/* Logs why running "auto" job j, which could have more devices now, does not grow yet; once
- * per reason, so that an operator asking why a job stays small finds the answer in the log. */
+/* Sets why running "auto" job j does not grow (NULL: nothing to say); 1 when that changed. */
+static int growth_note(struct soft_job *j, const char *text)
+{
+	if (text == NULL ? j->growth == NULL : j->growth != NULL && strcmp(j->growth, text) == 0)
+		return 0;
+	free(j->growth);
+	j->growth = text != NULL ? strdup(text) : NULL;
+	return 1;
+}
+
+/* Says why running "auto" job j, which could have more devices now, does not grow yet: in its
+ * "growth", and in the log when the reason changes, so that an operator asking why a job stays
+ * small finds the answer. */
 static void grow_held(struct soft_job *j, const char *fmt, ...)
 {
-	char why[256];
+	char why[300];
+	int used = snprintf(why, sizeof why, "does not grow yet: ");
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(why, sizeof why, fmt, ap);
+	vsnprintf(why + used, sizeof why - (size_t)used, fmt, ap);
 	va_end(ap);
-	uint32_t hash = id_hash(why); /* the reason is kept as a hash, not as text */
-	if (hash == j->grow_held)
-		return;
-	j->grow_held = hash;
-	log_info("scheduler: job %s could have more devices but does not grow yet: %s", j->id,
-	         why);
+	if (growth_note(j, why))
+		log_info("scheduler: job %s could have more devices but %s", j->id, why);
 }
 
 /* A running parallel "auto" job grows when the cluster allows better: one that was planned
@@ -2802,6 +2814,8 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 			devices_now = (int)ranks;
 		/* not planned again while the devices it could have are those of the last plan
 		 * that found nothing better (the planner's cost grows with the cluster) */
+		if (!replanned && devices_now <= json_integer_value(planned_for))
+			growth_note(j, NULL); /* no more devices to have */
 		if ((!replanned && devices_now <= json_integer_value(planned_for)) ||
 		    (devices_now == j->grow_looked_devices &&
 		     now - j->grow_looked_ms < AUTO_GROW_RELOOK_MS)) {
@@ -2845,18 +2859,21 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		layout_text(best, now_text, sizeof now_text);
 		json_decref(answer);
 		if (!better) {
-			j->grow_held = 0; /* a reason to hold it said after this is news again */
 			j->grow_looked_devices = devices_now;
 			j->grow_looked_ms = now;
-			/* said once per best layout: why a job that lost devices stays small */
-			if (best != NULL && strcmp(j->grow_said, now_text) != 0) {
+			if (best == NULL)
+				continue; /* planning failed: grow_held said why */
+			char why[300];
+			snprintf(why, sizeof why,
+			         "stays %s (%.1f ms per step predicted): the best plan for the "
+			         "cluster now, %s, is predicted at %.1f ms (grows at %d %% or less, "
+			         "--auto-grow-pct)",
+			         was, running_ms, now_text, best_ms, s->cfg.auto_grow_pct);
+			growth_note(j, why);
+			/* logged once per best layout: why a job that lost devices stays small */
+			if (strcmp(j->grow_said, now_text) != 0) {
 				snprintf(j->grow_said, sizeof j->grow_said, "%s", now_text);
-				log_info(
-				    "scheduler: job %s stays %s (%.1f ms per step predicted): the "
-				    "best plan for the cluster now, %s, is predicted at %.1f ms "
-				    "(grows at %d %% or less, --auto-grow-pct)",
-				    j->id, was, running_ms, now_text, best_ms,
-				    s->cfg.auto_grow_pct);
+				log_info("scheduler: job %s %s", j->id, why);
 			}
 			continue;
 		}
@@ -2875,7 +2892,7 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 			          now_text, world);
 			continue;
 		}
-		j->grow_held = 0;
+		growth_note(j, NULL);
 		if (replanned)
 			snprintf(
 			    j->grow_reason, sizeof j->grow_reason,
@@ -4783,6 +4800,8 @@ void sched_overlay_job(struct sched *s, json_t *job)
 		json_object_set_new(job, "step", json_integer(j->step));
 	if (j->has_loss)
 		json_object_set_new(job, "loss", json_real(j->loss));
+	if (j->growth != NULL)
+		json_object_set_new(job, "growth", json_string(j->growth));
 	if (ckpt_asking(s, j))
 		json_object_set_new(job, "checkpoint_request",
 		                    json_pack("{s:I,s:I,s:I,s:b}", "request",

@@ -137,6 +137,15 @@ static void running_at_step_12(char *out, size_t len, int n)
 	snprintf(out + strlen(out), len - strlen(out), "]");
 }
 
+/* Frees w and removes the test's checkpoint directory dir. */
+static void world_free_removing(struct sched_world *w, const char *dir)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	world_free(w);
+}
+
 /* The request number of the "checkpoint" command for job j-000001's generation gen in the last
  * heartbeat answer, 0 when it has none. */
 static int64_t checkpoint_asked(int64_t gen)
@@ -1363,10 +1372,7 @@ static void test_shrink_on_node_death_and_grow_back(void **state)
 	assert_int_equal(dp, 2);
 	assert_int_equal(world, 8);
 	json_decref(d);
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	world_free(w);
+	world_free_removing(w, dir);
 }
 
 /* A heartbeat from node-a for ranks 0-3 of job j-000001 (generation gen) carrying windows
@@ -1905,10 +1911,7 @@ static void test_a_given_up_checkpoint_request_is_not_reused(void **state)
 	const char *said = events_of(w, "j-000001", "job.restarting");
 	if (strstr(said, "node draining; checkpoint step 41 saved first") == NULL)
 		fail_msg("job.restarting: %s", said);
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	world_free(w);
+	world_free_removing(w, dir);
 }
 
 /* A world whose scheduler preempts for jobs that waited preempt_after_ms (0: never) and
@@ -2110,10 +2113,7 @@ static void test_devices_freed_by_a_preemption_are_held_for_its_job(void **state
 	assert_int_equal(count_lines(events_of(w, "j-000001", "job.restarting")), 1);
 	assert_int_equal(count_lines(events_of(w, "j-000002", "job.restarting")), 1);
 	assert_string_equal(events_of(w, "j-000004", "job.restarting"), "");
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	world_free(w);
+	world_free_removing(w, dir);
 }
 
 /* Topology (place.h): a preemption whose victims would leave the gang spread over two
@@ -2597,10 +2597,7 @@ static void test_auto_job_is_planned_again_when_the_cluster_shrinks(void **state
 	    strstr(events_of(w, "j-000001", "job.placed"), "restoring from checkpoint step 60"));
 	print_message("%s", events_of(w, "j-000001", "job.replanned"));
 	json_decref(now);
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	world_free(w);
+	world_free_removing(w, dir);
 }
 
 /* An "auto" job placed while node-b had not reported measured rates is planned for node-a's
@@ -2682,10 +2679,19 @@ static void test_auto_job_grows_when_nodes_are_measured_later(void **state)
 	                       "(not counted against max_restarts): growing: "));
 	assert_non_null(
 	    strstr(events_of(w, "j-000001", "job.placed"), "restoring from checkpoint step 20"));
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	world_free(w);
+	world_free_removing(w, dir);
+}
+
+/* ticks rounds of node-a's heartbeat with ranks, node-b's with none and 100 ms of the
+ * scheduler, asserting that no answer asks job j-000001's ranks for a checkpoint. */
+static void beats_asking_nothing(struct sched_world *w, const char *ranks, int ticks)
+{
+	for (int k = 0; k < ticks; k++) {
+		json_decref(heartbeat(w, "node-a", ranks));
+		assert_int_equal(checkpoint_asked(1), 0);
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+	}
 }
 
 /* Submits an "auto" job of 1000 steps without periodic checkpoints, checkpointing into dir,
@@ -2718,12 +2724,7 @@ static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(
 	json_t *j;
 	running_at_step_12(ranks, sizeof ranks, world);
 	/* trained, node-b unmeasured: nothing asked */
-	for (int k = 0; k < 70; k++) {
-		json_decref(heartbeat(w, "node-a", ranks));
-		assert_int_equal(checkpoint_asked(1), 0);
-		json_decref(heartbeat(w, "node-b", "[]"));
-		run(w, 100);
-	}
+	beats_asking_nothing(w, ranks, 70);
 	heartbeat_perf(w, "node-b", PERF);
 	int64_t asked = 0;
 	for (int k = 0; k < 70 && asked == 0; k++) {
@@ -2753,10 +2754,7 @@ static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(
 		fail_msg("job.restarting: %s", said);
 	assert_non_null(
 	    strstr(events_of(w, "j-000001", "job.placed"), "restoring from checkpoint step 13"));
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	world_free(w);
+	world_free_removing(w, dir);
 }
 
 /* An auto job that could have more devices but does not grow yet says why in the log, once per
@@ -2785,6 +2783,12 @@ static void test_auto_job_says_why_it_does_not_grow_yet(void **state)
 	    strstr(log, "grow yet: its ranks have reported no step yet") == NULL)
 		fail_msg("held without a step: %s", log);
 	free(log);
+	/* GET /v1/jobs/ID on the leader says so too */
+	json_t *j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	assert_string_equal(json_string_value(json_object_get(j, "growth")),
+	                    "does not grow yet: its ranks have reported no step yet");
+	json_decref(j);
 	/* a job waits for devices (16 ranks on 8 devices), the ranks train: held for it */
 	assert_int_equal(apply(w, "job.submit",
 	                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\",\"command\":"
@@ -2806,6 +2810,11 @@ static void test_auto_job_says_why_it_does_not_grow_yet(void **state)
 	    strstr(log, "grow yet: a job waits for devices, or is being given some") == NULL)
 		fail_msg("held for a waiting job: %s", log);
 	free(log);
+	j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	assert_string_equal(json_string_value(json_object_get(j, "growth")),
+	                    "does not grow yet: a job waits for devices, or is being given some");
+	json_decref(j);
 	/* the waiting job cancelled: the ranks are asked for the checkpoint of the restart */
 	assert_int_equal(apply(w, "job.cancel", "{\"id\":\"j-000002\"}"), 200);
 	int64_t asked = 0;
@@ -2816,10 +2825,38 @@ static void test_auto_job_says_why_it_does_not_grow_yet(void **state)
 		asked = checkpoint_asked(1);
 	}
 	assert_true(asked > 0);
-	char cmd[600];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	world_free(w);
+	j = job(w, "j-000001"); /* growing: nothing held (checkpoint_request says what it waits for) */
+	sched_overlay_job(w->sched, j);
+	assert_null(json_object_get(j, "growth"));
+	json_decref(j);
+	world_free_removing(w, dir);
+}
+
+/* An auto job whose larger plan is not predicted fast enough (--auto-grow-pct) stays, and
+ * says so: GET /v1/jobs/ID "growth" names both plans; its ranks are asked for nothing. */
+static void test_auto_job_says_why_it_stays(void **state)
+{
+	struct sched_world *w = world_new();
+	struct sched_config cfg;
+	sched_config_defaults(&cfg);
+	cfg.auto_grow_pct = 1; /* only a plan 100 times faster would do */
+	sched_world_restart(w, &cfg);
+	char dir[] = "/tmp/test_leader_grow2XXXXXX", ranks[1024];
+	assert_non_null(mkdtemp(dir));
+	int world = auto_job_on_node_a(w, dir);
+	heartbeat_perf(w, "node-b", PERF);
+	running_at_step_12(ranks, sizeof ranks, world);
+	beats_asking_nothing(w, ranks, 70);
+	json_t *j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 1);
+	sched_overlay_job(w->sched, j);
+	const char *growth = json_string_value(json_object_get(j, "growth"));
+	if (growth == NULL || strncmp(growth, "stays dp", 8) != 0 ||
+	    strstr(growth, "the best plan for the cluster now, dp") == NULL ||
+	    strstr(growth, "(grows at 1 % or less, --auto-grow-pct)") == NULL)
+		fail_msg("growth: %s", growth ? growth : "(none)");
+	json_decref(j);
+	world_free_removing(w, dir);
 }
 
 static void test_plan_refuses_bad_specs_and_perf(void **state)
@@ -3150,6 +3187,7 @@ int main(void)
 	    cmocka_unit_test(test_auto_job_grows_when_nodes_are_measured_later),
 	    cmocka_unit_test(test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for),
 	    cmocka_unit_test(test_auto_job_says_why_it_does_not_grow_yet),
+	    cmocka_unit_test(test_auto_job_says_why_it_stays),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	    cmocka_unit_test(test_link_probes_are_assigned_one_at_a_time),
 	    cmocka_unit_test(test_link_probe_needs_a_listening_up_peer),
