@@ -2,8 +2,9 @@
 # train_grow.sh: a parallel "auto" job grows when the cluster does. One controller and four
 # agents with one CPU device each, all measured while idle; all but the one whose lone plan is
 # the slowest (below) are cordoned, so the planner lays the job over that node's one device
-# (its plan records a cluster of 1). Once the others are uncordoned, the leader asks the ranks
-# for a checkpoint (the job saves none on its own: every_steps 0), restarts the job (not
+# (its plan records a cluster of 1). The others are uncordoned while a 16-rank job waits for
+# devices: the job does not grow, and `yardctl job show` says why. Once that job is cancelled,
+# the leader asks the ranks for a checkpoint (the job saves none on its own: every_steps 0), restarts the job (not
 # counted) once they saved it and plans it again over the larger cluster
 # (job.replanned: "growing: ... (planned for 1 device(s), 4 now)"); the new ranks restore the
 # one-rank checkpoint resharded, and the job succeeds: every step after the restore equals,
@@ -93,8 +94,16 @@ was=$(jget "$first" '"dp%d×tp%d×pp%d" % (d["dp"], d["tp"], d["pp"])')
 	fail "the job's plan is not the one POST /v1/plan made for $job_node alone ($lone_ms ms): $BODY"
 note "planned $was on $job_node alone (its lone plan the slowest: $lone_ms ms per step, $grown_ms over four nodes; $others cordoned)"
 
-# ---- three nodes uncordoned: the job grows from the checkpoint it is asked for ----
+# ---- three nodes uncordoned while a job waits for devices: the job says why it does not grow
+# (GET /v1/jobs/ID "growth", yardctl job show); once that job is cancelled, it grows from the
+# checkpoint it is asked for ----
+submit 1 '{"name": "waits", "command": ["true"], "ranks": 16}'
+W=$JOB
 for n in $others; do ctl node uncordon "$n" >"$T/out" 2>&1 || fail "uncordon $n: $(cat "$T/out")"; done
+held() { ctl job show "$J" >"$T/show" 2>&1 && grep -q "^growth  *does not grow yet: a job waits for devices" "$T/show"; }
+wait_until 30 held || fail "yardctl job show does not say why the job does not grow: $(cat "$T/show")"
+[ "$(job_field 1 "$J" '["generation"]')" = 1 ] || fail "the job grew while $W waited"
+ctl job cancel "$W" >"$T/out" 2>&1 || fail "cancel $W: $(cat "$T/out")"
 grown() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" '(d["generation"] >= 2 and d["state"] == "running") or d["state"] in ("succeeded", "failed", "cancelled")')" = True ]; }
 # what the leader saw when the job did not grow: its lines about the job (why it stays, why
 # it does not grow yet, the checkpoint it asked for) and the nodes' states and rates
