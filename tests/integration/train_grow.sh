@@ -4,8 +4,8 @@
 # the slowest (below) are cordoned, so the planner lays the job over that node's one device
 # (its plan records a cluster of 1). The others are uncordoned while a 16-rank job waits for
 # devices: the job does not grow, and `yardctl job show` says why. Once that job is cancelled,
-# the leader asks the ranks for a checkpoint (the job saves none on its own: every_steps 0), restarts the job (not
-# counted) once they saved it and plans it again over the larger cluster
+# the leader asks the ranks for a checkpoint (the job saves none on its own: every_steps 0),
+# restarts the job (not counted) once they saved it and plans it again over the larger cluster
 # (job.replanned: "growing: ... (planned for 1 device(s), 4 now)"); the new ranks restore the
 # one-rank checkpoint resharded, and the job succeeds: every step after the restore equals,
 # within a relative 1e-5, a yard-run of the first layout up to that step that goes on in the
