@@ -2814,11 +2814,11 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 			devices_now = (int)ranks;
 		/* not planned again while the devices it could have are those of the last plan
 		 * that found nothing better (the planner's cost grows with the cluster) */
-		if (!replanned && devices_now <= json_integer_value(planned_for))
-			growth_note(j, NULL); /* no more devices to have */
-		if ((!replanned && devices_now <= json_integer_value(planned_for)) ||
-		    (devices_now == j->grow_looked_devices &&
-		     now - j->grow_looked_ms < AUTO_GROW_RELOOK_MS)) {
+		int no_more = !replanned && devices_now <= json_integer_value(planned_for);
+		if (no_more)
+			growth_note(j, NULL); /* no more devices to have: nothing to say */
+		if (no_more || (devices_now == j->grow_looked_devices &&
+		                now - j->grow_looked_ms < AUTO_GROW_RELOOK_MS)) {
 			j->grow_checked_ms = now;
 			continue;
 		}

@@ -2694,6 +2694,51 @@ static void beats_asking_nothing(struct sched_world *w, const char *ranks, int t
 	}
 }
 
+/* Like beats_asking_nothing, for seconds with the scheduler's log captured: malloc'd text. */
+static char *beats_logged(struct sched_world *w, const char *ranks, int seconds)
+{
+	char *log = calloc(1, 1);
+	assert_non_null(log);
+	for (int k = 0; k < seconds; k++) {
+		json_decref(heartbeat(w, "node-a", ranks));
+		assert_int_equal(checkpoint_asked(1), 0);
+		json_decref(heartbeat(w, "node-b", "[]"));
+		char *more = run_logged(w, 1000);
+		log = realloc(log, strlen(log) + strlen(more) + 1);
+		assert_non_null(log);
+		strcat(log, more);
+		free(more);
+	}
+	return log;
+}
+
+/* Heartbeats (node-a's with ranks) and 100 ms ticks until an answer asks job j-000001's
+ * generation 1 for a checkpoint, 7 s at most: the request number, 0 when none came. */
+static int64_t beats_until_asked(struct sched_world *w, const char *ranks)
+{
+	int64_t asked = 0;
+	for (int k = 0; k < 70 && asked == 0; k++) {
+		json_decref(heartbeat(w, "node-b", "[]"));
+		run(w, 100);
+		json_decref(heartbeat(w, "node-a", ranks));
+		asked = checkpoint_asked(1);
+	}
+	return asked;
+}
+
+/* Job j-000001's "growth" as the leader's GET /v1/jobs/ID shows it; NULL: none. */
+static const char *growth_of(struct sched_world *w)
+{
+	static char text[512];
+	json_t *j = job(w, "j-000001");
+	sched_overlay_job(w->sched, j);
+	const char *g = json_string_value(json_object_get(j, "growth"));
+	if (g != NULL)
+		snprintf(text, sizeof text, "%s", g);
+	json_decref(j);
+	return g != NULL ? text : NULL;
+}
+
 /* Submits an "auto" job of 1000 steps without periodic checkpoints, checkpointing into dir,
  * with node-a measured and node-b not: the job runs on node-a; its world size. */
 static int auto_job_on_node_a(struct sched_world *w, const char *dir)
@@ -2726,13 +2771,7 @@ static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(
 	/* trained, node-b unmeasured: nothing asked */
 	beats_asking_nothing(w, ranks, 70);
 	heartbeat_perf(w, "node-b", PERF);
-	int64_t asked = 0;
-	for (int k = 0; k < 70 && asked == 0; k++) {
-		json_decref(heartbeat(w, "node-b", "[]"));
-		run(w, 100);
-		json_decref(heartbeat(w, "node-a", ranks));
-		asked = checkpoint_asked(1);
-	}
+	int64_t asked = beats_until_asked(w, ranks);
 	assert_true(asked > 0);
 	assert_string_equal(job_state(w, "j-000001"), "running");
 	write_manifest(dir, 13, world);
@@ -2769,66 +2808,33 @@ static void test_auto_job_says_why_it_does_not_grow_yet(void **state)
 	int world = auto_job_on_node_a(w, dir);
 	/* node-b measured, no step reported: held, said once over 12 s (two looks or more) */
 	heartbeat_perf(w, "node-b", PERF);
-	char *log = calloc(1, 1);
-	for (int k = 0; k < 12; k++) {
-		json_decref(heartbeat(w, "node-a", "[]"));
-		json_decref(heartbeat(w, "node-b", "[]"));
-		char *more = run_logged(w, 1000);
-		log = realloc(log, strlen(log) + strlen(more) + 1);
-		strcat(log, more);
-		free(more);
-	}
+	char *log = beats_logged(w, "[]", 12);
 	const char *held = "job j-000001 could have more devices but does not grow yet: ";
 	if (count_lines_with(log, held) != 1 ||
 	    strstr(log, "grow yet: its ranks have reported no step yet") == NULL)
 		fail_msg("held without a step: %s", log);
 	free(log);
 	/* GET /v1/jobs/ID on the leader says so too */
-	json_t *j = job(w, "j-000001");
-	sched_overlay_job(w->sched, j);
-	assert_string_equal(json_string_value(json_object_get(j, "growth")),
-	                    "does not grow yet: its ranks have reported no step yet");
-	json_decref(j);
+	assert_string_equal(growth_of(w), "does not grow yet: its ranks have reported no step yet");
 	/* a job waits for devices (16 ranks on 8 devices), the ranks train: held for it */
 	assert_int_equal(apply(w, "job.submit",
 	                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\",\"command\":"
 	                       "[\"x\"],\"ranks\":16}}"),
 	                 201);
 	running_at_step_12(ranks, sizeof ranks, world);
-	log = calloc(1, 1);
-	for (int k = 0; k < 12; k++) {
-		json_decref(heartbeat(w, "node-a", ranks));
-		assert_int_equal(checkpoint_asked(1), 0);
-		json_decref(heartbeat(w, "node-b", "[]"));
-		char *more = run_logged(w, 1000);
-		log = realloc(log, strlen(log) + strlen(more) + 1);
-		strcat(log, more);
-		free(more);
-	}
+	log = beats_logged(w, ranks, 12);
 	assert_string_equal(job_state(w, "j-000002"), "pending");
 	if (count_lines_with(log, held) != 1 ||
 	    strstr(log, "grow yet: a job waits for devices, or is being given some") == NULL)
 		fail_msg("held for a waiting job: %s", log);
 	free(log);
-	j = job(w, "j-000001");
-	sched_overlay_job(w->sched, j);
-	assert_string_equal(json_string_value(json_object_get(j, "growth")),
+	assert_string_equal(growth_of(w),
 	                    "does not grow yet: a job waits for devices, or is being given some");
-	json_decref(j);
 	/* the waiting job cancelled: the ranks are asked for the checkpoint of the restart */
 	assert_int_equal(apply(w, "job.cancel", "{\"id\":\"j-000002\"}"), 200);
-	int64_t asked = 0;
-	for (int k = 0; k < 70 && asked == 0; k++) {
-		json_decref(heartbeat(w, "node-b", "[]"));
-		run(w, 100);
-		json_decref(heartbeat(w, "node-a", ranks));
-		asked = checkpoint_asked(1);
-	}
-	assert_true(asked > 0);
-	j = job(w, "j-000001"); /* growing: nothing held (checkpoint_request says what it waits for) */
-	sched_overlay_job(w->sched, j);
-	assert_null(json_object_get(j, "growth"));
-	json_decref(j);
+	assert_true(beats_until_asked(w, ranks) > 0);
+	/* growing: nothing held (checkpoint_request says what it waits for) */
+	assert_null(growth_of(w));
 	world_free_removing(w, dir);
 }
 
@@ -2849,13 +2855,12 @@ static void test_auto_job_says_why_it_stays(void **state)
 	beats_asking_nothing(w, ranks, 70);
 	json_t *j = job(w, "j-000001");
 	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 1);
-	sched_overlay_job(w->sched, j);
-	const char *growth = json_string_value(json_object_get(j, "growth"));
+	json_decref(j);
+	const char *growth = growth_of(w);
 	if (growth == NULL || strncmp(growth, "stays dp", 8) != 0 ||
 	    strstr(growth, "the best plan for the cluster now, dp") == NULL ||
 	    strstr(growth, "(grows at 1 % or less, --auto-grow-pct)") == NULL)
 		fail_msg("growth: %s", growth ? growth : "(none)");
-	json_decref(j);
 	world_free_removing(w, dir);
 }
 
