@@ -3380,7 +3380,9 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 	}
 	if (buf != NULL) {
 		s->n_active = n_active;
-		s->n_admitted = 0;
+		/* the submissions in flight are not soft jobs yet (one applied and not reported
+		 * done counts twice for a moment: a refusal, never a pass over the bound) */
+		s->n_admitted = s->n_subs;
 	}
 	if (buf != NULL) {
 		int depth = s->cfg.queue_depth;

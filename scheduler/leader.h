@@ -203,8 +203,8 @@ json_t *sched_heartbeat_pace(struct sched *s);
  * state's pages in use hold max_state_mb or more (fsm_state_bytes; ended jobs collected and
  * events pruned make room; the state machine itself refuses creating commands from
  * FSM_DB_MAX - FSM_DB_HEADROOM, so no write reaches FSM_DB_MAX). The count of active jobs is the
- * leader's as of its last pass (at most a tick old) plus the submissions admitted since, so a burst
- * can pass the bound by what is in flight at once. Every active job lives in the leader's memory
+ * leader's as of its last pass (at most a tick old) plus the submissions in flight then and those
+ * admitted since. Every active job lives in the leader's memory
  * and is looked at by a pass at least once a second; the bound keeps those passes, and the reread
  * after a leadership change, short enough for the leader to keep its loop answering raft. why_len:
  * 320 bytes hold every message. */

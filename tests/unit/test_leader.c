@@ -2796,6 +2796,47 @@ static void test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for(
 	world_free_removing(w, dir);
 }
 
+/* --max-active-jobs counts the submissions admitted and still in flight (proposed, not yet
+ * applied) across the passes that run meanwhile: a pass counts the jobs it knows, and these
+ * are not among them yet. */
+static void test_admission_counts_submissions_in_flight_across_passes(void **state)
+{
+	struct sched_world *w = world_new();
+	struct sched_config cfg;
+	sched_config_defaults(&cfg);
+	cfg.max_active_jobs = 3;
+	sched_world_restart(w, &cfg);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	/* one job applied: the passes count it */
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\",\"command\":"
+	                       "[\"x\"],\"ranks\":16}}"),
+	                 201);
+	run(w, 100);
+	json_t *specj = json_loads("{\"name\":\"one\",\"command\":[\"x\"],\"ranks\":1}", 0, NULL);
+	struct jobspec spec;
+	struct yard_err err = {0};
+	assert_int_equal(jobspec_parse(specj, &spec, &err), 0);
+	char why[320];
+	uint64_t tokens[2];
+	for (int i = 0; i < 2; i++) { /* admitted and proposed, then a pass */
+		assert_int_equal(sched_admit(w->sched, why, sizeof why), 0);
+		json_decref(sched_submit_begin(w->sched, &spec, &tokens[i]));
+		assert_true(tokens[i] != 0);
+		run(w, 100);
+	}
+	assert_int_equal(sched_admit(w->sched, why, sizeof why), -1);
+	assert_non_null(strstr(why, "--max-active-jobs 3"));
+	/* both proposals failed: room again */
+	for (int i = 0; i < 2; i++)
+		sched_submit_done(w->sched, tokens[i], YARD_ENOTLEADER, NULL);
+	run(w, 1100); /* a pass (at least one a second) */
+	assert_int_equal(sched_admit(w->sched, why, sizeof why), 0);
+	jobspec_free(&spec);
+	json_decref(specj);
+	world_free(w);
+}
+
 /* An auto job that could have more devices but does not grow yet says why in the log, once per
  * reason: while its ranks have reported no step (a restart would lose nothing it could keep,
  * but nothing would be gained either), then while another job waits for devices; once that
@@ -3191,6 +3232,7 @@ int main(void)
 	    cmocka_unit_test(test_auto_job_is_planned_again_when_the_cluster_shrinks),
 	    cmocka_unit_test(test_auto_job_grows_when_nodes_are_measured_later),
 	    cmocka_unit_test(test_auto_job_without_periodic_checkpoints_grows_from_one_asked_for),
+	    cmocka_unit_test(test_admission_counts_submissions_in_flight_across_passes),
 	    cmocka_unit_test(test_auto_job_says_why_it_does_not_grow_yet),
 	    cmocka_unit_test(test_auto_job_says_why_it_stays),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
