@@ -77,93 +77,64 @@ static int locate(yd_comm *c, const char *what, struct dp_op *o, const void *a, 
 	return 0;
 }
 
+static struct dp_op coll_op(enum dp_kind kind, const void *sendbuf, void *recvbuf, size_t count,
+                            enum yd_dtype dt, enum yd_op op, int root)
+{
+	return (struct dp_op){.kind = kind,
+	                      .sendbuf = sendbuf,
+	                      .recvbuf = recvbuf,
+	                      .count = count,
+	                      .dtype = dt,
+	                      .op = op,
+	                      .root = root};
+}
+
+/* A collective's argument checks, then where its buffers are. mult: how many counts the
+ * larger buffer holds (the world size for reduce-scatter and allgather); recv_used 0: the
+ * receive buffer is not this rank's concern (a reduce's ranks other than the root). */
+static int prepare(yd_comm *c, const char *what, struct dp_op *o, size_t mult, int recv_used)
+{
+	const void *rbuf = recv_used ? o->recvbuf : o->sendbuf;
+	int rc = check(c, what, o->sendbuf, rbuf, o->count, mult, o->dtype, o->op, o->root);
+	return rc ? rc : locate(c, what, o, o->sendbuf, recv_used ? o->recvbuf : NULL);
+}
+
 int yd_allreduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, enum yd_dtype dt,
                  enum yd_op op)
 {
-	int rc = check(c, "allreduce", sendbuf, recvbuf, count, 1, dt, op, 0);
-	if (rc)
-		return rc;
-	struct dp_op o = {.kind = DP_ALLREDUCE,
-	                  .sendbuf = sendbuf,
-	                  .recvbuf = recvbuf,
-	                  .count = count,
-	                  .dtype = dt,
-	                  .op = op};
-	if ((rc = locate(c, "allreduce", &o, sendbuf, recvbuf)) != 0)
-		return rc;
-	return dp_run_blocking(c, &o);
+	struct dp_op o = coll_op(DP_ALLREDUCE, sendbuf, recvbuf, count, dt, op, 0);
+	int rc = prepare(c, "allreduce", &o, 1, 1);
+	return rc ? rc : dp_run_blocking(c, &o);
 }
 
 int yd_reduce_scatter(yd_comm *c, const void *sendbuf, void *recvbuf, size_t recvcount,
                       enum yd_dtype dt, enum yd_op op)
 {
-	int rc = check(c, "reduce_scatter", sendbuf, recvbuf, recvcount, c ? (size_t)c->size : 1,
-	               dt, op, 0);
-	if (rc)
-		return rc;
-	struct dp_op o = {.kind = DP_REDUCE_SCATTER,
-	                  .sendbuf = sendbuf,
-	                  .recvbuf = recvbuf,
-	                  .count = recvcount,
-	                  .dtype = dt,
-	                  .op = op};
-	if ((rc = locate(c, "reduce_scatter", &o, sendbuf, recvbuf)) != 0)
-		return rc;
-	return dp_run_blocking(c, &o);
+	struct dp_op o = coll_op(DP_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dt, op, 0);
+	int rc = prepare(c, "reduce_scatter", &o, c ? (size_t)c->size : 1, 1);
+	return rc ? rc : dp_run_blocking(c, &o);
 }
 
 int yd_allgather(yd_comm *c, const void *sendbuf, void *recvbuf, size_t sendcount, enum yd_dtype dt)
 {
-	int rc = check(c, "allgather", sendbuf, recvbuf, sendcount, c ? (size_t)c->size : 1, dt,
-	               YD_SUM, 0);
-	if (rc)
-		return rc;
-	struct dp_op o = {.kind = DP_ALLGATHER,
-	                  .sendbuf = sendbuf,
-	                  .recvbuf = recvbuf,
-	                  .count = sendcount,
-	                  .dtype = dt,
-	                  .op = YD_SUM};
-	if ((rc = locate(c, "allgather", &o, sendbuf, recvbuf)) != 0)
-		return rc;
-	return dp_run_blocking(c, &o);
+	struct dp_op o = coll_op(DP_ALLGATHER, sendbuf, recvbuf, sendcount, dt, YD_SUM, 0);
+	int rc = prepare(c, "allgather", &o, c ? (size_t)c->size : 1, 1);
+	return rc ? rc : dp_run_blocking(c, &o);
 }
 
 int yd_broadcast(yd_comm *c, void *buf, size_t count, enum yd_dtype dt, int root)
 {
-	int rc = check(c, "broadcast", buf, buf, count, 1, dt, YD_SUM, root);
-	if (rc)
-		return rc;
-	struct dp_op o = {.kind = DP_BROADCAST,
-	                  .sendbuf = buf,
-	                  .recvbuf = buf,
-	                  .count = count,
-	                  .dtype = dt,
-	                  .op = YD_SUM,
-	                  .root = root};
-	if ((rc = locate(c, "broadcast", &o, buf, NULL)) != 0)
-		return rc;
-	return dp_run_blocking(c, &o);
+	struct dp_op o = coll_op(DP_BROADCAST, buf, buf, count, dt, YD_SUM, root);
+	int rc = prepare(c, "broadcast", &o, 1, 1);
+	return rc ? rc : dp_run_blocking(c, &o);
 }
 
 int yd_reduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, enum yd_dtype dt,
               enum yd_op op, int root)
 {
-	/* recvbuf matters only at the root */
-	int rc = check(c, "reduce", sendbuf, c && c->rank == root ? recvbuf : sendbuf, count, 1, dt,
-	               op, root);
-	if (rc)
-		return rc;
-	struct dp_op o = {.kind = DP_REDUCE,
-	                  .sendbuf = sendbuf,
-	                  .recvbuf = recvbuf,
-	                  .count = count,
-	                  .dtype = dt,
-	                  .op = op,
-	                  .root = root};
-	if ((rc = locate(c, "reduce", &o, sendbuf, c->rank == root ? recvbuf : NULL)) != 0)
-		return rc;
-	return dp_run_blocking(c, &o);
+	struct dp_op o = coll_op(DP_REDUCE, sendbuf, recvbuf, count, dt, op, root);
+	int rc = prepare(c, "reduce", &o, 1, c && c->rank == root);
+	return rc ? rc : dp_run_blocking(c, &o);
 }
 
 int yd_barrier(yd_comm *c)
@@ -182,15 +153,9 @@ static int p2p_op(yd_comm *c, struct dp_op *o, const void *buf, size_t count, en
 		return rc;
 	if (peer == c->rank)
 		return bad_arg(c, "%s: peer %d is this rank", is_send ? "send" : "recv", peer);
-	*o = (struct dp_op){.kind = DP_P2P,
-	                    .sendbuf = buf,
-	                    .recvbuf = (void *)buf,
-	                    .count = count,
-	                    .dtype = dt,
-	                    .op = YD_SUM,
-	                    .root = peer,
-	                    .tag = tag,
-	                    .is_send = is_send};
+	*o = coll_op(DP_P2P, buf, (void *)buf, count, dt, YD_SUM, peer);
+	o->tag = tag;
+	o->is_send = is_send;
 	return locate(c, is_send ? "send" : "recv", o, buf, NULL);
 }
 
@@ -211,18 +176,9 @@ int yd_recv(yd_comm *c, void *buf, size_t count, enum yd_dtype dt, int peer, int
 int yd_iallreduce(yd_comm *c, const void *sendbuf, void *recvbuf, size_t count, enum yd_dtype dt,
                   enum yd_op op, yd_request **req)
 {
-	int rc = check(c, "iallreduce", sendbuf, recvbuf, count, 1, dt, op, 0);
-	if (rc)
-		return rc;
-	struct dp_op o = {.kind = DP_ALLREDUCE,
-	                  .sendbuf = sendbuf,
-	                  .recvbuf = recvbuf,
-	                  .count = count,
-	                  .dtype = dt,
-	                  .op = op};
-	if ((rc = locate(c, "iallreduce", &o, sendbuf, recvbuf)) != 0)
-		return rc;
-	return dp_submit(c, &o, req);
+	struct dp_op o = coll_op(DP_ALLREDUCE, sendbuf, recvbuf, count, dt, op, 0);
+	int rc = prepare(c, "iallreduce", &o, 1, 1);
+	return rc ? rc : dp_submit(c, &o, req);
 }
 
 /* Nonblocking point-to-point progresses straight from the user's buffer on the progress

@@ -111,6 +111,12 @@ tests_unit_test_coll_reduce_SOURCES = tests/unit/test_coll_reduce.c
 tests_unit_test_coll_reduce_CFLAGS = $(DP_TEST_CFLAGS)
 tests_unit_test_coll_reduce_LDADD = $(DP_TEST_LIBS)
 
+check_PROGRAMS += tests/unit/test_coll_args
+TESTS += tests/unit/test_coll_args
+tests_unit_test_coll_args_SOURCES = tests/unit/test_coll_args.c
+tests_unit_test_coll_args_CFLAGS = $(DP_TEST_CFLAGS)
+tests_unit_test_coll_args_LDADD = $(DP_TEST_LIBS)
+
 check_PROGRAMS += tests/unit/test_doorbell
 TESTS += tests/unit/test_doorbell
 tests_unit_test_doorbell_SOURCES = tests/unit/test_doorbell.c
