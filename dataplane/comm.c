@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,10 +142,34 @@ static void comm_free(yd_comm *c)
 	free(c);
 }
 
-static int env_int(const char *name, int def)
+/* A whole decimal integer in [lo, hi] from the environment into *out; unset or empty leaves
+ * *out, anything else is YARD_EINVAL naming the variable and what it wants. */
+static int env_int(const char *name, long lo, long hi, int *out, char *err, size_t errlen)
 {
 	const char *v = getenv(name);
-	return v && *v ? atoi(v) : def;
+	if (!v || !*v)
+		return 0;
+	char *end;
+	errno = 0;
+	long n = strtol(v, &end, 10);
+	if (errno || *end || end == v || n < lo || n > hi) {
+		snprintf(err, errlen, "%s=%s: want an integer in [%ld, %ld]", name, v, lo, hi);
+		return YARD_EINVAL;
+	}
+	*out = (int)n;
+	return 0;
+}
+
+/* An endpoint is HOST:PORT with a host and a decimal port in [0, 65535]. */
+static int endpoint_ok(const char *ep)
+{
+	const char *colon = ep ? strrchr(ep, ':') : NULL;
+	if (!colon || colon == ep || !colon[1] || strlen(colon + 1) > 5)
+		return 0;
+	for (const char *d = colon + 1; *d; d++)
+		if (*d < '0' || *d > '9')
+			return 0;
+	return atoi(colon + 1) <= 65535;
 }
 
 /* Creates the communicator over an already-bound listening socket (which it closes). */
@@ -281,24 +306,40 @@ static int listen_on_endpoint(const char *ep, int *fd, char *err, size_t errlen)
 	return rc;
 }
 
+static int bad_config(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad_config(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(err, errlen, "bad config: ");
+	va_start(ap, fmt);
+	if (n > 0 && (size_t)n < errlen)
+		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return YARD_EINVAL;
+}
+
 static int check_config(const struct yd_config *cfg, char *err, size_t errlen)
 {
-	if (!cfg || cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size ||
-	    !cfg->endpoints) {
-		snprintf(err, errlen, "bad config: need 0 <= rank < world_size and endpoints");
-		return YARD_EINVAL;
-	}
+	if (!cfg)
+		return bad_config(err, errlen, "no config");
+	if (cfg->world_size < 1)
+		return bad_config(err, errlen, "world_size %d (want >= 1)", cfg->world_size);
+	if (cfg->rank < 0 || cfg->rank >= cfg->world_size)
+		return bad_config(err, errlen, "rank %d out of range [0, %d]", cfg->rank,
+		                  cfg->world_size - 1);
+	if (!cfg->endpoints)
+		return bad_config(err, errlen, "no endpoints (one host:port per rank)");
 	for (int i = 0; i < cfg->world_size; i++)
-		if (!cfg->endpoints[i] || !strchr(cfg->endpoints[i], ':')) {
-			snprintf(err, errlen, "bad config: endpoint of rank %d must be host:port",
-			         i);
-			return YARD_EINVAL;
-		}
-	if ((unsigned)cfg->transport >= YD_TRANSPORT_COUNT ||
-	    (unsigned)cfg->algo >= YD_ALGO_COUNT) {
-		snprintf(err, errlen, "bad config: unknown transport or algorithm");
-		return YARD_EINVAL;
-	}
+		if (!endpoint_ok(cfg->endpoints[i]))
+			return bad_config(
+			    err, errlen,
+			    "endpoint of rank %d is '%s', want host:port (port 0-65535)", i,
+			    cfg->endpoints[i] ? cfg->endpoints[i] : "(null)");
+	if ((unsigned)cfg->transport >= YD_TRANSPORT_COUNT)
+		return bad_config(err, errlen, "unknown transport %d", (int)cfg->transport);
+	if ((unsigned)cfg->algo >= YD_ALGO_COUNT)
+		return bad_config(err, errlen, "unknown algorithm %d", (int)cfg->algo);
 	return 0;
 }
 
@@ -434,14 +475,17 @@ int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len)
 	*out = NULL;
 	memset(&cfg, 0, sizeof cfg);
 	const char *rank_s = getenv("YARD_RANK"), *world_s = getenv("YARD_WORLD_SIZE");
-	if (!rank_s || !world_s) {
+	if (!rank_s || !*rank_s || !world_s || !*world_s) {
 		snprintf(errbuf, errbuf_len, "YARD_RANK and YARD_WORLD_SIZE must be set");
 		return YARD_EINVAL;
 	}
-	cfg.rank = atoi(rank_s);
-	cfg.world_size = atoi(world_s);
-	cfg.timeout_ms = env_int("YARD_TIMEOUT_MS", 0);
-	if (cfg.world_size < 1 || cfg.rank < 0 || cfg.rank >= cfg.world_size) {
+	if ((rc = env_int("YARD_WORLD_SIZE", 1, INT_MAX, &cfg.world_size, errbuf, errbuf_len)) ||
+	    (rc = env_int("YARD_RANK", 0, INT_MAX, &cfg.rank, errbuf, errbuf_len)) ||
+	    (rc = env_int("YARD_TIMEOUT_MS", 0, INT_MAX, &cfg.timeout_ms, errbuf, errbuf_len)) ||
+	    (rc = env_int("YARD_TCP_SOCKETS", 0, DP_TCP_MAX_SOCKS, &cfg.tcp_sockets_per_peer,
+	                  errbuf, errbuf_len)))
+		return rc;
+	if (cfg.rank >= cfg.world_size) {
 		snprintf(errbuf, errbuf_len, "YARD_RANK=%s out of range for YARD_WORLD_SIZE=%s",
 		         rank_s, world_s);
 		return YARD_EINVAL;
@@ -466,7 +510,6 @@ int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len)
 		}
 		cfg.algo = (enum yd_algo)v;
 	}
-	cfg.tcp_sockets_per_peer = env_int("YARD_TCP_SOCKETS", 0);
 	int calibrate = 1, tune = 1;
 	if ((rc = env_switch("YARD_CALIBRATE", &calibrate, errbuf, errbuf_len)) != 0 ||
 	    (rc = env_switch("YARD_TUNE", &tune, errbuf, errbuf_len)) != 0 ||

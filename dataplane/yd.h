@@ -99,17 +99,21 @@ const char *yd_transport_name(enum yd_transport t);
 int yd_transport_parse(const char *name);
 
 /* Connects to every peer (each rank listens on its own endpoint). Fails with YARD_ETIMEDOUT
- * naming the missing ranks if not all arrive within cfg->timeout_ms. errbuf gets the message. */
+ * naming the missing ranks if not all arrive within cfg->timeout_ms; a bad cfg (rank, world
+ * size, an endpoint that is not host:port, transport, algorithm) with YARD_EINVAL naming the
+ * field and its value. errbuf gets the message. */
 int yd_comm_init(const struct yd_config *cfg, yd_comm **out, char *errbuf, size_t errbuf_len);
 
 /* Same, from the environment: YARD_RANK, YARD_WORLD_SIZE, and either YARD_PEERS
  * (comma-separated host:port, one per rank) or YARD_RENDEZVOUS_FILE (a shared file each
  * rank appends "rank host:port" to, choosing a free port itself). Optional: YARD_HOSTS
- * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TRANSPORT, YARD_ALGO, YARD_CALIBRATE
+ * (comma-separated host labels), YARD_TIMEOUT_MS, YARD_TCP_SOCKETS (data sockets per TCP
+ * peer, 1-8), YARD_TRANSPORT, YARD_ALGO, YARD_CALIBRATE
  * (0: no calibration, see yd_config.calibrate), YARD_TUNE (0: no online tuning, see
  * yd_config.tune), YARD_CUDA (0|1),
  * YARD_NCCL (0|1|auto, read at the first device collective), YARD_RDMA_GID_INDEX (RoCE GID
- * table index, default 0). */
+ * table index, default 0). A variable that is not a whole number in range, an unknown name or
+ * an endpoint that is not host:port fails with YARD_EINVAL naming it and its value. */
 int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len);
 
 /* Collective over comm: ranks with the same color form a new communicator, ordered by

@@ -1,13 +1,17 @@
 /* test_coll_args.c: every public collective and point-to-point call refuses bad arguments
  * with YARD_EINVAL and a message that names the call and what was wrong (unknown dtype or
  * op, a NULL buffer with a count, a count too large, a root or peer out of range or this
- * rank), changes nothing, and leaves the communicator usable: the next good call works. */
+ * rank), changes nothing, and leaves the communicator usable: the next good call works.
+ * yd_comm_init and yd_comm_init_env refuse bad configurations and environments the same
+ * way, naming the field or variable and its value. */
 #include "config.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -129,6 +133,122 @@ static void test_usable_after_refusals(void **state)
 	assert_int_equal(yd_barrier(c), 0);
 }
 
+/* yd_comm_init refuses cfg with YARD_EINVAL and exactly the message want; *out stays NULL */
+static void init_refused(const struct yd_config *cfg, const char *want)
+{
+	char err[256] = "";
+	yd_comm *c = (yd_comm *)&err; /* not NULL, so that the call must clear it */
+	assert_int_equal(yd_comm_init(cfg, &c, err, sizeof err), YARD_EINVAL);
+	assert_null(c);
+	assert_string_equal(err, want);
+}
+
+static void test_config_refused(void **state)
+{
+	(void)state;
+	const char *two[] = {"127.0.0.1:0", "127.0.0.1:0"};
+	struct yd_config cfg = {.rank = 0, .world_size = 0, .endpoints = two, .calibrate = -1};
+	init_refused(&cfg, "bad config: world_size 0 (want >= 1)");
+	cfg.world_size = 2;
+	cfg.rank = 2;
+	init_refused(&cfg, "bad config: rank 2 out of range [0, 1]");
+	cfg.rank = -1;
+	init_refused(&cfg, "bad config: rank -1 out of range [0, 1]");
+	cfg.rank = 1;
+	cfg.endpoints = NULL;
+	init_refused(&cfg, "bad config: no endpoints (one host:port per rank)");
+	const char *bad[][2] = {
+	    {"127.0.0.1:0", "127.0.0.1:abc"}, {"127.0.0.1:0", "127.0.0.1:70000"},
+	    {"127.0.0.1:0", "127.0.0.1:"},    {"127.0.0.1:0", "127.0.0.1"},
+	    {"127.0.0.1:0", ":29500"},        {"127.0.0.1:0", "127.0.0.1:-1"}};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char want[128];
+		snprintf(want, sizeof want,
+		         "bad config: endpoint of rank 1 is '%s', want host:port (port 0-65535)",
+		         bad[i][1]);
+		cfg.endpoints = bad[i];
+		init_refused(&cfg, want);
+	}
+	const char *missing[] = {"127.0.0.1:0", NULL};
+	cfg.endpoints = missing;
+	init_refused(&cfg, "bad config: endpoint of rank 1 is '(null)', want host:port (port "
+	                   "0-65535)");
+	cfg.endpoints = two;
+	cfg.transport = (enum yd_transport)77;
+	init_refused(&cfg, "bad config: unknown transport 77");
+	cfg.transport = YD_TRANSPORT_AUTO;
+	cfg.algo = (enum yd_algo) - 2;
+	init_refused(&cfg, "bad config: unknown algorithm -2");
+	init_refused(NULL, "bad config: no config");
+}
+
+static void clear_env(void)
+{
+	const char *vars[] = {"YARD_RANK",        "YARD_WORLD_SIZE", "YARD_TIMEOUT_MS",
+	                      "YARD_TCP_SOCKETS", "YARD_PEERS",      "YARD_RENDEZVOUS_FILE",
+	                      "YARD_HOSTS",       "YARD_TRANSPORT",  "YARD_ALGO",
+	                      "YARD_CALIBRATE",   "YARD_TUNE",       "YARD_CUDA"};
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+		unsetenv(vars[i]);
+}
+
+/* with the environment set as given (NAME=VALUE pairs, NULL-terminated) on top of a good
+ * one-rank environment, yd_comm_init_env fails with want (NULL: succeeds) */
+static void env_case(const char *want, ...)
+{
+	clear_env();
+	setenv("YARD_RANK", "0", 1);
+	setenv("YARD_WORLD_SIZE", "1", 1);
+	setenv("YARD_PEERS", "127.0.0.1:0", 1);
+	setenv("YARD_CALIBRATE", "0", 1);
+	va_list ap;
+	va_start(ap, want);
+	for (const char *name; (name = va_arg(ap, const char *)) != NULL;)
+		setenv(name, va_arg(ap, const char *), 1);
+	va_end(ap);
+	char err[256] = "";
+	yd_comm *c = NULL;
+	int rc = yd_comm_init_env(&c, err, sizeof err);
+	if (want) {
+		assert_int_equal(rc, YARD_EINVAL);
+		assert_null(c);
+		assert_string_equal(err, want);
+	} else {
+		assert_int_equal(rc, 0);
+		assert_non_null(c);
+		assert_int_equal(yd_comm_size(c), 1);
+		yd_comm_destroy(c);
+	}
+	clear_env();
+}
+
+static void test_env_refused(void **state)
+{
+	(void)state;
+	env_case(NULL, NULL);
+	env_case(NULL, "YARD_TIMEOUT_MS", "2500", "YARD_TCP_SOCKETS", "4", NULL);
+	env_case("YARD_RANK and YARD_WORLD_SIZE must be set", "YARD_RANK", "", NULL);
+	env_case("YARD_RANK=abc: want an integer in [0, 2147483647]", "YARD_RANK", "abc", NULL);
+	env_case("YARD_RANK=1x: want an integer in [0, 2147483647]", "YARD_RANK", "1x", NULL);
+	env_case("YARD_RANK=-1: want an integer in [0, 2147483647]", "YARD_RANK", "-1", NULL);
+	env_case("YARD_WORLD_SIZE=0: want an integer in [1, 2147483647]", "YARD_WORLD_SIZE", "0",
+	         NULL);
+	env_case("YARD_WORLD_SIZE=99999999999: want an integer in [1, 2147483647]",
+	         "YARD_WORLD_SIZE", "99999999999", NULL);
+	env_case("YARD_RANK=1 out of range for YARD_WORLD_SIZE=1", "YARD_RANK", "1", NULL);
+	env_case("YARD_TIMEOUT_MS=5s: want an integer in [0, 2147483647]", "YARD_TIMEOUT_MS", "5s",
+	         NULL);
+	env_case("YARD_TCP_SOCKETS=9: want an integer in [0, 8]", "YARD_TCP_SOCKETS", "9", NULL);
+	env_case("YARD_PEERS has 2 entries, YARD_WORLD_SIZE is 1", "YARD_PEERS",
+	         "127.0.0.1:0,127.0.0.1:1", NULL);
+	env_case("bad config: endpoint of rank 1 is '127.0.0.1:http', want host:port (port "
+	         "0-65535)",
+	         "YARD_WORLD_SIZE", "2", "YARD_PEERS", "127.0.0.1:0,127.0.0.1:http", NULL);
+	env_case("YARD_TRANSPORT=udp: unknown (auto|shm|tcp|rdma)", "YARD_TRANSPORT", "udp", NULL);
+	env_case("YARD_CALIBRATE=yes: want 0 or 1", "YARD_CALIBRATE", "yes", NULL);
+	env_case("set YARD_PEERS or YARD_RENDEZVOUS_FILE", "YARD_PEERS", "", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -136,6 +256,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_null_buffers_and_counts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_roots_and_peers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_usable_after_refusals, setup, teardown),
+	    cmocka_unit_test(test_config_refused),
+	    cmocka_unit_test(test_env_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
