@@ -14,6 +14,7 @@
  * 30-90 % from launch to launch on a shared 2-core machine, more than the algorithms differ. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,25 +40,49 @@ struct opts {
 	size_t min, max, factor;
 };
 
-static size_t parse_size(const char *s)
+/* --OPT N: a whole number in [lo, hi]; anything else exits 2 naming the option */
+static int opt_int(const char *opt, const char *arg, long lo, long hi)
 {
 	char *end;
-	double v = strtod(s, &end);
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > hi) {
+		fprintf(stderr, "yard-bench: --%s %s: want a whole number from %ld to %ld\n", opt,
+		        arg, lo, hi);
+		exit(2);
+	}
+	return (int)v;
+}
+
+/* --OPT SIZE: bytes, with an optional K, M or G (powers of 1024), from 1 to 16G */
+static size_t opt_size(const char *opt, const char *arg)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
 	switch (*end) {
 	case 'K':
 	case 'k':
 		v *= 1024;
+		end++;
 		break;
 	case 'M':
 	case 'm':
 		v *= 1024 * 1024;
+		end++;
 		break;
 	case 'G':
 	case 'g':
 		v *= 1024.0 * 1024 * 1024;
+		end++;
 		break;
 	default:
 		break;
+	}
+	if (errno || end == arg || *end || !(v >= 1 && v <= 16.0 * 1024 * 1024 * 1024)) {
+		fprintf(stderr, "yard-bench: --%s %s: want a size from 1 to 16G (K, M, G: 1024s)\n",
+		        opt, arg);
+		exit(2);
 	}
 	return (size_t)v;
 }
@@ -487,10 +512,16 @@ int main(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'n':
-			o.ranks = atoi(optarg);
+			o.ranks = opt_int("ranks", optarg, 1, 64);
 			break;
 		case 't':
 			o.transport = optarg;
+			if (yd_transport_parse(optarg) < 0) {
+				fprintf(stderr,
+				        "yard-bench: --transport %s: unknown (auto|shm|tcp|rdma)\n",
+				        optarg);
+				return 2;
+			}
 			break;
 		case 'a':
 			o.algo = optarg;
@@ -516,19 +547,19 @@ int main(int argc, char **argv)
 			o.hosts = optarg;
 			break;
 		case 'b':
-			o.min = parse_size(optarg);
+			o.min = opt_size("min", optarg);
 			break;
 		case 'e':
-			o.max = parse_size(optarg);
+			o.max = opt_size("max", optarg);
 			break;
 		case 'f':
-			o.factor = parse_size(optarg);
+			o.factor = opt_size("factor", optarg);
 			break;
 		case 'i':
-			o.iters = atoi(optarg);
+			o.iters = opt_int("iters", optarg, 1, 1000000);
 			break;
 		case 'w':
-			o.warmup = atoi(optarg);
+			o.warmup = opt_int("warmup", optarg, 0, 1000000);
 			break;
 		case 'd':
 			o.dtype = -1;
@@ -553,8 +584,10 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (o.ranks < 1 || o.ranks > 64 || o.iters < 1 || o.min < 1 || o.max < o.min)
-		usage();
+	if (o.max < o.min) {
+		fprintf(stderr, "yard-bench: --max %zu is below --min %zu\n", o.max, o.min);
+		return 2;
+	}
 	if (o.nalgo && (strcmp(o.coll, "allreduce") != 0 || o.in_place)) {
 		fprintf(stderr,
 		        "yard-bench: --algo %s: a comparison runs an out-of-place "

@@ -2,7 +2,8 @@
 # dp_bench_cli.sh: yard-bench's host emulation: `--hosts H` puts the ranks on H emulated
 # hosts in contiguous blocks and the shared-buffer allreduce runs across them with every
 # result checked; a host count beyond the ranks or a label list of the wrong length is
-# refused by name before any rank starts; --in-place allreduces are checked in place.
+# refused by name before any rank starts; --in-place allreduces are checked in place; a
+# number, size or transport that is not one is refused by name.
 set -euo pipefail
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 fail() {
@@ -66,6 +67,25 @@ for bad in "allgather --algo ring,naive" "allreduce --algo ring,naive --in-place
 	[ "$rc" = 2 ] && echo "$msg" | grep -q "a comparison runs an out-of-place allreduce only" ||
 		fail "$bad: exit $rc: $msg"
 done
+# numbers and sizes that are not what they say are refused by name, before any rank starts
+for bad in "--ranks 4x:want a whole number from 1 to 64" "--ranks 65:want a whole number from 1 to 64" \
+	"--iters abc:want a whole number from 1 to 1000000" "--warmup -1:want a whole number from 0" \
+	"--min 0:want a size from 1 to 16G" "--max 1T:want a size from 1 to 16G" \
+	"--factor 4x:want a size" "--transport udp:unknown (auto|shm|tcp|rdma)"; do
+	set +e
+	# shellcheck disable=SC2086 # the option and its value are two words
+	msg=$("$build/yard-bench" allreduce ${bad%%:*} 2>&1)
+	rc=$?
+	set -e
+	[ "$rc" = 2 ] && echo "$msg" | grep -qF "yard-bench: ${bad%%:*}: ${bad#*:}" ||
+		fail "${bad%%:*}: exit $rc: $msg"
+done
+set +e
+msg=$("$build/yard-bench" allreduce --min 1M --max 1K 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && echo "$msg" | grep -q "^yard-bench: --max 1024 is below --min 1048576" ||
+	fail "--min 1M --max 1K: exit $rc: $msg"
 for r in 0 5x 1001; do
 	set +e
 	msg=$("$build/yard-bench" allreduce --ranks 2 --algo ring,naive --rounds $r 2>&1)
