@@ -10,5 +10,6 @@ common_libcommon_a_SOURCES = \
 	common/hist.c common/hist.h \
 	common/base64.c common/base64.h \
 	common/buildinfo.c common/buildinfo.h \
-	common/grow.c common/grow.h
+	common/grow.c common/grow.h \
+	common/addr.c common/addr.h
 common_libcommon_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/addr.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "jobs/codec.h"
@@ -1209,7 +1210,8 @@ static int queue_change(struct consensus *c, enum op_kind kind, uint64_t id, con
 int consensus_add(struct consensus *c, uint64_t id, const char *raft_address, int voter,
                   consensus_done_cb cb, void *data, struct yard_err *err)
 {
-	if (id == 0 || raft_address == NULL || strlen(raft_address) >= CONSENSUS_ADDR_MAX)
+	if (id == 0 || raft_address == NULL || strlen(raft_address) >= CONSENSUS_ADDR_MAX ||
+	    yard_addr_parse(raft_address, NULL, 0, NULL) != 0)
 		return yard_err_set(err, YARD_EINVAL,
 		                    "member %llu: id must be > 0 and an address a.b.c.d:port",
 		                    (unsigned long long)id);

@@ -19,6 +19,7 @@
 #include <gperftools/tcmalloc.h>
 #endif
 
+#include "common/addr.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "jobs/codec.h"
@@ -51,9 +52,9 @@ static struct {
 	char admin_secret[SHA256_HEX_LEN + 1]; /* generated when no file was given */
 	int bootstrap_in_flight;
 	int exit_code;
-	int embargo_max_days;        /* --embargo-max-days, 0 when not given */
-	int64_t checkpoint_quota_mb; /* --checkpoint-quota-mb, 0 when not given */
-	int64_t events_max;          /* --events-max, 0 when not given */
+	int embargo_max_days;         /* --embargo-max-days, 0 when not given */
+	int64_t checkpoint_quota_mb;  /* --checkpoint-quota-mb, 0 when not given */
+	int64_t events_max;           /* --events-max, 0 when not given */
 	int64_t max_heartbeats_per_s; /* --max-heartbeats-per-s, -1 when not given */
 	int64_t job_retention_s;      /* --job-retention-s, -1 when not given */
 } yd;
@@ -139,10 +140,14 @@ static int parse_members(const char *spec, struct yard_err *err)
 		char *end;
 		m->id = strtoull(item, &end, 10);
 		if (*end != '\0' || m->id == 0 || strlen(eq + 1) >= sizeof m->raft_address ||
+		    yard_addr_parse(eq + 1, NULL, 0, NULL) != 0 ||
 		    strlen(at + 1) >= sizeof m->api_url ||
 		    (strncmp(at + 1, "http://", 7) != 0 && strncmp(at + 1, "https://", 8) != 0)) {
-			rc = yard_err_set(err, YARD_EINVAL, "--members: bad member '%s=%s@%s'",
-			                  item, eq + 1, at + 1);
+			rc = yard_err_set(
+			    err, YARD_EINVAL,
+			    "--members: bad member '%s=%s@%s': want ID=a.b.c.d:port@URL "
+			    "(ID > 0, a port 1-65535, URL http:// or https://)",
+			    item, eq + 1, at + 1);
 			break;
 		}
 		snprintf(m->raft_address, sizeof m->raft_address, "%s", eq + 1);
@@ -802,6 +807,16 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	const char *addr_flag[] = {"--raft-address", "--api-address"};
+	const char *addr_val[] = {cfg.raft_address, api_address};
+	for (int i = 0; i < 2; i++)
+		if (yard_addr_parse(addr_val[i], NULL, 0, NULL) != 0) {
+			fprintf(
+			    stderr,
+			    "yardd: %s %s: want a.b.c.d:port (an IPv4 address, a port 1-65535)\n",
+			    addr_flag[i], addr_val[i]);
+			return 2;
+		}
 	if (yd.sched_cfg.node_down_ms <= yd.sched_cfg.node_suspect_ms) {
 		fprintf(stderr,
 		        "yardd: --node-down-ms (%llu) must be above --node-suspect-ms (%llu)\n",

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/addr.h"
 #include "common/common.h"
 #include "common/jsonx.h"
 #include "common/log.h"
@@ -161,13 +162,10 @@ static void h_members_add(struct call *call)
 		call_yard_error(call, &err);
 		return;
 	}
-	char host[64];
-	struct sockaddr_in sa;
-	const char *colon = strrchr(addr, ':');
-	int port = colon ? atoi(colon + 1) : 0;
-	snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - addr) : 0, addr);
-	if (colon == NULL || port <= 0 || port > 65535 || uv_ip4_addr(host, port, &sa) != 0) {
-		call_error(call, 400, "raft_address", "raft_address: '%s' must be a.b.c.d:port",
+	if (yard_addr_parse(addr, NULL, 0, NULL) != 0) {
+		call_error(call, 400, "raft_address",
+		           "raft_address: '%s' must be a.b.c.d:port (an IPv4 address, a port "
+		           "1-65535)",
 		           addr);
 	} else if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
 		call_error(call, 400, "api_url",

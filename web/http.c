@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/addr.h"
 #include "common/clock.h"
 #include "common/jsonx.h"
 #include "common/log.h"
@@ -756,8 +757,8 @@ struct h2o_answer_ostream {
 	uint64_t start_ns;
 };
 
-static void h2o_answer_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs,
-                            size_t bufcnt, h2o_send_state_t state)
+static void h2o_answer_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt,
+                            h2o_send_state_t state)
 {
 	struct h2o_answer_ostream *o = (struct h2o_answer_ostream *)self;
 	if (state != H2O_SEND_STATE_FINAL) { /* never seen: h2o sends its answers whole */
@@ -1182,13 +1183,13 @@ struct http_server *http_server_start(uv_loop_t *loop, struct consensus *c, stru
 	char host[64];
 	int port;
 	struct sockaddr_in addr;
-	const char *colon = strrchr(api_address, ':');
-	if (colon == NULL || (size_t)(colon - api_address) >= sizeof host ||
-	    (port = atoi(colon + 1)) <= 0 || port > 65535) {
-		yard_err_set(err, YARD_EINVAL, "--api-address %s: want a.b.c.d:port", api_address);
+	if (yard_addr_parse(api_address, host, sizeof host, &port) != 0) {
+		yard_err_set(
+		    err, YARD_EINVAL,
+		    "--api-address %s: want a.b.c.d:port (an IPv4 address, a port 1-65535)",
+		    api_address);
 		return NULL;
 	}
-	snprintf(host, sizeof host, "%.*s", (int)(colon - api_address), api_address);
 	if (uv_ip4_addr(host, port, &addr) != 0) {
 		yard_err_set(err, YARD_EINVAL, "--api-address %s: not a numeric IPv4 address",
 		             api_address);

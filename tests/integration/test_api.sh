@@ -208,8 +208,18 @@ for seg in %ff%fe %01 abc%c3; do
 	get 1 "/v1/jobs/$seg"
 	[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"path"' || fail "GET /v1/jobs/$seg: $CODE $BODY"
 done
+# a member's raft address is taken whole: a port with text after it ("7001x" was read as
+# 7001 and the text kept in the raft configuration), out of range, or a host name is refused
+for bad in 127.0.0.1:7001x 127.0.0.1:65536 127.0.0.1:0 localhost:7001 1.2.3:80; do
+	call POST 1 /v1/cluster/members "{\"id\":7,\"raft_address\":\"$bad\",\"api_url\":\"http://127.0.0.1:1\"}"
+	[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"raft_address"' &&
+		echo "$BODY" | grep -qF "raft_address: '$bad' must be a.b.c.d:port" ||
+		fail "POST /v1/cluster/members raft_address $bad: $CODE $BODY"
+done
 after=$(digest_of 1 | cut -d" " -f1)
 [ "$before" = "$after" ] || fail "bad input changed the database: $before -> $after"
+get 1 /v1/cluster
+[ "$(jget "$BODY" 'len(d["members"])')" = 1 ] || fail "a refused member was added: $BODY"
 note "bad input: 400/413 with the field named, database unchanged"
 
 # idempotency over HTTP: the same X-Request-Id returns the same job

@@ -4,6 +4,7 @@
 # member 1, "-1" member 2^64-1, "abc" read as "not given"), and a first start whose --id is
 # not among --members (it waited for ever for a configuration naming it). A member whose
 # data dir holds raft state restarts whatever --members says (its log has the configuration).
+# Raft and API addresses must be a.b.c.d:port, whole.
 . "$(dirname "$0")/lib.sh"
 
 # yardd_exit ID MEMBERS [FLAGS...]: runs yardd in the foreground (20 s at most); its log in
@@ -45,8 +46,26 @@ for v in 0 101; do
 	[ "$rc" = 2 ] && grep -qF -- "--auto-grow-pct: '$v' is not 1..100" "$T/args.log" ||
 		fail "--auto-grow-pct $v: exit $rc: $(cat "$T/args.log")"
 done
+# addresses are a.b.c.d:port taken whole: "7001x" was a raft address listening on 7001 with
+# the text kept in the configuration, and a member of --members was not checked at all
+for v in "127.0.0.1:$(raft_port 1)x" 127.0.0.1:65536 localhost:7001 127.0.0.1; do
+	timeout 20 "$YARDD" --id 1 --data-dir "$T/d-args" --raft-address "$v" \
+		--api-address "127.0.0.1:$(api_port 1)" --members "1=$v@$(api 1)" >"$T/args.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "--raft-address $v: want a.b.c.d:port" "$T/args.log" ||
+		fail "--raft-address $v: exit $rc: $(cat "$T/args.log")"
+	yardd_exit 1 "$M1,2=$v@http://127.0.0.1:1"
+	rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "--members: bad member '2=$v@http://127.0.0.1:1': want ID=a.b.c.d:port@URL" "$T/args.log" ||
+		fail "--members with 2=$v: exit $rc: $(cat "$T/args.log")"
+	timeout 20 "$YARDD" --id 1 --data-dir "$T/d-args" --raft-address "127.0.0.1:$(raft_port 1)" \
+		--api-address "$v" --members "$M1" >"$T/args.log" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "--api-address $v: want a.b.c.d:port" "$T/args.log" ||
+		fail "--api-address $v: exit $rc: $(cat "$T/args.log")"
+done
 [ ! -e "$T/d-args/metadata1" ] || fail "a refused flag left raft state behind"
-note "--preempt-after-s and --auto-grow-pct out of range refused"
+note "--preempt-after-s and --auto-grow-pct out of range, addresses not a.b.c.d:port refused"
 
 # a member with state restarts although --members no longer lists it
 start_member 1 "$M1"

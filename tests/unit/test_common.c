@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "common/addr.h"
 #include "common/base64.h"
 #include "common/common.h"
 #include "common/grow.h"
@@ -713,6 +714,54 @@ static void test_grow_copies_no_page(void **state)
 		         reference);
 }
 
+/* "a.b.c.d:port" is taken whole or not at all: trailing text, ports out of range, names and
+ * malformed hosts are refused with nothing written */
+static void test_addr_parse_whole_or_nothing(void **state)
+{
+	(void)state;
+	char host[16] = "unchanged";
+	int port = -7;
+	assert_int_equal(yard_addr_parse("127.0.0.1:7001", host, sizeof host, &port), 0);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(port, 7001);
+	assert_int_equal(yard_addr_parse("10.20.30.40:65535", host, sizeof host, &port), 0);
+	assert_string_equal(host, "10.20.30.40");
+	assert_int_equal(port, 65535);
+	assert_int_equal(yard_addr_parse("0.0.0.0:1", NULL, 0, NULL), 0);
+	const char *bad[] = {"127.0.0.1:7001x",
+	                     "127.0.0.1:0",
+	                     "127.0.0.1:65536",
+	                     "127.0.0.1:",
+	                     "127.0.0.1",
+	                     ":7001",
+	                     "localhost:7001",
+	                     "1.2.3:80",
+	                     "1.2.3.4.5:80",
+	                     "256.1.1.1:80",
+	                     "127.0.0.1:-80",
+	                     "127.0.0.1:+80",
+	                     "127.0.0.1: 80",
+	                     "127.0.0.1:80 ",
+	                     " 127.0.0.1:80",
+	                     "[::1]:80",
+	                     "127.0.0.1:99999999999999999999",
+	                     "",
+	                     "127.0.0.1:7001:7002"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		strcpy(host, "unchanged");
+		port = -7;
+		if (yard_addr_parse(bad[i], host, sizeof host, &port) != -1)
+			fail_msg("'%s' was accepted", bad[i]);
+		assert_string_equal(host, "unchanged");
+		assert_int_equal(port, -7);
+	}
+	assert_int_equal(yard_addr_parse(NULL, host, sizeof host, &port), -1);
+	/* a host buffer too small for the host: refused, not cut */
+	char tiny[8] = "x";
+	assert_int_equal(yard_addr_parse("127.0.0.1:80", tiny, sizeof tiny, &port), -1);
+	assert_string_equal(tiny, "x");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -731,6 +780,7 @@ int main(void)
 	    cmocka_unit_test(test_grow_keeps_bytes_and_zeroes_new_ones),
 	    cmocka_unit_test(test_grow_copies_no_page),
 	    cmocka_unit_test(test_grow_arrays_are_leak_roots),
+	    cmocka_unit_test(test_addr_parse_whole_or_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
