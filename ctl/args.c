@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/addr.h"
 #include "common/common.h"
 
 enum opt_flag {
@@ -72,8 +73,7 @@ static const struct command_def commands[] = {
     {CTL_NODE_CORDON, "node", "cordon", 1, 1, 0, 0},
     {CTL_NODE_UNCORDON, "node", "uncordon", 1, 1, 0, 0},
     {CTL_NODE_DRAIN, "node", "drain", 1, 1, 0, 0},
-    {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT | OPT_TAIL | OPT_FOLLOW,
-     0},
+    {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT | OPT_TAIL | OPT_FOLLOW, 0},
     {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
     {CTL_TOKEN_REVOKE, "token", "revoke", 1, 1, 0, 0},
@@ -645,10 +645,12 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 	const char *const *op = a->operand;
 	switch (a->command) {
 	case CTL_CLUSTER_ADD:
-		if (strchr(op[1], ':') == NULL || strchr(op[1], '/') != NULL)
-			return yard_err_set(err, YARD_EINVAL,
-			                    "cluster add: RAFT_ADDR \"%s\" is not HOST:PORT",
-			                    op[1]);
+		if (yard_addr_parse(op[1], NULL, 0, NULL) != 0)
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "cluster add: RAFT_ADDR \"%s\" is not a.b.c.d:port (an IPv4 "
+			    "address, a port 1-65535)",
+			    op[1]);
 		if (strncmp(op[2], "http://", 7) != 0 && strncmp(op[2], "https://", 8) != 0)
 			return yard_err_set(err, YARD_EINVAL,
 			                    "cluster add: API_URL \"%s\" is not an http(s):// URL",

@@ -188,6 +188,9 @@ static void test_usage_errors(void **state)
 	expect_usage_error("cluster add x 127.0.0.1:7004 http://h:1", "member ID \"x\"");
 	expect_usage_error("cluster add 0 127.0.0.1:7004 http://h:1", "member ID \"0\"");
 	expect_usage_error("cluster add 4 127.0.0.1 http://h:1", "RAFT_ADDR");
+	expect_usage_error("cluster add 4 127.0.0.1:7004x http://h:1",
+	                   "RAFT_ADDR \"127.0.0.1:7004x\" is not a.b.c.d:port");
+	expect_usage_error("cluster add 4 ctl-2:7004 http://h:1", "RAFT_ADDR \"ctl-2:7004\"");
 	expect_usage_error("cluster add 4 127.0.0.1:7004 h:1", "API_URL");
 	expect_usage_error("cluster remove one", "member ID \"one\"");
 	expect_usage_error("cluster transfer -- -2", "member ID \"-2\"");
