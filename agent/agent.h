@@ -332,9 +332,11 @@ void ranks_stop(struct agent *a, struct agent_rank *r, const char *why);
 void ranks_tick(struct agent *a); /* escalate stops, poll adopted pids, rotate logs */
 struct agent_rank *ranks_find(struct agent *a, const char *job, int rank);
 /* Hands checkpoint request number request to this node's running ranks of the job's
- * generation (their YARD_CHECKPOINT_REQUEST file, when it holds a lower one); returns how many
+ * generation (their YARD_CHECKPOINT_REQUEST file, when it holds a lower one), with after, the
+ * step a checkpoint must be newer than to answer it (INT64_MAX: not known); returns how many
  * ranks it has here (0: none, nothing written), -1 when the file could not be written. */
-int ranks_request_checkpoint(struct agent *a, const char *job, int64_t generation, int64_t request);
+int ranks_request_checkpoint(struct agent *a, const char *job, int64_t generation, int64_t request,
+                             int64_t after);
 int agent_mkdir_p(const char *dir); /* mkdir -p: 0, or -1 with errno */
 struct agent_rank *ranks_find_pid(struct agent *a, pid_t pid);
 json_t *ranks_report(const struct agent *a); /* the "ranks" array of a heartbeat */

@@ -194,12 +194,14 @@ static void apply_commands(struct agent *a, const json_t *commands)
 		const char *job = json_string_value(json_object_get(cmd, "job"));
 		const json_t *gen = json_object_get(cmd, "generation");
 		const json_t *req = json_object_get(cmd, "request");
+		const json_t *after = json_object_get(cmd, "after"); /* absent from older leaders */
 		if (op != NULL && strcmp(op, "drain") == 0)
 			draining = 1;
 		else if (op != NULL && strcmp(op, "checkpoint") == 0 && job != NULL &&
 		         json_is_integer(gen) && json_is_integer(req))
-			ranks_request_checkpoint(a, job, json_integer_value(gen),
-			                         json_integer_value(req));
+			ranks_request_checkpoint(
+			    a, job, json_integer_value(gen), json_integer_value(req),
+			    json_is_integer(after) ? json_integer_value(after) : INT64_MAX);
 		else
 			log_warn("heartbeat answer: unknown command '%s' ignored", op ? op : "?");
 	}

@@ -292,13 +292,16 @@ static void request_path(const struct agent *a, const char *job, int64_t generat
 	         (long long)generation);
 }
 
-int ranks_request_checkpoint(struct agent *a, const char *job, int64_t generation, int64_t request)
+int ranks_request_checkpoint(struct agent *a, const char *job, int64_t generation, int64_t request,
+                             int64_t after)
 {
-	int ranks = 0;
+	int ranks = 0, workers = 0;
 	for (int i = 0; i < AGENT_MAX_RANKS; i++) {
 		const struct agent_rank *r = &a->ranks[i];
-		ranks += r->in_use && !r->exited && !r->stopping && r->generation == generation &&
-		         strcmp(r->job, job) == 0;
+		int here = r->in_use && !r->exited && !r->stopping && r->generation == generation &&
+		           strcmp(r->job, job) == 0;
+		ranks += here;
+		workers += here && r->worker_version[0] != '\0';
 	}
 	if (ranks == 0 || !valid_job_id(job))
 		return 0;
@@ -315,7 +318,14 @@ int ranks_request_checkpoint(struct agent *a, const char *job, int64_t generatio
 		return ranks; /* handed over already */
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	f = fopen(tmp, "w");
-	int ok = f != NULL && fprintf(f, "%lld\n", (long long)request) > 0;
+	/* "REQUEST AFTER" for yard-worker: any checkpoint newer than step AFTER answers it; the
+	 * number alone for a command job's program (the form docs/api.md gives it) or when an
+	 * older leader sent no AFTER */
+	if (workers == 0)
+		after = INT64_MAX;
+	int ok = f != NULL && (after == INT64_MAX ? fprintf(f, "%lld\n", (long long)request)
+	                                          : fprintf(f, "%lld %lld\n", (long long)request,
+	                                                    (long long)after)) > 0;
 	if (f != NULL)
 		ok = (fclose(f) == 0) && ok;
 	if (!ok || rename(tmp, path) != 0) {

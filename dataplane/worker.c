@@ -22,6 +22,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,19 +68,27 @@ static int agent_socket_open(const char *path)
 	return fd;
 }
 
-/* The agent's checkpoint requests (YARD_CHECKPOINT_REQUEST): a file holding a request number,
- * replaced (a rename) with a higher one when the controller asks the ranks of this generation
- * for a checkpoint before it restarts them on purpose (a drain, a straggler's replacement,
- * growing back). Looked at before every step, one stat() while it stays the same file. */
+/* The agent's checkpoint requests (YARD_CHECKPOINT_REQUEST): a file holding "REQUEST AFTER",
+ * replaced (a rename) with a higher request number when the controller asks the ranks of this
+ * generation for a checkpoint before it restarts them on purpose (a drain, a straggler's
+ * replacement, growing back, `yardctl job checkpoint`): any complete checkpoint newer than
+ * step AFTER answers it (an agent of an older build writes REQUEST alone). Looked at before
+ * every step, one stat() while it stays the same file. */
 struct checkpoint_requests {
 	const char *path;
 	struct stat last; /* as of the last read; st_ino 0: none read yet */
 	long long seen;   /* the highest number read */
+	int rank;
 };
 
-/* Whether the file holds a number above every one read before. The file is the generation's
- * own, so a request already there when the rank starts (made while it was restoring) counts. */
-static int checkpoint_requested(struct checkpoint_requests *q)
+/* Whether this rank should ask for a checkpoint: the file holds a number above every one read
+ * before, and no checkpoint this process saved (at step saved, -1: none) answers it already.
+ * Ranks see a request at different steps (each node's agent writes its own file when its
+ * heartbeat brings it, and ranks of one node look at different moments), and the first to
+ * see it makes them all save at one step; the others find that checkpoint newer than AFTER
+ * when they see it, instead of asking for another. The file is the generation's own, so a
+ * request already there when the rank starts (made while it was restoring) counts. */
+static int checkpoint_requested(struct checkpoint_requests *q, int64_t saved)
 {
 	struct stat st;
 	if (q->path == NULL || stat(q->path, &st) != 0)
@@ -90,14 +99,24 @@ static int checkpoint_requested(struct checkpoint_requests *q)
 		return 0;
 	q->last = st;
 	FILE *f = fopen(q->path, "r");
-	long long n = -1;
-	if (f == NULL || fscanf(f, "%lld", &n) != 1)
+	long long n = -1, after = LLONG_MAX;
+	int got = f != NULL ? fscanf(f, "%lld %lld", &n, &after) : 0;
+	if (got < 1)
 		n = -1;
+	if (got < 2)
+		after = LLONG_MAX;
 	if (f != NULL)
 		fclose(f);
 	if (n <= q->seen)
 		return 0;
 	q->seen = n;
+	if (saved > after) {
+		log_info(
+		    "rank %d: checkpoint request %lld: answered by the checkpoint of step %lld, "
+		    "newer than step %lld",
+		    q->rank, n, (long long)saved, after);
+		return 0;
+	}
 	return 1;
 }
 
@@ -333,13 +352,14 @@ int main(int argc, char **argv)
 	FILE *metrics_file = NULL;
 	if (getenv("YARD_METRICS_FILE"))
 		metrics_file = fopen(getenv("YARD_METRICS_FILE"), "a");
-	struct checkpoint_requests requests = {.path = getenv("YARD_CHECKPOINT_REQUEST"),
-	                                       .seen = -1};
+	struct checkpoint_requests requests = {
+	    .path = getenv("YARD_CHECKPOINT_REQUEST"), .seen = -1, .rank = rank};
+	int64_t saved = -1; /* the step of the last checkpoint this process saved */
 	if (ckpt_dir == NULL)
 		requests.path = NULL; /* nowhere to save one */
 	while (t.step < steps) {
 		int64_t next = t.step + 1;
-		if (checkpoint_requested(&requests)) {
+		if (checkpoint_requested(&requests, saved)) {
 			log_info("rank %d: checkpoint request %lld: the ranks save the first step "
 			         "from %lld whose loss allreduce carries it",
 			         rank, requests.seen, (long long)next);
@@ -385,6 +405,7 @@ int main(int argc, char **argv)
 				yd_comm_abort(comm);
 				goto out_files;
 			}
+			saved = t.step;
 		}
 	}
 	status = 0;

@@ -2551,10 +2551,14 @@ static void checkpoint_commands(struct sched *s, struct soft_node *n, json_t *co
 			n->n_asks--;
 			continue;
 		}
+		/* after: a checkpoint newer than this step answers the request
+		 * (checkpoint_settled), so ranks that saved one since, asked by another node's
+		 * ranks, need not save again */
 		json_array_append_new(commands,
-		                      json_pack("{s:s,s:s,s:I,s:I}", "op", "checkpoint", "job",
+		                      json_pack("{s:s,s:s,s:I,s:I,s:I}", "op", "checkpoint", "job",
 		                                ask->job, "generation", (json_int_t)ask->generation,
-		                                "request", (json_int_t)ask->request));
+		                                "request", (json_int_t)ask->request, "after",
+		                                (json_int_t)j->ckpt_after));
 		i++;
 	}
 }

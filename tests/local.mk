@@ -114,6 +114,8 @@ TESTS += tests/integration/train_grow.sh
 # checkpoint first and goes on from it once the other has ended
 dist_check_SCRIPTS += tests/integration/train_preempt.sh
 TESTS += tests/integration/train_preempt.sh
+dist_check_SCRIPTS += tests/integration/train_ckpt_request.sh
+TESTS += tests/integration/train_ckpt_request.sh
 
 # yard-simnodes' keep-alive HTTP client (a benchmark tool's, tested as its numbers rest on it)
 check_PROGRAMS += tests/unit/test_hconn

@@ -4,7 +4,9 @@
 # one node with failure.max_restarts 0 (120 steps of 0.1 s; the drain comes after step 12).
 # Draining that node must move the job to the other node, restored from its newest
 # checkpoint, without using a restart; the job succeeds; the node goes draining then drained;
-# events tell the story; `job logs` shows both generations.
+# events tell the story; `job logs` shows both generations. The job sets
+# checkpoint.before_restart_s, so the drain first asks its ranks for a checkpoint, handed to a
+# command job's program as a lone request number.
 # Also `node list` / `node show` output, uncordon ending a drain, and bad input.
 . "$(dirname "$0")/lib.sh"
 
@@ -34,7 +36,7 @@ for r in rows[1:]:
     assert r[6].endswith("s") and r[7] == "0", r
 PY
 
-submit 1 "{\"name\":\"mover\",\"ranks\":4,\"command\":[\"sh\",\"-c\",\"echo generation \$YARD_GENERATION rank \$RANK starts; exec sh $T/rank.sh train 120 0.1\"],\"env\":{\"OUT\":\"$T\"},\"checkpoint\":{\"store\":\"dir:$T/ckpt\"},\"failure\":{\"max_restarts\":0,\"hang_timeout_s\":30}}"
+submit 1 "{\"name\":\"mover\",\"ranks\":4,\"command\":[\"sh\",\"-c\",\"echo generation \$YARD_GENERATION rank \$RANK starts; exec sh $T/rank.sh train 120 0.1\"],\"env\":{\"OUT\":\"$T\"},\"checkpoint\":{\"store\":\"dir:$T/ckpt\",\"before_restart_s\":10},\"failure\":{\"max_restarts\":0,\"hang_timeout_s\":30}}"
 J=$JOB
 step_at_least() { [ "$(job_field 1 "$J" '.get("step", 0)')" -ge "$1" ] 2>/dev/null; }
 wait_until 20 step_at_least 3 || fail "job did not reach step 3: $(job_field 1 "$J" '')"
@@ -58,6 +60,17 @@ note "job $J runs on $victim at step $(job_field 1 "$J" '["step"]'); draining $v
 out=$(yardctl node drain "$victim") || fail "node drain"
 echo "$out" | grep -q "node $victim draining" || fail "node drain said: $out"
 wait_until 60 job_state_is 1 "$J" succeeded || fail "job did not succeed after the drain: $(events_of 1 "$J")"
+# checkpoint.before_restart_s: the drain asks the ranks for a checkpoint first when they
+# reported a step past the newest complete one (they save every 5 steps, so mostly it does);
+# a command job's program gets the request number alone in YARD_CHECKPOINT_REQUEST
+# (yard-worker's ranks get "REQUEST AFTER")
+if grep -q "job $J generation 1: asked for a checkpoint before its restart" "$T/log.1"; then
+	grep -qE '^[0-9]+$' "$T/agent-$victim/jobs/$J/checkpoint-request.gen-1" ||
+		fail "a command job's request file holds more than a number: $(cat "$T/agent-$victim/jobs/$J/checkpoint-request.gen-1" 2>&1)"
+	note "the drain asked for a checkpoint first: the request file holds a lone number"
+else
+	note "the drain found the newest checkpoint current and asked for none"
+fi
 get 1 "/v1/jobs/$J"
 [ "$(jget "$BODY" 'd["generation"]')" = 2 ] || fail "generation: $BODY"
 [ "$(jget "$BODY" 'd["restarts"]')" = 0 ] || fail "a drain used a restart: $BODY"

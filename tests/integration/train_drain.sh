@@ -102,6 +102,11 @@ done
 grep -q "saving checkpoint step $saved: asked for" "$T/agent-$victim/jobs/$J/rank-0.gen-1.log" || fail "rank 0 did not say it saved step $saved"
 grep -q "job $J generation 1: checkpoint request [0-9]* handed to its 4 rank(s) here" "$T/log.agent-$victim" ||
 	fail "the agent did not hand the request over: $(grep -i request "$T/log.agent-$victim" | tail -3)"
+# the file holds "REQUEST AFTER": AFTER, the newest complete step when the leader asked (a
+# checkpoint newer than it answers the request, so ranks that see it late do not save again)
+after=$(sed -n "s/.*job $J generation 1: asked for a checkpoint before its restart .*; newest complete: step \(-\{0,1\}[0-9]*\), reported.*/\1/p" "$T/log.1" | head -n 1)
+[ -n "$after" ] && grep -qE "^[0-9]+ $after\$" "$T/agent-$victim/jobs/$J/checkpoint-request.gen-1" ||
+	fail "the request file does not hold 'REQUEST ${after:-?}': $(cat "$T/agent-$victim/jobs/$J/checkpoint-request.gen-1")"
 if [ "$store" = controller ]; then
 	grep -q "job $J generation 2: 4 shard(s) of checkpoint step $saved downloaded and verified" "$T/log.agent-$other" ||
 		fail "$other did not download the saved checkpoint: $(grep -i checkpoint "$T/log.agent-$other" | tail -5)"

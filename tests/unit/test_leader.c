@@ -157,10 +157,26 @@ static int64_t checkpoint_asked(int64_t gen)
 		if (strcmp(json_string_value(json_object_get(cmd, "op")), "checkpoint") != 0)
 			continue;
 		assert_string_equal(json_string_value(json_object_get(cmd, "job")), "j-000001");
+		/* every request says which step a checkpoint must be newer than to answer it */
+		assert_true(json_is_integer(json_object_get(cmd, "after")));
 		if (json_integer_value(json_object_get(cmd, "generation")) == gen)
 			return json_integer_value(json_object_get(cmd, "request"));
 	}
 	return 0;
+}
+
+/* The step generation gen's checkpoint request in the last answer must be newer than. */
+static int64_t checkpoint_asked_after(int64_t gen)
+{
+	size_t i;
+	json_t *cmd;
+	json_array_foreach(last_commands, i, cmd)
+	{
+		if (strcmp(json_string_value(json_object_get(cmd, "op")), "checkpoint") == 0 &&
+		    json_integer_value(json_object_get(cmd, "generation")) == gen)
+			return json_integer_value(json_object_get(cmd, "after"));
+	}
+	return -2;
 }
 
 static const char *env_of(const json_t *desired, size_t i, const char *key)
@@ -2201,6 +2217,7 @@ static void test_checkpoint_now_asks_a_running_job(void **state)
 	json_decref(answer);
 	json_decref(heartbeat(w, "node-a", ranks));
 	assert_int_equal(checkpoint_asked(1), request);
+	assert_int_equal(checkpoint_asked_after(1), -1);
 	/* the overlay: asked after step -1, none newer yet; then step 13 is complete */
 	for (int complete = 0; complete < 2; complete++) {
 		json_t *j = job(w, "j-000001");
