@@ -82,13 +82,16 @@ struct checkpoint_requests {
 };
 
 /* Whether this rank should ask for a checkpoint: the file holds a number above every one read
- * before, and no checkpoint this process saved (at step saved, -1: none) answers it already.
- * Ranks see a request at different steps (each node's agent writes its own file when its
- * heartbeat brings it, and ranks of one node look at different moments), and the first to
- * see it makes them all save at one step; the others find that checkpoint newer than AFTER
- * when they see it, instead of asking for another. The file is the generation's own, so a
- * request already there when the rank starts (made while it was restoring) counts. */
-static int checkpoint_requested(struct checkpoint_requests *q, int64_t saved)
+ * before, and the last checkpoint the ranks saved because one of them was asked (at step
+ * asked_save, -1: none) is not newer than the request's AFTER. Ranks see a request at
+ * different steps (each node's agent writes its own file when its heartbeat brings it, and
+ * ranks of one node look at different moments), and the first to see it makes them all save
+ * at one step; the others find that checkpoint newer than AFTER when they see it, instead of
+ * asking for another. A periodic checkpoint (every_steps) does not answer a request: the
+ * request wants the step the ranks are at, and one saved a while ago would cost the restart
+ * the steps since. The file is the generation's own, so a request already there when the
+ * rank starts (made while it was restoring) counts. */
+static int checkpoint_requested(struct checkpoint_requests *q, int64_t asked_save)
 {
 	struct stat st;
 	if (q->path == NULL || stat(q->path, &st) != 0)
@@ -110,11 +113,11 @@ static int checkpoint_requested(struct checkpoint_requests *q, int64_t saved)
 	if (n <= q->seen)
 		return 0;
 	q->seen = n;
-	if (saved > after) {
+	if (asked_save > after) {
 		log_info(
 		    "rank %d: checkpoint request %lld: answered by the checkpoint of step %lld, "
 		    "newer than step %lld",
-		    q->rank, n, (long long)saved, after);
+		    q->rank, n, (long long)asked_save, after);
 		return 0;
 	}
 	return 1;
@@ -354,12 +357,12 @@ int main(int argc, char **argv)
 		metrics_file = fopen(getenv("YARD_METRICS_FILE"), "a");
 	struct checkpoint_requests requests = {
 	    .path = getenv("YARD_CHECKPOINT_REQUEST"), .seen = -1, .rank = rank};
-	int64_t saved = -1; /* the step of the last checkpoint this process saved */
+	int64_t asked_save = -1; /* the step of the last checkpoint saved because a rank asked */
 	if (ckpt_dir == NULL)
 		requests.path = NULL; /* nowhere to save one */
 	while (t.step < steps) {
 		int64_t next = t.step + 1;
-		if (checkpoint_requested(&requests, saved)) {
+		if (checkpoint_requested(&requests, asked_save)) {
 			log_info("rank %d: checkpoint request %lld: the ranks save the first step "
 			         "from %lld whose loss allreduce carries it",
 			         rank, requests.seen, (long long)next);
@@ -405,7 +408,8 @@ int main(int argc, char **argv)
 				yd_comm_abort(comm);
 				goto out_files;
 			}
-			saved = t.step;
+			if (m.checkpoint_agreed)
+				asked_save = t.step;
 		}
 	}
 	status = 0;

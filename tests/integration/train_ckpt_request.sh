@@ -7,7 +7,9 @@
 # 130 and 131 for one request, and train_preempt.sh restored the second). Two ranks run under
 # yard-run, each with its own request file (two nodes' agents): the request reaches rank 0,
 # then, after the checkpoint, rank 1: still one checkpoint. A newer request (AFTER that step)
-# gets one more; a request without AFTER (an older agent) still gets one.
+# gets one more; a request without AFTER (an older agent) still gets one. A periodic
+# checkpoint (every_steps) newer than AFTER does not answer a request: the ranks save the step
+# they are at, so that a restart loses no steps.
 . "$(dirname "$0")/lib.sh"
 build=${top_builddir:-$(cd "$(dirname "$0")/../.." && pwd)}
 if [ ! -x "$build/yard-run" ] || [ ! -x "$build/yard-worker" ]; then
@@ -73,4 +75,22 @@ write_req 0 3000 # an older agent: no AFTER, so nothing answers it but a new che
 wait_until 60 dir_ckpt_at_least "$T/ckpt" $((s2 + 1)) || fail "no checkpoint for request 3000 (no AFTER)"
 note "request 3000 (no AFTER): one checkpoint (step $(newest))"
 kill -0 $run 2>/dev/null || fail "yard-run ended: $(tail -5 "$T/err")"
-echo "ok: one checkpoint per request, whichever rank sees it first"
+kill -TERM $run
+wait $run 2>/dev/null || true
+
+# every_steps 10: a request after step -1 finds periodic checkpoints newer than that, and the
+# ranks still save the step they are at
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["checkpoint"].update(every_steps=10, store="dir:'"$T"'/ckpt2"); json.dump(j, open(sys.argv[1], "w"))' "$T/job.json"
+rm -f "$T/req.0" "$T/req.1"
+YARD_WORKER="$T/worker" "$build/yard-run" "$T/job.json" >"$T/out" 2>"$T/err" &
+run=$!
+wait_until 60 dir_ckpt_at_least "$T/ckpt2" 30 || fail "no periodic checkpoint at step 30: $(tail -5 "$T/err")"
+at=$(step_now)
+write_req 0 "4000 -1"
+write_req 1 "4000 -1"
+asked() { sed -n 's/.*saving checkpoint step \([0-9]*\): asked for.*/\1/p' "$T/err" | tail -n 1; }
+asked_step() { [ -n "$(asked)" ]; }
+wait_until 60 asked_step || fail "request 4000 was not saved: $(grep 'request 4000' "$T/err")"
+[ "$(asked)" -ge "$at" ] || fail "request 4000 saved step $(asked), before step $at when it was made"
+note "request 4000 (after step -1, periodic checkpoints every 10 steps): saved step $(asked) (step $at when asked)"
+echo "ok: one checkpoint per request, whichever rank sees it first; periodic ones answer none"
