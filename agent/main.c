@@ -555,6 +555,17 @@ int main(int argc, char **argv)
 		        a->cfg.name);
 		return 2;
 	}
+	/* and for hosts: letters, digits, '.', '-' and ':' (a name, IPv4 or IPv6 address) */
+	size_t host_len = strspn(a->cfg.host, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                                      "0123456789.-:");
+	if (a->cfg.host[host_len] != '\0' || host_len == 0 || host_len > 63) {
+		fprintf(
+		    stderr,
+		    "yard-agent: --host: '%s' is not a host name or address (1-63 characters of "
+		    "[A-Za-z0-9.:-])\n",
+		    a->cfg.host);
+		return 2;
+	}
 	if ((a->cfg.cert[0] == '\0') != (a->cfg.key[0] == '\0')) {
 		fprintf(stderr, "yard-agent: --cert and --key go together\n");
 		return 2;

@@ -4,7 +4,8 @@
 # other's token, whose next heartbeat got 401 and registered again). Once the first agent
 # is gone (SIGKILL) and its node has been silent for the node-suspect time, the second one
 # registers and the node heartbeats again. Refused registrations back off (twice as long
-# each time, up to 5 s), and a name the controllers would refuse stops the agent at start.
+# each time, up to 5 s), and a name or host the controllers would refuse stops the agent at
+# start.
 . "$(dirname "$0")/lib.sh"
 
 # a name outside [A-Za-z0-9._-] (or over 63 characters): exit 2 before any registration
@@ -14,6 +15,14 @@ for bad in "node a" "$(printf 'n%.0s' $(seq 70))"; do
 	rc=$?
 	[ "$rc" = 2 ] && grep -q -- "--name: '" "$T/log.agent-bad" ||
 		fail "--name '$bad': exit $rc: $(cat "$T/log.agent-bad")"
+done
+# and so does a --host the controllers would refuse (it registered again and again, refused)
+for bad in "bad host!" node_1 ""; do
+	timeout 20 "$YARD_AGENT" --controllers http://127.0.0.1:1 --join-token x \
+		--data-dir "$T/agent-bad" --name n1 --host "$bad" --devices cpu:1 >"$T/log.agent-bad" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -qF -- "--host: '$bad' is not a host name or address" "$T/log.agent-bad" ||
+		fail "--host '$bad': exit $rc: $(cat "$T/log.agent-bad")"
 done
 
 start_member 1 "$(members_arg 1)"
