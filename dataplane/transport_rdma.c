@@ -154,7 +154,15 @@ static int dev_open(yd_comm *c, char *why, size_t len)
 		return rc;
 	}
 	const char *gi = getenv("YARD_RDMA_GID_INDEX");
-	d->gid_index = gi && *gi ? atoi(gi) : 0;
+	char *end = NULL;
+	long index = gi && *gi ? strtol(gi, &end, 10) : 0;
+	if ((end != NULL && (end == gi || *end != '\0')) || index < 0 || index > 255) {
+		snprintf(why, len, "YARD_RDMA_GID_INDEX=%s: want a GID table index 0-255", gi);
+		ibv_close_device(d->ctx);
+		free(d);
+		return YARD_EINVAL;
+	}
+	d->gid_index = (int)index;
 	if (ibv_query_gid(d->ctx, d->port, d->gid_index, &d->gid) != 0) {
 		snprintf(why, len, "%s port %u: cannot read GID index %d", d->name, d->port,
 		         d->gid_index);

@@ -112,8 +112,8 @@ int yd_comm_init(const struct yd_config *cfg, yd_comm **out, char *errbuf, size_
  * (0: no calibration, see yd_config.calibrate), YARD_TUNE (0: no online tuning, see
  * yd_config.tune), YARD_CUDA (0|1),
  * YARD_NCCL (0|1|auto, read at the first device collective), YARD_RDMA_GID_INDEX (RoCE GID
- * table index, default 0). A variable that is not a whole number in range, an unknown name or
- * an endpoint that is not host:port fails with YARD_EINVAL naming it and its value. */
+ * table index 0-255, default 0). A variable that is not a whole number in range, an unknown
+ * name or an endpoint that is not host:port fails with YARD_EINVAL naming it and its value. */
 int yd_comm_init_env(yd_comm **out, char *errbuf, size_t errbuf_len);
 
 /* Collective over comm: ranks with the same color form a new communicator, ordered by

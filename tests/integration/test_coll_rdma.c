@@ -237,6 +237,27 @@ int main(void)
 	                         .skip_rank = -1};
 	bad +=
 	    run("collectives (shm inside a host, rdma between)", &hosts, body_collectives, &rdma);
+	/* a RoCE GID index that is not one, or that the port lacks, fails init naming it */
+	const char *gid_bad[][2] = {
+	    {"abc", "YARD_RDMA_GID_INDEX=abc: want a GID table index 0-255"},
+	    {"1x", "YARD_RDMA_GID_INDEX=1x: want a GID table index 0-255"},
+	    {"256", "YARD_RDMA_GID_INDEX=256: want a GID table index 0-255"},
+	    {"1", "cannot read GID index 1"}};
+	for (int i = 0; i < 4; i++) {
+		struct dp_spawn forced = {.world = 2,
+		                          .transport = "rdma",
+		                          .timeout_ms = 5000,
+		                          .wall_s = 60,
+		                          .kill_rank = -1,
+		                          .skip_rank = -1};
+		int status[2];
+		setenv("YARD_RDMA_GID_INDEX", gid_bad[i][0], 1);
+		int refused = dp_spawn_refused(&forced, gid_bad[i][1], status) == 0;
+		unsetenv("YARD_RDMA_GID_INDEX");
+		printf("%s YARD_RDMA_GID_INDEX=%s refused: %s\n", refused ? "ok" : "FAIL",
+		       gid_bad[i][0], gid_bad[i][1]);
+		bad += !refused;
+	}
 	for (int k = 0; k < 3; k++) {
 		victim = 1 + k % 3;
 		struct dp_spawn kill = {.world = 4,
