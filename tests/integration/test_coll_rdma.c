@@ -186,6 +186,19 @@ static int device_present(char *why, size_t len)
 	return WEXITSTATUS(st) == 1;
 }
 
+/* The ranks of world over forced rdma (hosts NULL) or auto between emulated hosts, none killed
+ * or missing. */
+static struct dp_spawn spawn_of(int world, const char *hosts, int timeout_ms, int wall_s)
+{
+	return (struct dp_spawn){.world = world,
+	                         .hosts = hosts,
+	                         .transport = hosts ? NULL : "rdma",
+	                         .timeout_ms = timeout_ms,
+	                         .wall_s = wall_s,
+	                         .kill_rank = -1,
+	                         .skip_rank = -1};
+}
+
 int main(void)
 {
 	char why[256];
@@ -193,18 +206,8 @@ int main(void)
 	struct plan tcp = {YD_TRANSPORT_TCP, 0}, rdma = {YD_TRANSPORT_RDMA, 1};
 	int have = device_present(why, sizeof why);
 	if (!have) {
-		struct dp_spawn forced = {.world = 2,
-		                          .transport = "rdma",
-		                          .timeout_ms = 5000,
-		                          .wall_s = 60,
-		                          .kill_rank = -1,
-		                          .skip_rank = -1};
-		struct dp_spawn fallback = {.world = 4,
-		                            .hosts = "a,a,b,b",
-		                            .timeout_ms = 10000,
-		                            .wall_s = 120,
-		                            .kill_rank = -1,
-		                            .skip_rank = -1};
+		struct dp_spawn forced = spawn_of(2, NULL, 5000, 60);
+		struct dp_spawn fallback = spawn_of(4, "a,a,b,b", 10000, 120);
 		bad += run("forced rdma fails at init with the reason", &forced,
 		           body_forced_without_device, NULL);
 		bad +=
@@ -221,20 +224,10 @@ int main(void)
 	       "sockets between the rank processes\n");
 #endif
 	for (int world = 2; world <= 4; world += 2) {
-		struct dp_spawn forced = {.world = world,
-		                          .transport = "rdma",
-		                          .timeout_ms = 20000,
-		                          .wall_s = 300,
-		                          .kill_rank = -1,
-		                          .skip_rank = -1};
+		struct dp_spawn forced = spawn_of(world, NULL, 20000, 300);
 		bad += run("collectives", &forced, body_collectives, &rdma);
 	}
-	struct dp_spawn hosts = {.world = 4,
-	                         .hosts = "a,a,b,b",
-	                         .timeout_ms = 20000,
-	                         .wall_s = 300,
-	                         .kill_rank = -1,
-	                         .skip_rank = -1};
+	struct dp_spawn hosts = spawn_of(4, "a,a,b,b", 20000, 300);
 	bad +=
 	    run("collectives (shm inside a host, rdma between)", &hosts, body_collectives, &rdma);
 	/* a RoCE GID index that is not one, or that the port lacks, fails init naming it */
@@ -244,12 +237,7 @@ int main(void)
 	    {"256", "YARD_RDMA_GID_INDEX=256: want a GID table index 0-255"},
 	    {"1", "cannot read GID index 1"}};
 	for (int i = 0; i < 4; i++) {
-		struct dp_spawn forced = {.world = 2,
-		                          .transport = "rdma",
-		                          .timeout_ms = 5000,
-		                          .wall_s = 60,
-		                          .kill_rank = -1,
-		                          .skip_rank = -1};
+		struct dp_spawn forced = spawn_of(2, NULL, 5000, 60);
 		int status[2];
 		setenv("YARD_RDMA_GID_INDEX", gid_bad[i][0], 1);
 		int refused = dp_spawn_refused(&forced, gid_bad[i][1], status) == 0;
@@ -260,13 +248,9 @@ int main(void)
 	}
 	for (int k = 0; k < 3; k++) {
 		victim = 1 + k % 3;
-		struct dp_spawn kill = {.world = 4,
-		                        .transport = "rdma",
-		                        .timeout_ms = 3000,
-		                        .wall_s = 60,
-		                        .kill_rank = victim,
-		                        .kill_after_ms = 100 + 150 * k,
-		                        .skip_rank = -1};
+		struct dp_spawn kill = spawn_of(4, NULL, 3000, 60);
+		kill.kill_rank = victim;
+		kill.kill_after_ms = 100 + 150 * k;
 		bad += run("SIGKILL a rank: survivors name it", &kill, body_kill, NULL);
 	}
 	return bad ? 1 : 0;
