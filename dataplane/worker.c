@@ -40,10 +40,24 @@
 #include "dataplane/yd.h"
 #include "jobs/spec.h"
 
-static int env_int(const char *name, int fallback)
+/* A whole number in [lo, hi] from the environment into *out (unset: fallback); 0, or -1 after
+ * saying on stderr which variable holds what. */
+static int env_int(const char *name, long long lo, long long hi, long long fallback, long long *out)
 {
 	const char *v = getenv(name);
-	return v && *v ? atoi(v) : fallback;
+	char *end;
+	*out = fallback;
+	if (v == NULL)
+		return 0;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (errno || end == v || *end || n < lo || n > hi) {
+		fprintf(stderr, "yard-worker: %s=%s: want a whole number from %lld to %lld\n", name,
+		        v, lo, hi);
+		return -1;
+	}
+	*out = n;
+	return 0;
 }
 
 /* The agent socket is best-effort: a missing or slow agent never stalls training. */
@@ -261,7 +275,14 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && strcmp(argv[1], "--self-test") == 0)
 		return selftest_main(argc, argv);
-	int rank = env_int("YARD_RANK", -1);
+	/* YARD_STEPS: train.steps' range; abc was 0 steps, a rank that trained nothing and
+	 * exited 0 */
+	long long rank_ll, world_ll, steps_ll;
+	if (env_int("YARD_RANK", 0, INT_MAX, -1, &rank_ll) != 0 ||
+	    env_int("YARD_WORLD_SIZE", 1, INT_MAX, -1, &world_ll) != 0 ||
+	    env_int("YARD_STEPS", 1, 1000000000, -1, &steps_ll) != 0)
+		return 2;
+	int rank = (int)rank_ll;
 	char component[64];
 	snprintf(component, sizeof component, "yard-worker[%d]", rank);
 	yard_log_init(component);
@@ -287,7 +308,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int world = spec.parallel.dp * spec.parallel.tp * spec.parallel.pp;
-	int world_env = env_int("YARD_WORLD_SIZE", -1);
+	int world_env = (int)world_ll;
 	if (world_env != world) {
 		log_error("YARD_WORLD_SIZE %d, but the job's layout dp %d x tp %d x pp %d needs %d",
 		          world_env, spec.parallel.dp, spec.parallel.tp, spec.parallel.pp, world);
@@ -297,7 +318,7 @@ int main(int argc, char **argv)
 	const char *ckpt_dir = getenv("YARD_CKPT_DIR");
 	if ((!ckpt_dir || !*ckpt_dir) && strncmp(spec.checkpoint.store, "dir:", 4) == 0)
 		ckpt_dir = spec.checkpoint.store + 4;
-	int64_t steps = getenv("YARD_STEPS") ? atoll(getenv("YARD_STEPS")) : spec.train.steps;
+	int64_t steps = steps_ll > 0 ? steps_ll : spec.train.steps;
 	/* With the controller store the directory is node-local and the agent uploads and then
 	 * removes each shard; the controller keeps the newest checkpoint.keep, so nothing is
 	 * pruned here (rank 0's pruning would delete other ranks' shards before their upload). */

@@ -116,6 +116,8 @@ dist_check_SCRIPTS += tests/integration/train_preempt.sh
 TESTS += tests/integration/train_preempt.sh
 dist_check_SCRIPTS += tests/integration/train_ckpt_request.sh
 TESTS += tests/integration/train_ckpt_request.sh
+dist_check_SCRIPTS += tests/integration/train_worker_env.sh
+TESTS += tests/integration/train_worker_env.sh
 
 # yard-simnodes' keep-alive HTTP client (a benchmark tool's, tested as its numbers rest on it)
 check_PROGRAMS += tests/unit/test_hconn
