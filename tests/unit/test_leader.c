@@ -2825,10 +2825,7 @@ static void test_admission_counts_submissions_in_flight_across_passes(void **sta
 	sched_world_restart(w, &cfg);
 	json_decref(heartbeat(w, "node-a", "[]"));
 	/* one job applied: the passes count it */
-	assert_int_equal(apply(w, "job.submit",
-	                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\",\"command\":"
-	                       "[\"x\"],\"ranks\":16}}"),
-	                 201);
+	submit_command(w, 16, 0);
 	run(w, 100);
 	json_t *specj = json_loads("{\"name\":\"one\",\"command\":[\"x\"],\"ranks\":1}", 0, NULL);
 	struct jobspec spec;
@@ -2875,10 +2872,7 @@ static void test_auto_job_says_why_it_does_not_grow_yet(void **state)
 	/* GET /v1/jobs/ID on the leader says so too */
 	assert_string_equal(growth_of(w), "does not grow yet: its ranks have reported no step yet");
 	/* a job waits for devices (16 ranks on 8 devices), the ranks train: held for it */
-	assert_int_equal(apply(w, "job.submit",
-	                       "{\"name\":\"big\",\"spec\":{\"name\":\"big\",\"command\":"
-	                       "[\"x\"],\"ranks\":16}}"),
-	                 201);
+	submit_command(w, 16, 0);
 	running_at_step_12(ranks, sizeof ranks, world);
 	log = beats_logged(w, ranks, 12);
 	assert_string_equal(job_state(w, "j-000002"), "pending");
