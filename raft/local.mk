@@ -6,6 +6,7 @@ raft_libconsensus_a_SOURCES = \
 	raft/transport.c raft/transport.h \
 	raft/datadir.c raft/datadir.h \
 	raft/fsm_ops.c raft/fsm_ops.h \
+	raft/recover.c raft/recover.h \
 	raft/snapbuf.c raft/snapbuf.h
 raft_libconsensus_a_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 
@@ -35,7 +36,9 @@ endif
 
 # Controller integration tests: real yardd processes on 127.0.0.1 (tests/integration/lib.sh).
 dist_check_SCRIPTS += tests/integration/test_api.sh tests/integration/test_cluster.sh \
-	tests/integration/test_embargo.sh tests/integration/test_allocator.sh
+	tests/integration/test_embargo.sh tests/integration/test_allocator.sh \
+	tests/integration/test_recover.sh
 TESTS += tests/integration/test_api.sh tests/integration/test_cluster.sh \
-	tests/integration/test_embargo.sh tests/integration/test_allocator.sh
+	tests/integration/test_embargo.sh tests/integration/test_allocator.sh \
+	tests/integration/test_recover.sh
 EXTRA_DIST += tests/integration/lib.sh

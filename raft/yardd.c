@@ -28,6 +28,7 @@
 #include "raft/datadir.h"
 #include "raft/dev.h"
 #include "raft/fsm_ops.h"
+#include "raft/recover.h"
 #include "scheduler/leader.h"
 #include "web/http.h"
 
@@ -104,6 +105,13 @@ static void usage(FILE *out)
 	    "             plus a supervised yard-agent whose ranks listen from that port\n"
 	    "       yardd --verify-db FILE: check the event hash chain of a database image\n"
 	    "             (GET /v1/debug/database) and name the first broken link\n"
+	    "       yardd --log-info --data-dir DIR: a stopped member's raft term and last log\n"
+	    "             index (pick the survivor with the highest term, then the longest log)\n"
+	    "       yardd --recover --id N --data-dir DIR (--raft-address A.B.C.D:PORT |\n"
+	    "             --members 'ID=RAFT_ADDR@API_URL,...'): after losing a majority of the\n"
+	    "             members for good, give this stopped member's log a new configuration:\n"
+	    "             itself alone, or the members listed (each starts from a copy of DIR);\n"
+	    "             the old members must never start again with their old data dirs\n"
 	    "[--embargo-max-days N] lowers the longest embargo (1..14 days) for the cluster.\n"
 	    "All initial members bootstrap with the same --members; a member started with --join\n"
 	    "starts empty and is added through POST /v1/cluster/members.\n");
@@ -401,7 +409,113 @@ static void on_signal(uv_signal_t *h, int signum)
 	consensus_shutdown(&yd.cons, consensus_closed);
 }
 
-enum { OPT_TLS_CERT = 256, OPT_TLS_KEY, OPT_TLS_CLIENT_CA };
+enum { OPT_TLS_CERT = 256, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_LOG_INFO, OPT_RECOVER };
+
+/* ---- the disaster procedure (raft/recover.h; README, "Losing a majority of the
+ * controllers") ---- */
+
+static void print_log_info(const char *dir, const struct recover_log_info *li)
+{
+	printf("yardd: %s: term %llu, last index %llu (term %llu), snapshot at index %llu, "
+	       "%llu entries on disk from index %llu, voted for %llu\n",
+	       dir, (unsigned long long)li->term, (unsigned long long)li->last_index,
+	       (unsigned long long)li->last_term, (unsigned long long)li->snapshot_index,
+	       (unsigned long long)li->n_entries, (unsigned long long)li->first_index,
+	       (unsigned long long)li->voted_for);
+}
+
+/* --log-info and --recover: on a stopped member's data dir (its lock taken here), exit 0
+ * when done, 1 on failure, 2 on a usage error. */
+static int offline_tool(int recover, uint64_t id, const char *raft_address, const char *members)
+{
+	const char *dir = yd.data_dir;
+	struct yard_err err = {0};
+	struct recover_log_info li;
+	struct consensus_member conf[CONSENSUS_MAX_MEMBERS];
+	int n = 0, lock_fd = -1;
+
+	if (dir[0] == '\0' || (recover && (id == 0 || (raft_address == NULL && members == NULL)))) {
+		fprintf(stderr, recover ? "yardd: --recover needs --id, --data-dir and "
+		                          "--raft-address or --members\n"
+		                        : "yardd: --log-info needs --data-dir\n");
+		return 2;
+	}
+	if (raft_address != NULL && yard_addr_parse(raft_address, NULL, 0, NULL) != 0) {
+		fprintf(stderr,
+		        "yardd: --raft-address %s: want a.b.c.d:port (an IPv4 address, a port "
+		        "1-65535)\n",
+		        raft_address);
+		return 2;
+	}
+	if (members != NULL) {
+		if (parse_members(members, &err) != 0) {
+			fprintf(stderr, "yardd: %s\n", err.msg);
+			return 2;
+		}
+		for (int i = 0; i < yd.n_members; i++) {
+			conf[n].id = yd.members[i].id;
+			snprintf(conf[n++].raft_address, sizeof conf[0].raft_address, "%s",
+			         yd.members[i].raft_address);
+			if (yd.members[i].id == id && raft_address != NULL &&
+			    strcmp(raft_address, yd.members[i].raft_address) != 0) {
+				fprintf(stderr,
+				        "yardd: --members gives member %llu the raft address %s, "
+				        "--raft-address %s\n",
+				        (unsigned long long)id, yd.members[i].raft_address,
+				        raft_address);
+				return 2;
+			}
+		}
+	} else if (recover) {
+		conf[0].id = id;
+		snprintf(conf[0].raft_address, sizeof conf[0].raft_address, "%s", raft_address);
+		n = 1;
+	}
+	if (!raft_state_exists(dir)) {
+		fprintf(stderr,
+		        "yardd: %s holds no raft state (no metadata1 or metadata2): not a "
+		        "member's --data-dir, or a member that never started\n",
+		        dir);
+		return 1;
+	}
+	if (datadir_lock(dir, &lock_fd, &err) != 0) {
+		fprintf(stderr, "yardd: %s (stop that member first)\n", err.msg);
+		return 1;
+	}
+	for (int i = 0; raft_address == NULL && i < n; i++)
+		if (conf[i].id == id)
+			raft_address = conf[i].raft_address;
+	if (raft_address == NULL)
+		raft_address = "127.0.0.1:1"; /* --log-info: raft_init wants one, nothing uses it */
+	int rc = recover_log_info(dir, id ? id : 1, raft_address, &li, &err);
+	if (rc == 0)
+		print_log_info(dir, &li);
+	if (rc == 0 && recover)
+		rc = recover_force_configuration(dir, id, raft_address, conf, n, li.term, &err);
+	if (rc != 0) {
+		fprintf(stderr, "yardd: %s\n", err.msg);
+		close(lock_fd);
+		return 1;
+	}
+	if (recover) {
+		printf("yardd: %s: the configuration is now", dir);
+		for (int i = 0; i < n; i++)
+			printf(" %llu=%s", (unsigned long long)conf[i].id, conf[i].raft_address);
+		printf(" (%s), the entry at index %llu; term %llu.\n",
+		       n == 1 ? "a voter" : "voters", (unsigned long long)li.last_index + 1,
+		       (unsigned long long)li.term + 1);
+		if (n == 1)
+			printf("Start this member as before: it leads alone. Add members back with "
+			       "--join and `yardctl cluster add`.\n");
+		else
+			printf("Copy %s to each other member's data dir, then start them all.\n",
+			       dir);
+		printf("Never start the old members with their old data dirs: together they "
+		       "would still elect a leader of the old configuration.\n");
+	}
+	close(lock_fd);
+	return 0;
+}
 
 /* A first start's own API URL (in --members) says whether clients reach it over TLS: it must
  * agree with --tls-cert, or every redirect to this member would name the wrong scheme. */
@@ -474,6 +588,8 @@ int main(int argc, char **argv)
 	    {"dev-port-base", required_argument, NULL, 'P'},
 	    {"embargo-max-days", required_argument, NULL, 'X'},
 	    {"verify-db", required_argument, NULL, 'Y'},
+	    {"log-info", no_argument, NULL, OPT_LOG_INFO},
+	    {"recover", no_argument, NULL, OPT_RECOVER},
 	    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
 	    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
 	    {"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
@@ -486,6 +602,7 @@ int main(int argc, char **argv)
 	struct http_tls tls = {NULL, NULL, NULL};
 	char component[32], dev_members[600], dev_api_url[128];
 	int dev_mode = 0, dev_devices = 8, dev_port_base = 29500;
+	int offline = 0; /* OPT_LOG_INFO or OPT_RECOVER */
 	int opt;
 
 	consensus_config_defaults(&cfg);
@@ -749,6 +866,14 @@ int main(int argc, char **argv)
 			break;
 		case 'Y':
 			return verify_db(optarg);
+		case OPT_LOG_INFO:
+		case OPT_RECOVER:
+			if (offline != 0 && offline != opt) {
+				fprintf(stderr, "yardd: --log-info and --recover go alone\n");
+				return 2;
+			}
+			offline = opt;
+			break;
 		case OPT_TLS_CERT:
 			tls.cert_file = optarg;
 			break;
@@ -765,6 +890,16 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (offline != 0) {
+		if (dev_mode || cfg.join || api_address != NULL) {
+			fprintf(stderr,
+			        "yardd: --%s works on a stopped member's data dir: no "
+			        "--dev, --join or --api-address\n",
+			        offline == OPT_RECOVER ? "recover" : "log-info");
+			return 2;
+		}
+		return offline_tool(offline == OPT_RECOVER, cfg.id, cfg.raft_address, members);
 	}
 	if (dev_mode) {
 		/* one member on loopback; every default can be overridden by the usual flags */

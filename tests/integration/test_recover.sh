@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# test_recover.sh: losing a majority of the controllers for good (README, "Losing a majority
+# of the controllers"). Three members with small snapshots take 60 jobs; two are SIGKILLed
+# and the third can no longer write. yardd --log-info reads each stopped member's log;
+# yardd --recover refuses a running member, a directory without raft state and a
+# configuration without itself, changing nothing; then gives the survivor a configuration
+# of itself alone. Restarted as before it leads alone with every job, takes writes, grows
+# back to three members that join empty, and survives losing its own process again. Then
+# two of those, stopped, are recovered together: one's data dir copied to the other.
+. "$(dirname "$0")/lib.sh"
+
+SNAP="--snapshot-threshold 32 --snapshot-trailing 8"
+M=$(members_arg 1 2 3)
+for id in 1 2 3; do start_member "$id" "$M" $SNAP; done
+wait_leader 15 1 2 3 || fail "no leader among 1 2 3"
+for i in $(seq 1 60); do
+	call POST "$LEADER" /v1/jobs "{\"name\":\"job-$i\"}"
+	[ "$CODE" = 201 ] || fail "submission $i: $CODE $BODY"
+done
+wait_until 20 same_digest 1 2 3 || fail "the members did not converge"
+count_jobs() { get "$1" "/v1/jobs?limit=500&stale=1"; jget "$BODY" 'len(d["jobs"])'; }
+[ "$(count_jobs 1)" = 60 ] || fail "want 60 jobs: $BODY"
+
+# the survivor: a follower, so that the leader is among the members lost
+SURV=""
+for id in 1 2 3; do [ "$id" != "$LEADER" ] && [ -z "$SURV" ] && SURV=$id; done
+SURV_RAFT="127.0.0.1:$(raft_port "$SURV")"
+recover() { "$YARDD" "$@" >"$T/out" 2>"$T/err"; }
+
+recover --recover --id "$SURV" --data-dir "$T/d$SURV" --raft-address "$SURV_RAFT" &&
+	fail "--recover of a running member succeeded: $(cat "$T/out")"
+grep -q "is in use by another yardd.*stop that member first" "$T/err" ||
+	fail "--recover of a running member: $(cat "$T/err")"
+
+LOST=""
+for id in 1 2 3; do [ "$id" != "$SURV" ] && { kill_member "$id"; LOST="$LOST $id"; }; done
+note "lost members:$LOST; survivor $SURV"
+code=$(curl -s -m 3 -o /dev/null -w '%{http_code}' -X POST -H "$AUTH" --data '{"name":"no-quorum"}' \
+	"$(api "$SURV")/v1/jobs")
+[ "$code" != 201 ] || fail "a write succeeded without a majority"
+kill -TERM "${PID[$SURV]}"
+wait "${PID[$SURV]}" 2>/dev/null
+unset "PID[$SURV]"
+
+# --log-info on every stopped member: the survivor's log holds the lost members' last index
+for id in 1 2 3; do
+	recover --log-info --data-dir "$T/d$id" || fail "--log-info of member $id: $(cat "$T/err")"
+	line=$(cat "$T/out")
+	[[ "$line" =~ ^yardd:\ .*:\ term\ ([0-9]+),\ last\ index\ ([0-9]+)\ \(term\ ([0-9]+)\),\ snapshot\ at\ index\ ([0-9]+) ]] ||
+		fail "--log-info of member $id: $line"
+	TERM_OF[$id]=${BASH_REMATCH[1]}
+	LAST[$id]=${BASH_REMATCH[2]}
+	SNAPIDX[$id]=${BASH_REMATCH[4]}
+	note "member $id: $line"
+done
+for id in $LOST; do
+	[ "${LAST[$SURV]}" -ge "${LAST[$id]}" ] ||
+		fail "survivor $SURV ends at ${LAST[$SURV]}, member $id at ${LAST[$id]}"
+done
+[ "${SNAPIDX[$SURV]}" -gt 0 ] || fail "the survivor took no snapshot: the test wants one"
+recover --log-info --data-dir "$T/d$SURV"
+BEFORE=$(cat "$T/out")
+
+# refusals change nothing
+recover --log-info --data-dir "$T/none" && fail "--log-info of a missing dir succeeded"
+grep -q "holds no raft state" "$T/err" || fail "--log-info of a missing dir: $(cat "$T/err")"
+[ ! -e "$T/none" ] || fail "--log-info created $T/none"
+recover --recover --id "$SURV" --data-dir "$T/d$SURV"
+[ $? = 2 ] && grep -q "needs --id, --data-dir and --raft-address or --members" "$T/err" ||
+	fail "--recover without an address: $(cat "$T/err")"
+recover --recover --id "$SURV" --data-dir "$T/d$SURV" --raft-address 127.0.0.1:99999
+[ $? = 2 ] && grep -q "raft-address 127.0.0.1:99999: want a.b.c.d:port" "$T/err" ||
+	fail "--recover with a bad address: $(cat "$T/err")"
+recover --recover --id "$SURV" --data-dir "$T/d$SURV" --raft-address "$SURV_RAFT" --api-address 127.0.0.1:1
+[ $? = 2 ] && grep -q "works on a stopped member's data dir" "$T/err" ||
+	fail "--recover with --api-address: $(cat "$T/err")"
+other=$(for id in $LOST; do echo "$id"; done | head -n 1)
+recover --recover --id "$SURV" --data-dir "$T/d$SURV" --members "$(members_arg "$other")"
+[ $? = 1 ] && grep -q "the new configuration leaves out this member ($SURV)" "$T/err" ||
+	fail "--recover leaving itself out: $(cat "$T/err")"
+recover --log-info --data-dir "$T/d$SURV"
+[ "$(cat "$T/out")" = "$BEFORE" ] || fail "a refused --recover changed the log: $(cat "$T/out")"
+
+# the recovery
+recover --recover --id "$SURV" --data-dir "$T/d$SURV" --raft-address "$SURV_RAFT" ||
+	fail "--recover: $(cat "$T/err")"
+grep -q "the configuration is now $SURV=$SURV_RAFT (a voter), the entry at index $((LAST[$SURV] + 1)); term $((TERM_OF[$SURV] + 1))" "$T/out" ||
+	fail "--recover said: $(cat "$T/out")"
+grep -q "Never start the old members with their old data dirs" "$T/out" ||
+	fail "--recover does not warn about the old members: $(cat "$T/out")"
+
+start_member "$SURV" "$M" $SNAP
+wait_leader 15 "$SURV" || fail "the recovered member $SURV does not lead"
+# in a term after any the survivor knew: the lost leader's term had a leader
+get "$SURV" /v1/cluster
+[ "$(jget "$BODY" 'd["term"]')" -gt "${TERM_OF[$SURV]}" ] ||
+	fail "the recovered member leads in term $(jget "$BODY" 'd["term"]'), not after ${TERM_OF[$SURV]}"
+[ "$(count_jobs "$SURV")" = 60 ] || fail "after recovery, want 60 jobs: $BODY"
+call POST "$SURV" /v1/jobs '{"name":"after-recovery"}'
+[ "$CODE" = 201 ] || fail "write after recovery: $CODE $BODY"
+get "$SURV" /v1/cluster
+[ "$(jget "$BODY" '",".join(str(m["id"]) for m in d["members"])')" = "$SURV" ] ||
+	fail "after recovery, want member $SURV alone: $BODY"
+
+# grow back: two members join empty (new ids), then the recovered one is killed
+M3=$(members_arg "$SURV" 4 5)
+for id in 4 5; do
+	start_member "$id" "$M3" --join $SNAP
+	call POST "$SURV" /v1/cluster/members "{\"id\":$id,\"raft_address\":\"127.0.0.1:$(raft_port "$id")\",\"api_url\":\"$(api "$id")\",\"role\":\"voter\"}"
+	[ "$CODE" = 200 ] || [ "$CODE" = 201 ] || fail "adding member $id: $CODE $BODY"
+done
+get "$SURV" /v1/cluster
+[ "$(echo "$BODY" | grep -o '"role":"voter"' | wc -l)" = 3 ] || fail "want 3 voters: $BODY"
+wait_until 20 same_digest "$SURV" 4 5 || fail "the new members did not converge"
+kill_member "$SURV"
+wait_leader 15 4 5 || fail "no leader among 4 5 after the recovered member died"
+[ "$(count_jobs "$LEADER")" = 61 ] || fail "after the recovered member died, want 61 jobs: $BODY"
+call POST "$LEADER" /v1/jobs '{"name":"after-second-loss"}'
+[ "$CODE" = 201 ] || fail "write after losing the recovered member: $CODE $BODY"
+note "recovered on member $SURV, grew back to 3, survived its loss (leader $LEADER)"
+
+# the recovered member counted as lost for good too: members 4 and 5, stopped, are recovered
+# as a pair, the one with the longer log's data dir copied to the other
+wait_until 20 same_digest 4 5 || fail "members 4 and 5 did not converge"
+for id in 4 5; do
+	kill -TERM "${PID[$id]}"
+	wait "${PID[$id]}" 2>/dev/null
+	unset "PID[$id]"
+	recover --log-info --data-dir "$T/d$id" || fail "--log-info of member $id: $(cat "$T/err")"
+	[[ "$(cat "$T/out")" =~ last\ index\ ([0-9]+) ]] || fail "--log-info of member $id: $(cat "$T/out")"
+	LAST[$id]=${BASH_REMATCH[1]}
+done
+FROM=4 TO=5
+[ "${LAST[5]}" -gt "${LAST[4]}" ] && FROM=5 TO=4
+M45=$(members_arg 4 5)
+recover --recover --id "$FROM" --data-dir "$T/d$FROM" --members "$M45" --raft-address 127.0.0.1:1 &&
+	fail "--recover with --raft-address other than --members' succeeded"
+grep -q "gives member $FROM the raft address 127.0.0.1:$(raft_port "$FROM"), --raft-address 127.0.0.1:1" "$T/err" ||
+	fail "--recover with two raft addresses: $(cat "$T/err")"
+recover --recover --id "$FROM" --data-dir "$T/d$FROM" --members "$M45" ||
+	fail "--recover of 4 and 5: $(cat "$T/err")"
+grep -q "the configuration is now 4=127.0.0.1:$(raft_port 4) 5=127.0.0.1:$(raft_port 5) (voters)" "$T/out" &&
+	grep -q "Copy $T/d$FROM to each other member's data dir" "$T/out" ||
+	fail "--recover of 4 and 5 said: $(cat "$T/out")"
+rm -rf "${T:?}/d$TO" && cp -a "$T/d$FROM" "$T/d$TO"
+for id in 4 5; do start_member "$id" "$M45" $SNAP; done
+wait_leader 15 4 5 || fail "no leader among 4 5 after their recovery"
+[ "$(count_jobs "$LEADER")" = 62 ] || fail "after recovering 4 and 5, want 62 jobs: $BODY"
+call POST "$LEADER" /v1/jobs '{"name":"after-pair-recovery"}'
+[ "$CODE" = 201 ] || fail "write after recovering 4 and 5: $CODE $BODY"
+get "$LEADER" /v1/cluster
+[ "$(jget "$BODY" '",".join(sorted(str(m["id"]) for m in d["members"]))')" = 4,5 ] ||
+	fail "after recovering 4 and 5, want members 4 and 5: $BODY"
+wait_until 20 same_digest 4 5 || fail "members 4 and 5 did not converge after their recovery"
+note "recovered members 4 and 5 together (from member $FROM's log; leader $LEADER)"
+echo "PASS"
