@@ -58,6 +58,7 @@ static const struct command_def commands[] = {
     {CTL_CLUSTER_ADD, "cluster", "add", 3, 3, OPT_SPARE, 0},
     {CTL_CLUSTER_REMOVE, "cluster", "remove", 1, 1, 0, 0},
     {CTL_CLUSTER_TRANSFER, "cluster", "transfer", 0, 1, 0, 0},
+    {CTL_CLUSTER_BACKUP, "cluster", "backup", 1, 1, 0, 0},
     {CTL_JOB_SUBMIT, "job", "submit", 1, 1, 0, 0},
     {CTL_JOB_LIST, "job", "list", 0, 0, OPT_STATE | OPT_LIMIT, 0},
     {CTL_JOB_SHOW, "job", "show", 1, 1, 0, 0},
@@ -176,6 +177,9 @@ const char *ctl_usage(void)
 	       "  cluster remove ID                      remove a controller\n"
 	       "  cluster transfer [ID]                  move leadership (to ID, or the leader "
 	       "picks)\n"
+	       "  cluster backup FILE                    the replicated state, as committed now, "
+	       "into\n"
+	       "                                         FILE (admin; yardd --restore FILE)\n"
 	       "  job submit FILE                        check a job spec locally and submit it\n"
 	       "  job list [--state S] [--limit N]       jobs (all pages), optionally of one "
 	       "state\n"

@@ -288,6 +288,54 @@ static void show_transferred(const struct ctl *x, const json_t *doc)
 	       cell(doc, "leader_id", leader, sizeof leader));
 }
 
+/* data into path.tmp, synced, then renamed to path: the file is whole or absent. 0, or -1
+ * with errno set (path.tmp removed). */
+static int write_whole(const char *path, const void *data, size_t len)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	int ok = f != NULL && fwrite(data, 1, len, f) == len && fflush(f) == 0 &&
+	         fsync(fileno(f)) == 0;
+	if (f != NULL && fclose(f) != 0)
+		ok = 0;
+	if (ok && rename(tmp, path) == 0)
+		return 0;
+	int e = errno;
+	unlink(tmp);
+	errno = e;
+	return -1;
+}
+
+/* The leader's database image after a barrier (GET /v1/debug/database: everything
+ * committed when it answered) into FILE.tmp, synced, then renamed to FILE: a backup is
+ * whole or absent. */
+#define BACKUP_MAX_BYTES ((size_t)9 << 30) /* above the state machine's 8 GiB */
+static int cmd_cluster_backup(struct ctl *x)
+{
+	static const char sqlite_magic[16] = "SQLite format 3";
+	const char *out = x->args.operand[0];
+	struct ctl_response r;
+	x->client.max_response_bytes = BACKUP_MAX_BYTES;
+	int rc = call(x, "GET", "/v1/debug/database", NULL, NULL, &r);
+	if (rc != 0)
+		return rc;
+	if (r.body_len < sizeof sqlite_magic || memcmp(r.body, sqlite_magic, sizeof sqlite_magic)) {
+		ctl_response_free(&r);
+		return fail(x, "the answer of %s is not a database image (%zu bytes)", r.endpoint,
+		            r.body_len);
+	}
+	if (write_whole(out, r.body, r.body_len) != 0) {
+		int e = errno;
+		ctl_response_free(&r);
+		return fail(x, "%s: %s", out, strerror(e));
+	}
+	printf("backup of the cluster's state from %s: %zu bytes written to %s\n", r.endpoint,
+	       r.body_len, out);
+	ctl_response_free(&r);
+	return 0;
+}
+
 static int cmd_cluster_transfer(struct ctl *x)
 {
 	char body[64];
@@ -1797,7 +1845,7 @@ static int cmd_build_download(struct ctl *x)
 {
 	const char *version = x->args.operand[0], *out = x->args.out_file;
 	struct ctl_response meta, r;
-	char path[128], tmp[4096], sha[SHA256_HEX_LEN + 1];
+	char path[128], sha[SHA256_HEX_LEN + 1];
 	snprintf(path, sizeof path, "/v1/builds/%s", version);
 	int rc = call(x, "GET", path, NULL, NULL, &meta);
 	if (rc != 0)
@@ -1821,14 +1869,8 @@ static int cmd_build_download(struct ctl *x)
 		return fail(x, "build %s: got %zu bytes with sha256 %s, want %lld bytes with %s",
 		            version, r.body_len, got, (long long)size, sha);
 	}
-	snprintf(tmp, sizeof tmp, "%s.tmp", out);
-	FILE *f = fopen(tmp, "wb");
-	int ok = f != NULL && fwrite(r.body, 1, r.body_len, f) == r.body_len;
-	if (f != NULL && fclose(f) != 0)
-		ok = 0;
-	if (!ok || rename(tmp, out) != 0) {
+	if (write_whole(out, r.body, r.body_len) != 0) {
 		int e = errno;
-		unlink(tmp);
 		ctl_response_free(&r);
 		return fail(x, "%s: %s", out, strerror(e));
 	}
@@ -2335,6 +2377,9 @@ int main(int argc, char **argv)
 		break;
 	case CTL_CLUSTER_TRANSFER:
 		rc = cmd_cluster_transfer(&x);
+		break;
+	case CTL_CLUSTER_BACKUP:
+		rc = cmd_cluster_backup(&x);
 		break;
 	case CTL_JOB_SUBMIT:
 		rc = cmd_job_submit(&x);

@@ -90,43 +90,92 @@ static void loaded_free(struct raft_snapshot *snapshot, struct raft_entry *entri
 	}
 }
 
-int recover_log_info(const char *data_dir, uint64_t id, const char *raft_address,
-                     struct recover_log_info *out, struct yard_err *err)
+/* Loads data_dir's log as raft_start would and fills *out (when not NULL) with what it
+ * holds. */
+static int offline_load(struct offline *o, const char *data_dir, struct recover_log_info *out,
+                        struct yard_err *err)
 {
-	struct offline o;
 	struct raft_snapshot *snapshot = NULL;
 	struct raft_entry *entries = NULL;
 	raft_term term = 0;
 	raft_id voted_for = 0;
 	raft_index start = 0;
 	size_t n = 0;
-	int rc = offline_open(&o, data_dir, id, raft_address, err);
-	memset(out, 0, sizeof *out);
-	if (rc == 0) {
-		int rv = o.io.load(&o.io, &term, &voted_for, &snapshot, &start, &entries, &n);
-		if (rv != 0) {
-			rc = yard_err_set(err, YARD_EIO, "raft log in %s: %s", data_dir,
-			                  offline_reason(&o, rv));
-		} else {
-			out->term = term;
-			out->voted_for = voted_for;
-			if (snapshot != NULL) {
-				out->snapshot_index = snapshot->index;
-				out->snapshot_term = snapshot->term;
-				out->last_index = snapshot->index;
-				out->last_term = snapshot->term;
-			}
-			out->first_index = start;
-			out->n_entries = n;
-			if (n > 0) {
-				out->last_index = start + n - 1;
-				out->last_term = entries[n - 1].term;
-			}
-			loaded_free(snapshot, entries, n);
+	int rv = o->io.load(&o->io, &term, &voted_for, &snapshot, &start, &entries, &n);
+	if (rv != 0)
+		return yard_err_set(err, YARD_EIO, "raft log in %s: %s", data_dir,
+		                    offline_reason(o, rv));
+	if (out != NULL) {
+		out->term = term;
+		out->voted_for = voted_for;
+		if (snapshot != NULL) {
+			out->snapshot_index = out->last_index = snapshot->index;
+			out->snapshot_term = out->last_term = snapshot->term;
+		}
+		out->first_index = start;
+		out->n_entries = n;
+		if (n > 0) {
+			out->last_index = start + n - 1;
+			out->last_term = entries[n - 1].term;
 		}
 	}
+	loaded_free(snapshot, entries, n);
+	return 0;
+}
+
+int recover_log_info(const char *data_dir, uint64_t id, const char *raft_address,
+                     struct recover_log_info *out, struct yard_err *err)
+{
+	struct offline o;
+	int rc = offline_open(&o, data_dir, id, raft_address, err);
+	memset(out, 0, sizeof *out);
+	if (rc == 0)
+		rc = offline_load(&o, data_dir, out, err);
 	offline_close(&o);
 	return rc;
+}
+
+/* conf: the members, every one a voter; YARD_EINVAL (and nothing to close) when the list is
+ * empty, repeats an id or leaves out id. */
+static int configuration_of(const struct consensus_member *members, int n_members, uint64_t id,
+                            struct raft_configuration *conf, struct yard_err *err)
+{
+	int listed = 0;
+	if (n_members < 1)
+		return yard_err_set(err, YARD_EINVAL, "the new configuration names no member");
+	raft_configuration_init(conf);
+	for (int i = 0; i < n_members; i++) {
+		int rv = raft_configuration_add(conf, members[i].id, members[i].raft_address,
+		                                RAFT_VOTER);
+		if (rv != 0) {
+			raft_configuration_close(conf);
+			return yard_err_set(err, YARD_EINVAL, "member %llu (%s): %s",
+			                    (unsigned long long)members[i].id,
+			                    members[i].raft_address, raft_strerror(rv));
+		}
+		listed |= members[i].id == id;
+	}
+	if (!listed) {
+		raft_configuration_close(conf);
+		return yard_err_set(err, YARD_EINVAL,
+		                    "the new configuration leaves out this member (%llu)",
+		                    (unsigned long long)id);
+	}
+	return 0;
+}
+
+/* configuration_of, then offline_open: YARD_EINVAL from the first leaves nothing to close;
+ * otherwise conf and o are closed by the caller, whatever it returned. */
+static int offline_open_with(struct offline *o, struct raft_configuration *conf,
+                             const char *data_dir, uint64_t id, const char *raft_address,
+                             const struct consensus_member *members, int n_members,
+                             struct yard_err *err)
+{
+	int rc = configuration_of(members, n_members, id, conf, err);
+	if (rc != 0)
+		return YARD_EINVAL;
+	rc = offline_open(o, data_dir, id, raft_address, err);
+	return rc == YARD_EINVAL ? YARD_EIO : rc;
 }
 
 int recover_force_configuration(const char *data_dir, uint64_t id, const char *raft_address,
@@ -135,28 +184,9 @@ int recover_force_configuration(const char *data_dir, uint64_t id, const char *r
 {
 	struct raft_configuration conf;
 	struct offline o;
-	int listed = 0;
-	if (n_members < 1)
-		return yard_err_set(err, YARD_EINVAL, "the new configuration names no member");
-	raft_configuration_init(&conf);
-	for (int i = 0; i < n_members; i++) {
-		int rv = raft_configuration_add(&conf, members[i].id, members[i].raft_address,
-		                                RAFT_VOTER);
-		if (rv != 0) {
-			raft_configuration_close(&conf);
-			return yard_err_set(err, YARD_EINVAL, "member %llu (%s): %s",
-			                    (unsigned long long)members[i].id,
-			                    members[i].raft_address, raft_strerror(rv));
-		}
-		listed |= members[i].id == id;
-	}
-	if (!listed) {
-		raft_configuration_close(&conf);
-		return yard_err_set(err, YARD_EINVAL,
-		                    "the new configuration leaves out this member (%llu)",
-		                    (unsigned long long)id);
-	}
-	int rc = offline_open(&o, data_dir, id, raft_address, err);
+	int rc = offline_open_with(&o, &conf, data_dir, id, raft_address, members, n_members, err);
+	if (rc == YARD_EINVAL)
+		return rc; /* nothing opened */
 	if (rc == 0) {
 		int rv = raft_recover(&o.raft, &conf);
 		if (rv != 0)
@@ -165,6 +195,60 @@ int recover_force_configuration(const char *data_dir, uint64_t id, const char *r
 		else if ((rv = o.io.set_term(&o.io, term + 1)) != 0)
 			rc = yard_err_set(err, YARD_EIO, "term %llu in %s: %s",
 			                  (unsigned long long)term + 1, data_dir,
+			                  offline_reason(&o, rv));
+	}
+	raft_configuration_close(&conf);
+	offline_close(&o);
+	return rc;
+}
+
+struct put_wait {
+	int done, status;
+};
+
+static void put_done(struct raft_io_snapshot_put *req, int status)
+{
+	struct put_wait *w = req->data;
+	w->done = 1;
+	w->status = status;
+}
+
+int recover_install_image(const char *data_dir, uint64_t id, const char *raft_address,
+                          const struct consensus_member *members, int n_members, const void *image,
+                          size_t len, struct yard_err *err)
+{
+	struct raft_configuration conf;
+	struct offline o;
+	int rc = offline_open_with(&o, &conf, data_dir, id, raft_address, members, n_members, err);
+	if (rc == YARD_EINVAL)
+		return rc; /* nothing opened */
+	if (rc == 0) {
+		int rv = raft_bootstrap(&o.raft, &conf);
+		if (rv != 0)
+			rc = yard_err_set(err, YARD_EIO, "raft bootstrap in %s: %s", data_dir,
+			                  offline_reason(&o, rv));
+	}
+	if (rc == 0)
+		rc = offline_load(&o, data_dir, NULL, err);
+	if (rc == 0) {
+		struct raft_buffer buf = {.base = (void *)image, .len = len};
+		struct raft_snapshot snap = {.index = 1,
+		                             .term = 1,
+		                             .configuration = conf,
+		                             .configuration_index = 1,
+		                             .bufs = &buf,
+		                             .n_bufs = 1};
+		struct put_wait w = {0, 0};
+		struct raft_io_snapshot_put req = {.data = &w};
+		int rv = o.io.snapshot_put(&o.io, 0, &req, &snap, put_done);
+		while (rv == 0 && !w.done && uv_run(&o.loop, UV_RUN_ONCE) != 0)
+			;
+		if (rv == 0 && !w.done)
+			rv = RAFT_IOERR;
+		if (rv == 0)
+			rv = w.status;
+		if (rv != 0)
+			rc = yard_err_set(err, YARD_EIO, "snapshot in %s: %s", data_dir,
 			                  offline_reason(&o, rv));
 	}
 	raft_configuration_close(&conf);

@@ -46,4 +46,13 @@ int recover_force_configuration(const char *data_dir, uint64_t id, const char *r
                                 const struct consensus_member *members, int n_members,
                                 uint64_t term, struct yard_err *err);
 
+/* A new cluster's first member from a database image (GET /v1/debug/database): data_dir,
+ * without raft state, is bootstrapped with the members given (all voters) and the image
+ * installed as its raft snapshot at index 1, so that the member starts with that state and,
+ * alone in the configuration, leads. Errors as recover_force_configuration's; the caller
+ * checks the image (fsm_restore) first. */
+int recover_install_image(const char *data_dir, uint64_t id, const char *raft_address,
+                          const struct consensus_member *members, int n_members, const void *image,
+                          size_t len, struct yard_err *err);
+
 #endif

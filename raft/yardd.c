@@ -112,6 +112,11 @@ static void usage(FILE *out)
 	    "             members for good, give this stopped member's log a new configuration:\n"
 	    "             itself alone, or the members listed (each starts from a copy of DIR);\n"
 	    "             the old members must never start again with their old data dirs\n"
+	    "       yardd --restore FILE --id N --data-dir DIR --members "
+	    "'ID=RAFT_ADDR@API_URL,...':\n"
+	    "             a new cluster from a database image (yardctl cluster backup) in an\n"
+	    "             empty DIR: this member alone, or the members listed (each starts\n"
+	    "             from a copy of DIR)\n"
 	    "[--embargo-max-days N] lowers the longest embargo (1..14 days) for the cluster.\n"
 	    "All initial members bootstrap with the same --members; a member started with --join\n"
 	    "starts empty and is added through POST /v1/cluster/members.\n");
@@ -295,40 +300,64 @@ static void bootstrap_setting(const char *key, int64_t dflt, int64_t value)
 		                 NULL, key);
 }
 
+/* path's bytes, whole (malloc'd), into *data and *size; YARD_EIO naming it when it cannot be
+ * read or is empty. */
+static int read_whole(const char *flag, const char *path, unsigned char **data, size_t *size,
+                      struct yard_err *err)
+{
+	FILE *in = fopen(path, "rb");
+	long n = -1;
+	*data = NULL;
+	if (in == NULL)
+		return yard_err_set(err, YARD_EIO, "%s %s: %s", flag, path, strerror(errno));
+	if (fseek(in, 0, SEEK_END) == 0)
+		n = ftell(in);
+	if (n > 0 && fseek(in, 0, SEEK_SET) == 0 && (*data = malloc((size_t)n)) != NULL &&
+	    fread(*data, 1, (size_t)n, in) != (size_t)n) {
+		free(*data);
+		*data = NULL;
+	}
+	fclose(in);
+	if (*data == NULL)
+		return yard_err_set(err, YARD_EIO, "%s %s: cannot read it%s", flag, path,
+		                    n == 0 ? " (empty)" : "");
+	*size = (size_t)n;
+	return 0;
+}
+
+/* fsm from the database image in path, its event chain verified; YARD_ECORRUPT (or the
+ * error that stopped it) naming what is wrong. */
+static int load_image(const char *flag, const char *path, struct fsm *f, struct yard_err *err)
+{
+	unsigned char *data = NULL;
+	size_t size = 0;
+	struct yard_err why = {0};
+	int rc = fsm_init(f, err);
+	if (rc == 0)
+		rc = read_whole(flag, path, &data, &size, err);
+	if (rc == 0 && fsm_restore(f, data, size, &why) != 0)
+		rc = yard_err_set(err, YARD_ECORRUPT, "%s %s: not a trainyard database image (%s)",
+		                  flag, path, why.msg);
+	free(data);
+	if (rc == 0 && fsm_events_verify(f, &why) != 0)
+		rc = yard_err_set(err, YARD_ECORRUPT, "%s %s: %s", flag, path, why.msg);
+	return rc;
+}
+
 /* --verify-db FILE: loads a database image offline and checks its event chain. Exit status
  * 0 when it verifies, 1 when a link is broken or the file is not a database, 2 on usage. */
 static int verify_db(const char *path)
 {
 	struct yard_err err = {0};
 	struct fsm f;
-	FILE *in = fopen(path, "rb");
-	unsigned char *data = NULL;
-	long size = -1;
-	if (in == NULL) {
+	if (access(path, R_OK) != 0) {
 		fprintf(stderr, "yardd: --verify-db %s: %s\n", path, strerror(errno));
 		return 2;
 	}
-	if (fseek(in, 0, SEEK_END) == 0)
-		size = ftell(in);
-	if (size > 0 && fseek(in, 0, SEEK_SET) == 0 && (data = malloc((size_t)size)) != NULL &&
-	    fread(data, 1, (size_t)size, in) != (size_t)size) {
-		free(data);
-		data = NULL;
-	}
-	fclose(in);
-	if (data == NULL) {
-		fprintf(stderr, "yardd: --verify-db %s: cannot read it\n", path);
-		return 1;
-	}
-	int rc = fsm_init(&f, &err);
-	if (rc == 0)
-		rc = fsm_restore(&f, data, (size_t)size, &err);
-	free(data);
-	if (rc == 0)
-		rc = fsm_events_verify(&f, &err);
+	int rc = load_image("--verify-db", path, &f, &err);
 	fsm_close(&f);
 	if (rc != 0) {
-		fprintf(stderr, "yardd: --verify-db %s: %s\n", path, err.msg);
+		fprintf(stderr, "yardd: %s\n", err.msg);
 		return 1;
 	}
 	printf("%s: event chain verified\n", path);
@@ -409,7 +438,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	consensus_shutdown(&yd.cons, consensus_closed);
 }
 
-enum { OPT_TLS_CERT = 256, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_LOG_INFO, OPT_RECOVER };
+enum { OPT_TLS_CERT = 256, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_LOG_INFO, OPT_RECOVER, OPT_RESTORE };
 
 /* ---- the disaster procedure (raft/recover.h; README, "Losing a majority of the
  * controllers") ---- */
@@ -541,6 +570,126 @@ static int check_own_scheme(uint64_t id, int tls)
 	return 0;
 }
 
+/* One member.remove or member.set applied to f offline, as the leader would commit it; 0, or
+ * -1 with its error in err. */
+static int apply_offline(struct fsm *f, const char *op, json_t *args, struct yard_err *err)
+{
+	size_t len;
+	char *cmd = fsm_command_encode(op, args, NULL, yard_now_wall_ms(), "yardd --restore",
+	                               "admin", &len);
+	const json_t *res = fsm_apply(f, cmd, len);
+	int code = (int)json_integer_value(json_object_get(res, "status"));
+	free(cmd);
+	if (code >= 200 && code < 300)
+		return 0;
+	return yard_err_set(err, YARD_EINTERNAL, "%s: %s", op,
+	                    json_string_value(json_object_get(res, "error")));
+}
+
+/* --restore FILE: a new cluster's first member from a database image (GET /v1/debug/database,
+ * yardctl cluster backup): the image must load and its event chain verify; its members
+ * table becomes the new configuration's (each change recorded as an event, as any); then it
+ * is installed as the first raft snapshot of an empty data dir (raft/recover.h). Exit 0,
+ * 1 on failure, 2 on a usage error. */
+static int restore_tool(const char *file, uint64_t id, const char *raft_address,
+                        const char *members)
+{
+	const char *dir = yd.data_dir;
+	struct yard_err err = {0};
+	struct consensus_member conf[CONSENSUS_MAX_MEMBERS];
+	struct fsm f;
+	unsigned char *image = NULL;
+	size_t image_len = 0;
+	int lock_fd = -1, rc;
+
+	if (dir[0] == '\0' || id == 0 || members == NULL) {
+		fprintf(stderr, "yardd: --restore needs --id, --data-dir and --members "
+		                "'ID=RAFT_ADDR@API_URL,...' (the new cluster's API URLs go into "
+		                "its state)\n");
+		return 2;
+	}
+	if (parse_members(members, &err) != 0) {
+		fprintf(stderr, "yardd: %s\n", err.msg);
+		return 2;
+	}
+	const char *own_address = NULL;
+	for (int i = 0; i < yd.n_members; i++) {
+		conf[i].id = yd.members[i].id;
+		snprintf(conf[i].raft_address, sizeof conf[i].raft_address, "%s",
+		         yd.members[i].raft_address);
+		if (yd.members[i].id == id)
+			own_address = yd.members[i].raft_address;
+	}
+	if (own_address == NULL) {
+		fprintf(stderr, "yardd: --restore: --id %llu is not among --members '%s'\n",
+		        (unsigned long long)id, members);
+		return 2;
+	}
+	if (raft_address != NULL && strcmp(raft_address, own_address) != 0) {
+		fprintf(
+		    stderr,
+		    "yardd: --members gives member %llu the raft address %s, --raft-address %s\n",
+		    (unsigned long long)id, own_address, raft_address);
+		return 2;
+	}
+	if (raft_state_exists(dir)) {
+		fprintf(stderr,
+		        "yardd: %s already holds raft state: --restore starts a new cluster in an "
+		        "empty data dir\n",
+		        dir);
+		return 1;
+	}
+	rc = load_image("--restore", file, &f, &err);
+	json_t *old = rc == 0 ? fsm_members_list(&f, &err) : NULL;
+	if (rc == 0 && old == NULL)
+		rc = -1;
+	size_t i;
+	json_t *m;
+	json_array_foreach(old, i, m)
+	{
+		uint64_t mid = (uint64_t)json_integer_value(json_object_get(m, "id"));
+		int kept = 0;
+		for (int k = 0; k < yd.n_members; k++)
+			kept |= yd.members[k].id == mid;
+		if (rc == 0 && !kept)
+			rc = apply_offline(&f, "member.remove",
+			                   json_pack("{s:I}", "id", (json_int_t)mid), &err);
+	}
+	json_decref(old);
+	for (int k = 0; rc == 0 && k < yd.n_members; k++)
+		rc =
+		    apply_offline(&f, "member.set",
+		                  json_pack("{s:I,s:s,s:s,s:s}", "id", (json_int_t)yd.members[k].id,
+		                            "raft_address", yd.members[k].raft_address, "api_url",
+		                            yd.members[k].api_url, "role", "voter"),
+		                  &err);
+	if (rc == 0)
+		rc = fsm_serialize(&f, &image, &image_len, &err);
+	fsm_close(&f);
+	if (rc == 0 && (rc = datadir_lock(dir, &lock_fd, &err)) == 0)
+		rc = recover_install_image(dir, id, own_address, conf, yd.n_members, image,
+		                           image_len, &err);
+	sqlite3_free(image);
+	if (rc != 0) {
+		fprintf(stderr, "yardd: %s\n", err.msg);
+		if (lock_fd >= 0)
+			close(lock_fd);
+		return 1;
+	}
+	printf("yardd: %s: a new cluster of", dir);
+	for (int k = 0; k < yd.n_members; k++)
+		printf(" %llu=%s", (unsigned long long)conf[k].id, conf[k].raft_address);
+	printf(" (%s) with the state of %s (%zu bytes).\n",
+	       yd.n_members == 1 ? "a voter" : "voters", file, image_len);
+	if (yd.n_members == 1)
+		printf("Start this member: it leads alone. Add members with --join and `yardctl "
+		       "cluster add`.\n");
+	else
+		printf("Copy %s to each other member's data dir, then start them all.\n", dir);
+	close(lock_fd);
+	return 0;
+}
+
 /* SIGHUP: the API's TLS files are read again (a renewed certificate); nothing else. */
 static void on_sighup(uv_signal_t *h, int signum)
 {
@@ -590,6 +739,7 @@ int main(int argc, char **argv)
 	    {"verify-db", required_argument, NULL, 'Y'},
 	    {"log-info", no_argument, NULL, OPT_LOG_INFO},
 	    {"recover", no_argument, NULL, OPT_RECOVER},
+	    {"restore", required_argument, NULL, OPT_RESTORE},
 	    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
 	    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
 	    {"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
@@ -602,7 +752,8 @@ int main(int argc, char **argv)
 	struct http_tls tls = {NULL, NULL, NULL};
 	char component[32], dev_members[600], dev_api_url[128];
 	int dev_mode = 0, dev_devices = 8, dev_port_base = 29500;
-	int offline = 0; /* OPT_LOG_INFO or OPT_RECOVER */
+	int offline = 0; /* OPT_LOG_INFO, OPT_RECOVER or OPT_RESTORE */
+	const char *restore_file = NULL;
 	int opt;
 
 	consensus_config_defaults(&cfg);
@@ -868,11 +1019,15 @@ int main(int argc, char **argv)
 			return verify_db(optarg);
 		case OPT_LOG_INFO:
 		case OPT_RECOVER:
+		case OPT_RESTORE:
 			if (offline != 0 && offline != opt) {
-				fprintf(stderr, "yardd: --log-info and --recover go alone\n");
+				fprintf(stderr,
+				        "yardd: --log-info, --recover and --restore go alone\n");
 				return 2;
 			}
 			offline = opt;
+			if (opt == OPT_RESTORE)
+				restore_file = optarg;
 			break;
 		case OPT_TLS_CERT:
 			tls.cert_file = optarg;
@@ -896,9 +1051,13 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 			        "yardd: --%s works on a stopped member's data dir: no "
 			        "--dev, --join or --api-address\n",
-			        offline == OPT_RECOVER ? "recover" : "log-info");
+			        offline == OPT_RECOVER   ? "recover"
+			        : offline == OPT_RESTORE ? "restore"
+			                                 : "log-info");
 			return 2;
 		}
+		if (offline == OPT_RESTORE)
+			return restore_tool(restore_file, cfg.id, cfg.raft_address, members);
 		return offline_tool(offline == OPT_RECOVER, cfg.id, cfg.raft_address, members);
 	}
 	if (dev_mode) {

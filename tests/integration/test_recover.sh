@@ -6,7 +6,9 @@
 # configuration without itself, changing nothing; then gives the survivor a configuration
 # of itself alone. Restarted as before it leads alone with every job, takes writes, grows
 # back to three members that join empty, and survives losing its own process again. Then
-# two of those, stopped, are recovered together: one's data dir copied to the other.
+# two of those, stopped, are recovered together: one's data dir copied to the other. Last, a
+# backup (yardctl cluster backup) is restored as a new cluster (yardd --restore), which
+# refuses a data dir with raft state, a file that is not a database and a changed event log.
 . "$(dirname "$0")/lib.sh"
 
 SNAP="--snapshot-threshold 32 --snapshot-trailing 8"
@@ -153,4 +155,51 @@ get "$LEADER" /v1/cluster
 	fail "after recovering 4 and 5, want members 4 and 5: $BODY"
 wait_until 20 same_digest 4 5 || fail "members 4 and 5 did not converge after their recovery"
 note "recovered members 4 and 5 together (from member $FROM's log; leader $LEADER)"
+
+# a backup (yardctl cluster backup) restored as a new cluster's first member (yardd --restore)
+YARDCTL=${YARDCTL:-yardctl}
+YARD_ENDPOINTS="$(api 4),$(api 5)" YARD_TOKEN=$TOKEN "$YARDCTL" cluster backup "$T/backup.db" \
+	>"$T/out" 2>"$T/err" || fail "cluster backup: $(cat "$T/err")"
+grep -q "backup of the cluster's state from http://127.0.0.1:$(api_port "$LEADER"): [0-9]* bytes written to $T/backup.db" "$T/out" ||
+	fail "cluster backup said: $(cat "$T/out")"
+[ ! -e "$T/backup.db.tmp" ] || fail "cluster backup left its temporary file"
+M8=$(members_arg 8)
+recover --restore "$T/backup.db" --id 8 --data-dir "$T/d4" --members "$M8"
+[ $? = 1 ] && grep -q "$T/d4 already holds raft state: --restore starts a new cluster in an empty data dir" "$T/err" ||
+	fail "--restore into a member's data dir: $(cat "$T/err")"
+recover --restore "$T/backup.db" --id 8 --data-dir "$T/d8"
+[ $? = 2 ] && grep -q "needs --id, --data-dir and --members" "$T/err" ||
+	fail "--restore without --members: $(cat "$T/err")"
+recover --restore "$T/backup.db" --id 9 --data-dir "$T/d8" --members "$M8"
+[ $? = 2 ] && grep -q -- "--id 9 is not among --members" "$T/err" ||
+	fail "--restore with --id not listed: $(cat "$T/err")"
+echo "not a database" >"$T/junk.db"
+recover --restore "$T/junk.db" --id 8 --data-dir "$T/d8" --members "$M8"
+[ $? = 1 ] && grep -q -- "--restore $T/junk.db: not a trainyard database image" "$T/err" ||
+	fail "--restore of a file that is not a database: $(cat "$T/err")"
+cp "$T/backup.db" "$T/changed.db"
+python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute("UPDATE events SET message = message || \" (changed)\" WHERE seq = 3"); c.commit()' "$T/changed.db"
+recover --restore "$T/changed.db" --id 8 --data-dir "$T/d8" --members "$M8"
+[ $? = 1 ] && grep -q -- "--restore $T/changed.db: .*event 3" "$T/err" ||
+	fail "--restore of a changed event log: $(cat "$T/err")"
+[ ! -e "$T/d8/metadata1" ] || fail "a refused --restore left raft state in $T/d8"
+recover --restore "$T/backup.db" --id 8 --data-dir "$T/d8" --members "$M8" ||
+	fail "--restore: $(cat "$T/err")"
+grep -q "a new cluster of 8=127.0.0.1:$(raft_port 8) (a voter) with the state of $T/backup.db" "$T/out" ||
+	fail "--restore said: $(cat "$T/out")"
+start_member 8 "$M8"
+wait_leader 15 8 || fail "the restored member does not lead"
+[ "$(count_jobs 8)" = 63 ] || fail "after the restore, want 63 jobs: $BODY"
+get 8 /v1/cluster
+[ "$(jget "$BODY" '",".join("%d %s" % (m["id"], m["api_url"]) for m in d["members"])')" = "8 $(api 8)" ] ||
+	fail "after the restore, want member 8 at $(api 8) alone: $BODY"
+get 8 "/v1/events?limit=1000"
+jget "$BODY" '"\n".join(e["message"] for e in d["events"])' |
+	grep -q "member 8 127.0.0.1:$(raft_port 8) $(api 8) (voter) set by yardd --restore" ||
+	fail "the restore's member change is not among the events: $BODY"
+call POST 8 /v1/jobs '{"name":"after-restore"}'
+[ "$CODE" = 201 ] || fail "write after the restore: $CODE $BODY"
+get 8 /v1/events/verify
+[ "$CODE" = 200 ] || fail "the restored cluster's event chain: $CODE $BODY"
+note "restored a backup of $(stat -c %s "$T/backup.db") bytes as member 8"
 echo "PASS"

@@ -69,6 +69,9 @@ static void test_commands_and_operands(void **state)
 	assert_int_equal(a.operand_count, 0);
 	expect_ok("cluster transfer 2", &a);
 	assert_int_equal(a.operand_count, 1);
+	expect_ok("cluster backup /tmp/state.db", &a);
+	assert_int_equal(a.command, CTL_CLUSTER_BACKUP);
+	assert_string_equal(a.operand[0], "/tmp/state.db");
 
 	expect_ok("job submit examples/hybrid.json", &a);
 	assert_int_equal(a.command, CTL_JOB_SUBMIT);
@@ -194,6 +197,8 @@ static void test_usage_errors(void **state)
 	expect_usage_error("cluster add 4 127.0.0.1:7004 h:1", "API_URL");
 	expect_usage_error("cluster remove one", "member ID \"one\"");
 	expect_usage_error("cluster transfer -- -2", "member ID \"-2\"");
+	expect_usage_error("cluster backup", "cluster backup: missing arguments");
+	expect_usage_error("cluster backup a b", "unexpected argument \"b\"");
 	expect_usage_error("cluster status -o yaml", "--output: \"yaml\"");
 	expect_usage_error("cluster status --bogus", "unknown option --bogus");
 	expect_usage_error("cluster status -vv", "unknown option -vv");
