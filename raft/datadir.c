@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -42,6 +43,65 @@ int datadir_lock(const char *dir, int *fd, struct yard_err *err)
 		                    strerror(errno));
 	}
 	*fd = f;
+	return 0;
+}
+
+int datadir_claim(const char *dir, uint64_t id, struct yard_err *err)
+{
+	char path[4096], tmp[4200], buf[64];
+	snprintf(path, sizeof path, "%s/%s", dir, DATADIR_MEMBER_FILE);
+	FILE *f = fopen(path, "r");
+	if (f != NULL) {
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		char *end = NULL;
+		errno = 0;
+		unsigned long long owner = strtoull(buf, &end, 10);
+		if (buf[0] < '0' || buf[0] > '9' || errno != 0 || owner == 0 ||
+		    strcmp(end, "\n") != 0)
+			return yard_err_set(
+			    err, YARD_EIO,
+			    "%s does not hold a member id (%zu bytes): remove it only if "
+			    "this data dir is known to be --id %llu's",
+			    path, n, (unsigned long long)id);
+		if (owner != id)
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "data dir %s belongs to member %llu, not --id %llu (its raft "
+			    "votes and log are member %llu's: start it with --id %llu, "
+			    "or give member %llu a data dir of its own)",
+			    dir, owner, (unsigned long long)id, owner, owner,
+			    (unsigned long long)id);
+		return 0;
+	}
+	if (errno != ENOENT)
+		return yard_err_set(err, YARD_EIO, "cannot read %s: %s", path, strerror(errno));
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	int n = snprintf(buf, sizeof buf, "%llu\n", (unsigned long long)id);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int ok = fd >= 0 && write(fd, buf, (size_t)n) == n && fsync(fd) == 0;
+	if (fd >= 0 && close(fd) != 0)
+		ok = 0;
+	if (ok && rename(tmp, path) == 0) {
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ok = dfd >= 0 && fsync(dfd) == 0;
+		if (dfd >= 0)
+			close(dfd);
+		if (ok)
+			return 0;
+	}
+	int e = errno;
+	unlink(tmp);
+	return yard_err_set(err, YARD_EIO, "cannot write %s: %s", path, strerror(e));
+}
+
+int datadir_unclaim(const char *dir, struct yard_err *err)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, DATADIR_MEMBER_FILE);
+	if (unlink(path) != 0 && errno != ENOENT)
+		return yard_err_set(err, YARD_EIO, "cannot remove %s: %s", path, strerror(errno));
 	return 0;
 }
 

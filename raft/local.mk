@@ -12,14 +12,19 @@ raft_libconsensus_a_CFLAGS = $(AM_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_
 
 CONSENSUS_LIBS = raft/libconsensus.a jobs/libjobsfsm.a jobs/libjobspec.a common/libcommon.a $(RAFT_LIBS) $(UV_LIBS)
 
-check_PROGRAMS += tests/unit/test_consensus tests/unit/test_transport tests/unit/test_snapbuf
-TESTS += tests/unit/test_consensus tests/unit/test_transport tests/unit/test_snapbuf
+check_PROGRAMS += tests/unit/test_consensus tests/unit/test_transport tests/unit/test_snapbuf \
+	tests/unit/test_datadir
+TESTS += tests/unit/test_consensus tests/unit/test_transport tests/unit/test_snapbuf \
+	tests/unit/test_datadir
 tests_unit_test_consensus_SOURCES = tests/unit/test_consensus.c
 tests_unit_test_consensus_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_consensus_LDADD = $(CONSENSUS_LIBS) $(FSM_LIBS) $(CMOCKA_LIBS)
 tests_unit_test_snapbuf_SOURCES = tests/unit/test_snapbuf.c
 tests_unit_test_snapbuf_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_snapbuf_LDADD = raft/libconsensus.a common/libcommon.a $(CMOCKA_LIBS)
+tests_unit_test_datadir_SOURCES = tests/unit/test_datadir.c
+tests_unit_test_datadir_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_datadir_LDADD = raft/libconsensus.a common/libcommon.a $(CMOCKA_LIBS)
 tests_unit_test_transport_SOURCES = tests/unit/test_transport.c
 tests_unit_test_transport_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(RAFT_CFLAGS) $(UV_CFLAGS)
 tests_unit_test_transport_LDADD = $(CONSENSUS_LIBS) $(CMOCKA_LIBS)

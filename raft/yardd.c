@@ -516,11 +516,17 @@ static int offline_tool(int recover, uint64_t id, const char *raft_address, cons
 			raft_address = conf[i].raft_address;
 	if (raft_address == NULL)
 		raft_address = "127.0.0.1:1"; /* --log-info: raft_init wants one, nothing uses it */
-	int rc = recover_log_info(dir, id ? id : 1, raft_address, &li, &err);
+	/* the member this dir is (a pair recovered together leaves it unclaimed: each member
+	 * claims its copy at its first start) */
+	int rc = recover ? datadir_claim(dir, id, &err) : 0;
+	if (rc == 0)
+		rc = recover_log_info(dir, id ? id : 1, raft_address, &li, &err);
 	if (rc == 0)
 		print_log_info(dir, &li);
 	if (rc == 0 && recover)
 		rc = recover_force_configuration(dir, id, raft_address, conf, n, li.term, &err);
+	if (rc == 0 && recover && n > 1)
+		rc = datadir_unclaim(dir, &err);
 	if (rc != 0) {
 		fprintf(stderr, "yardd: %s\n", err.msg);
 		close(lock_fd);
@@ -669,6 +675,8 @@ static int restore_tool(const char *file, uint64_t id, const char *raft_address,
 	if (rc == 0 && (rc = datadir_lock(dir, &lock_fd, &err)) == 0)
 		rc = recover_install_image(dir, id, own_address, conf, yd.n_members, image,
 		                           image_len, &err);
+	if (rc == 0 && yd.n_members == 1) /* several: each member claims its copy */
+		rc = datadir_claim(dir, id, &err);
 	sqlite3_free(image);
 	if (rc != 0) {
 		fprintf(stderr, "yardd: %s\n", err.msg);
@@ -1168,6 +1176,10 @@ int main(int argc, char **argv)
 	if (datadir_lock(yd.data_dir, &lock_fd, &err) != 0) {
 		log_error("%s", err.msg);
 		return 1;
+	}
+	if (datadir_claim(yd.data_dir, cfg.id, &err) != 0) {
+		log_error("%s", err.msg);
+		return err.code == YARD_EINVAL ? 2 : 1;
 	}
 	uv_loop_init(&yd.loop);
 	if (fsm_init(&yd.fsm, &err) != 0) {

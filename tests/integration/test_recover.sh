@@ -80,6 +80,21 @@ other=$(for id in $LOST; do echo "$id"; done | head -n 1)
 recover --recover --id "$SURV" --data-dir "$T/d$SURV" --members "$(members_arg "$other")"
 [ $? = 1 ] && grep -q "the new configuration leaves out this member ($SURV)" "$T/err" ||
 	fail "--recover leaving itself out: $(cat "$T/err")"
+# a data dir belongs to its member: another --id is refused, started or recovered
+[ "$(cat "$T/d$SURV/member-id")" = "$SURV" ] || fail "member-id of $SURV: $(cat "$T/d$SURV/member-id")"
+timeout 30 "$YARDD" --id "$other" --data-dir "$T/d$SURV" --raft-address "127.0.0.1:$(raft_port "$other")" \
+	--api-address "127.0.0.1:$(api_port "$other")" --members "$M" >"$T/out" 2>"$T/err"
+[ $? = 2 ] && grep -q "data dir $T/d$SURV belongs to member $SURV, not --id $other" "$T/err" ||
+	fail "member $other started on member $SURV's data dir: $(cat "$T/err")"
+recover --recover --id "$other" --data-dir "$T/d$SURV" --raft-address "127.0.0.1:$(raft_port "$other")"
+[ $? = 1 ] && grep -q "belongs to member $SURV, not --id $other" "$T/err" ||
+	fail "--recover of member $SURV's data dir as $other: $(cat "$T/err")"
+cp "$T/d$SURV/member-id" "$T/member-id.saved"
+echo "x$SURV" >"$T/d$SURV/member-id"
+recover --recover --id "$SURV" --data-dir "$T/d$SURV" --raft-address "$SURV_RAFT"
+[ $? = 1 ] && grep -q "$T/d$SURV/member-id does not hold a member id" "$T/err" ||
+	fail "--recover with a damaged member-id: $(cat "$T/err")"
+cp "$T/member-id.saved" "$T/d$SURV/member-id"
 recover --log-info --data-dir "$T/d$SURV"
 [ "$(cat "$T/out")" = "$BEFORE" ] || fail "a refused --recover changed the log: $(cat "$T/out")"
 
@@ -144,6 +159,7 @@ recover --recover --id "$FROM" --data-dir "$T/d$FROM" --members "$M45" ||
 grep -q "the configuration is now 4=127.0.0.1:$(raft_port 4) 5=127.0.0.1:$(raft_port 5) (voters)" "$T/out" &&
 	grep -q "Copy $T/d$FROM to each other member's data dir" "$T/out" ||
 	fail "--recover of 4 and 5 said: $(cat "$T/out")"
+[ ! -e "$T/d$FROM/member-id" ] || fail "a pair's recovered data dir still names member $(cat "$T/d$FROM/member-id")"
 rm -rf "${T:?}/d$TO" && cp -a "$T/d$FROM" "$T/d$TO"
 for id in 4 5; do start_member "$id" "$M45" $SNAP; done
 wait_leader 15 4 5 || fail "no leader among 4 5 after their recovery"
@@ -154,6 +170,8 @@ get "$LEADER" /v1/cluster
 [ "$(jget "$BODY" '",".join(sorted(str(m["id"]) for m in d["members"]))')" = 4,5 ] ||
 	fail "after recovering 4 and 5, want members 4 and 5: $BODY"
 wait_until 20 same_digest 4 5 || fail "members 4 and 5 did not converge after their recovery"
+[ "$(cat "$T/d4/member-id") $(cat "$T/d5/member-id")" = "4 5" ] ||
+	fail "the copies were not claimed by their members: $(cat "$T/d4/member-id") $(cat "$T/d5/member-id")"
 note "recovered members 4 and 5 together (from member $FROM's log; leader $LEADER)"
 
 # a backup (yardctl cluster backup) restored as a new cluster's first member (yardd --restore)
@@ -187,6 +205,7 @@ recover --restore "$T/backup.db" --id 8 --data-dir "$T/d8" --members "$M8" ||
 	fail "--restore: $(cat "$T/err")"
 grep -q "a new cluster of 8=127.0.0.1:$(raft_port 8) (a voter) with the state of $T/backup.db" "$T/out" ||
 	fail "--restore said: $(cat "$T/out")"
+[ "$(cat "$T/d8/member-id")" = 8 ] || fail "the restored data dir does not name member 8"
 start_member 8 "$M8"
 wait_leader 15 8 || fail "the restored member does not lead"
 [ "$(count_jobs 8)" = 63 ] || fail "after the restore, want 63 jobs: $BODY"
