@@ -1006,6 +1006,20 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 		                                       "process, or the data dir not writable?)"
 		                                     : "");
 	c->started = 1;
+	/* raft listens at --raft-address but the others dial the address in the configuration:
+	 * a member restarted at another address would be cut off, silently */
+	for (unsigned i = 0; i < c->raft.configuration.n; i++) {
+		const struct raft_server *srv = &c->raft.configuration.servers[i];
+		if (srv->id == cfg->id && strcmp(srv->address, c->raft_address) != 0)
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "--raft-address %s: the raft configuration in %s has member %llu at "
+			    "%s, "
+			    "where the other members reach it (start it there, or move it: "
+			    "yardctl cluster remove %llu, then add it back with a new data dir)",
+			    c->raft_address, c->data_dir, (unsigned long long)cfg->id, srv->address,
+			    (unsigned long long)cfg->id);
+	}
 	uv_check_start(&c->check, check_cb);
 	uv_timer_start(&c->health, health_cb, cfg->heartbeat_ms, cfg->heartbeat_ms);
 	{

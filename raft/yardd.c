@@ -1196,7 +1196,7 @@ int main(int argc, char **argv)
 	fsm_ops_init(&ops, &yd.fsm);
 	if (consensus_init(&yd.cons, &yd.loop, &cfg, &ops, &err) != 0) {
 		log_error("%s", err.msg);
-		return 1;
+		return err.code == YARD_EINVAL ? 2 : 1;
 	}
 	yd.http = http_server_start(&yd.loop, &yd.cons, &yd.fsm, api_address,
 	                            tls.cert_file ? &tls : NULL, &err);

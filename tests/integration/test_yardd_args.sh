@@ -4,7 +4,8 @@
 # member 1, "-1" member 2^64-1, "abc" read as "not given"), and a first start whose --id is
 # not among --members (it waited for ever for a configuration naming it). A member whose
 # data dir holds raft state restarts whatever --members says (its log has the configuration).
-# Raft and API addresses must be a.b.c.d:port, whole.
+# Raft and API addresses must be a.b.c.d:port, whole; a restart at another raft address than
+# the configuration's is refused.
 . "$(dirname "$0")/lib.sh"
 
 # yardd_exit ID MEMBERS [FLAGS...]: runs yardd in the foreground (20 s at most); its log in
@@ -74,3 +75,15 @@ kill_member 1
 start_member 1 "$(members_arg 2)"
 wait_leader 10 1 || fail "member 1 did not restart from its state: $(tail -3 "$T/log.1")"
 note "a member with raft state restarts whatever --members lists"
+
+# a restart at another raft address than the configuration's is refused: the others would
+# dial the old one and never reach it
+kill_member 1
+timeout 20 "$YARDD" --id 1 --data-dir "$T/d1" --raft-address "127.0.0.1:$(raft_port 5)" \
+	--api-address "127.0.0.1:$(api_port 1)" --members "$M1" >"$T/args.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -qF -- "--raft-address 127.0.0.1:$(raft_port 5): the raft configuration in $T/d1 has member 1 at 127.0.0.1:$(raft_port 1)" "$T/args.log" ||
+	fail "a restart at another raft address: exit $rc: $(cat "$T/args.log")"
+start_member 1 "$M1"
+wait_leader 10 1 || fail "member 1 did not restart at its own address after the refusal"
+note "a restart at another raft address refused"
