@@ -3,10 +3,16 @@
  * tests/integration/). This file does not know what the commands mean. */
 #include "raft/consensus.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/addr.h"
 #include "common/clock.h"
@@ -902,6 +908,72 @@ static uint64_t pick_target(struct consensus *c)
 
 /* ---- lifecycle ---- */
 
+/* The newest snapshot data file in dir (snapshot-TERM-INDEX-TIME, not .meta) into name; 0 when
+ * there is one. */
+static int newest_snapshot(const char *dir, char *name, size_t len)
+{
+	DIR *d = opendir(dir);
+	unsigned long long best = 0;
+	int found = 0;
+	struct dirent *e;
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		unsigned long long term, index, stamp;
+		int end = 0;
+		if (sscanf(e->d_name, "snapshot-%llu-%llu-%llu%n", &term, &index, &stamp, &end) ==
+		        3 &&
+		    e->d_name[end] == '\0' && (!found || index >= best)) {
+			best = index;
+			found = 1;
+			snprintf(name, len, "%s", e->d_name);
+		}
+	}
+	closedir(d);
+	return found ? 0 : -1;
+}
+
+/* What to tell an operator whose member did not start: raft 0.15 says only "I/O error" when
+ * the raft address is taken, and names no file when a snapshot does not decompress. */
+static void start_failure_hint(struct consensus *c, const char *why, char *hint, size_t len)
+{
+	char snap[128];
+	hint[0] = '\0';
+	if (strstr(why, "checksum") != NULL || strstr(why, "LZ4F") != NULL ||
+	    strstr(why, "corrupt") != NULL || strstr(why, "load closed segment") != NULL) {
+		int named = strstr(why, "LZ4F") != NULL &&
+		            newest_snapshot(c->data_dir, snap, sizeof snap) == 0;
+		snprintf(
+		    hint, len,
+		    "%s%s%s: this member's raft state is damaged; replace it (yardctl cluster "
+		    "remove %llu, then add it back with an empty data dir; README, \"Replacing a "
+		    "member\")",
+		    named ? " (in the newest snapshot, " : "", named ? snap : "", named ? ")" : "",
+		    (unsigned long long)c->cfg.id);
+		return;
+	}
+	if (strcmp(why, raft_strerror(RAFT_IOERR)) != 0)
+		return;
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	char host[32];
+	int port = 0;
+	if (yard_addr_parse(c->raft_address, host, sizeof host, &port) == 0 &&
+	    inet_pton(AF_INET, host, &sa.sin_addr) == 1) {
+		sa.sin_port = htons((uint16_t)port);
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int in_use = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 &&
+		             errno == EADDRINUSE;
+		if (fd >= 0)
+			close(fd);
+		if (in_use) {
+			snprintf(hint, len, ": the raft address %s is in use by another process",
+			         c->raft_address);
+			return;
+		}
+	}
+	snprintf(hint, len, " (the data dir not writable?)");
+}
+
 /* raft's message for the last failure, or the code's name when raft left it empty (raft_start
  * of raft_uv 0.15 does for some listen and I/O failures). */
 static const char *raft_reason(struct raft *r, int rv)
@@ -999,12 +1071,13 @@ int consensus_init(struct consensus *c, uv_loop_t *loop, const struct consensus_
 	uv_timer_init(loop, &c->health);
 	uv_timer_init(loop, &c->leader_watch);
 	c->handles_open = 4;
-	if ((rv = raft_start(&c->raft)) != 0)
+	if ((rv = raft_start(&c->raft)) != 0) {
+		char hint[512];
+		const char *why = raft_reason(&c->raft, rv);
+		start_failure_hint(c, why, hint, sizeof hint);
 		return yard_err_set(err, YARD_EIO, "raft start in %s (raft address %s): %s%s",
-		                    c->data_dir, c->raft_address, raft_reason(&c->raft, rv),
-		                    rv == RAFT_IOERR ? " (is the raft address in use by another "
-		                                       "process, or the data dir not writable?)"
-		                                     : "");
+		                    c->data_dir, c->raft_address, why, hint);
+	}
 	c->started = 1;
 	/* raft listens at --raft-address but the others dial the address in the configuration:
 	 * a member restarted at another address would be cut off, silently */

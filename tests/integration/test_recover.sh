@@ -3,7 +3,8 @@
 # of the controllers"). Three members with small snapshots take 60 jobs; two are SIGKILLed
 # and the third can no longer write. yardd --log-info reads each stopped member's log;
 # yardd --recover refuses a running member, a directory without raft state and a
-# configuration without itself, changing nothing; then gives the survivor a configuration
+# configuration without itself, changing nothing, and a member started on a damaged snapshot
+# is told which file; then --recover gives the survivor a configuration
 # of itself alone. Restarted as before it leads alone with every job, takes writes, grows
 # back to three members that join empty, and survives losing its own process again. Then
 # two of those, stopped, are recovered together: one's data dir copied to the other. Last, a
@@ -97,6 +98,16 @@ recover --recover --id "$SURV" --data-dir "$T/d$SURV" --raft-address "$SURV_RAFT
 cp "$T/member-id.saved" "$T/d$SURV/member-id"
 recover --log-info --data-dir "$T/d$SURV"
 [ "$(cat "$T/out")" = "$BEFORE" ] || fail "a refused --recover changed the log: $(cat "$T/out")"
+
+# a lost member's damaged snapshot: raft names no file, yardd names the newest snapshot
+snapfile=$(ls "$T/d$other" | grep -E '^snapshot-[0-9]+-[0-9]+-[0-9]+$' | sort -t- -k3 -n | tail -n 1)
+[ -n "$snapfile" ] || fail "member $other has no snapshot: $(ls "$T/d$other")"
+python3 -c 'import sys; p=sys.argv[1]; d=bytearray(open(p,"rb").read()); d[len(d)//2]^=0xff; open(p,"wb").write(d)' \
+	"$T/d$other/$snapfile"
+timeout 30 "$YARDD" --id "$other" --data-dir "$T/d$other" --raft-address "127.0.0.1:$(raft_port "$other")" \
+	--api-address "127.0.0.1:$(api_port "$other")" --members "$M" >"$T/out" 2>"$T/err"
+[ $? = 1 ] && grep -q "(in the newest snapshot, $snapfile): this member's raft state is damaged; replace it (yardctl cluster remove $other" "$T/err" ||
+	fail "member $other started on a damaged snapshot: $(cat "$T/err")"
 
 # the recovery
 recover --recover --id "$SURV" --data-dir "$T/d$SURV" --raft-address "$SURV_RAFT" ||

@@ -87,3 +87,11 @@ rc=$?
 start_member 1 "$M1"
 wait_leader 10 1 || fail "member 1 did not restart at its own address after the refusal"
 note "a restart at another raft address refused"
+
+# a raft address another process holds is named as such (raft 0.15 says only "I/O error")
+timeout 20 "$YARDD" --id 2 --data-dir "$T/d-taken" --raft-address "127.0.0.1:$(raft_port 1)" \
+	--api-address "127.0.0.1:$(api_port 2)" --members "2=127.0.0.1:$(raft_port 1)@$(api 2)" >"$T/args.log" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -qF -- "the raft address 127.0.0.1:$(raft_port 1) is in use by another process" "$T/args.log" ||
+	fail "a raft address in use: exit $rc: $(cat "$T/args.log")"
+note "a raft address in use named"
