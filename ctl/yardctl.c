@@ -207,6 +207,11 @@ static int cmd_cluster_status(struct ctl *x)
 		if (json_is_object(leader))
 			printf("leader       %s %s\n", cell(leader, "id", b[0], sizeof b[0]),
 			       cell(leader, "api_url", b[1], sizeof b[1]));
+		else if (json_is_integer(json_object_get(c, "no_leader_for_ms")))
+			printf("leader       none known for %.1f s (a majority of the voters must "
+			       "answer to elect one)\n",
+			       (double)json_integer_value(json_object_get(c, "no_leader_for_ms")) /
+			           1000);
 		else
 			printf("leader       none known\n");
 		const json_t *hb = json_object_get(c, "heartbeats"); /* answered by the leader */

@@ -775,6 +775,25 @@ static void check_cb(uv_check_t *h)
 		}
 		c->known_leader = leader;
 	}
+	if (leader != 0) {
+		c->leaderless_since_ms = c->leaderless_warned_ms = 0;
+	} else {
+		uint64_t now = yard_now_mono_ms();
+		if (c->leaderless_since_ms == 0)
+			c->leaderless_since_ms = now;
+		if (now - c->leaderless_since_ms >= CONSENSUS_LEADERLESS_WARN_MS &&
+		    (c->leaderless_warned_ms == 0 || now - c->leaderless_warned_ms >= 60000)) {
+			c->leaderless_warned_ms = now;
+			log_warn(
+			    "consensus: no leader for %.0f s (this member: %s, term %llu): a "
+			    "majority of the voters must answer to elect one; if it is lost for "
+			    "good, see README, \"Replacing a member, and losing a majority of the "
+			    "controllers\"",
+			    (double)(now - c->leaderless_since_ms) / 1000,
+			    state == RAFT_CANDIDATE ? "a candidate" : "a follower",
+			    (unsigned long long)c->raft.current_term);
+		}
+	}
 	if (state == RAFT_LEADER) {
 		if (!c->leader_seen || c->leader_term != c->raft.current_term) {
 			c->leader_seen = 1;
@@ -1377,6 +1396,11 @@ int consensus_transfer(struct consensus *c, uint64_t id, consensus_done_cb cb, v
 int consensus_state(struct consensus *c)
 {
 	return c->state_fn(&c->raft);
+}
+
+uint64_t consensus_leaderless_ms(struct consensus *c)
+{
+	return c->leaderless_since_ms == 0 ? 0 : yard_now_mono_ms() - c->leaderless_since_ms;
 }
 
 int consensus_is_ready(struct consensus *c)

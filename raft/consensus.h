@@ -184,6 +184,9 @@ struct consensus {
 	/* the last leader known (never 0 once one was) and its term: a member that loses and
 	 * then hears again from the same leader in the same term saw no leader change */
 	uint64_t last_leader, last_leader_term;
+	/* monotonic: since when it has known no leader (0: it knows one), and when it last
+	 * warned of that */
+	uint64_t leaderless_since_ms, leaderless_warned_ms;
 	/* fast election after the leader's connection closed (see above) */
 	int fast_election;
 	uint64_t fast_since_ms;     /* monotonic */
@@ -257,6 +260,10 @@ int consensus_transfer(struct consensus *c, uint64_t id, consensus_done_cb cb, v
 int consensus_state(struct consensus *c);    /* RAFT_FOLLOWER, ... */
 int consensus_is_ready(struct consensus *c); /* leader and barrier done */
 void consensus_leader(struct consensus *c, uint64_t *id, const char **raft_address);
+/* How long this member has known no leader, in ms (0: it knows one). Past
+ * CONSENSUS_LEADERLESS_WARN_MS it logs a warning, once a minute. */
+#define CONSENSUS_LEADERLESS_WARN_MS 10000
+uint64_t consensus_leaderless_ms(struct consensus *c);
 /* Whether the leader heard from member id within two election timeouts. */
 int consensus_member_healthy(struct consensus *c, uint64_t id);
 /* On the leader: how far member id has replicated (*behind: entries of the leader's log it

@@ -111,6 +111,9 @@ static void h_cluster(struct call *call)
 	              "commit_index", (json_int_t)c->raft.commit_index, "applied_index",
 	              (json_int_t)raft_last_applied(&c->raft), "leader", leader_json, "members",
 	              members_json(s));
+	if (leader == 0)
+		json_object_set_new(doc, "no_leader_for_ms",
+		                    json_integer((json_int_t)consensus_leaderless_ms(c)));
 	/* the leader's: how it paces and judges the agents' heartbeats */
 	json_t *pace = s->sched != NULL ? sched_heartbeat_pace(s->sched) : NULL;
 	if (pace != NULL)

@@ -549,9 +549,16 @@ static int route_to_leader(struct call *call)
 		                    (json_int_t)leader, "leader_url", url));
 		return -1;
 	}
-	call_error(call, 503, NULL, "%s",
-	           leader == c->cfg.id ? "leader elected but not ready yet; retry"
-	                               : "no leader known; retry shortly");
+	if (leader == c->cfg.id)
+		call_error(call, 503, NULL, "leader elected but not ready yet; retry");
+	else
+		call_error(
+		    call, 503, NULL,
+		    "no leader known for %.1f s (member %llu is a %s in term %llu; a majority "
+		    "of the voters must answer to elect one); retry shortly",
+		    (double)consensus_leaderless_ms(c) / 1000, (unsigned long long)c->cfg.id,
+		    consensus_state(c) == RAFT_CANDIDATE ? "candidate" : "follower",
+		    (unsigned long long)c->raft.current_term);
 	return -1;
 }
 

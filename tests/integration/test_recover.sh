@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_recover.sh: losing a majority of the controllers for good (README, "Losing a majority
 # of the controllers"). Three members with small snapshots take 60 jobs; two are SIGKILLed
-# and the third can no longer write. yardd --log-info reads each stopped member's log;
+# and the third can no longer write, saying for how long it has known no leader (API,
+# yardctl, a warning in its log after 10 s). yardd --log-info reads each stopped member's log;
 # yardd --recover refuses a running member, a directory without raft state and a
 # configuration without itself, changing nothing, and a member started on a damaged snapshot
 # is told which file; then --recover gives the survivor a configuration
@@ -41,6 +42,19 @@ note "lost members:$LOST; survivor $SURV"
 code=$(curl -s -m 3 -o /dev/null -w '%{http_code}' -X POST -H "$AUTH" --data '{"name":"no-quorum"}' \
 	"$(api "$SURV")/v1/jobs")
 [ "$code" != 201 ] || fail "a write succeeded without a majority"
+# the member says for how long it has known no leader, and why: the API, yardctl, its log
+no_leader_answer() {
+	curl -s -m 3 -X POST -H "$AUTH" --data '{"name":"no-quorum"}' "$(api "$SURV")/v1/jobs" >"$T/nl" 2>/dev/null
+	grep -q "no leader known for [0-9.]* s (member $SURV is a [a-z]* in term [0-9]*; a majority of the voters must answer to elect one)" "$T/nl"
+}
+wait_until 10 no_leader_answer || fail "no 503 naming the missing leader: $(cat "$T/nl")"
+get "$SURV" /v1/cluster
+[ "$(jget "$BODY" 'd["no_leader_for_ms"] >= 0')" = True ] || fail "/v1/cluster without no_leader_for_ms: $BODY"
+YARD_ENDPOINTS=$(api "$SURV") YARD_TOKEN=$TOKEN "${YARDCTL:-yardctl}" cluster status >"$T/out" 2>&1
+grep -q "^leader       none known for [0-9.]* s (a majority of the voters must answer to elect one)" "$T/out" ||
+	fail "cluster status without a leader: $(cat "$T/out")"
+leaderless_warned() { grep -q "consensus: no leader for 1[0-9] s (this member: a [a-z]*, term [0-9]*): a majority of the voters must answer" "$T/log.$SURV"; }
+wait_until 25 leaderless_warned || fail "no warning of the missing leader in member $SURV's log"
 kill -TERM "${PID[$SURV]}"
 wait "${PID[$SURV]}" 2>/dev/null
 unset "PID[$SURV]"
