@@ -10,14 +10,14 @@ CTL_LIBS = ctl/libctl.a jobs/libjobspec.a common/libcommon.a $(CURL_LIBS) $(JANS
 
 bin_PROGRAMS += yardctl
 yardctl_SOURCES = ctl/yardctl.c
-yardctl_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
-yardctl_LDADD = $(CTL_LIBS) jobs/libjobsfsm.a
+yardctl_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
+yardctl_LDADD = $(CTL_LIBS) $(FSM_LIBS)
 
 check_PROGRAMS += tests/unit/test_yardctl
 TESTS += tests/unit/test_yardctl
 tests_unit_test_yardctl_SOURCES = tests/unit/test_yardctl.c
 tests_unit_test_yardctl_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
-tests_unit_test_yardctl_LDADD = $(CTL_LIBS) jobs/libjobsfsm.a $(CMOCKA_LIBS)
+tests_unit_test_yardctl_LDADD = $(CTL_LIBS) $(FSM_LIBS) $(CMOCKA_LIBS)
 
 dist_check_SCRIPTS += tests/integration/yardctl_offline.sh
 TESTS += tests/integration/yardctl_offline.sh

@@ -326,17 +326,31 @@ static int cmd_cluster_backup(struct ctl *x)
 	if (rc != 0)
 		return rc;
 	if (r.body_len < sizeof sqlite_magic || memcmp(r.body, sqlite_magic, sizeof sqlite_magic)) {
+		fail(x, "the answer of %s is not a database image (%zu bytes)", r.endpoint,
+		     r.body_len);
 		ctl_response_free(&r);
-		return fail(x, "the answer of %s is not a database image (%zu bytes)", r.endpoint,
-		            r.body_len);
+		return EXIT_FAILURE;
+	}
+	/* what restore will ask of it, asked now: it loads and its event chain verifies */
+	struct fsm f;
+	struct yard_err err = {0};
+	int bad = fsm_init(&f, &err) != 0 || fsm_restore(&f, r.body, r.body_len, &err) != 0 ||
+	          fsm_events_verify(&f, &err) != 0;
+	fsm_close(&f);
+	if (bad) {
+		fail(x, "the database image from %s does not check (%s): nothing written",
+		     r.endpoint, err.msg);
+		ctl_response_free(&r);
+		return EXIT_FAILURE;
 	}
 	if (write_whole(out, r.body, r.body_len) != 0) {
 		int e = errno;
 		ctl_response_free(&r);
 		return fail(x, "%s: %s", out, strerror(e));
 	}
-	printf("backup of the cluster's state from %s: %zu bytes written to %s\n", r.endpoint,
-	       r.body_len, out);
+	printf("backup of the cluster's state from %s: %zu bytes, event chain verified, written "
+	       "to %s\n",
+	       r.endpoint, r.body_len, out);
 	ctl_response_free(&r);
 	return 0;
 }

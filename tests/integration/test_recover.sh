@@ -203,7 +203,7 @@ note "recovered members 4 and 5 together (from member $FROM's log; leader $LEADE
 YARDCTL=${YARDCTL:-yardctl}
 YARD_ENDPOINTS="$(api 4),$(api 5)" YARD_TOKEN=$TOKEN "$YARDCTL" cluster backup "$T/backup.db" \
 	>"$T/out" 2>"$T/err" || fail "cluster backup: $(cat "$T/err")"
-grep -q "backup of the cluster's state from http://127.0.0.1:$(api_port "$LEADER"): [0-9]* bytes written to $T/backup.db" "$T/out" ||
+grep -q "backup of the cluster's state from http://127.0.0.1:$(api_port "$LEADER"): [0-9]* bytes, event chain verified, written to $T/backup.db" "$T/out" ||
 	fail "cluster backup said: $(cat "$T/out")"
 [ ! -e "$T/backup.db.tmp" ] || fail "cluster backup left its temporary file"
 M8=$(members_arg 8)
@@ -226,6 +226,36 @@ recover --restore "$T/changed.db" --id 8 --data-dir "$T/d8" --members "$M8"
 [ $? = 1 ] && grep -q -- "--restore $T/changed.db: .*event 3" "$T/err" ||
 	fail "--restore of a changed event log: $(cat "$T/err")"
 [ ! -e "$T/d8/metadata1" ] || fail "a refused --restore left raft state in $T/d8"
+# yardctl checks what it saves: an image whose chain does not verify (served here by a stand-in,
+# since a member's own state cannot be made to fail) is not written
+cat >"$T/standin.py" <<'EOPY'
+import http.server, sys
+image = open(sys.argv[1], "rb").read()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.sqlite3")
+        self.send_header("Content-Length", str(len(image)))
+        self.end_headers()
+        self.wfile.write(image)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_forever()
+EOPY
+backup_refused() { # backup_refused FILE_SERVED EXPECTED_ERROR
+	python3 "$T/standin.py" "$1" "$(api_port 9)" &
+	STANDIN=$!
+	wait_until 10 curl -s -o /dev/null "$(api 9)/ready" || fail "the stand-in server did not start"
+	YARD_ENDPOINTS=$(api 9) YARD_TOKEN=$TOKEN "$YARDCTL" cluster backup "$T/bad-backup.db" >"$T/out" 2>"$T/err"
+	rc=$?
+	kill "$STANDIN" 2>/dev/null
+	wait "$STANDIN" 2>/dev/null
+	[ $rc = 1 ] && grep -q "$2" "$T/err" ||
+		fail "cluster backup of $1: exit $rc: $(cat "$T/err")"
+}
+backup_refused "$T/changed.db" "the database image from $(api 9) does not check (event 3: .*): nothing written"
+backup_refused "$T/junk.db" "the answer of $(api 9) is not a database image (15 bytes)"
+[ ! -e "$T/bad-backup.db" ] && [ ! -e "$T/bad-backup.db.tmp" ] || fail "cluster backup wrote an image that does not verify"
 recover --restore "$T/backup.db" --id 8 --data-dir "$T/d8" --members "$M8" ||
 	fail "--restore: $(cat "$T/err")"
 grep -q "a new cluster of 8=127.0.0.1:$(raft_port 8) (a voter) with the state of $T/backup.db" "$T/out" ||
