@@ -118,7 +118,11 @@ snapfile=$(ls "$T/d$other" | grep -E '^snapshot-[0-9]+-[0-9]+-[0-9]+$' | sort -t
 [ -n "$snapfile" ] || fail "member $other has no snapshot: $(ls "$T/d$other")"
 python3 -c 'import sys; p=sys.argv[1]; d=bytearray(open(p,"rb").read()); d[len(d)//2]^=0xff; open(p,"wb").write(d)' \
 	"$T/d$other/$snapfile"
-timeout 30 "$YARDD" --id "$other" --data-dir "$T/d$other" --raft-address "127.0.0.1:$(raft_port "$other")" \
+# (libraft 0.15 leaks the configuration of a snapshot it cannot decompress: its snapshot
+# loader returns without freeing what it read from the .meta file; not ours to free, so leak
+# detection is off for this one start under the sanitizers)
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+	timeout 30 "$YARDD" --id "$other" --data-dir "$T/d$other" --raft-address "127.0.0.1:$(raft_port "$other")" \
 	--api-address "127.0.0.1:$(api_port "$other")" --members "$M" >"$T/out" 2>"$T/err"
 [ $? = 1 ] && grep -q "(in the newest snapshot, $snapfile): this member's raft state is damaged; replace it (yardctl cluster remove $other" "$T/err" ||
 	fail "member $other started on a damaged snapshot: $(cat "$T/err")"
