@@ -164,42 +164,49 @@ static int configuration_of(const struct consensus_member *members, int n_member
 	return 0;
 }
 
-/* configuration_of, then offline_open: YARD_EINVAL from the first leaves nothing to close;
- * otherwise conf and o are closed by the caller, whatever it returned. */
-static int offline_open_with(struct offline *o, struct raft_configuration *conf,
-                             const char *data_dir, uint64_t id, const char *raft_address,
-                             const struct consensus_member *members, int n_members,
-                             struct yard_err *err)
+/* What to do with a stopped member's log once it is open, given the new configuration. */
+typedef int (*offline_action)(struct offline *o, struct raft_configuration *conf,
+                              const char *data_dir, const void *arg, struct yard_err *err);
+
+/* Builds the configuration of members, opens data_dir's log, runs act, and closes both. */
+static int with_configuration(const char *data_dir, uint64_t id, const char *raft_address,
+                              const struct consensus_member *members, int n_members,
+                              offline_action act, const void *arg, struct yard_err *err)
 {
-	int rc = configuration_of(members, n_members, id, conf, err);
+	struct raft_configuration conf;
+	struct offline o;
+	int rc = configuration_of(members, n_members, id, &conf, err);
 	if (rc != 0)
-		return YARD_EINVAL;
-	rc = offline_open(o, data_dir, id, raft_address, err);
-	return rc == YARD_EINVAL ? YARD_EIO : rc;
+		return rc; /* nothing to close */
+	rc = offline_open(&o, data_dir, id, raft_address, err);
+	if (rc == 0)
+		rc = act(&o, &conf, data_dir, arg, err);
+	raft_configuration_close(&conf);
+	offline_close(&o);
+	return rc;
+}
+
+/* raft_recover with conf, then the term after *(const uint64_t *)arg. */
+static int force_configuration(struct offline *o, struct raft_configuration *conf,
+                               const char *data_dir, const void *arg, struct yard_err *err)
+{
+	uint64_t term = *(const uint64_t *)arg + 1;
+	int rv = raft_recover(&o->raft, conf);
+	if (rv != 0)
+		return yard_err_set(err, YARD_EIO, "new configuration in %s: %s", data_dir,
+		                    offline_reason(o, rv));
+	if ((rv = o->io.set_term(&o->io, term)) != 0)
+		return yard_err_set(err, YARD_EIO, "term %llu in %s: %s", (unsigned long long)term,
+		                    data_dir, offline_reason(o, rv));
+	return 0;
 }
 
 int recover_force_configuration(const char *data_dir, uint64_t id, const char *raft_address,
                                 const struct consensus_member *members, int n_members,
                                 uint64_t term, struct yard_err *err)
 {
-	struct raft_configuration conf;
-	struct offline o;
-	int rc = offline_open_with(&o, &conf, data_dir, id, raft_address, members, n_members, err);
-	if (rc == YARD_EINVAL)
-		return rc; /* nothing opened */
-	if (rc == 0) {
-		int rv = raft_recover(&o.raft, &conf);
-		if (rv != 0)
-			rc = yard_err_set(err, YARD_EIO, "new configuration in %s: %s", data_dir,
-			                  offline_reason(&o, rv));
-		else if ((rv = o.io.set_term(&o.io, term + 1)) != 0)
-			rc = yard_err_set(err, YARD_EIO, "term %llu in %s: %s",
-			                  (unsigned long long)term + 1, data_dir,
-			                  offline_reason(&o, rv));
-	}
-	raft_configuration_close(&conf);
-	offline_close(&o);
-	return rc;
+	return with_configuration(data_dir, id, raft_address, members, n_members,
+	                          force_configuration, &term, err);
 }
 
 struct put_wait {
@@ -213,45 +220,45 @@ static void put_done(struct raft_io_snapshot_put *req, int status)
 	w->status = status;
 }
 
+/* raft_bootstrap with conf, then the image (a struct raft_buffer at arg) put as the
+ * snapshot at index 1, the log before it dropped. */
+static int install_image(struct offline *o, struct raft_configuration *conf, const char *data_dir,
+                         const void *arg, struct yard_err *err)
+{
+	int rv = raft_bootstrap(&o->raft, conf);
+	if (rv != 0)
+		return yard_err_set(err, YARD_EIO, "raft bootstrap in %s: %s", data_dir,
+		                    offline_reason(o, rv));
+	int rc = offline_load(o, data_dir, NULL, err);
+	if (rc != 0)
+		return rc;
+	struct raft_buffer buf = *(const struct raft_buffer *)arg;
+	struct raft_snapshot snap = {.index = 1,
+	                             .term = 1,
+	                             .configuration = *conf,
+	                             .configuration_index = 1,
+	                             .bufs = &buf,
+	                             .n_bufs = 1};
+	struct put_wait w = {0, 0};
+	struct raft_io_snapshot_put req = {.data = &w};
+	rv = o->io.snapshot_put(&o->io, 0, &req, &snap, put_done);
+	while (rv == 0 && !w.done && uv_run(&o->loop, UV_RUN_ONCE) != 0)
+		;
+	if (rv == 0 && !w.done)
+		rv = RAFT_IOERR;
+	if (rv == 0)
+		rv = w.status;
+	if (rv != 0)
+		return yard_err_set(err, YARD_EIO, "snapshot in %s: %s", data_dir,
+		                    offline_reason(o, rv));
+	return 0;
+}
+
 int recover_install_image(const char *data_dir, uint64_t id, const char *raft_address,
                           const struct consensus_member *members, int n_members, const void *image,
                           size_t len, struct yard_err *err)
 {
-	struct raft_configuration conf;
-	struct offline o;
-	int rc = offline_open_with(&o, &conf, data_dir, id, raft_address, members, n_members, err);
-	if (rc == YARD_EINVAL)
-		return rc; /* nothing opened */
-	if (rc == 0) {
-		int rv = raft_bootstrap(&o.raft, &conf);
-		if (rv != 0)
-			rc = yard_err_set(err, YARD_EIO, "raft bootstrap in %s: %s", data_dir,
-			                  offline_reason(&o, rv));
-	}
-	if (rc == 0)
-		rc = offline_load(&o, data_dir, NULL, err);
-	if (rc == 0) {
-		struct raft_buffer buf = {.base = (void *)image, .len = len};
-		struct raft_snapshot snap = {.index = 1,
-		                             .term = 1,
-		                             .configuration = conf,
-		                             .configuration_index = 1,
-		                             .bufs = &buf,
-		                             .n_bufs = 1};
-		struct put_wait w = {0, 0};
-		struct raft_io_snapshot_put req = {.data = &w};
-		int rv = o.io.snapshot_put(&o.io, 0, &req, &snap, put_done);
-		while (rv == 0 && !w.done && uv_run(&o.loop, UV_RUN_ONCE) != 0)
-			;
-		if (rv == 0 && !w.done)
-			rv = RAFT_IOERR;
-		if (rv == 0)
-			rv = w.status;
-		if (rv != 0)
-			rc = yard_err_set(err, YARD_EIO, "snapshot in %s: %s", data_dir,
-			                  offline_reason(&o, rv));
-	}
-	raft_configuration_close(&conf);
-	offline_close(&o);
-	return rc;
+	struct raft_buffer buf = {.base = (void *)image, .len = len};
+	return with_configuration(data_dir, id, raft_address, members, n_members, install_image,
+	                          &buf, err);
 }
