@@ -2224,7 +2224,8 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 		if (j->is_auto && j->replan_reason[0] != '\0')
 			json_object_set_new(args, "replan_reason", json_string(j->replan_reason));
 		j->replan_wanted = 0;
-		j->grow_looked_devices = -1; /* a new plan: its own looks at growing */
+		j->grow_looked_devices = -1; /* a new generation: its own looks at growing, */
+		j->grow_said[0] = '\0';      /* and its own log line on staying */
 		if (q[k].dp < j->req.dp) /* only a shrunk placement names its dp */
 			json_object_set_new(args, "dp", json_integer(q[k].dp));
 		if (shrink_reason[0] != '\0')

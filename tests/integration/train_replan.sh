@@ -143,8 +143,11 @@ done
 grown() { get 1 "/v1/jobs/$J"; [ "$(jget "$BODY" '(d["generation"] >= 3 and d["state"] == "running") or d["state"] in ("succeeded", "failed", "cancelled")')" = True ]; }
 wait_until 120 grown || fail "the job did not grow back: $BODY $(events_of 1 "$J")"
 job=$BODY
+# (the leader logs each reason it does not grow, and each plan it stays with; the planner's
+# choice follows the nodes' measured rates)
+rates() { for n in $all; do get 1 "/v1/nodes/$n"; echo "$n: $(jget "$BODY" 'd.get("perf", {}).get("flops_per_s")')"; done; }
 [ "$(jget "$job" 'd["state"], d["generation"], d["restarts"]')" = "('running', 3, 1)" ] ||
-	fail "generation 3 is not a running, uncounted restart: $job $(events_of 1 "$J") $(grep -h "job $J" "$T/log.1" | tail -n 6)"
+	fail "generation 3 is not a running, uncounted restart: $job $(events_of 1 "$J") $(grep -h "scheduler: job $J" "$T/log.1" | grep -E 'grow|stays|checkpoint before' | tail -n 12) $(rates)"
 [ "$(jget "$job" "len(d['layout']) > $world2")" = True ] || fail "generation 3 did not grow: $job"
 events=$(events_of 1 "$J")
 # the restart first asks the ranks for a checkpoint (when they stepped past the newest)

@@ -124,17 +124,23 @@ static json_t *heartbeat(struct sched_world *w, const char *node, const char *ra
 	return desired;
 }
 
-/* The rank reports of generation 1 of job j-000001, n ranks running at step 12 (a JSON array
- * for heartbeat). */
-static void running_at_step_12(char *out, size_t len, int n)
+/* The rank reports of generation `generation` of job j-000001, n ranks running at step 12 (a
+ * JSON array for heartbeat). */
+static void running_in_generation(char *out, size_t len, int n, int generation)
 {
 	snprintf(out, len, "[");
 	for (int r = 0; r < n; r++)
 		snprintf(out + strlen(out), len - strlen(out),
-		         "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":1,"
+		         "%s{\"job\":\"j-000001\",\"rank\":%d,\"generation\":%d,"
 		         "\"state\":\"running\",\"step\":12}",
-		         r ? "," : "", r);
+		         r ? "," : "", r, generation);
 	snprintf(out + strlen(out), len - strlen(out), "]");
+}
+
+/* running_in_generation of generation 1 */
+static void running_at_step_12(char *out, size_t len, int n)
+{
+	running_in_generation(out, len, n, 1);
 }
 
 /* Frees w and removes the test's checkpoint directory dir. */
@@ -2891,7 +2897,9 @@ static void test_auto_job_says_why_it_does_not_grow_yet(void **state)
 }
 
 /* An auto job whose larger plan is not predicted fast enough (--auto-grow-pct) stays, and
- * says so: GET /v1/jobs/ID "growth" names both plans; its ranks are asked for nothing. */
+ * says so: GET /v1/jobs/ID "growth" names both plans; its ranks are asked for nothing. The log
+ * says it once per best plan, and again in the next generation (a restart after a failure),
+ * where an operator reading the log from the restart looks for it. */
 static void test_auto_job_says_why_it_stays(void **state)
 {
 	struct sched_world *w = world_new();
@@ -2913,6 +2921,33 @@ static void test_auto_job_says_why_it_stays(void **state)
 	    strstr(growth, "the best plan for the cluster now, dp") == NULL ||
 	    strstr(growth, "(grows at 1 % or less, --auto-grow-pct)") == NULL)
 		fail_msg("growth: %s", growth ? growth : "(none)");
+	const char *stays = "scheduler: job j-000001 stays dp";
+	char *log = beats_logged(w, ranks, 12);
+	if (count_lines_with(log, stays) != 0)
+		fail_msg("said again in the same generation: %s", log);
+	free(log);
+	/* rank 0 fails: restarted (counted) in generation 2 with the same plan */
+	char failed[1024];
+	snprintf(failed, sizeof failed,
+	         "[{\"job\":\"j-000001\",\"rank\":0,\"generation\":1,\"state\":\"exited\","
+	         "\"exit_code\":1}]");
+	json_decref(heartbeat(w, "node-a", failed));
+	run(w, 100);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 300);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	run(w, 300);
+	j = job(w, "j-000001");
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+	int world2 = (int)json_array_size(json_object_get(j, "layout"));
+	json_decref(j);
+	running_in_generation(ranks, sizeof ranks, world2, 2);
+	log = beats_logged(w, ranks, 12);
+	if (count_lines_with(log, stays) != 1)
+		fail_msg("generation 2 does not say once why it stays: %s", log);
+	free(log);
 	world_free_removing(w, dir);
 }
 
