@@ -161,10 +161,11 @@ struct soft_job {
 	int64_t replan_generation;
 	char grow_reason[200];
 	uint64_t grow_checked_ms; /* mono: the last look at growing it back */
-	/* the devices it could have had when a plan for them last found nothing better, and
-	 * when (mono ms); -1: none yet */
+	/* the devices it could have had when a plan for them last found nothing better, when
+	 * (mono ms), and the nodes' measured rates it used (sched's perf_version); -1: none yet */
 	int grow_looked_devices;
 	uint64_t grow_looked_ms;
+	uint64_t grow_looked_perf;
 	char grow_said[64];       /* the best layout the last "not growing" log line named */
 	/* why it could have more devices but does not grow, or stays (GET /v1/jobs/ID "growth",
 	 * logged when it changes; malloc'd); NULL: nothing to say */
@@ -376,6 +377,7 @@ struct sched {
 	json_t *nodes_list;     /* fsm_nodes_list, kept current from the nodes journal (owned) */
 	json_t *nodes_pos;      /* node id -> its index in nodes_list (owned) */
 	uint64_t nodes_version; /* bumped whenever nodes_list changes */
+	uint64_t perf_version;  /* bumped whenever a node's measured rates (perf) change */
 	uint64_t nodes_epoch;   /* bumped when nodes_list is read whole (soft_node.row_down) */
 	/* health_refresh: nodes_list's rows, one per row in its order (node -1: none), as of
 	 * health_version; nodes_refresh updates a changed row in place */
@@ -2440,8 +2442,9 @@ static int refresh_jobs(struct sched *s)
 }
 
 #define AUTO_GROW_CHECK_MS 5000 /* an auto job's look at growing, at most this often */
-/* a plan that found nothing better is made again for as many devices after this long (rates
- * the agents measured may have changed) */
+/* a plan that found nothing better is made again for as many devices when a node's measured
+ * rates change (a node measured while other work kept its cores busy, measured again idle),
+ * or after this long */
 #define AUTO_GROW_RELOOK_MS 60000
 
 /* The newest complete checkpoint of a job, in either store; -1: none. */
@@ -2823,6 +2826,7 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		if (no_more)
 			growth_note(j, NULL); /* no more devices to have: nothing to say */
 		if (no_more || (devices_now == j->grow_looked_devices &&
+		                j->grow_looked_perf == s->perf_version &&
 		                now - j->grow_looked_ms < AUTO_GROW_RELOOK_MS)) {
 			j->grow_checked_ms = now;
 			continue;
@@ -2866,6 +2870,7 @@ static void check_auto_grow_back(struct sched *s, const json_t *nodes)
 		if (!better) {
 			j->grow_looked_devices = devices_now;
 			j->grow_looked_ms = now;
+			j->grow_looked_perf = s->perf_version;
 			if (best == NULL)
 				continue; /* planning failed: grow_held said why */
 			char why[300];
@@ -4547,6 +4552,8 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 			n->free_disk_mb = free_disk_mb;
 			n->probe_port = (int)probe_port;
 			if (perf != NULL) {
+				if (n->perf == NULL || !json_equal(n->perf, perf))
+					s->perf_version++;
 				json_decref(n->perf);
 				n->perf = perf;
 				perf = NULL;

@@ -2951,6 +2951,37 @@ static void test_auto_job_says_why_it_stays(void **state)
 	world_free_removing(w, dir);
 }
 
+/* PERF measured with other work on the node's cores: every rate 100 times slower */
+#define PERF_BUSY                                                                                  \
+	"{\"flops_per_s\":5e8,\"gemm\":[[8192,2e8],[1.3e8,5e8]],\"block\":{\"mac_s\":1e-8,"        \
+	"\"weight_s\":1e-7,"                                                                       \
+	"\"hidden_s\":1e-7,\"model_s\":1e-7,\"call_s\":1e-3,\"fit_error\":0.1},"                   \
+	"\"optim_s_per_param\":{\"adamw\":5e-7,\"sgd\":1e-7},\"parallel_efficiency\":1,"           \
+	"\"intra_bw_bytes_per_s\":5e7,\"intra_latency_s\":2e-4,\"inter_bw_bytes_per_s\":1e9,"      \
+	"\"intra_sync_s\":1.5e-3,\"intra_sync_cpu_s\":4e-4,\"intra_busy_sync_cpu_s\":1e-3,"        \
+	"\"intra_allreduce_sync_s\":5e-4,\"intra_busy_allreduce_sync_cpu_s\":4e-3,"                \
+	"\"inter_latency_s\":2e-5,\"inter_source\":\"configured\",\"device_memory_mb\":4096}"
+
+/* An auto job that stays because node-b was measured slow (busy when it probed) looks again
+ * as soon as node-b's rates change, not a minute later: measured again at full speed, the
+ * leader asks the job's ranks for the checkpoint of its restart to grow within seconds. */
+static void test_auto_job_looks_again_when_rates_change(void **state)
+{
+	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_grow3XXXXXX", ranks[1024];
+	assert_non_null(mkdtemp(dir));
+	int world = auto_job_on_node_a(w, dir);
+	heartbeat_perf(w, "node-b", PERF_BUSY);
+	running_at_step_12(ranks, sizeof ranks, world);
+	beats_asking_nothing(w, ranks, 120);
+	const char *growth = growth_of(w);
+	if (growth == NULL || strncmp(growth, "stays dp", 8) != 0)
+		fail_msg("growth with node-b measured slow: %s", growth ? growth : "(none)");
+	heartbeat_perf(w, "node-b", PERF);
+	assert_true(beats_until_asked(w, ranks) > 0);
+	world_free_removing(w, dir);
+}
+
 static void test_plan_refuses_bad_specs_and_perf(void **state)
 {
 	struct sched_world *w = world_new();
@@ -3281,6 +3312,7 @@ int main(void)
 	    cmocka_unit_test(test_admission_counts_submissions_in_flight_across_passes),
 	    cmocka_unit_test(test_auto_job_says_why_it_does_not_grow_yet),
 	    cmocka_unit_test(test_auto_job_says_why_it_stays),
+	    cmocka_unit_test(test_auto_job_looks_again_when_rates_change),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	    cmocka_unit_test(test_link_probes_are_assigned_one_at_a_time),
 	    cmocka_unit_test(test_link_probe_needs_a_listening_up_peer),
