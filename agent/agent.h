@@ -279,6 +279,11 @@ struct agent {
 	                      * as soon as no rank runs, whatever --reprobe-s says (perf_tick) */
 	int perf_idle_wait;  /* no rates: a probe was due while ranks ran, it starts once none does
 	                      * or the leader has none either (perf_tick) */
+	/* the leader asked for the rates to be measured again (yardctl node probe): the newest
+	 * request number taken, and whether its probe waits for no rank to run (perf_tick) */
+	int64_t perf_request;
+	int perf_asked;
+	int perf_answering; /* the running probe is the one asked for */
 	/* whether the leader has rates for this node (its last heartbeat answer's want_perf):
 	 * -1 not known yet (no leader answered since the agent started), 0, 1 */
 	int leader_has_perf;
@@ -480,6 +485,9 @@ void perf_save(struct agent *a);
 /* Measures the node again when no rank runs and its rates are --reprobe-s old, or were
  * measured while a rank started; starts a probe that waited for the ranks to end. */
 void perf_tick(struct agent *a);
+/* The leader's "probe" command, request number `request` (repeated in a few answers: a number
+ * already taken is ignored): the node is measured again as soon as no rank runs. */
+void perf_ask(struct agent *a, int64_t request);
 /* The leader refused a heartbeat over the perf it carried (why: its error): the figures are
  * dropped, heartbeats go without them, and the node is probed again later. */
 void perf_refused(struct agent *a, const char *why);

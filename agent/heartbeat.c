@@ -182,7 +182,8 @@ static void apply_leader_id(struct agent *a, const char *leader_id)
 /* Commands ride on heartbeat answers; "drain" says the node is being drained (its ranks
  * move elsewhere through the desired set: nothing else to do here but say so); "checkpoint"
  * {job, generation, request} asks the ranks of a job's generation for a checkpoint before the
- * controller restarts them on purpose (ranks_request_checkpoint). */
+ * controller restarts them on purpose (ranks_request_checkpoint); "probe" {request} asks for
+ * the node's rates to be measured again (perf_ask). */
 static void apply_commands(struct agent *a, const json_t *commands)
 {
 	size_t i;
@@ -197,6 +198,8 @@ static void apply_commands(struct agent *a, const json_t *commands)
 		const json_t *after = json_object_get(cmd, "after"); /* absent from older leaders */
 		if (op != NULL && strcmp(op, "drain") == 0)
 			draining = 1;
+		else if (op != NULL && strcmp(op, "probe") == 0 && json_is_integer(req))
+			perf_ask(a, json_integer_value(req));
 		else if (op != NULL && strcmp(op, "checkpoint") == 0 && job != NULL &&
 		         json_is_integer(gen) && json_is_integer(req))
 			ranks_request_checkpoint(

@@ -13,7 +13,9 @@
  * had. The first rates are kept even when a rank started while they were measured (a node
  * without rates is not planned for), but both were disturbed: such rates are measured again
  * as soon as no rank runs, whatever --reprobe-s says (at most once per --probe-retry-ms).
- * The next heartbeat carries the new rates, which replace the leader's.
+ * The next heartbeat carries the new rates, which replace the leader's. The leader's "probe"
+ * command (yardctl node probe) asks for a re-probe now, whatever --reprobe-s says, taken as
+ * soon as no rank runs (perf_ask); one a rank disturbed is taken again once none runs.
  * A probe the agent has no rates for (a retry after a failed probe or refused figures, or a
  * restart that found no saved rates) waits while ranks run as long as the leader has rates
  * for the node (its heartbeat answers say so: want_perf), which it plans with meanwhile: on
@@ -130,15 +132,20 @@ static void finish(struct perf_run *p)
 		o = json_loads(p->buf, 0, &jerr);
 	/* a re-probe whose rates were refused meanwhile (perf_refused) counts as a first probe */
 	int reprobe = a->perf_reprobe && a->perf != NULL;
+	int answering = a->perf_answering;
 	a->perf_running = 0;
 	a->perf_reprobe = 0;
+	a->perf_answering = 0;
 	a->perf_at_mono_ms = yard_now_mono_ms();
 	int valid = json_is_object(o) && json_real_value(json_object_get(o, "flops_per_s")) > 0;
 	int disturbed = a->ranks_started != a->perf_ranks_started;
 	if (reprobe && (!valid || disturbed)) {
-		log_info("node probe again: %s; the rates of the last probe stand",
-		         !valid ? "failed"
-		                : "a rank started meanwhile, so its figures are discarded");
+		/* the leader's request is answered by a probe no rank disturbed */
+		a->perf_asked = answering && valid;
+		log_info(
+		    "node probe again: %s; the rates of the last probe stand%s",
+		    !valid ? "failed" : "a rank started meanwhile, so its figures are discarded",
+		    a->perf_asked ? " (the leader's request is answered once no rank runs)" : "");
 		json_decref(o);
 	} else if (!valid) {
 		int soon = a->perf_attempts < PERF_ATTEMPTS;
@@ -375,7 +382,7 @@ void perf_start(struct agent *a)
 	if (rc != 0) {
 		log_warn("node probe: cannot start %s: %s; heartbeats carry no perf",
 		         a->worker.path, uv_strerror(rc));
-		a->perf_running = a->perf_reprobe = 0;
+		a->perf_running = a->perf_reprobe = a->perf_answering = 0;
 		a->perf_at_mono_ms = yard_now_mono_ms();
 		uv_close((uv_handle_t *)&p->process, handle_closed); /* libuv: close it anyway */
 		uv_close((uv_handle_t *)&p->out, handle_closed);
@@ -407,10 +414,37 @@ void perf_refused(struct agent *a, const char *why)
 		uv_timer_start(&a->perf_retry, on_retry, (uint64_t)a->cfg.probe_retry_ms, 0);
 }
 
+void perf_ask(struct agent *a, int64_t request)
+{
+	if (request <= a->perf_request)
+		return;
+	a->perf_request = request;
+	int busy = ranks_running(a);
+	log_info("the leader asked for this node's rates to be measured again (request %lld, "
+	         "yardctl node probe): %s",
+	         (long long)request,
+	         a->perf_running ? "a probe runs now; its rates answer it"
+	         : a->perf == NULL
+	             ? "its first probe has not measured them yet; that one answers it"
+	         : busy > 0 ? "the probe waits until no rank runs here"
+	                    : "probing now");
+	if (a->perf_running || a->perf == NULL)
+		return;
+	a->perf_asked = 1;
+	perf_tick(a);
+}
+
 void perf_tick(struct agent *a)
 {
 	if (a->perf_running)
 		return;
+	if (a->perf_asked && a->perf != NULL && ranks_running(a) == 0) {
+		a->perf_asked = 0;
+		a->perf_reprobe = 1;
+		a->perf_answering = 1;
+		perf_start(a);
+		return;
+	}
 	if (a->perf == NULL) {
 		if (a->perf_idle_wait) /* a probe waits: for the ranks, or for the leader's word */
 			probe_when_idle(a, "deferred");

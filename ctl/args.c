@@ -74,6 +74,7 @@ static const struct command_def commands[] = {
     {CTL_NODE_CORDON, "node", "cordon", 1, 1, 0, 0},
     {CTL_NODE_UNCORDON, "node", "uncordon", 1, 1, 0, 0},
     {CTL_NODE_DRAIN, "node", "drain", 1, 1, 0, 0},
+    {CTL_NODE_PROBE, "node", "probe", 1, 1, 0, 0},
     {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT | OPT_TAIL | OPT_FOLLOW, 0},
     {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
@@ -205,6 +206,8 @@ const char *ctl_usage(void)
 	       "  node drain NAME                        cordon, and move its running jobs to\n"
 	       "                                         other nodes (their ranks save a\n"
 	       "                                         checkpoint first); draining, drained\n"
+	       "  node probe NAME                        measure the node's rates again (once\n"
+	       "                                         no rank runs there) for the planner\n"
 	       "  plan FILE [--limit N]                  rank the layouts of a job spec for this\n"
 	       "                                         cluster's measured devices (best 10)\n"
 	       "  events [--job ID] [--after SEQ] [--limit N | --tail N] [-f]\n"
@@ -672,6 +675,7 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 	case CTL_NODE_CORDON:
 	case CTL_NODE_UNCORDON:
 	case CTL_NODE_DRAIN:
+	case CTL_NODE_PROBE:
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a node name",
 			                    a->name, op[0]);

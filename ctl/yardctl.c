@@ -1515,12 +1515,22 @@ static void show_drained(const struct ctl *x, const json_t *doc)
 	       x->args.operand[0], node_sched(doc));
 }
 
-/* node cordon | uncordon | drain NAME */
+static void show_probed(const struct ctl *x, const json_t *doc)
+{
+	printf("node %s asked to measure its rates again (request %lld): its agent probes as soon "
+	       "as no rank runs there; the planner uses the new rates once they arrive (yardctl "
+	       "node show %s)\n",
+	       x->args.operand[0], (long long)json_integer_value(json_object_get(doc, "request")),
+	       x->args.operand[0]);
+}
+
+/* node cordon | uncordon | drain | probe NAME */
 static int cmd_node_change(struct ctl *x)
 {
 	int command = x->args.command;
 	const char *verb = command == CTL_NODE_CORDON     ? "cordon"
 	                   : command == CTL_NODE_UNCORDON ? "uncordon"
+	                   : command == CTL_NODE_PROBE    ? "probe"
 	                                                  : "drain";
 	char path[160], said[160];
 	snprintf(path, sizeof path, "/v1/nodes/%s/%s", x->args.operand[0], verb);
@@ -1528,7 +1538,10 @@ static int cmd_node_change(struct ctl *x)
 	         command == CTL_NODE_CORDON ? "cordoned: no new ranks"
 	                                    : "uncordoned: ranks may be placed on it");
 	return request(x, WRITE, "POST", path, "{}",
-	               command == CTL_NODE_DRAIN ? show_drained : NULL, said);
+	               command == CTL_NODE_DRAIN   ? show_drained
+	               : command == CTL_NODE_PROBE ? show_probed
+	                                           : NULL,
+	               said);
 }
 
 /* ---- events ---- */
@@ -2434,6 +2447,7 @@ int main(int argc, char **argv)
 	case CTL_NODE_CORDON:
 	case CTL_NODE_UNCORDON:
 	case CTL_NODE_DRAIN:
+	case CTL_NODE_PROBE:
 		rc = cmd_node_change(&x);
 		break;
 	case CTL_EVENTS:

@@ -63,6 +63,9 @@ struct health_row {
 /* a planned restart's checkpoint request, answered or timed out, serves a retry of that restart
  * this long; a request no restart took is forgotten this long after its time was up */
 #define CKPT_TAKEN_MS 10000
+/* a request to measure a node's rates again rides on this many heartbeat answers (the agent
+ * takes a request number once) */
+#define PERF_ASK_ANSWERS 3
 struct ckpt_ask {
 	char job[FSM_ID_MAX];
 	int64_t generation, request;
@@ -93,6 +96,10 @@ struct soft_node {
 	 * the peer this node was last asked to measure its link to, when; and the node last
 	 * asked to measure its link to this one, when */
 	int probe_port;
+	/* the operator asked for its rates to be measured again (sched_node_probe): the request
+	 * number, and how many heartbeat answers have carried it (PERF_ASK_ANSWERS at most) */
+	int64_t perf_request;
+	int perf_request_sent;
 	char probe_peer[FSM_NAME_MAX + 1];
 	uint64_t probe_asked_ms;
 	char probed_by[FSM_NAME_MAX + 1];
@@ -4572,6 +4579,12 @@ static json_t *heartbeat_answer(struct sched *s, const char *node, const json_t 
 	struct soft_node *asked = s->leading ? node_find(s, node) : NULL;
 	if (asked != NULL && asked->n_asks > 0)
 		checkpoint_commands(s, asked, commands);
+	if (asked != NULL && asked->perf_request > 0 &&
+	    asked->perf_request_sent < PERF_ASK_ANSWERS) {
+		json_array_append_new(commands, json_pack("{s:s,s:I}", "op", "probe", "request",
+		                                          (json_int_t)asked->perf_request));
+		asked->perf_request_sent++;
+	}
 	*me_out = me;
 	/* leader_id only while leading: it says the pieces of this heartbeat were kept */
 	/* offers_shared: this controller sends each job's shared part once when asked
@@ -5166,6 +5179,41 @@ json_t *sched_heartbeat_pace(struct sched *s)
 	                 (json_int_t)floor, "node_suspect_ms", (json_int_t)suspect_ms(s),
 	                 "node_down_ms", (json_int_t)down_ms(s), "node_restart_grace_ms",
 	                 (json_int_t)s->cfg.node_restart_grace_ms);
+}
+
+int sched_node_probe(struct sched *s, const char *node, int64_t *request, struct yard_err *err)
+{
+	if (!s->leading) {
+		yard_err_set(err, YARD_ENOTLEADER, "not the leader");
+		return -1;
+	}
+	json_t *row = node_row(s, node);
+	if (row == NULL) {
+		yard_err_set(err, YARD_ENOTFOUND, "no node '%s'", node);
+		return -1;
+	}
+	const char *state = json_string_value(json_object_get(row, "state"));
+	int down = state != NULL && strcmp(state, "down") == 0;
+	json_decref(row);
+	if (down) {
+		yard_err_set(err, YARD_EBUSY,
+		             "node %s is down: its agent measures the node when it starts again",
+		             node);
+		return -1;
+	}
+	struct soft_node *n = node_get(s, node);
+	if (n == NULL) {
+		yard_err_set(err, YARD_ENOMEM, "no memory for node %s", node);
+		return -1;
+	}
+	int64_t wall = wall_now(s);
+	n->perf_request = wall > n->perf_request ? wall : n->perf_request + 1;
+	n->perf_request_sent = 0;
+	node_nudge(s, node); /* a watching agent heartbeats at once for it */
+	*request = n->perf_request;
+	log_info("scheduler: node %s asked to measure its rates again (request %lld)", node,
+	         (long long)n->perf_request);
+	return 0;
 }
 
 int sched_node_nudged(struct sched *s, const char *node)

@@ -187,6 +187,13 @@ char *sched_watch_desired_text(struct sched *s, const char *node, const char *th
 /* 1 while the node's next heartbeat answer brings something its watch does not (a drain
  * command, a rollout's offer): watch answers then say "heartbeat": true. */
 int sched_node_nudged(struct sched *s, const char *node);
+/* Asks node's agent to measure the node's rates again (yardctl node probe): a "probe"
+ * command with a new request number (*request) rides on its next PERF_ASK_ANSWERS heartbeat
+ * answers, and its watch is answered so that it heartbeats at once; the agent probes as soon
+ * as no rank runs there, and its next heartbeat brings the new rates. Soft state: a new
+ * leader does not know of it. -1 with err: not leading (YARD_ENOTLEADER), no such node
+ * (YARD_ENOTFOUND), the node down (YARD_EBUSY). */
+int sched_node_probe(struct sched *s, const char *node, int64_t *request, struct yard_err *err);
 /* 1 when this leader heard the node's agent less than node_suspect_ms ago (*ago_ms says
  * when); 0 when not, or not since it leads. */
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);

@@ -826,6 +826,27 @@ static void h_nodes_uncordon(struct call *call)
 	            call_answer_result);
 }
 
+/* Asks the node's agent to measure its rates again (sched_node_probe): answered by the leader
+ * at once, 202; the new rates show in GET /v1/nodes/ID's "perf" once the agent reports them. */
+static void h_nodes_probe(struct call *call)
+{
+	struct yard_err err = {0};
+	int64_t request = 0;
+	if (call->s->sched == NULL) {
+		call_error(call, 503, NULL, "this member runs no scheduler");
+		return;
+	}
+	if (sched_node_probe(call->s->sched, call->params[0], &request, &err) != 0) {
+		call_yard_error(call, &err);
+		return;
+	}
+	call_json(call, 202,
+	          json_pack("{s:s,s:I,s:s}", "node", call->params[0], "request",
+	                    (json_int_t)request, "message",
+	                    "its agent measures the node again as soon as no rank runs there; the "
+	                    "leader plans with the new rates once its heartbeat brings them"));
+}
+
 static void h_nodes_drain(struct call *call)
 {
 	call_submit(call, "node.drain", json_pack("{s:s}", "id", call->params[0]),
@@ -913,6 +934,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/audit", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_audit, "after limit reads"},
     {"GET", "/v1/events/verify", ROLE_ADMIN | ROLE_SECURITY, ROUTE_READ, h_events_verify, NULL},
     {"POST", "/v1/nodes/*/drain", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_drain, NULL},
+    {"POST", "/v1/nodes/*/probe", ROLE_ADMIN | ROLE_OPERATOR, ROUTE_WRITE, h_nodes_probe, NULL},
     {"POST", "/v1/rollouts", ROLES_ROLLOUT, ROUTE_WRITE, h_rollouts_start, NULL},
     {"GET", "/v1/rollouts", ROLES_ROLLOUT, ROUTE_READ, h_rollouts_list, NULL},
     {"GET", "/v1/rollouts/*", ROLES_ROLLOUT, ROUTE_READ, h_rollouts_get, NULL},

@@ -76,3 +76,38 @@ wait_until 15 idle_probed || fail "node-b was not measured again once idle: $(gr
 sleep 3 # a second re-probe would follow within a second (--probe-retry-ms): time must pass
 [ "$(again_b)" = 1 ] || fail "node-b was measured again more than once (--reprobe-s 3600): $(grep "probe" "$LB")"
 note "node-b: first rates kept while a rank started during them, measured again once the rank had ended, once"
+
+# ---- yardctl node probe: node-b (--reprobe-s 3600) measured again when an operator asks; while
+# a rank runs there, once none does
+ctl() { yardctl --endpoints "$(api 1)" --token "$TOKEN" "$@"; }
+flops_b() { get 1 /v1/nodes/node-b; jget "$BODY" 'repr(d["perf"]["flops_per_s"])'; }
+before=$(flops_b)
+n=$(again_b)
+ctl node probe node-b >"$T/probe.out" 2>&1 || fail "yardctl node probe: $(cat "$T/probe.out")"
+grep -q "^node node-b asked to measure its rates again (request [0-9]*): its agent probes as soon as no rank runs there" "$T/probe.out" ||
+	fail "yardctl node probe said: $(cat "$T/probe.out")"
+asked_now() { grep -q "the leader asked for this node's rates to be measured again (request [0-9]*, yardctl node probe): probing now" "$LB"; }
+wait_until 15 asked_now || fail "node-b's agent did not take the request: $(grep -i "probe" "$LB" | tail -n 3)"
+probed_again() { [ "$(again_b)" -ge "$1" ]; }
+wait_until 15 probed_again $((n + 1)) || fail "node-b was not measured again when asked: $(grep -i "probe" "$LB" | tail -n 3)"
+changed_b() { [ "$(flops_b)" != "$before" ]; }
+wait_until 10 changed_b || fail "the leader kept node-b's rates ($before)"
+note "yardctl node probe: node-b measured again (flops_per_s $before -> $(flops_b))"
+# a node that does not exist, or a bad name: refused, naming it
+! ctl node probe node-z >"$T/probe.out" 2>&1 && grep -q "404 from .*: no node 'node-z'" "$T/probe.out" ||
+	fail "probe of an unknown node: $(cat "$T/probe.out")"
+# a rank runs on node-b: the probe waits for it to end
+rm -f "$T/done" "$T/rank-started"
+submit 1 "{\"name\":\"held\",\"ranks\":2,\"command\":[\"sh\",\"-c\",\"i=0; while [ ! -e $T/done ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i + 1)); done\"]}"
+J=$JOB
+wait_until 20 grep -q "started rank [01] of $J" "$LB" || fail "job $J did not start on node-b"
+n=$(again_b)
+ctl node probe node-b >"$T/probe.out" 2>&1 || fail "yardctl node probe: $(cat "$T/probe.out")"
+waits() { grep -q "measured again (request [0-9]*, yardctl node probe): the probe waits until no rank runs here" "$LB"; }
+wait_until 15 waits || fail "node-b's agent did not say its probe waits: $(grep -i "probe" "$LB" | tail -n 3)"
+sleep 3 # the probe must not start while the rank runs: time must pass
+[ "$(again_b)" = "$n" ] || fail "node-b was probed while its rank ran: $(grep -i "probe" "$LB" | tail -n 3)"
+touch "$T/done"
+wait_until 20 job_state_is 1 "$J" succeeded || fail "job $J did not succeed: $(job_field 1 "$J" '')"
+wait_until 15 probed_again $((n + 1)) || fail "node-b was not measured once its rank had ended: $(grep -i "probe" "$LB" | tail -n 3)"
+note "yardctl node probe while a rank ran: node-b measured once it had ended"

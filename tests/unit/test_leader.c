@@ -171,6 +171,19 @@ static int64_t checkpoint_asked(int64_t gen)
 	return 0;
 }
 
+/* The request number of the "probe" command in the last heartbeat answer, 0 when none. */
+static int64_t probe_asked(void)
+{
+	size_t i;
+	json_t *cmd;
+	json_array_foreach(last_commands, i, cmd)
+	{
+		if (strcmp(json_string_value(json_object_get(cmd, "op")), "probe") == 0)
+			return json_integer_value(json_object_get(cmd, "request"));
+	}
+	return 0;
+}
+
 /* The step generation gen's checkpoint request in the last answer must be newer than. */
 static int64_t checkpoint_asked_after(int64_t gen)
 {
@@ -189,6 +202,55 @@ static const char *env_of(const json_t *desired, size_t i, const char *key)
 {
 	return json_string_value(
 	    json_object_get(json_object_get(json_array_get(desired, i), "env"), key));
+}
+
+/* yardctl node probe: the request rides on the node's next 3 heartbeat answers (the agent takes
+ * a request number once), its watch is nudged, a second request gets a new number; an unknown
+ * node is 404, a down node 409, a member that does not lead refuses (its API redirects). */
+static void test_node_probe_request_rides_on_answers(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	run(w, 100);
+	assert_int_equal(probe_asked(), 0);
+	struct yard_err err = {0};
+	int64_t request = 0, again = 0;
+	assert_int_equal(sched_node_probe(w->sched, "node-x", &request, &err), -1);
+	assert_int_equal(err.code, YARD_ENOTFOUND);
+	assert_string_equal(err.msg, "no node 'node-x'");
+	assert_int_equal(sched_node_probe(w->sched, "node-a", &request, &err), 0);
+	assert_true(request > 0);
+	assert_true(sched_node_nudged(w->sched, "node-a"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(probe_asked(), 0); /* another node's answer */
+	for (int k = 0; k < 3; k++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		assert_int_equal(probe_asked(), request);
+	}
+	json_decref(heartbeat(w, "node-a", "[]"));
+	assert_int_equal(probe_asked(), 0);
+	assert_int_equal(sched_node_probe(w->sched, "node-a", &again, &err), 0);
+	assert_true(again > request);
+	json_decref(heartbeat(w, "node-a", "[]"));
+	assert_int_equal(probe_asked(), again);
+	/* node-b silent until down: refused, naming it */
+	for (int k = 0; k < 40; k++) {
+		json_decref(heartbeat(w, "node-a", "[]"));
+		run(w, 100);
+	}
+	assert_string_equal(node_state(w, "node-b"), "down");
+	memset(&err, 0, sizeof err);
+	assert_int_equal(sched_node_probe(w->sched, "node-b", &request, &err), -1);
+	assert_int_equal(err.code, YARD_EBUSY);
+	assert_non_null(strstr(err.msg, "node node-b is down"));
+	/* a follower asks no agent */
+	sched_leader_down(w->sched);
+	memset(&err, 0, sizeof err);
+	assert_int_equal(sched_node_probe(w->sched, "node-a", &request, &err), -1);
+	assert_int_equal(err.code, YARD_ENOTLEADER);
+	sched_leader_up(w->sched);
+	world_free(w);
 }
 
 static void test_grace_period_then_suspect_then_down(void **state)
@@ -3275,6 +3337,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_leader_publishes_advisory_at_its_deadline),
+	    cmocka_unit_test(test_node_probe_request_rides_on_answers),
 	    cmocka_unit_test(test_grace_period_then_suspect_then_down),
 	    cmocka_unit_test(test_failed_proposals_are_summarised_in_the_log),
 	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),

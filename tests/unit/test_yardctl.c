@@ -342,6 +342,11 @@ static void test_logs_and_node_commands(void **state)
 	assert_int_equal(a.command, CTL_NODE_CORDON);
 	expect_ok("node uncordon n1", &a);
 	assert_int_equal(a.command, CTL_NODE_UNCORDON);
+	expect_ok("node probe n1", &a);
+	assert_int_equal(a.command, CTL_NODE_PROBE);
+	assert_string_equal(a.operand[0], "n1");
+	expect_usage_error("node probe", "node probe: missing arguments");
+	expect_usage_error("node probe a/b", "is not a node name");
 	expect_usage_error("job logs j-1 --rank -1", "--rank: \"-1\"");
 	expect_usage_error("job logs j-1 --rank 65536", "--rank");
 	expect_usage_error("job logs j-1 --tail x", "--tail: \"x\"");
@@ -354,6 +359,7 @@ static void test_logs_and_node_commands(void **state)
 	expect_usage_error("node reboot n1", "unknown subcommand \"reboot\"");
 	assert_non_null(strstr(ctl_usage(), "job logs ID [--rank R] [--tail N] [-f]"));
 	assert_non_null(strstr(ctl_usage(), "node drain NAME"));
+	assert_non_null(strstr(ctl_usage(), "node probe NAME"));
 }
 
 static void test_endpoint_lists(void **state)
