@@ -2234,7 +2234,9 @@ static void place(struct sched *s, struct soft_job *const *candidates, int n_can
 			json_object_set_new(args, "replan_reason", json_string(j->replan_reason));
 		j->replan_wanted = 0;
 		j->grow_looked_devices = -1; /* a new generation: its own looks at growing, */
-		j->grow_said[0] = '\0';      /* and its own log line on staying */
+		j->grow_said[0] = '\0';      /* its own log line on staying, */
+		free(j->growth);             /* and its own reason not to grow */
+		j->growth = NULL;
 		if (q[k].dp < j->req.dp) /* only a shrunk placement names its dp */
 			json_object_set_new(args, "dp", json_integer(q[k].dp));
 		if (shrink_reason[0] != '\0')

@@ -3005,6 +3005,7 @@ static void test_auto_job_says_why_it_stays(void **state)
 	assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
 	int world2 = (int)json_array_size(json_object_get(j, "layout"));
 	json_decref(j);
+	assert_null(growth_of(w)); /* generation 1's reason is not generation 2's */
 	running_in_generation(ranks, sizeof ranks, world2, 2);
 	log = beats_logged(w, ranks, 12);
 	if (count_lines_with(log, stays) != 1)
