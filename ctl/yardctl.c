@@ -1466,6 +1466,19 @@ static void print_node(const struct ctl *x, const json_t *n)
 		printf("%-14s %s MiB\n", "free disk", cell(n, "free_disk_mb", b, sizeof b));
 	if (json_object_size(json_object_get(n, "labels")) > 0)
 		printf("%-14s %s\n", "labels", cell(n, "labels", b, sizeof b));
+	const json_t *perf = json_object_get(n, "perf"); /* the leader's soft state */
+	if (json_is_object(perf))
+		printf("%-14s %.1f GFLOP/s per device (%.0f%% each when all compute), intra-node "
+		       "%.2f GB/s, inter-node %.2f GB/s (%s)\n",
+		       "rates", num(perf, "flops_per_s") / 1e9,
+		       num(perf, "parallel_efficiency") * 100,
+		       num(perf, "intra_bw_bytes_per_s") / 1e9,
+		       num(perf, "inter_bw_bytes_per_s") / 1e9,
+		       str(perf, "inter_source") ? str(perf, "inter_source") : "?");
+	else
+		printf("%-14s none known to the member that answered (the leader has them once the "
+		       "node's agent has measured them)\n",
+		       "rates");
 	printf("devices:\n");
 	json_array_foreach(json_object_get(n, "devices"), i, v)
 	{

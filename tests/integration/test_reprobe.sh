@@ -92,6 +92,10 @@ probed_again() { [ "$(again_b)" -ge "$1" ]; }
 wait_until 15 probed_again $((n + 1)) || fail "node-b was not measured again when asked: $(grep -i "probe" "$LB" | tail -n 3)"
 changed_b() { [ "$(flops_b)" != "$before" ]; }
 wait_until 10 changed_b || fail "the leader kept node-b's rates ($before)"
+# yardctl node show prints the rates the planner uses
+ctl node show node-b >"$T/show" 2>&1 || fail "yardctl node show: $(cat "$T/show")"
+grep -Eq "^rates +[0-9.]+ GFLOP/s per device \([0-9]+% each when all compute\), intra-node [0-9.]+ GB/s, inter-node [0-9.]+ GB/s \(" "$T/show" ||
+	fail "yardctl node show prints no rates: $(cat "$T/show")"
 note "yardctl node probe: node-b measured again (flops_per_s $before -> $(flops_b))"
 # a node that does not exist, or a bad name: refused, naming it
 ! ctl node probe node-z >"$T/probe.out" 2>&1 && grep -q "404 from .*: no node 'node-z'" "$T/probe.out" ||
