@@ -320,6 +320,39 @@ static int query_check(struct call *call)
 	return 0;
 }
 
+/* Refuses, with a 400, a body sent to a route that takes none (BODY_NONE):
+ * nothing, whitespace or an empty object pass, since clients send {} to say "no arguments";
+ * an object's first field is named as an unknown one. -1: answered. */
+static int body_check(struct call *call)
+{
+	h2o_iovec_t e = call->req->entity;
+	size_t i = 0;
+	if (call->route->body != BODY_NONE)
+		return 0;
+	while (i < e.len &&
+	       (e.base[i] == ' ' || e.base[i] == '\t' || e.base[i] == '\r' || e.base[i] == '\n'))
+		i++;
+	if (i == e.len)
+		return 0;
+	json_t *v = call_body_object(call);
+	if (v == NULL)
+		return -1;
+	const char *key = json_object_iter_key(json_object_iter(v));
+	if (key == NULL) {
+		json_decref(v);
+		return 0;
+	}
+	char quoted[72];
+	size_t k = 0;
+	for (; key[k] != '\0' && k + 1 < sizeof quoted; k++) /* quoted, in plain ASCII */
+		quoted[k] = key[k] > ' ' && key[k] < 127 ? key[k] : '?';
+	quoted[k] = '\0';
+	call_error(call, 400, quoted, "%s: unknown field (%s %s takes no body, or {})", quoted,
+	           call->route->method, call->route->pattern);
+	json_decref(v);
+	return -1;
+}
+
 int call_query_int(struct call *call, const char *key, int64_t min, int64_t max, int64_t *out)
 {
 	char buf[32], *end;
@@ -602,7 +635,7 @@ static void gate_and_run(struct call *call)
 		}
 		memcpy(call->request_id, v.base, v.len);
 	}
-	if (query_check(call) != 0)
+	if (query_check(call) != 0 || body_check(call) != 0)
 		return;
 	if (call_query_flag(call, "stale", &call->stale) != 0)
 		return;

@@ -32,6 +32,12 @@ enum {
  * see http.c). */
 enum route_kind { ROUTE_LOCAL, ROUTE_READ, ROUTE_WRITE, ROUTE_DEFERRED_WRITE };
 
+/* HANDLER: the handler reads (and checks) the body it takes. NONE: an action that takes no
+ * arguments (cancel, cordon, a DELETE): a body other than none, whitespace or {} is refused
+ * with a 400 naming its first field, as an unknown field in any other body is, rather than
+ * ignored. */
+enum route_body { BODY_HANDLER, BODY_NONE };
+
 struct call;
 typedef void (*handler_fn)(struct call *call);
 
@@ -45,6 +51,7 @@ struct route {
 	 * GET route also takes "stale". Any other, or one given twice, is refused with a 400
 	 * that names it: a mistyped ?stat=running must not list every job */
 	const char *query;
+	enum route_body body;
 };
 
 struct route_metrics {

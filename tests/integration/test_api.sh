@@ -216,6 +216,22 @@ for bad in 127.0.0.1:7001x 127.0.0.1:65536 127.0.0.1:0 localhost:7001 1.2.3:80; 
 		echo "$BODY" | grep -qF "raft_address: '$bad' must be a.b.c.d:port" ||
 		fail "POST /v1/cluster/members raft_address $bad: $CODE $BODY"
 done
+# an action that takes no arguments refuses a body other than none, whitespace or {}: a
+# {"force":true} sent to cancel was ignored and the job cancelled as if asked plainly
+for req in "POST /v1/jobs/j-000001/cancel" "DELETE /v1/jobs/j-000001" "DELETE /v1/tokens/t-1" \
+	"POST /v1/nodes/n-1/cordon" "POST /v1/builds/1.0/commit" "DELETE /v1/cluster/members/1"; do
+	set -- $req
+	call "$1" 1 "$2" '{"force":true,"x":1}'
+	[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"force"' &&
+		echo "$BODY" | grep -qF "force: unknown field ($1 " && echo "$BODY" | grep -qF " takes no body, or {})" ||
+		fail "$req with a body: $CODE $BODY"
+	for bad in '[]' '"x"' '{"a":' 'null'; do
+		call "$1" 1 "$2" "$bad"
+		[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"error"' || fail "$req with body $bad: $CODE $BODY"
+	done
+done
+get 1 /v1/jobs/j-000001
+[ "$(jget "$BODY" 'd["state"]')" != cancelled ] || fail "a refused cancel cancelled j-000001: $BODY"
 after=$(digest_of 1 | cut -d" " -f1)
 [ "$before" = "$after" ] || fail "bad input changed the database: $before -> $after"
 get 1 /v1/cluster
