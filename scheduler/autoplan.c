@@ -226,8 +226,10 @@ void autoplan_devices(const json_t *nodes, const json_t *perf_by_node, int *cpu,
 	}
 }
 
-int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const struct jobspec *spec,
-                     struct plan_cluster *k, struct yard_err *err)
+/* autoplan_cluster's view leaving out the plannable nodes measured below min_flops (0: none
+ * left out). */
+static int cluster_view(const json_t *nodes, const json_t *perf_by_node, const struct jobspec *spec,
+                        double min_flops, struct plan_cluster *k, struct yard_err *err)
 {
 	size_t i;
 	json_t *node;
@@ -246,7 +248,7 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 			other_kind++;
 		else if (use == NODE_UNMEASURED)
 			unmeasured++;
-		if (use != NODE_PLANNABLE)
+		if (use != NODE_PLANNABLE || num(perf, "flops_per_s") < min_flops)
 			continue;
 		int64_t memory_mb =
 		    json_integer_value(json_object_get(json_array_get(devices, 0), "memory_mb"));
@@ -325,6 +327,12 @@ int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const stru
 	return 0;
 }
 
+int autoplan_cluster(const json_t *nodes, const json_t *perf_by_node, const struct jobspec *spec,
+                     struct plan_cluster *k, struct yard_err *err)
+{
+	return cluster_view(nodes, perf_by_node, spec, 0, k, err);
+}
+
 static json_t *layout_json(const struct plan_candidate *c)
 {
 	return json_pack("{s:i,s:i,s:i,s:s,s:i,s:i}", "dp", c->dp, "tp", c->tp, "pp", c->pp,
@@ -390,6 +398,92 @@ int autoplan_capacity(const json_t *spec_json, const json_t *nodes, const json_t
 	return rc == 0 ? cluster.devices : 0;
 }
 
+/* The plannable nodes of spec's kind measured below AUTOPLAN_SLOW_RATIO of the fastest one's
+ * FLOP rate: their ids (a new array; NULL when there is none), the fastest rate and the
+ * slowest node's fraction of it. */
+static json_t *slow_nodes(const json_t *nodes, const json_t *perf_by_node,
+                          const struct jobspec *spec, double *fastest, double *slowest_ratio)
+{
+	size_t i;
+	json_t *node, *slow = NULL;
+	const json_t *perf;
+	int cuda;
+	double least = 0;
+	*fastest = 0;
+	json_array_foreach(nodes, i, node)
+	{
+		if (node_use(node, perf_by_node, spec->device, &perf, &cuda) != NODE_PLANNABLE)
+			continue;
+		double f = num(perf, "flops_per_s");
+		*fastest = fmax(*fastest, f);
+		least = least == 0 ? f : fmin(least, f);
+	}
+	if (*fastest <= 0 || least >= AUTOPLAN_SLOW_RATIO * *fastest)
+		return NULL;
+	*slowest_ratio = least / *fastest;
+	slow = json_array();
+	json_array_foreach(nodes, i, node)
+	{
+		if (node_use(node, perf_by_node, spec->device, &perf, &cuda) == NODE_PLANNABLE &&
+		    num(perf, "flops_per_s") < AUTOPLAN_SLOW_RATIO * *fastest)
+			json_array_append(slow, json_object_get(node, "id"));
+	}
+	return slow;
+}
+
+/* Every plan is costed at the slowest node's rates, so one node measured slow (a sick node,
+ * or one whose probe met other work on its cores) slows every plan. When the cluster without
+ * the slow nodes has a plan predicted AUTOPLAN_SLOW_GAIN faster than answer's winner, answer
+ * gets "slow_nodes" {"nodes" (the first AUTOPLAN_SLOW_NAMED), "count", "slowest_ratio",
+ * "without": that plan's candidate} and its explanation says what to do about them. */
+static void slow_node_hint(json_t *answer, const struct plan_model *model, const json_t *nodes,
+                           const json_t *perf_by_node, const struct jobspec *spec,
+                           const struct plan_candidate *best)
+{
+	double fastest = 0, ratio = 1;
+	json_t *slow = slow_nodes(nodes, perf_by_node, spec, &fastest, &ratio);
+	struct plan_cluster k;
+	struct plan_result r = {0};
+	struct yard_err err = {0};
+	if (slow == NULL)
+		return;
+	if (cluster_view(nodes, perf_by_node, spec, AUTOPLAN_SLOW_RATIO * fastest, &k, &err) != 0 ||
+	    plan_run(model, &k, &r, &err) != 0 || r.count == 0 ||
+	    r.candidates[0].step_s >= AUTOPLAN_SLOW_GAIN * best->step_s) {
+		plan_result_free(&r);
+		json_decref(slow);
+		return;
+	}
+	const struct plan_candidate *c = &r.candidates[0];
+	size_t n = json_array_size(slow);
+	char names[200] = "";
+	for (size_t i = 0, at = 0; i < n && i < 3; i++)
+		at +=
+		    (size_t)snprintf(names + at, at < sizeof names ? sizeof names - at : 0, "%s%s",
+		                     i ? ", " : "", json_string_value(json_array_get(slow, i)));
+	char more[48] = "";
+	if (n > 3)
+		snprintf(more, sizeof more, " and %zu more", n - 3);
+	const char *why = json_string_value(json_object_get(answer, "explanation"));
+	json_t *hint = json_sprintf(
+	    "%s. Every plan is costed at the slowest node's rates, and %s%s measured at %.2g× the "
+	    "fastest node's FLOP rate: without %s the best plan, dp%d×tp%d×pp%d %s on %d devices, "
+	    "is predicted at %.2f ms/step against %.2f ms; cordon %s (yardctl node cordon), or, "
+	    "if %s busy when %s measured, measure %s again (yardctl node probe)",
+	    why ? why : "", names, more, ratio, n > 1 ? "them" : "it", c->dp, c->tp, c->pp,
+	    plan_schedule_name(c->schedule), c->dp * c->tp * c->pp, c->step_s * 1e3,
+	    best->step_s * 1e3, n > 1 ? "them" : "it", n > 1 ? "they were" : "it was",
+	    n > 1 ? "they" : "it", n > 1 ? "them" : "it");
+	if (hint != NULL)
+		json_object_set_new(answer, "explanation", hint);
+	while (json_array_size(slow) > AUTOPLAN_SLOW_NAMED)
+		json_array_remove(slow, AUTOPLAN_SLOW_NAMED);
+	json_object_set_new(answer, "slow_nodes",
+	                    json_pack("{s:o,s:I,s:f,s:o}", "nodes", slow, "count", (json_int_t)n,
+	                              "slowest_ratio", ratio, "without", candidate_json(c)));
+	plan_result_free(&r);
+}
+
 json_t *autoplan_run(const json_t *spec_json, const json_t *nodes, const json_t *perf_by_node,
                      int limit, struct yard_err *err)
 {
@@ -408,10 +502,11 @@ json_t *autoplan_run(const json_t *spec_json, const json_t *nodes, const json_t 
 		return NULL;
 	}
 	autoplan_model(&spec, &model);
-	int rc = autoplan_cluster(nodes, perf_by_node, &spec, &cluster, err);
-	jobspec_free(&spec);
-	if (rc != 0 || plan_run(&model, &cluster, &result, err) != 0)
+	if (autoplan_cluster(nodes, perf_by_node, &spec, &cluster, err) != 0 ||
+	    plan_run(&model, &cluster, &result, err) != 0) {
+		jobspec_free(&spec);
 		return NULL;
+	}
 	plan_explain(&result, why, sizeof why);
 	json_t *candidates = json_array();
 	for (int i = 0; i < result.count && (limit <= 0 || i < limit); i++)
@@ -420,6 +515,9 @@ json_t *autoplan_run(const json_t *spec_json, const json_t *nodes, const json_t 
 	    json_pack("{s:o,s:i,s:i,s:i,s:s,s:o}", "cluster", cluster_json(&cluster), "count",
 	              result.count, "rejected_memory", result.rejected_memory, "rejected_rules",
 	              result.rejected_rules, "explanation", why, "candidates", candidates);
+	if (answer != NULL && result.count > 0)
+		slow_node_hint(answer, &model, nodes, perf_by_node, &spec, &result.candidates[0]);
+	jobspec_free(&spec);
 	plan_result_free(&result);
 	return answer;
 }
@@ -441,6 +539,8 @@ json_t *autoplan_record(const json_t *answer)
 	for (size_t i = 0; i < json_array_size(candidates) && i < AUTOPLAN_RECORD_RANKED; i++)
 		json_array_append_new(ranked, json_deep_copy(json_array_get(candidates, i)));
 	json_object_set_new(winner, "ranked", ranked);
+	if (json_object_get(answer, "slow_nodes") != NULL)
+		json_object_set(winner, "slow_nodes", json_object_get(answer, "slow_nodes"));
 	return winner;
 }
 

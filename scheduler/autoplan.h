@@ -21,6 +21,13 @@
 
 #define AUTOPLAN_DEFAULT_LIMIT 10
 
+/* A node measured below this fraction of the fastest node's FLOP rate is a slow one; when
+ * the cluster without the slow nodes has a plan predicted faster than AUTOPLAN_SLOW_GAIN of
+ * the winner's step time, the answer names them (see autoplan_run). */
+#define AUTOPLAN_SLOW_RATIO 0.8
+#define AUTOPLAN_SLOW_GAIN 0.9
+#define AUTOPLAN_SLOW_NAMED 8
+
 /* Validates an agent's "perf" object; returns a clean copy (new reference) or NULL with err
  * naming the field ("perf.flops_per_s: must be a positive number"). */
 json_t *autoplan_perf_clean(const json_t *perf, struct yard_err *err);
@@ -48,8 +55,12 @@ void autoplan_devices(const json_t *nodes, const json_t *perf_by_node, int *cpu,
  * "rejected_memory", "rejected_rules", "explanation", "candidates": [the best `limit`, or all
  * when limit ≤ 0]}; each candidate {"layout": {dp, tp, pp, schedule, virtual_stages,
  * micro_batches}, "world", "step_ms", "compute_ms", "tp_comm_ms", "pp_comm_ms", "dp_comm_ms",
- * "dp_exposed_ms", "bubble_fraction", "memory_mb", "comm_mb"}. NULL with err for a bad spec
- * (YARD_EINVAL naming the field), a command job, or a cluster where nothing fits. */
+ * "dp_exposed_ms", "bubble_fraction", "memory_mb", "comm_mb"}; with "slow_nodes" {"nodes",
+ * "count", "slowest_ratio", "without": the best candidate on the other nodes} when leaving
+ * out the nodes measured slow would be predicted faster (the candidates are still costed on
+ * every node, at the slow ones' rates; the explanation names them and says to cordon them or
+ * measure them again). NULL with err for a bad spec (YARD_EINVAL naming the field), a command
+ * job, or a cluster where nothing fits. */
 json_t *autoplan_run(const json_t *spec, const json_t *nodes, const json_t *perf_by_node, int limit,
                      struct yard_err *err);
 

@@ -3045,6 +3045,67 @@ static void test_auto_job_looks_again_when_rates_change(void **state)
 	world_free_removing(w, dir);
 }
 
+/* Every plan is costed at the slowest node's rates: with node-b measured 100× slow, the plan
+ * names node-b, the best plan without it and what to do; an auto job records that; measured
+ * again at full speed, nothing is named. */
+static void test_plan_names_a_slow_node(void **state)
+{
+	struct sched_world *w = world_new();
+	struct yard_err err = {0};
+	json_decref(heartbeat(w, "node-a", "[]"));
+	json_decref(heartbeat(w, "node-b", "[]"));
+	heartbeat_perf(w, "node-a", PERF);
+	heartbeat_perf(w, "node-b", PERF_BUSY);
+	json_t *spec = json_loads(AUTO_SPEC, 0, NULL);
+	json_t *plan = sched_plan(w->sched, spec, 0, &err);
+	assert_non_null(plan);
+	json_t *slow = json_object_get(plan, "slow_nodes");
+	if (slow == NULL)
+		fail_msg("no slow_nodes with node-b 100x slow: %s", json_dumps(plan, 0));
+	assert_int_equal(json_array_size(json_object_get(slow, "nodes")), 1);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(slow, "nodes"), 0)),
+	                    "node-b");
+	assert_int_equal(json_integer_value(json_object_get(slow, "count")), 1);
+	assert_float_equal(json_real_value(json_object_get(slow, "slowest_ratio")), 0.01, 1e-9);
+	double with = json_real_value(
+	    json_object_get(json_array_get(json_object_get(plan, "candidates"), 0), "step_ms"));
+	json_t *without = json_object_get(slow, "without");
+	assert_true(json_real_value(json_object_get(without, "step_ms")) < 0.9 * with);
+	/* node-a's 4 devices alone */
+	assert_true(json_integer_value(json_object_get(without, "world")) <= 4);
+	const char *why = json_string_value(json_object_get(plan, "explanation"));
+	if (strstr(why, "and node-b measured at 0.01× the fastest node's FLOP rate: without it") ==
+	        NULL ||
+	    strstr(why, "cordon it (yardctl node cordon)") == NULL ||
+	    strstr(why, "if it was busy when it measured, measure it again (yardctl node probe)") ==
+	        NULL)
+		fail_msg("explanation: %s", why);
+	json_decref(plan);
+
+	/* a submitted auto job records it with its plan */
+	assert_int_equal(apply(w, "job.submit", "{\"name\":\"auto\",\"spec\":" AUTO_SPEC "}"), 201);
+	run(w, 100);
+	json_t *j = job(w, "j-000001");
+	json_t *recorded = json_object_get(json_object_get(j, "plan"), "slow_nodes");
+	assert_non_null(recorded);
+	assert_string_equal(
+	    json_string_value(json_array_get(json_object_get(recorded, "nodes"), 0)), "node-b");
+	assert_non_null(
+	    strstr(json_string_value(json_object_get(json_object_get(j, "plan"), "explanation")),
+	           "yardctl node probe"));
+	json_decref(j);
+
+	/* measured again at full speed: no slow node */
+	heartbeat_perf(w, "node-b", PERF);
+	plan = sched_plan(w->sched, spec, 0, &err);
+	assert_non_null(plan);
+	assert_null(json_object_get(plan, "slow_nodes"));
+	assert_null(strstr(json_string_value(json_object_get(plan, "explanation")), "slowest"));
+	json_decref(plan);
+	json_decref(spec);
+	world_free(w);
+}
+
 static void test_plan_refuses_bad_specs_and_perf(void **state)
 {
 	struct sched_world *w = world_new();
@@ -3377,6 +3438,7 @@ int main(void)
 	    cmocka_unit_test(test_auto_job_says_why_it_does_not_grow_yet),
 	    cmocka_unit_test(test_auto_job_says_why_it_stays),
 	    cmocka_unit_test(test_auto_job_looks_again_when_rates_change),
+	    cmocka_unit_test(test_plan_names_a_slow_node),
 	    cmocka_unit_test(test_plan_refuses_bad_specs_and_perf),
 	    cmocka_unit_test(test_link_probes_are_assigned_one_at_a_time),
 	    cmocka_unit_test(test_link_probe_needs_a_listening_up_peer),
