@@ -1136,7 +1136,8 @@ static json_t *op_job_cancel(struct fsm *f, const struct fsm_cmd *c)
 	if (r != NULL)
 		return r;
 	if (fsm_job_state_terminal(state))
-		return fsm_res_err(409, NULL, "job %s is already %s", id, state);
+		return fsm_res_err(409, NULL, "job %s has already ended (%s): nothing to cancel",
+		                   id, state);
 	char reason[128];
 	snprintf(reason, sizeof reason, "cancelled by %s", c->actor);
 	if (fsm_run(

@@ -250,6 +250,9 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer 
 [ "$code" = 403 ] || fail "user cancelling admin's job: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/$uj/cancel")
 [ "$code" = 200 ] || fail "user cancelling own job $uj: $code"
+call POST 1 "/v1/jobs/$uj/cancel"
+[ "$CODE" = 409 ] && echo "$BODY" | grep -qF "job $uj has already ended (cancelled): nothing to cancel" ||
+	fail "cancelling $uj twice: $CODE $BODY"
 # and ask only their own jobs for a checkpoint (another's: 403; a pending one: 409 naming why)
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer ${TOK[user]}" "$(api 1)/v1/jobs/j-000001/checkpoint")
 [ "$code" = 403 ] || fail "user asking admin's job for a checkpoint: $code"
