@@ -987,7 +987,8 @@ struct log_view {
 	int n, cap;
 	int prefix; /* every rank: "[rank R] " before each line */
 	int json;
-	FILE *out; /* stdout, or the temporary file --tail reads back */
+	FILE *out;        /* stdout, or the temporary file --tail reads back */
+	int rank_streams; /* with --rank: the streams of that rank the last pass listed */
 };
 
 /* Prints one complete line of a stream (prefixed when every rank is shown). */
@@ -1150,11 +1151,13 @@ static long log_pass(struct ctl *x, struct log_view *v)
 	size_t i;
 	json_t *stream;
 	json_t *streams = json_object_get(r.json, "streams");
+	v->rank_streams = 0;
 	json_array_foreach(streams, i, stream)
 	{
 		int rank = (int)json_integer_value(json_object_get(stream, "rank"));
 		if (x->args.rank >= 0 && rank != x->args.rank)
 			continue;
+		v->rank_streams++;
 		/* the lowest generation held of this rank prints without a header */
 		int first_gen = (int)json_integer_value(json_object_get(stream, "generation"));
 		for (size_t k = 0; k < i; k++)
@@ -1308,6 +1311,29 @@ static int follow_end_heard(struct ctl *x, struct follow_end *f)
 	return all;
 }
 
+/* --rank R of which the leader holds no output: an error when the job's current generation
+ * has no rank R (its ranks named), else a note that none is held yet. -1: the error. */
+static int rank_without_output(struct ctl *x)
+{
+	char path[128];
+	struct ctl_response r;
+	struct yard_err err = {0};
+	int rank = x->args.rank, rc = 0;
+	snprintf(path, sizeof path, "/v1/jobs/%s", x->args.operand[0]);
+	if (ctl_client_request(&x->client, "GET", path, NULL, NULL, &r, &err) != 0)
+		return 0;
+	size_t world = json_array_size(json_object_get(r.json, "layout"));
+	if (r.status == 200 && world > 0 && (size_t)rank >= world) {
+		fail(x, "job %s has no rank %d: its ranks are 0-%zu", x->args.operand[0], rank,
+		     world - 1);
+		rc = -1;
+	} else if (r.status == 200 && !x->args.follow)
+		fprintf(stderr, "yardctl: job logs: no output of rank %d of job %s is held (yet)\n",
+		        rank, x->args.operand[0]);
+	ctl_response_free(&r);
+	return rc;
+}
+
 static int cmd_job_logs(struct ctl *x)
 {
 	const struct ctl_args *a = &x->args;
@@ -1336,6 +1362,10 @@ static int cmd_job_logs(struct ctl *x)
 		goto out;
 	}
 	if (n < 0 && !a->follow) {
+		rc = EXIT_FAILURE;
+		goto out;
+	}
+	if (n >= 0 && a->rank >= 0 && v.rank_streams == 0 && rank_without_output(x) != 0) {
 		rc = EXIT_FAILURE;
 		goto out;
 	}

@@ -74,6 +74,10 @@ yardctl job logs "$A" >"$T/all.out" || fail "job logs"
 check_lines "$T/all.out" 120 0,1,2,3,4,5 1 || fail "job logs: $(head -c 2000 "$T/all.out")"
 yardctl job logs "$A" --rank 3 >"$T/rank3.out" || fail "job logs --rank 3"
 check_lines "$T/rank3.out" 120 3 0 || fail "job logs --rank 3: $(head -c 2000 "$T/rank3.out")"
+# a rank the job does not have is an error naming its ranks, not an empty answer
+yardctl job logs "$A" --rank 6 >"$T/rank6.out" 2>"$T/rank6.err" && fail "job logs --rank 6 of 6 ranks succeeded"
+grep -qF "job $A has no rank 6: its ranks are 0-5" "$T/rank6.err" && [ ! -s "$T/rank6.out" ] ||
+	fail "job logs --rank 6: $(cat "$T/rank6.err")"
 tail3=$(yardctl job logs "$A" --rank 2 --tail 3) || fail "job logs --tail"
 [ "$tail3" = "$(for i in 118 119 120; do echo "rank 2 line $i of 120 ...................."; done)" ] ||
 	fail "job logs --rank 2 --tail 3: $tail3"
