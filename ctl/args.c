@@ -41,8 +41,12 @@ enum opt_flag {
 	OPT_POLICY = 1 << 28,
 	OPT_REGRESSION = 1 << 29,
 	OPT_WATCH = 1 << 30,
-	OPT_LAST = OPT_WATCH,
 };
+/* the last bit is past an int enumerator's: an unsigned constant */
+#define OPT_TTL (1u << 31)
+#define OPT_LAST OPT_TTL
+
+#define TOKEN_TTL_MAX_S 315360000.0 /* 3650 days: the controllers' bound (FSM_TOKEN_TTL_MAX_S) */
 
 struct command_def {
 	enum ctl_command command;
@@ -76,7 +80,7 @@ static const struct command_def commands[] = {
     {CTL_NODE_DRAIN, "node", "drain", 1, 1, 0, 0},
     {CTL_NODE_PROBE, "node", "probe", 1, 1, 0, 0},
     {CTL_EVENTS, "events", NULL, 0, 0, OPT_JOB | OPT_AFTER | OPT_LIMIT | OPT_TAIL | OPT_FOLLOW, 0},
-    {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE, OPT_ROLE},
+    {CTL_TOKEN_CREATE, "token", "create", 1, 1, OPT_ROLE | OPT_TTL, OPT_ROLE},
     {CTL_TOKEN_LIST, "token", "list", 0, 0, 0, 0},
     {CTL_TOKEN_REVOKE, "token", "revoke", 1, 1, 0, 0},
     {CTL_BUILD_UPLOAD, "build", "upload", 1, 1,
@@ -132,6 +136,7 @@ static const struct option_def options[] = {
     {"after", 0, OPT_AFTER, 1},
     {"limit", 0, OPT_LIMIT, 1},
     {"role", 0, OPT_ROLE, 1},
+    {"ttl", 0, OPT_TTL, 1},
     {"version", 0, OPT_VERSION, 1},
     {"component", 0, OPT_COMPONENT, 1},
     {"notes", 0, OPT_NOTES, 1},
@@ -215,9 +220,10 @@ const char *ctl_usage(void)
 	       "                                         the newest N; -f: then follow it)\n"
 	       "  events verify                          check the event log's hash chain; names\n"
 	       "                                         the first broken link\n"
-	       "  token create NAME --role ROLE          create a token (ROLE: admin, operator,\n"
+	       "  token create NAME --role ROLE [--ttl D] create a token (ROLE: admin, operator,\n"
 	       "                                         user, security, agent); the secret is\n"
-	       "                                         printed once\n"
+	       "                                         printed once; --ttl: it stops working\n"
+	       "                                         after D (90d, 12h, 3600; at most 3650d)\n"
 	       "  token list                             tokens (never their secrets)\n"
 	       "  token revoke ID                        revoke a token\n"
 	       "  build upload FILE --version V [--component agent|worker] [--notes TEXT]\n"
@@ -300,6 +306,8 @@ static double parse_duration_s(const char *s)
 		return v * 60;
 	if (strcmp(end, "h") == 0)
 		return v * 3600;
+	if (strcmp(end, "d") == 0)
+		return v * 86400;
 	return -1;
 }
 
@@ -622,6 +630,15 @@ static int apply_option(const struct option_def *o, const char *value, struct ct
 		a->step_regression_pct = (int)n;
 	} else if (strcmp(o->long_name, "watch") == 0) {
 		a->watch = 1;
+	} else if (strcmp(o->long_name, "ttl") == 0) {
+		double d = parse_duration_s(value);
+		if (d < 1 || d > TOKEN_TTL_MAX_S)
+			return yard_err_set(
+			    err, YARD_EINVAL,
+			    "--ttl: \"%s\" is not a duration from 1s to 3650d (90d, 12h, "
+			    "30m, 3600)",
+			    value);
+		a->ttl_s = (int64_t)d;
 	} else if (strcmp(o->long_name, "role") == 0) {
 		if (!in_list(value, roles))
 			return yard_err_set(err, YARD_EINVAL,
@@ -869,7 +886,7 @@ int ctl_args_parse(int argc, char **argv, struct ctl_args *a, struct yard_err *e
 			                    a->out_file);
 		a->out_file = NULL;
 	}
-	for (unsigned f = 1; f <= OPT_LAST; f <<= 1) {
+	for (unsigned f = 1; f != 0 && f <= OPT_LAST; f <<= 1) {
 		if ((seen & f) && !(def->options & f))
 			return yard_err_set(err, YARD_EINVAL, "%s: does not take --%s", name,
 			                    option_name(f));

@@ -112,6 +112,7 @@ struct ctl_args {
 	int failure_budget;      /* --failure-budget N, -1 */
 	int step_regression_pct; /* --step-time-regression PCT, -1 */
 	int watch;               /* rollout status -w */
+	int64_t ttl_s;           /* token create --ttl 90d, 0 = never expires */
 };
 
 /* Parses argv[1..argc). Usage errors return YARD_EINVAL with a message saying what is wrong

@@ -1725,28 +1725,42 @@ static void show_token(const struct ctl *x, const json_t *doc)
 	printf("token %s created for %s (role %s)\n", cell(doc, "id", b[0], sizeof b[0]),
 	       cell(doc, "name", b[1], sizeof b[1]), cell(doc, "role", b[2], sizeof b[2]));
 	printf("secret (shown once): %s\n", str(doc, "token") ? str(doc, "token") : "-");
+	const json_t *expires = json_object_get(doc, "expires_ms");
+	if (json_is_integer(expires)) {
+		ctl_format_time(json_integer_value(expires), b[0], sizeof b[0]);
+		printf("expires at %s\n", b[0]);
+	}
 }
 
 static int cmd_token_create(struct ctl *x)
 {
 	json_t *body = json_pack("{s:s,s:s}", "name", x->args.operand[0], "role", x->args.role);
+	if (x->args.ttl_s > 0)
+		json_object_set_new(body, "ttl_s", json_integer(x->args.ttl_s));
 	return request_json(x, "POST", "/v1/tokens", body, show_token, NULL);
 }
 
 static void token_row(const json_t *tok, char buf[][96], const char **cells)
 {
-	json_t *c = json_object_get(tok, "created_ms");
+	json_t *c = json_object_get(tok, "created_ms"), *e = json_object_get(tok, "expires_ms");
 	snprintf(buf[3], sizeof buf[3], "-");
 	if (json_is_integer(c))
 		ctl_format_time(json_integer_value(c), buf[3], sizeof buf[3]);
-	const char *row[] = {str(tok, "id"), str(tok, "name"), str(tok, "role"), buf[3]};
+	snprintf(buf[4], sizeof buf[4], "never");
+	if (json_is_integer(e)) {
+		ctl_format_time(json_integer_value(e), buf[4], sizeof buf[4]);
+		if (json_integer_value(e) <= yard_now_wall_ms())
+			snprintf(buf[4] + strlen(buf[4]), sizeof buf[4] - strlen(buf[4]),
+			         " (expired)");
+	}
+	const char *row[] = {str(tok, "id"), str(tok, "name"), str(tok, "role"), buf[3], buf[4]};
 	memcpy(cells, row, sizeof row);
 }
 
 static void print_tokens(const struct ctl *x, const json_t *doc)
 {
-	static const char *const headers[] = {"ID", "NAME", "ROLE", "CREATED"};
-	print_table(json_object_get(doc, "tokens"), 4, headers, token_row);
+	static const char *const headers[] = {"ID", "NAME", "ROLE", "CREATED", "EXPIRES"};
+	print_table(json_object_get(doc, "tokens"), 5, headers, token_row);
 }
 
 static int cmd_token_list(struct ctl *x)

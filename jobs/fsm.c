@@ -98,7 +98,8 @@ static const char SCHEMA[] =
     " hash TEXT NOT NULL);"
     "CREATE INDEX events_job ON events(job, seq);"
     "CREATE TABLE tokens(id TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL,"
-    " hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL, revoked_ms INTEGER);"
+    " hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL, revoked_ms INTEGER,"
+    " expires_ms INTEGER);"
     "CREATE TABLE members(id INTEGER PRIMARY KEY, raft_address TEXT NOT NULL,"
     " api_url TEXT NOT NULL, role TEXT NOT NULL);"
     "CREATE TABLE request_ids(id TEXT PRIMARY KEY, ts_ms INTEGER NOT NULL, result TEXT NOT NULL);"
@@ -702,7 +703,7 @@ static int has_column(struct fsm *f, const char *table, const char *column)
 /* Snapshots from binaries before the build store hold empty placeholder builds and
  * advisories tables (no command ever wrote them): replace them with the real ones. Every
  * member restoring the same image does the same, so the databases stay identical; images
- * from before jobs.plan or jobs.shrunk_dp get the column. */
+ * from before jobs.plan, jobs.shrunk_dp or tokens.expires_ms get the column. */
 static int schema_upgrade(struct fsm *f)
 {
 	/* snapshots taken before jobs recorded their plan (parallel "auto"), or before a job
@@ -712,6 +713,11 @@ static int schema_upgrade(struct fsm *f)
 	if (has_plan < 0 || has_shrunk < 0 ||
 	    (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0) ||
 	    (!has_shrunk && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN shrunk_dp INTEGER") != 0))
+		return YARD_EINTERNAL;
+	/* ... or before tokens could expire (ttl_s): none of theirs does */
+	int has_expiry = has_column(f, "tokens", "expires_ms");
+	if (has_expiry < 0 ||
+	    (!has_expiry && fsm_exec(f, "ALTER TABLE tokens ADD COLUMN expires_ms INTEGER") != 0))
 		return YARD_EINTERNAL;
 	int has_ckpt = has_table(f, "checkpoint_shards");
 	if (has_ckpt < 0 ||
@@ -1318,39 +1324,51 @@ int fsm_valid_hash(const char *h)
 	return 1;
 }
 
+/* ttl_s: seconds from the command's time until the token stops working; 0: never. */
 static json_t *token_insert(struct fsm *f, const struct fsm_cmd *c, const char *name,
-                            const char *role, const char *hash)
+                            const char *role, const char *hash, int64_t ttl_s)
 {
+	int64_t expires_ms = ttl_s > 0 ? c->ts + ttl_s * 1000 : 0;
 	int64_t seq = fsm_meta_next(f, "token_seq");
 	if (seq < 0)
 		return NULL;
 	char id[FSM_ID_MAX];
 	snprintf(id, sizeof id, "t-%06lld", (long long)seq);
-	int rc = fsm_run(
-	    f, "INSERT INTO tokens(id, name, role, hash, created_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
-	    "ssssi", id, name, role, hash, c->ts);
+	int rc = fsm_run(f,
+	                 "INSERT INTO tokens(id, name, role, hash, created_ms, expires_ms)"
+	                 " VALUES(?1, ?2, ?3, ?4, ?5, nullif(?6, 0))",
+	                 "ssssii", id, name, role, hash, c->ts, expires_ms);
 	if (rc == SQLITE_CONSTRAINT)
 		return fsm_res_err(409, NULL, "a token with this secret already exists");
 	if (rc != SQLITE_DONE)
 		return NULL;
+	char expiry[64] = "";
+	if (expires_ms > 0)
+		snprintf(expiry, sizeof expiry, ", expiring after %lld s", (long long)ttl_s);
 	if (fsm_event_append(f, c->ts, "token.created", NULL, c->actor,
-	                     "token %s (%s, role %s) created by %s", id, name, role, c->actor) != 0)
+	                     "token %s (%s, role %s%s) created by %s", id, name, role, expiry,
+	                     c->actor) != 0)
 		return NULL;
 	json_t *r = fsm_res_ok(201, json_pack("{s:s,s:s,s:s,s:I}", "id", id, "name", name, "role",
 	                                      role, "created_ms", (json_int_t)c->ts));
+	if (expires_ms > 0)
+		json_object_set_new(json_object_get(r, "body"), "expires_ms",
+		                    json_integer(expires_ms));
 	json_object_set_new(r, "hash", json_string(hash));
 	return r;
 }
 
 static json_t *op_token_create(struct fsm *f, const struct fsm_cmd *c)
 {
-	static const char *const keys[] = {"name", "role", "hash", NULL};
+	static const char *const keys[] = {"name", "role", "hash", "ttl_s", NULL};
 	struct yard_err e = {0};
 	const char *name = NULL, *role = NULL, *hash = NULL;
+	int64_t ttl_s = 0;
 	if (jsonx_only_keys(c->args, "", keys, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "name", 1, FSM_NAME_MAX, &name, &e) != 0 ||
 	    jsonx_get_string(c->args, "", "role", 1, 16, &role, &e) != 0 ||
-	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0)
+	    jsonx_get_string(c->args, "", "hash", 1, SHA256_HEX_LEN, &hash, &e) != 0 ||
+	    jsonx_get_int(c->args, "", "ttl_s", 0, 1, FSM_TOKEN_TTL_MAX_S, &ttl_s, &e) != 0)
 		return fsm_res_from_err(&e);
 	if (!fsm_valid_name(name))
 		return fsm_res_err(400, "name",
@@ -1361,7 +1379,7 @@ static json_t *op_token_create(struct fsm *f, const struct fsm_cmd *c)
 		    role);
 	if (!fsm_valid_hash(hash))
 		return fsm_res_err(400, "hash", "hash: must be 64 lower-case hex characters");
-	return token_insert(f, c, name, role, hash);
+	return token_insert(f, c, name, role, hash, ttl_s);
 }
 
 /* The first admin token: applies only while no token exists, so every leader may propose
@@ -1380,7 +1398,7 @@ static json_t *op_token_bootstrap(struct fsm *f, const struct fsm_cmd *c)
 	if (fsm_tokens_count(f) != 0)
 		return fsm_res_err(409, NULL,
 		                   "tokens already exist; the admin token is bootstrapped once");
-	return token_insert(f, c, name, "admin", hash);
+	return token_insert(f, c, name, "admin", hash, 0);
 }
 
 static json_t *op_token_revoke(struct fsm *f, const struct fsm_cmd *c)

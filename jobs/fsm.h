@@ -258,12 +258,15 @@ int fsm_tokens_count(struct fsm *f);
  * API token (its role and name) or a node's current token (role "node", the node's name).
  * Answers are remembered until a token or a node changes, so the heartbeats of thousands of
  * nodes cost no SQL each; an unknown hash is looked up every time. */
-int fsm_auth_lookup(struct fsm *f, const char *hash_hex, char role[16], char name[FSM_NAME_MAX + 1],
-                    struct yard_err *err);
+int fsm_auth_lookup(struct fsm *f, const char *hash_hex, int64_t now_ms, char role[16],
+                    char name[FSM_NAME_MAX + 1], struct yard_err *err);
 #define FSM_AUTH_CACHE_MAX 65536 /* principals remembered; past it the cache starts over */
-/* Looks up an unrevoked token by the sha256 hex of its secret. */
-int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
-                     char name[FSM_NAME_MAX + 1], struct yard_err *err);
+/* Looks up an unrevoked token by the sha256 hex of its secret: 0 (its expiry, 0 for none, in
+ * *expires_ms when not NULL), YARD_ENOTFOUND, or YARD_EPERM with err naming the token and
+ * when it expired (now_ms: the wall clock; a token works while now_ms < its expires_ms). */
+int fsm_token_lookup(struct fsm *f, const char *hash_hex, int64_t now_ms, char role[16],
+                     char name[FSM_NAME_MAX + 1], int64_t *expires_ms, struct yard_err *err);
+#define FSM_TOKEN_TTL_MAX_S 315360000 /* ttl_s at most 10 years */
 /* [{"id","raft_address","api_url","role"}...] ordered by id. */
 json_t *fsm_members_list(struct fsm *f, struct yard_err *err);
 /* The API URL of member id into url; YARD_ENOTFOUND if unknown. */

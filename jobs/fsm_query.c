@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/common.h"
 #include "jobs/fsm.h"
@@ -379,6 +380,7 @@ struct fsm_auth_entry {
 	char hash[SHA256_HEX_LEN + 1]; /* "" : empty slot */
 	char role[16];
 	char name[FSM_NAME_MAX + 1];
+	int64_t expires_ms; /* 0: never */
 };
 
 static uint32_t auth_slot(const char *hash_hex, int cap)
@@ -404,7 +406,8 @@ static struct fsm_auth_entry *auth_find(struct fsm *f, const char *hash_hex)
 	return NULL;
 }
 
-static void auth_remember(struct fsm *f, const char *hash_hex, const char *role, const char *name)
+static void auth_remember(struct fsm *f, const char *hash_hex, const char *role, const char *name,
+                          int64_t expires_ms)
 {
 	if (f->auth_cache == NULL || 2 * (f->auth_cache_used + 1) > f->auth_cache_cap) {
 		/* grow by starting over at twice the size (bounded): entries come back on use */
@@ -425,11 +428,23 @@ static void auth_remember(struct fsm *f, const char *hash_hex, const char *role,
 	yard_strcopy(e->hash, sizeof e->hash, hash_hex);
 	yard_strcopy(e->role, sizeof e->role, role);
 	yard_strcopy(e->name, sizeof e->name, name);
+	e->expires_ms = expires_ms;
 	f->auth_cache_used++;
 }
 
-int fsm_auth_lookup(struct fsm *f, const char *hash_hex, char role[16], char name[FSM_NAME_MAX + 1],
-                    struct yard_err *err)
+/* "token t-000003 (ci) expired at 2026-12-02T10:26:15Z" */
+static int token_expired(const char *id, const char *name, int64_t expires_ms, struct yard_err *err)
+{
+	time_t t = (time_t)(expires_ms / 1000);
+	struct tm tm;
+	char when[32] = "?";
+	if (gmtime_r(&t, &tm) != NULL)
+		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return yard_err_set(err, YARD_EPERM, "token %s (%s) expired at %s", id, name, when);
+}
+
+int fsm_auth_lookup(struct fsm *f, const char *hash_hex, int64_t now_ms, char role[16],
+                    char name[FSM_NAME_MAX + 1], struct yard_err *err)
 {
 	if (f->auth_cache_version != f->auth_version) {
 		if (f->auth_cache != NULL)
@@ -438,17 +453,21 @@ int fsm_auth_lookup(struct fsm *f, const char *hash_hex, char role[16], char nam
 		f->auth_cache_version = f->auth_version;
 	}
 	const struct fsm_auth_entry *e = auth_find(f, hash_hex);
-	if (e != NULL && e->hash[0] != '\0') {
+	if (e != NULL && e->hash[0] != '\0' && (e->expires_ms == 0 || now_ms < e->expires_ms)) {
 		yard_strcopy(role, 16, e->role);
 		yard_strcopy(name, FSM_NAME_MAX + 1, e->name);
 		return 0;
 	}
-	if (fsm_token_lookup(f, hash_hex, role, name, err) != 0) {
+	int64_t expires_ms = 0;
+	int rc = fsm_token_lookup(f, hash_hex, now_ms, role, name, &expires_ms, err);
+	if (rc == YARD_EPERM)
+		return rc;
+	if (rc != 0) {
 		if (fsm_node_token_lookup(f, hash_hex, name, err) != 0)
 			return yard_err_set(err, YARD_ENOTFOUND, "unknown or revoked token");
 		snprintf(role, 16, "node");
 	}
-	auth_remember(f, hash_hex, role, name);
+	auth_remember(f, hash_hex, role, name, expires_ms);
 	return 0;
 }
 
@@ -656,18 +675,24 @@ int fsm_events_verify(struct fsm *f, struct yard_err *err)
 
 json_t *fsm_tokens_list(struct fsm *f, struct yard_err *err)
 {
-	sqlite3_stmt *st = fsm_prepare(f, "SELECT id, name, role, created_ms FROM tokens"
-	                                  " WHERE revoked_ms IS NULL ORDER BY id");
+	sqlite3_stmt *st =
+	    fsm_prepare(f, "SELECT id, name, role, created_ms, expires_ms FROM tokens"
+	                   " WHERE revoked_ms IS NULL ORDER BY id");
 	if (st == NULL) {
 		yard_err_set(err, YARD_EINTERNAL, "cannot list tokens");
 		return NULL;
 	}
 	json_t *list = json_array();
-	while (sqlite3_step(st) == SQLITE_ROW)
-		json_array_append_new(
-		    list, json_pack("{s:s,s:s,s:s,s:I}", "id", sqlite3_column_text(st, 0), "name",
-		                    sqlite3_column_text(st, 1), "role", sqlite3_column_text(st, 2),
-		                    "created_ms", (json_int_t)sqlite3_column_int64(st, 3)));
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		json_t *t =
+		    json_pack("{s:s,s:s,s:s,s:I}", "id", sqlite3_column_text(st, 0), "name",
+		              sqlite3_column_text(st, 1), "role", sqlite3_column_text(st, 2),
+		              "created_ms", (json_int_t)sqlite3_column_int64(st, 3));
+		if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+			json_object_set_new(t, "expires_ms",
+			                    json_integer(sqlite3_column_int64(st, 4)));
+		json_array_append_new(list, t);
+	}
 	fsm_release(f, st);
 	return json_pack("{s:o}", "tokens", list);
 }
@@ -682,11 +707,12 @@ int fsm_tokens_count(struct fsm *f)
 	return n;
 }
 
-int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
-                     char name[FSM_NAME_MAX + 1], struct yard_err *err)
+int fsm_token_lookup(struct fsm *f, const char *hash_hex, int64_t now_ms, char role[16],
+                     char name[FSM_NAME_MAX + 1], int64_t *expires_ms, struct yard_err *err)
 {
-	sqlite3_stmt *st = fsm_prepare(f, "SELECT role, name FROM tokens WHERE hash = ?1"
-	                                  " AND revoked_ms IS NULL");
+	sqlite3_stmt *st = fsm_prepare(
+	    f, "SELECT role, name, ifnull(expires_ms, 0), id FROM tokens WHERE hash = ?1"
+	       " AND revoked_ms IS NULL");
 	if (st == NULL)
 		return yard_err_set(err, YARD_EINTERNAL, "cannot read tokens");
 	sqlite3_bind_text(st, 1, hash_hex, -1, SQLITE_STATIC);
@@ -694,6 +720,13 @@ int fsm_token_lookup(struct fsm *f, const char *hash_hex, char role[16],
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		snprintf(role, 16, "%s", (const char *)sqlite3_column_text(st, 0));
 		snprintf(name, FSM_NAME_MAX + 1, "%s", (const char *)sqlite3_column_text(st, 1));
+		int64_t expires = sqlite3_column_int64(st, 2);
+		if (expires_ms != NULL)
+			*expires_ms = expires;
+		if (expires > 0 && now_ms >= expires) {
+			rc = token_expired((const char *)sqlite3_column_text(st, 3), name, expires,
+			                   err);
+		}
 	} else {
 		rc = yard_err_set(err, YARD_ENOTFOUND, "unknown or revoked token");
 	}

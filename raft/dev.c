@@ -199,7 +199,8 @@ void dev_leader_up(void)
 	if (dev.loop == NULL || dev.stopping)
 		return;
 	banner();
-	if (fsm_token_lookup(dev.fsm, dev.join_hash, role, name, &err) == 0) {
+	if (fsm_token_lookup(dev.fsm, dev.join_hash, yard_now_wall_ms(), role, name, NULL, &err) ==
+	    0) {
 		start_agent();
 		return;
 	}

@@ -570,15 +570,17 @@ static void token_created(struct call *call, const json_t *result)
 
 static void h_tokens_create(struct call *call)
 {
-	static const char *const keys[] = {"name", "role", NULL};
+	static const char *const keys[] = {"name", "role", "ttl_s", NULL};
 	struct yard_err err = {0};
 	json_t *body = call_body_object(call);
 	if (body == NULL)
 		return;
 	const char *name = NULL, *role = NULL;
+	int64_t ttl_s = 0;
 	if (jsonx_only_keys(body, "", keys, &err) != 0 ||
 	    jsonx_get_string(body, "", "name", 1, FSM_NAME_MAX, &name, &err) != 0 ||
-	    jsonx_get_string(body, "", "role", 1, 16, &role, &err) != 0) {
+	    jsonx_get_string(body, "", "role", 1, 16, &role, &err) != 0 ||
+	    jsonx_get_int(body, "", "ttl_s", 0, 1, FSM_TOKEN_TTL_MAX_S, &ttl_s, &err) != 0) {
 		json_decref(body);
 		call_yard_error(call, &err);
 		return;
@@ -597,9 +599,10 @@ static void h_tokens_create(struct call *call)
 	}
 	sha256_to_hex(raw, call->secret); /* 64 hex characters of fresh randomness */
 	sha256_hex(call->secret, strlen(call->secret), call->hash);
-	call_submit(call, "token.create",
-	            json_pack("{s:s,s:s,s:s}", "name", name, "role", role, "hash", call->hash),
-	            token_created);
+	json_t *args = json_pack("{s:s,s:s,s:s}", "name", name, "role", role, "hash", call->hash);
+	if (ttl_s > 0) /* without it, the command older members apply too */
+		json_object_set_new(args, "ttl_s", json_integer(ttl_s));
+	call_submit(call, "token.create", args, token_created);
 	json_decref(body);
 }
 

@@ -536,8 +536,13 @@ static int authenticate(struct call *call)
 	char hash[SHA256_HEX_LEN + 1];
 	sha256_hex(v.base + 7, v.len - 7, hash);
 	struct yard_err err = {0};
-	if (fsm_auth_lookup(call->s->fsm, hash, call->role, call->actor, &err) == 0)
+	if (fsm_auth_lookup(call->s->fsm, hash, yard_now_wall_ms(), call->role, call->actor,
+	                    &err) == 0)
 		return 0;
+	if (err.code == YARD_EPERM) { /* an expired token: says which, and since when */
+		call_error(call, 401, NULL, "%s", err.msg);
+		return -1;
+	}
 	/* Only the ready leader's state holds every committed token: a member that has just
 	 * started (it applies its log once a leader tells it the commit index), a follower behind,
 	 * or a leader before its barrier may not know a token yet. They send the caller to the

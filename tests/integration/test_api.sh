@@ -167,6 +167,10 @@ code=$(curl -s -o "$T/big.out" -w '%{http_code}' -X POST -H "$AUTH" -H 'Transfer
 call POST 1 /v1/tokens '{"name":"x","role":"king"}'
 out=$BODY
 [ "$CODE" = 400 ] && echo "$out" | grep -q '"field":"role"' || fail "bad role: $CODE $out"
+for bad in 0 -1 '"60"' 1.5 315360001 '{}'; do
+	call POST 1 /v1/tokens "{\"name\":\"x\",\"role\":\"user\",\"ttl_s\":$bad}"
+	[ "$CODE" = 400 ] && echo "$BODY" | grep -q '"field":"ttl_s"' || fail "ttl_s $bad: $CODE $BODY"
+done
 get 1 "/v1/jobs?limit=0"
 out=$BODY
 [ "$CODE" = 400 ] && echo "$out" | grep -q '"field":"limit"' || fail "limit=0: $CODE $out"
@@ -237,6 +241,23 @@ after=$(digest_of 1 | cut -d" " -f1)
 get 1 /v1/cluster
 [ "$(jget "$BODY" 'len(d["members"])')" = 1 ] || fail "a refused member was added: $BODY"
 note "bad input: 400/413 with the field named, database unchanged"
+
+# a token with ttl_s works until it expires, then gets a 401 naming it and when it expired
+call POST 1 /v1/tokens '{"name":"short","role":"user","ttl_s":2}'
+[ "$CODE" = 201 ] || fail "token with ttl_s: $CODE $BODY"
+short=$(jget "$BODY" 'd["token"]') short_id=$(jget "$BODY" 'd["id"]')
+[ "$(jget "$BODY" 'd["expires_ms"] - d["created_ms"]')" = 2000 ] || fail "expires_ms: $BODY"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $short" "$(api 1)/v1/jobs")
+[ "$code" = 200 ] || fail "a token before its expiry: $code"
+short_refused() {
+	[ "$(curl -s -o "$T/short" -w '%{http_code}' -H "Authorization: Bearer $short" "$(api 1)/v1/jobs")" = 401 ]
+}
+wait_until 10 short_refused || fail "a token 2 s after its ttl_s of 2 s still works"
+grep -q "token $short_id (short) expired at 20" "$T/short" || fail "expired token's 401: $(cat "$T/short")"
+get 1 /v1/tokens
+[ "$(jget "$BODY" '[t.get("expires_ms", 0) > 0 for t in d["tokens"] if t["name"] == "short"]')" = "[true]" ] ||
+	fail "token list without expires_ms: $BODY"
+note "a token with ttl_s 2 worked, then was refused: $(cat "$T/short")"
 
 # idempotency over HTTP: the same X-Request-Id returns the same job
 call POST 1 /v1/jobs '{"name":"once"}' -H 'X-Request-Id: req-once-1'

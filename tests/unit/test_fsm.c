@@ -863,21 +863,21 @@ static void test_tokens_members_config(void **state)
 	sha256_hex("s3cret", 6, hash);
 	snprintf(args, sizeof args, "{\"name\":\"admin\",\"hash\":\"%s\"}", hash);
 	assert_int_equal(apply(&f, "token.bootstrap", args, "boot", T0, "yardd", "admin", &r), 201);
-	assert_int_equal(fsm_token_lookup(&f, hash, role, name, &err), 0);
+	assert_int_equal(fsm_token_lookup(&f, hash, T0, role, name, NULL, &err), 0);
 	assert_string_equal(role, "admin");
 	/* a second bootstrap (another leader, another token) does nothing */
 	sha256_hex("other", 5, hash);
 	snprintf(args, sizeof args, "{\"name\":\"admin\",\"hash\":\"%s\"}", hash);
 	assert_int_equal(apply(&f, "token.bootstrap", args, "boot2", T0, "yardd", "admin", &r),
 	                 409);
-	assert_int_equal(fsm_token_lookup(&f, hash, role, name, &err), YARD_ENOTFOUND);
+	assert_int_equal(fsm_token_lookup(&f, hash, T0, role, name, NULL, &err), YARD_ENOTFOUND);
 
 	sha256_hex("alice-secret", 12, hash);
 	snprintf(args, sizeof args, "{\"name\":\"alice\",\"role\":\"user\",\"hash\":\"%s\"}", hash);
 	assert_int_equal(apply(&f, "token.create", args, NULL, T0, "admin", "admin", &r), 201);
 	const char *id = json_string_value(json_object_get(json_object_get(r, "body"), "id"));
 	assert_string_equal(id, "t-000002");
-	assert_int_equal(fsm_token_lookup(&f, hash, role, name, &err), 0);
+	assert_int_equal(fsm_token_lookup(&f, hash, T0, role, name, NULL, &err), 0);
 	assert_string_equal(name, "alice");
 	json_t *list = fsm_tokens_list(&f, &err);
 	char *text = json_dumps(list, 0);
@@ -887,7 +887,7 @@ static void test_tokens_members_config(void **state)
 	assert_int_equal(
 	    apply(&f, "token.revoke", "{\"id\":\"t-000002\"}", NULL, T0, "admin", "admin", &r),
 	    200);
-	assert_int_equal(fsm_token_lookup(&f, hash, role, name, &err), YARD_ENOTFOUND);
+	assert_int_equal(fsm_token_lookup(&f, hash, T0, role, name, NULL, &err), YARD_ENOTFOUND);
 	assert_int_equal(
 	    apply(&f, "token.revoke", "{\"id\":\"t-000002\"}", NULL, T0, "admin", "admin", &r),
 	    404);
@@ -1335,6 +1335,69 @@ static void test_submitted_specs_are_kept_until_read(void **state)
 	fsm_close(&a);
 }
 
+/* A token created with ttl_s works until its command's time plus ttl_s, then is refused by
+ * name with when it expired, also when the cache remembers it; the list shows the expiry; a
+ * bad ttl_s is refused by name; an image from before expiry gets the column. */
+static void test_token_expiry(void **state)
+{
+	struct fsm f, g;
+	struct yard_err err = {0};
+	const json_t *r;
+	char role[16], name[FSM_NAME_MAX + 1], hash[SHA256_HEX_LEN + 1], args[256];
+	int64_t expires = -1;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	sha256_hex("ci-secret", 9, hash);
+	snprintf(args, sizeof args,
+	         "{\"name\":\"ci\",\"role\":\"user\",\"hash\":\"%s\",\"ttl_s\":60}", hash);
+	assert_int_equal(apply(&f, "token.create", args, NULL, T0, "admin", "admin", &r), 201);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(r, "body"), "expires_ms")),
+	    T0 + 60000);
+	assert_int_equal(fsm_token_lookup(&f, hash, T0 + 59999, role, name, &expires, &err), 0);
+	assert_int_equal(expires, T0 + 60000);
+	for (int round = 0; round < 2; round++) /* the second from the cache */
+		assert_int_equal(fsm_auth_lookup(&f, hash, T0 + 1000, role, name, &err), 0);
+	memset(&err, 0, sizeof err);
+	assert_int_equal(fsm_auth_lookup(&f, hash, T0 + 60000, role, name, &err), YARD_EPERM);
+	assert_non_null(strstr(err.msg, "token t-000001 (ci) expired at "));
+	memset(&err, 0, sizeof err);
+	assert_int_equal(fsm_token_lookup(&f, hash, T0 + 60000, role, name, NULL, &err),
+	                 YARD_EPERM);
+	json_t *list = fsm_tokens_list(&f, &err);
+	json_t *t = json_array_get(json_object_get(list, "tokens"), 0);
+	assert_int_equal(json_integer_value(json_object_get(t, "expires_ms")), T0 + 60000);
+	json_decref(list);
+	/* without ttl_s: never expires, no expires_ms */
+	sha256_hex("forever", 7, hash);
+	snprintf(args, sizeof args, "{\"name\":\"bot\",\"role\":\"user\",\"hash\":\"%s\"}", hash);
+	assert_int_equal(apply(&f, "token.create", args, NULL, T0, "admin", "admin", &r), 201);
+	assert_null(json_object_get(json_object_get(r, "body"), "expires_ms"));
+	assert_int_equal(fsm_auth_lookup(&f, hash, INT64_MAX / 2, role, name, &err), 0);
+	const char *bad[] = {"0", "-5", "\"60\"", "315360001", "1.5"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(args, sizeof args,
+		         "{\"name\":\"x\",\"role\":\"user\",\"hash\":\"%064d\",\"ttl_s\":%s}", 7,
+		         bad[i]);
+		assert_int_equal(apply(&f, "token.create", args, NULL, T0, "admin", "admin", &r),
+		                 400);
+		assert_string_equal(json_string_value(json_object_get(r, "field")), "ttl_s");
+	}
+	/* an image without the column (before expiry) restores with it */
+	assert_int_equal(fsm_exec(&f, "ALTER TABLE tokens DROP COLUMN expires_ms"), 0);
+	unsigned char *snap;
+	size_t len;
+	assert_int_equal(fsm_serialize(&f, &snap, &len, &err), 0);
+	assert_int_equal(fsm_init(&g, &err), 0);
+	assert_int_equal(fsm_restore(&g, snap, len, &err), 0);
+	assert_int_equal(fsm_auth_lookup(&g, hash, T0, role, name, &err), 0);
+	snprintf(args, sizeof args,
+	         "{\"name\":\"ci2\",\"role\":\"user\",\"hash\":\"%064d\",\"ttl_s\":5}", 9);
+	assert_int_equal(apply(&g, "token.create", args, NULL, T0, "admin", "admin", &r), 201);
+	sqlite3_free(snap);
+	fsm_close(&g);
+	fsm_close(&f);
+}
+
 /* fsm_auth_lookup remembers principals but never outlives a change: a revoked token, a node
  * that registered again with a new token and a restore are seen at once; an unknown hash is
  * refused; many principals do not break it. */
@@ -1351,18 +1414,18 @@ static void test_auth_cache_follows_tokens_and_nodes(void **state)
 	assert_int_equal(apply(&f, "token.create", args, NULL, T0, "admin", "admin", &r), 201);
 	assert_int_equal(apply(&f, "node.register", NODE_A, NULL, T0, "nodes", "agent", NULL), 200);
 	for (int round = 0; round < 2; round++) { /* the second round answers from the cache */
-		assert_int_equal(fsm_auth_lookup(&f, hash, role, name, &err), 0);
+		assert_int_equal(fsm_auth_lookup(&f, hash, T0, role, name, &err), 0);
 		assert_string_equal(role, "user");
 		assert_string_equal(name, "alice");
-		assert_int_equal(fsm_auth_lookup(&f, node_hash, role, name, &err), 0);
+		assert_int_equal(fsm_auth_lookup(&f, node_hash, T0, role, name, &err), 0);
 		assert_string_equal(role, "node");
 		assert_string_equal(name, "node-a");
-		assert_int_equal(fsm_auth_lookup(&f, "00", role, name, &err), YARD_ENOTFOUND);
+		assert_int_equal(fsm_auth_lookup(&f, "00", T0, role, name, &err), YARD_ENOTFOUND);
 	}
 	assert_int_equal(
 	    apply(&f, "token.revoke", "{\"id\":\"t-000001\"}", NULL, T0, "admin", "admin", &r),
 	    200);
-	assert_int_equal(fsm_auth_lookup(&f, hash, role, name, &err), YARD_ENOTFOUND);
+	assert_int_equal(fsm_auth_lookup(&f, hash, T0, role, name, &err), YARD_ENOTFOUND);
 	/* node-a registers again with another token: the old one stops working */
 	char *again = strdup(NODE_A);
 	char *at = strstr(again, node_hash);
@@ -1371,8 +1434,8 @@ static void test_auth_cache_follows_tokens_and_nodes(void **state)
 	char new_hash[SHA256_HEX_LEN + 1];
 	snprintf(new_hash, sizeof new_hash, "%.64s", at);
 	assert_int_equal(apply(&f, "node.register", again, NULL, T0, "nodes", "agent", NULL), 200);
-	assert_int_equal(fsm_auth_lookup(&f, node_hash, role, name, &err), YARD_ENOTFOUND);
-	assert_int_equal(fsm_auth_lookup(&f, new_hash, role, name, &err), 0);
+	assert_int_equal(fsm_auth_lookup(&f, node_hash, T0, role, name, &err), YARD_ENOTFOUND);
+	assert_int_equal(fsm_auth_lookup(&f, new_hash, T0, role, name, &err), 0);
 	assert_string_equal(name, "node-a");
 	/* a restore from before the second registration brings the old token back */
 	struct fsm g;
@@ -1384,8 +1447,8 @@ static void test_auth_cache_follows_tokens_and_nodes(void **state)
 	assert_int_equal(fsm_restore(&f, snap, len, &err), 0);
 	sqlite3_free(snap);
 	fsm_close(&g);
-	assert_int_equal(fsm_auth_lookup(&f, new_hash, role, name, &err), YARD_ENOTFOUND);
-	assert_int_equal(fsm_auth_lookup(&f, node_hash, role, name, &err), 0);
+	assert_int_equal(fsm_auth_lookup(&f, new_hash, T0, role, name, &err), YARD_ENOTFOUND);
+	assert_int_equal(fsm_auth_lookup(&f, node_hash, T0, role, name, &err), 0);
 	/* many principals: every one is still found after the cache grew */
 	for (int i = 0; i < 600; i++) {
 		snprintf(hash, sizeof hash, "%064d", i + 1);
@@ -1399,7 +1462,7 @@ static void test_auth_cache_follows_tokens_and_nodes(void **state)
 			char want[16];
 			snprintf(hash, sizeof hash, "%064d", i + 1);
 			snprintf(want, sizeof want, "u%d", i);
-			assert_int_equal(fsm_auth_lookup(&f, hash, role, name, &err), 0);
+			assert_int_equal(fsm_auth_lookup(&f, hash, T0, role, name, &err), 0);
 			assert_string_equal(name, want);
 		}
 	free(again);
@@ -2009,6 +2072,7 @@ int main(void)
 	    cmocka_unit_test(test_job_change_journal),
 	    cmocka_unit_test(test_submitted_specs_are_kept_until_read),
 	    cmocka_unit_test(test_auth_cache_follows_tokens_and_nodes),
+	    cmocka_unit_test(test_token_expiry),
 	    cmocka_unit_test(test_request_id_dedup_returns_original_result),
 	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),

@@ -112,6 +112,11 @@ static void test_commands_and_operands(void **state)
 	assert_int_equal(a.follow, 1);
 
 	expect_ok("token create alice --role user", &a);
+	assert_int_equal(a.ttl_s, 0);
+	expect_ok("token create alice --role user --ttl 90d", &a);
+	assert_int_equal(a.ttl_s, 90 * 86400);
+	expect_ok("token create alice --role user --ttl 3600", &a);
+	assert_int_equal(a.ttl_s, 3600);
 	assert_int_equal(a.command, CTL_TOKEN_CREATE);
 	assert_string_equal(a.operand[0], "alice");
 	assert_string_equal(a.role, "user");
@@ -187,6 +192,11 @@ static void test_usage_errors(void **state)
 	expect_usage_error("events --tail 5 --limit 5", "--tail and --limit: give one");
 	expect_usage_error("token create alice", "token create: needs --role");
 	expect_usage_error("token create alice --role root", "--role: \"root\"");
+	expect_usage_error("token create alice --role user --ttl 0",
+	                   "--ttl: \"0\" is not a duration");
+	expect_usage_error("token create alice --role user --ttl 3651d", "--ttl: \"3651d\"");
+	expect_usage_error("token create alice --role user --ttl soon", "--ttl: \"soon\"");
+	expect_usage_error("job list --ttl 5", "job list: does not take --ttl");
 	expect_usage_error("token create al/ice --role user", "NAME");
 	expect_usage_error("cluster add x 127.0.0.1:7004 http://h:1", "member ID \"x\"");
 	expect_usage_error("cluster add 0 127.0.0.1:7004 http://h:1", "member ID \"0\"");
