@@ -696,15 +696,28 @@ static void print_job(const struct ctl *x, const json_t *j)
 	print_effective(json_object_get(j, "effective"));
 	print_layout(j);
 	print_stragglers(j);
-	for (int i = 0; i < 2; i++) {
-		const char *k = i ? "updated_ms" : "submitted_ms";
-		json_t *v = json_object_get(j, k);
+	static const char *const times[][2] = {
+	    {"submitted_ms", "submitted"}, {"started_ms", "started"}, {"updated_ms", "updated"}};
+	for (int i = 0; i < 3; i++) {
+		json_t *v = json_object_get(j, times[i][0]);
 		if (json_is_integer(v)) {
 			ctl_format_time(json_integer_value(v), b, sizeof b);
-			printf("%-14s %s\n", i ? "updated" : "submitted", b);
+			printf("%-14s %s\n", times[i][1], b);
 		}
 	}
 	json_t *spec = json_object_get(j, "spec");
+	json_t *limit = json_object_get(spec, "time_limit_s");
+	if (json_is_integer(limit)) {
+		json_t *started = json_object_get(j, "started_ms");
+		if (json_is_integer(started))
+			ctl_format_time(json_integer_value(started) +
+			                    json_integer_value(limit) * 1000,
+			                b, sizeof b);
+		printf("%-14s %lld s from its first placement (%s%s)\n", "time limit",
+		       (long long)json_integer_value(limit),
+		       json_is_integer(started) ? "ends by " : "",
+		       json_is_integer(started) ? b : "not placed yet");
+	}
 	if (spec != NULL) {
 		printf("spec:\n");
 		/* 15 significant digits: 0.2 as the user wrote it, not the 17 that keep the

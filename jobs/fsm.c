@@ -82,7 +82,7 @@ static const char SCHEMA[] =
     " updated_ms INTEGER NOT NULL, actor TEXT NOT NULL, spec TEXT NOT NULL, reason TEXT,"
     " step INTEGER NOT NULL DEFAULT 0, loss REAL, restarts INTEGER NOT NULL DEFAULT 0,"
     " generation INTEGER NOT NULL DEFAULT 0, noted TEXT NOT NULL DEFAULT ',', plan TEXT,"
-    " shrunk_dp INTEGER);"
+    " shrunk_dp INTEGER, started_ms INTEGER);"
     "CREATE INDEX jobs_state ON jobs(state, seq);"
     "CREATE TABLE nodes(id TEXT PRIMARY KEY, name TEXT NOT NULL, state TEXT NOT NULL,"
     " address TEXT, devices TEXT, version TEXT, updated_ms INTEGER NOT NULL,"
@@ -703,7 +703,7 @@ static int has_column(struct fsm *f, const char *table, const char *column)
 /* Snapshots from binaries before the build store hold empty placeholder builds and
  * advisories tables (no command ever wrote them): replace them with the real ones. Every
  * member restoring the same image does the same, so the databases stay identical; images
- * from before jobs.plan, jobs.shrunk_dp or tokens.expires_ms get the column. */
+ * from before jobs.plan, jobs.shrunk_dp, jobs.started_ms or tokens.expires_ms get the column. */
 static int schema_upgrade(struct fsm *f)
 {
 	/* snapshots taken before jobs recorded their plan (parallel "auto"), or before a job
@@ -713,6 +713,11 @@ static int schema_upgrade(struct fsm *f)
 	if (has_plan < 0 || has_shrunk < 0 ||
 	    (!has_plan && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN plan TEXT") != 0) ||
 	    (!has_shrunk && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN shrunk_dp INTEGER") != 0))
+		return YARD_EINTERNAL;
+	/* ... or before jobs kept their first placement's time (time_limit_s) */
+	int has_started = has_column(f, "jobs", "started_ms");
+	if (has_started < 0 ||
+	    (!has_started && fsm_exec(f, "ALTER TABLE jobs ADD COLUMN started_ms INTEGER") != 0))
 		return YARD_EINTERNAL;
 	/* ... or before tokens could expire (ttl_s): none of theirs does */
 	int has_expiry = has_column(f, "tokens", "expires_ms");

@@ -772,8 +772,8 @@ json_t *fsm_op_job_assign(struct fsm *f, const struct fsm_cmd *c)
 	 * has none to visit; the new ones are inserted running */
 	if (fsm_run(f,
 	            "UPDATE jobs SET state = 'running', generation = ?2, updated_ms = ?3,"
-	            " reason = NULL, noted = ',', shrunk_dp = CASE WHEN ?4 > 0 THEN ?4 END"
-	            " WHERE id = ?1",
+	            " reason = NULL, noted = ',', shrunk_dp = CASE WHEN ?4 > 0 THEN ?4 END,"
+	            " started_ms = ifnull(started_ms, ?3) WHERE id = ?1",
 	            "siii", id, generation, c->ts, shrunk ? dp : (int64_t)0) != SQLITE_DONE)
 		return NULL;
 	json_array_foreach(ranks, i, slot)

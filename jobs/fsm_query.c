@@ -18,7 +18,7 @@ static json_t *col_text_or_null(sqlite3_stmt *st, int i)
 
 #define JOB_COLUMNS                                                                                \
 	"id, name, state, priority, submitted_ms, updated_ms, actor, spec, reason, step, loss,"    \
-	" restarts, seq, generation, plan, shrunk_dp"
+	" restarts, seq, generation, plan, shrunk_dp, started_ms"
 
 /* known(data, id): the spec of job id as read before (borrowed), or NULL to parse the row's:
  * a job's spec never changes after its submission. */
@@ -64,6 +64,8 @@ static json_t *job_from_row_known(sqlite3_stmt *st, known_spec_fn known, void *d
 	}
 	if (plan != NULL)
 		json_object_set_new(job, "plan", plan); /* parallel "auto": the layout it got */
+	if (sqlite3_column_type(st, 16) != SQLITE_NULL) /* its first placement (time_limit_s) */
+		json_object_set_new(job, "started_ms", json_integer(sqlite3_column_int64(st, 16)));
 	return job;
 }
 

@@ -560,8 +560,8 @@ static int check_debug_ranks(const struct jobspec *s, struct yard_err *err)
 static int parse_all(const json_t *root, struct jobspec *spec, struct yard_err *err)
 {
 	static const char *const keys[] = {
-	    "name",     "priority",  "model",      "train",   "command", "ranks", "env",
-	    "parallel", "resources", "checkpoint", "failure", "debug",   NULL};
+	    "name",     "priority",  "model",      "train",   "command", "ranks",        "env",
+	    "parallel", "resources", "checkpoint", "failure", "debug",   "time_limit_s", NULL};
 	const json_t *model, *train, *env, *resources, *checkpoint, *failure, *debug;
 	json_t *command, *parallel, *ranks;
 	int rc;
@@ -570,6 +570,8 @@ static int parse_all(const json_t *root, struct jobspec *spec, struct yard_err *
 		return yard_err_set(err, YARD_EINVAL, "spec: must be a JSON object");
 	if ((rc = jsonx_only_keys(root, "", keys, err)) || (rc = parse_name(root, spec, err)) ||
 	    (rc = get_int(root, "", "priority", -1000, 1000, &spec->priority, err)) ||
+	    (rc = get_int(root, "", "time_limit_s", 0, JOBSPEC_TIME_LIMIT_MAX_S,
+	                  &spec->time_limit_s, err)) ||
 	    (rc = get_object(root, "", "model", &model, err)) ||
 	    (rc = get_object(root, "", "train", &train, err)) ||
 	    (rc = get_object(root, "", "env", &env, err)) ||
@@ -813,6 +815,8 @@ json_t *jobspec_to_json(const struct jobspec *s)
 		}
 	}
 	put_int(o, "priority", s->priority);
+	if (s->time_limit_s > 0) /* only when set: members built before it refuse the key */
+		put_int(o, "time_limit_s", s->time_limit_s);
 	if (s->ranks > 0)
 		put_int(o, "ranks", s->ranks);
 	x = json_object();

@@ -14,6 +14,7 @@
 #include "common/err.h"
 
 #define JOBSPEC_NAME_MAX 63
+#define JOBSPEC_TIME_LIMIT_MAX_S (366 * 86400)
 #define JOBSPEC_PATH_MAX 255
 #define JOBSPEC_ARGV_MAX 64
 #define JOBSPEC_ENV_MAX 64
@@ -112,6 +113,9 @@ struct jobspec_debug {
 struct jobspec {
 	char name[JOBSPEC_NAME_MAX + 1];
 	int priority;   /* -1000..1000, higher runs first */
+	/* 0..JOBSPEC_TIME_LIMIT_MAX_S, 0 = none: the job fails this long after its first
+	 * placement (restarts and waits included), its ranks asked for a checkpoint first */
+	int time_limit_s;
 	int is_command; /* 1: run `command` with torchrun-style env; 0: built-in trainer */
 	int argc;
 	char *argv[JOBSPEC_ARGV_MAX + 1]; /* owned, NULL-terminated */

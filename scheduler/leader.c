@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef __GLIBC__
 #include <malloc.h> /* malloc_trim */
 #endif
@@ -155,6 +156,7 @@ struct soft_job {
 	int parsed; /* 1: req is valid; -1: the job cannot be placed (place_error says why) */
 	struct place_request req;
 	int world, is_command, max_restarts, hang_timeout_s, first_step_timeout_s;
+	int time_limit_s; /* the spec's; 0: none (time_left_ms) */
 	int run_world; /* ranks of the running generation (a shrunk dp has fewer than world) */
 	/* parallel "auto": planned at placement until a plan is committed with it */
 	int is_auto;
@@ -659,6 +661,7 @@ static void job_parse(struct soft_job *j, const json_t *job)
 	j->max_restarts = js.failure.max_restarts;
 	j->hang_timeout_s = js.failure.hang_timeout_s;
 	j->first_step_timeout_s = js.failure.first_step_timeout_s;
+	j->time_limit_s = js.time_limit_s;
 	j->straggler_policy = (int)js.failure.straggler_policy;
 	j->straggler =
 	    (struct straggler_params){.threshold = js.failure.straggler_threshold,
@@ -1462,6 +1465,8 @@ static void straggler_update(struct sched *s, struct soft_job *j, const json_t *
 /* Proposes the next straggler decision of a running job, if any. */
 static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *layout, char *reason,
                             size_t reason_len);
+static int checkpoint_before(struct sched *s, struct soft_job *j, const json_t *layout,
+                             const char *what, char *reason, size_t reason_len);
 
 static void straggler_propose(struct sched *s, struct soft_job *j, const json_t *layout)
 {
@@ -1554,6 +1559,46 @@ static void node_row_flags(struct sched *s, struct soft_node *n, const json_t *n
 }
 
 /* Looks at every rank of a running job's generation; proposes at most one decision. */
+/* Wall-clock ms left before job j's time limit (time_limit_s from its first placement,
+ * started_ms in its row), INT64_MAX without one; ≤ 0 once reached. */
+static int64_t time_left_ms(const struct sched *s, const struct soft_job *j)
+{
+	int64_t started = json_integer_value(json_object_get(j->row, "started_ms"));
+	if (j->time_limit_s <= 0 || started <= 0)
+		return INT64_MAX;
+	return started + (int64_t)j->time_limit_s * 1000 - wall_now(s);
+}
+
+/* Ends job j at its time limit: failed, saying so (and, when its ranks are asked for a
+ * checkpoint first, which step they saved). 1 when proposed, 0 while they save. */
+static int end_at_time_limit(struct sched *s, struct soft_job *j, const json_t *layout,
+                             int ask_checkpoint)
+{
+	char reason[256];
+	int64_t started = json_integer_value(json_object_get(j->row, "started_ms"));
+	time_t t = (time_t)(started / 1000);
+	struct tm tm;
+	char when[32] = "?";
+	if (gmtime_r(&t, &tm) != NULL)
+		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(reason, sizeof reason,
+	         "time limit reached: time_limit_s %d from its first placement at %s",
+	         j->time_limit_s, when);
+	size_t said = strlen(reason);
+	if (ask_checkpoint && !checkpoint_before(s, j, layout, "end", reason, sizeof reason))
+		return 0;
+	json_t *args = json_pack("{s:s,s:I,s:s,s:s}", "id", j->id, "generation",
+	                         (json_int_t)j->generation, "state", "failed", "reason", reason);
+	if (j->step >= 0)
+		json_object_set_new(args, "step", json_integer(j->step));
+	if (j->has_loss)
+		json_object_set_new(args, "loss", json_real(j->loss));
+	if (strlen(reason) == said) /* else checkpoint_before logged it, with the checkpoint */
+		log_info("scheduler: job %s: %s", j->id, reason);
+	propose_job(s, j, "job.finish", args);
+	return 1;
+}
+
 static void check_running(struct sched *s, struct soft_job *j, const json_t *layout,
                           const json_t *nodes_by_id, uint64_t now)
 {
@@ -1653,6 +1698,12 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 		straggler_update(s, j, layout);
 	if (j->proposing)
 		return;
+	/* the time limit ends the job unless every rank has just succeeded; ranks that run
+	 * save a checkpoint first (not after a failure: the job ends now) */
+	if (time_left_ms(s, j) <= 0 && !(world > 0 && exited_ok == world)) {
+		end_at_time_limit(s, j, layout, failure[0] == '\0');
+		return;
+	}
 	/* a real failure wins over a drain: it is counted, a drain is not; a drain first gets
 	 * the job a checkpoint */
 	if (failure[0] == '\0' && drain[0] != '\0' && !(world > 0 && exited_ok == world) &&
@@ -1738,6 +1789,11 @@ static void wake_at(struct sched *s, uint64_t mono_ms)
 static int check_restarting(struct sched *s, struct soft_job *j, const json_t *job,
                             const json_t *nodes_by_id, uint64_t now)
 {
+	if (time_left_ms(s, j) <= 0) { /* no ranks to save a checkpoint */
+		if (!j->proposing)
+			end_at_time_limit(s, j, NULL, 0);
+		return 0;
+	}
 	if (!j->stopped) {
 		json_t *layout = fsm_job_layout(s->fsm, j->id);
 		size_t i;
@@ -2604,6 +2660,13 @@ static void reason_append(char *reason, size_t len, const char *fmt, ...)
 static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *layout, char *reason,
                             size_t reason_len)
 {
+	return checkpoint_before(s, j, layout, "restart", reason, reason_len);
+}
+
+/* checkpoint_first before what ("restart", or "end" at a time limit) */
+static int checkpoint_before(struct sched *s, struct soft_job *j, const json_t *layout,
+                             const char *what, char *reason, size_t reason_len)
+{
 	uint64_t now = mono_now(s);
 	if (j->before_restart_s <= 0 || j->step < 0 || layout == NULL ||
 	    (j->ckpt_done_gen == j->generation && now - j->ckpt_done_ms < CKPT_TAKEN_MS))
@@ -2619,15 +2682,18 @@ static int checkpoint_first(struct sched *s, struct soft_job *j, const json_t *l
 		j->ckpt_asked_ms = now > 0 ? now : 1;
 		ckpt_ask(s, j, layout);
 		log_info("scheduler: job %s generation %lld: asked for a checkpoint before its "
-		         "restart (%s); newest complete: step %lld, reported: step %lld",
-		         j->id, (long long)j->generation, reason, (long long)newest,
+		         "%s (%s); newest complete: step %lld, reported: step %lld",
+		         j->id, (long long)j->generation, what, reason, (long long)newest,
 		         (long long)j->step);
+		char message[160];
+		snprintf(message, sizeof message,
+		         "its %s waits for a checkpoint (at most checkpoint.before_restart_s) the "
+		         "ranks were asked for",
+		         what);
 		propose_job(s, j, "job.note",
 		            json_pack("{s:s,s:I,s:s,s:s,s:s}", "id", j->id, "generation",
 		                      (json_int_t)j->generation, "type", "waiting", "key",
-		                      "checkpoint", "message",
-		                      "its restart waits for a checkpoint (at most "
-		                      "checkpoint.before_restart_s) the ranks were asked for"));
+		                      "checkpoint", "message", message));
 	}
 	uint64_t deadline = j->ckpt_asked_ms + (uint64_t)j->before_restart_s * 1000;
 	if (newest > j->ckpt_after)
@@ -3363,6 +3429,14 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 					j->step = -1, j->has_loss = 0;
 			}
 			j->check_due = 1;
+		}
+		if (key->kind != JK_PENDING && j->time_limit_s > 0) {
+			/* a look at the job when its time limit is reached */
+			int64_t left = time_left_ms(s, j);
+			if (left <= 0)
+				j->check_due = 1;
+			else if (left < INT64_MAX)
+				wake_at(s, now + (uint64_t)left);
 		}
 		if (key->kind == JK_RUNNING) {
 			/* a checkpoint asked for before a restart (checkpoint_first): a pass and

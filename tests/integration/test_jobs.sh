@@ -2,7 +2,7 @@
 # test_jobs.sh: command jobs on one controller and two agents (4 CPU devices each), real
 # processes on 127.0.0.1: the torchrun environment of every rank, gang scheduling with a
 # visible pending reason, restart after a crash and after a hang, max_restarts, cancel
-# (every rank's process gone), an agent restart re-adopting its ranks, and the agent
+# (every rank's process gone), a time limit, an agent restart re-adopting its ranks, and the agent
 # protocol's authorisation and bad input.
 . "$(dirname "$0")/lib.sh"
 
@@ -187,6 +187,21 @@ wait_until 20 job_state_is 1 "$MJ" failed || fail "mute job: $(events_of 1 "$MJ"
 has_event 1 "$MJ" "job.failed: .*rank 0 on node node-.* reported no step in the [0-9.]* s after it started (first_step_timeout_s 2)" ||
 	fail "first-step timeout not named: $(events_of 1 "$MJ")"
 note "a rank without a first step failed after first_step_timeout_s"
+# a job past its time_limit_s (from its first placement) fails saying so, its ranks stopped;
+# yardctl job show says when it ends
+submit 1 "{\"name\":\"limited\",\"ranks\":2,$(cmd sleep 60),\"time_limit_s\":3,\"failure\":{\"max_restarts\":0}}"
+LJ=$JOB
+wait_until 10 sh -c "[ \$(ls '$T/pids' | grep -c '^$LJ\.') = 2 ]" || fail "limited did not start 2 ranks"
+yardctl --endpoints "$(api 1)" --token "$TOKEN" job show "$LJ" >"$T/limited.show" || fail "job show $LJ"
+grep -q "^time limit     3 s from its first placement (ends by 20" "$T/limited.show" ||
+	fail "job show without its time limit: $(cat "$T/limited.show")"
+lpids=$(cat "$T/pids/$LJ".*)
+wait_until 20 job_state_is 1 "$LJ" failed || fail "limited: $(events_of 1 "$LJ")"
+has_event 1 "$LJ" "job.failed: .*time limit reached: time_limit_s 3 from its first placement at" ||
+	fail "time limit not named: $(events_of 1 "$LJ")"
+lgone() { for p in $lpids; do ! alive "$p" || return 1; done; }
+wait_until 10 lgone || fail "ranks still running after the time limit: $lpids"
+note "a job failed at its time_limit_s of 3 s, ranks stopped"
 
 # ---- 6. cancel while running: every rank's process is gone ----
 submit 1 "{\"name\":\"cancel-me\",\"ranks\":5,$(cmd sleep 60)}"

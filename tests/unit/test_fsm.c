@@ -1079,6 +1079,14 @@ static void test_nodes_and_placements(void **state)
 	          "\"device\":0},{\"node\":\"node-b\",\"device\":1}],\"note\":\"restoring\"}",
 	          NULL, T0 + 3, "yardd", "admin", NULL),
 	    200);
+	/* started_ms stays the first placement's time (time_limit_s counts from it) */
+	struct yard_err jerr = {0};
+	json_t *placed = fsm_job_get(&f, "j-000001", &jerr);
+	assert_int_equal(json_integer_value(json_object_get(placed, "started_ms")), T0);
+	json_decref(placed);
+	placed = fsm_job_get(&f, "j-000002", &jerr);
+	assert_null(json_object_get(placed, "started_ms")); /* never placed */
+	json_decref(placed);
 	assert_int_equal(
 	    apply(&f, "job.note",
 	          "{\"id\":\"j-000001\",\"generation\":1,\"type\":\"running\",\"message\":\"old\"}",

@@ -41,6 +41,7 @@ static void test_defaults_are_a_small_valid_trainer_job(void **state)
 	assert_string_equal(spec.name, "d");
 	assert_int_equal(spec.is_command, 0);
 	assert_int_equal(spec.priority, 0);
+	assert_int_equal(spec.time_limit_s, 0);
 	assert_int_equal(spec.model.d_in, 32);
 	assert_int_equal(spec.model.d_model, 64);
 	assert_int_equal(spec.model.d_ff, 256);
@@ -127,9 +128,28 @@ static void assert_round_trip(const char *text)
 	jobspec_free(&b);
 }
 
+/* time_limit_s is in the normalized spec only when set (members built before it refuse
+ * the key, so a spec without it must not carry it) */
+static void test_time_limit_only_when_set(void **state)
+{
+	struct jobspec spec;
+	parse_ok("{\"name\": \"d\"}", &spec);
+	json_t *j = jobspec_to_json(&spec);
+	assert_null(json_object_get(j, "time_limit_s"));
+	json_decref(j);
+	jobspec_free(&spec);
+	parse_ok("{\"name\": \"d\", \"time_limit_s\": 90}", &spec);
+	assert_int_equal(spec.time_limit_s, 90);
+	j = jobspec_to_json(&spec);
+	assert_int_equal(json_integer_value(json_object_get(j, "time_limit_s")), 90);
+	json_decref(j);
+	jobspec_free(&spec);
+}
+
 static void test_round_trip(void **state)
 {
 	assert_round_trip("{\"name\": \"d\"}");
+	assert_round_trip("{\"name\": \"d\", \"time_limit_s\": 3600}");
 	assert_round_trip(
 	    "{\"name\": \"hybrid-demo\", \"priority\": -7,"
 	    " \"model\": {\"d_in\": 16, \"d_model\": 48, \"d_ff\": 96, \"layers\": 12,"
@@ -215,6 +235,9 @@ static const struct bad_spec bad_specs[] = {
     {"{\"name\": \"n\", \"priority\": 1001}", "priority"},
     {"{\"name\": \"n\", \"priority\": \"high\"}", "priority"},
     {"{\"name\": \"n\", \"priority\": 1.5}", "priority"},
+    {"{\"name\": \"n\", \"time_limit_s\": -1}", "time_limit_s"},
+    {"{\"name\": \"n\", \"time_limit_s\": 31622401}", "time_limit_s"},
+    {"{\"name\": \"n\", \"time_limit_s\": \"1h\"}", "time_limit_s"},
     /* model */
     {"{\"name\": \"n\", \"model\": 3}", "model"},
     {"{\"name\": \"n\", \"model\": {\"width\": 3}}", "model.width"},
@@ -699,6 +722,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults_are_a_small_valid_trainer_job),
 	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_time_limit_only_when_set),
 	    cmocka_unit_test(test_layout_fields_and_ranks),
 	    cmocka_unit_test(test_bad_specs_name_their_field),
 	    cmocka_unit_test(test_messages_say_what_is_wrong),

@@ -1559,6 +1559,87 @@ static void test_straggler_report_and_recovery(void **state)
 	world_free(w);
 }
 
+/* time_limit_s: a running job is stopped that long after its first placement, failed with a
+ * reason that says so, its ranks asked for a checkpoint first (the step they saved named);
+ * before it, it runs on. */
+static void test_time_limit_ends_a_running_job_after_a_checkpoint(void **state)
+{
+	struct sched_world *w = world_new();
+	char dir[] = "/tmp/test_leader_limitXXXXXX", spec[1024], ranks[1024];
+	assert_non_null(mkdtemp(dir));
+	json_decref(heartbeat(w, "node-a", "[]"));
+	snprintf(spec, sizeof spec,
+	         "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"time_limit_s\":10,"
+	         "\"parallel\":{\"dp\":2},\"checkpoint\":{\"store\":\"dir:%s\"}}}",
+	         dir);
+	assert_int_equal(apply(w, "job.submit", spec), 201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	json_t *j = job(w, "j-000001");
+	int64_t started = json_integer_value(json_object_get(j, "started_ms"));
+	assert_true(started > 0);
+	json_decref(j);
+	/* the ranks' spec leaves it out: the controllers enforce it, older workers refuse it */
+	json_t *d = heartbeat(w, "node-a", "[]");
+	assert_int_equal(json_array_size(d), 2);
+	assert_non_null(json_object_get(json_object_get(json_array_get(d, 0), "spec"), "parallel"));
+	assert_null(json_object_get(json_object_get(json_array_get(d, 0), "spec"), "time_limit_s"));
+	json_decref(d);
+	running_at_step_12(ranks, sizeof ranks, 2);
+	for (int k = 0; k < 95; k++) { /* 9.5 s: within the limit */
+		json_decref(heartbeat(w, "node-a", ranks));
+		assert_int_equal(checkpoint_asked(1), 0);
+		run(w, 100);
+	}
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	int64_t asked = 0;
+	for (int k = 0; k < 20 && asked == 0; k++) {
+		json_decref(heartbeat(w, "node-a", ranks));
+		asked = checkpoint_asked(1);
+		run(w, 100);
+	}
+	assert_true(asked > 0);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_non_null(
+	    strstr(events_of(w, "j-000001", "job.waiting"), "its end waits for a checkpoint"));
+	write_manifest(dir, 13, 2);
+	json_decref(heartbeat(w, "node-a", ranks));
+	run(w, 300);
+	assert_string_equal(job_state(w, "j-000001"), "failed");
+	const char *why = events_of(w, "j-000001", "job.failed");
+	if (strstr(why, "time limit reached: time_limit_s 10 from its first placement at 20") ==
+	        NULL ||
+	    strstr(why, "; checkpoint step 13 saved first") == NULL)
+		fail_msg("job.failed: %s", why);
+	/* its ranks are stopped: node-a is told to run none */
+	d = heartbeat(w, "node-a", ranks);
+	assert_int_equal(json_array_size(d), 0);
+	json_decref(d);
+	world_free_removing(w, dir);
+}
+
+/* A job waiting to be placed again (its node died, no other) fails at its time limit, counted
+ * from its first placement, not from the restart. */
+static void test_time_limit_ends_a_restarting_job(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	assert_int_equal(
+	    apply(w, "job.submit", "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"time_limit_s\":6}}"),
+	    201);
+	run(w, 100);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	run(w, 4500); /* node-a silent: down after 3 s, the job restarting with nowhere to go */
+	assert_string_equal(job_state(w, "j-000001"), "restarting");
+	run(w, 1000);
+	assert_string_equal(job_state(w, "j-000001"), "restarting");
+	run(w, 800);
+	assert_string_equal(job_state(w, "j-000001"), "failed");
+	assert_non_null(strstr(events_of(w, "j-000001", "job.failed"),
+	                       "time limit reached: time_limit_s 6 from its first placement"));
+	world_free(w);
+}
+
 static void test_straggler_replace_moves_and_is_capped(void **state)
 {
 	struct sched_world *w = world_new();
@@ -3420,6 +3501,8 @@ int main(void)
 	    cmocka_unit_test(test_shrink_on_node_death_and_grow_back),
 	    cmocka_unit_test(test_straggler_report_and_recovery),
 	    cmocka_unit_test(test_straggler_replace_moves_and_is_capped),
+	    cmocka_unit_test(test_time_limit_ends_a_running_job_after_a_checkpoint),
+	    cmocka_unit_test(test_time_limit_ends_a_restarting_job),
 	    cmocka_unit_test(test_heartbeat_refuses_bad_input),
 	    cmocka_unit_test(test_drain_moves_the_job_without_a_restart),
 	    cmocka_unit_test(test_drain_waits_for_a_checkpoint_at_most_before_restart_s),
