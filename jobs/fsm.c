@@ -1041,6 +1041,25 @@ static json_t *op_job_submit(struct fsm *f, const struct fsm_cmd *c)
 	json_t *spec = json_object_get(c->args, "spec");
 	if (!json_is_object(spec))
 		return fsm_res_err(400, "spec", "spec: must be an object");
+	/* the jobs it waits for (spec "after") exist: a mistyped id would wait for ever */
+	size_t i;
+	json_t *dep;
+	json_array_foreach(json_object_get(spec, "after"), i, dep)
+	{
+		char state[16], owner[FSM_NAME_MAX + 1];
+		const char *dep_id = json_string_value(dep);
+		json_t *missing = dep_id != NULL ? fsm_job_lookup(f, dep_id, state, owner) : NULL;
+		if (dep_id == NULL || missing != NULL) {
+			json_decref(missing);
+			return fsm_res_err(400, "after", "after[%zu]: no job %s", i,
+			                   dep_id != NULL ? dep_id : "(not a string)");
+		}
+		if (fsm_job_state_terminal(state) && strcmp(state, "succeeded") != 0)
+			return fsm_res_err(
+			    400, "after",
+			    "after[%zu]: job %s has ended %s: this job could never start", i,
+			    dep_id, state);
+	}
 
 	int64_t seq = fsm_meta_next(f, "job_seq");
 	if (seq < 0)

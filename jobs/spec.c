@@ -557,11 +557,43 @@ static int check_debug_ranks(const struct jobspec *s, struct yard_err *err)
 	return 0;
 }
 
+/* "after": an array of at most JOBSPEC_AFTER_MAX distinct job ids ("j-" and digits). */
+static int parse_after(const json_t *root, struct jobspec *spec, struct yard_err *err)
+{
+	const json_t *after = json_object_get(root, "after"), *v;
+	size_t i;
+	if (after == NULL || json_is_null(after))
+		return 0;
+	if (!json_is_array(after))
+		return yard_err_set(err, YARD_EINVAL, "after: must be an array of job ids");
+	if (json_array_size(after) > JOBSPEC_AFTER_MAX)
+		return yard_err_set(err, YARD_EINVAL, "after: %zu jobs, at most %d",
+		                    json_array_size(after), JOBSPEC_AFTER_MAX);
+	json_array_foreach(after, i, v)
+	{
+		const char *id = json_string_value(v);
+		size_t n = id != NULL ? strlen(id) : 0, d = 2;
+		while (d < n && id[d] >= '0' && id[d] <= '9')
+			d++;
+		if (id == NULL || n < 3 || n > JOBSPEC_JOB_ID_MAX || strncmp(id, "j-", 2) != 0 ||
+		    d != n)
+			return yard_err_set(err, YARD_EINVAL,
+			                    "after[%zu]: must be a job id like j-000001", i);
+		for (int k = 0; k < spec->n_after; k++)
+			if (strcmp(spec->after[k], id) == 0)
+				return yard_err_set(err, YARD_EINVAL,
+				                    "after[%zu]: %s is listed twice", i, id);
+		snprintf(spec->after[spec->n_after++], sizeof spec->after[0], "%s", id);
+	}
+	return 0;
+}
+
 static int parse_all(const json_t *root, struct jobspec *spec, struct yard_err *err)
 {
-	static const char *const keys[] = {
-	    "name",     "priority",  "model",      "train",   "command", "ranks",        "env",
-	    "parallel", "resources", "checkpoint", "failure", "debug",   "time_limit_s", NULL};
+	static const char *const keys[] = {"name",         "priority",   "model",   "train",
+	                                   "command",      "ranks",      "env",     "parallel",
+	                                   "resources",    "checkpoint", "failure", "debug",
+	                                   "time_limit_s", "after",      NULL};
 	const json_t *model, *train, *env, *resources, *checkpoint, *failure, *debug;
 	json_t *command, *parallel, *ranks;
 	int rc;
@@ -572,6 +604,7 @@ static int parse_all(const json_t *root, struct jobspec *spec, struct yard_err *
 	    (rc = get_int(root, "", "priority", -1000, 1000, &spec->priority, err)) ||
 	    (rc = get_int(root, "", "time_limit_s", 0, JOBSPEC_TIME_LIMIT_MAX_S,
 	                  &spec->time_limit_s, err)) ||
+	    (rc = parse_after(root, spec, err)) ||
 	    (rc = get_object(root, "", "model", &model, err)) ||
 	    (rc = get_object(root, "", "train", &train, err)) ||
 	    (rc = get_object(root, "", "env", &env, err)) ||
@@ -817,6 +850,12 @@ json_t *jobspec_to_json(const struct jobspec *s)
 	put_int(o, "priority", s->priority);
 	if (s->time_limit_s > 0) /* only when set: members built before it refuse the key */
 		put_int(o, "time_limit_s", s->time_limit_s);
+	if (s->n_after > 0) { /* the same */
+		x = json_array();
+		for (int i = 0; i < s->n_after; i++)
+			json_array_append_new(x, json_string(s->after[i]));
+		json_object_set_new_nocheck(o, "after", x);
+	}
 	if (s->ranks > 0)
 		put_int(o, "ranks", s->ranks);
 	x = json_object();

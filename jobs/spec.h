@@ -15,6 +15,8 @@
 
 #define JOBSPEC_NAME_MAX 63
 #define JOBSPEC_TIME_LIMIT_MAX_S (366 * 86400)
+#define JOBSPEC_AFTER_MAX 16  /* jobs a job may wait for */
+#define JOBSPEC_JOB_ID_MAX 23 /* "j-" and up to 21 digits */
 #define JOBSPEC_PATH_MAX 255
 #define JOBSPEC_ARGV_MAX 64
 #define JOBSPEC_ENV_MAX 64
@@ -116,6 +118,10 @@ struct jobspec {
 	/* 0..JOBSPEC_TIME_LIMIT_MAX_S, 0 = none: the job fails this long after its first
 	 * placement (restarts and waits included), its ranks asked for a checkpoint first */
 	int time_limit_s;
+	/* "after": jobs (ids) that must all succeed before this one is placed; it fails when
+	 * one of them fails, is cancelled or is deleted */
+	char after[JOBSPEC_AFTER_MAX][JOBSPEC_JOB_ID_MAX + 1];
+	int n_after;
 	int is_command; /* 1: run `command` with torchrun-style env; 0: built-in trainer */
 	int argc;
 	char *argv[JOBSPEC_ARGV_MAX + 1]; /* owned, NULL-terminated */

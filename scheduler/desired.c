@@ -187,8 +187,10 @@ static int job_parts_init(struct job_parts *p, const json_t *job, const json_t *
 			return -1;
 		}
 	}
-	/* the controllers enforce the time limit; workers built before it would refuse the key */
+	/* the controllers enforce the time limit and the jobs waited for; workers built before
+	 * them would refuse the keys */
 	json_object_del(p->run_spec, "time_limit_s");
+	json_object_del(p->run_spec, "after");
 	char ckpt[1024];
 	p->controller_store =
 	    desired_ckpt_dir(

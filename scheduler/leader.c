@@ -157,6 +157,8 @@ struct soft_job {
 	struct place_request req;
 	int world, is_command, max_restarts, hang_timeout_s, first_step_timeout_s;
 	int time_limit_s; /* the spec's; 0: none (time_left_ms) */
+	json_t *after;    /* the spec's "after" (job ids), NULL without; after_met */
+	unsigned after_met; /* bit i: after[i] has succeeded */
 	int run_world; /* ranks of the running generation (a shrunk dp has fewer than world) */
 	/* parallel "auto": planned at placement until a plan is committed with it */
 	int is_auto;
@@ -662,6 +664,14 @@ static void job_parse(struct soft_job *j, const json_t *job)
 	j->hang_timeout_s = js.failure.hang_timeout_s;
 	j->first_step_timeout_s = js.failure.first_step_timeout_s;
 	j->time_limit_s = js.time_limit_s;
+	json_decref(j->after);
+	j->after = NULL;
+	j->after_met = 0;
+	if (js.n_after > 0) {
+		j->after = json_array();
+		for (int i = 0; i < js.n_after; i++)
+			json_array_append_new(j->after, json_string(js.after[i]));
+	}
 	j->straggler_policy = (int)js.failure.straggler_policy;
 	j->straggler =
 	    (struct straggler_params){.threshold = js.failure.straggler_threshold,
@@ -763,7 +773,8 @@ static void job_release(struct soft_job *j)
 	json_decref(j->spec);
 	json_decref(j->plan);
 	json_decref(j->spec_view);
-	j->spec = j->plan = j->spec_view = NULL;
+	json_decref(j->after);
+	j->spec = j->plan = j->spec_view = j->after = NULL;
 	free(j->shrink_dp);
 	j->shrink_dp = NULL;
 	j->n_shrink_dp = 0;
@@ -3347,6 +3358,53 @@ static void compact_jobs(struct sched *s)
  * A pass reads the jobs' keys, and a job itself only when its row changed, it runs (full
  * passes), restarts, or is among the candidates placed: the first cfg.queue_depth pending
  * jobs in queue order, or every one in a deep pass (at most a second apart). */
+/* Whether every job pending job j waits for (spec "after") has succeeded. While one is
+ * active, j's reason names it; when one has ended otherwise (failed, cancelled, deleted), j
+ * fails saying which. Jobs found succeeded are remembered (after_met). */
+static int after_met(struct sched *s, struct soft_job *j)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(j->after, i, v)
+	{
+		const char *id = json_string_value(v);
+		if (j->after_met & (1u << i))
+			continue;
+		struct soft_job *dep = job_find(s, id);
+		if (dep != NULL && key_of(s, dep)->kind != JK_NONE) {
+			snprintf(j->reason, sizeof j->reason,
+			         "waits for job %s (%s) to succeed (after)", id, dep->state);
+			return 0;
+		}
+		struct yard_err err = {0};
+		json_t *row = fsm_job_get(s->fsm, id, &err);
+		const char *state = json_string_value(json_object_get(row, "state"));
+		if (state != NULL && strcmp(state, "succeeded") == 0) {
+			j->after_met |= 1u << i;
+			json_decref(row);
+			continue;
+		}
+		if (state != NULL && strcmp(state, "failed") != 0 &&
+		    strcmp(state, "cancelled") != 0) { /* active, not read by this leader yet */
+			snprintf(j->reason, sizeof j->reason,
+			         "waits for job %s (%s) to succeed (after)", id, state);
+			json_decref(row);
+			return 0;
+		}
+		char reason[256];
+		snprintf(reason, sizeof reason, "job %s it waited for (after) %s%s", id,
+		         state != NULL ? "ended " : "was deleted", state != NULL ? state : "");
+		json_decref(row);
+		log_info("scheduler: job %s: %s", j->id, reason);
+		propose_job(s, j, "job.finish",
+		            json_pack("{s:s,s:I,s:s,s:s}", "id", j->id, "generation",
+		                      (json_int_t)j->generation, "state", "failed", "reason",
+		                      reason));
+		return 0;
+	}
+	return 1;
+}
+
 static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int full)
 {
 	if (refresh_jobs(s) != 0) {
@@ -3465,7 +3523,7 @@ static void run_jobs(struct sched *s, const json_t *nodes, uint64_t now, int ful
 				j->layout = fsm_job_layout(s->fsm, j->id);
 			check_running(s, j, j->layout, nodes_by_id, now);
 		} else if (key->kind == JK_PENDING) {
-			if (!key->proposing)
+			if (!key->proposing && (j->after == NULL || after_met(s, j)))
 				buf[n_pend++] = k;
 		} else if (check_restarting(s, j, j->row, nodes_by_id, now)) {
 			buf[s->n_jobs - ++n_restart] = k;
@@ -5152,12 +5210,12 @@ int sched_admit(struct sched *s, char *why, size_t why_len)
  * queue: only with nothing waiting there (a job placed here would overtake it), in the
  * view of the last pass less what was placed since (never a device that view gives to
  * another job; exits since then are not counted, a conservative view), with no submission
- * ahead of it going through the queue. */
+ * ahead of it going through the queue; not a job that waits for others (spec "after"). */
 static json_t *place_submission(struct sched *s, const struct jobspec *spec)
 {
 	if (!s->io.is_ready(s->io.data) || s->resync_rowids != NULL || s->jobs_resync ||
 	    !s->busy_built || s->busy_nodes_version != s->nodes_version || s->busy == NULL ||
-	    s->queue_waiting > 0 || s->slow_applied || spec->parallel.is_auto)
+	    s->queue_waiting > 0 || s->slow_applied || spec->parallel.is_auto || spec->n_after > 0)
 		return NULL;
 	for (int i = 0; i < s->n_subs - 1; i++) /* the last one is this submission */
 		if (s->subs[i].ranks == NULL && s->subs[i].epoch == s->epoch)

@@ -2,7 +2,7 @@
 # test_jobs.sh: command jobs on one controller and two agents (4 CPU devices each), real
 # processes on 127.0.0.1: the torchrun environment of every rank, gang scheduling with a
 # visible pending reason, restart after a crash and after a hang, max_restarts, cancel
-# (every rank's process gone), a time limit, an agent restart re-adopting its ranks, and the agent
+# (every rank's process gone), a time limit, "after", an agent restart re-adopting its ranks, and the agent
 # protocol's authorisation and bad input.
 . "$(dirname "$0")/lib.sh"
 
@@ -202,6 +202,19 @@ has_event 1 "$LJ" "job.failed: .*time limit reached: time_limit_s 3 from its fir
 lgone() { for p in $lpids; do ! alive "$p" || return 1; done; }
 wait_until 10 lgone || fail "ranks still running after the time limit: $lpids"
 note "a job failed at its time_limit_s of 3 s, ranks stopped"
+# "after": a job placed only once the job it names has succeeded, waiting with a reason
+submit 1 "{\"name\":\"first\",\"ranks\":1,$(cmd sleep 2)}"
+AJ=$JOB
+submit 1 "{\"name\":\"second\",\"ranks\":1,$(cmd sleep 0),\"after\":[\"$AJ\"]}"
+BJ=$JOB
+second_waits() { job_field 1 "$BJ" '["reason"]' | grep -q "waits for job $AJ (.*) to succeed (after)"; }
+wait_until 5 second_waits && [ "$(job_field 1 "$AJ" '["state"]')" = running ] ||
+	fail "second while first runs: $(job_field 1 "$BJ" '') / first $(job_field 1 "$AJ" '["state"]')"
+wait_until 20 job_state_is 1 "$BJ" succeeded || fail "second: $(events_of 1 "$BJ")"
+[ "$(job_field 1 "$AJ" '["state"]')" = succeeded ] || fail "second ran before first ended"
+[ "$(job_field 1 "$BJ" '["started_ms"]')" -ge "$(job_field 1 "$AJ" '["updated_ms"]')" ] ||
+	fail "second started before first succeeded: $(job_field 1 "$BJ" '["started_ms"]') < $(job_field 1 "$AJ" '["updated_ms"]')"
+note "a job with after: [$AJ] started once $AJ succeeded"
 
 # ---- 6. cancel while running: every rank's process is gone ----
 submit 1 "{\"name\":\"cancel-me\",\"ranks\":5,$(cmd sleep 60)}"

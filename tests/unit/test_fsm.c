@@ -1343,6 +1343,43 @@ static void test_submitted_specs_are_kept_until_read(void **state)
 	fsm_close(&a);
 }
 
+/* A job's spec "after" names jobs that exist and have not failed or been cancelled: a
+ * mistyped id or a job that already failed would keep it waiting for ever. */
+static void test_submit_after_checks_the_jobs(void **state)
+{
+	struct fsm f;
+	struct yard_err err = {0};
+	const json_t *r;
+	assert_int_equal(fsm_init(&f, &err), 0);
+	assert_int_equal(apply(&f, "job.submit", "{\"name\":\"a\",\"spec\":{\"name\":\"a\"}}", NULL,
+	                       T0, "alice", "user", &r),
+	                 201);
+	assert_int_equal(apply(&f, "job.submit",
+	                       "{\"name\":\"b\",\"spec\":{\"name\":\"b\",\"after\":[\"j-000001\","
+	                       "\"j-000009\"]}}",
+	                       NULL, T0, "alice", "user", &r),
+	                 400);
+	assert_string_equal(json_string_value(json_object_get(r, "field")), "after");
+	assert_string_equal(json_string_value(json_object_get(r, "error")),
+	                    "after[1]: no job j-000009");
+	assert_int_equal(
+	    apply(&f, "job.submit",
+	          "{\"name\":\"b\",\"spec\":{\"name\":\"b\",\"after\":[\"j-000001\"]}}", NULL, T0,
+	          "alice", "user", &r),
+	    201);
+	assert_int_equal(
+	    apply(&f, "job.cancel", "{\"id\":\"j-000001\"}", NULL, T0, "alice", "user", &r), 200);
+	assert_int_equal(
+	    apply(&f, "job.submit",
+	          "{\"name\":\"c\",\"spec\":{\"name\":\"c\",\"after\":[\"j-000001\"]}}", NULL, T0,
+	          "alice", "user", &r),
+	    400);
+	assert_string_equal(
+	    json_string_value(json_object_get(r, "error")),
+	    "after[0]: job j-000001 has ended cancelled: this job could never start");
+	fsm_close(&f);
+}
+
 /* A token created with ttl_s works until its command's time plus ttl_s, then is refused by
  * name with when it expired, also when the cache remembers it; the list shows the expiry; a
  * bad ttl_s is refused by name; an image from before expiry gets the column. */
@@ -2081,6 +2118,7 @@ int main(void)
 	    cmocka_unit_test(test_submitted_specs_are_kept_until_read),
 	    cmocka_unit_test(test_auth_cache_follows_tokens_and_nodes),
 	    cmocka_unit_test(test_token_expiry),
+	    cmocka_unit_test(test_submit_after_checks_the_jobs),
 	    cmocka_unit_test(test_request_id_dedup_returns_original_result),
 	    cmocka_unit_test(test_garbage_and_business_errors_are_results_that_change_nothing),
 	    cmocka_unit_test(test_event_hash_chain_links_and_detects_tampering),

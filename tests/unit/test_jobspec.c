@@ -142,6 +142,15 @@ static void test_time_limit_only_when_set(void **state)
 	assert_int_equal(spec.time_limit_s, 90);
 	j = jobspec_to_json(&spec);
 	assert_int_equal(json_integer_value(json_object_get(j, "time_limit_s")), 90);
+	assert_null(json_object_get(j, "after"));
+	json_decref(j);
+	jobspec_free(&spec);
+	parse_ok("{\"name\": \"d\", \"after\": [\"j-000007\"]}", &spec);
+	assert_int_equal(spec.n_after, 1);
+	assert_string_equal(spec.after[0], "j-000007");
+	j = jobspec_to_json(&spec);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "after"), 0)),
+	                    "j-000007");
 	json_decref(j);
 	jobspec_free(&spec);
 }
@@ -150,6 +159,7 @@ static void test_round_trip(void **state)
 {
 	assert_round_trip("{\"name\": \"d\"}");
 	assert_round_trip("{\"name\": \"d\", \"time_limit_s\": 3600}");
+	assert_round_trip("{\"name\": \"d\", \"after\": [\"j-000002\", \"j-000001\"]}");
 	assert_round_trip(
 	    "{\"name\": \"hybrid-demo\", \"priority\": -7,"
 	    " \"model\": {\"d_in\": 16, \"d_model\": 48, \"d_ff\": 96, \"layers\": 12,"
@@ -238,6 +248,15 @@ static const struct bad_spec bad_specs[] = {
     {"{\"name\": \"n\", \"time_limit_s\": -1}", "time_limit_s"},
     {"{\"name\": \"n\", \"time_limit_s\": 31622401}", "time_limit_s"},
     {"{\"name\": \"n\", \"time_limit_s\": \"1h\"}", "time_limit_s"},
+    {"{\"name\": \"n\", \"after\": \"j-000001\"}", "after"},
+    {"{\"name\": \"n\", \"after\": [1]}", "after[0]"},
+    {"{\"name\": \"n\", \"after\": [\"j-000001\", \"job-2\"]}", "after[1]"},
+    {"{\"name\": \"n\", \"after\": [\"j-\"]}", "after[0]"},
+    {"{\"name\": \"n\", \"after\": [\"j-12x\"]}", "after[0]"},
+    {"{\"name\": \"n\", \"after\": [\"j-000001\", \"j-000001\"]}", "after[1]"},
+    {"{\"name\": \"n\", \"after\": [\"j-1\",\"j-2\",\"j-3\",\"j-4\",\"j-5\",\"j-6\",\"j-7\","
+     "\"j-8\",\"j-9\",\"j-10\",\"j-11\",\"j-12\",\"j-13\",\"j-14\",\"j-15\",\"j-16\",\"j-17\"]}",
+     "after"},
     /* model */
     {"{\"name\": \"n\", \"model\": 3}", "model"},
     {"{\"name\": \"n\", \"model\": {\"width\": 3}}", "model.width"},

@@ -1559,6 +1559,78 @@ static void test_straggler_report_and_recovery(void **state)
 	world_free(w);
 }
 
+#define CMD_JOB(name, extra)                                                                       \
+	"{\"name\":\"" name "\",\"spec\":{\"name\":\"" name "\",\"command\":[\"x\"],\"ranks\":1,"  \
+	"\"failure\":{\"max_restarts\":0}" extra "}}"
+
+/* The pending reason of job id as the leader shows it. */
+static const char *reason_of(struct sched_world *w, const char *id)
+{
+	static char text[512];
+	json_t *j = job(w, id);
+	sched_overlay_job(w->sched, j);
+	snprintf(text, sizeof text, "%s", json_string_value(json_object_get(j, "reason")));
+	json_decref(j);
+	return text;
+}
+
+/* Rank 0 of generation 1 of job id exits with code, reported by its node; 300 ms pass. */
+static void rank0_exits(struct sched_world *w, const char *id, int code)
+{
+	char node[64], report[256];
+	first_node(w, id, node, sizeof node);
+	snprintf(report, sizeof report,
+	         "[{\"job\":\"%s\",\"rank\":0,\"generation\":1,\"state\":\"exited\","
+	         "\"exit_code\":%d}]",
+	         id, code);
+	json_decref(heartbeat(w, node, report));
+	run(w, 300);
+}
+
+/* A job with "after" is placed only once every job it lists has succeeded, and fails when
+ * one of them fails; while it waits its reason names the job and it takes no devices. */
+static void test_after_waits_for_success_and_fails_with_a_failure(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]"));
+	assert_int_equal(apply(w, "job.submit", CMD_JOB("a", "")), 201);
+	assert_int_equal(apply(w, "job.submit", CMD_JOB("x", "")), 201);
+	assert_int_equal(apply(w, "job.submit", CMD_JOB("b", ",\"after\":[\"j-000001\"]")), 201);
+	assert_int_equal(
+	    apply(w, "job.submit", CMD_JOB("c", ",\"after\":[\"j-000001\",\"j-000002\"]")), 201);
+	assert_int_equal(apply(w, "job.submit", CMD_JOB("d", "")), 201);
+	run(w, 300);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_string_equal(job_state(w, "j-000002"), "running");
+	assert_string_equal(job_state(w, "j-000003"), "pending");
+	assert_string_equal(job_state(w, "j-000004"), "pending");
+	/* a job behind them is not held up: it takes a device they do not */
+	assert_string_equal(job_state(w, "j-000005"), "running");
+	assert_string_equal(reason_of(w, "j-000003"),
+	                    "waits for job j-000001 (running) to succeed (after)");
+	/* a succeeds: b is placed; c still waits for x */
+	rank0_exits(w, "j-000001", 0);
+	assert_string_equal(job_state(w, "j-000001"), "succeeded");
+	assert_string_equal(job_state(w, "j-000003"), "running");
+	assert_string_equal(job_state(w, "j-000004"), "pending");
+	assert_string_equal(reason_of(w, "j-000004"),
+	                    "waits for job j-000002 (running) to succeed (after)");
+	/* x fails: c fails, naming it */
+	rank0_exits(w, "j-000002", 3);
+	assert_string_equal(job_state(w, "j-000002"), "failed");
+	assert_string_equal(job_state(w, "j-000004"), "failed");
+	assert_non_null(strstr(events_of(w, "j-000004", "job.failed"),
+	                       "job j-000002 it waited for (after) ended failed"));
+	/* submitting after a failed job, or an unknown one, is refused (test_fsm: by name) */
+	assert_int_equal(apply(w, "job.submit", CMD_JOB("e", ",\"after\":[\"j-000002\"]")), 400);
+	assert_int_equal(apply(w, "job.submit", CMD_JOB("e", ",\"after\":[\"j-000099\"]")), 400);
+	/* after a job that already succeeded: placed as any other */
+	assert_int_equal(apply(w, "job.submit", CMD_JOB("f", ",\"after\":[\"j-000001\"]")), 201);
+	run(w, 300);
+	assert_string_equal(job_state(w, "j-000006"), "running");
+	world_free(w);
+}
+
 /* time_limit_s: a running job is stopped that long after its first placement, failed with a
  * reason that says so, its ranks asked for a checkpoint first (the step they saved named);
  * before it, it runs on. */
@@ -3485,6 +3557,7 @@ int main(void)
 	    cmocka_unit_test(test_failed_proposals_are_summarised_in_the_log),
 	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),
 	    cmocka_unit_test(test_a_pass_flushes_proposals_before_it_runs),
+	    cmocka_unit_test(test_after_waits_for_success_and_fails_with_a_failure),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
 	    cmocka_unit_test(test_first_step_timeout),
