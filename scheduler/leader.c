@@ -3358,6 +3358,30 @@ static void compact_jobs(struct sched *s)
  * A pass reads the jobs' keys, and a job itself only when its row changed, it runs (full
  * passes), restarts, or is among the candidates placed: the first cfg.queue_depth pending
  * jobs in queue order, or every one in a deep pass (at most a second apart). */
+/* Whether soft job k is a pending job that names others in its spec's "after" (a job placed
+ * once waits for nothing more). */
+static int waits_for_others(const struct sched *s, int k)
+{
+	return s->jobs[k].after != NULL && !s->keys[k].dead && s->keys[k].kind == JK_PENDING;
+}
+
+int sched_job_awaited_by(struct sched *s, const char *id, char *out, size_t out_len)
+{
+	if (!s->leading)
+		return 0;
+	for (int k = 0; k < s->n_jobs; k++) {
+		const struct soft_job *j = &s->jobs[k];
+		if (!waits_for_others(s, k))
+			continue;
+		for (size_t i = 0; i < json_array_size(j->after); i++)
+			if (strcmp(json_string_value(json_array_get(j->after, i)), id) == 0) {
+				snprintf(out, out_len, "%s", j->id);
+				return 1;
+			}
+	}
+	return 0;
+}
+
 /* Whether every job pending job j waits for (spec "after") has succeeded. While one is
  * active, j's reason names it; when one has ended otherwise (failed, cancelled, deleted), j
  * fails saying which. Jobs found succeeded are remembered (after_met). */
@@ -3779,6 +3803,24 @@ static void collect_ended(struct sched *s, uint64_t now)
 	s->last_collect_ms = now;
 	int64_t before_ms = wall_now(s) - retention_s * 1000;
 	json_t *ids = fsm_jobs_collectable(s->fsm, before_ms, FSM_COLLECT_MAX);
+	/* kept while a pending job waits for them (sched_job_awaited_by), one walk of the jobs */
+	json_t *awaited = NULL;
+	for (int k = 0; ids != NULL && k < s->n_jobs; k++) {
+		const struct soft_job *j = &s->jobs[k];
+		if (!waits_for_others(s, k))
+			continue;
+		if (awaited == NULL)
+			awaited = json_object();
+		for (size_t i = 0; i < json_array_size(j->after); i++)
+			json_object_set(awaited, json_string_value(json_array_get(j->after, i)),
+			                json_true());
+	}
+	for (size_t i = 0; awaited != NULL && i < json_array_size(ids);)
+		if (json_object_get(awaited, json_string_value(json_array_get(ids, i))) != NULL)
+			json_array_remove(ids, i);
+		else
+			i++;
+	json_decref(awaited);
 	if (ids == NULL || json_array_size(ids) == 0) {
 		json_decref(ids);
 		return;

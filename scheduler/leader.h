@@ -194,6 +194,12 @@ int sched_node_nudged(struct sched *s, const char *node);
  * leader does not know of it. -1 with err: not leading (YARD_ENOTLEADER), no such node
  * (YARD_ENOTFOUND), the node down (YARD_EBUSY). */
 int sched_node_probe(struct sched *s, const char *node, int64_t *request, struct yard_err *err);
+
+/* The id of an active job that waits for job id (spec "after") into out, 1; 0 when none
+ * does (or this member does not lead: its soft jobs are not kept). Ended jobs waited for
+ * are neither deleted (the API refuses) nor collected (job_retention_s) meanwhile: a new
+ * leader would take one gone for one that did not succeed. */
+int sched_job_awaited_by(struct sched *s, const char *id, char *out, size_t out_len);
 /* 1 when this leader heard the node's agent less than node_suspect_ms ago (*ago_ms says
  * when); 0 when not, or not since it leads. */
 int sched_node_live(struct sched *s, const char *node, int64_t *ago_ms);

@@ -477,6 +477,15 @@ static void h_jobs_cancel(struct call *call)
 
 static void h_jobs_delete(struct call *call)
 {
+	char waiter[FSM_ID_MAX];
+	if (call->s->sched != NULL &&
+	    sched_job_awaited_by(call->s->sched, call->params[0], waiter, sizeof waiter)) {
+		call_error(call, 409, NULL,
+		           "job %s is waited for by job %s (its spec's \"after\"): delete it once "
+		           "%s has been placed or has ended",
+		           call->params[0], waiter, waiter);
+		return;
+	}
 	call_submit(call, "job.delete", json_pack("{s:s}", "id", call->params[0]),
 	            call_answer_result);
 }

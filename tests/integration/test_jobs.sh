@@ -203,18 +203,33 @@ lgone() { for p in $lpids; do ! alive "$p" || return 1; done; }
 wait_until 10 lgone || fail "ranks still running after the time limit: $lpids"
 note "a job failed at its time_limit_s of 3 s, ranks stopped"
 # "after": a job placed only once the job it names has succeeded, waiting with a reason
-submit 1 "{\"name\":\"first\",\"ranks\":1,$(cmd sleep 2)}"
+submit 1 "{\"name\":\"first\",\"ranks\":1,$(cmd wait first.done)}"
 AJ=$JOB
 submit 1 "{\"name\":\"second\",\"ranks\":1,$(cmd sleep 0),\"after\":[\"$AJ\"]}"
 BJ=$JOB
 second_waits() { job_field 1 "$BJ" '["reason"]' | grep -q "waits for job $AJ (.*) to succeed (after)"; }
 wait_until 5 second_waits && [ "$(job_field 1 "$AJ" '["state"]')" = running ] ||
 	fail "second while first runs: $(job_field 1 "$BJ" '') / first $(job_field 1 "$AJ" '["state"]')"
+touch "$T/first.done"
 wait_until 20 job_state_is 1 "$BJ" succeeded || fail "second: $(events_of 1 "$BJ")"
 [ "$(job_field 1 "$AJ" '["state"]')" = succeeded ] || fail "second ran before first ended"
 [ "$(job_field 1 "$BJ" '["started_ms"]')" -ge "$(job_field 1 "$AJ" '["updated_ms"]')" ] ||
 	fail "second started before first succeeded: $(job_field 1 "$BJ" '["started_ms"]') < $(job_field 1 "$AJ" '["updated_ms"]')"
 note "a job with after: [$AJ] started once $AJ succeeded"
+# a job waited for is not deleted while the job that waits for it is pending
+submit 1 "{\"name\":\"quick\",\"ranks\":1,$(cmd sleep 0)}"
+QJ=$JOB
+submit 1 "{\"name\":\"slow\",\"ranks\":1,$(cmd wait slow.done)}"
+SJ=$JOB
+submit 1 "{\"name\":\"both\",\"ranks\":1,$(cmd sleep 0),\"after\":[\"$QJ\",\"$SJ\"]}"
+WJ=$JOB
+wait_until 10 job_state_is 1 "$QJ" succeeded || fail "quick: $(events_of 1 "$QJ")"
+call DELETE 1 "/v1/jobs/$QJ"
+[ "$CODE" = 409 ] && echo "$BODY" | grep -qF "job $QJ is waited for by job $WJ" || fail "deleting $QJ that $WJ waits for: $CODE $BODY"
+touch "$T/slow.done"
+wait_until 20 job_state_is 1 "$WJ" succeeded || fail "both: $(events_of 1 "$WJ")"
+call DELETE 1 "/v1/jobs/$QJ"
+[ "$CODE" = 200 ] || fail "deleting $QJ once $WJ ran: $CODE $BODY"
 
 # ---- 6. cancel while running: every rank's process is gone ----
 submit 1 "{\"name\":\"cancel-me\",\"ranks\":5,$(cmd sleep 60)}"

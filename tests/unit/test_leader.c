@@ -1615,12 +1615,18 @@ static void test_after_waits_for_success_and_fails_with_a_failure(void **state)
 	assert_string_equal(job_state(w, "j-000004"), "pending");
 	assert_string_equal(reason_of(w, "j-000004"),
 	                    "waits for job j-000002 (running) to succeed (after)");
+	/* a, ended, is kept while c waits for it (not deleted, not collected) */
+	char waiter[32] = "";
+	assert_int_equal(sched_job_awaited_by(w->sched, "j-000001", waiter, sizeof waiter), 1);
+	assert_string_equal(waiter, "j-000004");
+	assert_int_equal(sched_job_awaited_by(w->sched, "j-000005", waiter, sizeof waiter), 0);
 	/* x fails: c fails, naming it */
 	rank0_exits(w, "j-000002", 3);
 	assert_string_equal(job_state(w, "j-000002"), "failed");
 	assert_string_equal(job_state(w, "j-000004"), "failed");
 	assert_non_null(strstr(events_of(w, "j-000004", "job.failed"),
 	                       "job j-000002 it waited for (after) ended failed"));
+	assert_int_equal(sched_job_awaited_by(w->sched, "j-000001", waiter, sizeof waiter), 0);
 	/* submitting after a failed job, or an unknown one, is refused (test_fsm: by name) */
 	assert_int_equal(apply(w, "job.submit", CMD_JOB("e", ",\"after\":[\"j-000002\"]")), 400);
 	assert_int_equal(apply(w, "job.submit", CMD_JOB("e", ",\"after\":[\"j-000099\"]")), 400);
