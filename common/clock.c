@@ -2,6 +2,7 @@
 #include "common/clock.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <time.h>
 
 uint64_t yard_now_mono_ns(void)
@@ -25,4 +26,14 @@ void yard_sleep_ms(uint64_t ms)
 	struct timespec req = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&req, &req) != 0 && errno == EINTR)
 		;
+}
+
+void yard_format_utc(int64_t epoch_ms, char *out, size_t out_len)
+{
+	time_t t = (time_t)(epoch_ms / 1000);
+	struct tm tm;
+	if (out_len == 0)
+		return;
+	if (gmtime_r(&t, &tm) == NULL || strftime(out, out_len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(out, out_len, "?");
 }

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/common.h"
 #include "jobs/fsm.h"
@@ -437,11 +436,8 @@ static void auth_remember(struct fsm *f, const char *hash_hex, const char *role,
 /* "token t-000003 (ci) expired at 2026-12-02T10:26:15Z" */
 static int token_expired(const char *id, const char *name, int64_t expires_ms, struct yard_err *err)
 {
-	time_t t = (time_t)(expires_ms / 1000);
-	struct tm tm;
-	char when[32] = "?";
-	if (gmtime_r(&t, &tm) != NULL)
-		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	char when[32];
+	yard_format_utc(expires_ms, when, sizeof when);
 	return yard_err_set(err, YARD_EPERM, "token %s (%s) expired at %s", id, name, when);
 }
 

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #ifdef __GLIBC__
 #include <malloc.h> /* malloc_trim */
 #endif
@@ -1587,11 +1586,8 @@ static int end_at_time_limit(struct sched *s, struct soft_job *j, const json_t *
 {
 	char reason[256];
 	int64_t started = json_integer_value(json_object_get(j->row, "started_ms"));
-	time_t t = (time_t)(started / 1000);
-	struct tm tm;
-	char when[32] = "?";
-	if (gmtime_r(&t, &tm) != NULL)
-		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	char when[32];
+	yard_format_utc(started, when, sizeof when);
 	snprintf(reason, sizeof reason,
 	         "time limit reached: time_limit_s %d from its first placement at %s",
 	         j->time_limit_s, when);

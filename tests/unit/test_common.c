@@ -18,6 +18,18 @@
 #include "common/grow.h"
 #include "common/hist.h"
 
+/* yard_format_utc: the UTC time the API's messages name (a token's expiry, a time limit) */
+static void test_format_utc(void **state)
+{
+	char out[32];
+	yard_format_utc(0, out, sizeof out);
+	assert_string_equal(out, "1970-01-01T00:00:00Z");
+	yard_format_utc(1764670132999, out, sizeof out); /* milliseconds are cut, not rounded */
+	assert_string_equal(out, "2025-12-02T10:08:52Z");
+	yard_format_utc(0, out, 8); /* too small: says so rather than half a time */
+	assert_string_equal(out, "?");
+}
+
 static void test_parse_rejects_oversized_body(void **state)
 {
 	struct yard_err err = {0};
@@ -766,6 +778,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_utf8_valid_and_sanitize),
+	    cmocka_unit_test(test_format_utc),
 	    cmocka_unit_test(test_parse_rejects_oversized_body),
 	    cmocka_unit_test(test_dumps_compact_matches_jansson),
 	    cmocka_unit_test(test_loadb_reads_what_jansson_reads),
