@@ -3,6 +3,7 @@ noinst_LIBRARIES += scheduler/libsched.a
 scheduler_libsched_a_SOURCES = \
 	scheduler/place.c scheduler/place.h \
 	scheduler/queue.c scheduler/queue.h \
+	scheduler/eta.c scheduler/eta.h \
 	scheduler/desired.c scheduler/desired_whole.c scheduler/desired.h \
 	scheduler/idindex.c scheduler/idindex.h \
 	scheduler/straggler.c scheduler/straggler.h \
@@ -19,6 +20,12 @@ tests_unit_test_place_SOURCES = tests/unit/test_place.c
 tests_unit_test_place_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_place_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
 TESTS += tests/unit/test_place
+
+check_PROGRAMS += tests/unit/test_eta
+tests_unit_test_eta_SOURCES = tests/unit/test_eta.c
+tests_unit_test_eta_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_eta_LDADD = scheduler/libsched.a common/libcommon.a $(CMOCKA_LIBS) $(JANSSON_LIBS)
+TESTS += tests/unit/test_eta
 
 check_PROGRAMS += tests/unit/test_idindex
 tests_unit_test_idindex_SOURCES = tests/unit/test_idindex.c
