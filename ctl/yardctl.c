@@ -684,10 +684,9 @@ static void print_stragglers(const json_t *j)
 
 static void print_job(const struct ctl *x, const json_t *j)
 {
-	static const char *const keys[] = {"id",         "name",   "state",  "queue_position",
-	                                   "priority",   "step",   "loss",   "restarts",
-	                                   "generation", "reason", "growth", "actor",
-	                                   NULL};
+	static const char *const keys[] = {"id",     "name",  "state",    "position",   "priority",
+	                                   "step",   "loss",  "restarts", "generation", "reason",
+	                                   "growth", "actor", NULL};
 	char b[512];
 	for (int i = 0; keys[i]; i++)
 		if (json_object_get(j, keys[i]) != NULL)
@@ -704,6 +703,16 @@ static void print_job(const struct ctl *x, const json_t *j)
 			ctl_format_time(json_integer_value(v), b, sizeof b);
 			printf("%-14s %s\n", times[i][1], b);
 		}
+	}
+	/* a waiting job's start estimate (the leader's; GET /v1/jobs/ID) */
+	json_t *estimate = json_object_get(j, "estimated_start_ms");
+	if (json_is_integer(estimate)) {
+		char in[32];
+		ctl_format_time(json_integer_value(estimate), b, sizeof b);
+		ctl_format_age(json_integer_value(estimate) - yard_now_wall_ms(), in, sizeof in);
+		printf("%-14s %s (in %s): %s\n", "start estimate", b, in, str(j, "estimate"));
+	} else if (str(j, "estimate") != NULL) {
+		printf("%-14s %s\n", "start estimate", str(j, "estimate"));
 	}
 	json_t *spec = json_object_get(j, "spec");
 	json_t *limit = json_object_get(spec, "time_limit_s");

@@ -22,6 +22,7 @@
 #include "jobs/spec.h"
 #include "scheduler/autoplan.h"
 #include "scheduler/desired.h"
+#include "scheduler/eta.h"
 #include "scheduler/history.h"
 #include "scheduler/idindex.h"
 #include "scheduler/logstore.h"
@@ -218,6 +219,11 @@ struct soft_job {
 	int check_due;
 	json_t *claim; /* devices of an in-flight job.assign: [{"node","device"}] */
 	int64_t step;  /* latest step reported by any rank of the generation, -1: none */
+	/* its step rate (start estimates of the jobs waiting for its devices): the first step
+	 * seen of the generation and the latest, each with when (mono ms); total_steps: the
+	 * spec's train.steps, 0 for a command job (no end to reach) */
+	int64_t total_steps, rate_step0, rate_step1;
+	uint64_t rate_ms0, rate_ms1;
 	double loss;
 	int has_loss;
 	int position;
@@ -663,6 +669,7 @@ static void job_parse(struct soft_job *j, const json_t *job)
 	j->hang_timeout_s = js.failure.hang_timeout_s;
 	j->first_step_timeout_s = js.failure.first_step_timeout_s;
 	j->time_limit_s = js.time_limit_s;
+	j->total_steps = js.is_command ? 0 : js.train.steps;
 	json_decref(j->after);
 	j->after = NULL;
 	j->after_met = 0;
@@ -1699,8 +1706,12 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 			}
 		}
 	}
-	if (max_step > j->step)
+	if (max_step > j->step) {
+		if (j->step < 0)
+			j->rate_step0 = max_step, j->rate_ms0 = now;
+		j->rate_step1 = max_step, j->rate_ms1 = now;
 		j->step = max_step;
+	}
 	if (failure[0] == '\0')
 		straggler_update(s, j, layout);
 	if (j->proposing)
@@ -2092,6 +2103,8 @@ static void count_domains(struct sched *s, const struct place_node *pn,
 		s->placed_one_domain_total++;
 }
 
+static void busy_mark(struct sched *s, struct place_node *pn);
+
 /* The placement view of the nodes (pn_refresh first) with the busy devices marked: the
  * layouts of running jobs (cached per soft job, the same set as fsm_running_slots) and the
  * claims of assignments in flight. The scheduler's buffer, valid until the next call; NULL
@@ -2112,7 +2125,20 @@ static struct place_node *busy_view(struct sched *s)
 	struct place_node *pn = s->busy;
 	place_index_free(s->sub_index); /* an index over the view it replaces */
 	s->sub_index = NULL;
-	memcpy(pn, s->pn_base, (size_t)n_nodes * sizeof *pn);
+	busy_mark(s, pn);
+	s->busy_built = 1;
+	s->busy_nodes_version = s->nodes_version;
+	s->subs_since_view = 0;
+	s->rows_read_at_view = s->rows_read;
+	return pn;
+}
+
+/* pn[0 .. n_pn-1]: the placement view (pn_refresh first) with the busy devices of
+ * busy_view marked; changes no placement state (it may read and keep a running job's
+ * layout). */
+static void busy_mark(struct sched *s, struct place_node *pn)
+{
+	memcpy(pn, s->pn_base, (size_t)s->n_pn * sizeof *pn);
 	for (int k = 0; k < s->n_jobs; k++) {
 		if (s->keys[k].kind != JK_RUNNING && !s->keys[k].proposing)
 			continue; /* neither a layout nor a claim */
@@ -2132,11 +2158,6 @@ static struct place_node *busy_view(struct sched *s)
 	for (int i = 0; i < s->n_subs; i++)
 		if (s->subs[i].epoch == s->epoch)
 			mark_busy_all(pn, &s->pn_index, s->subs[i].ranks);
-	s->busy_built = 1;
-	s->busy_nodes_version = s->nodes_version;
-	s->subs_since_view = 0;
-	s->rows_read_at_view = s->rows_read;
-	return pn;
 }
 
 #define PREEMPT_LOOK_MS 1000   /* a look for a job to preempt for, at most this often */
@@ -4962,6 +4983,153 @@ json_t *sched_checkpoint_now(struct sched *s, const char *id, const char *actor,
 	return json_pack("{s:s,s:I,s:I,s:I,s:I}", "id", j->id, "generation",
 	                 (json_int_t)j->generation, "request", (json_int_t)j->ckpt_request, "step",
 	                 (json_int_t)j->step, "newest_step", (json_int_t)j->ckpt_after);
+}
+
+#define ETA_AHEAD_MAX 256       /* jobs ahead of it an estimate plays forward, at most */
+#define ETA_WORK_MAX 20000000LL /* node visits an estimate may make (~20 ms) */
+#define ETA_RATE_MIN_MS 2000    /* a step rate is measured over at least this long */
+
+/* When running job j is expected to end (wall ms; ETA_UNKNOWN: not known) and how that was
+ * found: its time limit, or the steps it has left at the rate measured since its generation's
+ * first step, whichever comes first. */
+static int64_t expected_end_ms(const struct sched *s, const struct soft_job *j, char *basis,
+                               size_t len)
+{
+	int64_t end = ETA_UNKNOWN, left = time_left_ms(s, j), now = wall_now(s);
+	snprintf(basis, len, "unknown");
+	if (left != INT64_MAX) {
+		end = now + left;
+		snprintf(basis, len, "its time limit");
+	}
+	if (j->total_steps > 0 && j->step >= 0 && j->rate_step1 > j->rate_step0 &&
+	    j->rate_ms1 >= j->rate_ms0 + ETA_RATE_MIN_MS) {
+		double per_ms =
+		    (double)(j->rate_step1 - j->rate_step0) / (double)(j->rate_ms1 - j->rate_ms0);
+		int64_t steps_left = YARD_MAX(j->total_steps - j->rate_step1, (int64_t)0);
+		int64_t seen = now - (int64_t)(mono_now(s) - j->rate_ms1);
+		int64_t at = seen + (int64_t)((double)steps_left / per_ms);
+		if (at < end) {
+			end = at;
+			snprintf(basis, len, "step %lld of %lld at %.2f steps/s",
+			         (long long)j->rate_step1, (long long)j->total_steps,
+			         per_ms * 1000);
+		}
+	}
+	return end;
+}
+
+static int after_all_met(const struct soft_job *j)
+{
+	size_t n = json_array_size(j->after);
+	return j->after == NULL || (n < 32 && j->after_met == (1u << n) - 1);
+}
+
+/* a waiting job an estimate can play forward: placeable and in the queue */
+static int eta_waiting(struct sched *s, int k)
+{
+	const struct job_key *key = &s->keys[k];
+	const struct soft_job *j = &s->jobs[k];
+	return !key->dead && !key->proposing &&
+	       (key->kind == JK_PENDING || key->kind == JK_RESTARTING) && j->parsed == 1 &&
+	       j->req.dp * j->req.tp * j->req.pp > 0 &&
+	       (key->kind != JK_PENDING || after_all_met(j));
+}
+
+/* The estimate for waiting job j (eta.h): the running jobs as holders, the waiting jobs
+ * ahead of it in queue order. */
+static void estimate_start(struct sched *s, struct soft_job *j, struct eta_result *r)
+{
+	r->start_ms = ETA_UNKNOWN;
+	int k_self = (int)(j - s->jobs);
+	if (!eta_waiting(s, k_self)) {
+		snprintf(r->why, sizeof r->why, "%s",
+		         !after_all_met(j) ? "no estimate: it waits for the jobs of its after list"
+		         : j->parsed != 1  ? "no estimate: it cannot be placed"
+		         : j->req.dp * j->req.tp * j->req.pp == 0
+		             ? "no estimate: its layout is planned when it is placed"
+		             : "no estimate: it is being placed");
+		return;
+	}
+	snprintf(r->why, sizeof r->why, "no estimate: out of memory");
+	if (pn_refresh(s, s->nodes_list) != 0)
+		return;
+	int n_nodes = s->n_pn, n_h = 0, n_w = 0;
+	struct place_node *pn = malloc((size_t)(n_nodes > 0 ? n_nodes : 1) * sizeof *pn);
+	struct eta_holder *h = calloc((size_t)s->n_jobs + 1, sizeof *h);
+	int *ahead = malloc(((size_t)s->n_jobs + 1) * sizeof *ahead);
+	struct eta_waiter *w = NULL;
+	if (pn == NULL || h == NULL || ahead == NULL)
+		goto out;
+	busy_mark(s, pn);
+	for (int k = 0; k < s->n_jobs; k++) {
+		struct soft_job *o = &s->jobs[k];
+		if (s->keys[k].dead || s->keys[k].kind != JK_RUNNING || o->row == NULL ||
+		    !o->row_running || o->layout_slots == NULL)
+			continue; /* busy_mark built the layout slots of every running job */
+		struct place_slot *slots =
+		    malloc((size_t)(o->n_layout_slots > 0 ? o->n_layout_slots : 1) * sizeof *slots);
+		if (slots == NULL)
+			goto out;
+		for (int r_i = 0; r_i < o->n_layout_slots; r_i++)
+			slots[r_i] = (struct place_slot){.node = o->layout_slots[r_i][0],
+			                                 .device = o->layout_slots[r_i][1]};
+		h[n_h].id = o->id;
+		h[n_h].slots = slots;
+		h[n_h].n_slots = o->n_layout_slots;
+		h[n_h].end_ms = expected_end_ms(s, o, h[n_h].basis, sizeof h[n_h].basis);
+		n_h++;
+	}
+	int n_ahead = 0;
+	for (int k = 0; k < s->n_jobs; k++)
+		if (k != k_self && eta_waiting(s, k) && key_before(s, k, k_self))
+			ahead[n_ahead++] = k;
+	if (n_ahead > ETA_AHEAD_MAX) {
+		snprintf(r->why, sizeof r->why,
+		         "no estimate: %d jobs are ahead of it (an estimate plays at most %d "
+		         "forward)",
+		         n_ahead, ETA_AHEAD_MAX);
+		goto out;
+	}
+	qsort_r(ahead, (size_t)n_ahead, sizeof *ahead, rank_cmp, s);
+	ahead[n_ahead] = k_self;
+	if ((w = malloc(((size_t)n_ahead + 1) * sizeof *w)) == NULL)
+		goto out;
+	for (int i = 0; i <= n_ahead; i++) {
+		const struct soft_job *o = &s->jobs[ahead[i]];
+		int64_t left = time_left_ms(s, o); /* from its first placement, if it had one */
+		int64_t duration = o->time_limit_s <= 0 ? 0
+		                   : left == INT64_MAX  ? (int64_t)o->time_limit_s * 1000
+		                                        : YARD_MAX(left, (int64_t)1);
+		w[n_w++] = (struct eta_waiter){.id = o->id, .req = o->req, .duration_ms = duration};
+	}
+	if (eta_estimate(pn, n_nodes, h, n_h, w, n_w, wall_now(s), ETA_WORK_MAX, r) != 0) {
+		r->start_ms = ETA_UNKNOWN;
+		snprintf(r->why, sizeof r->why, "no estimate: the estimate failed");
+	}
+out:
+	for (int i = 0; h != NULL && i < n_h; i++)
+		free((void *)h[i].slots);
+	free(w);
+	free(ahead);
+	free(h);
+	free(pn);
+}
+
+void sched_overlay_estimate(struct sched *s, json_t *job)
+{
+	if (!s->leading)
+		return;
+	const char *id = json_string_value(json_object_get(job, "id"));
+	const char *state = json_string_value(json_object_get(job, "state"));
+	struct soft_job *j = id ? job_find(s, id) : NULL;
+	if (j == NULL || state == NULL ||
+	    (strcmp(state, "pending") != 0 && strcmp(state, "restarting") != 0))
+		return;
+	struct eta_result r;
+	estimate_start(s, j, &r);
+	if (r.start_ms != ETA_UNKNOWN)
+		json_object_set_new(job, "estimated_start_ms", json_integer(r.start_ms));
+	json_object_set_new(job, "estimate", json_string(r.why));
 }
 
 void sched_overlay_job(struct sched *s, json_t *job)

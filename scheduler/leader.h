@@ -150,6 +150,11 @@ char *sched_heartbeat_text(struct sched *s, const char *node, const json_t *body
  * (per-rank pid, state, step); a node gets "last_heartbeat_ms_ago", "ranks" and
  * "free_devices". Without soft state (a follower, or nothing heard) objects are unchanged. */
 void sched_overlay_job(struct sched *s, json_t *job);
+/* A waiting job (pending or restarting) gets "estimate", a sentence on when it may start and
+ * why, and "estimated_start_ms" (wall clock) when there is an estimate (scheduler/eta.h):
+ * the queue played forward from the running jobs' expected ends. Costs up to tens of ms on
+ * a large cluster: for a single job's GET, not for lists. */
+void sched_overlay_estimate(struct sched *s, json_t *job);
 /* POST /v1/jobs/ID/checkpoint: asks the ranks of running job id for a checkpoint now, as a
  * planned restart does but without one (a user only of their own jobs: actor, role). The
  * answer: {"id", "generation", "request", "step" (the latest reported, -1: none yet),

@@ -421,6 +421,8 @@ static void h_jobs_get(struct call *call)
 		return;
 	}
 	overlay_job(call, job);
+	if (call->s->sched != NULL)
+		sched_overlay_estimate(call->s->sched, job);
 	call_json(call, 200, job);
 }
 

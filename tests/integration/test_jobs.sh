@@ -95,6 +95,17 @@ reason=$(jget "$BODY" 'd["reason"]')
 [ "$reason" = "needs 6 devices, 2 free" ] || fail "gang-b reason: '$reason'"
 [ "$(jget "$BODY" 'd["position"]')" = 1 ] || fail "gang-b position: $BODY"
 note "gang-b waits: $reason (position 1)"
+# its start estimate: gang-a has neither a time limit nor steps, so none, naming gang-a
+est=$(jget "$BODY" 'd["estimate"]')
+case "$est" in
+"no estimate: it needs devices held by jobs with no expected end"*"$GA"*) ;;
+*) fail "gang-b estimate: '$est'" ;;
+esac
+yardctl --endpoints "$(api 1)" --token "$TOKEN" job show "$GB" >"$T/gang-b.show" || fail "job show $GB"
+grep -q "^position  *1$" "$T/gang-b.show" || fail "job show $GB: no position: $(cat "$T/gang-b.show")"
+grep -q "^start estimate no estimate: .*$GA" "$T/gang-b.show" ||
+	fail "job show $GB: no estimate: $(cat "$T/gang-b.show")"
+note "gang-b: $est"
 # with gang-b waiting, a job that fits is not placed at submission (it would overtake the
 # queue there); a pass may still start it beside gang-b (backfill)
 submit 1 "{\"name\":\"small\",\"ranks\":1,$(cmd sleep 0)}"

@@ -1637,6 +1637,106 @@ static void test_after_waits_for_success_and_fails_with_a_failure(void **state)
 	world_free(w);
 }
 
+/* The start estimate of waiting job id (sched_overlay_estimate): its sentence, and the
+ * estimated start into *start (-1 without one). */
+static const char *estimate_of(struct sched_world *w, const char *id, int64_t *start)
+{
+	static char text[512];
+	json_t *j = job(w, id);
+	sched_overlay_estimate(w->sched, j);
+	const json_t *at = json_object_get(j, "estimated_start_ms");
+	*start = json_is_integer(at) ? json_integer_value(at) : -1;
+	snprintf(text, sizeof text, "%s", json_string_value(json_object_get(j, "estimate")));
+	json_decref(j);
+	return text;
+}
+
+/* the nodes' reports: j-000001's 4 command ranks running (on one node), j-000002's 4
+ * trainer ranks at step (on the other) */
+static void beat_two_jobs(struct sched_world *w, int step)
+{
+	char ranks[1024], node[64];
+	for (int job = 1; job <= 2; job++) {
+		first_node(w, job == 1 ? "j-000001" : "j-000002", node, sizeof node);
+		snprintf(ranks, sizeof ranks, "[");
+		for (int r = 0; r < 4; r++) {
+			snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
+			         "%s{\"job\":\"j-00000%d\",\"rank\":%d,\"generation\":1,"
+			         "\"state\":\"running\"",
+			         r ? "," : "", job, r);
+			if (job == 2)
+				snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
+				         ",\"step\":%d", step);
+			snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "}");
+		}
+		snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "]");
+		json_decref(heartbeat(w, node, ranks));
+	}
+}
+
+/* A waiting job's start estimate: none while a job holding the devices it needs has no
+ * expected end (named); then the running jobs' ends (a time limit, a measured step rate) and
+ * the jobs ahead of it, in order, each freeing its devices at its time limit. */
+static void test_start_estimate_follows_limits_rates_and_the_queue(void **state)
+{
+	struct sched_world *w = world_new();
+	json_decref(heartbeat(w, "node-a", "[]")); /* 2 nodes of 4 devices */
+	json_decref(heartbeat(w, "node-b", "[]"));
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"l\",\"spec\":{\"name\":\"l\",\"command\":[\"x\"],"
+	                       "\"ranks\":4,\"time_limit_s\":20}}"),
+	                 201);
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"t\",\"spec\":{\"name\":\"t\",\"parallel\":{\"dp\":4},"
+	                       "\"train\":{\"steps\":1000}}}"),
+	                 201);
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"w\",\"spec\":{\"name\":\"w\",\"command\":[\"x\"],"
+	                       "\"ranks\":8,\"time_limit_s\":50}}"),
+	                 201);
+	assert_int_equal(apply(w, "job.submit",
+	                       "{\"name\":\"v\",\"spec\":{\"name\":\"v\",\"command\":[\"x\"],"
+	                       "\"ranks\":2}}"),
+	                 201);
+	assert_int_equal(apply(w, "job.submit", CMD_JOB("a", ",\"after\":[\"j-000003\"]")), 201);
+	run(w, 300);
+	assert_string_equal(job_state(w, "j-000001"), "running");
+	assert_string_equal(job_state(w, "j-000002"), "running");
+	assert_string_equal(job_state(w, "j-000003"), "pending");
+	assert_string_equal(job_state(w, "j-000004"), "pending");
+	int64_t at;
+	/* the trainer has reported no step: no rate, no time limit */
+	const char *why = estimate_of(w, "j-000003", &at);
+	assert_int_equal(at, -1);
+	if (strstr(why, "no estimate: it needs devices held by jobs with no expected end") ==
+	        NULL ||
+	    strstr(why, "j-000002") == NULL)
+		fail_msg("estimate: %s", why);
+	assert_string_equal(estimate_of(w, "j-000005", &at),
+	                    "no estimate: it waits for the jobs of its after list");
+	/* 100 steps in 5 s: 20 steps/s, 800 left: ends about 40 s on, after j-000001's 20 s */
+	beat_two_jobs(w, 100);
+	run(w, 200);
+	for (int k = 1; k <= 5; k++) {
+		run(w, 800);
+		beat_two_jobs(w, 100 + 20 * k);
+		run(w, 200);
+	}
+	why = estimate_of(w, "j-000003", &at);
+	if (strstr(why, "when job j-000002 ends (step 200 of 1000 at ") == NULL)
+		fail_msg("estimate: %s", why);
+	if (llabs(at - (w->wall + 40000)) > 1500)
+		fail_msg("start %lld, want about %lld: %s", (long long)at,
+		         (long long)(w->wall + 40000), why);
+	/* the job behind it starts when it ends, 50 s (its time limit) after its start */
+	int64_t at_w = at;
+	why = estimate_of(w, "j-000004", &at);
+	assert_string_equal(why, "when job j-000003 ends (its time limit, from the start estimated "
+	                         "for it)");
+	assert_int_equal(at, at_w + 50000);
+	world_free(w);
+}
+
 /* time_limit_s: a running job is stopped that long after its first placement, failed with a
  * reason that says so, its ranks asked for a checkpoint first (the step they saved named);
  * before it, it runs on. */
@@ -3564,6 +3664,7 @@ int main(void)
 	    cmocka_unit_test(test_a_stalled_leader_does_not_blame_the_nodes),
 	    cmocka_unit_test(test_a_pass_flushes_proposals_before_it_runs),
 	    cmocka_unit_test(test_after_waits_for_success_and_fails_with_a_failure),
+	    cmocka_unit_test(test_start_estimate_follows_limits_rates_and_the_queue),
 	    cmocka_unit_test(test_gang_placement_env_and_success),
 	    cmocka_unit_test(test_cached_heartbeat_answers_follow_every_change),
 	    cmocka_unit_test(test_first_step_timeout),

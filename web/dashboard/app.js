@@ -448,7 +448,7 @@
 		const pending = jobs.filter((j) => j.state === 'pending')
 			.sort((a, b) => (b.priority || 0) - (a.priority || 0) || a.submitted_ms - b.submitted_ms || (a.id < b.id ? -1 : 1));
 		const pos = new Map();
-		pending.forEach((j, i) => pos.set(j.id, typeof j.queue_position === 'number' ? {n: j.queue_position, est: false} : {n: i + 1, est: true}));
+		pending.forEach((j, i) => pos.set(j.id, typeof j.position === 'number' ? {n: j.position, est: false} : {n: i + 1, est: true}));
 		return pos;
 	}
 
