@@ -261,6 +261,20 @@ async function main() {
 	/* ---- job page (live) ---- */
 	await page.click(`tr[data-job="${JOB_HYBRID}"] a`);
 	await page.waitForSelector('svg.layout');
+	{
+		/* a waiting job: the server's queue position and the leader's start estimate */
+		const jobNow = (await apiGet('/v1/jobs/' + JOB_HYBRID, ADMIN)).body;
+		const facts = await page.textContent('.job');
+		if (jobNow.state === 'pending') {
+			check(facts.includes('start estimate') && typeof jobNow.estimate === 'string',
+				`job page shows the leader's start estimate ("${jobNow.estimate}")`);
+			if (typeof jobNow.position === 'number')
+				check(facts.includes(`#${jobNow.position}`) && !facts.includes('estimated by the page'),
+					`job page shows the server's queue position (#${jobNow.position})`);
+		} else {
+			note(`${JOB_HYBRID} is ${jobNow.state} by now: no start estimate to check`);
+		}
+	}
 	const ranks = await page.getAttribute('svg.layout', 'data-ranks');
 	check(ranks === '8', `job page draws the dp2 × tp2 × pp2 layout with 8 ranks (got ${ranks})`);
 	const fills = await page.$$eval('svg.layout .rank rect', (rs) => rs.map((r) => r.getAttribute('fill')));

@@ -647,6 +647,11 @@
 			const q = queuePositions(jobs).get(job.id);
 			if (q) facts.splice(2, 0, ['queue position', `#${q.n}${q.est ? ' (estimated by the page)' : ''}`]);
 		}
+		if (job.estimate) {
+			/* the leader's start estimate (docs/api.md, "Job"): a time and why, or why none */
+			const at = typeof job.estimated_start_ms === 'number' ? `${clock(job.estimated_start_ms)}: ` : '';
+			facts.splice(3, 0, ['start estimate', at + job.estimate]);
+		}
 
 		/* layout */
 		const dims = dimsOf(job, ranks);
