@@ -7,6 +7,10 @@
 
 #include "common/err.h"
 
+/* A placement try costs about this many node visits a node (place_gang orders the nodes,
+ * measured against the passes that count free devices) */
+#define ETA_TRY_COST 8
+
 /* Devices that come free at a time: a holder's end, or the end of a job started in the
  * estimate (its slots are then owned). */
 struct release {
@@ -26,14 +30,24 @@ static int release_cmp(const void *a, const void *b)
 	return x->order - y->order;
 }
 
-static void release_apply(struct place_node *pn, int n_nodes, const struct release *r)
+/* Frees r's devices; returns how many of them were busy and meet req (NULL: none count). */
+static int release_apply(struct place_node *pn, int n_nodes, const struct release *r,
+                         const struct place_request *req)
 {
+	int freed = 0;
 	for (int k = 0; k < r->n_slots; k++) {
 		const struct place_slot *sl = &r->slots[k];
-		if (sl->node >= 0 && sl->node < n_nodes && sl->device >= 0 &&
-		    sl->device < PLACE_MAX_DEVICES_PER_NODE)
-			pn[sl->node].busy_mask &= ~(1ull << sl->device);
+		if (sl->node < 0 || sl->node >= n_nodes || sl->device < 0 ||
+		    sl->device >= PLACE_MAX_DEVICES_PER_NODE)
+			continue;
+		uint64_t bit = 1ull << sl->device;
+		struct place_node *nd = &pn[sl->node];
+		if (req != NULL && (nd->busy_mask & bit) && sl->device < nd->n_devices &&
+		    place_node_eligible(nd, req))
+			freed++;
+		nd->busy_mask &= ~bit;
 	}
+	return freed;
 }
 
 /* "A, B, C and 2 more" from the first n ids */
@@ -121,8 +135,11 @@ int eta_estimate(const struct place_node *nodes, int n_nodes, const struct eta_h
 			rc = YARD_EINVAL;
 			goto out;
 		}
-		while (next < n_rel && rel[next].at <= t)
-			release_apply(pn, n_nodes, last = &rel[next++]);
+		while (next < n_rel && rel[next].at <= t) {
+			work += rel[next].n_slots;
+			release_apply(pn, n_nodes, last = &rel[next++], NULL);
+		}
+		work += n_nodes;
 		if (!place_fits_empty(pn, n_nodes, &w->req)) {
 			if (target)
 				snprintf(
@@ -135,27 +152,40 @@ int eta_estimate(const struct place_node *nodes, int n_nodes, const struct eta_h
 			goto out;
 		owned[i] = slots;
 		char reason[160];
+		/* the free devices that meet its request, kept as releases come: a placement is
+		 * tried (a pass over the nodes) only once there are enough of them */
+		int have = 0;
+		for (int n = 0; n < n_nodes; n++)
+			have += place_node_free(&pn[n], &w->req);
+		work += n_nodes;
 		for (;;) {
-			work += n_nodes > 0 ? n_nodes : 1;
-			if (work > max_work) {
-				snprintf(out->why, sizeof out->why,
-				         "no estimate: playing the queue forward to it would take "
-				         "more than %lld node visits",
-				         (long long)max_work);
-				rc = 0;
-				goto out;
+			if (have >= world) {
+				work += ETA_TRY_COST * (n_nodes > 0 ? n_nodes : 1);
+				if (work > max_work)
+					break;
+				if (place_gang(pn, n_nodes, &w->req, slots, reason,
+				               (int)sizeof reason) == 0)
+					break;
 			}
-			if (place_gang(pn, n_nodes, &w->req, slots, reason, (int)sizeof reason) ==
-			    0)
-				break;
 			if (next >= n_rel) {
 				why_stuck(out, target ? NULL : w->id, unknown, n_unknown);
 				rc = 0;
 				goto out;
 			}
 			t = rel[next].at;
-			while (next < n_rel && rel[next].at <= t)
-				release_apply(pn, n_nodes, last = &rel[next++]);
+			while (next < n_rel && rel[next].at <= t) {
+				work += rel[next].n_slots;
+				have += release_apply(pn, n_nodes, last = &rel[next++], &w->req);
+			}
+		}
+		if (work > max_work) {
+			snprintf(
+			    out->why, sizeof out->why,
+			    "no estimate: playing the queue forward to it would take more than "
+			    "%lld node visits",
+			    (long long)max_work);
+			rc = 0;
+			goto out;
 		}
 		if (target) {
 			out->start_ms = t;

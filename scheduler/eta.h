@@ -49,8 +49,9 @@ struct eta_result {
 };
 
 /* Estimates when waiters[n_waiters - 1] starts; waiters[0 .. n_waiters - 2] are ahead of it.
- * nodes are not changed. max_work bounds the node visits (placement tries times n_nodes);
- * past it the answer is no estimate, saying so. Returns 0, or YARD_ENOMEM / YARD_EINVAL. */
+ * nodes are not changed. max_work bounds the work in node visits (a pass over the nodes
+ * counts n_nodes, a placement try 8 times that, a release its devices); past it the answer is no
+ * estimate, saying so. Returns 0, or YARD_ENOMEM / YARD_EINVAL. */
 int eta_estimate(const struct place_node *nodes, int n_nodes, const struct eta_holder *holders,
                  int n_holders, const struct eta_waiter *waiters, int n_waiters, int64_t now_ms,
                  int64_t max_work, struct eta_result *out);

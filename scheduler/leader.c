@@ -4986,7 +4986,7 @@ json_t *sched_checkpoint_now(struct sched *s, const char *id, const char *actor,
 }
 
 #define ETA_AHEAD_MAX 256       /* jobs ahead of it an estimate plays forward, at most */
-#define ETA_WORK_MAX 20000000LL /* node visits an estimate may make (~20 ms) */
+#define ETA_WORK_MAX 1500000LL  /* node visits an estimate may make (eta.h): ~25 ms here */
 #define ETA_RATE_MIN_MS 2000    /* a step rate is measured over at least this long */
 
 /* When running job j is expected to end (wall ms; ETA_UNKNOWN: not known) and how that was

@@ -14,7 +14,7 @@
 #include "common/common.h"
 #include "common/err.h"
 
-static int node_eligible(const struct place_node *node, const struct place_request *req)
+int place_node_eligible(const struct place_node *node, const struct place_request *req)
 {
 	if (!node->schedulable)
 		return 0;
@@ -31,7 +31,7 @@ static int node_eligible(const struct place_node *node, const struct place_reque
 int place_node_free(const struct place_node *node, const struct place_request *req)
 {
 	int free_count = 0;
-	if (!node_eligible(node, req))
+	if (!place_node_eligible(node, req))
 		return 0;
 	for (int d = 0; d < node->n_devices; d++)
 		if (!(node->busy_mask & (1ull << d)))
@@ -45,7 +45,7 @@ int place_fits_empty(const struct place_node *nodes, int n_nodes, const struct p
 	if (req->dp < 1 || req->tp < 1 || req->pp < 1)
 		return 0;
 	for (int i = 0; i < n_nodes; i++) {
-		int n = node_eligible(&nodes[i], req) ? nodes[i].n_devices : 0;
+		int n = place_node_eligible(&nodes[i], req) ? nodes[i].n_devices : 0;
 		devices += n;
 		group_room += n / req->tp;
 	}
@@ -212,7 +212,7 @@ void place_release(struct place_node *nodes, int n_nodes, const struct place_slo
 struct place_class {
 	enum place_device_kind kind;
 	int64_t device_memory_mb;
-	int representative;            /* a node of this class, for node_eligible */
+	int representative;            /* a node of this class, for place_node_eligible */
 	int count[PLACE_FREE_BUCKETS]; /* nodes of the class with f free devices */
 };
 
@@ -391,7 +391,7 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 	groups = req->dp * req->pp;
 	/* totals over the eligible classes: what place_gang sums node by node */
 	for (int c = 0; c < x->n_classes; c++) {
-		if (!node_eligible(&x->nodes[x->classes[c].representative], req))
+		if (!place_node_eligible(&x->nodes[x->classes[c].representative], req))
 			continue;
 		if (n_eligible < 64)
 			eligible[n_eligible++] = c;
@@ -430,7 +430,8 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 			x->room[d] = 0;
 			for (int p = x->domain_start[d]; p < x->domain_start[d + 1]; p++) {
 				int node = x->by_pos[p];
-				if (x->class_of[node] >= 0 && node_eligible(&x->nodes[node], req))
+				if (x->class_of[node] >= 0 &&
+				    place_node_eligible(&x->nodes[node], req))
 					x->room[d] += x->free_of[node] / req->tp;
 			}
 		}
@@ -454,7 +455,7 @@ int place_index_gang(struct place_index *x, const struct place_request *req,
 					int c = x->class_of[node], ok = many;
 					for (int e = 0; e < n_eligible && !ok; e++)
 						ok = eligible[e] == c;
-					if (!ok || !node_eligible(&x->nodes[node], req))
+					if (!ok || !place_node_eligible(&x->nodes[node], req))
 						continue;
 					chosen[n_chosen] = node;
 					chosen_fit[n_chosen++] = f / req->tp;

@@ -65,6 +65,9 @@ int place_gang(struct place_node *nodes, int n_nodes, const struct place_request
  * same counting as place_gang: devices, then tensor-parallel groups per node). */
 int place_fits_empty(const struct place_node *nodes, int n_nodes, const struct place_request *req);
 
+/* Whether a node may take the request's ranks: schedulable, its device kind and memory. */
+int place_node_eligible(const struct place_node *node, const struct place_request *req);
+
 /* Free devices of a node that meet the request's device kind and memory. */
 int place_node_free(const struct place_node *node, const struct place_request *req);
 
