@@ -105,6 +105,8 @@ yardctl --endpoints "$(api 1)" --token "$TOKEN" job show "$GB" >"$T/gang-b.show"
 grep -q "^position  *1$" "$T/gang-b.show" || fail "job show $GB: no position: $(cat "$T/gang-b.show")"
 grep -q "^start estimate no estimate: .*$GA" "$T/gang-b.show" ||
 	fail "job show $GB: no estimate: $(cat "$T/gang-b.show")"
+get 1 "/v1/jobs/$GB?stale=1"
+[ "$(jget "$BODY" '"estimate" in d')" = False ] || fail "gang-b ?stale=1 has an estimate: $BODY"
 note "gang-b: $est"
 # with gang-b waiting, a job that fits is not placed at submission (it would overtake the
 # queue there); a pass may still start it beside gang-b (backfill)
