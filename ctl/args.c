@@ -73,6 +73,7 @@ static const struct command_def commands[] = {
     {CTL_JOB_WATCH, "job", "watch", 1, 1, OPT_TIMEOUT, 0},
     {CTL_EVENTS_VERIFY, "events", "verify", 0, 0, 0, 0}, /* before "events" alone */
     {CTL_JOB_LOGS, "job", "logs", 1, 1, OPT_RANK | OPT_TAIL | OPT_FOLLOW, 0},
+    {CTL_JOB_TIMELINE, "job", "timeline", 1, 1, 0, 0},
     {CTL_NODE_LIST, "node", "list", 0, 0, 0, 0},
     {CTL_NODE_SHOW, "node", "show", 1, 1, 0, 0},
     {CTL_NODE_CORDON, "node", "cordon", 1, 1, 0, 0},
@@ -204,6 +205,9 @@ const char *ctl_usage(void)
 	       "                                         lines prefixed [rank R], or one rank);\n"
 	       "                                         --tail: the last N lines of each rank;\n"
 	       "                                         -f: follow until the job ends\n"
+	       "  job timeline ID                        the job's life: queue wait, start-up,\n"
+	       "                                         each interruption phase by phase, the\n"
+	       "                                         share of time it made progress\n"
 	       "  node list                              nodes: state, drain, devices, heartbeat\n"
 	       "  node show NAME                         one node with its devices and ranks\n"
 	       "  node cordon NAME                       no new ranks on the node\n"
@@ -704,6 +708,7 @@ static int check_operands(struct ctl_args *a, struct yard_err *err)
 	case CTL_JOB_WAIT:
 	case CTL_JOB_WATCH:
 	case CTL_JOB_LOGS:
+	case CTL_JOB_TIMELINE:
 		if (!ctl_id_valid(op[0]))
 			return yard_err_set(err, YARD_EINVAL, "%s: \"%s\" is not a job id", a->name,
 			                    op[0]);

@@ -749,6 +749,102 @@ static int cmd_job_show(struct ctl *x)
 	return show_object(x, "/v1/jobs/", print_job);
 }
 
+/* "+1.2s": key's time after from, "-" when it is not known */
+static const char *after_s(const json_t *o, const char *key, int64_t from, char *out, size_t len)
+{
+	const json_t *v = json_object_get(o, key);
+	if (!json_is_integer(v))
+		return "-";
+	snprintf(out, len, "+%.1fs", (double)(json_integer_value(v) - from) / 1000);
+	return out;
+}
+
+/* "LABEL  TIME (NOTE N.N s)" for a time of the timeline, when known */
+static void timeline_line(const json_t *t, const char *label, const char *key, const char *note,
+                          const char *span_key)
+{
+	const json_t *v = json_object_get(t, key), *span = json_object_get(t, span_key);
+	if (!json_is_integer(v))
+		return;
+	char when[64];
+	ctl_format_time(json_integer_value(v), when, sizeof when);
+	printf("%-14s %s", label, when);
+	if (note != NULL && json_is_integer(span))
+		printf(" (%s %.1f s)", note, (double)json_integer_value(span) / 1000);
+	printf("\n");
+}
+
+static void print_timeline(const struct ctl *x, const json_t *t)
+{
+	(void)x;
+	const json_t *list = json_object_get(t, "interruptions");
+	const char *end = str(t, "end");
+	printf("job %s: %s, %zu interruption(s)\n", str(t, "job") ? str(t, "job") : "?",
+	       end != NULL ? end : "not ended", json_array_size(list));
+	if (json_is_false(json_object_get(t, "complete")))
+		printf("(its oldest events were pruned (events_max): the story starts later)\n");
+	if (json_is_true(json_object_get(t, "truncated")))
+		printf("(more lifecycle events than one answer holds: the newest are left out)\n");
+	timeline_line(t, "submitted", "submitted_ms", NULL, NULL);
+	timeline_line(t, "placed", "placed_ms", "queued", "queued_ms");
+	timeline_line(t, "first step", "first_step_ms", "start-up", "startup_ms");
+	timeline_line(t, "ended", "ended_ms", NULL, NULL);
+	if (str(t, "end_reason") != NULL)
+		printf("%-14s %s\n", "end reason", str(t, "end_reason"));
+	if (json_array_size(list) > 0) {
+		static const char *const headers[] = {"#",        "GEN",    "KIND",    "DETECTED",
+		                                      "STOPPED",  "PLACED", "RUNNING", "STEPPING",
+		                                      "RESTORED", "DOWN",   "CAUSE"};
+		struct ctl_table tab;
+		ctl_table_init(&tab, 11, headers);
+		size_t i;
+		const json_t *it;
+		json_array_foreach(list, i, it)
+		{
+			char b[9][64];
+			int64_t at = json_integer_value(json_object_get(it, "detected_ms"));
+			snprintf(b[0], sizeof b[0], "%zu", i + 1);
+			ctl_format_time(at, b[2], sizeof b[2]);
+			snprintf(b[7], sizeof b[7], "%.1fs%s",
+			         (double)json_integer_value(json_object_get(it, "down_ms")) / 1000,
+			         json_is_true(json_object_get(it, "ongoing")) ? " so far"
+			         : json_is_true(json_object_get(it, "recovered"))
+			             ? ""
+			             : " (no step after)");
+			const char *row[] = {b[0],
+			                     cell(it, "generation", b[1], sizeof b[1]),
+			                     str(it, "kind"),
+			                     b[2],
+			                     after_s(it, "stopped_ms", at, b[3], sizeof b[3]),
+			                     after_s(it, "placed_ms", at, b[4], sizeof b[4]),
+			                     after_s(it, "running_ms", at, b[5], sizeof b[5]),
+			                     after_s(it, "first_step_ms", at, b[6], sizeof b[6]),
+			                     cell(it, "restored_step", b[8], sizeof b[8]),
+			                     b[7],
+			                     str(it, "cause")};
+			ctl_table_add(&tab, row);
+		}
+		printf("interruptions (phases after DETECTED; RESTORED: the checkpoint step):\n");
+		ctl_table_print(&tab, stdout);
+		ctl_table_free(&tab);
+	}
+	const json_t *fraction = json_object_get(t, "progress_fraction");
+	if (json_is_number(fraction))
+		printf("%-14s %.1f%% of the %.1f s since its first placement (start-up %.1f s, "
+		       "interruptions %.1f s)\n",
+		       "progress", json_number_value(fraction) * 100,
+		       (double)json_integer_value(json_object_get(t, "span_ms")) / 1000,
+		       (double)json_integer_value(json_object_get(t, "startup_ms")) / 1000,
+		       (double)json_integer_value(json_object_get(t, "down_ms")) / 1000);
+}
+
+static int cmd_job_timeline(struct ctl *x)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/v1/jobs/%s/timeline", x->args.operand[0]);
+	return request(x, READ, "GET", path, NULL, print_timeline, NULL);
+}
+
 static void show_cancelled(const struct ctl *x, const json_t *doc)
 {
 	printf("job %s: %s\n", x->args.operand[0],
@@ -2516,6 +2612,9 @@ int main(int argc, char **argv)
 		break;
 	case CTL_JOB_LOGS:
 		rc = cmd_job_logs(&x);
+		break;
+	case CTL_JOB_TIMELINE:
+		rc = cmd_job_timeline(&x);
 		break;
 	case CTL_NODE_LIST:
 		rc = cmd_node_list(&x);

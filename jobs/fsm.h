@@ -205,6 +205,11 @@ json_t *fsm_jobs_list(struct fsm *f, const char *state, const char *after, int l
 /* {"events": [...], "next": seq|null}; job may be NULL. */
 json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job,
                         struct yard_err *err);
+/* The job's own lifecycle events (types job.*: submitted, placed, restarting, ...; not its
+ * checkpoints) after seq `after`, in the shape of fsm_events_list (jobs/timeline.h reads
+ * them). */
+json_t *fsm_job_story(struct fsm *f, const char *job, int64_t after, int limit,
+                      struct yard_err *err);
 /* The newest n events after seq `after` (of job, when not NULL), oldest first, in the same
  * shape; "next" is null: none is newer. */
 json_t *fsm_events_newest(struct fsm *f, int64_t after, int n, const char *job,

@@ -567,6 +567,16 @@ json_t *fsm_events_list(struct fsm *f, int64_t after, int limit, const char *job
 	                     after, job, (int64_t)limit + 1, limit, err);
 }
 
+json_t *fsm_job_story(struct fsm *f, const char *job, int64_t after, int limit,
+                      struct yard_err *err)
+{
+	return events_select(f,
+	                     "SELECT seq, ts_ms, type, job, actor, message, prev_hash, hash"
+	                     " FROM events WHERE seq > ?1 AND job = ?2 AND type GLOB 'job.*'"
+	                     " ORDER BY seq LIMIT ?3",
+	                     after, job, (int64_t)limit + 1, limit, err);
+}
+
 json_t *fsm_events_newest(struct fsm *f, int64_t after, int n, const char *job,
                           struct yard_err *err)
 {

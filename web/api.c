@@ -11,6 +11,7 @@
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "jobs/spec.h"
+#include "jobs/timeline.h"
 #include "scheduler/autoplan.h"
 #include "web/dashboard.h"
 #include "web/internal.h"
@@ -454,6 +455,57 @@ static void h_jobs_metrics(struct call *call)
 		           "the leader: ask without ?stale=1");
 		return;
 	}
+	call_json(call, 200, doc);
+}
+
+int api_job_known(struct call *call)
+{
+	struct yard_err err = {0};
+	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
+	if (job == NULL) {
+		call_yard_error(call, &err);
+		return 0;
+	}
+	json_decref(job);
+	return 1;
+}
+
+#define TIMELINE_PAGES 20 /* pages of 1,000 lifecycle events a timeline reads, at most */
+
+/* GET /v1/jobs/{id}/timeline: the job's life from its lifecycle events (jobs/timeline.h):
+ * queue wait, start-up, every interruption phase by phase, the share of time with progress. */
+static void h_jobs_timeline(struct call *call)
+{
+	struct yard_err err = {0};
+	if (!api_job_known(call))
+		return;
+	json_t *events = json_array();
+	int64_t after = 0;
+	int truncated = 1;
+	for (int page = 0; page < TIMELINE_PAGES && events != NULL; page++) {
+		json_t *got = fsm_job_story(call->s->fsm, call->params[0], after, 1000, &err);
+		if (got == NULL) {
+			json_decref(events);
+			call_yard_error(call, &err);
+			return;
+		}
+		json_array_extend(events, json_object_get(got, "events"));
+		const json_t *next = json_object_get(got, "next");
+		after = json_integer_value(next);
+		json_decref(got);
+		if (!json_is_integer(next)) {
+			truncated = 0;
+			break;
+		}
+	}
+	json_t *doc = events ? job_timeline(call->params[0], events, yard_now_wall_ms()) : NULL;
+	json_decref(events);
+	if (doc == NULL) {
+		call_error(call, 500, NULL, "timeline: out of memory");
+		return;
+	}
+	/* the oldest TIMELINE_PAGES thousand: what comes after is left out, and said */
+	json_object_set_new(doc, "truncated", json_boolean(truncated));
 	call_json(call, 200, doc);
 }
 
@@ -904,6 +956,7 @@ const struct route api_routes[] = {
     {"POST", "/v1/jobs/*/checkpoint", ROLES_JOBS, ROUTE_WRITE, h_jobs_checkpoint, NULL, BODY_NONE},
     {"GET", "/v1/jobs/*/metrics", ROLES_JOBS, ROUTE_READ, h_jobs_metrics, "after limit",
      BODY_HANDLER},
+    {"GET", "/v1/jobs/*/timeline", ROLES_JOBS, ROUTE_READ, h_jobs_timeline, NULL, BODY_HANDLER},
     {"GET", "/v1/jobs/*/logs", ROLES_JOBS, ROUTE_READ, h_jobs_logs,
      "rank generation offset max_bytes", BODY_HANDLER},
     /* checkpoints of the "controller" store (api_ckpt.c): a node uploads the shards of the

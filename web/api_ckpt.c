@@ -45,12 +45,8 @@ static json_t *shard_args(struct call *call, int64_t *step, int64_t *rank)
 void h_checkpoints_list(struct call *call)
 {
 	struct yard_err err = {0};
-	json_t *job = fsm_job_get(call->s->fsm, call->params[0], &err);
-	if (job == NULL) {
-		call_yard_error(call, &err);
+	if (!api_job_known(call))
 		return;
-	}
-	json_decref(job);
 	json_t *list = fsm_checkpoints_list(call->s->fsm, call->params[0], &err);
 	if (list == NULL) {
 		call_yard_error(call, &err);

@@ -137,6 +137,8 @@ void call_json(struct call *call, int status, json_t *body);
 void call_error(struct call *call, int status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void call_yard_error(struct call *call, const struct yard_err *err);
+/* 1 when the job of the route's first parameter exists; else answers its error (404) and is 0. */
+int api_job_known(struct call *call);
 void call_text(struct call *call, int status, const char *content_type, char *text, size_t len);
 /* Maps a YARD_E* code to an HTTP status. */
 int http_status_of(int code);

@@ -52,6 +52,7 @@ def routes(ids):
         ("GET", "/v1/jobs/%s/logs?rank=0&generation=1&offset=0&max_bytes=100" % job, "user",
          None),
         ("GET", "/v1/jobs/%s/metrics?after=0&limit=10" % job, "user", None),
+        ("GET", "/v1/jobs/%s/timeline" % job, "user", None),
         ("GET", "/v1/jobs/%s/checkpoints" % job, "user", None),
         ("POST", "/v1/jobs/%s/checkpoints/10/shards/0" % job, "node",
          {"generation": 1, "size": 4, "sha256": "0" * 64, "data": "AAAAAA=="}),

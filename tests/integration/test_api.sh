@@ -59,6 +59,7 @@ ROUTES=(
 	"POST /v1/jobs {} admin,operator,user"
 	"GET /v1/jobs - admin,operator,user"
 	"GET /v1/jobs/j-000001 - admin,operator,user"
+	"GET /v1/jobs/j-000001/timeline - admin,operator,user"
 	"POST /v1/jobs/j-000099/cancel - admin,operator,user"
 	"POST /v1/jobs/j-000099/checkpoint - admin,operator,user"
 	"DELETE /v1/jobs/j-000099 - admin,operator,user"

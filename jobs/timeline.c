@@ -1,0 +1,176 @@
+/* timeline.c: a job's life told from its events (timeline.h). */
+#include "jobs/timeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UNSET INT64_MIN
+
+struct interruption {
+	int64_t generation;
+	const char *kind;
+	const char *cause;
+	int64_t detected, stopped, placed, running, first_step, restored_step;
+};
+
+static json_t *ms_or_null(int64_t v)
+{
+	return v == UNSET ? json_null() : json_integer(v);
+}
+
+/* The number after `key` in text ("(generation 2)": key "(generation "), or UNSET. */
+static int64_t number_after(const char *text, const char *key)
+{
+	const char *p = text != NULL ? strstr(text, key) : NULL;
+	if (p == NULL)
+		return UNSET;
+	char *end;
+	long long v = strtoll(p + strlen(key), &end, 10);
+	return end == p + strlen(key) ? UNSET : (int64_t)v;
+}
+
+/* The cause a restart's message gives: what follows its first "): " (jobs/fsm_cluster.c:
+ * "job J restarting (restart 1 of 3): CAUSE"), else the whole message. */
+static const char *cause_of(const char *message)
+{
+	const char *p = message != NULL ? strstr(message, "): ") : NULL;
+	return p != NULL ? p + 3 : message != NULL ? message : "";
+}
+
+static int interruption_add(json_t *list, const struct interruption *x, int64_t until,
+                            int recovered, int ongoing, int64_t *down_total)
+{
+	int64_t down = until - x->detected;
+	if (down < 0)
+		down = 0;
+	*down_total += down;
+	return json_array_append_new(
+	    list,
+	    json_pack("{s:o,s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:b}", "generation",
+	              ms_or_null(x->generation), "kind", x->kind, "cause", x->cause, "detected_ms",
+	              (json_int_t)x->detected, "stopped_ms", ms_or_null(x->stopped), "placed_ms",
+	              ms_or_null(x->placed), "running_ms", ms_or_null(x->running), "first_step_ms",
+	              ms_or_null(x->first_step), "restored_step", ms_or_null(x->restored_step),
+	              "down_ms", (json_int_t)down, "recovered", recovered, "ongoing", ongoing));
+}
+
+json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
+{
+	int64_t submitted = UNSET, placed = UNSET, running = UNSET, first_step = UNSET;
+	int64_t ended = UNSET, generation = 0, down_total = 0;
+	const char *end = NULL, *end_reason = NULL;
+	int complete = 0, open = 0, rc = 0, seen = 0;
+	struct interruption cur = {0};
+	json_t *list = json_array();
+	if (list == NULL)
+		return NULL;
+	size_t i;
+	const json_t *e;
+	json_array_foreach(events, i, e)
+	{
+		const char *type = json_string_value(json_object_get(e, "type"));
+		const char *message = json_string_value(json_object_get(e, "message"));
+		const json_t *ts_v = json_object_get(e, "ts_ms");
+		if (type == NULL || strncmp(type, "job.", 4) != 0 || !json_is_integer(ts_v))
+			continue;
+		int64_t ts = json_integer_value(ts_v);
+		type += 4;
+		if (!seen++) /* the job's first event is its submission unless older were pruned */
+			complete = strcmp(type, "submitted") == 0;
+		if (strcmp(type, "submitted") == 0) {
+			submitted = ts;
+		} else if (strcmp(type, "restarting") == 0 || strcmp(type, "replacing") == 0) {
+			if (open) /* interrupted again before a step: that one ends here */
+				rc |= interruption_add(list, &cur, ts, 0, 0, &down_total);
+			cur = (struct interruption){
+			    .generation = generation > 0 ? generation : UNSET,
+			    .kind = strcmp(type, "replacing") == 0 ? "straggler"
+			            : message != NULL && strstr(message, "not counted") != NULL
+			                ? "move"
+			                : "failure",
+			    .cause = cause_of(message),
+			    .detected = ts,
+			    .stopped = UNSET,
+			    .placed = UNSET,
+			    .running = UNSET,
+			    .first_step = UNSET,
+			    .restored_step = UNSET};
+			open = 1;
+		} else if (strcmp(type, "stopped") == 0) {
+			if (open && cur.stopped == UNSET)
+				cur.stopped = ts;
+		} else if (strcmp(type, "placed") == 0) {
+			int64_t g = number_after(message, "(generation ");
+			generation = g != UNSET ? g : generation + 1;
+			if (placed == UNSET)
+				placed = ts;
+			if (open && cur.placed == UNSET) {
+				cur.placed = ts;
+				if (cur.generation == UNSET && g != UNSET) /* older events pruned */
+					cur.generation = g - 1;
+				cur.restored_step = number_after(message, "from checkpoint step ");
+			}
+		} else if (strcmp(type, "running") == 0) {
+			if (running == UNSET)
+				running = ts;
+			if (open && cur.running == UNSET)
+				cur.running = ts;
+		} else if (strcmp(type, "progress") == 0) {
+			if (first_step == UNSET)
+				first_step = ts;
+			if (open) {
+				cur.first_step = ts;
+				rc |= interruption_add(list, &cur, ts, 1, 0, &down_total);
+				open = 0;
+			}
+		} else if (strcmp(type, "succeeded") == 0 || strcmp(type, "failed") == 0 ||
+		           strcmp(type, "cancelled") == 0) {
+			ended = ts;
+			end = type;
+			end_reason = message;
+			/* success after an interruption whose first step was never reported (the
+			 * ranks finished before a heartbeat told one): it recovered once they ran
+			 */
+			int ok = strcmp(type, "succeeded") == 0;
+			if (open)
+				rc |= interruption_add(
+				    list, &cur, ok && cur.running != UNSET ? cur.running : ts, ok,
+				    0, &down_total);
+			open = 0;
+		}
+	}
+	if (open)
+		rc |= interruption_add(list, &cur, now_ms, 0, 1, &down_total);
+	int64_t until = ended != UNSET ? ended : now_ms;
+	int64_t span = placed != UNSET ? until - placed : UNSET;
+	int64_t startup =
+	    placed == UNSET ? UNSET : (first_step != UNSET ? first_step : until) - placed;
+	/* the first generation's start-up is counted once: an interruption before the first
+	 * step ever (first_step after it) already holds the time after its detection */
+	if (startup != UNSET && json_array_size(list) > 0) {
+		int64_t first_detected =
+		    json_integer_value(json_object_get(json_array_get(list, 0), "detected_ms"));
+		if (first_step == UNSET || first_detected < first_step)
+			startup = first_detected - placed;
+	}
+	json_t *fraction = json_null();
+	if (span != UNSET && span > 0 && startup != UNSET) {
+		double f = (double)(span - startup - down_total) / (double)span;
+		fraction = json_real(f < 0 ? 0 : f > 1 ? 1 : f);
+	}
+	json_t *doc = json_pack(
+	    "{s:s,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o}", "job", id, "complete",
+	    complete, "submitted_ms", ms_or_null(submitted), "placed_ms", ms_or_null(placed),
+	    "running_ms", ms_or_null(running), "first_step_ms", ms_or_null(first_step), "ended_ms",
+	    ms_or_null(ended), "end", end != NULL ? json_string(end) : json_null(), "end_reason",
+	    end_reason != NULL ? json_string(end_reason) : json_null(), "queued_ms",
+	    submitted != UNSET && placed != UNSET ? json_integer(placed - submitted) : json_null(),
+	    "startup_ms", ms_or_null(startup), "interruptions", list, "down_ms",
+	    (json_int_t)down_total, "span_ms", ms_or_null(span), "progress_fraction", fraction);
+	if (doc == NULL || rc != 0) {
+		json_decref(doc);
+		return NULL;
+	}
+	return doc;
+}
