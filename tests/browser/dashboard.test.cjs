@@ -313,6 +313,12 @@ async function main() {
 		}
 		check((await page.textContent('.job')).includes('per-step history from the controller'),
 			'the page says its series comes from the controller');
+		/* its timeline (GET /v1/jobs/ID/timeline): no interruptions, the share with progress */
+		const life = (await apiGet(`/v1/jobs/${JOB_SINGLE}/timeline`, ADMIN)).body;
+		const jobText = await page.textContent('.job');
+		check(life.interruptions.length === 0 && jobText.includes('no interruptions') &&
+			/[0-9.]+ % of the [0-9.]+ s since its first placement made progress/.test(jobText),
+			'the job page shows its timeline: no interruptions, the share of time with progress');
 		const first = history.steps.find((x) => typeof x.loss === 'number');
 		check(first.compute_ms.length === 1 && typeof first.compute_ms[0] === 'number',
 			`the history carries rank 0's compute time (${JSON.stringify(first.compute_ms)})`);

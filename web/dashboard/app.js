@@ -622,11 +622,12 @@
 			throw e;
 		}
 		const base = '/v1/jobs/' + encodeURIComponent(id);
-		const [ranksR, metricsR, ckptR, evs] = await Promise.all([
+		const [ranksR, metricsR, ckptR, evs, lifeR] = await Promise.all([
 			placedRanks(job) || optional(base + '/ranks'),
 			optional(base + '/metrics'),
 			Array.isArray(job.checkpoints) ? {ok: true, data: {checkpoints: job.checkpoints}} : optional(base + '/checkpoints'),
 			jobEvents(id),
+			optional(base + '/timeline'),
 		]);
 		noteJob(job);
 		const ranks = ranksR.ok ? ranksR.data.ranks || [] : null;
@@ -701,6 +702,24 @@
 		const evBody = evs.error ? note(evs.error) : evs.list.length === 0 ? note('no events')
 			: [h('div', {class: 'scroll'}, Charts.timeline(evs.list, eventKind)), eventList(evs.list.slice().reverse())];
 
+		/* interruptions, phase by phase (GET /v1/jobs/ID/timeline, docs/api.md) */
+		let lifeBody = null;
+		if (lifeR.ok && lifeR.data.placed_ms) {
+			const t = lifeR.data, secs = (ms) => `${(ms / 1000).toFixed(1)} s`;
+			const after = (x, k) => typeof x[k] === 'number' ? `+${secs(x[k] - x.detected_ms)}` : '—';
+			const share = typeof t.progress_fraction === 'number'
+				? `${(t.progress_fraction * 100).toFixed(1)} % of the ${secs(t.span_ms)} since its first placement made progress (start-up ${secs(t.startup_ms)}, interruptions ${secs(t.down_ms)})` : '';
+			lifeBody = [h('p', {class: 'progress-share'}, share),
+				t.interruptions.length === 0 ? note('no interruptions')
+					: table(['generation', 'kind', 'detected', 'stopped', 'placed', 'running', 'stepping', 'restored step', 'down', 'cause'],
+						t.interruptions.map((x) => h('tr', {class: 'interruption'},
+							h('td', {class: 'num'}, String(x.generation ?? '—')), h('td', {}, x.kind), h('td', {}, clock(x.detected_ms)),
+							h('td', {}, after(x, 'stopped_ms')), h('td', {}, after(x, 'placed_ms')), h('td', {}, after(x, 'running_ms')),
+							h('td', {}, after(x, 'first_step_ms')), h('td', {class: 'num'}, String(x.restored_step ?? '—')),
+							h('td', {}, secs(x.down_ms) + (x.ongoing ? ' so far' : x.recovered ? '' : ' (no step after)')),
+							h('td', {class: 'reason'}, x.cause))), 'interruptions')];
+		}
+
 		let ckBody;
 		if (!ckptR.ok) ckBody = note(ckptR.why);
 		else {
@@ -719,6 +738,7 @@
 			section('Layout: rank → node:device', layoutBody),
 			section('Loss and throughput', charts, h('p', {class: 'muted source'}, source)),
 			section('Compute time per rank', heat),
+			lifeBody ? section('Interruptions', lifeBody) : null,
 			section('Events', evBody),
 			section('Checkpoints', ckBody));
 	}
