@@ -370,6 +370,10 @@ static void test_logs_and_node_commands(void **state)
 	assert_non_null(strstr(ctl_usage(), "job logs ID [--rank R] [--tail N] [-f]"));
 	assert_non_null(strstr(ctl_usage(), "node drain NAME"));
 	assert_non_null(strstr(ctl_usage(), "node probe NAME"));
+	assert_non_null(strstr(ctl_usage(), "job timeline ID"));
+	expect_usage_error("job timeline", "job timeline: missing arguments");
+	expect_usage_error("job timeline j-1 --rank 0", "job timeline: does not take --rank");
+	expect_usage_error("job timeline ../x", "is not a job id");
 }
 
 static void test_endpoint_lists(void **state)
