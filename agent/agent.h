@@ -254,6 +254,9 @@ struct agent {
 	struct agent_worker worker;
 	json_t *perf;      /* measured rates (perf.c), NULL until the probe has answered */
 	int perf_unwanted; /* the leader said it has them (want_perf false): not sent */
+	/* counts changes to perf (perf_changed): the answer to a heartbeat sent before the last
+	 * change speaks of older rates, and neither stops nor refuses the new ones */
+	unsigned perf_version;
 	/* the last answer said the leader sends shared parts (offers_shared): heartbeats ask for
 	 * them (desired_shared); a refused heartbeat (400) clears it, so an older leader, which
 	 * would refuse the field, gets heartbeats it knows */
@@ -488,6 +491,9 @@ void perf_tick(struct agent *a);
 /* The leader's "probe" command, request number `request` (repeated in a few answers: a number
  * already taken is ignored): the node is measured again as soon as no rank runs. */
 void perf_ask(struct agent *a, int64_t request);
+/* perf was replaced or changed: the next heartbeat carries it, whatever the answers to
+ * heartbeats already on their way say (perf_version). */
+void perf_changed(struct agent *a);
 /* The leader refused a heartbeat over the perf it carried (why: its error): the figures are
  * dropped, heartbeats go without them, and the node is probed again later. */
 void perf_refused(struct agent *a, const char *why);

@@ -31,6 +31,7 @@ struct call {
 	int rc;
 	struct yard_err err;
 	int announces; /* the body says the agent execs a new build next (upgrade.c) */
+	unsigned perf_version; /* the agent's perf_version when the body was written */
 };
 
 static void call_run(uv_work_t *w)
@@ -409,8 +410,12 @@ static void after_call(uv_work_t *w, int status)
 		if (leader_id != NULL) /* a leading scheduler's answer says what it asks */
 			heartbeat_follow_leader(a, json_object_get(c->resp, "heartbeat_min_ms"));
 		const json_t *want_perf = json_object_get(c->resp, "want_perf");
-		if (want_perf != NULL)
-			a->perf_unwanted = a->leader_has_perf = json_is_false(want_perf);
+		if (want_perf != NULL) {
+			a->leader_has_perf = json_is_false(want_perf);
+			/* rates measured while this heartbeat was on its way still go */
+			if (c->perf_version == a->perf_version)
+				a->perf_unwanted = a->leader_has_perf;
+		}
 		heartbeat_apply_answer(a, c->resp, "desired_version");
 		if (json_object_get(c->resp, "upgrade") != NULL)
 			upgrade_offer(a, json_object_get(c->resp, "upgrade"));
@@ -429,10 +434,11 @@ static void after_call(uv_work_t *w, int status)
 		log_warn("heartbeat to %s: HTTP %ld: %s", a->leader_url, c->status,
 		         resp_error(c->resp));
 		const char *field = json_string_value(json_object_get(c->resp, "field"));
-		if (c->status == 400 && field != NULL && strncmp(field, "perf", 4) == 0)
-			perf_refused(a,
-			             resp_error(c->resp)); /* a figure the leader will not take */
-		else if (c->status == 400)
+		/* a figure the leader will not take, unless the rates changed since it was sent */
+		if (c->status == 400 && field != NULL && strncmp(field, "perf", 4) == 0) {
+			if (c->perf_version == a->perf_version)
+				perf_refused(a, resp_error(c->resp));
+		} else if (c->status == 400)
 			a->leader_offers_shared = 0; /* the next one without the optional field */
 	}
 	/* answered by a leading scheduler (leader_id), which keeps what the heartbeat said */
@@ -525,6 +531,7 @@ static void on_tick(uv_timer_t *t)
 		c->kind = CALL_HEARTBEAT;
 		snprintf(c->token, sizeof c->token, "%s", a->node_token);
 		c->body = heartbeat_body(a);
+		c->perf_version = a->perf_version;
 		c->announces = upgrade_announcing(a);
 		a->heartbeat_sent_mono_ms = now;
 		a->heartbeat_due_mono_ms = now + a->heartbeat_every_ms;

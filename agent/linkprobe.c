@@ -476,7 +476,7 @@ void linkprobe_apply(struct agent *a)
 	json_object_set_new(a->perf, "inter_bw_bytes_per_s", json_real(a->link_bw_bytes_per_s));
 	json_object_set_new(a->perf, "inter_latency_s", json_real(a->link_latency_s));
 	json_object_set_new(a->perf, "inter_source", json_string(source));
-	a->perf_unwanted = 0;
+	perf_changed(a);
 }
 
 static void probe_done(uv_work_t *w, int status)

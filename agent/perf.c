@@ -166,7 +166,7 @@ static void finish(struct perf_run *p)
 		a->perf = o;
 		a->perf_disturbed = disturbed;
 		a->perf_measured_wall_ms = yard_now_wall_ms();
-		a->perf_unwanted = 0; /* the next heartbeat carries it, new rates for the leader */
+		perf_changed(a);      /* the next heartbeat carries it, new rates for the leader */
 		linkprobe_apply(a);   /* a link measured before this probe answered */
 		perf_save(a);
 		log_info("node probe%s: %.1f GFLOP/s per device (%.0f%% when all %d compute), "
@@ -337,7 +337,7 @@ void perf_begin(struct agent *a, int adopted)
 	a->perf_disturbed = disturbed;
 	a->perf_measured_wall_ms = yard_now_wall_ms() - age_ms;
 	a->perf_at_mono_ms = (uint64_t)age_ms < now ? now - (uint64_t)age_ms : 0;
-	a->perf_unwanted = 0;
+	perf_changed(a);
 	char again[96];
 	if (disturbed)
 		snprintf(again, sizeof again, "as soon as no rank runs (they were disturbed)");
@@ -391,6 +391,12 @@ void perf_start(struct agent *a)
 	}
 	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
 	uv_timer_start(&p->timer, on_timeout, kill_ms(a, a->perf_attempts), 0);
+}
+
+void perf_changed(struct agent *a)
+{
+	a->perf_version++;
+	a->perf_unwanted = 0;
 }
 
 void perf_refused(struct agent *a, const char *why)

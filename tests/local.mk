@@ -44,6 +44,7 @@ dist_check_SCRIPTS += tests/integration/test_jobs.sh tests/integration/test_fail
 	tests/integration/test_events_prune.sh \
 	tests/integration/test_device_handover.sh tests/integration/test_disconnect.sh \
 	tests/integration/test_reprobe.sh tests/integration/test_reprobe_refused.sh \
+	tests/integration/test_perf_inflight.sh \
 	tests/integration/test_heartbeat_burst.sh \
 	tests/integration/test_heartbeat_pace.sh tests/integration/test_yardd_args.sh \
 	tests/integration/test_topology.sh tests/integration/test_tls.sh
@@ -61,6 +62,7 @@ TESTS += tests/integration/test_jobs.sh tests/integration/test_failover.sh \
 	tests/integration/test_events_prune.sh \
 	tests/integration/test_device_handover.sh tests/integration/test_disconnect.sh \
 	tests/integration/test_reprobe.sh tests/integration/test_reprobe_refused.sh \
+	tests/integration/test_perf_inflight.sh \
 	tests/integration/test_heartbeat_burst.sh \
 	tests/integration/test_heartbeat_pace.sh tests/integration/test_yardd_args.sh \
 	tests/integration/test_topology.sh tests/integration/test_tls.sh
