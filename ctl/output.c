@@ -1,6 +1,7 @@
 /* output.c: aligned tables and cell formatting for yardctl (output.h). */
 #include "ctl/output.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -9,8 +10,9 @@
 
 void ctl_table_init(struct ctl_table *t, int ncols, const char *const *headers)
 {
+	assert(ncols > 0 && ncols <= CTL_TABLE_COLS_MAX); /* a wider table would lose columns */
 	memset(t, 0, sizeof *t);
-	t->ncols = ncols < CTL_TABLE_COLS_MAX ? ncols : CTL_TABLE_COLS_MAX;
+	t->ncols = ncols;
 	for (int i = 0; i < t->ncols; i++)
 		t->headers[i] = headers[i];
 }

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define CTL_TABLE_COLS_MAX 12
+#define CTL_TABLE_COLS_MAX 16 /* more is a programming error: ctl_table_init asserts */
 
 struct ctl_table {
 	int ncols;

@@ -792,16 +792,16 @@ static void print_timeline(const struct ctl *x, const json_t *t)
 	if (str(t, "end_reason") != NULL)
 		printf("%-14s %s\n", "end reason", str(t, "end_reason"));
 	if (json_array_size(list) > 0) {
-		static const char *const headers[] = {"#",        "GEN",    "KIND",    "DETECTED",
-		                                      "STOPPED",  "PLACED", "RUNNING", "STEPPING",
-		                                      "RESTORED", "DOWN",   "CAUSE"};
+		static const char *const headers[] = {
+		    "#",        "GEN",     "KIND",     "DETECTED", "STOPPED", "PLACED", "RUNNING",
+		    "STEPPING", "REACHED", "RESTORED", "REDONE",   "DOWN",    "CAUSE"};
 		struct ctl_table tab;
-		ctl_table_init(&tab, 11, headers);
+		ctl_table_init(&tab, 13, headers);
 		size_t i;
 		const json_t *it;
 		json_array_foreach(list, i, it)
 		{
-			char b[9][64];
+			char b[11][64];
 			int64_t at = json_integer_value(json_object_get(it, "detected_ms"));
 			snprintf(b[0], sizeof b[0], "%zu", i + 1);
 			ctl_format_time(at, b[2], sizeof b[2]);
@@ -819,12 +819,16 @@ static void print_timeline(const struct ctl *x, const json_t *t)
 			                     after_s(it, "placed_ms", at, b[4], sizeof b[4]),
 			                     after_s(it, "running_ms", at, b[5], sizeof b[5]),
 			                     after_s(it, "first_step_ms", at, b[6], sizeof b[6]),
+			                     cell(it, "reached_step", b[9], sizeof b[9]),
 			                     cell(it, "restored_step", b[8], sizeof b[8]),
+			                     cell(it, "lost_steps", b[10], sizeof b[10]),
 			                     b[7],
 			                     str(it, "cause")};
 			ctl_table_add(&tab, row);
 		}
-		printf("interruptions (phases after DETECTED; RESTORED: the checkpoint step):\n");
+		printf(
+		    "interruptions (phases after DETECTED; REACHED: the last step reported before "
+		    "it, RESTORED: the checkpoint step, REDONE: the steps done again):\n");
 		ctl_table_print(&tab, stdout);
 		ctl_table_free(&tab);
 	}
@@ -836,6 +840,9 @@ static void print_timeline(const struct ctl *x, const json_t *t)
 		       (double)json_integer_value(json_object_get(t, "span_ms")) / 1000,
 		       (double)json_integer_value(json_object_get(t, "startup_ms")) / 1000,
 		       (double)json_integer_value(json_object_get(t, "down_ms")) / 1000);
+	if (json_array_size(list) > 0)
+		printf("%-14s %lld step(s) done again after restoring checkpoints\n", "redone",
+		       (long long)json_integer_value(json_object_get(t, "lost_steps")));
 }
 
 static int cmd_job_timeline(struct ctl *x)

@@ -13,6 +13,7 @@
 #include "common/jsonx.h"
 #include "jobs/fsm_internal.h"
 #include "jobs/spec.h"
+#include "jobs/timeline.h"
 
 #define NODE_MAX_DEVICES 64
 _Static_assert(NODE_MAX_DEVICES <= 64, "devices_held keeps a node's devices in 64 bits");
@@ -315,6 +316,7 @@ json_t *fsm_op_node_drained(struct fsm *f, const struct fsm_cmd *c)
 struct job_row {
 	char state[16];
 	int64_t generation, restarts, world;
+	int64_t step;          /* the last step its ranks reported */
 	int is_auto, has_plan; /* parallel "auto"; a plan is recorded */
 };
 
@@ -322,8 +324,8 @@ static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
 {
 	sqlite3_stmt *st =
 	    fsm_prepare(f, "SELECT state, generation, restarts, json_extract(spec, '$.ranks'),"
-	                   " json_extract(spec, '$.parallel') = 'auto', plan IS NOT NULL FROM jobs"
-	                   " WHERE id = ?1");
+	                   " json_extract(spec, '$.parallel') = 'auto', plan IS NOT NULL, step"
+	                   " FROM jobs WHERE id = ?1");
 	if (st == NULL)
 		return fsm_res_err(500, NULL, "internal error reading job %s", id);
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -337,6 +339,7 @@ static json_t *job_row_read(struct fsm *f, const char *id, struct job_row *row)
 		    sqlite3_column_type(st, 3) == SQLITE_INTEGER ? sqlite3_column_int64(st, 3) : -1;
 		row->is_auto = sqlite3_column_int(st, 4);
 		row->has_plan = sqlite3_column_int(st, 5);
+		row->step = sqlite3_column_int64(st, 6);
 	} else {
 		r = fsm_res_err(404, "id", "no job %s", id);
 	}
@@ -827,6 +830,10 @@ static json_t *job_running_at(struct fsm *f, const char *id, int64_t generation,
 	return NULL;
 }
 
+/* The end of a job.restarting or job.replacing message: the step its ranks last reported
+ * (jobs/timeline.h, JOB_REACHED). */
+#define REACHED JOB_REACHED "%lld"
+
 /* Reads the optional step/loss progress fields common to restart and finish. */
 static json_t *progress_args(const json_t *args, int64_t *step, double *loss)
 {
@@ -869,18 +876,20 @@ json_t *fsm_op_job_restart(struct fsm *f, const struct fsm_cmd *c)
 	            (int64_t)(give_up || drain ? 0 : 1), step, loss) != SQLITE_DONE ||
 	    (give_up && fsm_ckpt_on_job_end(f, id) != 0))
 		return NULL;
-	int rc =
-	    drain ? fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
-	                             "job %s restarting elsewhere (not counted against "
-	                             "max_restarts): %s",
-	                             id, reason)
-	    : give_up
-	        ? fsm_event_append(f, c->ts, "job.failed", id, c->actor,
-	                           "job %s failed: %s; %lld restart(s) used of %lld", id, reason,
-	                           (long long)row.restarts, (long long)max_restarts)
-	        : fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
-	                           "job %s restarting (restart %lld of %lld): %s", id,
-	                           (long long)row.restarts + 1, (long long)max_restarts, reason);
+	/* an interruption's message ends in the step reached (jobs/timeline.c reads it) */
+	long long reached = (long long)(step >= 0 ? step : row.step);
+	int rc = drain ? fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
+	                                  "job %s restarting elsewhere (not counted against "
+	                                  "max_restarts): %s" REACHED,
+	                                  id, reason, reached)
+	         : give_up
+	             ? fsm_event_append(f, c->ts, "job.failed", id, c->actor,
+	                                "job %s failed: %s; %lld restart(s) used of %lld", id,
+	                                reason, (long long)row.restarts, (long long)max_restarts)
+	             : fsm_event_append(f, c->ts, "job.restarting", id, c->actor,
+	                                "job %s restarting (restart %lld of %lld): %s" REACHED, id,
+	                                (long long)row.restarts + 1, (long long)max_restarts,
+	                                reason, reached);
 	if (rc != 0)
 		return NULL;
 	return fsm_job_brief(f, id, 200);
@@ -1051,9 +1060,9 @@ json_t *fsm_op_job_replace(struct fsm *f, const struct fsm_cmd *c)
 		return NULL;
 	if (fsm_event_append(f, c->ts, "job.replacing", id, c->actor,
 	                     "job %s restarting to move straggler rank %lld off node %s "
-	                     "(replacement %lld of %lld): %s",
+	                     "(replacement %lld of %lld): %s" REACHED,
 	                     id, (long long)rank, node, (long long)used + 1,
-	                     (long long)max_replacements, reason) != 0)
+	                     (long long)max_replacements, reason, (long long)row.step) != 0)
 		return NULL;
 	return fsm_job_brief(f, id, 200);
 }

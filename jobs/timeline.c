@@ -11,7 +11,8 @@ struct interruption {
 	int64_t generation;
 	const char *kind;
 	const char *cause;
-	int64_t detected, stopped, placed, running, first_step, restored_step;
+	int cause_len; /* the cause is its first cause_len characters */
+	int64_t detected, stopped, placed, running, first_step, reached_step, restored_step;
 };
 
 static json_t *ms_or_null(int64_t v)
@@ -30,35 +31,70 @@ static int64_t number_after(const char *text, const char *key)
 	return end == p + strlen(key) ? UNSET : (int64_t)v;
 }
 
-/* The cause a restart's message gives: what follows its first "): " (jobs/fsm_cluster.c:
- * "job J restarting (restart 1 of 3): CAUSE"), else the whole message. */
-static const char *cause_of(const char *message)
+/* What an interruption's message says (jobs/fsm_cluster.c: "job J restarting (restart 1 of
+ * 3): CAUSE; reached step N"): x's cause, what follows the first "): " (else the whole
+ * message) up to JOB_REACHED, and its step reached (UNSET when the message names none). */
+static void cause_of(const char *message, struct interruption *x)
 {
-	const char *p = message != NULL ? strstr(message, "): ") : NULL;
-	return p != NULL ? p + 3 : message != NULL ? message : "";
+	if (message == NULL)
+		message = "";
+	const char *p = strstr(message, "): ");
+	x->cause = p != NULL ? p + 3 : message;
+	const char *end = NULL;
+	for (const char *q = x->cause; (q = strstr(q, JOB_REACHED)) != NULL; q++)
+		end = q; /* the last: a cause may quote another message */
+	x->reached_step = UNSET;
+	if (end != NULL) {
+		char *tail;
+		long long v = strtoll(end + strlen(JOB_REACHED), &tail, 10);
+		if (tail != end + strlen(JOB_REACHED) && *tail == '\0' && v >= 0)
+			x->reached_step = v;
+		else
+			end = NULL;
+	}
+	size_t len = end != NULL ? (size_t)(end - x->cause) : strlen(x->cause);
+	x->cause_len = len > INT32_MAX ? INT32_MAX : (int)len;
 }
 
+/* The steps done again after x: null unless both ends are known. */
+static json_t *lost_steps(const struct interruption *x)
+{
+	if (x->reached_step == UNSET || x->restored_step == UNSET)
+		return json_null();
+	return json_integer(x->reached_step > x->restored_step ? x->reached_step - x->restored_step
+	                                                       : 0);
+}
+
+struct totals {
+	int64_t down, lost;
+};
+
 static int interruption_add(json_t *list, const struct interruption *x, int64_t until,
-                            int recovered, int ongoing, int64_t *down_total)
+                            int recovered, int ongoing, struct totals *t)
 {
 	int64_t down = until - x->detected;
 	if (down < 0)
 		down = 0;
-	*down_total += down;
+	t->down += down;
+	json_t *lost = lost_steps(x);
+	t->lost += json_integer_value(lost); /* 0 for null */
 	return json_array_append_new(
 	    list,
-	    json_pack("{s:o,s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:b}", "generation",
-	              ms_or_null(x->generation), "kind", x->kind, "cause", x->cause, "detected_ms",
-	              (json_int_t)x->detected, "stopped_ms", ms_or_null(x->stopped), "placed_ms",
-	              ms_or_null(x->placed), "running_ms", ms_or_null(x->running), "first_step_ms",
-	              ms_or_null(x->first_step), "restored_step", ms_or_null(x->restored_step),
-	              "down_ms", (json_int_t)down, "recovered", recovered, "ongoing", ongoing));
+	    json_pack("{s:o,s:s,s:s#,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:b}", "generation",
+	              ms_or_null(x->generation), "kind", x->kind, "cause", x->cause,
+	              (size_t)x->cause_len, "detected_ms", (json_int_t)x->detected, "stopped_ms",
+	              ms_or_null(x->stopped), "placed_ms", ms_or_null(x->placed), "running_ms",
+	              ms_or_null(x->running), "first_step_ms", ms_or_null(x->first_step),
+	              "reached_step", ms_or_null(x->reached_step), "restored_step",
+	              ms_or_null(x->restored_step), "lost_steps", lost, "down_ms", (json_int_t)down,
+	              "recovered", recovered, "ongoing", ongoing));
 }
 
 json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 {
 	int64_t submitted = UNSET, placed = UNSET, running = UNSET, first_step = UNSET;
-	int64_t ended = UNSET, generation = 0, down_total = 0;
+	int64_t ended = UNSET, generation = 0;
+	struct totals totals = {0, 0};
 	const char *end = NULL, *end_reason = NULL;
 	int complete = 0, open = 0, rc = 0, seen = 0;
 	struct interruption cur = {0};
@@ -82,20 +118,20 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 			submitted = ts;
 		} else if (strcmp(type, "restarting") == 0 || strcmp(type, "replacing") == 0) {
 			if (open) /* interrupted again before a step: that one ends here */
-				rc |= interruption_add(list, &cur, ts, 0, 0, &down_total);
+				rc |= interruption_add(list, &cur, ts, 0, 0, &totals);
 			cur = (struct interruption){
 			    .generation = generation > 0 ? generation : UNSET,
 			    .kind = strcmp(type, "replacing") == 0 ? "straggler"
 			            : message != NULL && strstr(message, "not counted") != NULL
 			                ? "move"
 			                : "failure",
-			    .cause = cause_of(message),
 			    .detected = ts,
 			    .stopped = UNSET,
 			    .placed = UNSET,
 			    .running = UNSET,
 			    .first_step = UNSET,
 			    .restored_step = UNSET};
+			cause_of(message, &cur);
 			open = 1;
 		} else if (strcmp(type, "stopped") == 0) {
 			if (open && cur.stopped == UNSET)
@@ -121,7 +157,7 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 				first_step = ts;
 			if (open) {
 				cur.first_step = ts;
-				rc |= interruption_add(list, &cur, ts, 1, 0, &down_total);
+				rc |= interruption_add(list, &cur, ts, 1, 0, &totals);
 				open = 0;
 			}
 		} else if (strcmp(type, "succeeded") == 0 || strcmp(type, "failed") == 0 ||
@@ -136,12 +172,12 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 			if (open)
 				rc |= interruption_add(
 				    list, &cur, ok && cur.running != UNSET ? cur.running : ts, ok,
-				    0, &down_total);
+				    0, &totals);
 			open = 0;
 		}
 	}
 	if (open)
-		rc |= interruption_add(list, &cur, now_ms, 0, 1, &down_total);
+		rc |= interruption_add(list, &cur, now_ms, 0, 1, &totals);
 	int64_t until = ended != UNSET ? ended : now_ms;
 	int64_t span = placed != UNSET ? until - placed : UNSET;
 	int64_t startup =
@@ -156,18 +192,20 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 	}
 	json_t *fraction = json_null();
 	if (span != UNSET && span > 0 && startup != UNSET) {
-		double f = (double)(span - startup - down_total) / (double)span;
+		double f = (double)(span - startup - totals.down) / (double)span;
 		fraction = json_real(f < 0 ? 0 : f > 1 ? 1 : f);
 	}
 	json_t *doc = json_pack(
-	    "{s:s,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o}", "job", id, "complete",
-	    complete, "submitted_ms", ms_or_null(submitted), "placed_ms", ms_or_null(placed),
-	    "running_ms", ms_or_null(running), "first_step_ms", ms_or_null(first_step), "ended_ms",
-	    ms_or_null(ended), "end", end != NULL ? json_string(end) : json_null(), "end_reason",
+	    "{s:s,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "job", id,
+	    "complete", complete, "submitted_ms", ms_or_null(submitted), "placed_ms",
+	    ms_or_null(placed), "running_ms", ms_or_null(running), "first_step_ms",
+	    ms_or_null(first_step), "ended_ms", ms_or_null(ended), "end",
+	    end != NULL ? json_string(end) : json_null(), "end_reason",
 	    end_reason != NULL ? json_string(end_reason) : json_null(), "queued_ms",
 	    submitted != UNSET && placed != UNSET ? json_integer(placed - submitted) : json_null(),
 	    "startup_ms", ms_or_null(startup), "interruptions", list, "down_ms",
-	    (json_int_t)down_total, "span_ms", ms_or_null(span), "progress_fraction", fraction);
+	    (json_int_t)totals.down, "lost_steps", (json_int_t)totals.lost, "span_ms",
+	    ms_or_null(span), "progress_fraction", fraction);
 	if (doc == NULL || rc != 0) {
 		json_decref(doc);
 		return NULL;

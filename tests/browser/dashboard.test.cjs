@@ -25,6 +25,7 @@ const FOLLOWER_URL = env('FOLLOWER_URL');
 const ADMIN = env('ADMIN_TOKEN'), USER = env('USER_TOKEN'), SECURITY = env('SECURITY_TOKEN');
 const JOB_SINGLE = env('JOB_SINGLE'), JOB_HYBRID = env('JOB_HYBRID'), JOB_USER = env('JOB_USER');
 const JOB_AUTO = env('JOB_AUTO'), JOB_NOPLAN = env('JOB_NOPLAN'), JOB_LIVE4 = env('JOB_LIVE4');
+const JOB_RESTARTED = env('JOB_RESTARTED');
 const BUILD_VERSION = env('BUILD_VERSION'), BAD_VERSION = env('BAD_VERSION');
 const ARTIFACTS = env('ARTIFACTS');
 const TOKENS = [ADMIN, USER, SECURITY];
@@ -380,6 +381,26 @@ async function main() {
 	await page.goto(URL0 + '/#/jobs/' + JOB_SINGLE);
 	await page.waitForSelector('svg.layout');
 	check((await page.$$('.plan')).length === 0, 'a job with a fixed layout has no plan section');
+	/* a job interrupted once (a hung rank): its row in the interruptions table, as the API
+	 * tells it (GET /v1/jobs/ID/timeline) */
+	{
+		const life = (await apiGet(`/v1/jobs/${JOB_RESTARTED}/timeline`, ADMIN)).body;
+		const x = (life.interruptions || [])[0] || {};
+		await page.goto(URL0 + '/#/jobs/' + JOB_RESTARTED);
+		await page.waitForSelector('tr.interruption', {timeout: 15000}).catch(() => null);
+		const rows = await page.$$eval('tr.interruption', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+		const r = rows[0] || [];
+		check(life.interruptions?.length === 1 && x.kind === 'failure' && typeof x.reached_step === 'number' &&
+			typeof x.restored_step === 'number' && x.lost_steps === Math.max(0, x.reached_step - x.restored_step),
+			`the API's timeline of the job that hung once: one failure with the step reached, restored and redone (${JSON.stringify(x)})`);
+		check(rows.length === 1 && r[1] === 'failure' && r[7] === String(x.reached_step) && r[8] === String(x.restored_step) &&
+			r[9] === String(x.lost_steps) && /made no step progress/.test(r[11] || ''),
+			`the job page lists its interruption with the step reached, the checkpoint restored and the steps redone (${JSON.stringify(r)})`);
+		const share = await page.textContent('.progress-share').catch(() => '');
+		check(share.includes(`; ${life.lost_steps} step(s) done again after restoring checkpoints`),
+			`the job page says how many steps were done again ("${share}")`);
+		await shot(page, '04e-job-interrupted');
+	}
 
 	/* ---- nodes (live) ---- */
 	await page.click('#nav a[data-nav=nodes]');

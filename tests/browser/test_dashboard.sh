@@ -85,6 +85,13 @@ submit_spec() {
 make_join_token "$L"
 start_agent node-a 4 "$(api 1),$(api 2),$(api 3)"
 wait_until 15 node_state_is "$L" node-a up || fail "node-a did not register"
+# a job interrupted once, first of all and alone: rank 1 hangs after step 3 while rank 0 goes
+# on, the hang is detected, both resume from rank 0's newest checkpoint and finish (the job
+# page's interruptions table: the step reached, the checkpoint restored, the steps redone)
+write_rank_script
+echo "{\"name\":\"hang-once\",\"ranks\":2,$(cmd train 12 0.1 1),\"checkpoint\":{\"store\":\"dir:$T/ckpt\"},\"failure\":{\"hang_timeout_s\":2,\"max_restarts\":1}}" >"$T/hang.json"
+JOB_RESTARTED=$(submit_spec "$T/hang.json") || fail "cannot submit the job that hangs once"
+wait_until 60 job_state_is "$L" "$JOB_RESTARTED" succeeded || fail "the job that hangs once did not succeed: $(events_of "$L" "$JOB_RESTARTED")"
 # examples/single.json with more steps, paced (debug.block_ms: 6 ms a step however fast this
 # machine is): it must still be training while the page looks at it
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["train"]["steps"]=3000; j["debug"]={"block_ms": 0.5}; json.dump(j, open(sys.argv[2], "w"))' \
@@ -125,7 +132,7 @@ j["checkpoint"].update(every_steps=20, keep=2); j["debug"]={"slow_rank": 3, "slo
 	"$top_srcdir/examples/hybrid.json" "$T/hybrid-live.json"
 pace_spec "$T/hybrid-live.json" 1
 JOB_LIVE4=$(submit_spec "$T/hybrid-live.json") || fail "cannot submit the dp2 × pp2 job"
-note "jobs: $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice), $JOB_AUTO (auto), $JOB_NOPLAN (auto, cuda), $JOB_LIVE4 (dp2 pp2, rank 3 slowed)"
+note "jobs: $JOB_RESTARTED (hung once), $JOB_SINGLE (admin), $JOB_HYBRID (admin, dp2 tp2 pp2), $JOB_USER (user alice), $JOB_AUTO (auto), $JOB_NOPLAN (auto, cuda), $JOB_LIVE4 (dp2 pp2, rank 3 slowed)"
 
 # an agent build for the live rollout: a real copy of yard-agent reporting another version
 # (scripts/mark-build), uploaded to the build store; the page starts its rollout onto node-a
@@ -146,7 +153,7 @@ mkdir -p "$ARTIFACTS"
 rm -f "$ARTIFACTS"/*.png
 YARD_URL=$(api "$L") FOLLOWER_URL=$(api "$F") ADMIN_TOKEN=$TOKEN USER_TOKEN=$USER_TOKEN SECURITY_TOKEN=$SECURITY_TOKEN \
 	JOB_SINGLE=$JOB_SINGLE JOB_HYBRID=$JOB_HYBRID JOB_USER=$JOB_USER JOB_AUTO=$JOB_AUTO JOB_NOPLAN=$JOB_NOPLAN JOB_LIVE4=$JOB_LIVE4 \
-	BUILD_VERSION=$BUILD_VERSION BAD_VERSION=$BAD_VERSION ARTIFACTS=$ARTIFACTS \
+	JOB_RESTARTED=$JOB_RESTARTED BUILD_VERSION=$BUILD_VERSION BAD_VERSION=$BAD_VERSION ARTIFACTS=$ARTIFACTS \
 	ADV_TITLE="$ADV_TITLE" ADV_ID="$ADV_ID" \
 	CHROMIUM=$CHROMIUM NODE_PATH="$cache/node_modules" \
 	node "$top_srcdir/tests/browser/dashboard.test.cjs"

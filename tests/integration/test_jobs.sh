@@ -193,15 +193,21 @@ restored=$(events_of 1 "$HJ" | sed -n 's/.*restoring from checkpoint step \([0-9
 [ -n "$restored" ] && [ "$(cat "$T/start.$HJ.0.2")" = "$restored" ] && [ "$(cat "$T/start.$HJ.1.2")" = "$restored" ] ||
 	fail "hang job: controller said step '$restored', ranks resumed from $(cat "$T/start.$HJ.0.2"), $(cat "$T/start.$HJ.1.2")"
 note "hang detected and restarted; resumed from checkpoint step $restored"
-# its timeline: one interruption, a failure naming the hang, restored from that step
+# its restart names the step reached: the last one reported before the hang was seen
+reached=$(events_of 1 "$HJ" | sed -n 's/^job.restarting: .*made no step progress for .*; reached step \([0-9]*\)$/\1/p')
+[ -n "$reached" ] && [ "$reached" -ge 1 ] && [ "$reached" -le 12 ] || fail "hang job: no step reached in its restart: $(events_of 1 "$HJ")"
+redone=$((reached > restored ? reached - restored : 0))
+# its timeline: one interruption, a failure naming the hang, the step reached, restored from
+# that checkpoint, the steps done again
 yardctl --endpoints "$(api 1)" --token "$TOKEN" job timeline "$HJ" >"$T/hang.timeline" || fail "job timeline $HJ"
 grep -q "^job $HJ: succeeded, 1 interruption(s)$" "$T/hang.timeline" &&
-	grep -Eq "^1 +1 +failure .* $restored +[0-9.]+s +rank 1 on node node-.* made no step progress" "$T/hang.timeline" &&
+	grep -Eq "^1 +1 +failure .* $reached +$restored +$redone +[0-9.]+s +rank 1 on node node-.* made no step progress for [0-9.]+ s \(hang_timeout_s 2\)$" "$T/hang.timeline" &&
+	grep -q "^redone  *$redone step(s) done again after restoring checkpoints$" "$T/hang.timeline" &&
 	grep -q "^progress  *[0-9.]*% of the" "$T/hang.timeline" || fail "job timeline $HJ: $(cat "$T/hang.timeline")"
 get 1 "/v1/jobs/$HJ/timeline"
-[ "$(jget "$BODY" '[d["complete"], d["end"], len(d["interruptions"]), d["interruptions"][0]["recovered"], d["interruptions"][0]["restored_step"] == '"$restored"', 0 < d["progress_fraction"] < 1]')" = '[true, "succeeded", 1, true, true, true]' ] ||
+[ "$(jget "$BODY" '[d["complete"], d["end"], len(d["interruptions"]), d["interruptions"][0]["recovered"], d["interruptions"][0]["restored_step"] == '"$restored"', d["interruptions"][0]["reached_step"] == '"$reached"', d["interruptions"][0]["lost_steps"] == d["lost_steps"] == '"$redone"', 0 < d["progress_fraction"] < 1]')" = '[true, "succeeded", 1, true, true, true, true, true]' ] ||
 	fail "timeline of $HJ: $BODY"
-note "timeline: $(grep '^progress' "$T/hang.timeline")"
+note "timeline: $(grep '^progress' "$T/hang.timeline"); $(grep '^redone' "$T/hang.timeline")"
 # a rank that never reports a step: hung after failure.first_step_timeout_s, not never
 submit 1 "{\"name\":\"mute\",\"ranks\":1,$(cmd sleep 60),\"failure\":{\"first_step_timeout_s\":2,\"max_restarts\":0}}"
 MJ=$JOB

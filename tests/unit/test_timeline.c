@@ -1,5 +1,6 @@
 /* test_timeline.c: a job's timeline from its events (jobs/timeline.h): queue wait, start-up,
- * interruptions phase by phase with the checkpoint step restored, the time without progress
+ * interruptions phase by phase with the step reached, the checkpoint step restored and the
+ * steps done again, the time without progress
  * and the fraction with it; an interruption still going on, one that ends the job, one cut
  * short by another, kinds, and a history whose beginning was pruned. The messages are the
  * state machine's own formats. */
@@ -30,8 +31,8 @@ static int64_t get_int(const json_t *o, const char *key)
 	return json_integer_value(v);
 }
 
-/* the events of a job placed at once, started, interrupted by a node's death at 13 s,
- * re-placed from checkpoint step 800 and stepping again at 15 s */
+/* the events of a job placed at once, started, interrupted by a node's death at 13 s after
+ * step 850, re-placed from checkpoint step 800 and stepping again at 15 s */
 static json_t *one_failure(void)
 {
 	json_t *ev = json_array();
@@ -42,7 +43,8 @@ static json_t *one_failure(void)
 	add(ev, 2500, "job.progress", "job j-000001: first step reported: 3 (generation 1)");
 	add(ev, 9000, "checkpoint.complete", "checkpoint of job j-000001 at step 800 complete");
 	add(ev, 13000, "job.restarting",
-	    "job j-000001 restarting (restart 1 of 3): rank 0 on node node-1: node down");
+	    "job j-000001 restarting (restart 1 of 3): rank 0 on node node-1: node down; reached "
+	    "step 850");
 	add(ev, 13100, "job.stopped", "job j-000001: every rank of generation 1 is stopped");
 	add(ev, 13200, "job.placed",
 	    "job j-000001 re-placed (generation 2): 2 rank(s) on node-2 (2); restoring from "
@@ -78,7 +80,10 @@ static void test_an_interruption_phase_by_phase(void **state)
 	assert_int_equal(get_int(x, "placed_ms"), 13200);
 	assert_int_equal(get_int(x, "running_ms"), 14000);
 	assert_int_equal(get_int(x, "first_step_ms"), 15000);
+	assert_int_equal(get_int(x, "reached_step"), 850);
 	assert_int_equal(get_int(x, "restored_step"), 800);
+	assert_int_equal(get_int(x, "lost_steps"), 50);
+	assert_int_equal(get_int(t, "lost_steps"), 50);
 	assert_int_equal(get_int(x, "down_ms"), 2000);
 	assert_true(json_is_true(json_object_get(x, "recovered")));
 	assert_true(json_is_false(json_object_get(x, "ongoing")));
@@ -151,13 +156,15 @@ static void test_kinds_and_an_interruption_cut_short(void **state)
 	json_t *ev = one_failure();
 	add(ev, 20000, "job.replacing",
 	    "job j-000001 restarting to move straggler rank 1 off node node-2 (replacement 1 of "
-	    "2): compute 1.52x the median of its stage");
+	    "2): compute 1.52x the median of its stage; reached step 870");
 	add(ev, 20500, "job.placed", "job j-000001 re-placed (generation 3): 2 rank(s) on node-3");
 	/* moved again (a drain) before it made a step */
 	add(ev, 21000, "job.restarting",
 	    "job j-000001 restarting elsewhere (not counted against max_restarts): node node-3 is "
-	    "draining");
-	add(ev, 21400, "job.placed", "job j-000001 re-placed (generation 4): 2 rank(s) on node-4");
+	    "draining; checkpoint step 880 saved first; reached step 875");
+	add(ev, 21400, "job.placed",
+	    "job j-000001 re-placed (generation 4): 2 rank(s) on node-4; restoring from checkpoint "
+	    "step 880 (controller store)");
 	add(ev, 22000, "job.progress", "job j-000001: first step reported: 900 (generation 4)");
 	json_t *t = job_timeline("j-000001", ev, 23000);
 	const json_t *list = json_object_get(t, "interruptions");
@@ -170,9 +177,16 @@ static void test_kinds_and_an_interruption_cut_short(void **state)
 	assert_int_equal(get_int(s, "down_ms"), 1000); /* until the move cut it short */
 	assert_true(json_is_false(json_object_get(s, "recovered")));
 	assert_true(json_is_null(json_object_get(s, "restored_step")));
+	assert_int_equal(get_int(s, "reached_step"), 870);
+	assert_true(json_is_null(json_object_get(s, "lost_steps"))); /* restored nothing known */
 	assert_string_equal(json_string_value(json_object_get(m, "kind")), "move");
 	assert_string_equal(json_string_value(json_object_get(m, "cause")),
-	                    "node node-3 is draining");
+	                    "node node-3 is draining; checkpoint step 880 saved first");
+	/* the checkpoint saved for the move is newer than the last report: nothing lost */
+	assert_int_equal(get_int(m, "reached_step"), 875);
+	assert_int_equal(get_int(m, "restored_step"), 880);
+	assert_int_equal(get_int(m, "lost_steps"), 0);
+	assert_int_equal(get_int(t, "lost_steps"), 50);
 	assert_int_equal(get_int(m, "generation"), 3);
 	assert_int_equal(get_int(m, "down_ms"), 1000);
 	assert_true(json_is_true(json_object_get(m, "recovered")));
@@ -184,10 +198,23 @@ static void test_kinds_and_an_interruption_cut_short(void **state)
 static void test_pruned_history_and_a_job_never_placed(void **state)
 {
 	json_t *ev = json_array();
+	/* a message from before the step reached was recorded, and one whose end only looks
+	 * like it: no step, the whole cause kept */
 	add(ev, 13000, "job.restarting", "job j-000001 restarting (restart 1 of 3): node down");
 	add(ev, 13200, "job.placed", "job j-000001 re-placed (generation 2): 2 rank(s) on node-2");
-	json_t *t = job_timeline("j-000001", ev, 14000);
+	add(ev, 14500, "job.restarting",
+	    "job j-000001 restarting (restart 2 of 3): rank 0 said \"; reached step 9x\"");
+	json_t *t = job_timeline("j-000001", ev, 15000);
 	assert_true(json_is_false(json_object_get(t, "complete")));
+	const json_t *old = json_array_get(json_object_get(t, "interruptions"), 0);
+	assert_true(json_is_null(json_object_get(old, "reached_step")));
+	assert_true(json_is_null(json_object_get(old, "lost_steps")));
+	assert_string_equal(json_string_value(json_object_get(old, "cause")), "node down");
+	const json_t *odd = json_array_get(json_object_get(t, "interruptions"), 1);
+	assert_true(json_is_null(json_object_get(odd, "reached_step")));
+	assert_string_equal(json_string_value(json_object_get(odd, "cause")),
+	                    "rank 0 said \"; reached step 9x\"");
+	assert_int_equal(get_int(t, "lost_steps"), 0);
 	assert_int_equal(
 	    get_int(json_array_get(json_object_get(t, "interruptions"), 0), "generation"),
 	    1); /* the one before the re-placement's */
