@@ -774,6 +774,16 @@ static void timeline_line(const json_t *t, const char *label, const char *key, c
 	printf("\n");
 }
 
+/* An interruption's silence before its detection ("3.1s"), or "-" when its cause names none. */
+static const char *silent_s(const json_t *it, char *buf, size_t len)
+{
+	const json_t *v = json_object_get(it, "undetected_ms");
+	if (!json_is_integer(v))
+		return "-";
+	snprintf(buf, len, "%.1fs", (double)json_integer_value(v) / 1000);
+	return buf;
+}
+
 static void print_timeline(const struct ctl *x, const json_t *t)
 {
 	(void)x;
@@ -793,15 +803,15 @@ static void print_timeline(const struct ctl *x, const json_t *t)
 		printf("%-14s %s\n", "end reason", str(t, "end_reason"));
 	if (json_array_size(list) > 0) {
 		static const char *const headers[] = {
-		    "#",        "GEN",     "KIND",     "DETECTED", "STOPPED", "PLACED", "RUNNING",
-		    "STEPPING", "REACHED", "RESTORED", "REDONE",   "DOWN",    "CAUSE"};
+		    "#",       "GEN",      "KIND",    "SILENT",   "DETECTED", "STOPPED", "PLACED",
+		    "RUNNING", "STEPPING", "REACHED", "RESTORED", "REDONE",   "DOWN",    "CAUSE"};
 		struct ctl_table tab;
-		ctl_table_init(&tab, 13, headers);
+		ctl_table_init(&tab, 14, headers);
 		size_t i;
 		const json_t *it;
 		json_array_foreach(list, i, it)
 		{
-			char b[11][64];
+			char b[12][64];
 			int64_t at = json_integer_value(json_object_get(it, "detected_ms"));
 			snprintf(b[0], sizeof b[0], "%zu", i + 1);
 			ctl_format_time(at, b[2], sizeof b[2]);
@@ -814,6 +824,7 @@ static void print_timeline(const struct ctl *x, const json_t *t)
 			const char *row[] = {b[0],
 			                     cell(it, "generation", b[1], sizeof b[1]),
 			                     str(it, "kind"),
+			                     silent_s(it, b[11], sizeof b[11]),
 			                     b[2],
 			                     after_s(it, "stopped_ms", at, b[3], sizeof b[3]),
 			                     after_s(it, "placed_ms", at, b[4], sizeof b[4]),
@@ -826,19 +837,22 @@ static void print_timeline(const struct ctl *x, const json_t *t)
 			                     str(it, "cause")};
 			ctl_table_add(&tab, row);
 		}
-		printf(
-		    "interruptions (phases after DETECTED; REACHED: the last step reported before "
-		    "it, RESTORED: the checkpoint step, REDONE: the steps done again):\n");
+		printf("interruptions (SILENT: how long the leader had heard nothing before it "
+		       "DETECTED "
+		       "it; phases after DETECTED; REACHED: the last step reported before it, "
+		       "RESTORED: "
+		       "the checkpoint step, REDONE: the steps done again):\n");
 		ctl_table_print(&tab, stdout);
 		ctl_table_free(&tab);
 	}
 	const json_t *fraction = json_object_get(t, "progress_fraction");
 	if (json_is_number(fraction))
 		printf("%-14s %.1f%% of the %.1f s since its first placement (start-up %.1f s, "
-		       "interruptions %.1f s)\n",
+		       "silent before detection %.1f s, interruptions %.1f s)\n",
 		       "progress", json_number_value(fraction) * 100,
 		       (double)json_integer_value(json_object_get(t, "span_ms")) / 1000,
 		       (double)json_integer_value(json_object_get(t, "startup_ms")) / 1000,
+		       (double)json_integer_value(json_object_get(t, "undetected_ms")) / 1000,
 		       (double)json_integer_value(json_object_get(t, "down_ms")) / 1000);
 	if (json_array_size(list) > 0)
 		printf("%-14s %lld step(s) done again after restoring checkpoints\n", "redone",

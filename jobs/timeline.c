@@ -13,6 +13,8 @@ struct interruption {
 	const char *cause;
 	int cause_len; /* the cause is its first cause_len characters */
 	int64_t detected, stopped, placed, running, first_step, reached_step, restored_step;
+	int64_t
+	    undetected; /* before detected, the time the leader heard nothing (UNSET: not said) */
 };
 
 static json_t *ms_or_null(int64_t v)
@@ -56,6 +58,26 @@ static void cause_of(const char *message, struct interruption *x)
 	x->cause_len = len > INT32_MAX ? INT32_MAX : (int)len;
 }
 
+/* The silence a cause names (scheduler/leader.c: "node down (no heartbeat for 3.1 s)", "made
+ * no step progress for 61.0 s"), in ms, or UNSET. */
+static int64_t silence_of(const struct interruption *x)
+{
+	static const char *const keys[] = {"(no heartbeat for ", "made no step progress for "};
+	char cause[512];
+	snprintf(cause, sizeof cause, "%.*s", x->cause_len, x->cause);
+	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+		const char *p = strstr(cause, keys[k]);
+		if (p == NULL)
+			continue;
+		p += strlen(keys[k]);
+		char *end;
+		double secs = strtod(p, &end);
+		if (end != p && strncmp(end, " s", 2) == 0 && secs >= 0 && secs < 1e9)
+			return (int64_t)(secs * 1000 + 0.5);
+	}
+	return UNSET;
+}
+
 /* The steps done again after x: null unless both ends are known. */
 static json_t *lost_steps(const struct interruption *x)
 {
@@ -66,7 +88,7 @@ static json_t *lost_steps(const struct interruption *x)
 }
 
 struct totals {
-	int64_t down, lost;
+	int64_t down, lost, undetected;
 };
 
 static int interruption_add(json_t *list, const struct interruption *x, int64_t until,
@@ -76,25 +98,29 @@ static int interruption_add(json_t *list, const struct interruption *x, int64_t 
 	if (down < 0)
 		down = 0;
 	t->down += down;
+	if (x->undetected != UNSET)
+		t->undetected += x->undetected;
 	json_t *lost = lost_steps(x);
 	t->lost += json_integer_value(lost); /* 0 for null */
 	return json_array_append_new(
 	    list,
-	    json_pack("{s:o,s:s,s:s#,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:b}", "generation",
-	              ms_or_null(x->generation), "kind", x->kind, "cause", x->cause,
-	              (size_t)x->cause_len, "detected_ms", (json_int_t)x->detected, "stopped_ms",
-	              ms_or_null(x->stopped), "placed_ms", ms_or_null(x->placed), "running_ms",
-	              ms_or_null(x->running), "first_step_ms", ms_or_null(x->first_step),
-	              "reached_step", ms_or_null(x->reached_step), "restored_step",
-	              ms_or_null(x->restored_step), "lost_steps", lost, "down_ms", (json_int_t)down,
-	              "recovered", recovered, "ongoing", ongoing));
+	    json_pack("{s:o,s:s,s:s#,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:b}",
+	              "generation", ms_or_null(x->generation), "kind", x->kind, "cause", x->cause,
+	              (size_t)x->cause_len, "undetected_ms", ms_or_null(x->undetected),
+	              "detected_ms", (json_int_t)x->detected, "stopped_ms", ms_or_null(x->stopped),
+	              "placed_ms", ms_or_null(x->placed), "running_ms", ms_or_null(x->running),
+	              "first_step_ms", ms_or_null(x->first_step), "reached_step",
+	              ms_or_null(x->reached_step), "restored_step", ms_or_null(x->restored_step),
+	              "lost_steps", lost, "down_ms", (json_int_t)down, "recovered", recovered,
+	              "ongoing", ongoing));
 }
 
 json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 {
 	int64_t submitted = UNSET, placed = UNSET, running = UNSET, first_step = UNSET;
 	int64_t ended = UNSET, generation = 0;
-	struct totals totals = {0, 0};
+	struct totals totals = {0, 0, 0};
+	int64_t progressing_from = UNSET; /* the job's first step since its last interruption */
 	const char *end = NULL, *end_reason = NULL;
 	int complete = 0, open = 0, rc = 0, seen = 0;
 	struct interruption cur = {0};
@@ -132,6 +158,18 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 			    .first_step = UNSET,
 			    .restored_step = UNSET};
 			cause_of(message, &cur);
+			/* the silence before the detection, as far as the job was progressing: not
+			 * before its first step since the last interruption, not into one counted
+			 */
+			cur.undetected = silence_of(&cur);
+			if (cur.undetected != UNSET) {
+				int64_t most =
+				    open || progressing_from == UNSET ? 0 : ts - progressing_from;
+				cur.undetected = cur.undetected < most ? cur.undetected
+				                 : most > 0            ? most
+				                                       : 0;
+			}
+			progressing_from = UNSET;
 			open = 1;
 		} else if (strcmp(type, "stopped") == 0) {
 			if (open && cur.stopped == UNSET)
@@ -155,6 +193,8 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 		} else if (strcmp(type, "progress") == 0) {
 			if (first_step == UNSET)
 				first_step = ts;
+			if (progressing_from == UNSET)
+				progressing_from = ts;
 			if (open) {
 				cur.first_step = ts;
 				rc |= interruption_add(list, &cur, ts, 1, 0, &totals);
@@ -192,11 +232,12 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 	}
 	json_t *fraction = json_null();
 	if (span != UNSET && span > 0 && startup != UNSET) {
-		double f = (double)(span - startup - totals.down) / (double)span;
+		double f =
+		    (double)(span - startup - totals.down - totals.undetected) / (double)span;
 		fraction = json_real(f < 0 ? 0 : f > 1 ? 1 : f);
 	}
 	json_t *doc = json_pack(
-	    "{s:s,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "job", id,
+	    "{s:s,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:o,s:o}", "job", id,
 	    "complete", complete, "submitted_ms", ms_or_null(submitted), "placed_ms",
 	    ms_or_null(placed), "running_ms", ms_or_null(running), "first_step_ms",
 	    ms_or_null(first_step), "ended_ms", ms_or_null(ended), "end",
@@ -204,8 +245,8 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 	    end_reason != NULL ? json_string(end_reason) : json_null(), "queued_ms",
 	    submitted != UNSET && placed != UNSET ? json_integer(placed - submitted) : json_null(),
 	    "startup_ms", ms_or_null(startup), "interruptions", list, "down_ms",
-	    (json_int_t)totals.down, "lost_steps", (json_int_t)totals.lost, "span_ms",
-	    ms_or_null(span), "progress_fraction", fraction);
+	    (json_int_t)totals.down, "undetected_ms", (json_int_t)totals.undetected, "lost_steps",
+	    (json_int_t)totals.lost, "span_ms", ms_or_null(span), "progress_fraction", fraction);
 	if (doc == NULL || rc != 0) {
 		json_decref(doc);
 		return NULL;

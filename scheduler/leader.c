@@ -1639,8 +1639,16 @@ static void check_running(struct sched *s, struct soft_job *j, const json_t *lay
 			node_row_flags(s, n, nodes_by_id, node, &down, &draining);
 		}
 		if (down) {
-			snprintf(failure, sizeof failure, "rank %lld on node %s: node down",
-			         (long long)rank, node);
+			/* how long it had been silent (jobs/timeline.c reads it): the time a
+			 * failure can have gone unnoticed */
+			if (n != NULL && n->last_seen_ms != 0 && now > n->last_seen_ms)
+				snprintf(
+				    failure, sizeof failure,
+				    "rank %lld on node %s: node down (no heartbeat for %.1f s)",
+				    (long long)rank, node, (double)(now - n->last_seen_ms) / 1000);
+			else
+				snprintf(failure, sizeof failure, "rank %lld on node %s: node down",
+				         (long long)rank, node);
 			break;
 		}
 		if (drain[0] == '\0' && draining)

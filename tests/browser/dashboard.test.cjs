@@ -390,12 +390,13 @@ async function main() {
 		await page.waitForSelector('tr.interruption', {timeout: 15000}).catch(() => null);
 		const rows = await page.$$eval('tr.interruption', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
 		const r = rows[0] || [];
-		check(life.interruptions?.length === 1 && x.kind === 'failure' && typeof x.reached_step === 'number' &&
+		check(life.interruptions?.length === 1 && x.kind === 'failure' && typeof x.reached_step === 'number' && x.undetected_ms > 0 &&
 			typeof x.restored_step === 'number' && x.lost_steps === Math.max(0, x.reached_step - x.restored_step),
 			`the API's timeline of the job that hung once: one failure with the step reached, restored and redone (${JSON.stringify(x)})`);
-		check(rows.length === 1 && r[1] === 'failure' && r[7] === String(x.reached_step) && r[8] === String(x.restored_step) &&
-			r[9] === String(x.lost_steps) && /made no step progress/.test(r[11] || ''),
-			`the job page lists its interruption with the step reached, the checkpoint restored and the steps redone (${JSON.stringify(r)})`);
+		check(rows.length === 1 && r[1] === 'failure' && r[2] === `${(x.undetected_ms / 1000).toFixed(1)} s` &&
+			r[8] === String(x.reached_step) && r[9] === String(x.restored_step) &&
+			r[10] === String(x.lost_steps) && /made no step progress/.test(r[12] || ''),
+			`the job page lists its interruption with the silence before it was detected, the step reached, the checkpoint restored and the steps redone (${JSON.stringify(r)})`);
 		const share = await page.textContent('.progress-share').catch(() => '');
 		check(share.includes(`; ${life.lost_steps} step(s) done again after restoring checkpoints`),
 			`the job page says how many steps were done again ("${share}")`);

@@ -201,11 +201,11 @@ redone=$((reached > restored ? reached - restored : 0))
 # that checkpoint, the steps done again
 yardctl --endpoints "$(api 1)" --token "$TOKEN" job timeline "$HJ" >"$T/hang.timeline" || fail "job timeline $HJ"
 grep -q "^job $HJ: succeeded, 1 interruption(s)$" "$T/hang.timeline" &&
-	grep -Eq "^1 +1 +failure .* $reached +$restored +$redone +[0-9.]+s +rank 1 on node node-.* made no step progress for [0-9.]+ s \(hang_timeout_s 2\)$" "$T/hang.timeline" &&
+	grep -Eq "^1 +1 +failure +[0-9.]+s .* $reached +$restored +$redone +[0-9.]+s +rank 1 on node node-.* made no step progress for [0-9.]+ s \(hang_timeout_s 2\)$" "$T/hang.timeline" &&
 	grep -q "^redone  *$redone step(s) done again after restoring checkpoints$" "$T/hang.timeline" &&
 	grep -q "^progress  *[0-9.]*% of the" "$T/hang.timeline" || fail "job timeline $HJ: $(cat "$T/hang.timeline")"
 get 1 "/v1/jobs/$HJ/timeline"
-[ "$(jget "$BODY" '[d["complete"], d["end"], len(d["interruptions"]), d["interruptions"][0]["recovered"], d["interruptions"][0]["restored_step"] == '"$restored"', d["interruptions"][0]["reached_step"] == '"$reached"', d["interruptions"][0]["lost_steps"] == d["lost_steps"] == '"$redone"', 0 < d["progress_fraction"] < 1]')" = '[true, "succeeded", 1, true, true, true, true, true]' ] ||
+[ "$(jget "$BODY" '[d["complete"], d["end"], len(d["interruptions"]), d["interruptions"][0]["recovered"], d["interruptions"][0]["restored_step"] == '"$restored"', d["interruptions"][0]["reached_step"] == '"$reached"', d["interruptions"][0]["lost_steps"] == d["lost_steps"] == '"$redone"', 0 < d["interruptions"][0]["undetected_ms"] == d["undetected_ms"] <= 1000 * float(d["interruptions"][0]["cause"].split(" for ")[1].split(" s")[0]) + 1, 0 < d["progress_fraction"] < 1]')" = '[true, "succeeded", 1, true, true, true, true, true, true]' ] ||
 	fail "timeline of $HJ: $BODY"
 note "timeline: $(grep '^progress' "$T/hang.timeline"); $(grep '^redone' "$T/hang.timeline")"
 # a rank that never reports a step: hung after failure.first_step_timeout_s, not never

@@ -31,8 +31,9 @@ static int64_t get_int(const json_t *o, const char *key)
 	return json_integer_value(v);
 }
 
-/* the events of a job placed at once, started, interrupted by a node's death at 13 s after
- * step 850, re-placed from checkpoint step 800 and stepping again at 15 s */
+/* the events of a job placed at once, started, interrupted by a node's death (silent since
+ * 9.9 s) detected at 13 s after step 850, re-placed from checkpoint step 800 and stepping again at
+ * 15 s */
 static json_t *one_failure(void)
 {
 	json_t *ev = json_array();
@@ -43,8 +44,8 @@ static json_t *one_failure(void)
 	add(ev, 2500, "job.progress", "job j-000001: first step reported: 3 (generation 1)");
 	add(ev, 9000, "checkpoint.complete", "checkpoint of job j-000001 at step 800 complete");
 	add(ev, 13000, "job.restarting",
-	    "job j-000001 restarting (restart 1 of 3): rank 0 on node node-1: node down; reached "
-	    "step 850");
+	    "job j-000001 restarting (restart 1 of 3): rank 0 on node node-1: node down (no "
+	    "heartbeat for 3.1 s); reached step 850");
 	add(ev, 13100, "job.stopped", "job j-000001: every rank of generation 1 is stopped");
 	add(ev, 13200, "job.placed",
 	    "job j-000001 re-placed (generation 2): 2 rank(s) on node-2 (2); restoring from "
@@ -74,7 +75,9 @@ static void test_an_interruption_phase_by_phase(void **state)
 	assert_int_equal(get_int(x, "generation"), 1);
 	assert_string_equal(json_string_value(json_object_get(x, "kind")), "failure");
 	assert_string_equal(json_string_value(json_object_get(x, "cause")),
-	                    "rank 0 on node node-1: node down");
+	                    "rank 0 on node node-1: node down (no heartbeat for 3.1 s)");
+	assert_int_equal(get_int(x, "undetected_ms"), 3100);
+	assert_int_equal(get_int(t, "undetected_ms"), 3100);
 	assert_int_equal(get_int(x, "detected_ms"), 13000);
 	assert_int_equal(get_int(x, "stopped_ms"), 13100);
 	assert_int_equal(get_int(x, "placed_ms"), 13200);
@@ -89,8 +92,9 @@ static void test_an_interruption_phase_by_phase(void **state)
 	assert_true(json_is_false(json_object_get(x, "ongoing")));
 	assert_int_equal(get_int(t, "down_ms"), 2000);
 	assert_int_equal(get_int(t, "span_ms"), 20000);
-	/* 20 s from the first placement: 1 s starting, 2 s interrupted */
-	assert_float_equal(json_real_value(json_object_get(t, "progress_fraction")), 0.85, 1e-9);
+	/* 20 s from the first placement: 1 s starting, 3.1 s silent before the detection, 2 s
+	 * interrupted */
+	assert_float_equal(json_real_value(json_object_get(t, "progress_fraction")), 0.695, 1e-9);
 	json_decref(t);
 	json_decref(ev);
 }
@@ -108,6 +112,9 @@ static void test_an_interruption_going_on_or_ending_the_job(void **state)
 	assert_int_equal(json_array_size(list), 2);
 	const json_t *x = json_array_get(list, 1);
 	assert_int_equal(get_int(x, "generation"), 2);
+	/* 60 s without a step, but generation 2 stepped only from 15 s: 15 s of it count */
+	assert_int_equal(get_int(x, "undetected_ms"), 15000);
+	assert_int_equal(get_int(t, "undetected_ms"), 18100);
 	assert_true(json_is_null(json_object_get(x, "placed_ms")));
 	assert_int_equal(get_int(x, "down_ms"), 5000);
 	assert_true(json_is_true(json_object_get(x, "ongoing")));
@@ -178,7 +185,8 @@ static void test_kinds_and_an_interruption_cut_short(void **state)
 	assert_true(json_is_false(json_object_get(s, "recovered")));
 	assert_true(json_is_null(json_object_get(s, "restored_step")));
 	assert_int_equal(get_int(s, "reached_step"), 870);
-	assert_true(json_is_null(json_object_get(s, "lost_steps"))); /* restored nothing known */
+	assert_true(json_is_null(json_object_get(s, "lost_steps")));    /* restored nothing known */
+	assert_true(json_is_null(json_object_get(s, "undetected_ms"))); /* the cause names none */
 	assert_string_equal(json_string_value(json_object_get(m, "kind")), "move");
 	assert_string_equal(json_string_value(json_object_get(m, "cause")),
 	                    "node node-3 is draining; checkpoint step 880 saved first");
@@ -204,7 +212,13 @@ static void test_pruned_history_and_a_job_never_placed(void **state)
 	add(ev, 13200, "job.placed", "job j-000001 re-placed (generation 2): 2 rank(s) on node-2");
 	add(ev, 14500, "job.restarting",
 	    "job j-000001 restarting (restart 2 of 3): rank 0 said \"; reached step 9x\"");
+	add(ev, 14800, "job.restarting",
+	    "job j-000001 restarting (restart 3 of 3): rank 0 on node node-2: node down (no "
+	    "heartbeat for 3.0 s)");
 	json_t *t = job_timeline("j-000001", ev, 15000);
+	/* that node's silence fell into the interruptions before it: none of it counts */
+	assert_int_equal(
+	    get_int(json_array_get(json_object_get(t, "interruptions"), 2), "undetected_ms"), 0);
 	assert_true(json_is_false(json_object_get(t, "complete")));
 	const json_t *old = json_array_get(json_object_get(t, "interruptions"), 0);
 	assert_true(json_is_null(json_object_get(old, "reached_step")));

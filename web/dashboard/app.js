@@ -708,13 +708,14 @@
 			const t = lifeR.data, secs = (ms) => `${(ms / 1000).toFixed(1)} s`;
 			const after = (x, k) => typeof x[k] === 'number' ? `+${secs(x[k] - x.detected_ms)}` : '—';
 			const share = typeof t.progress_fraction === 'number'
-				? `${(t.progress_fraction * 100).toFixed(1)} % of the ${secs(t.span_ms)} since its first placement made progress (start-up ${secs(t.startup_ms)}, interruptions ${secs(t.down_ms)})`
+				? `${(t.progress_fraction * 100).toFixed(1)} % of the ${secs(t.span_ms)} since its first placement made progress (start-up ${secs(t.startup_ms)}, silent before detection ${secs(t.undetected_ms)}, interruptions ${secs(t.down_ms)})`
 					+ (t.interruptions.length ? `; ${t.lost_steps} step(s) done again after restoring checkpoints` : '') : '';
 			lifeBody = [h('p', {class: 'progress-share'}, share),
 				t.interruptions.length === 0 ? note('no interruptions')
-					: table(['generation', 'kind', 'detected', 'stopped', 'placed', 'running', 'stepping', 'reached step', 'restored step', 'steps redone', 'down', 'cause'],
+					: table(['generation', 'kind', 'silent before', 'detected', 'stopped', 'placed', 'running', 'stepping', 'reached step', 'restored step', 'steps redone', 'down', 'cause'],
 						t.interruptions.map((x) => h('tr', {class: 'interruption'},
-							h('td', {class: 'num'}, String(x.generation ?? '—')), h('td', {}, x.kind), h('td', {}, clock(x.detected_ms)),
+							h('td', {class: 'num'}, String(x.generation ?? '—')), h('td', {}, x.kind),
+							h('td', {}, typeof x.undetected_ms === 'number' ? secs(x.undetected_ms) : '—'), h('td', {}, clock(x.detected_ms)),
 							h('td', {}, after(x, 'stopped_ms')), h('td', {}, after(x, 'placed_ms')), h('td', {}, after(x, 'running_ms')),
 							h('td', {}, after(x, 'first_step_ms')), h('td', {class: 'num'}, String(x.reached_step ?? '—')),
 							h('td', {class: 'num'}, String(x.restored_step ?? '—')), h('td', {class: 'num lost-steps'}, String(x.lost_steps ?? '—')),
