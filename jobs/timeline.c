@@ -6,6 +6,14 @@
 #include <string.h>
 
 #define UNSET INT64_MIN
+/* The largest time (ms since the epoch, year 33,658) and step or generation believed: their
+ * differences cannot overflow, and the sums saturate (sum_add). */
+#define BELIEVED_MAX 1000000000000000LL
+
+static void sum_add(int64_t *sum, int64_t v)
+{
+	*sum = v > INT64_MAX - *sum ? INT64_MAX : *sum + v;
+}
 
 struct interruption {
 	int64_t generation;
@@ -30,7 +38,7 @@ static int64_t number_after(const char *text, const char *key)
 		return UNSET;
 	char *end;
 	long long v = strtoll(p + strlen(key), &end, 10);
-	return end == p + strlen(key) ? UNSET : (int64_t)v;
+	return end == p + strlen(key) || v < 0 || v > BELIEVED_MAX ? UNSET : (int64_t)v;
 }
 
 /* What an interruption's message says (jobs/fsm_cluster.c: "job J restarting (restart 1 of
@@ -49,7 +57,8 @@ static void cause_of(const char *message, struct interruption *x)
 	if (end != NULL) {
 		char *tail;
 		long long v = strtoll(end + strlen(JOB_REACHED), &tail, 10);
-		if (tail != end + strlen(JOB_REACHED) && *tail == '\0' && v >= 0)
+		if (tail != end + strlen(JOB_REACHED) && *tail == '\0' && v >= 0 &&
+		    v <= BELIEVED_MAX)
 			x->reached_step = v;
 		else
 			end = NULL;
@@ -97,11 +106,11 @@ static int interruption_add(json_t *list, const struct interruption *x, int64_t 
 	int64_t down = until - x->detected;
 	if (down < 0)
 		down = 0;
-	t->down += down;
+	sum_add(&t->down, down);
 	if (x->undetected != UNSET)
-		t->undetected += x->undetected;
+		sum_add(&t->undetected, x->undetected);
 	json_t *lost = lost_steps(x);
-	t->lost += json_integer_value(lost); /* 0 for null */
+	sum_add(&t->lost, json_integer_value(lost)); /* 0 for null */
 	return json_array_append_new(
 	    list,
 	    json_pack("{s:o,s:s,s:s#,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:b,s:b}",
@@ -117,6 +126,7 @@ static int interruption_add(json_t *list, const struct interruption *x, int64_t 
 
 json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 {
+	now_ms = now_ms < 0 ? 0 : now_ms > BELIEVED_MAX ? BELIEVED_MAX : now_ms;
 	int64_t submitted = UNSET, placed = UNSET, running = UNSET, first_step = UNSET;
 	int64_t ended = UNSET, generation = 0;
 	struct totals totals = {0, 0, 0};
@@ -137,6 +147,8 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 		if (type == NULL || strncmp(type, "job.", 4) != 0 || !json_is_integer(ts_v))
 			continue;
 		int64_t ts = json_integer_value(ts_v);
+		if (ts < 0 || ts > BELIEVED_MAX)
+			continue; /* not a time this project writes */
 		type += 4;
 		if (!seen++) /* the job's first event is its submission unless older were pruned */
 			complete = strcmp(type, "submitted") == 0;
@@ -232,8 +244,9 @@ json_t *job_timeline(const char *id, const json_t *events, int64_t now_ms)
 	}
 	json_t *fraction = json_null();
 	if (span != UNSET && span > 0 && startup != UNSET) {
-		double f =
-		    (double)(span - startup - totals.down - totals.undetected) / (double)span;
+		double f = ((double)span - (double)startup - (double)totals.down -
+		            (double)totals.undetected) /
+		           (double)span;
 		fraction = json_real(f < 0 ? 0 : f > 1 ? 1 : f);
 	}
 	json_t *doc = json_pack(

@@ -3,7 +3,8 @@
 # crashes found so far). With `configure --enable-fuzzing` (CC=clang) they are libFuzzer
 # binaries instead, built by `make fuzz` and run by scripts/fuzz, and no test.
 FUZZ_TARGETS = tests/fuzz/fuzz_jobspec tests/fuzz/fuzz_codec tests/fuzz/fuzz_fsm \
-	tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_heartbeat tests/fuzz/fuzz_desired tests/fuzz/fuzz_report
+	tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_heartbeat tests/fuzz/fuzz_desired tests/fuzz/fuzz_report \
+	tests/fuzz/fuzz_timeline
 check_PROGRAMS += $(FUZZ_TARGETS)
 if FUZZING
 FUZZ_MAIN =
@@ -65,3 +66,9 @@ tests_fuzz_fuzz_report_CFLAGS = $(FUZZ_CFLAGS) $(UV_CFLAGS) $(CURL_CFLAGS) $(SQL
 tests_fuzz_fuzz_report_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LINK)
 tests_fuzz_fuzz_report_LDADD = scheduler/libsched.a jobs/libjobspec.a $(FSM_LIBS) $(UV_LIBS) \
 	$(CURL_LIBS) -lm
+
+tests_fuzz_fuzz_timeline_SOURCES = tests/fuzz/fuzz_timeline.c $(FUZZ_SOURCES)
+tests_fuzz_fuzz_timeline_CPPFLAGS = $(AM_CPPFLAGS) $(call corpus_of,timeline)
+tests_fuzz_fuzz_timeline_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_timeline_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LINK)
+tests_fuzz_fuzz_timeline_LDADD = $(JOBSPEC_LIBS)
